@@ -1,0 +1,268 @@
+/* lockcore.h — one lock interface for every seckill mode.
+ *
+ * Every purchase in miaosha goes through this interface; only the mode
+ * differs, so a comparison between modes varies the lock and nothing else.
+ * The modes are the steps of the story in shared/seeds/002 (the seckill
+ * walkthrough) and 000/001/003 (Redisson's RLock). Each step fixes one bug
+ * of the step before and keeps another, and each mode reproduces its step
+ * exactly, flaws included, because the load generator exists to show them:
+ *
+ *   LC_NONE       no lock at all                      (seed 002 §1: the race)
+ *   LC_MUTEX      in-process lock per name             (§2: synchronized)
+ *                 flaw: invisible to other processes
+ *   LC_SETNX      SETNX key 1; PEXPIRE key lease       (§3–4: setnx + expire)
+ *                 release: DEL key (no owner check)
+ *                 flaws: a crash between the two commands leaves a lock
+ *                 with no TTL; a holder whose lease ran out deletes the next
+ *                 holder's lock
+ *   LC_TOKEN      SET key <uuid> NX PX lease           (§5–7: SET NX EX, UUID,
+ *                 release: Lua GET == token → DEL       Lua release)
+ *                 flaw: a holder that outlives its lease lets a second in
+ *   LC_REENTRANT  Redisson's hash lock: acquire/unlock/renew scripts,
+ *                 watchdog renewal every timeout/3, pub/sub wake-up
+ *                 flaw: a long process pause still lets a second holder in
+ *                 (no fencing token)
+ *
+ * lockcore/README.md lists, per mode, every command and script it sends.
+ *
+ * Handles (opaque, SQLite style):
+ *   lc_client  one per process: Redis address and timeouts, the instance id,
+ *              the in-process mutex table, the watchdog thread and the
+ *              pub/sub subscriber thread. Thread-safe.
+ *   lc_conn    one Redis connection (a hiredis context, which is not
+ *              thread-safe): use one per thread, or guard it. Reconnects by
+ *              itself on the next call after any I/O error.
+ *   lc_guard   one successful acquisition; handed back to lc_release, which
+ *              frees it. Belongs to the thread that holds the lock.
+ *
+ * Errors: functions return an lc_status; contention (LC_BUSY) is a status,
+ * not an error. The library never exits, logs or prints. The text of the
+ * last failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
+ * (lc_conn_errstr). All durations are milliseconds.
+ *
+ * Cluster: the caller passes the lock key. Keep every key of one SKU on one
+ * slot with a hash tag — "miaosha:{sku}:lock", "miaosha:{sku}:stock" — so a
+ * script that names several keys stays legal on Redis Cluster. The
+ * reentrant mode's pub/sub channel is "redisson_lock__channel:{<key>}".
+ */
+#ifndef MIAOSHA_LOCKCORE_H
+#define MIAOSHA_LOCKCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LC_ERRSTR_LEN 256 /* bytes, including the terminating NUL */
+#define LC_ID_LEN 64      /* bytes: instance ids and owner ids are shorter */
+
+typedef enum lc_mode {
+    LC_NONE = 0,
+    LC_MUTEX,
+    LC_SETNX,
+    LC_TOKEN,
+    LC_REENTRANT,
+    LC_MODE_COUNT
+} lc_mode;
+
+typedef enum lc_status {
+    LC_OK = 0,       /* acquired, released or extended */
+    LC_BUSY = 1,     /* not acquired within wait_ms (contention, not an error) */
+    LC_NOT_OWNER = 2,/* release/extend: this owner does not hold the lock any
+                        more (its lease ran out, or another owner took it) */
+    LC_LOST = 3,     /* reentrant release: the watchdog's renewal had found the
+                        lock gone while it was held; the lock was released
+                        as far as it still existed */
+    LC_IO = 4,       /* Redis unreachable, timed out, or answered an error */
+    LC_MISUSE = 5,   /* bad arguments, or a call the mode does not offer */
+    LC_NOMEM = 6     /* out of memory */
+} lc_status;
+
+/* The mode's public name ("none", "mutex", "setnx", "token", "reentrant"),
+ * which is also its URL segment; "?" for an out-of-range value. Static
+ * storage. Any thread. */
+const char *lc_mode_name(lc_mode mode);
+
+/* Parses a public mode name (exact, lower case). Returns 0 and sets *out, or
+ * -1 for an unknown name. Any thread. */
+int lc_mode_parse(const char *name, lc_mode *out);
+
+/* "ok", "busy", "not_owner", "lost", "io", "misuse", "nomem"; static
+ * storage. Any thread. */
+const char *lc_status_name(lc_status status);
+
+/* --- client ------------------------------------------------------------ */
+
+typedef struct lc_options {
+    const char *redis_host;       /* default "127.0.0.1" */
+    int redis_port;               /* default 6379 */
+    const char *redis_password;   /* NULL or "" = no AUTH */
+    int redis_db;                 /* SELECT on connect when > 0; default 0 */
+    int connect_timeout_ms;       /* default 1000, > 0 */
+    int command_timeout_ms;       /* per command round trip; default 1000, > 0 */
+    int64_t watchdog_timeout_ms;  /* reentrant lease without an explicit one;
+                                     renewed every watchdog_timeout_ms / 3.
+                                     Default 30000 (Redisson's
+                                     lockWatchdogTimeout); >= 30 */
+    int64_t retry_interval_ms;    /* setnx/token polling interval while
+                                     waiting, plus 0..interval/2 of jitter;
+                                     default 10, >= 1 */
+    const char *instance_id;      /* reentrant hash fields are
+                                     "<instance_id>:<owner>"; NULL = a fresh
+                                     libuuid. At most LC_ID_LEN-1 bytes. */
+} lc_options;
+
+/* Fills *o with the defaults above. Any thread. */
+void lc_options_init(lc_options *o);
+
+typedef struct lc_client lc_client;
+
+/* Creates the process-wide client. Does not connect: Redis may be down at
+ * start; each lc_conn connects on first use. The options' strings are
+ * copied. Background threads (watchdog, subscriber) start on first need.
+ * Returns LC_OK and sets *out; LC_MISUSE for an option out of bounds (the
+ * reason goes to err, errlen bytes, when err is not NULL); LC_NOMEM.
+ * Any thread. */
+lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t errlen);
+
+/* Stops the background threads and frees the client. NULL-safe. Every
+ * lc_conn and lc_guard of this client must be freed/released first. Not
+ * concurrently with any other call on the client. */
+void lc_client_free(lc_client *c);
+
+/* The instance id (static for the client's life). Any thread. */
+const char *lc_client_instance_id(const lc_client *c);
+
+typedef struct lc_stats {
+    uint64_t acquired;          /* successful acquisitions, all modes */
+    uint64_t busy;              /* acquisitions that returned LC_BUSY */
+    uint64_t io_errors;         /* calls that returned LC_IO */
+    uint64_t watchdog_renewals; /* renew scripts that returned 1 */
+    uint64_t watchdog_lost;     /* renew scripts that returned 0 (lock lost) */
+    uint64_t watchdog_active;   /* (key, owner) pairs the watchdog renews now */
+    uint64_t pubsub_channels;   /* channels the subscriber is subscribed to now */
+    uint64_t pubsub_waiters;    /* threads waiting on a reentrant lock now */
+} lc_stats;
+
+/* A snapshot of the client's counters (C11 atomics; each field is exact,
+ * the set is not one instant). Any thread. */
+void lc_client_stats(lc_client *c, lc_stats *out);
+
+/* --- connection -------------------------------------------------------- */
+
+typedef struct lc_conn lc_conn;
+
+/* Creates a connection handle; it connects lazily and reconnects on the next
+ * call after an I/O error, so a handle survives a Redis restart. Returns
+ * LC_OK, LC_NOMEM. Any thread; the handle then belongs to one thread at a
+ * time. */
+lc_status lc_conn_new(lc_client *c, lc_conn **out);
+
+/* Closes and frees it. NULL-safe. */
+void lc_conn_free(lc_conn *conn);
+
+/* The connected hiredis context, for the caller's own commands (the service's
+ * stock reads and writes), connecting first if needed (connect timeout, AUTH,
+ * SELECT, command timeout set). Returns NULL when Redis cannot be reached
+ * (reason in lc_conn_errstr). The context stays owned by conn: do not free
+ * it. After the caller's command fails with ctx->err set, the next call
+ * through conn reconnects. Same thread rules as conn. */
+redisContext *lc_conn_redis(lc_conn *conn);
+
+/* One PING round trip. LC_OK or LC_IO. */
+lc_status lc_conn_ping(lc_conn *conn);
+
+/* The last failure on this connection (never NULL; "" when none), at most
+ * LC_ERRSTR_LEN-1 bytes, valid until the next call on conn. */
+const char *lc_conn_errstr(const lc_conn *conn);
+
+/* --- locks ------------------------------------------------------------- */
+
+typedef struct lc_guard lc_guard;
+
+typedef struct lc_lock_args {
+    lc_mode mode;
+    const char *key;   /* lock key, e.g. "miaosha:{demo}:lock"; 1..512 bytes */
+    const char *owner; /* caller-chosen owner id, 1..LC_ID_LEN-1 bytes; the
+                          service uses one per request, so a request that
+                          dies is never re-entered by the next request on
+                          the same thread. Reentrancy is per (key, owner). */
+    int64_t lease_ms;  /* setnx/token: the lease, > 0 (required).
+                          reentrant: 0 = watchdog mode (lease =
+                          watchdog_timeout_ms, renewed every third of it
+                          while held); > 0 = fixed lease, no watchdog
+                          (Redisson's lock(leaseTime)). Ignored by none and
+                          mutex. At most 24 h. */
+    int64_t wait_ms;   /* how long to wait for a held lock; 0 = try once
+                          (the seeds' behaviour). Never slept past. <= 24 h. */
+    /* Test-only fault point (setnx): called after SETNX succeeded and before
+     * PEXPIRE is sent, so a crash there is reproducible. NULL normally. */
+    void (*after_setnx)(void *arg);
+    void *after_setnx_arg;
+} lc_lock_args;
+
+/* Acquires the lock named by a->key in mode a->mode, waiting up to
+ * a->wait_ms. Sends exactly the mode's commands (lockcore/README.md):
+ *   none       nothing; always LC_OK
+ *   mutex      an in-process lock per key (not reentrant: the same owner
+ *              waits for itself); conn may be NULL
+ *   setnx      SETNX key "1", then separately PEXPIRE key lease; waiting
+ *              polls every retry_interval_ms + jitter
+ *   token      SET key <fresh libuuid> NX PX lease; polls like setnx
+ *   reentrant  Redisson's acquire script on a hash (mirrors
+ *              RedissonLock.tryLockInnerAsync); waiting subscribes to the
+ *              lock's channel once per process and wakes on a release
+ *              message or after the holder's PTTL, whichever is first
+ *              (mirrors RedissonLock.tryLock(waitTime)); local waiters are
+ *              woken one per release message, oldest first.
+ * Returns LC_OK and sets *out to a new guard (release it with lc_release);
+ * LC_BUSY when not acquired within wait_ms; LC_IO when Redis failed (nothing
+ * is held); LC_MISUSE for bad arguments; LC_NOMEM. *out is NULL on every
+ * status but LC_OK. The thread that owns conn. */
+lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
+
+/* Releases one acquisition and frees g (in every case, so never call it twice
+ * on one guard). NULL g is LC_MISUSE.
+ *   none       LC_OK
+ *   mutex      LC_OK
+ *   setnx      DEL key: LC_OK when a key was deleted — even another
+ *              holder's (the flaw) — LC_NOT_OWNER when none existed
+ *   token      Lua compare-and-delete: LC_OK, or LC_NOT_OWNER when the key
+ *              is gone or holds another token (nothing deleted)
+ *   reentrant  Redisson's unlock script (mirrors unlockInnerAsync): LC_OK
+ *              when the hold count went down (and at 0 the key was deleted
+ *              and one release message published); LC_NOT_OWNER when the
+ *              field is absent; LC_LOST when the watchdog had reported the
+ *              lock lost during the hold. The watchdog stops renewing at the
+ *              last local release, whatever Redis answered.
+ *   any        LC_IO when Redis failed: the lease will free the lock.
+ * The thread that owns conn. */
+lc_status lc_release(lc_conn *conn, lc_guard *g);
+
+/* token only: compare-and-PEXPIRE — sets the lease to lease_ms (> 0) if the
+ * key still holds this guard's token. LC_OK, LC_NOT_OWNER, LC_IO,
+ * LC_MISUSE (another mode, bad lease). The thread that owns conn. */
+lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms);
+
+/* 1 once the lock is known to have been lost while held: the watchdog's
+ * renew script returned 0 (reentrant). lc_extend returning LC_NOT_OWNER
+ * sets it too (token). 0 otherwise. Any thread. */
+int lc_guard_lost(const lc_guard *g);
+
+/* Milliseconds lc_acquire spent before it got the lock. Any thread. */
+int64_t lc_guard_wait_ms(const lc_guard *g);
+
+/* The value that identifies this holder in Redis: the token (token mode),
+ * the hash field "<instance>:<owner>" (reentrant), "1" (setnx), "" (none,
+ * mutex). Valid until the guard is released. Any thread. */
+const char *lc_guard_owner_token(const lc_guard *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,254 @@
+/* lc_client.c — the process-wide client: options, names, counters, and the
+ * small helpers (clock, errors, script calls) the other sources share.
+ *
+ * The client holds no Redis connection of its own for callers: each caller
+ * thread uses its own lc_conn, and the two background threads (watchdog,
+ * subscriber) each own theirs, because a hiredis context is not thread-safe.
+ */
+#include "lc_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uuid/uuid.h>
+
+static const char *const mode_names[LC_MODE_COUNT] = {"none", "mutex", "setnx", "token",
+                                                      "reentrant"};
+
+const char *lc_mode_name(lc_mode mode)
+{
+    return (unsigned)mode < LC_MODE_COUNT ? mode_names[mode] : "?";
+}
+
+int lc_mode_parse(const char *name, lc_mode *out)
+{
+    for (int i = 0; name && i < LC_MODE_COUNT; i++) {
+        if (strcmp(name, mode_names[i]) == 0) {
+            *out = (lc_mode)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *lc_status_name(lc_status s)
+{
+    switch (s) {
+    case LC_OK: return "ok";
+    case LC_BUSY: return "busy";
+    case LC_NOT_OWNER: return "not_owner";
+    case LC_LOST: return "lost";
+    case LC_IO: return "io";
+    case LC_MISUSE: return "misuse";
+    case LC_NOMEM: return "nomem";
+    }
+    return "?";
+}
+
+int64_t lc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void lc_sleep_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+struct timespec lc_abstime(int64_t deadline_ms)
+{
+    struct timespec ts = {deadline_ms / 1000, (deadline_ms % 1000) * 1000000L};
+    return ts;
+}
+
+void lc_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+void lc_seterr(char *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, LC_ERRSTR_LEN, fmt, ap);
+    va_end(ap);
+}
+
+void lc_options_init(lc_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->redis_host = "127.0.0.1";
+    o->redis_port = 6379;
+    o->connect_timeout_ms = 1000;
+    o->command_timeout_ms = 1000;
+    o->watchdog_timeout_ms = 30000;
+    o->retry_interval_ms = 10;
+}
+
+static lc_status bad_option(char *err, size_t errlen, const char *what)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "lockcore: %s", what);
+    return LC_MISUSE;
+}
+
+lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t errlen)
+{
+    if (!o || !out)
+        return bad_option(err, errlen, "NULL options or out");
+    *out = NULL;
+    if (!o->redis_host || !*o->redis_host || strlen(o->redis_host) >= 256)
+        return bad_option(err, errlen, "redis_host must be 1..255 bytes");
+    if (o->redis_port < 1 || o->redis_port > 65535)
+        return bad_option(err, errlen, "redis_port must be 1..65535");
+    if (o->redis_password && strlen(o->redis_password) >= 256)
+        return bad_option(err, errlen, "redis_password must be < 256 bytes");
+    if (o->redis_db < 0)
+        return bad_option(err, errlen, "redis_db must be >= 0");
+    if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
+        return bad_option(err, errlen, "timeouts must be > 0 ms");
+    if (o->watchdog_timeout_ms < 30 || o->watchdog_timeout_ms > 86400000)
+        return bad_option(err, errlen, "watchdog_timeout_ms must be 30..86400000");
+    if (o->retry_interval_ms < 1 || o->retry_interval_ms > 60000)
+        return bad_option(err, errlen, "retry_interval_ms must be 1..60000");
+    if (o->instance_id && (strlen(o->instance_id) >= LC_ID_LEN || !*o->instance_id))
+        return bad_option(err, errlen, "instance_id must be 1..63 bytes");
+
+    lc_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return LC_NOMEM;
+    snprintf(c->host, sizeof c->host, "%s", o->redis_host);
+    c->port = o->redis_port;
+    snprintf(c->password, sizeof c->password, "%s", o->redis_password ? o->redis_password : "");
+    c->db = o->redis_db;
+    c->connect_timeout_ms = o->connect_timeout_ms;
+    c->command_timeout_ms = o->command_timeout_ms;
+    c->watchdog_timeout_ms = o->watchdog_timeout_ms;
+    c->retry_interval_ms = o->retry_interval_ms;
+    if (o->instance_id) {
+        snprintf(c->instance_id, sizeof c->instance_id, "%s", o->instance_id);
+    } else {
+        uuid_t u;
+        uuid_generate(u);
+        uuid_unparse_lower(u, c->instance_id);
+    }
+    lc_mutex_table_init(&c->mutexes);
+    lc_watchdog_init(&c->wd);
+    lc_pubsub_init(&c->ps);
+    *out = c;
+    return LC_OK;
+}
+
+void lc_client_free(lc_client *c)
+{
+    if (!c)
+        return;
+    lc_watchdog_shutdown(c);
+    lc_pubsub_shutdown(c);
+    lc_mutex_table_destroy(&c->mutexes);
+    free(c);
+}
+
+const char *lc_client_instance_id(const lc_client *c)
+{
+    return c->instance_id;
+}
+
+void lc_client_stats(lc_client *c, lc_stats *s)
+{
+    s->acquired = atomic_load(&c->acquired);
+    s->busy = atomic_load(&c->busy);
+    s->io_errors = atomic_load(&c->io_errors);
+    s->watchdog_renewals = atomic_load(&c->renewals);
+    s->watchdog_lost = atomic_load(&c->renew_lost);
+    s->watchdog_active = atomic_load(&c->holds_active);
+    s->pubsub_channels = atomic_load(&c->channels_subscribed);
+    s->pubsub_waiters = atomic_load(&c->waiters);
+}
+
+redisContext *lc_redis_connect(lc_client *c, char *err)
+{
+    struct timeval ct = {c->connect_timeout_ms / 1000, (c->connect_timeout_ms % 1000) * 1000};
+    struct timeval cmd = {c->command_timeout_ms / 1000, (c->command_timeout_ms % 1000) * 1000};
+    redisContext *ctx = redisConnectWithTimeout(c->host, c->port, ct);
+    if (!ctx) {
+        lc_seterr(err, "redis %s:%d: out of memory", c->host, c->port);
+        return NULL;
+    }
+    if (ctx->err) {
+        lc_seterr(err, "redis %s:%d: %s", c->host, c->port, ctx->errstr);
+        redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, cmd);
+    redisEnableKeepAlive(ctx);
+    if (c->password[0] || c->db > 0) {
+        /* AUTH and SELECT pipelined: one round trip however many. */
+        int n = 0;
+        if (c->password[0]) {
+            redisAppendCommand(ctx, "AUTH %s", c->password);
+            n++;
+        }
+        if (c->db > 0) {
+            redisAppendCommand(ctx, "SELECT %d", c->db);
+            n++;
+        }
+        for (int i = 0; i < n; i++) {
+            redisReply *r = NULL;
+            if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR) {
+                lc_seterr(err, "redis %s:%d: %s", c->host, c->port,
+                          r ? r->str : ctx->errstr);
+                if (r)
+                    freeReplyObject(r);
+                redisFree(ctx);
+                return NULL;
+            }
+            freeReplyObject(r);
+        }
+    }
+    return ctx;
+}
+
+redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
+                    const char **args, char *err)
+{
+    /* argv: EVALSHA sha nkeys args... */
+    const char *argv[16];
+    char nk[16];
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = sha;
+    argv[2] = nk;
+    for (int i = 0; i < nargs && i < 13; i++)
+        argv[3 + i] = args[i];
+    redisReply *r = redisCommandArgv(ctx, 3 + nargs, argv, NULL);
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(r);
+        argv[0] = "EVAL";
+        argv[1] = body;
+        r = redisCommandArgv(ctx, 3 + nargs, argv, NULL);
+    }
+    if (!r) {
+        lc_seterr(err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        lc_seterr(err, "redis: %s", r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}

@@ -1,0 +1,151 @@
+/* lc_internal.h — lockcore's private structures, shared by its sources.
+ *
+ * Ownership map:
+ *   lc_client  owns the mutex table (lc_mutex.c), the hold table and the
+ *              watchdog thread with its own connection (lc_watchdog.c), and
+ *              the subscriber thread with its own connection (lc_pubsub.c).
+ *   lc_conn    owns one hiredis context, used only by its caller's thread.
+ *   lc_guard   points into the tables above (refcounted entries), never into
+ *              a connection, so a guard may outlive the conn that made it.
+ */
+#ifndef MIAOSHA_LC_INTERNAL_H
+#define MIAOSHA_LC_INTERNAL_H
+
+#include "lockcore.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#define LC_KEY_MAX 512
+
+int64_t lc_now_ms(void);   /* CLOCK_MONOTONIC, ms */
+void lc_sleep_ms(int64_t ms);
+/* An absolute CLOCK_MONOTONIC timespec for pthread_cond_timedwait. */
+struct timespec lc_abstime(int64_t deadline_ms);
+/* Initialises a condition variable that waits on CLOCK_MONOTONIC. */
+void lc_cond_init(pthread_cond_t *cv);
+void lc_seterr(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* --- mutex mode (lc_mutex.c) ------------------------------------------- */
+typedef struct lc_mutex_entry lc_mutex_entry;
+typedef struct lc_mutex_table {
+    pthread_mutex_t mu;
+    lc_mutex_entry *buckets[64];
+} lc_mutex_table;
+void lc_mutex_table_init(lc_mutex_table *t);
+void lc_mutex_table_destroy(lc_mutex_table *t);
+/* LC_OK with *out set, LC_BUSY, LC_NOMEM. */
+lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms, lc_mutex_entry **out);
+void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
+
+/* --- hold table and watchdog (lc_watchdog.c) --------------------------- */
+/* One entry per (key, field) this process holds in reentrant mode: the local
+ * hold count (so reentry is recognised without a round trip) and, in
+ * watchdog mode, the renewal schedule. */
+typedef struct lc_hold {
+    char *key;
+    char *field;
+    int holds;            /* local acquisitions not yet released */
+    bool watchdog;        /* renew while held (no explicit lease) */
+    int64_t next_renew_ms;
+    bool renewing;        /* the watchdog thread is renewing it right now */
+    bool unlinked;        /* holds reached 0 while renewing: thread frees it */
+    atomic_int lost;      /* the renew script returned 0 */
+    struct lc_hold *next;
+} lc_hold;
+
+typedef struct lc_watchdog {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool started, stop;
+    lc_hold *holds;
+    redisContext *ctx;
+} lc_watchdog;
+
+void lc_watchdog_init(lc_watchdog *w);
+void lc_watchdog_shutdown(lc_client *c);
+/* Is (key, field) held by this process? */
+bool lc_hold_exists(lc_client *c, const char *key, const char *field);
+/* Records one more local hold; starts the watchdog thread on first need.
+ * Returns NULL on NOMEM. */
+lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog);
+/* Drops one local hold; the entry is freed (or left to the renewing thread)
+ * at zero. Returns whether the lock had been reported lost. */
+bool lc_hold_drop(lc_client *c, lc_hold *h);
+
+/* --- pub/sub wake-up (lc_pubsub.c) -------------------------------------- */
+typedef struct lc_ps_waiter {
+    pthread_cond_t cv;
+    bool signaled;
+    struct lc_ps_waiter *prev, *next;
+} lc_ps_waiter;
+
+typedef struct lc_ps_channel lc_ps_channel;
+
+typedef struct lc_pubsub {
+    pthread_mutex_t mu;
+    pthread_cond_t subscribed_cv; /* broadcast on every SUBSCRIBE confirmation */
+    pthread_t thread;
+    bool started, stop;
+    int wake_fd;                  /* eventfd: tells the thread to (un)subscribe */
+    lc_ps_channel *channels;
+    redisContext *ctx;
+} lc_pubsub;
+
+void lc_pubsub_init(lc_pubsub *p);
+void lc_pubsub_shutdown(lc_client *c);
+/* Are there local waiters on channel now? */
+bool lc_pubsub_has_waiters(lc_client *c, const char *channel);
+/* Queues w on channel (subscribing once per process) and waits until the
+ * subscription is confirmed or deadline_ms passes. Returns the channel
+ * (never NULL unless NOMEM); *is_head tells whether w is first in line. */
+lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
+                              int64_t deadline_ms, bool *is_head);
+/* Waits until w is signaled (a release message reached it) or until_ms.
+ * Returns true when signaled (and consumes the signal). */
+bool lc_pubsub_wait(lc_client *c, lc_ps_waiter *w, int64_t until_ms);
+/* Leaves the queue. A waiter that leaves without the lock hands its turn to
+ * the next one, so a lost turn never stalls the line. */
+void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acquired);
+
+/* --- client and connection ---------------------------------------------- */
+struct lc_client {
+    char host[256];
+    int port;
+    char password[256];
+    int db;
+    int connect_timeout_ms;
+    int command_timeout_ms;
+    int64_t watchdog_timeout_ms;
+    int64_t retry_interval_ms;
+    char instance_id[LC_ID_LEN];
+
+    atomic_uint_fast64_t acquired, busy, io_errors;
+    atomic_uint_fast64_t renewals, renew_lost, holds_active;
+    atomic_uint_fast64_t channels_subscribed, waiters;
+
+    lc_mutex_table mutexes;
+    lc_watchdog wd;
+    lc_pubsub ps;
+};
+
+struct lc_conn {
+    lc_client *client;
+    redisContext *ctx;
+    unsigned rng;
+    char err[LC_ERRSTR_LEN];
+};
+
+/* A connected context with AUTH, SELECT and timeouts applied, or NULL with
+ * the reason in err (LC_ERRSTR_LEN bytes). */
+redisContext *lc_redis_connect(lc_client *c, char *err);
+
+/* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT (a flushed or
+ * restarted Redis). Returns the reply (caller frees) or NULL on I/O or an
+ * error reply, with the reason in err. */
+redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys,
+                    int nargs, const char **args, char *err);
+
+#endif

@@ -1,0 +1,405 @@
+/* lc_lock.c — acquire, release and extend for every mode.
+ *
+ * Each mode sends exactly its seed step's commands (see lockcore.h and
+ * lockcore/README.md); the differences between modes are the lesson, so
+ * none is "improved" here. What all modes share is in this file: argument
+ * checks, the wait loop's deadline arithmetic (never sleep past wait_ms),
+ * counters, and the guard.
+ */
+#include "lc_internal.h"
+
+#include "lc_scripts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#define LC_MAX_DURATION_MS 86400000LL /* 24 h bounds every lease and wait */
+#define LC_CHANNEL_PREFIX "redisson_lock__channel"
+#define LC_UNLOCK_MESSAGE "0"         /* Redisson's LockPubSub.UNLOCK_MESSAGE */
+
+struct lc_guard {
+    lc_mode mode;
+    lc_client *client;
+    int64_t lease_ms;  /* the lease set in Redis (reentrant: the watchdog's) */
+    int64_t wait_ms;
+    lc_mutex_entry *mx;
+    lc_hold *hold;
+    atomic_int lost;
+    char owner_token[2 * LC_ID_LEN + 2];
+    char key[];
+};
+
+/* Redisson's prefixName(): a key that carries a hash tag keeps it, so the
+ * channel hashes to the key's slot; otherwise the whole key becomes one. */
+static void channel_name(const char *key, char *out, size_t len)
+{
+    if (strchr(key, '{'))
+        snprintf(out, len, "%s:%s", LC_CHANNEL_PREFIX, key);
+    else
+        snprintf(out, len, "%s:{%s}", LC_CHANNEL_PREFIX, key);
+}
+
+static lc_status fail_io(lc_conn *conn)
+{
+    atomic_fetch_add(&conn->client->io_errors, 1);
+    return LC_IO;
+}
+
+static lc_status misuse(lc_conn *conn, const char *why)
+{
+    if (conn)
+        lc_seterr(conn->err, "lockcore: %s", why);
+    return LC_MISUSE;
+}
+
+static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
+{
+    if (!conn || !a)
+        return misuse(conn, "NULL conn or args");
+    if ((unsigned)a->mode >= LC_MODE_COUNT)
+        return misuse(conn, "unknown mode");
+    size_t klen = a->key ? strlen(a->key) : 0;
+    if (klen == 0 || klen > LC_KEY_MAX)
+        return misuse(conn, "key must be 1..512 bytes");
+    size_t olen = a->owner ? strlen(a->owner) : 0;
+    if (olen == 0 || olen >= LC_ID_LEN)
+        return misuse(conn, "owner must be 1..63 bytes");
+    if (a->wait_ms < 0 || a->wait_ms > LC_MAX_DURATION_MS)
+        return misuse(conn, "wait_ms must be 0..86400000");
+    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN) && (a->lease_ms <= 0 || a->lease_ms > LC_MAX_DURATION_MS))
+        return misuse(conn, "lease_ms must be 1..86400000 for setnx and token");
+    if (a->mode == LC_REENTRANT && (a->lease_ms < 0 || a->lease_ms > LC_MAX_DURATION_MS))
+        return misuse(conn, "lease_ms must be 0..86400000 for reentrant");
+    return LC_OK;
+}
+
+/* --- one attempt per mode ----------------------------------------------- */
+/* Each returns LC_OK (with *got telling whether the lock was taken) or LC_IO. */
+
+static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, bool *got)
+{
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    redisReply *r = redisCommand(ctx, "SETNX %s 1", a->key);
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
+        lc_seterr(conn->err, "redis SETNX: %s", r ? r->str : ctx->errstr);
+        if (r)
+            freeReplyObject(r);
+        return LC_IO;
+    }
+    *got = r->integer == 1;
+    freeReplyObject(r);
+    if (!*got)
+        return LC_OK;
+    if (a->after_setnx)
+        a->after_setnx(a->after_setnx_arg);
+    /* The second command is the flaw: a crash before it (or its failure)
+     * leaves a lock with no TTL, held by nobody, forever. */
+    r = redisCommand(ctx, "PEXPIRE %s %lld", a->key, (long long)a->lease_ms);
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
+        lc_seterr(conn->err, "redis PEXPIRE after SETNX (lock left without TTL): %s",
+                  r ? r->str : ctx->errstr);
+        if (r)
+            freeReplyObject(r);
+        return LC_IO;
+    }
+    freeReplyObject(r);
+    return LC_OK;
+}
+
+static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *token, bool *got)
+{
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    redisReply *r = redisCommand(ctx, "SET %s %s NX PX %lld", a->key, token, (long long)a->lease_ms);
+    if (!r || (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)) {
+        lc_seterr(conn->err, "redis SET NX PX: %s", r ? r->str : ctx->errstr);
+        if (r)
+            freeReplyObject(r);
+        return LC_IO;
+    }
+    *got = r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    return LC_OK;
+}
+
+/* *ttl: the holder's PTTL when not acquired (Redisson's return value). */
+static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field, int64_t lease,
+                               bool *got, int64_t *ttl)
+{
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    char lease_s[24];
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
+    const char *args[] = {key, lease_s, field};
+    redisReply *r = lc_eval(ctx, LC_SCRIPT_REENTRANT_ACQUIRE_SHA, LC_SCRIPT_REENTRANT_ACQUIRE, 1, 3,
+                            args, conn->err);
+    if (!r)
+        return LC_IO;
+    *got = r->type == REDIS_REPLY_NIL;
+    *ttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return LC_OK;
+}
+
+/* --- waiting ------------------------------------------------------------ */
+
+/* setnx and token: try, then poll every retry interval plus jitter (so
+ * waiters that started together do not retry in lockstep), and try one last
+ * time at the deadline. */
+static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,
+                              int64_t deadline)
+{
+    int64_t step = conn->client->retry_interval_ms;
+    for (;;) {
+        bool got = false;
+        lc_status s = a->mode == LC_SETNX ? setnx_try(conn, a, &got) : token_try(conn, a, token, &got);
+        if (s != LC_OK)
+            return s;
+        if (got)
+            return LC_OK;
+        int64_t now = lc_now_ms();
+        if (now >= deadline)
+            return LC_BUSY;
+        int64_t nap = step + rand_r(&conn->rng) % (step / 2 + 1);
+        lc_sleep_ms(nap < deadline - now ? nap : deadline - now);
+    }
+}
+
+/* reentrant: Redisson's tryLock(waitTime) — try; subscribe to the channel;
+ * try again; then sleep until a release message or the holder's PTTL. New
+ * arrivals queue behind local waiters instead of barging, so a thread that
+ * just released cannot take the lock back again and again ahead of them;
+ * an owner that already holds the lock re-enters at once. */
+static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const char *field,
+                                   int64_t lease, int64_t deadline)
+{
+    lc_client *c = conn->client;
+    char channel[LC_KEY_MAX + 64];
+    channel_name(a->key, channel, sizeof channel);
+    bool got = false;
+    int64_t ttl = -1;
+    lc_status s;
+    if (a->wait_ms == 0 || lc_hold_exists(c, a->key, field) || !lc_pubsub_has_waiters(c, channel)) {
+        if ((s = reentrant_try(conn, a->key, field, lease, &got, &ttl)) != LC_OK || got)
+            return s;
+        if (a->wait_ms == 0 || lc_now_ms() >= deadline)
+            return LC_BUSY;
+    }
+    lc_ps_waiter w;
+    bool head = false;
+    lc_ps_channel *ch = lc_pubsub_join(c, channel, &w, deadline, &head);
+    if (!ch)
+        return LC_NOMEM;
+    bool try_now = head; /* a release may have slipped in before the subscription */
+    for (;;) {
+        if (try_now) {
+            if ((s = reentrant_try(conn, a->key, field, lease, &got, &ttl)) != LC_OK || got)
+                break;
+        }
+        int64_t now = lc_now_ms();
+        if (now >= deadline) {
+            s = LC_BUSY;
+            break;
+        }
+        int64_t until = deadline;
+        if (try_now) {
+            /* A PTTL of -1/-2 means the key vanished or lost its TTL
+             * between commands: look again soon. */
+            int64_t t = ttl >= 0 ? ttl : c->retry_interval_ms;
+            if (now + t < until)
+                until = now + t;
+        }
+        lc_pubsub_wait(c, &w, until);
+        try_now = true;
+    }
+    lc_pubsub_leave(c, ch, &w, s == LC_OK && got);
+    return s;
+}
+
+/* --- public ------------------------------------------------------------- */
+
+lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
+{
+    if (!out)
+        return misuse(conn, "NULL out");
+    *out = NULL;
+    lc_status s = check_args(conn, a);
+    if (s != LC_OK)
+        return s;
+    lc_client *c = conn->client;
+    int64_t start = lc_now_ms();
+    int64_t deadline = start + a->wait_ms;
+    size_t klen = strlen(a->key);
+    lc_guard *g = calloc(1, sizeof *g + klen + 1);
+    if (!g)
+        return LC_NOMEM;
+    memcpy(g->key, a->key, klen + 1);
+    g->mode = a->mode;
+    g->client = c;
+    g->lease_ms = a->lease_ms;
+
+    switch (a->mode) {
+    case LC_NONE:
+        break;
+    case LC_MUTEX:
+        s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, &g->mx);
+        break;
+    case LC_SETNX:
+        snprintf(g->owner_token, sizeof g->owner_token, "1");
+        s = poll_acquire(conn, a, NULL, deadline);
+        break;
+    case LC_TOKEN: {
+        uuid_t u;
+        uuid_generate(u);
+        uuid_unparse_lower(u, g->owner_token);
+        s = poll_acquire(conn, a, g->owner_token, deadline);
+        break;
+    }
+    case LC_REENTRANT: {
+        bool watchdog = a->lease_ms == 0;
+        g->lease_ms = watchdog ? c->watchdog_timeout_ms : a->lease_ms;
+        snprintf(g->owner_token, sizeof g->owner_token, "%s:%s", c->instance_id, a->owner);
+        s = reentrant_acquire(conn, a, g->owner_token, g->lease_ms, deadline);
+        if (s == LC_OK && !(g->hold = lc_hold_add(c, a->key, g->owner_token, watchdog))) {
+            lc_guard *tmp = g;
+            (void)lc_release(conn, tmp); /* hold table full: give the lock back */
+            return LC_NOMEM;
+        }
+        break;
+    }
+    default:
+        s = LC_MISUSE;
+    }
+
+    if (s != LC_OK) {
+        free(g);
+        if (s == LC_BUSY)
+            atomic_fetch_add(&c->busy, 1);
+        else if (s == LC_IO)
+            fail_io(conn);
+        return s;
+    }
+    g->wait_ms = lc_now_ms() - start;
+    atomic_fetch_add(&c->acquired, 1);
+    *out = g;
+    return LC_OK;
+}
+
+static lc_status release_redis(lc_conn *conn, lc_guard *g)
+{
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    redisReply *r = NULL;
+    lc_status s = LC_OK;
+    if (g->mode == LC_SETNX) {
+        /* Plain DEL: no owner check, so it deletes whoever holds it now. */
+        r = redisCommand(ctx, "DEL %s", g->key);
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            lc_seterr(conn->err, "redis DEL: %s", r ? r->str : ctx->errstr);
+            s = LC_IO;
+        } else {
+            s = r->integer == 1 ? LC_OK : LC_NOT_OWNER;
+        }
+    } else if (g->mode == LC_TOKEN) {
+        const char *args[] = {g->key, g->owner_token};
+        r = lc_eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args, conn->err);
+        if (!r)
+            s = LC_IO;
+        else if (!(r->type == REDIS_REPLY_INTEGER && r->integer == 1))
+            s = LC_NOT_OWNER;
+    } else {
+        char channel[LC_KEY_MAX + 64], lease[24];
+        channel_name(g->key, channel, sizeof channel);
+        snprintf(lease, sizeof lease, "%lld", (long long)g->lease_ms);
+        const char *args[] = {g->key, channel, LC_UNLOCK_MESSAGE, lease, g->owner_token};
+        r = lc_eval(ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA, LC_SCRIPT_REENTRANT_RELEASE, 2, 5, args,
+                    conn->err);
+        if (!r)
+            s = LC_IO;
+        else if (r->type == REDIS_REPLY_NIL)
+            s = LC_NOT_OWNER;
+    }
+    if (r)
+        freeReplyObject(r);
+    return s;
+}
+
+lc_status lc_release(lc_conn *conn, lc_guard *g)
+{
+    if (!g)
+        return misuse(conn, "NULL guard");
+    lc_status s = LC_OK;
+    switch (g->mode) {
+    case LC_NONE:
+        break;
+    case LC_MUTEX:
+        lc_mutex_release(&g->client->mutexes, g->mx);
+        break;
+    default:
+        if (!conn) {
+            s = LC_MISUSE;
+            break;
+        }
+        s = release_redis(conn, g);
+        if (g->mode == LC_REENTRANT) {
+            /* Renewal stops at the last local release whatever Redis said. */
+            bool lost = lc_hold_drop(g->client, g->hold);
+            if (lost && s != LC_IO)
+                s = LC_LOST;
+        }
+        if (s == LC_IO)
+            atomic_fetch_add(&g->client->io_errors, 1);
+    }
+    free(g);
+    return s;
+}
+
+lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms)
+{
+    if (!conn || !g)
+        return misuse(conn, "NULL conn or guard");
+    if (g->mode != LC_TOKEN)
+        return misuse(conn, "extend is offered by token mode only");
+    if (lease_ms <= 0 || lease_ms > LC_MAX_DURATION_MS)
+        return misuse(conn, "lease_ms must be 1..86400000");
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return fail_io(conn);
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    const char *args[] = {g->key, g->owner_token, lease};
+    redisReply *r = lc_eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args, conn->err);
+    if (!r)
+        return fail_io(conn);
+    lc_status s = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? LC_OK : LC_NOT_OWNER;
+    freeReplyObject(r);
+    if (s == LC_NOT_OWNER)
+        atomic_store(&g->lost, 1);
+    else
+        g->lease_ms = lease_ms;
+    return s;
+}
+
+int lc_guard_lost(const lc_guard *g)
+{
+    if (atomic_load(&((lc_guard *)g)->lost))
+        return 1;
+    return g->hold && atomic_load(&g->hold->lost) ? 1 : 0;
+}
+
+int64_t lc_guard_wait_ms(const lc_guard *g)
+{
+    return g->wait_ms;
+}
+
+const char *lc_guard_owner_token(const lc_guard *g)
+{
+    return g->owner_token;
+}

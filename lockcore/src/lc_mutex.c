@@ -1,0 +1,108 @@
+/* lc_mutex.c — the `mutex` mode: an in-process lock per key name.
+ *
+ * Seed 002 §2 (synchronized): correct inside one process, invisible to every
+ * other process, which is the flaw the multi-instance scenario shows. A
+ * held flag under the table's mutex plus a condition variable per entry
+ * gives a timed wait (wait_ms) and lets any thread release, which a pthread
+ * mutex would not. Not reentrant: an owner that asks again waits for itself.
+ * Entries are refcounted by holder and waiters and freed when unused, so the
+ * table does not grow with the number of SKUs ever seen.
+ */
+#include "lc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct lc_mutex_entry {
+    char *key;
+    bool held;
+    int refs; /* holder + waiters */
+    pthread_cond_t cv;
+    struct lc_mutex_entry *next;
+};
+
+static unsigned bucket_of(const char *key)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h % 64;
+}
+
+void lc_mutex_table_init(lc_mutex_table *t)
+{
+    pthread_mutex_init(&t->mu, NULL);
+    memset(t->buckets, 0, sizeof t->buckets);
+}
+
+void lc_mutex_table_destroy(lc_mutex_table *t)
+{
+    for (int i = 0; i < 64; i++) {
+        lc_mutex_entry *e = t->buckets[i];
+        while (e) {
+            lc_mutex_entry *n = e->next;
+            pthread_cond_destroy(&e->cv);
+            free(e->key);
+            free(e);
+            e = n;
+        }
+    }
+    pthread_mutex_destroy(&t->mu);
+}
+
+static void unref(lc_mutex_table *t, lc_mutex_entry *e)
+{
+    if (--e->refs > 0)
+        return;
+    lc_mutex_entry **pp = &t->buckets[bucket_of(e->key)];
+    while (*pp != e)
+        pp = &(*pp)->next;
+    *pp = e->next;
+    pthread_cond_destroy(&e->cv);
+    free(e->key);
+    free(e);
+}
+
+lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms, lc_mutex_entry **out)
+{
+    int64_t deadline = lc_now_ms() + wait_ms;
+    pthread_mutex_lock(&t->mu);
+    unsigned b = bucket_of(key);
+    lc_mutex_entry *e = t->buckets[b];
+    while (e && strcmp(e->key, key) != 0)
+        e = e->next;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e || !(e->key = strdup(key))) {
+            free(e);
+            pthread_mutex_unlock(&t->mu);
+            return LC_NOMEM;
+        }
+        lc_cond_init(&e->cv);
+        e->next = t->buckets[b];
+        t->buckets[b] = e;
+    }
+    e->refs++;
+    while (e->held) {
+        if (lc_now_ms() >= deadline) {
+            unref(t, e);
+            pthread_mutex_unlock(&t->mu);
+            return LC_BUSY;
+        }
+        struct timespec ts = lc_abstime(deadline);
+        pthread_cond_timedwait(&e->cv, &t->mu, &ts);
+    }
+    e->held = true;
+    pthread_mutex_unlock(&t->mu);
+    *out = e;
+    return LC_OK;
+}
+
+void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e)
+{
+    pthread_mutex_lock(&t->mu);
+    e->held = false;
+    pthread_cond_signal(&e->cv);
+    unref(t, e);
+    pthread_mutex_unlock(&t->mu);
+}

@@ -1,0 +1,316 @@
+/* lc_pubsub.c — the reentrant mode's wake-up on release.
+ *
+ * Mirrors Redisson's LockPubSub (seeds 000, 001): the unlock script
+ * publishes to the lock's channel, and waiters sleep until a release
+ * message or the holder's PTTL, whichever comes first — no busy polling.
+ * As in Redisson, a process holds one subscription per channel however many
+ * of its threads wait, on one dedicated connection served by one thread,
+ * and each release message wakes one local waiter: waking every waiter
+ * makes a thundering herd that starves threads (shared/baselines.md).
+ *
+ * Waiters queue per channel, oldest first, and a message signals the head.
+ * A head that gives up without the lock hands its turn on, so one missed or
+ * unused message never stalls the line; every waiter also wakes at its own
+ * deadline or the holder's PTTL, which bounds the damage of a message lost
+ * on a broken connection.
+ *
+ * The subscriber connection is a blocking hiredis context driven by hand:
+ * the thread poll()s its socket and an eventfd (which callers write when a
+ * channel must be subscribed or unsubscribed), writes queued commands with
+ * redisBufferWrite and parses replies with redisGetReplyFromReader. Only
+ * this thread touches the context. On a broken connection it reconnects
+ * (bounded by the connect timeout, retried every 100 ms) and resubscribes.
+ */
+#include "lc_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+struct lc_ps_channel {
+    char *name;
+    int nwaiters;
+    lc_ps_waiter *head, *tail;
+    bool sent;       /* the last command sent for it was SUBSCRIBE */
+    bool subscribed; /* Redis confirmed the subscription */
+    int pending;     /* (UN)SUBSCRIBE commands not confirmed yet */
+    struct lc_ps_channel *next;
+};
+
+void lc_pubsub_init(lc_pubsub *p)
+{
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    lc_cond_init(&p->subscribed_cv);
+    p->wake_fd = -1;
+}
+
+static lc_ps_channel *find(lc_pubsub *p, const char *name, size_t len)
+{
+    for (lc_ps_channel *ch = p->channels; ch; ch = ch->next)
+        if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
+            return ch;
+    return NULL;
+}
+
+static void channel_unlink_free(lc_pubsub *p, lc_ps_channel *ch)
+{
+    lc_ps_channel **pp = &p->channels;
+    while (*pp != ch)
+        pp = &(*pp)->next;
+    *pp = ch->next;
+    free(ch->name);
+    free(ch);
+}
+
+static void wake_thread(lc_pubsub *p)
+{
+    uint64_t one = 1;
+    if (p->wake_fd >= 0 && write(p->wake_fd, &one, sizeof one) < 0) {
+        /* The counter is saturated: the thread is due to wake anyway. */
+    }
+}
+
+/* Under p->mu: forget the connection's state after it broke. */
+static void drop_connection(lc_client *c)
+{
+    lc_pubsub *p = &c->ps;
+    if (p->ctx) {
+        redisFree(p->ctx);
+        p->ctx = NULL;
+    }
+    lc_ps_channel *ch = p->channels;
+    while (ch) {
+        lc_ps_channel *next = ch->next;
+        if (ch->subscribed)
+            atomic_fetch_sub(&c->channels_subscribed, 1);
+        ch->subscribed = ch->sent = false;
+        ch->pending = 0;
+        if (ch->nwaiters == 0)
+            channel_unlink_free(p, ch);
+        ch = next;
+    }
+}
+
+/* Under p->mu: one reply from the subscriber connection. */
+static void handle_reply(lc_client *c, redisReply *r)
+{
+    lc_pubsub *p = &c->ps;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    const char *kind = r->element[0]->str;
+    lc_ps_channel *ch = find(p, r->element[1]->str, r->element[1]->len);
+    if (!ch)
+        return;
+    if (strcmp(kind, "message") == 0) {
+        if (ch->head) {
+            ch->head->signaled = true;
+            pthread_cond_signal(&ch->head->cv);
+        }
+    } else if (strcmp(kind, "subscribe") == 0) {
+        ch->pending--;
+        if (!ch->subscribed) {
+            ch->subscribed = true;
+            atomic_fetch_add(&c->channels_subscribed, 1);
+        }
+        pthread_cond_broadcast(&p->subscribed_cv);
+    } else if (strcmp(kind, "unsubscribe") == 0) {
+        ch->pending--;
+        if (ch->subscribed && !ch->sent) {
+            ch->subscribed = false;
+            atomic_fetch_sub(&c->channels_subscribed, 1);
+        }
+        if (ch->nwaiters == 0 && !ch->sent && ch->pending == 0)
+            channel_unlink_free(p, ch);
+    }
+}
+
+/* Under p->mu: queue (UN)SUBSCRIBE for channels whose wish changed. */
+static void sync_subscriptions(lc_pubsub *p)
+{
+    for (lc_ps_channel *ch = p->channels; ch; ch = ch->next) {
+        if (ch->nwaiters > 0 && !ch->sent) {
+            redisAppendCommand(p->ctx, "SUBSCRIBE %s", ch->name);
+            ch->sent = true;
+            ch->pending++;
+        } else if (ch->nwaiters == 0 && ch->sent) {
+            redisAppendCommand(p->ctx, "UNSUBSCRIBE %s", ch->name);
+            ch->sent = false;
+            ch->pending++;
+        }
+    }
+}
+
+static void *pubsub_main(void *arg)
+{
+    lc_client *c = arg;
+    lc_pubsub *p = &c->ps;
+    char err[LC_ERRSTR_LEN];
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        if (!p->ctx) {
+            pthread_mutex_unlock(&p->mu);
+            redisContext *ctx = lc_redis_connect(c, err);
+            if (!ctx) {
+                struct pollfd pf = {p->wake_fd, POLLIN, 0};
+                poll(&pf, 1, 100);
+            }
+            pthread_mutex_lock(&p->mu);
+            if (!ctx)
+                continue;
+            p->ctx = ctx;
+        }
+        sync_subscriptions(p);
+        pthread_mutex_unlock(&p->mu);
+
+        int done = 0, ok = 1;
+        while (ok && !done)
+            ok = redisBufferWrite(p->ctx, &done) == REDIS_OK;
+        struct pollfd pf[2] = {{p->wake_fd, POLLIN, 0}, {p->ctx->fd, POLLIN, 0}};
+        if (ok && poll(pf, 2, -1) < 0 && errno != EINTR)
+            ok = 0;
+        if (pf[0].revents & POLLIN) {
+            uint64_t n;
+            if (read(p->wake_fd, &n, sizeof n) < 0) {
+                /* EAGAIN: another read drained it. */
+            }
+        }
+        if (ok && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            ok = redisBufferRead(p->ctx) == REDIS_OK;
+
+        pthread_mutex_lock(&p->mu);
+        void *reply = NULL;
+        while (ok && (ok = redisGetReplyFromReader(p->ctx, &reply) == REDIS_OK) && reply) {
+            handle_reply(c, reply);
+            freeReplyObject(reply);
+            reply = NULL;
+        }
+        if (!ok)
+            drop_connection(c);
+    }
+    drop_connection(c);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+bool lc_pubsub_has_waiters(lc_client *c, const char *channel)
+{
+    pthread_mutex_lock(&c->ps.mu);
+    lc_ps_channel *ch = find(&c->ps, channel, strlen(channel));
+    bool any = ch && ch->nwaiters > 0;
+    pthread_mutex_unlock(&c->ps.mu);
+    return any;
+}
+
+lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
+                              int64_t deadline_ms, bool *is_head)
+{
+    lc_pubsub *p = &c->ps;
+    pthread_mutex_lock(&p->mu);
+    if (!p->started) {
+        p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (p->wake_fd < 0 || pthread_create(&p->thread, NULL, pubsub_main, c) != 0) {
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        p->started = true;
+    }
+    lc_ps_channel *ch = find(p, channel, strlen(channel));
+    if (!ch) {
+        ch = calloc(1, sizeof *ch);
+        if (!ch || !(ch->name = strdup(channel))) {
+            free(ch);
+            pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        ch->next = p->channels;
+        p->channels = ch;
+    }
+    lc_cond_init(&w->cv);
+    w->signaled = false;
+    w->next = NULL;
+    w->prev = ch->tail;
+    if (ch->tail)
+        ch->tail->next = w;
+    else
+        ch->head = w;
+    ch->tail = w;
+    ch->nwaiters++;
+    atomic_fetch_add(&c->waiters, 1);
+    *is_head = ch->head == w;
+    if (!ch->sent)
+        wake_thread(p);
+    /* Wait for the subscription before the caller's next attempt, or a
+     * release in between would go unheard (Redisson subscribes, then tries
+     * again). Bounded: with Redis down the caller falls back to PTTL waits. */
+    int64_t limit = lc_now_ms() + c->connect_timeout_ms + c->command_timeout_ms;
+    if (limit > deadline_ms)
+        limit = deadline_ms;
+    while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc_now_ms() < limit) {
+        struct timespec ts = lc_abstime(limit);
+        pthread_cond_timedwait(&p->subscribed_cv, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return ch;
+}
+
+bool lc_pubsub_wait(lc_client *c, lc_ps_waiter *w, int64_t until_ms)
+{
+    lc_pubsub *p = &c->ps;
+    pthread_mutex_lock(&p->mu);
+    while (!w->signaled && lc_now_ms() < until_ms) {
+        struct timespec ts = lc_abstime(until_ms);
+        pthread_cond_timedwait(&w->cv, &p->mu, &ts);
+    }
+    bool got = w->signaled;
+    w->signaled = false;
+    pthread_mutex_unlock(&p->mu);
+    return got;
+}
+
+void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acquired)
+{
+    lc_pubsub *p = &c->ps;
+    pthread_mutex_lock(&p->mu);
+    bool was_head = ch->head == w;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        ch->head = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        ch->tail = w->prev;
+    ch->nwaiters--;
+    atomic_fetch_sub(&c->waiters, 1);
+    if (was_head && ch->head && !acquired) {
+        ch->head->signaled = true;
+        pthread_cond_signal(&ch->head->cv);
+    }
+    if (ch->nwaiters == 0)
+        wake_thread(p);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void lc_pubsub_shutdown(lc_client *c)
+{
+    lc_pubsub *p = &c->ps;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    wake_thread(p);
+    bool started = p->started;
+    pthread_mutex_unlock(&p->mu);
+    if (started)
+        pthread_join(p->thread, NULL);
+    while (p->channels)
+        channel_unlink_free(p, p->channels);
+    if (p->wake_fd >= 0)
+        close(p->wake_fd);
+    pthread_cond_destroy(&p->subscribed_cv);
+    pthread_mutex_destroy(&p->mu);
+}

@@ -1,0 +1,214 @@
+/* lc_watchdog.c — the reentrant mode's hold table and watchdog.
+ *
+ * Mirrors Redisson's ExpirationEntry + renewExpiration (seeds 000, 003): a
+ * lock taken without an explicit lease gets watchdog_timeout_ms (30 s by
+ * default) and is renewed every third of that with the renew script for as
+ * long as this process holds it. One thread per process serves every held
+ * lock, with its own Redis connection; it sleeps until the earliest renewal
+ * is due, so an idle watchdog costs nothing.
+ *
+ * Renewal stops when:
+ *   - the last local hold of (key, field) is released (lc_hold_drop);
+ *   - the renew script returns 0: the lock is gone (expired during a pause,
+ *     or deleted from outside). The entry is marked lost, so the holder can
+ *     be told at release (LC_LOST) or at any time (lc_guard_lost);
+ *   - the process dies: nothing renews, and the lease runs out within
+ *     watchdog_timeout_ms of the last renewal.
+ * An I/O error keeps the schedule: the next period tries again (Redis may be
+ * restarting), while the lease still bounds the damage.
+ *
+ * The same table, without the watchdog flag, records explicit-lease holds:
+ * lockcore needs to know that an owner already holds a key to let it re-enter
+ * ahead of queued waiters (lc_lock.c).
+ */
+#include "lc_internal.h"
+
+#include "lc_scripts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lc_watchdog_init(lc_watchdog *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    lc_cond_init(&w->cv);
+}
+
+static void hold_free(lc_hold *h)
+{
+    free(h->key);
+    free(h->field);
+    free(h);
+}
+
+static lc_hold *find(lc_watchdog *w, const char *key, const char *field)
+{
+    for (lc_hold *h = w->holds; h; h = h->next)
+        if (strcmp(h->key, key) == 0 && strcmp(h->field, field) == 0)
+            return h;
+    return NULL;
+}
+
+/* Renews one lock: 1 renewed, 0 lost, -1 I/O error. */
+static int renew(lc_client *c, const char *key, const char *field)
+{
+    char err[LC_ERRSTR_LEN];
+    if (c->wd.ctx && c->wd.ctx->err) {
+        redisFree(c->wd.ctx);
+        c->wd.ctx = NULL;
+    }
+    if (!c->wd.ctx && !(c->wd.ctx = lc_redis_connect(c, err)))
+        return -1;
+    char lease[24];
+    snprintf(lease, sizeof lease, "%lld", (long long)c->watchdog_timeout_ms);
+    const char *args[] = {key, lease, field};
+    redisReply *r = lc_eval(c->wd.ctx, LC_SCRIPT_REENTRANT_RENEW_SHA, LC_SCRIPT_REENTRANT_RENEW, 1,
+                            3, args, err);
+    if (!r)
+        return -1;
+    int res = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 1 : 0;
+    freeReplyObject(r);
+    return res;
+}
+
+static void *watchdog_main(void *arg)
+{
+    lc_client *c = arg;
+    lc_watchdog *w = &c->wd;
+    int64_t period = c->watchdog_timeout_ms / 3;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        lc_hold *due = NULL;
+        for (lc_hold *h = w->holds; h; h = h->next)
+            if (h->watchdog && !atomic_load(&h->lost) && (!due || h->next_renew_ms < due->next_renew_ms))
+                due = h;
+        if (!due) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        if (due->next_renew_ms > lc_now_ms()) {
+            struct timespec ts = lc_abstime(due->next_renew_ms);
+            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+            continue;
+        }
+        /* Renew outside the lock so acquire/release never wait on Redis here;
+         * `renewing` keeps the entry alive if its last hold is dropped. */
+        due->renewing = true;
+        due->next_renew_ms = lc_now_ms() + period;
+        pthread_mutex_unlock(&w->mu);
+        int res = renew(c, due->key, due->field);
+        pthread_mutex_lock(&w->mu);
+        due->renewing = false;
+        if (due->unlinked) {
+            hold_free(due);
+            continue;
+        }
+        if (res == 1) {
+            atomic_fetch_add(&c->renewals, 1);
+        } else if (res == 0) {
+            atomic_store(&due->lost, 1);
+            atomic_fetch_add(&c->renew_lost, 1);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+bool lc_hold_exists(lc_client *c, const char *key, const char *field)
+{
+    pthread_mutex_lock(&c->wd.mu);
+    bool found = find(&c->wd, key, field) != NULL;
+    pthread_mutex_unlock(&c->wd.mu);
+    return found;
+}
+
+lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog)
+{
+    lc_watchdog *w = &c->wd;
+    pthread_mutex_lock(&w->mu);
+    lc_hold *h = find(w, key, field);
+    if (h) {
+        h->holds++;
+        /* A re-entry with the watchdog turns renewal on, as in Redisson,
+         * where the lease of the latest acquisition wins. */
+        if (watchdog && !h->watchdog) {
+            h->watchdog = true;
+            h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
+            atomic_fetch_add(&c->holds_active, 1);
+            pthread_cond_signal(&w->cv);
+        }
+        pthread_mutex_unlock(&w->mu);
+        return h;
+    }
+    h = calloc(1, sizeof *h);
+    if (!h || !(h->key = strdup(key)) || !(h->field = strdup(field))) {
+        if (h)
+            hold_free(h);
+        pthread_mutex_unlock(&w->mu);
+        return NULL;
+    }
+    h->holds = 1;
+    h->watchdog = watchdog;
+    h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
+    h->next = w->holds;
+    w->holds = h;
+    if (watchdog) {
+        atomic_fetch_add(&c->holds_active, 1);
+        if (!w->started) {
+            if (pthread_create(&w->thread, NULL, watchdog_main, c) == 0) {
+                w->started = true;
+            } else {
+                /* No watchdog thread: the lease still frees the lock, so keep
+                 * the hold and report the lock lost rather than fail it. */
+                atomic_store(&h->lost, 1);
+            }
+        }
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return h;
+}
+
+bool lc_hold_drop(lc_client *c, lc_hold *h)
+{
+    lc_watchdog *w = &c->wd;
+    pthread_mutex_lock(&w->mu);
+    bool lost = atomic_load(&h->lost) != 0;
+    if (--h->holds == 0) {
+        lc_hold **pp = &w->holds;
+        while (*pp != h)
+            pp = &(*pp)->next;
+        *pp = h->next;
+        if (h->watchdog)
+            atomic_fetch_sub(&c->holds_active, 1);
+        if (h->renewing)
+            h->unlinked = true;
+        else
+            hold_free(h);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return lost;
+}
+
+void lc_watchdog_shutdown(lc_client *c)
+{
+    lc_watchdog *w = &c->wd;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cv);
+    bool started = w->started;
+    pthread_mutex_unlock(&w->mu);
+    if (started)
+        pthread_join(w->thread, NULL);
+    while (w->holds) {
+        lc_hold *n = w->holds->next;
+        hold_free(w->holds);
+        w->holds = n;
+    }
+    if (w->ctx)
+        redisFree(w->ctx);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# deps.sh [--with-tools] — installs what miaosha needs from Debian's packages.
+#
+# Build: compiler, CMake, pkg-config and the -dev packages of hiredis,
+# libmicrohttpd, cJSON, libuuid and libcurl; redis-server and nginx for the
+# tests. --with-tools adds the load tools of the benchmarks (wrk, ab).
+# As root it runs apt-get; otherwise it prints the exact apt-get line.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config git ca-certificates procps
+      libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev
+      redis-server redis-tools nginx-light)
+[ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "miaosha needs these Debian packages; run as root:" >&2
+  echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# policy-rc.d keeps the packaged redis/nginx services from starting on
+# their default ports: the project starts its own servers on free ports.
+pol=/usr/sbin/policy-rc.d
+had_pol=0; [ -e "$pol" ] && had_pol=1
+[ $had_pol -eq 1 ] || { printf '#!/bin/sh\nexit 101\n' > "$pol"; chmod +x "$pol"; }
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+[ $had_pol -eq 1 ] || rm -f "$pol"

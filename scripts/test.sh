@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# test.sh — the test command (README.md; .ci/run calls exactly this).
+#
+# Installs what is missing (Debian packages, as root), then builds and runs
+# the whole suite three times:
+#   build/ci     -Wall -Wextra -Werror, every test
+#   build/asan   ASan + UBSan, every test
+#   build/tsan   TSan, the lock core's threaded tests (ctest label "tsan")
+# Each ctest run starts its own private redis-server on a free loopback port.
+# Environment: MIAOSHA_TEST_ONLY=ci|asan|tsan runs one build; JOBS=N.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+
+jobs=${JOBS:-$(nproc)}
+only=${MIAOSHA_TEST_ONLY:-}
+status=0
+
+run() { # name cmake-args ctest-args
+  local name=$1 cargs=$2 targs=$3
+  [ -z "$only" ] || [ "$only" = "$name" ] || return 0
+  echo "=== $name: configure and build"
+  cmake -S . -B "build/$name" -DMIAOSHA_WERROR=ON $cargs >/dev/null
+  cmake --build "build/$name" -j "$jobs"
+  echo "=== $name: test"
+  (cd "build/$name" && ctest --output-on-failure --timeout 600 $targs) || status=1
+}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+run ci   "-DCMAKE_BUILD_TYPE=RelWithDebInfo" ""
+run asan "-DCMAKE_BUILD_TYPE=Debug -DMIAOSHA_SANITIZE=address,undefined" ""
+run tsan "-DCMAKE_BUILD_TYPE=Debug -DMIAOSHA_SANITIZE=thread" "-L tsan"
+
+[ $status -eq 0 ] && echo "=== all test runs passed" || echo "=== some test runs FAILED"
+exit $status

@@ -1,0 +1,81 @@
+/* tu.h — the test suite's small helpers, shared by every module's tests.
+ *
+ * Why: every test talks to a real redis-server (never a mock). Most use the
+ * suite's shared server that the ctest fixture started (tu_redis_port());
+ * tests that must stop, pause or restart Redis start their own private one
+ * (tu_redis_start()) so they never disturb the others.
+ *
+ * Assertions count failures instead of aborting, so one run reports every
+ * broken expectation; tu_done() prints "N passed, N failed" and returns the
+ * process exit status. Not thread-safe unless stated: call from the test's
+ * main thread, except TU_CHECK which uses atomics and may be called anywhere.
+ */
+#ifndef MIAOSHA_TU_H
+#define MIAOSHA_TU_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+extern _Atomic long tu_passed;
+extern _Atomic long tu_failed;
+
+/* TU_CHECK(cond, fmt, ...) records a pass or a failure (with file:line). */
+#define TU_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        if (cond) {                                                           \
+            tu_passed++;                                                      \
+        } else {                                                              \
+            tu_failed++;                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+
+/* TU_REQUIRE: like TU_CHECK, but a failure ends the test at once (exit 1). */
+#define TU_REQUIRE(cond, ...)                                                 \
+    do {                                                                      \
+        TU_CHECK(cond, __VA_ARGS__);                                          \
+        if (!(cond)) { tu_done(); _exit(1); }                                 \
+    } while (0)
+
+/* Prints "<name>: N passed, N failed"; returns 0 when nothing failed, else 1. */
+int tu_done(void);
+
+/* Monotonic clock in milliseconds. Any thread. */
+int64_t tu_now_ms(void);
+
+/* Sleeps ms milliseconds (restarting after signals). Any thread. */
+void tu_sleep_ms(int64_t ms);
+
+/* The port of the suite's shared redis-server (read from
+ * $MIAOSHA_TEST_REDIS_DIR/port). Exits the test with status 1 and a message
+ * when the fixture is missing: a missing Redis fails, it never skips. */
+int tu_redis_port(void);
+
+/* A private redis-server child on 127.0.0.1 and a free port, no persistence
+ * unless extra_args ask for it (NULL-terminated, may be NULL). */
+typedef struct tu_redis {
+    pid_t pid;
+    int port;
+    char dir[256]; /* its working directory (mkdtemp), removed by tu_redis_stop */
+} tu_redis;
+
+/* Starts it and waits until it answers PING (up to 5 s). On a restart of a
+ * stopped server, pass the same r with r->port set and keep_port=1.
+ * Returns 0 or -1. */
+int tu_redis_start(tu_redis *r, int keep_port, const char *const *extra_args);
+/* SIGKILLs (hard=1) or SIGTERMs it and reaps it. Keeps r->port and r->dir. */
+void tu_redis_kill(tu_redis *r, int hard);
+/* Kills it and removes its directory. */
+void tu_redis_stop(tu_redis *r);
+
+/* A one-shot command on a fresh connection to 127.0.0.1:port; returns the
+ * reply's integer (for an integer reply), its length (string/array), -1 for
+ * nil, or INT64_MIN on error. For assertions, not speed. */
+int64_t tu_redis_int(int port, const char *fmt, ...);
+/* Same, copying a string reply into buf (empty on nil); returns 0 or -1. */
+int tu_redis_str(int port, char *buf, size_t len, const char *fmt, ...);
+
+#endif
