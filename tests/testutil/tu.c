@@ -15,6 +15,22 @@
 _Atomic long tu_passed;
 _Atomic long tu_failed;
 
+int tu_check_(int ok, const char *expr, const char *file, int line, const char *fmt, ...)
+{
+    if (ok) {
+        tu_passed++;
+        return 1;
+    }
+    tu_failed++;
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "FAIL %s:%d: %s: %s\n", file, line, expr, msg);
+    return 0;
+}
+
 int tu_done(void)
 {
     long p = tu_passed, f = tu_failed;
@@ -174,7 +190,12 @@ int64_t tu_redis_int(int port, const char *fmt, ...)
     if (r) {
         switch (r->type) {
         case REDIS_REPLY_INTEGER: v = r->integer; break;
-        case REDIS_REPLY_STRING: v = (int64_t)r->len; break;
+        case REDIS_REPLY_STRING: {
+            char *end = NULL;
+            long long n = strtoll(r->str, &end, 10);
+            v = r->len > 0 && end && *end == 0 ? (int64_t)n : (int64_t)r->len;
+            break;
+        }
         case REDIS_REPLY_ARRAY: v = (int64_t)r->elements; break;
         case REDIS_REPLY_NIL: v = -1; break;
         default: break;

@@ -16,28 +16,25 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 extern _Atomic long tu_passed;
 extern _Atomic long tu_failed;
 
 /* TU_CHECK(cond, fmt, ...) records a pass or a failure (with file:line). */
-#define TU_CHECK(cond, ...)                                                   \
-    do {                                                                      \
-        if (cond) {                                                           \
-            tu_passed++;                                                      \
-        } else {                                                              \
-            tu_failed++;                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fputc('\n', stderr);                                              \
-        }                                                                     \
-    } while (0)
+#define TU_CHECK(cond, ...) ((void)tu_check_((cond) ? 1 : 0, #cond, __FILE__, __LINE__, __VA_ARGS__))
+
+/* Records one result; returns ok. The condition is evaluated exactly once. */
+int tu_check_(int ok, const char *expr, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* TU_REQUIRE: like TU_CHECK, but a failure ends the test at once (exit 1). */
 #define TU_REQUIRE(cond, ...)                                                 \
     do {                                                                      \
-        TU_CHECK(cond, __VA_ARGS__);                                          \
-        if (!(cond)) { tu_done(); _exit(1); }                                 \
+        if (!tu_check_((cond) ? 1 : 0, #cond, __FILE__, __LINE__, __VA_ARGS__)) { \
+            tu_done();                                                        \
+            _exit(1);                                                         \
+        }                                                                     \
     } while (0)
 
 /* Prints "<name>: N passed, N failed"; returns 0 when nothing failed, else 1. */
@@ -72,8 +69,9 @@ void tu_redis_kill(tu_redis *r, int hard);
 void tu_redis_stop(tu_redis *r);
 
 /* A one-shot command on a fresh connection to 127.0.0.1:port; returns the
- * reply's integer (for an integer reply), its length (string/array), -1 for
- * nil, or INT64_MIN on error. For assertions, not speed. */
+ * reply's integer (for an integer reply or a string holding one), its length
+ * (other strings, arrays), -1 for nil, or INT64_MIN on error. For
+ * assertions, not speed. */
 int64_t tu_redis_int(int port, const char *fmt, ...);
 /* Same, copying a string reply into buf (empty on nil); returns 0 or -1. */
 int tu_redis_str(int port, char *buf, size_t len, const char *fmt, ...);

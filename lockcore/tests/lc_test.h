@@ -1,0 +1,59 @@
+/* lc_test.h — helpers shared by lockcore's tests. */
+#ifndef MIAOSHA_LC_TEST_H
+#define MIAOSHA_LC_TEST_H
+
+#include "lockcore.h"
+#include "tu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A client on the suite's redis-server (or `port`), with test-sized knobs. */
+static inline lc_client *lct_client(int port, int64_t watchdog_ms)
+{
+    lc_options o;
+    lc_options_init(&o);
+    o.redis_port = port;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 500;
+    o.retry_interval_ms = 5;
+    if (watchdog_ms > 0)
+        o.watchdog_timeout_ms = watchdog_ms;
+    lc_client *c = NULL;
+    char err[256];
+    if (lc_client_new(&o, &c, err, sizeof err) != LC_OK) {
+        fprintf(stderr, "lc_client_new: %s\n", err);
+        exit(1);
+    }
+    return c;
+}
+
+static inline lc_conn *lct_conn(lc_client *c)
+{
+    lc_conn *conn = NULL;
+    if (lc_conn_new(c, &conn) != LC_OK)
+        exit(1);
+    return conn;
+}
+
+static inline lc_lock_args lct_args(lc_mode mode, const char *key, const char *owner,
+                                    int64_t lease_ms, int64_t wait_ms)
+{
+    lc_lock_args a;
+    memset(&a, 0, sizeof a);
+    a.mode = mode;
+    a.key = key;
+    a.owner = owner;
+    a.lease_ms = lease_ms;
+    a.wait_ms = wait_ms;
+    return a;
+}
+
+/* A fresh key per test and mode, so tests never see each other's locks. */
+static inline void lct_key(char *buf, size_t len, const char *test, lc_mode mode)
+{
+    snprintf(buf, len, "lctest:{%s-%s-%d}:lock", test, lc_mode_name(mode), (int)(tu_now_ms() % 1000000));
+}
+
+#endif

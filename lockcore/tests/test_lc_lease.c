@@ -1,0 +1,194 @@
+/* test_lc_lease — leases and the watchdog, against a real Redis:
+ * expiry without renewal and whose release deletes what (4), the watchdog
+ * keeping a lock for longer than its timeout and stopping at release (7),
+ * the watchdog reporting a lost lock, and a SIGKILLed holder's lock freeing
+ * within the watchdog timeout (8). */
+#include "lc_test.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int port;
+
+typedef struct waiter {
+    lc_client *cli;
+    lc_lock_args args;
+    lc_status status;
+    lc_guard *g;
+    int64_t acquired_at;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    lc_conn *conn = lct_conn(w->cli);
+    w->status = lc_acquire(conn, &w->args, &w->g);
+    w->acquired_at = tu_now_ms();
+    /* keep holding until the main thread has released its (expired) lock */
+    tu_sleep_ms(400);
+    lc_conn_free(conn);
+    return NULL;
+}
+
+/* 4. lease 300 ms, the holder keeps going 500 ms: a waiter gets in within
+ * lease + 50 ms; the late release is not-owner under token and reentrant
+ * (the new holder's key survives) and deletes the new holder's key under
+ * setnx (the flaw). */
+static void test_expiry_without_watchdog(lc_client *cli)
+{
+    const lc_mode modes[] = {LC_SETNX, LC_TOKEN, LC_REENTRANT};
+    for (int i = 0; i < 3; i++) {
+        lc_mode m = modes[i];
+        char key[128];
+        lct_key(key, sizeof key, "expiry", m);
+        lc_conn *conn = lct_conn(cli);
+        lc_lock_args a = lct_args(m, key, "slow", 300, 0);
+        lc_guard *g;
+        int64_t t0 = tu_now_ms();
+        TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "%s holder", lc_mode_name(m));
+        /* the new holder's own lease outlives the test's checks */
+        waiter w = {.cli = cli, .args = lct_args(m, key, "next", 5000, 2000)};
+        pthread_t th;
+        pthread_create(&th, NULL, waiter_main, &w);
+        tu_sleep_ms(500 - (tu_now_ms() - t0));
+        lc_status rs = lc_release(conn, g);
+        int64_t exists = tu_redis_int(port, "EXISTS %s", key);
+        pthread_join(th, NULL);
+        TU_CHECK(w.status == LC_OK, "%s: waiter acquired (%s)", lc_mode_name(m), lc_status_name(w.status));
+        int64_t took = w.acquired_at - t0;
+        TU_CHECK(took >= 280 && took <= 350, "%s: waiter in after %lld ms (lease 300)", lc_mode_name(m),
+                 (long long)took);
+        if (m == LC_SETNX) {
+            TU_CHECK(rs == LC_OK, "setnx: the late DEL 'succeeds' (%s)", lc_status_name(rs));
+            TU_CHECK(exists == 0, "setnx: the late release deleted the new holder's lock");
+        } else {
+            TU_CHECK(rs == LC_NOT_OWNER, "%s: late release is not-owner (%s)", lc_mode_name(m),
+                     lc_status_name(rs));
+            TU_CHECK(exists == 1, "%s: the new holder's key survives", lc_mode_name(m));
+        }
+        if (w.g) {
+            lc_status ws = lc_release(conn, w.g);
+            TU_CHECK(ws == (m == LC_SETNX ? LC_NOT_OWNER : LC_OK), "%s: new holder's release: %s",
+                     lc_mode_name(m), lc_status_name(ws));
+        }
+        lc_conn_free(conn);
+    }
+}
+
+/* 7. Watchdog 1000 ms, hold 3500 ms: never expires, nobody else gets in;
+ * after release no renewal touches the key. */
+static void test_watchdog_keeps_lock(void)
+{
+    lc_client *cli = lct_client(port, 1000);
+    lc_conn *c1 = lct_conn(cli), *c2 = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "watchdog", LC_REENTRANT);
+    lc_lock_args a = lct_args(LC_REENTRANT, key, "holder", 0, 0);
+    lc_lock_args b = lct_args(LC_REENTRANT, key, "other", 0, 0);
+    lc_guard *g, *gb;
+    TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire");
+    int64_t end = tu_now_ms() + 3500;
+    int missing = 0, entered = 0, min_ttl = 1000000;
+    while (tu_now_ms() < end) {
+        int64_t ttl = tu_redis_int(port, "PTTL %s", key);
+        if (ttl <= 0)
+            missing++;
+        if (ttl < min_ttl)
+            min_ttl = (int)ttl;
+        if (lc_acquire(c2, &b, &gb) != LC_BUSY)
+            entered++;
+        tu_sleep_ms(50);
+    }
+    TU_CHECK(missing == 0, "the key never expired (%d misses)", missing);
+    TU_CHECK(entered == 0, "no other owner got in (%d)", entered);
+    TU_CHECK(min_ttl > 500, "renewed every timeout/3: min PTTL %d", min_ttl);
+    lc_stats s;
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.watchdog_renewals >= 9 && s.watchdog_renewals <= 12, "renewals in 3.5 s: %llu",
+             (unsigned long long)s.watchdog_renewals);
+    TU_CHECK(s.watchdog_active == 1, "one lock under the watchdog");
+    TU_CHECK(lc_release(c1, g) == LC_OK, "release");
+    lc_client_stats(cli, &s);
+    uint64_t after = s.watchdog_renewals;
+    TU_CHECK(s.watchdog_active == 0, "nothing under the watchdog after release");
+    tu_sleep_ms(1000);
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.watchdog_renewals == after, "no renewal after release (%llu -> %llu)",
+             (unsigned long long)after, (unsigned long long)s.watchdog_renewals);
+    TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "key gone");
+
+    /* The renew script answering 0 marks the lock lost. */
+    TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire again");
+    tu_redis_int(port, "DEL %s", key);
+    int64_t until = tu_now_ms() + 1000;
+    while (!lc_guard_lost(g) && tu_now_ms() < until)
+        tu_sleep_ms(10);
+    TU_CHECK(lc_guard_lost(g) == 1, "watchdog reported the lock lost");
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.watchdog_lost == 1, "watchdog_lost counted");
+    TU_CHECK(lc_release(c1, g) == LC_LOST, "release says lost");
+    lc_conn_free(c1);
+    lc_conn_free(c2);
+    lc_client_free(cli);
+}
+
+/* Starts lc_holder; returns its pid once it printed "acquired". */
+static pid_t spawn_holder(const char *mode, const char *key, const char *wd, const char *lease)
+{
+    char exe[512], portstr[16];
+    snprintf(exe, sizeof exe, "%s/lockcore/tests/lc_holder", getenv("MIAOSHA_BUILD_DIR"));
+    snprintf(portstr, sizeof portstr, "%d", port);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(exe, exe, portstr, mode, key, wd, lease, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[32] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    if (n <= 0 || strncmp(buf, "acquired", 8) != 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* 8. A holder with watchdog 1000 ms is SIGKILLed: the key is gone within
+ * 1000 + 100 ms, because nothing renews it any more. */
+static void test_watchdog_dies_with_holder(void)
+{
+    char key[128];
+    lct_key(key, sizeof key, "killed", LC_REENTRANT);
+    pid_t pid = spawn_holder("reentrant", key, "1000", "0");
+    TU_REQUIRE(pid > 0, "holder started");
+    tu_sleep_ms(800);
+    int64_t ttl = tu_redis_int(port, "PTTL %s", key);
+    TU_CHECK(ttl > 500, "the holder's watchdog renews it (PTTL %lld at 800 ms)", (long long)ttl);
+    kill(pid, SIGKILL);
+    int64_t t0 = tu_now_ms();
+    waitpid(pid, NULL, 0);
+    while (tu_redis_int(port, "EXISTS %s", key) == 1 && tu_now_ms() - t0 < 3000)
+        tu_sleep_ms(5);
+    int64_t gone = tu_now_ms() - t0;
+    TU_CHECK(gone <= 1100, "key gone %lld ms after SIGKILL (<= 1100)", (long long)gone);
+}
+
+int main(void)
+{
+    port = tu_redis_port();
+    lc_client *cli = lct_client(port, 0);
+    test_expiry_without_watchdog(cli);
+    lc_client_free(cli);
+    test_watchdog_keeps_lock();
+    test_watchdog_dies_with_holder();
+    return tu_done();
+}
