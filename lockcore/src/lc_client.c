@@ -138,6 +138,9 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
     c->command_timeout_ms = o->command_timeout_ms;
     c->watchdog_timeout_ms = o->watchdog_timeout_ms;
     c->retry_interval_ms = o->retry_interval_ms;
+    /* Long enough for a burst of barging (~40 critical sections at Redis
+     * round-trip speed), short next to any wait_ms a caller would give. */
+    c->barge_limit_ms = 5;
     if (o->instance_id) {
         snprintf(c->instance_id, sizeof c->instance_id, "%s", o->instance_id);
     } else {

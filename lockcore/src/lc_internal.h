@@ -96,16 +96,18 @@ typedef struct lc_pubsub {
 
 void lc_pubsub_init(lc_pubsub *p);
 void lc_pubsub_shutdown(lc_client *c);
-/* Are there local waiters on channel now? */
-bool lc_pubsub_has_waiters(lc_client *c, const char *channel);
+/* Has the first local waiter on channel been first in line for limit_ms or
+ * more? Then new arrivals queue instead of trying first (see lc_lock.c). */
+bool lc_pubsub_head_starving(lc_client *c, const char *channel, int64_t limit_ms);
 /* Queues w on channel (subscribing once per process) and waits until the
  * subscription is confirmed or deadline_ms passes. Returns the channel
  * (never NULL unless NOMEM); *is_head tells whether w is first in line. */
 lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
                               int64_t deadline_ms, bool *is_head);
-/* Waits until w is signaled (a release message reached it) or until_ms.
- * Returns true when signaled (and consumes the signal). */
-bool lc_pubsub_wait(lc_client *c, lc_ps_waiter *w, int64_t until_ms);
+/* Waits until w is signaled (a release message reached it) or until_ms. A
+ * head that is not starving yet ignores messages and wakes at its
+ * starvation point instead. Returns false when until_ms passed first. */
+bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms);
 /* Leaves the queue. A waiter that leaves without the lock hands its turn to
  * the next one, so a lost turn never stalls the line. */
 void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acquired);
@@ -120,6 +122,7 @@ struct lc_client {
     int command_timeout_ms;
     int64_t watchdog_timeout_ms;
     int64_t retry_interval_ms;
+    int64_t barge_limit_ms; /* see reentrant_acquire in lc_lock.c */
     char instance_id[LC_ID_LEN];
 
     atomic_uint_fast64_t acquired, busy, io_errors;

@@ -172,10 +172,17 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
 }
 
 /* reentrant: Redisson's tryLock(waitTime) — try; subscribe to the channel;
- * try again; then sleep until a release message or the holder's PTTL. New
- * arrivals queue behind local waiters instead of barging, so a thread that
- * just released cannot take the lock back again and again ahead of them;
- * an owner that already holds the lock re-enters at once. */
+ * try again; then sleep until a release message or the holder's PTTL.
+ *
+ * Fairness vs throughput: a newcomer normally tries first ("barging", as
+ * Redisson does): the lock passes straight to whoever asks next, with no
+ * wake-up on the critical path. But a thread that releases and at once asks
+ * again would win every time, starving the woken waiter, whose message
+ * arrives a hop later. So once the first waiter in line has been first for
+ * barge_limit_ms (5 ms), newcomers queue behind it and the next release hands
+ * the lock over in order (the starvation mode of Go's sync.Mutex). Until then
+ * the head sleeps: a release message only marks it (lc_pubsub.c). An owner
+ * that already holds the lock always re-enters at once. */
 static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const char *field,
                                    int64_t lease, int64_t deadline)
 {
@@ -185,7 +192,8 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     bool got = false;
     int64_t ttl = -1;
     lc_status s;
-    if (a->wait_ms == 0 || lc_hold_exists(c, a->key, field) || !lc_pubsub_has_waiters(c, channel)) {
+    if (a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
+        !lc_pubsub_head_starving(c, channel, c->barge_limit_ms)) {
         if ((s = reentrant_try(conn, a->key, field, lease, &got, &ttl)) != LC_OK || got)
             return s;
         if (a->wait_ms == 0 || lc_now_ms() >= deadline)
@@ -215,7 +223,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
             if (now + t < until)
                 until = now + t;
         }
-        lc_pubsub_wait(c, &w, until);
+        lc_pubsub_wait(c, ch, &w, until);
         try_now = true;
     }
     lc_pubsub_leave(c, ch, &w, s == LC_OK && got);

@@ -37,6 +37,7 @@ struct lc_ps_channel {
     bool sent;       /* the last command sent for it was SUBSCRIBE */
     bool subscribed; /* Redis confirmed the subscription */
     int pending;     /* (UN)SUBSCRIBE commands not confirmed yet */
+    int64_t head_since_ms; /* when the current head got to the front */
     struct lc_ps_channel *next;
 };
 
@@ -107,9 +108,13 @@ static void handle_reply(lc_client *c, redisReply *r)
     if (!ch)
         return;
     if (strcmp(kind, "message") == 0) {
+        /* While the head is not starving yet, newcomers may take the lock
+         * (lc_lock.c): waking the head for every release would only buy it
+         * a failed attempt. It wakes by itself at its starvation point. */
         if (ch->head) {
             ch->head->signaled = true;
-            pthread_cond_signal(&ch->head->cv);
+            if (lc_now_ms() - ch->head_since_ms >= c->barge_limit_ms)
+                pthread_cond_signal(&ch->head->cv);
         }
     } else if (strcmp(kind, "subscribe") == 0) {
         ch->pending--;
@@ -197,13 +202,13 @@ static void *pubsub_main(void *arg)
     return NULL;
 }
 
-bool lc_pubsub_has_waiters(lc_client *c, const char *channel)
+bool lc_pubsub_head_starving(lc_client *c, const char *channel, int64_t limit_ms)
 {
     pthread_mutex_lock(&c->ps.mu);
     lc_ps_channel *ch = find(&c->ps, channel, strlen(channel));
-    bool any = ch && ch->nwaiters > 0;
+    bool starving = ch && ch->head && lc_now_ms() - ch->head_since_ms >= limit_ms;
     pthread_mutex_unlock(&c->ps.mu);
-    return any;
+    return starving;
 }
 
 lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
@@ -239,6 +244,8 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
     else
         ch->head = w;
     ch->tail = w;
+    if (ch->head == w)
+        ch->head_since_ms = lc_now_ms();
     ch->nwaiters++;
     atomic_fetch_add(&c->waiters, 1);
     *is_head = ch->head == w;
@@ -258,18 +265,35 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
     return ch;
 }
 
-bool lc_pubsub_wait(lc_client *c, lc_ps_waiter *w, int64_t until_ms)
+bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms)
 {
     lc_pubsub *p = &c->ps;
+    bool signaled = false, was_deaf = false;
     pthread_mutex_lock(&p->mu);
-    while (!w->signaled && lc_now_ms() < until_ms) {
-        struct timespec ts = lc_abstime(until_ms);
+    for (;;) {
+        int64_t now = lc_now_ms();
+        bool head = ch->head == w;
+        int64_t starving_at = ch->head_since_ms + c->barge_limit_ms;
+        int64_t wake = until_ms;
+        if (head && now < starving_at) {
+            /* A head that is not starving yet is deaf to messages (see
+             * handle_reply): newcomers may take the lock meanwhile. */
+            was_deaf = true;
+            if (starving_at < wake)
+                wake = starving_at;
+        } else if (w->signaled || (head && was_deaf)) {
+            /* a release message, or the starvation point reached: try */
+            signaled = true;
+            break;
+        }
+        if (now >= until_ms)
+            break;
+        struct timespec ts = lc_abstime(wake);
         pthread_cond_timedwait(&w->cv, &p->mu, &ts);
     }
-    bool got = w->signaled;
     w->signaled = false;
     pthread_mutex_unlock(&p->mu);
-    return got;
+    return signaled;
 }
 
 void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acquired)
@@ -287,8 +311,12 @@ void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acqu
         ch->tail = w->prev;
     ch->nwaiters--;
     atomic_fetch_sub(&c->waiters, 1);
-    if (was_head && ch->head && !acquired) {
-        ch->head->signaled = true;
+    if (was_head && ch->head) {
+        /* The new head wakes to re-evaluate how it waits (lc_pubsub_wait);
+         * one that takes over from a waiter that gave up also tries. */
+        ch->head_since_ms = lc_now_ms();
+        if (!acquired)
+            ch->head->signaled = true;
         pthread_cond_signal(&ch->head->cv);
     }
     if (ch->nwaiters == 0)

@@ -1,0 +1,268 @@
+/* lc_bench — the lock core against the round-trip bound, in one run.
+ *
+ *   lc_bench PORT [SECONDS]
+ *
+ * Part 1, uncontended: per mode, acquire+release cycles/s on one thread, and
+ * in the same run a raw hiredis loop sending the very same commands (the
+ * round-trip bound). Runs alternate raw/mode three times and report medians,
+ * because this machine is shared and noisy: only the ratio means anything.
+ *
+ * Part 2, contended: 8 and 32 threads loop acquire → GET → SET → release on
+ * one key (the seed's critical section) for each mode; reports critical
+ * sections/s and fairness = min/max completions per thread.
+ *
+ * Targets (issue 2): each Redis mode >= 0.9x its raw loop; with 8 and 32
+ * threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3.
+ */
+#include "lockcore.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int port;
+static double seconds = 2.0;
+static lc_client *cli;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static redisReply *cmd_or_die(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "lc_bench: redis: %s\n", r ? r->str : c->errstr);
+        exit(1);
+    }
+    return r;
+}
+
+/* --- raw loops: the same commands as the mode, straight through hiredis --- */
+
+static char sha_token_release[41], sha_acquire[41], sha_release[41];
+
+static void load_scripts(redisContext *c)
+{
+    static const char *tr = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+    static const char *ra = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+                            "redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+                            "return redis.call('pttl', KEYS[1]);";
+    static const char *rr = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+                            "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+                            "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+                            "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
+    redisReply *r = cmd_or_die(c, "SCRIPT LOAD %s", tr);
+    snprintf(sha_token_release, 41, "%s", r->str);
+    freeReplyObject(r);
+    r = cmd_or_die(c, "SCRIPT LOAD %s", ra);
+    snprintf(sha_acquire, 41, "%s", r->str);
+    freeReplyObject(r);
+    r = cmd_or_die(c, "SCRIPT LOAD %s", rr);
+    snprintf(sha_release, 41, "%s", r->str);
+    freeReplyObject(r);
+}
+
+static double raw_rate(redisContext *c, lc_mode mode)
+{
+    const char *key = "bench:{raw}:lock";
+    long n = 0;
+    double t0 = now_s(), end = t0 + seconds;
+    while (now_s() < end) {
+        for (int i = 0; i < 50; i++, n++) {
+            if (mode == LC_SETNX) {
+                freeReplyObject(cmd_or_die(c, "SETNX %s 1", key));
+                freeReplyObject(cmd_or_die(c, "PEXPIRE %s 5000", key));
+                freeReplyObject(cmd_or_die(c, "DEL %s", key));
+            } else if (mode == LC_TOKEN) {
+                const char *tok = "6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f";
+                freeReplyObject(cmd_or_die(c, "SET %s %s NX PX 5000", key, tok));
+                freeReplyObject(cmd_or_die(c, "EVALSHA %s 1 %s %s", sha_token_release, key, tok));
+            } else {
+                const char *field = "6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f:bench";
+                freeReplyObject(cmd_or_die(c, "EVALSHA %s 1 %s 30000 %s", sha_acquire, key, field));
+                freeReplyObject(cmd_or_die(c, "EVALSHA %s 2 %s redisson_lock__channel:%s 0 30000 %s",
+                                           sha_release, key, key, field));
+            }
+        }
+    }
+    return n / (now_s() - t0);
+}
+
+static double mode_rate(lc_conn *conn, lc_mode mode)
+{
+    lc_lock_args a;
+    memset(&a, 0, sizeof a);
+    a.mode = mode;
+    a.key = "bench:{lc}:lock";
+    a.owner = "bench";
+    a.lease_ms = mode == LC_REENTRANT ? 0 : 5000;
+    long n = 0;
+    double t0 = now_s(), end = t0 + seconds;
+    while (now_s() < end) {
+        for (int i = 0; i < 50; i++, n++) {
+            lc_guard *g;
+            if (lc_acquire(conn, &a, &g) != LC_OK || lc_release(conn, g) != LC_OK) {
+                fprintf(stderr, "lc_bench: %s cycle failed: %s\n", lc_mode_name(mode), lc_conn_errstr(conn));
+                exit(1);
+            }
+        }
+    }
+    return n / (now_s() - t0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void uncontended(void)
+{
+    struct timeval tv = {2, 0};
+    redisContext *raw = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!raw || raw->err) {
+        fprintf(stderr, "lc_bench: cannot connect to 127.0.0.1:%d\n", port);
+        exit(1);
+    }
+    load_scripts(raw);
+    lc_conn *conn;
+    lc_conn_new(cli, &conn);
+    printf("uncontended acquire+release, 1 thread, %.1f s x 3 alternating runs, medians\n", seconds);
+    printf("  %-10s %12s %12s %8s %s\n", "mode", "cycles/s", "raw loop/s", "ratio", "target");
+    const lc_mode modes[] = {LC_NONE, LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
+    for (int i = 0; i < 5; i++) {
+        double m[3], r[3] = {0, 0, 0};
+        for (int k = 0; k < 3; k++) {
+            if (modes[i] >= LC_SETNX)
+                r[k] = raw_rate(raw, modes[i]);
+            m[k] = mode_rate(conn, modes[i]);
+        }
+        qsort(m, 3, sizeof *m, cmp_double);
+        qsort(r, 3, sizeof *r, cmp_double);
+        if (modes[i] >= LC_SETNX)
+            printf("  %-10s %12.0f %12.0f %8.2f %s\n", lc_mode_name(modes[i]), m[1], r[1], m[1] / r[1],
+                   m[1] / r[1] >= 0.9 ? ">= 0.9 ok" : ">= 0.9 MISSED");
+        else
+            printf("  %-10s %12.0f %12s %8s (no Redis)\n", lc_mode_name(modes[i]), m[1], "-", "-");
+    }
+    lc_conn_free(conn);
+    redisFree(raw);
+}
+
+/* --- contended ----------------------------------------------------------- */
+
+typedef struct worker {
+    lc_mode mode;
+    int id;
+    atomic_bool *stop;
+    long done, failed;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    lc_conn *conn;
+    lc_conn_new(cli, &conn);
+    char owner[32];
+    snprintf(owner, sizeof owner, "w%d", w->id);
+    lc_lock_args a;
+    memset(&a, 0, sizeof a);
+    a.mode = w->mode;
+    a.key = "bench:{cs}:lock";
+    a.owner = owner;
+    a.lease_ms = w->mode == LC_REENTRANT ? 0 : 5000;
+    a.wait_ms = 1000;
+    while (!atomic_load(w->stop)) {
+        lc_guard *g;
+        if (lc_acquire(conn, &a, &g) != LC_OK) {
+            w->failed++;
+            continue;
+        }
+        redisContext *c = lc_conn_redis(conn);
+        redisReply *r = redisCommand(c, "GET bench:{cs}:stock");
+        long v = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
+        if (r)
+            freeReplyObject(r);
+        r = redisCommand(c, "SET bench:{cs}:stock %ld", v + 1);
+        if (r)
+            freeReplyObject(r);
+        lc_release(conn, g);
+        w->done++;
+    }
+    lc_conn_free(conn);
+    return NULL;
+}
+
+static void contended(int threads)
+{
+    printf("contended critical sections (acquire, GET, SET, release), %d threads, %.1f s\n", threads, seconds);
+    printf("  %-10s %12s %10s %8s\n", "mode", "sections/s", "fairness", "failed");
+    const lc_mode modes[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
+    double rate[LC_MODE_COUNT] = {0};
+    double fair[LC_MODE_COUNT] = {0};
+    for (int i = 0; i < 4; i++) {
+        worker ws[64];
+        pthread_t th[64];
+        atomic_bool stop = false;
+        double t0 = now_s();
+        for (int k = 0; k < threads; k++) {
+            ws[k] = (worker){modes[i], k, &stop, 0, 0};
+            pthread_create(&th[k], NULL, worker_main, &ws[k]);
+        }
+        struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+        nanosleep(&ts, NULL);
+        atomic_store(&stop, true);
+        long total = 0, failed = 0, mn = -1, mx = 0;
+        for (int k = 0; k < threads; k++) {
+            pthread_join(th[k], NULL);
+            total += ws[k].done;
+            failed += ws[k].failed;
+            if (mn < 0 || ws[k].done < mn)
+                mn = ws[k].done;
+            if (ws[k].done > mx)
+                mx = ws[k].done;
+        }
+        rate[modes[i]] = total / (now_s() - t0);
+        fair[modes[i]] = mx ? (double)mn / mx : 0;
+        printf("  %-10s %12.0f %10.2f %8ld\n", lc_mode_name(modes[i]), rate[modes[i]], fair[modes[i]], failed);
+    }
+    printf("  reentrant/token = %.2f (target >= 1.0), reentrant fairness %.2f (target >= 0.3): %s\n",
+           rate[LC_REENTRANT] / rate[LC_TOKEN], fair[LC_REENTRANT],
+           rate[LC_REENTRANT] >= rate[LC_TOKEN] && fair[LC_REENTRANT] >= 0.3 ? "ok" : "MISSED");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: lc_bench PORT [SECONDS]\n");
+        return 2;
+    }
+    port = atoi(argv[1]);
+    if (argc > 2)
+        seconds = atof(argv[2]);
+    lc_options o;
+    lc_options_init(&o);
+    o.redis_port = port;
+    char err[256];
+    if (lc_client_new(&o, &cli, err, sizeof err) != LC_OK) {
+        fprintf(stderr, "lc_bench: %s\n", err);
+        return 1;
+    }
+    uncontended();
+    contended(8);
+    contended(32);
+    lc_client_free(cli);
+    return 0;
+}

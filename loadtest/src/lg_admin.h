@@ -1,0 +1,56 @@
+/* lg_admin.h — the few admin calls of a run, through libcurl (blocking,
+ * calling thread): reset the stock, read the audit, page through the
+ * orders; plus a generic one-shot request used by the matrix's probes.
+ * curl_global_init must have been called (main does it). Return 0 or -1
+ * with a reason in err; nothing is printed.
+ */
+#ifndef MIAOSHA_LG_ADMIN_H
+#define MIAOSHA_LG_ADMIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct lg_audit {
+    int64_t stock, initial, sold, orders, oversold, undersold;
+} lg_audit;
+
+/* A growable set of order ids (each < 64 bytes). */
+typedef struct lg_idset {
+    char (*ids)[64];
+    size_t n, cap;
+} lg_idset;
+
+int lg_idset_add(lg_idset *s, const char *id, size_t len);
+void lg_idset_sort(lg_idset *s);
+/* After sort: how many entries repeat an earlier one. */
+size_t lg_idset_duplicates(const lg_idset *s);
+/* After sort: 1 when id is present. */
+int lg_idset_contains(const lg_idset *s, const char *id);
+void lg_idset_free(lg_idset *s);
+
+/* One request. body may be NULL; bearer may be NULL or "". *resp (malloc'd,
+ * NUL-terminated, free() it) may be NULL when the caller does not want it.
+ * Returns 0 when an HTTP response arrived (any status, in *status), -1 on a
+ * transport failure (connection refused, reset, timeout). */
+int lg_http_call(const char *method, const char *url, const char *bearer, const char *body,
+                 long timeout_ms, long *status, char **resp, char *err, size_t errlen);
+
+/* PUT {base}/stock/{sku} {"stock":N}: must answer 2xx. */
+int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
+                   size_t errlen);
+/* GET {base}/stock/{sku} into *a. */
+int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, size_t errlen);
+/* GET {base}/orders/{sku}?offset=&limit=1000 until exhausted, adding every
+ * record's order_id to ids. Accepts a JSON array of records or an object
+ * holding one ("orders"/"items"), records as objects or JSON strings. */
+int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err, size_t errlen);
+/* GET {base}/healthz answered 200. */
+int lg_admin_healthy(const char *base, long timeout_ms);
+
+/* Extracts what a purchase response says: order_id (copied, < 64 bytes,
+ * "" when absent), error code ("" when absent) and lock_lost. body need not
+ * be NUL-terminated. Returns 0, or -1 when it is not a JSON object. */
+int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],
+                      int *lock_lost);
+
+#endif

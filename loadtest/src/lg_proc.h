@@ -1,0 +1,38 @@
+/* lg_proc.h — child processes for the matrix (and the integration tests):
+ * free loopback ports, spawn with output to a log file, stop by PID.
+ * Every child is remembered in a small table so lg_proc_kill_all() can
+ * stop whatever is still running (used on the way out, also after Ctrl-C).
+ * Main thread only.
+ */
+#ifndef MIAOSHA_LG_PROC_H
+#define MIAOSHA_LG_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* A TCP port on 127.0.0.1 that nothing listened on a moment ago, or -1. */
+int lg_free_port(void);
+
+/* Starts argv[0] (searched in PATH when it has no '/') with stdin from
+ * /dev/null and stdout+stderr appended to logpath (NULL: /dev/null).
+ * Returns the pid, or -1 with a reason in err. */
+pid_t lg_spawn(char *const argv[], const char *logpath, char *err, size_t errlen);
+
+/* 1 when pid has exited (and is reaped), 0 when still running after
+ * timeout_ms (0: just check). */
+int lg_wait_exit(pid_t pid, int timeout_ms);
+
+/* SIGTERM, then SIGKILL after grace_ms; always reaps. NULL-safe for pid<=0. */
+void lg_stop(pid_t pid, int grace_ms);
+
+/* Stops every child lg_spawn started that is still running. */
+void lg_proc_kill_all(int grace_ms);
+
+/* 1 when 127.0.0.1:port answers a Redis PING within timeout_ms. */
+int lg_redis_ping(int port, int timeout_ms);
+
+/* Milliseconds on the monotonic clock; sleeping. */
+long long lg_now_ms(void);
+void lg_sleep_ms(long long ms);
+
+#endif

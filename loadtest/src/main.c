@@ -1,0 +1,507 @@
+/* main.c — miaosha-load: the command line. The only file that prints. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "lg_matrix.h"
+#include "lg_run.h"
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static const char *usage_text =
+    "usage: miaosha-load run    [options]      one purchase burst, audited\n"
+    "       miaosha-load bench  [options]      plain GET throughput\n"
+    "       miaosha-load matrix [options]      every mode x every scenario\n"
+    "       miaosha-load --help | <command> --help\n";
+
+static const char *run_help =
+    "miaosha-load run — reset the stock, fire a concurrent purchase burst, audit it.\n"
+    "\n"
+    "  --mode MODE          none|mutex|setnx|token|reentrant (default token)\n"
+    "  --requests N         purchases to send, 1..10000000 (default 1000)\n"
+    "  --concurrency C      keep-alive connections, all started together (default 100)\n"
+    "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
+    "                       -1 keeps the current stock (no reset)\n"
+    "  --sku SKU            product id [A-Za-z0-9_-]{1,64} (default demo)\n"
+    "  --work-ms N          work_ms parameter (simulated work inside the lock)\n"
+    "  --lease-ms N         lease_ms parameter\n"
+    "  --wait-ms N          wait_ms parameter\n"
+    "  --reenter N          reenter parameter (nested acquisitions)\n"
+    "  --fault NAME         fault parameter (the server needs faults.enabled)\n"
+    "  --users N            user ids cycle over u0..u(N-1) (default: one per request)\n"
+    "  --target URL         http://IPv4-or-localhost:port[/prefix]; repeat to spread\n"
+    "                       the connections round-robin over instances\n"
+    "                       (default http://127.0.0.1:8080); admin calls go to the first\n"
+    "  --admin-token T      Bearer token for PUT /stock (or $MIAOSHA_ADMIN_TOKEN)\n"
+    "  --method M           POST (default) or GET\n"
+    "  --threads N          client threads (default min(2, CPUs))\n"
+    "  --expect safe        exit 1 on oversold, undersold, duplicate or missing orders\n"
+    "  --expect oversell    exit 1 when the run did NOT oversell\n"
+    "  --json | --csv       machine output instead of the table\n"
+    "  --duration-limit S   hard deadline of the burst in seconds (default 120);\n"
+    "                       requests still in flight then count as timeouts\n"
+    "\n"
+    "Parameters not given are not sent (the server's configured defaults apply).\n"
+    "Exit status: 0 ok, 1 expectation not met, 2 usage, 3 the run could not happen\n"
+    "(reset failed, server unreachable), 130 interrupted.\n";
+
+static const char *bench_help =
+    "miaosha-load bench — GET one path over keep-alive connections for a duration.\n"
+    "\n"
+    "  --target URL         http://IPv4-or-localhost:port[/prefix] (default http://127.0.0.1:8080)\n"
+    "  --path P             request path (default /healthz)\n"
+    "  --concurrency C      connections (default 64)\n"
+    "  --duration S         seconds (default 10, at most 3600)\n"
+    "  --threads N          client threads (default min(2, CPUs))\n"
+    "  --json               one JSON object instead of the table\n"
+    "\n"
+    "Requests still in flight at the end are not counted (as wrk does).\n"
+    "Exit status: 0 when every answer was 2xx with no transport error, else 1.\n";
+
+static const char *matrix_help =
+    "miaosha-load matrix — run every mode through every scenario and report.\n"
+    "\n"
+    "  --server PATH        miaosha-server binary (default: $MIAOSHA_SERVER, else\n"
+    "                       ../service/miaosha-server next to this binary)\n"
+    "  --redis HOST:PORT    use this Redis (default: start a private redis-server on a\n"
+    "                       free loopback port, no persistence, and stop it at the end)\n"
+    "  --redis-server PATH  redis-server binary for the private one (default redis-server)\n"
+    "  --out DIR            write matrix.md, matrix.csv, matrix.svg and logs/ (default\n"
+    "                       ./matrix-out)\n"
+    "  --quick              smaller stock and bursts (the test suite's form)\n"
+    "  --modes LIST         comma list of modes (default all five)\n"
+    "  --scenarios LIST     comma list of race,multi,slow,crash,nested (default all)\n"
+    "  --server-arg ARG     extra argument for every miaosha-server (repeatable)\n"
+    "\n"
+    "Servers are started as child processes on free 127.0.0.1 ports and stopped by\n"
+    "PID at the end, also on Ctrl-C. Exit status: 0 when every cell shows the\n"
+    "expected outcome, 1 when one differs, 3 when the matrix could not run.\n";
+
+static int parse_i64(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "miaosha-load: %s: '%s' is not an integer in %lld..%lld\n", opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+typedef struct progress_state {
+    int tty;
+    int drawn;
+} progress_state;
+
+static void progress_bar(void *ud, uint64_t done, uint64_t total, double elapsed)
+{
+    progress_state *p = ud;
+    if (!p->tty)
+        return;
+    if (total) {
+        int width = 40;
+        int fill = (int)(done * (uint64_t)width / (total ? total : 1));
+        if (fill > width)
+            fill = width;
+        fprintf(stderr, "\r[%.*s%*s] %llu/%llu %.1fs ", fill,
+                "########################################", width - fill, "",
+                (unsigned long long)done, (unsigned long long)total, elapsed);
+    } else {
+        fprintf(stderr, "\r%llu requests %.1fs ", (unsigned long long)done, elapsed);
+    }
+    p->drawn = 1;
+}
+
+static void progress_clear(progress_state *p)
+{
+    if (p->tty && p->drawn)
+        fprintf(stderr, "\r%70s\r", "");
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    enum { O_MODE = 256, O_REQ, O_CONC, O_STOCK, O_SKU, O_WORK, O_LEASE, O_WAIT, O_REENTER,
+           O_USERS, O_TARGET, O_TOKEN, O_EXPECT, O_JSON, O_CSV, O_DEADLINE, O_FAULT, O_METHOD,
+           O_THREADS, O_HELP };
+    static const struct option opts[] = {
+        {"mode", required_argument, 0, O_MODE}, {"requests", required_argument, 0, O_REQ},
+        {"concurrency", required_argument, 0, O_CONC}, {"stock", required_argument, 0, O_STOCK},
+        {"sku", required_argument, 0, O_SKU}, {"work-ms", required_argument, 0, O_WORK},
+        {"lease-ms", required_argument, 0, O_LEASE}, {"wait-ms", required_argument, 0, O_WAIT},
+        {"reenter", required_argument, 0, O_REENTER}, {"users", required_argument, 0, O_USERS},
+        {"target", required_argument, 0, O_TARGET}, {"admin-token", required_argument, 0, O_TOKEN},
+        {"expect", required_argument, 0, O_EXPECT}, {"json", no_argument, 0, O_JSON},
+        {"csv", no_argument, 0, O_CSV}, {"duration-limit", required_argument, 0, O_DEADLINE},
+        {"fault", required_argument, 0, O_FAULT}, {"method", required_argument, 0, O_METHOD},
+        {"threads", required_argument, 0, O_THREADS}, {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0}};
+    lg_run_cfg cfg;
+    lg_run_cfg_init(&cfg);
+    cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");
+    lg_expect expect = LG_EXPECT_NONE;
+    int json = 0, csv = 0;
+    long long v;
+    char err[512];
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_MODE:
+            if (strcmp(optarg, "none") && strcmp(optarg, "mutex") && strcmp(optarg, "setnx") &&
+                strcmp(optarg, "token") && strcmp(optarg, "reentrant")) {
+                fprintf(stderr, "miaosha-load: --mode: '%s' is not none|mutex|setnx|token|reentrant\n",
+                        optarg);
+                return 2;
+            }
+            cfg.mode = optarg;
+            break;
+        case O_REQ:
+            if (parse_i64("--requests", optarg, 1, 10000000, &v)) return 2;
+            cfg.requests = (uint64_t)v;
+            break;
+        case O_CONC:
+            if (parse_i64("--concurrency", optarg, 1, 20000, &v)) return 2;
+            cfg.concurrency = (int)v;
+            break;
+        case O_STOCK:
+            if (parse_i64("--stock", optarg, -1, 1000000000, &v)) return 2;
+            cfg.stock = v;
+            break;
+        case O_SKU: cfg.sku = optarg; break;
+        case O_WORK:
+            if (parse_i64("--work-ms", optarg, 0, 60000, &v)) return 2;
+            cfg.work_ms = v;
+            break;
+        case O_LEASE:
+            if (parse_i64("--lease-ms", optarg, 1, 86400000, &v)) return 2;
+            cfg.lease_ms = v;
+            break;
+        case O_WAIT:
+            if (parse_i64("--wait-ms", optarg, 0, 86400000, &v)) return 2;
+            cfg.wait_ms = v;
+            break;
+        case O_REENTER:
+            if (parse_i64("--reenter", optarg, 0, 8, &v)) return 2;
+            cfg.reenter = v;
+            break;
+        case O_USERS:
+            if (parse_i64("--users", optarg, 1, 1000000000, &v)) return 2;
+            cfg.users = (uint64_t)v;
+            break;
+        case O_TARGET:
+            if (cfg.ntargets >= LG_MAX_TARGETS) {
+                fprintf(stderr, "miaosha-load: at most %d --target\n", LG_MAX_TARGETS);
+                return 2;
+            }
+            if (lg_url_parse(optarg, &cfg.targets[cfg.ntargets], err, sizeof err) < 0) {
+                fprintf(stderr, "miaosha-load: --target %s\n", err);
+                return 2;
+            }
+            cfg.ntargets++;
+            break;
+        case O_TOKEN: cfg.admin_token = optarg; break;
+        case O_EXPECT:
+            if (strcmp(optarg, "safe") == 0)
+                expect = LG_EXPECT_SAFE;
+            else if (strcmp(optarg, "oversell") == 0)
+                expect = LG_EXPECT_OVERSELL;
+            else {
+                fprintf(stderr, "miaosha-load: --expect: 'safe' or 'oversell'\n");
+                return 2;
+            }
+            break;
+        case O_JSON: json = 1; break;
+        case O_CSV: csv = 1; break;
+        case O_DEADLINE:
+            if (parse_i64("--duration-limit", optarg, 1, 86400, &v)) return 2;
+            cfg.deadline_ms = v * 1000;
+            break;
+        case O_FAULT: cfg.fault = optarg; break;
+        case O_METHOD:
+            if (strcmp(optarg, "POST") && strcmp(optarg, "GET")) {
+                fprintf(stderr, "miaosha-load: --method: POST or GET\n");
+                return 2;
+            }
+            cfg.method = optarg;
+            break;
+        case O_THREADS:
+            if (parse_i64("--threads", optarg, 1, 64, &v)) return 2;
+            cfg.threads = (int)v;
+            break;
+        case O_HELP: fputs(run_help, stdout); return 0;
+        default: fputs(run_help, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "miaosha-load run: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (json && csv) {
+        fprintf(stderr, "miaosha-load: --json and --csv exclude each other\n");
+        return 2;
+    }
+    if (cfg.ntargets == 0) {
+        lg_url_parse("http://127.0.0.1:8080", &cfg.targets[0], err, sizeof err);
+        cfg.ntargets = 1;
+    }
+    progress_state ps = {isatty(2), 0};
+    cfg.progress = progress_bar;
+    cfg.progress_ud = &ps;
+    cfg.stop = &g_stop;
+    lg_run_result *res = malloc(sizeof *res);
+    if (!res) {
+        fprintf(stderr, "miaosha-load: out of memory\n");
+        return 3;
+    }
+    int rc = lg_run(&cfg, res, err, sizeof err);
+    progress_clear(&ps);
+    if (rc < 0) {
+        fprintf(stderr, "miaosha-load: %s\n", err);
+        free(res);
+        return 3;
+    }
+    if (json)
+        lg_report_json(stdout, &cfg, res, expect);
+    else if (csv)
+        lg_report_csv(stdout, &cfg, res, expect, 1);
+    else
+        lg_report_table(stdout, &cfg, res, expect);
+    if (!res->audited)
+        fprintf(stderr, "miaosha-load: audit failed: %s\n", res->audit_error);
+    int status = lg_run_check(res, expect);
+    if (g_stop)
+        status = 130;
+    free(res);
+    return status;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    enum { O_TARGET = 256, O_PATH, O_CONC, O_DUR, O_THREADS, O_JSON, O_HELP };
+    static const struct option opts[] = {
+        {"target", required_argument, 0, O_TARGET}, {"path", required_argument, 0, O_PATH},
+        {"concurrency", required_argument, 0, O_CONC}, {"duration", required_argument, 0, O_DUR},
+        {"threads", required_argument, 0, O_THREADS}, {"json", no_argument, 0, O_JSON},
+        {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+    lg_bench_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    char err[512];
+    int have_target = 0, json = 0, c;
+    long long v;
+    cfg.path = "/healthz";
+    cfg.concurrency = 64;
+    cfg.duration_s = 10;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_TARGET:
+            if (lg_url_parse(optarg, &cfg.target, err, sizeof err) < 0) {
+                fprintf(stderr, "miaosha-load: --target %s\n", err);
+                return 2;
+            }
+            have_target = 1;
+            break;
+        case O_PATH: cfg.path = optarg; break;
+        case O_CONC:
+            if (parse_i64("--concurrency", optarg, 1, 20000, &v)) return 2;
+            cfg.concurrency = (int)v;
+            break;
+        case O_DUR: {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (end == optarg || *end || d <= 0 || d > 3600) {
+                fprintf(stderr, "miaosha-load: --duration: seconds in (0, 3600]\n");
+                return 2;
+            }
+            cfg.duration_s = d;
+            break;
+        }
+        case O_THREADS:
+            if (parse_i64("--threads", optarg, 1, 64, &v)) return 2;
+            cfg.threads = (int)v;
+            break;
+        case O_JSON: json = 1; break;
+        case O_HELP: fputs(bench_help, stdout); return 0;
+        default: fputs(bench_help, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "miaosha-load bench: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!have_target)
+        lg_url_parse("http://127.0.0.1:8080", &cfg.target, err, sizeof err);
+    progress_state ps = {isatty(2), 0};
+    cfg.progress = progress_bar;
+    cfg.progress_ud = &ps;
+    cfg.stop = &g_stop;
+    lg_engine_result *res = malloc(sizeof *res);
+    if (!res)
+        return 3;
+    int rc = lg_bench(&cfg, res, err, sizeof err);
+    progress_clear(&ps);
+    if (rc < 0) {
+        fprintf(stderr, "miaosha-load: %s\n", err);
+        free(res);
+        return 3;
+    }
+    lg_report_bench(stdout, &cfg, res, json);
+    uint64_t bad = 0;
+    for (int k = 1; k < LG_ERR_COUNT; k++)
+        bad += res->errors[k];
+    for (int s = 100; s < 600; s++)
+        if (s < 200 || s >= 300)
+            bad += res->status[s];
+    int status = bad || res->completed == 0 ? 1 : 0;
+    free(res);
+    return g_stop ? 130 : status;
+}
+
+static int cmd_matrix(int argc, char **argv, const char *argv0)
+{
+    enum { O_SERVER = 256, O_REDIS, O_REDIS_SERVER, O_OUT, O_QUICK, O_MODES, O_SCEN, O_SARG,
+           O_HELP };
+    static const struct option opts[] = {
+        {"server", required_argument, 0, O_SERVER}, {"redis", required_argument, 0, O_REDIS},
+        {"redis-server", required_argument, 0, O_REDIS_SERVER},
+        {"out", required_argument, 0, O_OUT}, {"quick", no_argument, 0, O_QUICK},
+        {"modes", required_argument, 0, O_MODES}, {"scenarios", required_argument, 0, O_SCEN},
+        {"server-arg", required_argument, 0, O_SARG}, {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0}};
+    lg_matrix_cfg cfg;
+    lg_matrix_cfg_init(&cfg);
+    char err[512];
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_SERVER: cfg.server = optarg; break;
+        case O_REDIS: cfg.redis = optarg; break;
+        case O_REDIS_SERVER: cfg.redis_server = optarg; break;
+        case O_OUT: cfg.out_dir = optarg; break;
+        case O_QUICK: cfg.quick = 1; break;
+        case O_MODES:
+            if (lg_matrix_select(&cfg, optarg, NULL, err, sizeof err) < 0) {
+                fprintf(stderr, "miaosha-load: --modes: %s\n", err);
+                return 2;
+            }
+            break;
+        case O_SCEN:
+            if (lg_matrix_select(&cfg, NULL, optarg, err, sizeof err) < 0) {
+                fprintf(stderr, "miaosha-load: --scenarios: %s\n", err);
+                return 2;
+            }
+            break;
+        case O_SARG:
+            if (cfg.nserver_args >= LG_MATRIX_MAX_ARGS) {
+                fprintf(stderr, "miaosha-load: too many --server-arg\n");
+                return 2;
+            }
+            cfg.server_args[cfg.nserver_args++] = optarg;
+            break;
+        case O_HELP: fputs(matrix_help, stdout); return 0;
+        default: fputs(matrix_help, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "miaosha-load matrix: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    static char server_buf[4096];
+    if (!cfg.server) {
+        cfg.server = getenv("MIAOSHA_SERVER");
+        if (!cfg.server && lg_matrix_default_server(argv0, server_buf, sizeof server_buf) == 0)
+            cfg.server = server_buf;
+        if (!cfg.server) {
+            fprintf(stderr, "miaosha-load: no miaosha-server found: pass --server PATH\n");
+            return 3;
+        }
+    }
+    cfg.stop = &g_stop;
+    cfg.log = stderr;
+    lg_matrix_result *res = calloc(1, sizeof *res);
+    if (!res)
+        return 3;
+    int rc = lg_matrix_run(&cfg, res, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "miaosha-load: matrix: %s\n", err);
+        free(res);
+        return g_stop ? 130 : 3;
+    }
+    lg_matrix_print(stdout, &cfg, res);
+    if (lg_matrix_write_files(&cfg, res, err, sizeof err) < 0) {
+        fprintf(stderr, "miaosha-load: matrix: %s\n", err);
+        free(res);
+        return 3;
+    }
+    printf("wrote %s/matrix.md, %s/matrix.csv, %s/matrix.svg\n", cfg.out_dir, cfg.out_dir,
+           cfg.out_dir);
+    int status = res->mismatches ? 1 : 0;
+    if (res->mismatches)
+        fprintf(stderr, "miaosha-load: matrix: %d cell(s) differ from the expected outcome\n",
+                res->mismatches);
+    free(res);
+    return g_stop ? 130 : status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage_text, stdout);
+        fputs("\n", stdout);
+        fputs(run_help, stdout);
+        fputs("\n", stdout);
+        fputs(bench_help, stdout);
+        fputs("\n", stdout);
+        fputs(matrix_help, stdout);
+        return 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* one descriptor per connection: allow as many as the hard limit does */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "miaosha-load: curl_global_init failed\n");
+        return 3;
+    }
+    int rc;
+    if (!strcmp(argv[1], "run"))
+        rc = cmd_run(argc - 1, argv + 1);
+    else if (!strcmp(argv[1], "bench"))
+        rc = cmd_bench(argc - 1, argv + 1);
+    else if (!strcmp(argv[1], "matrix"))
+        rc = cmd_matrix(argc - 1, argv + 1, argv[0]);
+    else {
+        fprintf(stderr, "miaosha-load: unknown command '%s'\n%s", argv[1], usage_text);
+        rc = 2;
+    }
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,259 @@
+/* main.c — miaosha-server: configuration, start-up, signals and graceful
+ * shutdown. The HTTP layer and its threading model are described at the top
+ * of svc_http.c.
+ *
+ * Exit statuses: 0 after SIGTERM/SIGINT (or --help/--version), 2 for an
+ * invalid configuration (the message names the key, value and range), 1
+ * when the service cannot start (e.g. the port is taken), 3 when a teaching
+ * fault (?fault=) ends the process on purpose.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <miaosha_config.h>
+
+#include "svc.h"
+#include "svc_health.h"
+#include "svc_http.h"
+#include "svc_pool.h"
+#include "svc_routes.h"
+#include "svc_stats.h"
+
+#define SVC_ADMIN_WORKERS 2
+#define SHUTDOWN_DRAIN_MS 3000 /* let in-flight requests finish normally */
+#define SHUTDOWN_ABORT_MS 4500 /* then cut work_ms sleeps; exit before 5 s */
+
+/* ---- shutdown coordination for long work_ms sleeps ---- */
+
+static pthread_mutex_t abort_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t abort_cv;
+static _Atomic int abort_flag;
+
+int svc_abort_work(void)
+{
+    return atomic_load(&abort_flag);
+}
+
+int svc_sleep_work(int64_t ms)
+{
+    struct timespec ts;
+    int aborted;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&abort_mu);
+    while (!atomic_load(&abort_flag) &&
+           pthread_cond_timedwait(&abort_cv, &abort_mu, &ts) != ETIMEDOUT) {
+    }
+    aborted = atomic_load(&abort_flag);
+    pthread_mutex_unlock(&abort_mu);
+    return aborted ? -1 : 0;
+}
+
+static void abort_work(void)
+{
+    pthread_mutex_lock(&abort_mu);
+    atomic_store(&abort_flag, 1);
+    pthread_cond_broadcast(&abort_cv);
+    pthread_mutex_unlock(&abort_mu);
+}
+
+/* ---- configuration ---- */
+
+static svc_level map_level(cfg_log_level l)
+{
+    switch (l) {
+    case CFG_LOG_ERROR: return SVC_ERROR;
+    case CFG_LOG_WARN: return SVC_WARN;
+    case CFG_LOG_DEBUG: return SVC_DEBUG;
+    default: return SVC_INFO;
+    }
+}
+
+static void settings_from(const cfg_config *c, svc_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->listen_addr = c->listen.address;
+    s->port = c->listen.port;
+    s->http_threads = c->server.io_threads;
+    s->workers = c->server.workers;
+    s->admin_workers = SVC_ADMIN_WORKERS;
+    s->max_connections = c->listen.max_connections;
+    s->connection_timeout_s = c->listen.connection_timeout_s;
+    s->header_limit = (size_t)c->listen.max_header_bytes;
+    s->max_body = (size_t)c->listen.max_body_bytes;
+    s->max_uri = (size_t)c->listen.max_uri_bytes;
+    s->command_timeout_ms = c->redis.command_timeout_ms;
+    s->default_sku = c->purchase.sku;
+    s->initial_stock = (long long)c->purchase.initial_stock;
+    s->lease_ms = c->lock.lease_ms;
+    s->wait_ms = c->lock.wait_ms;
+    s->work_ms = c->purchase.work_ms;
+    s->admin_token = c->admin_token;
+    s->faults_enabled = c->faults.enabled;
+    s->instance_id = c->instance_id;
+    s->access_log = c->log.access;
+    s->log_level = map_level(c->log.level);
+    s->max_work_ms = c->purchase.max_work_ms;
+    s->max_lease_ms = c->lock.max_lease_ms;
+    s->max_wait_ms = c->lock.max_wait_ms;
+    s->max_reenter = c->purchase.max_reenter;
+}
+
+static int wait_signal(void)
+{
+    sigset_t set;
+    int sig = 0;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    while (sigwait(&set, &sig) != 0) {
+    }
+    return sig;
+}
+
+int main(int argc, char **argv)
+{
+    static cfg_config cfg;
+    static svc_settings s;
+    char err[CFG_ERR_LEN];
+    sigset_t set;
+
+    cfg_status cst = cfg_load(&cfg, argc, argv, err, sizeof err);
+    switch (cst) {
+    case CFG_OK:
+        break;
+    case CFG_EXIT_HELP:
+        cfg_print_help(stdout);
+        return 0;
+    case CFG_EXIT_VERSION:
+        cfg_print_version(stdout);
+        return 0;
+    case CFG_EXIT_PRINT: {
+        char *txt = cfg_to_json(&cfg, CFG_JSON_PRETTY);
+        if (txt == NULL)
+            return 1;
+        printf("%s\n", txt);
+        free(txt);
+        return 0;
+    }
+    default:
+        fprintf(stderr, "miaosha-server: invalid configuration: %s\n", err);
+        fprintf(stderr, "miaosha-server: see --help\n");
+        return cfg_exit_code(cst) > 0 ? cfg_exit_code(cst) : 2;
+    }
+    settings_from(&cfg, &s);
+    svc_log_set_level(s.log_level);
+    if (cfg_unknown_env(err, sizeof err) > 0)
+        svc_log(SVC_WARN, "ignoring unknown environment variables: %s", err);
+
+    /* Signals are taken synchronously by main (sigwait): block them before
+     * any thread starts so every thread inherits the mask. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&abort_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+
+    lc_options lo;
+    lc_options_init(&lo);
+    lo.redis_host = cfg.redis.host;
+    lo.redis_port = cfg.redis.port;
+    lo.redis_password = cfg.redis.password;
+    lo.redis_db = cfg.redis.db;
+    lo.connect_timeout_ms = cfg.redis.connect_timeout_ms;
+    lo.command_timeout_ms = cfg.redis.command_timeout_ms;
+    lo.watchdog_timeout_ms = cfg.lock.watchdog_timeout_ms;
+    lo.retry_interval_ms = cfg.lock.retry_interval_ms;
+    lo.instance_id = cfg.instance_id;
+    lc_client *client = NULL;
+    if (lc_client_new(&lo, &client, err, sizeof err) != LC_OK) {
+        fprintf(stderr, "miaosha-server: invalid configuration: %s\n", err);
+        return 2;
+    }
+    s.instance_id = lc_client_instance_id(client);
+
+    svc_stats_init();
+    if (svc_health_start(client) != 0) {
+        svc_log(SVC_ERROR, "cannot start the Redis probe");
+        lc_client_free(client);
+        return 1;
+    }
+    /* Seed the default SKU once (never resets a running sale). */
+    {
+        lc_conn *conn = NULL;
+        if (s.initial_stock >= 0 && lc_conn_new(client, &conn) == LC_OK) {
+            if (svc_stock_seed(conn, s.default_sku, s.initial_stock, err, sizeof err) == 0)
+                svc_log(SVC_INFO, "sku %s: %s (initial stock %lld)", s.default_sku, err,
+                        s.initial_stock);
+            else
+                svc_log(SVC_WARN, "sku %s: not seeded, Redis unreachable (%s)", s.default_sku, err);
+        }
+        lc_conn_free(conn);
+    }
+
+    svc_pool *purchases = svc_pool_new(client, s.workers, "purchase", err, sizeof err);
+    svc_pool *admin = purchases ? svc_pool_new(client, s.admin_workers, "admin", err, sizeof err)
+                                : NULL;
+    if (admin == NULL || svc_http_start(&s, client, purchases, admin, err, sizeof err) != 0) {
+        svc_log(SVC_ERROR, "cannot start: %s", err);
+        svc_pool_free(admin);
+        svc_pool_free(purchases);
+        svc_health_stop();
+        lc_client_free(client);
+        return 1;
+    }
+    svc_log(SVC_INFO,
+            "miaosha-server %s instance %s listening on %s port %d (io_threads %d, workers %d, "
+            "redis %s:%d, faults %s, admin token %s)",
+            cfg_version(), s.instance_id, s.listen_addr, svc_http_port(), s.http_threads,
+            s.workers, cfg.redis.host, cfg.redis.port, s.faults_enabled ? "enabled" : "disabled",
+            s.admin_token[0] ? "set" : "not set");
+
+    int sig = wait_signal();
+    int64_t t0 = svc_now_us();
+    svc_log(SVC_INFO, "received %s: stop accepting, finishing %ld in-flight requests",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", svc_http_pending());
+    svc_http_quiesce();
+    while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_DRAIN_MS * 1000)
+        usleep(5000);
+    if (svc_http_pending() > 0) {
+        svc_log(SVC_WARN, "%ld requests still in flight: cutting work_ms sleeps short",
+                svc_http_pending());
+        abort_work();
+        while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_ABORT_MS * 1000)
+            usleep(5000);
+    }
+    if (svc_http_pending() > 0) {
+        /* Only requests still waiting inside lc_acquire remain (nothing held
+         * but, with reenter, an outer lock whose lease frees it). */
+        svc_log(SVC_WARN, "%ld requests still waiting for locks; exiting without them",
+                svc_http_pending());
+        _exit(0);
+    }
+    svc_http_stop();
+    svc_pool_free(purchases);
+    svc_pool_free(admin);
+    svc_health_stop();
+    lc_client_free(client);
+    svc_log(SVC_INFO, "stopped after %.0f ms", (double)(svc_now_us() - t0) / 1000.0);
+    return 0;
+}

@@ -1,0 +1,156 @@
+/* svc_params.c — query-string validation (see svc_params.h). */
+#include "svc_params.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define SVC_MAX_ARGS 32
+
+int svc_valid_id(const char *s)
+{
+    size_t n = 0;
+    if (s == NULL)
+        return 0;
+    for (; s[n] != '\0'; n++) {
+        char ch = s[n];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+        if (!ok || n >= SVC_SKU_MAX)
+            return 0;
+    }
+    return n >= 1;
+}
+
+int svc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v = 0;
+    size_t n = 0;
+    if (s == NULL || s[0] == '\0')
+        return -1;
+    for (; s[n] != '\0'; n++) {
+        if (s[n] < '0' || s[n] > '9' || n >= 12)
+            return -1;
+        v = v * 10 + (s[n] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+typedef struct parse_ctx {
+    const svc_settings *s;
+    unsigned allowed;
+    svc_params *out;
+    char *detail;
+    size_t dlen;
+    int failed;
+    int count;
+} parse_ctx;
+
+/* Copies an untrusted name into a short printable form for error details. */
+static void printable(char *dst, size_t len, const char *src)
+{
+    size_t i = 0;
+    for (; src != NULL && src[i] != '\0' && i + 1 < len && i < 40; i++) {
+        unsigned char ch = (unsigned char)src[i];
+        dst[i] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    dst[i] = '\0';
+}
+
+static enum MHD_Result bad(parse_ctx *p, const char *fmt, const char *a)
+{
+    snprintf(p->detail, p->dlen, fmt, a);
+    p->failed = 1;
+    return MHD_NO;
+}
+
+static enum MHD_Result int_param(parse_ctx *p, const char *name, const char *v,
+                                 int64_t lo, int64_t hi, int64_t *dst)
+{
+    if (svc_parse_int(v, lo, hi, dst) != 0) {
+        snprintf(p->detail, p->dlen, "%s: must be an integer in %lld..%lld", name,
+                 (long long)lo, (long long)hi);
+        p->failed = 1;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                              const char *value)
+{
+    parse_ctx *p = cls;
+    char name[48];
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } known[] = {
+        {"sku", SVC_P_SKU},         {"user", SVC_P_USER},       {"work_ms", SVC_P_WORK_MS},
+        {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS}, {"reenter", SVC_P_REENTER},
+        {"fault", SVC_P_FAULT},     {"stock", SVC_P_STOCK},     {"offset", SVC_P_OFFSET},
+        {"limit", SVC_P_LIMIT},
+    };
+    unsigned bit = 0;
+    (void)kind;
+    printable(name, sizeof name, key);
+    if (++p->count > SVC_MAX_ARGS)
+        return bad(p, "too many parameters%s", "");
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (key != NULL && strcmp(key, known[i].name) == 0)
+            bit = known[i].bit;
+    if (bit == 0 || (p->allowed & bit) == 0)
+        return bad(p, "unknown parameter '%s'", name);
+    if (p->out->seen & bit)
+        return bad(p, "duplicate parameter '%s'", name);
+    p->out->seen |= bit;
+    if (value == NULL)
+        return bad(p, "%s: missing value", name);
+    switch (bit) {
+    case SVC_P_SKU:
+    case SVC_P_USER:
+        if (!svc_valid_id(value))
+            return bad(p, "%s: must match [A-Za-z0-9_-]{1,64}", name);
+        strcpy(bit == SVC_P_SKU ? p->out->sku : p->out->user, value);
+        return MHD_YES;
+    case SVC_P_WORK_MS:
+        return int_param(p, name, value, 0, p->s->max_work_ms, &p->out->work_ms);
+    case SVC_P_LEASE_MS:
+        return int_param(p, name, value, 1, p->s->max_lease_ms, &p->out->lease_ms);
+    case SVC_P_WAIT_MS:
+        return int_param(p, name, value, 0, p->s->max_wait_ms, &p->out->wait_ms);
+    case SVC_P_REENTER: {
+        int64_t v = 0;
+        enum MHD_Result r = int_param(p, name, value, 0, p->s->max_reenter, &v);
+        p->out->reenter = (int)v;
+        return r;
+    }
+    case SVC_P_FAULT:
+        if (strcmp(value, "crash_before_expire") == 0)
+            p->out->fault = SVC_FAULT_CRASH_BEFORE_EXPIRE;
+        else if (strcmp(value, "crash_in_section") == 0)
+            p->out->fault = SVC_FAULT_CRASH_IN_SECTION;
+        else
+            return bad(p, "%s: must be crash_before_expire or crash_in_section", name);
+        return MHD_YES;
+    case SVC_P_STOCK:
+        return int_param(p, name, value, 0, SVC_STOCK_MAX, &p->out->stock);
+    case SVC_P_OFFSET:
+        return int_param(p, name, value, 0, SVC_OFFSET_MAX, &p->out->offset);
+    case SVC_P_LIMIT:
+        return int_param(p, name, value, 1, SVC_LIMIT_MAX, &p->out->limit);
+    default:
+        return bad(p, "unknown parameter '%s'", name);
+    }
+}
+
+int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned allowed,
+                     svc_params *out, char *detail, size_t dlen)
+{
+    parse_ctx p = {s, allowed, out, detail, dlen, 0, 0};
+    memset(out, 0, sizeof *out);
+    out->limit = SVC_LIMIT_DEFAULT;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, on_arg, &p);
+    return p.failed ? -1 : 0;
+}

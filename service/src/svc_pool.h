@@ -1,0 +1,21 @@
+/* svc_pool.h — a fixed pool of worker threads, each owning one lc_conn (a
+ * hiredis context is not thread-safe, so a connection never changes hands).
+ * Requests are queued FIFO; a worker runs r->job(r, conn) and then resumes
+ * the request's HTTP connection. */
+#ifndef MIAOSHA_SVC_POOL_H
+#define MIAOSHA_SVC_POOL_H
+
+#include "svc_http.h"
+
+typedef struct svc_pool svc_pool;
+
+/* Starts nthreads workers. NULL on failure (reason in err). */
+svc_pool *svc_pool_new(lc_client *c, int nthreads, const char *name, char *err, size_t errlen);
+/* Queues r; a worker will run r->job and then svc_http_resume(r). */
+void svc_pool_submit(svc_pool *p, svc_req *r);
+/* Jobs queued or running now. */
+long svc_pool_busy(svc_pool *p);
+/* Lets the workers finish the queue, joins them, frees their connections. */
+void svc_pool_free(svc_pool *p);
+
+#endif

@@ -1,0 +1,389 @@
+/* svc_stats.c — counters and histograms (see svc_stats.h). */
+#include "svc_stats.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- fine log-scale histogram: percentiles ---- */
+#define FINE_EXP 37                    /* 2^0 .. 2^36 us (~19 h) */
+#define FINE_BUCKETS (1 + FINE_EXP * 4)
+
+typedef struct fine_hist {
+    _Atomic uint64_t b[FINE_BUCKETS];
+    _Atomic uint64_t count;
+    _Atomic uint64_t max_us;
+} fine_hist;
+
+static int fine_index(uint64_t us)
+{
+    if (us == 0)
+        return 0;
+    int e = 63 - __builtin_clzll(us);
+    if (e >= FINE_EXP)
+        return FINE_BUCKETS - 1;
+    uint64_t sub = e >= 2 ? (us >> (e - 2)) & 3u : (e == 1 ? (us & 1u) << 1 : 0);
+    return 1 + e * 4 + (int)sub;
+}
+
+/* Upper bound (us, exclusive) of bucket i. */
+static double fine_upper(int i)
+{
+    if (i == 0)
+        return 1.0;
+    int e = (i - 1) / 4, sub = (i - 1) % 4;
+    return (double)(1ull << e) * (1.0 + (sub + 1) / 4.0);
+}
+
+static void fine_add(fine_hist *h, uint64_t us)
+{
+    atomic_fetch_add_explicit(&h->b[fine_index(us)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    uint64_t m = atomic_load_explicit(&h->max_us, memory_order_relaxed);
+    while (us > m && !atomic_compare_exchange_weak_explicit(&h->max_us, &m, us,
+                                                            memory_order_relaxed,
+                                                            memory_order_relaxed)) {
+    }
+}
+
+/* Percentile p (0..1] in ms; 0 when empty. */
+static double fine_pct(fine_hist *h, double p)
+{
+    uint64_t n = 0, counts[FINE_BUCKETS];
+    for (int i = 0; i < FINE_BUCKETS; i++) {
+        counts[i] = atomic_load_explicit(&h->b[i], memory_order_relaxed);
+        n += counts[i];
+    }
+    if (n == 0)
+        return 0.0;
+    uint64_t rank = (uint64_t)(p * (double)n + 0.999999);
+    if (rank < 1)
+        rank = 1;
+    uint64_t seen = 0;
+    double maxms = (double)atomic_load_explicit(&h->max_us, memory_order_relaxed) / 1000.0;
+    for (int i = 0; i < FINE_BUCKETS; i++) {
+        seen += counts[i];
+        if (seen >= rank) {
+            double v = fine_upper(i) / 1000.0;
+            return v < maxms ? v : maxms;
+        }
+    }
+    return maxms;
+}
+
+/* ---- Prometheus histogram per (mode, sku) ---- */
+static const double prom_le_s[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                   0.25,   0.5,   1,      2.5,   5,    10,    30,    60};
+#define PROM_N (sizeof prom_le_s / sizeof prom_le_s[0])
+
+typedef struct prom_hist {
+    _Atomic uint64_t b[PROM_N + 1]; /* non-cumulative; last = above every bound */
+    _Atomic uint64_t sum_us;
+} prom_hist;
+
+static void prom_add(prom_hist *h, uint64_t us)
+{
+    size_t i = 0;
+    while (i < PROM_N && (double)us > prom_le_s[i] * 1e6)
+        i++;
+    atomic_fetch_add_explicit(&h->b[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_us, us, memory_order_relaxed);
+}
+
+typedef struct cell {
+    _Atomic uint64_t out[SVC_OUT_COUNT];
+    _Atomic uint64_t lock_lost;
+    prom_hist latency, wait;
+} cell;
+
+static cell cells[LC_MODE_COUNT][SVC_STATS_SKUS + 1];
+static fine_hist mode_latency[LC_MODE_COUNT], mode_wait[LC_MODE_COUNT];
+
+static char sku_names[SVC_STATS_SKUS][SVC_SKU_MAX + 1];
+static _Atomic int sku_count;
+static pthread_mutex_t sku_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static _Atomic uint64_t http_status[600];
+static _Atomic uint64_t redis_errors;
+static _Atomic long inflight;
+static int64_t started_us;
+
+void svc_stats_init(void)
+{
+    started_us = svc_now_us();
+}
+
+int svc_stats_sku_slot(const char *sku)
+{
+    int n = atomic_load_explicit(&sku_count, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (strcmp(sku_names[i], sku) == 0)
+            return i;
+    pthread_mutex_lock(&sku_mu);
+    n = atomic_load_explicit(&sku_count, memory_order_relaxed);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(sku_names[i], sku) == 0) {
+            pthread_mutex_unlock(&sku_mu);
+            return i;
+        }
+    }
+    int slot = SVC_STATS_SKUS;
+    if (n < SVC_STATS_SKUS) {
+        snprintf(sku_names[n], sizeof sku_names[n], "%s", sku);
+        atomic_store_explicit(&sku_count, n + 1, memory_order_release);
+        slot = n;
+    }
+    pthread_mutex_unlock(&sku_mu);
+    return slot;
+}
+
+void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
+                        int64_t latency_us, int64_t lock_wait_us)
+{
+    if ((int)mode < 0 || mode >= LC_MODE_COUNT || slot < 0 || slot > SVC_STATS_SKUS ||
+        out >= SVC_OUT_COUNT)
+        return;
+    cell *c = &cells[mode][slot];
+    atomic_fetch_add_explicit(&c->out[out], 1, memory_order_relaxed);
+    if (lock_lost)
+        atomic_fetch_add_explicit(&c->lock_lost, 1, memory_order_relaxed);
+    if (out == SVC_OUT_BAD_REQUEST)
+        return; /* latency of a rejected request says nothing about the lock */
+    if (latency_us < 0)
+        latency_us = 0;
+    prom_add(&c->latency, (uint64_t)latency_us);
+    fine_add(&mode_latency[mode], (uint64_t)latency_us);
+    if (lock_wait_us >= 0) {
+        prom_add(&c->wait, (uint64_t)lock_wait_us);
+        fine_add(&mode_wait[mode], (uint64_t)lock_wait_us);
+    }
+}
+
+void svc_stats_http(unsigned status)
+{
+    if (status < 600)
+        atomic_fetch_add_explicit(&http_status[status], 1, memory_order_relaxed);
+}
+
+void svc_stats_redis_error(void)
+{
+    atomic_fetch_add_explicit(&redis_errors, 1, memory_order_relaxed);
+}
+
+void svc_stats_inflight(int delta)
+{
+    atomic_fetch_add_explicit(&inflight, delta, memory_order_relaxed);
+}
+
+/* ---- rendering ---- */
+
+static const char *out_names[SVC_OUT_COUNT] = {"sold", "sold_out", "lock_busy", "errors",
+                                               "bad_requests"};
+
+static uint64_t ld(_Atomic uint64_t *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+/* Appends s as a JSON / Prometheus-label string body (escapes " \ and
+ * control characters). */
+static void put_escaped(svc_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            svc_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            svc_buf_printf(b, "\\u%04x", ch);
+        else
+            svc_buf_printf(b, "%c", ch);
+    }
+}
+
+static void put_pcts(svc_buf *b, const char *name, fine_hist *h)
+{
+    svc_buf_printf(b, "\"%s\":{\"count\":%llu,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f}",
+                   name, (unsigned long long)ld(&h->count), fine_pct(h, 0.50),
+                   fine_pct(h, 0.90), fine_pct(h, 0.99),
+                   (double)ld(&h->max_us) / 1000.0);
+}
+
+char *svc_stats_json(const char *instance, size_t *len)
+{
+    svc_buf b = {0};
+    svc_buf_printf(&b, "{\"ok\":true,\"instance\":\"");
+    put_escaped(&b, instance);
+    svc_buf_printf(&b, "\",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,\"modes\":{",
+                   (double)(svc_now_us() - started_us) / 1e6,
+                   (unsigned long long)ld(&redis_errors), atomic_load(&inflight));
+    for (int m = 0; m < LC_MODE_COUNT; m++) {
+        uint64_t out[SVC_OUT_COUNT] = {0}, lost = 0, requests = 0;
+        for (int s = 0; s <= SVC_STATS_SKUS; s++) {
+            for (int o = 0; o < SVC_OUT_COUNT; o++)
+                out[o] += ld(&cells[m][s].out[o]);
+            lost += ld(&cells[m][s].lock_lost);
+        }
+        for (int o = 0; o < SVC_OUT_COUNT; o++)
+            requests += out[o];
+        svc_buf_printf(&b, "%s\"%s\":{\"requests\":%llu", m ? "," : "", lc_mode_name((lc_mode)m),
+                       (unsigned long long)requests);
+        for (int o = 0; o < SVC_OUT_COUNT; o++)
+            svc_buf_printf(&b, ",\"%s\":%llu", out_names[o], (unsigned long long)out[o]);
+        svc_buf_printf(&b, ",\"lock_lost\":%llu,", (unsigned long long)lost);
+        put_pcts(&b, "latency_ms", &mode_latency[m]);
+        svc_buf_printf(&b, ",");
+        put_pcts(&b, "lock_wait_ms", &mode_wait[m]);
+        svc_buf_printf(&b, "}");
+    }
+    svc_buf_printf(&b, "}}");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+static void put_labels(svc_buf *b, int m, int s)
+{
+    svc_buf_printf(b, "mode=\"%s\",sku=\"", lc_mode_name((lc_mode)m));
+    put_escaped(b, s < SVC_STATS_SKUS ? sku_names[s] : "_other");
+    svc_buf_printf(b, "\"");
+}
+
+static void put_prom_hist(svc_buf *b, const char *name, int which, int nskus)
+{
+    svc_buf_printf(b, "# TYPE %s histogram\n", name);
+    for (int m = 0; m < LC_MODE_COUNT; m++) {
+        for (int s = 0; s <= SVC_STATS_SKUS; s++) {
+            if (s >= nskus && s < SVC_STATS_SKUS)
+                continue;
+            prom_hist *h = which ? &cells[m][s].wait : &cells[m][s].latency;
+            uint64_t cum = 0, total = 0;
+            for (size_t i = 0; i <= PROM_N; i++)
+                total += ld(&h->b[i]);
+            if (total == 0)
+                continue;
+            for (size_t i = 0; i < PROM_N; i++) {
+                cum += ld(&h->b[i]);
+                svc_buf_printf(b, "%s_bucket{", name);
+                put_labels(b, m, s);
+                svc_buf_printf(b, ",le=\"%g\"} %llu\n", prom_le_s[i], (unsigned long long)cum);
+            }
+            cum += ld(&h->b[PROM_N]);
+            svc_buf_printf(b, "%s_bucket{", name);
+            put_labels(b, m, s);
+            svc_buf_printf(b, ",le=\"+Inf\"} %llu\n%s_sum{", (unsigned long long)cum, name);
+            put_labels(b, m, s);
+            svc_buf_printf(b, "} %.6f\n%s_count{", (double)ld(&h->sum_us) / 1e6, name);
+            put_labels(b, m, s);
+            svc_buf_printf(b, "} %llu\n", (unsigned long long)cum);
+        }
+    }
+}
+
+char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
+{
+    svc_buf b = {0};
+    int nskus = atomic_load_explicit(&sku_count, memory_order_acquire);
+    static const char *help[SVC_OUT_COUNT] = {
+        "Purchases that sold one unit (HTTP 200).",
+        "Purchases that found no stock (HTTP 409).",
+        "Purchases that did not get the lock within wait_ms (HTTP 429).",
+        "Purchases that failed on Redis or shutdown (HTTP 503).",
+        "Purchases rejected by validation (HTTP 400/403)."};
+
+    for (int o = 0; o < SVC_OUT_COUNT; o++) {
+        svc_buf_printf(&b, "# HELP miaosha_purchase_%s_total %s\n# TYPE miaosha_purchase_%s_total counter\n",
+                       out_names[o], help[o], out_names[o]);
+        for (int m = 0; m < LC_MODE_COUNT; m++)
+            for (int s = 0; s <= SVC_STATS_SKUS; s++) {
+                if (s >= nskus && s < SVC_STATS_SKUS)
+                    continue;
+                uint64_t v = ld(&cells[m][s].out[o]);
+                if (v == 0)
+                    continue;
+                svc_buf_printf(&b, "miaosha_purchase_%s_total{", out_names[o]);
+                put_labels(&b, m, s);
+                svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
+            }
+    }
+    svc_buf_printf(&b, "# HELP miaosha_purchase_requests_total Purchase requests, every outcome.\n"
+                       "# TYPE miaosha_purchase_requests_total counter\n");
+    for (int m = 0; m < LC_MODE_COUNT; m++)
+        for (int s = 0; s <= SVC_STATS_SKUS; s++) {
+            if (s >= nskus && s < SVC_STATS_SKUS)
+                continue;
+            uint64_t v = 0;
+            for (int o = 0; o < SVC_OUT_COUNT; o++)
+                v += ld(&cells[m][s].out[o]);
+            if (v == 0)
+                continue;
+            svc_buf_printf(&b, "miaosha_purchase_requests_total{");
+            put_labels(&b, m, s);
+            svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
+        }
+    svc_buf_printf(&b, "# HELP miaosha_purchase_lock_lost_total Purchases whose lock was lost while held.\n"
+                       "# TYPE miaosha_purchase_lock_lost_total counter\n");
+    for (int m = 0; m < LC_MODE_COUNT; m++)
+        for (int s = 0; s <= SVC_STATS_SKUS; s++) {
+            if (s >= nskus && s < SVC_STATS_SKUS)
+                continue;
+            uint64_t v = ld(&cells[m][s].lock_lost);
+            if (v == 0)
+                continue;
+            svc_buf_printf(&b, "miaosha_purchase_lock_lost_total{");
+            put_labels(&b, m, s);
+            svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
+        }
+    svc_buf_printf(&b, "# HELP miaosha_purchase_duration_seconds Purchase latency inside the service.\n");
+    put_prom_hist(&b, "miaosha_purchase_duration_seconds", 0, nskus);
+    svc_buf_printf(&b, "# HELP miaosha_lock_wait_seconds Time spent acquiring the lock.\n");
+    put_prom_hist(&b, "miaosha_lock_wait_seconds", 1, nskus);
+
+    svc_buf_printf(&b, "# HELP miaosha_http_responses_total HTTP responses by status code.\n"
+                       "# TYPE miaosha_http_responses_total counter\n");
+    for (int code = 100; code < 600; code++) {
+        uint64_t v = ld(&http_status[code]);
+        if (v)
+            svc_buf_printf(&b, "miaosha_http_responses_total{code=\"%d\"} %llu\n", code,
+                           (unsigned long long)v);
+    }
+    lc_stats ls;
+    memset(&ls, 0, sizeof ls);
+    if (client != NULL)
+        lc_client_stats(client, &ls);
+    svc_buf_printf(&b,
+                   "# HELP miaosha_redis_errors_total Redis failures seen by the service's requests.\n"
+                   "# TYPE miaosha_redis_errors_total counter\nmiaosha_redis_errors_total %llu\n"
+                   "# HELP miaosha_redis_up 1 when the background probe reached Redis.\n"
+                   "# TYPE miaosha_redis_up gauge\nmiaosha_redis_up %d\n"
+                   "# HELP miaosha_inflight_purchases Purchases handed to workers, not finished.\n"
+                   "# TYPE miaosha_inflight_purchases gauge\nmiaosha_inflight_purchases %ld\n",
+                   (unsigned long long)ld(&redis_errors), redis_up ? 1 : 0,
+                   atomic_load(&inflight));
+    struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } lcm[] = {
+        {"miaosha_lock_acquired_total", "counter", "Lock acquisitions (lockcore).", ls.acquired},
+        {"miaosha_lock_busy_total", "counter", "Acquisitions that timed out (lockcore).", ls.busy},
+        {"miaosha_lock_io_errors_total", "counter", "Lock calls that failed on Redis (lockcore).", ls.io_errors},
+        {"miaosha_watchdog_renewals_total", "counter", "Watchdog renewals that extended a lock.", ls.watchdog_renewals},
+        {"miaosha_watchdog_lost_total", "counter", "Watchdog renewals that found the lock gone.", ls.watchdog_lost},
+        {"miaosha_watchdog_active", "gauge", "Locks the watchdog renews now.", ls.watchdog_active},
+        {"miaosha_pubsub_channels", "gauge", "Lock channels subscribed now.", ls.pubsub_channels},
+        {"miaosha_pubsub_waiters", "gauge", "Threads waiting on a reentrant lock now.", ls.pubsub_waiters},
+    };
+    for (size_t i = 0; i < sizeof lcm / sizeof lcm[0]; i++)
+        svc_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", lcm[i].name, lcm[i].help,
+                       lcm[i].name, lcm[i].type, lcm[i].name, (unsigned long long)lcm[i].v);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}

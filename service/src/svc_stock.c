@@ -1,0 +1,279 @@
+/* svc_stock.c — stock administration and the audit:
+ *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders and
+ *                       the lock key: one MULTI/EXEC round trip
+ *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
+ *                       oversold = max(0, sold - (initial - stock))
+ *                       undersold = max(0, (initial - stock) - sold)
+ *   GET /orders/{sku}   the order records, offset/limit (limit <= 1000)
+ */
+#include "svc_routes.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svc_stats.h"
+
+/* cJSON's parser records its last error in a global even in
+ * cJSON_ParseWithOpts; parses (admin routes only, never the purchase path)
+ * are serialized so threads never race on it. */
+static pthread_mutex_t parse_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static cJSON *parse_json(const char *txt, const char **end)
+{
+    pthread_mutex_lock(&parse_mu);
+    cJSON *doc = cJSON_ParseWithOpts(txt, end, 1);
+    pthread_mutex_unlock(&parse_mu);
+    return doc;
+}
+
+static void redis_fail(svc_req *r, const char *why)
+{
+    svc_stats_redis_error();
+    svc_reply_error(r, 503, "redis_unavailable", why, NULL);
+}
+
+/* Reads n pipelined replies into reps (all of them, so the connection stays
+ * in step even when one is an error). On failure frees what it read and
+ * copies the reason into why. A broken connection leaves ctx->err set, and
+ * the next call through lc_conn reconnects. */
+static int read_replies(redisContext *ctx, redisReply **reps, int n, char *why, size_t len)
+{
+    int got = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
+        void *rep = NULL;
+        if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
+            snprintf(why, len, "%s", ctx->errstr[0] ? ctx->errstr : "no reply");
+            bad = 1;
+            break;
+        }
+        reps[got++] = rep;
+        if (reps[i]->type == REDIS_REPLY_ERROR && !bad) {
+            snprintf(why, len, "%s", reps[i]->str);
+            bad = 1;
+        }
+    }
+    if (!bad)
+        return 0;
+    for (int k = 0; k < got; k++)
+        freeReplyObject(reps[k]);
+    return -1;
+}
+
+static long long as_int(const redisReply *rep)
+{
+    if (rep->type == REDIS_REPLY_INTEGER)
+        return rep->integer;
+    if (rep->type == REDIS_REPLY_STRING)
+        return strtoll(rep->str, NULL, 10);
+    return 0;
+}
+
+static cJSON *audit_json(const char *sku, long long stock, long long initial, long long sold,
+                         long long orders)
+{
+    long long taken = initial - stock;
+    long long over = sold - taken, under = taken - sold;
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        return NULL;
+    cJSON_AddBoolToObject(o, "ok", 1);
+    cJSON_AddStringToObject(o, "sku", sku);
+    cJSON_AddNumberToObject(o, "stock", (double)stock);
+    cJSON_AddNumberToObject(o, "initial", (double)initial);
+    cJSON_AddNumberToObject(o, "sold", (double)sold);
+    cJSON_AddNumberToObject(o, "orders", (double)orders);
+    cJSON_AddNumberToObject(o, "oversold", (double)(over > 0 ? over : 0));
+    cJSON_AddNumberToObject(o, "undersold", (double)(under > 0 ? under : 0));
+    return o;
+}
+
+void svc_stock_get_job(svc_req *r, lc_conn *conn)
+{
+    char k_stock[SVC_KEY_MAX], k_init[SVC_KEY_MAX], k_sold[SVC_KEY_MAX], k_orders[SVC_KEY_MAX];
+    char why[256];
+    redisReply *reps[4];
+    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
+    if (ctx == NULL) {
+        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
+        return;
+    }
+    svc_key(k_stock, r->sku, "stock");
+    svc_key(k_init, r->sku, "initial");
+    svc_key(k_sold, r->sku, "sold");
+    svc_key(k_orders, r->sku, "orders");
+    redisAppendCommand(ctx, "GET %s", k_stock);
+    redisAppendCommand(ctx, "GET %s", k_init);
+    redisAppendCommand(ctx, "GET %s", k_sold);
+    redisAppendCommand(ctx, "LLEN %s", k_orders);
+    if (read_replies(ctx, reps, 4, why, sizeof why) != 0) {
+        redis_fail(r, why);
+        return;
+    }
+    cJSON *o = audit_json(r->sku, as_int(reps[0]), as_int(reps[1]), as_int(reps[2]),
+                          as_int(reps[3]));
+    for (int i = 0; i < 4; i++)
+        freeReplyObject(reps[i]);
+    svc_reply_json(r, 200, o);
+}
+
+void svc_stock_put_job(svc_req *r, lc_conn *conn)
+{
+    char k_stock[SVC_KEY_MAX], k_init[SVC_KEY_MAX], k_sold[SVC_KEY_MAX], k_orders[SVC_KEY_MAX],
+        k_lock[SVC_KEY_MAX];
+    char why[256];
+    redisReply *reps[6];
+    long long n = (long long)r->p.stock;
+    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
+    if (ctx == NULL) {
+        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
+        return;
+    }
+    svc_key(k_stock, r->sku, "stock");
+    svc_key(k_init, r->sku, "initial");
+    svc_key(k_sold, r->sku, "sold");
+    svc_key(k_orders, r->sku, "orders");
+    svc_key(k_lock, r->sku, "lock");
+    redisAppendCommand(ctx, "MULTI");
+    redisAppendCommand(ctx, "SET %s %lld", k_stock, n);
+    redisAppendCommand(ctx, "SET %s %lld", k_init, n);
+    redisAppendCommand(ctx, "SET %s 0", k_sold);
+    redisAppendCommand(ctx, "DEL %s %s", k_orders, k_lock);
+    redisAppendCommand(ctx, "EXEC");
+    if (read_replies(ctx, reps, 6, why, sizeof why) != 0) {
+        redis_fail(r, why);
+        return;
+    }
+    int ok = reps[5]->type == REDIS_REPLY_ARRAY && reps[5]->elements == 4;
+    for (int i = 0; i < 6; i++)
+        freeReplyObject(reps[i]);
+    if (!ok) {
+        redis_fail(r, "transaction aborted");
+        return;
+    }
+    svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
+    svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0));
+}
+
+void svc_orders_job(svc_req *r, lc_conn *conn)
+{
+    char k_orders[SVC_KEY_MAX];
+    char why[256];
+    redisReply *reps[2];
+    long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
+    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
+    if (ctx == NULL) {
+        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
+        return;
+    }
+    svc_key(k_orders, r->sku, "orders");
+    redisAppendCommand(ctx, "LLEN %s", k_orders);
+    redisAppendCommand(ctx, "LRANGE %s %lld %lld", k_orders, off, off + lim - 1);
+    if (read_replies(ctx, reps, 2, why, sizeof why) != 0) {
+        redis_fail(r, why);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_CreateArray();
+    if (o != NULL && arr != NULL) {
+        cJSON_AddBoolToObject(o, "ok", 1);
+        cJSON_AddStringToObject(o, "sku", r->sku);
+        cJSON_AddNumberToObject(o, "total", (double)as_int(reps[0]));
+        cJSON_AddNumberToObject(o, "offset", (double)off);
+        cJSON_AddNumberToObject(o, "limit", (double)lim);
+        if (reps[1]->type == REDIS_REPLY_ARRAY) {
+            for (size_t i = 0; i < reps[1]->elements; i++) {
+                const redisReply *e = reps[1]->element[i];
+                if (e->type != REDIS_REPLY_STRING)
+                    continue;
+                /* Records are stored as JSON; anything else is passed on as
+                 * a string rather than dropped. */
+                cJSON *rec = parse_json(e->str, NULL);
+                cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
+            }
+        }
+        cJSON_AddItemToObject(o, "orders", arr);
+        arr = NULL;
+    }
+    cJSON_Delete(arr);
+    freeReplyObject(reps[0]);
+    freeReplyObject(reps[1]);
+    svc_reply_json(r, 200, o);
+}
+
+int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen)
+{
+    char k_stock[SVC_KEY_MAX], k_init[SVC_KEY_MAX], k_sold[SVC_KEY_MAX];
+    redisContext *ctx = lc_conn_redis(conn);
+    if (ctx == NULL) {
+        snprintf(err, errlen, "%s", lc_conn_errstr(conn));
+        return -1;
+    }
+    svc_key(k_stock, sku, "stock");
+    svc_key(k_init, sku, "initial");
+    svc_key(k_sold, sku, "sold");
+    /* Seeds only a SKU that has neither stock nor initial, atomically, so
+     * instances starting together (or a restart) never reset a sale. */
+    redisReply *rep = redisCommand(
+        ctx,
+        "EVAL %s 3 %s %s %s %lld",
+        "if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then "
+        "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); "
+        "redis.call('SET', KEYS[3], 0); return 1 end return 0",
+        k_stock, k_init, k_sold, initial);
+    if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "%s", rep ? rep->str : ctx->errstr);
+        freeReplyObject(rep);
+        return -1;
+    }
+    int seeded = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+    freeReplyObject(rep);
+    snprintf(err, errlen, "%s", seeded ? "seeded" : "already stocked");
+    return 0;
+}
+
+/* PUT body: {"stock":N} and nothing else. */
+int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail,
+                         size_t dlen)
+{
+    const char *end = NULL;
+    cJSON *doc;
+    if (body == NULL || len == 0) {
+        snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
+        return -1;
+    }
+    if (memchr(body, '\0', len) != NULL) {
+        snprintf(detail, dlen, "body: NUL byte in JSON");
+        return -1;
+    }
+    doc = parse_json(body, &end);
+    if (doc == NULL || !cJSON_IsObject(doc)) {
+        snprintf(detail, dlen, "body: must be a JSON object {\"stock\":N}");
+        cJSON_Delete(doc);
+        return -1;
+    }
+    int found = 0, rc = 0;
+    for (cJSON *it = doc->child; it != NULL && rc == 0; it = it->next) {
+        if (it->string == NULL || strcmp(it->string, "stock") != 0) {
+            snprintf(detail, dlen, "body: unknown field '%.40s'", it->string ? it->string : "");
+            rc = -1;
+        } else if (found++) {
+            snprintf(detail, dlen, "body: duplicate field 'stock'");
+            rc = -1;
+        } else if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
+                   it->valuedouble > (double)SVC_STOCK_MAX ||
+                   it->valuedouble != (double)(long long)it->valuedouble) {
+            snprintf(detail, dlen, "stock: must be an integer in 0..%lld", (long long)SVC_STOCK_MAX);
+            rc = -1;
+        } else {
+            *stock = (int64_t)it->valuedouble;
+        }
+    }
+    if (rc == 0 && !found) {
+        snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
+        rc = -1;
+    }
+    cJSON_Delete(doc);
+    return rc;
+}

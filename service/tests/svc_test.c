@@ -1,0 +1,391 @@
+/* svc_test.c — see svc_test.h. */
+#include "svc_test.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void svc_dump_log(const svc_server *s)
+{
+    FILE *f = fopen(s->log, "r");
+    char line[1024];
+    if (f == NULL)
+        return;
+    fprintf(stderr, "---- server log %s ----\n", s->log);
+    while (fgets(line, sizeof line, f))
+        fputs(line, stderr);
+    fprintf(stderr, "---- end of log ----\n");
+    fclose(f);
+}
+
+int svc_log_has(const svc_server *s, const char *needle)
+{
+    FILE *f = fopen(s->log, "r");
+    char line[2048];
+    int found = 0;
+    if (f == NULL)
+        return 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+static int exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return -2;
+}
+
+int svc_start(svc_server *s, int redis_port, const char *const *extra)
+{
+    pthread_once(&curl_once, curl_init);
+    memset(s, 0, sizeof *s);
+    s->redis_port = redis_port;
+    snprintf(s->dir, sizeof s->dir, "/tmp/miaosha-svc-test-XXXXXX");
+    if (mkdtemp(s->dir) == NULL)
+        return -1;
+    snprintf(s->log, sizeof s->log, "%s/server.log", s->dir);
+    srand((unsigned)(getpid() ^ (unsigned)time(NULL) ^ (unsigned)tu_now_ms()));
+    for (int attempt = 0; attempt < 20; attempt++) {
+        char port[16], redis[64];
+        const char *argv[80];
+        int n = 0;
+        s->port = 20000 + rand() % 30000;
+        snprintf(port, sizeof port, "%d", s->port);
+        snprintf(redis, sizeof redis, "127.0.0.1:%d", redis_port);
+        argv[n++] = SVC_TEST_SERVER;
+        argv[n++] = "--listen";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = "--port";
+        argv[n++] = port;
+        argv[n++] = "--redis";
+        argv[n++] = redis;
+        for (int i = 0; extra && extra[i] && n < 78; i++)
+            argv[n++] = extra[i];
+        argv[n] = NULL;
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (fd >= 0) {
+                dup2(fd, 2);
+                dup2(fd, 1);
+            }
+            execv(argv[0], (char *const *)argv);
+            _exit(127);
+        }
+        s->pid = pid;
+        for (int i = 0; i < 500; i++) { /* 10 s */
+            int status;
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                s->pid = 0;
+                if (exit_code(status) == 1 && svc_log_has(s, "cannot listen"))
+                    break; /* port taken: another port */
+                fprintf(stderr, "svc_start: server exited with status %d\n", exit_code(status));
+                svc_dump_log(s);
+                return -1;
+            }
+            svc_resp r;
+            svc_req(s, "GET", "/healthz", NULL, NULL, &r);
+            long st = r.status;
+            svc_resp_free(&r);
+            if (st != 0)
+                return 0;
+            tu_sleep_ms(20);
+        }
+        if (s->pid > 0) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, NULL, 0);
+            s->pid = 0;
+            fprintf(stderr, "svc_start: server did not answer within 10 s\n");
+            svc_dump_log(s);
+            return -1;
+        }
+    }
+    fprintf(stderr, "svc_start: no free port after 20 attempts\n");
+    return -1;
+}
+
+int svc_wait_exit(svc_server *s, int timeout_ms)
+{
+    int64_t end = tu_now_ms() + timeout_ms;
+    if (s->pid <= 0)
+        return -1;
+    for (;;) {
+        int status;
+        pid_t w = waitpid(s->pid, &status, WNOHANG);
+        if (w == s->pid) {
+            s->pid = 0;
+            return exit_code(status);
+        }
+        if (tu_now_ms() > end)
+            return -1;
+        tu_sleep_ms(10);
+    }
+}
+
+int svc_stop(svc_server *s, int timeout_ms)
+{
+    if (s->pid <= 0)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int rc = svc_wait_exit(s, timeout_ms);
+    if (rc == -1 && s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+    return rc;
+}
+
+typedef struct membuf {
+    char *p;
+    size_t len;
+} membuf;
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    membuf *m = arg;
+    size_t n = size * nmemb;
+    char *p = realloc(m->p, m->len + n + 1);
+    if (p == NULL)
+        return 0;
+    memcpy(p + m->len, data, n);
+    m->p = p;
+    m->len += n;
+    p[m->len] = '\0';
+    return n;
+}
+
+static void header_value(const char *line, size_t n, const char *name, char *dst, size_t dlen)
+{
+    size_t k = strlen(name);
+    if (n > k && strncasecmp(line, name, k) == 0) {
+        const char *v = line + k;
+        size_t vl = n - k;
+        while (vl > 0 && (*v == ' '))
+            v++, vl--;
+        while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n'))
+            vl--;
+        if (vl >= dlen)
+            vl = dlen - 1;
+        memcpy(dst, v, vl);
+        dst[vl] = '\0';
+    }
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+    svc_resp *r = arg;
+    size_t n = size * nmemb;
+    header_value(data, n, "Allow:", r->allow, sizeof r->allow);
+    header_value(data, n, "Content-Type:", r->ctype, sizeof r->ctype);
+    return n;
+}
+
+static int do_req(CURL *c, const svc_server *s, const char *method, const char *path,
+                  const char *body, const char *auth, svc_resp *out)
+{
+    char url[16384];
+    membuf m = {0};
+    struct curl_slist *hdrs = NULL;
+    char authh[512];
+    memset(out, 0, sizeof *out);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 60000L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &m);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else {
+        curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
+        if (strcmp(method, "GET") == 0)
+            curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+        if (body != NULL) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        } else if (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+        }
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, strcmp(method, "GET") ? method : NULL);
+    }
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    if (body != NULL)
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    if (auth != NULL) {
+        snprintf(authh, sizeof authh, "Authorization: %s", auth);
+        hdrs = curl_slist_append(hdrs, authh);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    CURLcode rc = curl_easy_perform(c);
+    curl_slist_free_all(hdrs);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+        double t = 0;
+        curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &t);
+        out->ms = t * 1000.0;
+    }
+    out->body = m.p ? m.p : calloc(1, 1);
+    out->len = m.len;
+    if (out->body != NULL && out->len > 0)
+        out->json = cJSON_ParseWithOpts(out->body, NULL, 0);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+int svc_req(const svc_server *s, const char *method, const char *path, const char *body,
+            const char *auth, svc_resp *out)
+{
+    pthread_once(&curl_once, curl_init);
+    CURL *c = curl_easy_init();
+    if (c == NULL) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    int rc = do_req(c, s, method, path, body, auth, out);
+    curl_easy_cleanup(c);
+    return rc;
+}
+
+int svc_req_keep(void **handle, const svc_server *s, const char *method, const char *path,
+                 svc_resp *out)
+{
+    pthread_once(&curl_once, curl_init);
+    if (*handle == NULL)
+        *handle = curl_easy_init();
+    if (*handle == NULL) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    return do_req(*handle, s, method, path, NULL, NULL, out);
+}
+
+void svc_handle_free(void *handle)
+{
+    if (handle != NULL)
+        curl_easy_cleanup(handle);
+}
+
+void svc_resp_free(svc_resp *r)
+{
+    free(r->body);
+    cJSON_Delete(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+const char *svc_jstr(const cJSON *o, const char *key)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+double svc_jnum(const cJSON *o, const char *key)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsNumber(v) ? v->valuedouble : -1e18;
+}
+
+int svc_jbool(const cJSON *o, const char *key)
+{
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : -1;
+}
+
+typedef struct burst_arg {
+    const svc_server *s;
+    const char *method;
+    const char *path;
+    svc_resp *out;
+    pthread_barrier_t *barrier;
+} burst_arg;
+
+static void *burst_one(void *p)
+{
+    burst_arg *a = p;
+    CURL *c = curl_easy_init();
+    pthread_barrier_wait(a->barrier);
+    if (c == NULL) {
+        memset(a->out, 0, sizeof *a->out);
+        return NULL;
+    }
+    do_req(c, a->s, a->method, a->path, NULL, NULL, a->out);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+void svc_burst(const svc_server *s, const char *method, char **paths, int n, svc_resp *out)
+{
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    burst_arg *args = calloc((size_t)n, sizeof *args);
+    pthread_barrier_t barrier;
+    pthread_attr_t attr;
+    pthread_once(&curl_once, curl_init);
+    pthread_barrier_init(&barrier, NULL, (unsigned)n);
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (int i = 0; i < n; i++) {
+        args[i] = (burst_arg){s, method, paths[i], &out[i], &barrier};
+        if (pthread_create(&th[i], &attr, burst_one, &args[i]) != 0) {
+            fprintf(stderr, "svc_burst: pthread_create failed\n");
+            abort();
+        }
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    pthread_attr_destroy(&attr);
+    pthread_barrier_destroy(&barrier);
+    free(th);
+    free(args);
+}
+
+long svc_set_stock(const svc_server *s, const char *sku, long long n, const char *auth)
+{
+    char path[128], body[64];
+    svc_resp r;
+    snprintf(path, sizeof path, "/stock/%s", sku);
+    snprintf(body, sizeof body, "{\"stock\":%lld}", n);
+    svc_req(s, "PUT", path, body, auth, &r);
+    long st = r.status;
+    svc_resp_free(&r);
+    return st;
+}
+
+long svc_get_audit(const svc_server *s, const char *sku, svc_audit *a)
+{
+    char path[128];
+    svc_resp r;
+    snprintf(path, sizeof path, "/stock/%s", sku);
+    svc_req(s, "GET", path, NULL, NULL, &r);
+    long st = r.status;
+    a->stock = (long long)svc_jnum(r.json, "stock");
+    a->initial = (long long)svc_jnum(r.json, "initial");
+    a->sold = (long long)svc_jnum(r.json, "sold");
+    a->orders = (long long)svc_jnum(r.json, "orders");
+    a->oversold = (long long)svc_jnum(r.json, "oversold");
+    a->undersold = (long long)svc_jnum(r.json, "undersold");
+    svc_resp_free(&r);
+    return st;
+}

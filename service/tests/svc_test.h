@@ -1,0 +1,80 @@
+/* svc_test.h — helpers for the service tests: start miaosha-server as a
+ * child process on a free loopback port, talk to it with libcurl, fire
+ * concurrent bursts, stop it by its PID with SIGTERM. */
+#ifndef MIAOSHA_SVC_TEST_H
+#define MIAOSHA_SVC_TEST_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+
+#include "tu.h"
+
+typedef struct svc_server {
+    pid_t pid;
+    int port;
+    int redis_port;
+    char dir[256];     /* temp dir: server.log */
+    char log[300];
+} svc_server;
+
+/* Starts the server against 127.0.0.1:redis_port with extra flags
+ * (NULL-terminated, may be NULL), on a random free port (retried when the
+ * bind fails), and waits until /healthz answers (any status) — up to 10 s.
+ * Returns 0, or -1 (the log is printed). */
+int svc_start(svc_server *s, int redis_port, const char *const *extra);
+/* SIGTERM, then waits up to timeout_ms; returns the exit status, or -1
+ * (killed with SIGKILL) when it did not exit in time, -2 for a signal. */
+int svc_stop(svc_server *s, int timeout_ms);
+/* Waits (up to timeout_ms) for the child to exit by itself; exit status as
+ * svc_stop, or -1 on timeout (the child is then left running). */
+int svc_wait_exit(svc_server *s, int timeout_ms);
+/* Prints the server's log to stderr. */
+void svc_dump_log(const svc_server *s);
+/* 1 when the server's log contains needle. */
+int svc_log_has(const svc_server *s, const char *needle);
+
+typedef struct svc_resp {
+    long status;       /* 0 when the request failed */
+    char *body;        /* NUL-terminated, malloc'd */
+    size_t len;
+    char allow[128];   /* Allow header */
+    char ctype[128];   /* Content-Type header */
+    double ms;         /* total time */
+    cJSON *json;       /* parsed body or NULL */
+} svc_resp;
+
+/* One request. method "GET", "POST", "PUT", "DELETE", "HEAD"; body may be
+ * NULL; auth may be NULL (else the Authorization header value). */
+int svc_req(const svc_server *s, const char *method, const char *path, const char *body,
+            const char *auth, svc_resp *out);
+/* Same on a reusable keep-alive handle (*handle NULL at first; release it
+ * with svc_handle_free). */
+int svc_req_keep(void **handle, const svc_server *s, const char *method, const char *path,
+                 svc_resp *out);
+void svc_handle_free(void *handle);
+void svc_resp_free(svc_resp *r);
+/* The body, never NULL (for messages). */
+static inline const char *B(const svc_resp *r)
+{
+    return r->body ? r->body : "";
+}
+
+/* JSON field helpers (NULL/-1e18 when absent). */
+const char *svc_jstr(const cJSON *o, const char *key);
+double svc_jnum(const cJSON *o, const char *key);
+int svc_jbool(const cJSON *o, const char *key); /* 1, 0, or -1 absent */
+
+/* Fires n requests at once from n threads behind a barrier; out[n]. */
+void svc_burst(const svc_server *s, const char *method, char **paths, int n, svc_resp *out);
+
+/* PUT /stock/{sku} {"stock":n}; returns the status. */
+long svc_set_stock(const svc_server *s, const char *sku, long long n, const char *auth);
+/* GET /stock/{sku}: fills the audit; returns the status. */
+typedef struct svc_audit {
+    long long stock, initial, sold, orders, oversold, undersold;
+} svc_audit;
+long svc_get_audit(const svc_server *s, const char *sku, svc_audit *a);
+
+#endif

@@ -1,0 +1,94 @@
+/* test_service_healthz_load.c — a purchase that holds a lock must not block
+ * other connections: 200 concurrent buyers, each holding a token lock for
+ * 300 ms (one SKU each, so they really hold at once), while /healthz is
+ * probed on a keep-alive connection: every probe answers within 50 ms. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svc_test.h"
+
+#define BUYERS 200
+
+/* The bound under test. Sanitizer builds check memory safety, not speed:
+ * there every call costs several times more, so the bound is wider. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HEALTHZ_MAX_MS 250.0
+#else
+#define HEALTHZ_MAX_MS 50.0
+#endif
+
+static svc_server srv;
+static _Atomic int burst_done;
+
+static void *burst_main(void *arg)
+{
+    svc_resp *out = arg;
+    char *paths[BUYERS];
+    for (int i = 0; i < BUYERS; i++) {
+        paths[i] = malloc(128);
+        snprintf(paths[i], 128, "/miaosha/token?sku=hz%d&work_ms=300&user=b%d", i, i);
+    }
+    svc_burst(&srv, "GET", paths, BUYERS, out);
+    for (int i = 0; i < BUYERS; i++)
+        free(paths[i]);
+    burst_done = 1;
+    return NULL;
+}
+
+int main(void)
+{
+    static svc_resp out[BUYERS];
+    const char *extra[] = {"--set", "server.workers=200", "--instance-id", "hz", NULL};
+    TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
+    for (int i = 0; i < BUYERS; i++) {
+        char sku[16];
+        snprintf(sku, sizeof sku, "hz%d", i);
+        TU_REQUIRE(svc_set_stock(&srv, sku, 1, NULL) == 200, "stock %s", sku);
+    }
+
+    void *h = NULL;
+    svc_resp warm;
+    svc_req_keep(&h, &srv, "GET", "/healthz", &warm); /* connect before the burst */
+    svc_resp_free(&warm);
+    pthread_t th;
+    int64_t t0 = tu_now_ms();
+    pthread_create(&th, NULL, burst_main, out);
+    tu_sleep_ms(50); /* let the buyers in */
+    int probes = 0, probes_holding = 0;
+    double worst = 0;
+    while (!burst_done && tu_now_ms() - t0 < 30000) {
+        svc_resp r = {0};
+        svc_req_keep(&h, &srv, "GET", "/healthz", &r);
+        TU_CHECK(r.status == 200, "healthz %ld", r.status);
+        if (r.ms > worst)
+            worst = r.ms;
+        probes++;
+        int64_t held = tu_redis_int(srv.redis_port, "EVAL %s 0",
+                                    "return #redis.call('KEYS', 'miaosha:{hz*}:lock')");
+        if (held >= 50)
+            probes_holding++;
+        svc_resp_free(&r);
+        tu_sleep_ms(10);
+    }
+    pthread_join(th, NULL);
+    svc_handle_free(h);
+    int64_t dt = tu_now_ms() - t0;
+    int ok = 0;
+    for (int i = 0; i < BUYERS; i++) {
+        ok += out[i].status == 200;
+        svc_resp_free(&out[i]);
+    }
+    printf("burst %lld ms, %d sold, %d healthz probes (%d while >= 50 locks held), worst %.2f ms\n",
+           (long long)dt, ok, probes, probes_holding, worst);
+    TU_CHECK(ok == BUYERS, "every buyer sold: %d", ok);
+    TU_CHECK(dt >= 300, "the buyers held their locks 300 ms");
+    TU_CHECK(probes >= 5, "probed during the burst: %d", probes);
+    TU_CHECK(probes_holding >= 1, "probed while many locks were held: %d", probes_holding);
+    TU_CHECK(worst < HEALTHZ_MAX_MS, "healthz worst %.2f ms < %.0f ms", worst, HEALTHZ_MAX_MS);
+    TU_CHECK(svc_stop(&srv, 6000) == 0, "SIGTERM exit 0");
+    if (tu_failed)
+        svc_dump_log(&srv);
+    return tu_done();
+}

@@ -1,0 +1,130 @@
+/* test_service_redis_down.c — Redis stopped: purchases and the audit answer
+ * 503 redis_unavailable within the configured timeout (never a hang),
+ * /healthz turns 503; Redis back: the same service process recovers by
+ * itself. Uses a private redis-server so the shared one is never disturbed. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "svc_test.h"
+
+static long get(svc_server *s, const char *path, svc_resp *r)
+{
+    svc_req(s, "GET", path, NULL, NULL, r);
+    return r->status;
+}
+
+int main(void)
+{
+    tu_redis rd;
+    svc_server s;
+    svc_resp r = {0};
+    memset(&rd, 0, sizeof rd);
+    TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis");
+    const char *extra[] = {"--set", "redis.command_timeout_ms=300", "--set",
+                           "redis.connect_timeout_ms=300", "--instance-id", "down", NULL};
+    TU_REQUIRE(svc_start(&s, rd.port, extra) == 0, "server starts");
+    TU_CHECK(svc_set_stock(&s, "down", 10, NULL) == 200, "stock");
+    TU_CHECK(get(&s, "/miaosha/token?sku=down", &r) == 200, "buy while up %ld", r.status);
+    svc_resp_free(&r);
+
+    /* Stop Redis. */
+    tu_redis_kill(&rd, 1);
+    const char *modes[] = {"none", "mutex", "setnx", "token", "reentrant"};
+    for (int m = 0; m < 5; m++) {
+        char path[128];
+        snprintf(path, sizeof path, "/miaosha/%s?sku=down&wait_ms=100", modes[m]);
+        int64_t t0 = tu_now_ms();
+        long st = get(&s, path, &r);
+        int64_t dt = tu_now_ms() - t0;
+        TU_CHECK(st == 503, "%s while down: %ld %s", modes[m], st, B(&r));
+        TU_CHECK(svc_jstr(r.json, "error") && !strcmp(svc_jstr(r.json, "error"), "redis_unavailable"),
+                 "%s: redis_unavailable: %s", modes[m], B(&r));
+        TU_CHECK(dt < 1500, "%s: answered in %lld ms", modes[m], (long long)dt);
+        svc_resp_free(&r);
+    }
+    TU_CHECK(get(&s, "/stock/down", &r) == 503, "audit while down %ld", r.status);
+    svc_resp_free(&r);
+    TU_CHECK(get(&s, "/orders/down", &r) == 503, "orders while down %ld", r.status);
+    svc_resp_free(&r);
+    int64_t t0 = tu_now_ms();
+    long hs = 0;
+    while (tu_now_ms() - t0 < 3000) {
+        hs = get(&s, "/healthz", &r);
+        svc_resp_free(&r);
+        if (hs == 503)
+            break;
+        tu_sleep_ms(20);
+    }
+    TU_CHECK(hs == 503, "healthz 503 while down");
+    TU_CHECK(tu_now_ms() - t0 < 1500, "healthz turned 503 in %lld ms", (long long)(tu_now_ms() - t0));
+    TU_CHECK(get(&s, "/stats", &r) == 200, "stats still answer");
+    svc_resp_free(&r);
+    TU_CHECK(get(&s, "/metrics", &r) == 200 && strstr(B(&r), "miaosha_redis_up 0"),
+             "metrics show redis down");
+    svc_resp_free(&r);
+
+    /* Redis back on the same port (empty: no persistence here). */
+    TU_REQUIRE(tu_redis_start(&rd, 1, NULL) == 0, "redis restarts");
+    t0 = tu_now_ms();
+    while (tu_now_ms() - t0 < 5000) {
+        hs = get(&s, "/healthz", &r);
+        svc_resp_free(&r);
+        if (hs == 200)
+            break;
+        tu_sleep_ms(20);
+    }
+    TU_CHECK(hs == 200, "healthz 200 again");
+    TU_CHECK(tu_now_ms() - t0 < 1500, "recovered in %lld ms", (long long)(tu_now_ms() - t0));
+    TU_CHECK(svc_set_stock(&s, "down", 3, NULL) == 200, "stock after recovery");
+    for (int m = 0; m < 5; m++) {
+        char path[128];
+        snprintf(path, sizeof path, "/miaosha/%s?sku=down", modes[m]);
+        long st = get(&s, path, &r);
+        TU_CHECK(st == (m < 3 ? 200 : 409), "%s after recovery: %ld %s", modes[m], st, B(&r));
+        svc_resp_free(&r);
+    }
+    svc_audit a;
+    TU_CHECK(svc_get_audit(&s, "down", &a) == 200 && a.sold == 3 && a.oversold == 0 &&
+                 a.undersold == 0, "clean audit after recovery");
+
+    /* Redis paused (SIGSTOP) 2 s: requests fail fast with 503 after the
+     * command timeout instead of hanging; /healthz turns 503; then back. */
+    kill(rd.pid, SIGSTOP);
+    t0 = tu_now_ms();
+    long st = get(&s, "/miaosha/token?sku=down", &r);
+    int64_t dt = tu_now_ms() - t0;
+    TU_CHECK(st == 503, "token while paused: %ld %s", st, B(&r));
+    TU_CHECK(dt < 1500, "failed fast: %lld ms", (long long)dt);
+    svc_resp_free(&r);
+    while (tu_now_ms() - t0 < 3000) {
+        hs = get(&s, "/healthz", &r);
+        svc_resp_free(&r);
+        if (hs == 503)
+            break;
+        tu_sleep_ms(20);
+    }
+    TU_CHECK(hs == 503, "healthz 503 while paused");
+    TU_CHECK(tu_now_ms() - t0 < 2000, "within %lld ms", (long long)(tu_now_ms() - t0));
+    while (tu_now_ms() - t0 < 2000)
+        tu_sleep_ms(20);
+    kill(rd.pid, SIGCONT);
+    t0 = tu_now_ms();
+    while (tu_now_ms() - t0 < 5000) {
+        hs = get(&s, "/healthz", &r);
+        svc_resp_free(&r);
+        if (hs == 200)
+            break;
+        tu_sleep_ms(20);
+    }
+    TU_CHECK(hs == 200, "healthz 200 after the pause");
+    TU_CHECK(svc_set_stock(&s, "down", 1, NULL) == 200, "stock after the pause");
+    TU_CHECK(get(&s, "/miaosha/reentrant?sku=down", &r) == 200, "buy after the pause: %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(kill(s.pid, 0) == 0, "same process throughout");
+    TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
+    tu_redis_stop(&rd);
+    if (tu_failed)
+        svc_dump_log(&s);
+    return tu_done();
+}

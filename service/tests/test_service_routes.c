@@ -1,0 +1,332 @@
+/* test_service_routes.c — every route and every status code of issue 3
+ * (except 503, see test_service_redis_down.c): 200, 400, 401, 403, 404, 405,
+ * 409, 413, 414, 429, plus the connection timeout against slowloris. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "svc_test.h"
+
+#define TOKEN "Bearer s3cret-token"
+
+static svc_server srv;
+
+static long req(const char *method, const char *path, const char *body, const char *auth,
+                svc_resp *r)
+{
+    svc_req(&srv, method, path, body, auth, r);
+    return r->status;
+}
+
+/* Expects status and, for JSON errors, the error name; frees the reply. */
+static void expect(const char *method, const char *path, const char *body, const char *auth,
+                   long status, const char *error, const char *detail_part)
+{
+    svc_resp r = {0};
+    req(method, path, body, auth, &r);
+    TU_CHECK(r.status == status, "%s %s: status %ld, want %ld (%s)", method, path, r.status,
+             status, B(&r));
+    if (error != NULL) {
+        const char *e = svc_jstr(r.json, "error");
+        TU_CHECK(e && strcmp(e, error) == 0, "%s %s: error %s, want %s", method, path,
+                 e ? e : "(none)", error);
+        TU_CHECK(svc_jbool(r.json, "ok") == 0, "%s %s: ok must be false", method, path);
+        TU_CHECK(strncmp(r.ctype, "application/json", 16) == 0, "%s %s: content type %s",
+                 method, path, r.ctype);
+    }
+    if (detail_part != NULL) {
+        const char *d = svc_jstr(r.json, "detail");
+        TU_CHECK(d && strstr(d, detail_part), "%s %s: detail '%s' lacks '%s'", method, path,
+                 d ? d : "(none)", detail_part);
+    }
+    svc_resp_free(&r);
+}
+
+static void test_local_routes(void)
+{
+    svc_resp r = {0};
+    TU_CHECK(req("GET", "/healthz", NULL, NULL, &r) == 200, "healthz %ld", r.status);
+    TU_CHECK(svc_jbool(r.json, "ok") == 1, "healthz ok");
+    TU_CHECK(svc_jstr(r.json, "redis") && strcmp(svc_jstr(r.json, "redis"), "up") == 0,
+             "healthz redis up: %s", B(&r));
+    TU_CHECK(strncmp(r.ctype, "application/json", 16) == 0, "healthz type %s", r.ctype);
+    svc_resp_free(&r);
+    TU_CHECK(req("HEAD", "/healthz", NULL, NULL, &r) == 200, "HEAD healthz %ld", r.status);
+    svc_resp_free(&r);
+    expect("POST", "/healthz", NULL, NULL, 405, "method_not_allowed", NULL);
+    req("DELETE", "/healthz", NULL, NULL, &r);
+    TU_CHECK(r.status == 405 && strcmp(r.allow, "GET, HEAD") == 0, "405 Allow '%s'", r.allow);
+    svc_resp_free(&r);
+    expect("GET", "/healthz?x=1", NULL, NULL, 400, "bad_request", "unknown parameter 'x'");
+
+    TU_CHECK(req("GET", "/stats", NULL, NULL, &r) == 200, "stats %ld", r.status);
+    cJSON *modes = cJSON_GetObjectItemCaseSensitive(r.json, "modes");
+    TU_CHECK(cJSON_GetObjectItemCaseSensitive(modes, "token") != NULL, "stats has token: %s",
+             B(&r));
+    TU_CHECK(cJSON_GetObjectItemCaseSensitive(modes, "reentrant") != NULL, "stats has reentrant");
+    svc_resp_free(&r);
+    TU_CHECK(req("GET", "/metrics", NULL, NULL, &r) == 200, "metrics %ld", r.status);
+    TU_CHECK(strncmp(r.ctype, "text/plain", 10) == 0, "metrics type %s", r.ctype);
+    TU_CHECK(strstr(B(&r), "# TYPE miaosha_redis_errors_total counter") != NULL, "metrics body");
+    TU_CHECK(strstr(B(&r), "miaosha_watchdog_renewals_total") != NULL, "metrics watchdog");
+    svc_resp_free(&r);
+    expect("PUT", "/metrics", "{}", NULL, 405, "method_not_allowed", NULL);
+    expect("GET", "/stats?mode=token", NULL, NULL, 400, "bad_request", "unknown parameter 'mode'");
+
+    expect("GET", "/", NULL, NULL, 404, "not_found", NULL);
+    expect("GET", "/nope", NULL, NULL, 404, "not_found", NULL);
+    expect("GET", "/miaosha/", NULL, NULL, 404, "not_found", NULL);
+    expect("GET", "/miaosha/bogus", NULL, NULL, 404, "not_found", "unknown mode");
+    expect("GET", "/miaosha/TOKEN", NULL, NULL, 404, "not_found", NULL);
+    expect("GET", "/miaosha/token/x", NULL, NULL, 404, "not_found", NULL);
+    expect("GET", "/healthz/", NULL, NULL, 404, "not_found", NULL);
+}
+
+static void test_admin(void)
+{
+    svc_resp r = {0};
+    expect("PUT", "/stock/rt1", "{\"stock\":3}", NULL, 401, "unauthorized", NULL);
+    expect("PUT", "/stock/rt1", "{\"stock\":3}", "Bearer wrong", 403, "forbidden", NULL);
+    expect("PUT", "/stock/rt1", "{\"stock\":3}", "Basic czNjcmV0", 401, "unauthorized", NULL);
+    expect("PUT", "/stock/rt1", "{\"stock\":3}", TOKEN "x", 403, "forbidden", NULL);
+    TU_CHECK(req("PUT", "/stock/rt1", "{\"stock\":3}", TOKEN, &r) == 200, "put %ld %s", r.status,
+             B(&r));
+    TU_CHECK(svc_jnum(r.json, "stock") == 3 && svc_jnum(r.json, "initial") == 3 &&
+                 svc_jnum(r.json, "sold") == 0, "put reply %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:stock") == 3, "stock key");
+    TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:initial") == 3, "initial key");
+    TU_CHECK(req("PUT", "/stock/rt1?stock=2", NULL, TOKEN, &r) == 200, "put query %ld %s",
+             r.status, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:stock") == 2, "stock key 2");
+    expect("PUT", "/stock/rt1?stock=2", "{\"stock\":2}", TOKEN, 400, "bad_request", "not both");
+    expect("PUT", "/stock/rt1", "not json", TOKEN, 400, "bad_request", "body");
+    expect("PUT", "/stock/rt1", "{\"stock\":-1}", TOKEN, 400, "bad_request", "stock");
+    expect("PUT", "/stock/rt1", "{\"stock\":1.5}", TOKEN, 400, "bad_request", "stock");
+    expect("PUT", "/stock/rt1", "{\"stock\":\"3\"}", TOKEN, 400, "bad_request", "stock");
+    expect("PUT", "/stock/rt1", "{\"stock\":1,\"x\":1}", TOKEN, 400, "bad_request", "unknown field");
+    expect("PUT", "/stock/rt1", NULL, TOKEN, 400, "bad_request", "stock: required");
+    expect("PUT", "/stock/rt1?stock=abc", NULL, TOKEN, 400, "bad_request", "stock");
+    expect("PUT", "/stock/rt1?stock=1000000001", NULL, TOKEN, 400, "bad_request", "stock");
+    expect("PUT", "/stock/rt1?stok=1", NULL, TOKEN, 400, "bad_request", "unknown parameter 'stok'");
+    expect("PUT", "/stock/bad!sku", "{\"stock\":1}", TOKEN, 400, "bad_request", "sku");
+    expect("DELETE", "/stock/rt1", NULL, TOKEN, 405, "method_not_allowed", NULL);
+    req("POST", "/stock/rt1", NULL, TOKEN, &r);
+    TU_CHECK(r.status == 405 && strcmp(r.allow, "GET, HEAD, PUT") == 0, "stock Allow '%s'",
+             r.allow);
+    svc_resp_free(&r);
+    /* 413: a body over listen.max_body_bytes (4096 by default). */
+    char *big = malloc(6000);
+    memset(big, ' ', 5999);
+    big[0] = '{';
+    memcpy(big + 5990, "\"stock\":1}", 10);
+    big[5999] = '\0';
+    big[5998] = '}';
+    expect("PUT", "/stock/rt1", big, TOKEN, 413, "body_too_large", NULL);
+    free(big);
+    /* The stock is unchanged by the rejected requests. */
+    TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:stock") == 2, "stock still 2");
+}
+
+static void test_purchase(void)
+{
+    svc_resp r = {0};
+    TU_CHECK(req("GET", "/miaosha/token?sku=rt1&user=alice", NULL, NULL, &r) == 200,
+             "buy 1 %ld %s", r.status, B(&r));
+    TU_CHECK(svc_jbool(r.json, "ok") == 1, "ok true");
+    TU_CHECK(svc_jstr(r.json, "mode") && strcmp(svc_jstr(r.json, "mode"), "token") == 0, "mode");
+    TU_CHECK(svc_jstr(r.json, "sku") && strcmp(svc_jstr(r.json, "sku"), "rt1") == 0, "sku");
+    TU_CHECK(svc_jstr(r.json, "order_id") && strlen(svc_jstr(r.json, "order_id")) == 36,
+             "order id %s", B(&r));
+    TU_CHECK(svc_jnum(r.json, "stock_left") == 1, "stock_left %s", B(&r));
+    TU_CHECK(svc_jnum(r.json, "lock_wait_ms") >= 0, "lock_wait_ms");
+    TU_CHECK(svc_jbool(r.json, "lock_lost") == 0, "lock_lost false");
+    svc_resp_free(&r);
+    TU_CHECK(req("POST", "/miaosha/token?sku=rt1&user=bob", NULL, NULL, &r) == 200,
+             "POST buy %ld %s", r.status, B(&r));
+    TU_CHECK(svc_jnum(r.json, "stock_left") == 0, "stock_left 0");
+    svc_resp_free(&r);
+    TU_CHECK(req("GET", "/miaosha/token?sku=rt1", NULL, NULL, &r) == 409, "sold out %ld %s",
+             r.status, B(&r));
+    TU_CHECK(svc_jstr(r.json, "error") && strcmp(svc_jstr(r.json, "error"), "sold_out") == 0,
+             "sold_out error");
+    svc_resp_free(&r);
+    expect("GET", "/miaosha/none?sku=never_stocked", NULL, NULL, 409, "sold_out", NULL);
+
+    /* Audit and orders. */
+    svc_audit a;
+    TU_CHECK(svc_get_audit(&srv, "rt1", &a) == 200, "audit");
+    TU_CHECK(a.stock == 0 && a.initial == 2 && a.sold == 2 && a.orders == 2 && a.oversold == 0 &&
+                 a.undersold == 0, "audit %lld %lld %lld %lld %lld %lld", a.stock, a.initial,
+             a.sold, a.orders, a.oversold, a.undersold);
+    TU_CHECK(req("HEAD", "/stock/rt1", NULL, NULL, &r) == 200, "HEAD stock");
+    svc_resp_free(&r);
+    /* An oversold SKU, made by hand: the audit formulas. */
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt3}:initial 10");
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt3}:stock 7");
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt3}:sold 5");
+    svc_get_audit(&srv, "rt3", &a);
+    TU_CHECK(a.oversold == 2 && a.undersold == 0, "oversold = 5 - (10 - 7) = 2: %lld",
+             a.oversold);
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt3}:sold 1");
+    svc_get_audit(&srv, "rt3", &a);
+    TU_CHECK(a.oversold == 0 && a.undersold == 2, "undersold = (10 - 7) - 1 = 2: %lld",
+             a.undersold);
+    expect("GET", "/stock/rt1?x=1", NULL, NULL, 400, "bad_request", "unknown parameter 'x'");
+
+    TU_CHECK(req("GET", "/orders/rt1", NULL, NULL, &r) == 200, "orders %ld", r.status);
+    cJSON *orders = cJSON_GetObjectItemCaseSensitive(r.json, "orders");
+    TU_CHECK(cJSON_GetArraySize(orders) == 2, "2 orders: %s", B(&r));
+    TU_CHECK(svc_jnum(r.json, "total") == 2, "total");
+    cJSON *o0 = cJSON_GetArrayItem(orders, 0);
+    TU_CHECK(svc_jstr(o0, "user") && strcmp(svc_jstr(o0, "user"), "alice") == 0, "first user");
+    svc_resp_free(&r);
+    TU_CHECK(req("GET", "/orders/rt1?offset=1&limit=1", NULL, NULL, &r) == 200, "orders page");
+    orders = cJSON_GetObjectItemCaseSensitive(r.json, "orders");
+    TU_CHECK(cJSON_GetArraySize(orders) == 1, "1 order: %s", B(&r));
+    o0 = cJSON_GetArrayItem(orders, 0);
+    TU_CHECK(svc_jstr(o0, "user") && strcmp(svc_jstr(o0, "user"), "bob") == 0, "second user");
+    svc_resp_free(&r);
+    expect("GET", "/orders/rt1?limit=1001", NULL, NULL, 400, "bad_request", "limit");
+    expect("GET", "/orders/rt1?limit=0", NULL, NULL, 400, "bad_request", "limit");
+    expect("GET", "/orders/rt1?offset=-1", NULL, NULL, 400, "bad_request", "offset");
+    expect("GET", "/orders/rt1?sku=rt1", NULL, NULL, 400, "bad_request", "unknown parameter 'sku'");
+    expect("GET", "/orders/b@d", NULL, NULL, 400, "bad_request", "sku");
+    expect("POST", "/orders/rt1", NULL, NULL, 405, "method_not_allowed", NULL);
+
+    /* 400: every purchase parameter validated. */
+    static const struct {
+        const char *q, *detail;
+    } bad[] = {
+        {"sku=bad!", "sku"},
+        {"sku=", "sku"},
+        {"sku", "missing value"},
+        {"sku=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "sku"},
+        {"user=a%20b", "user"},
+        {"work_ms=60001", "work_ms"},
+        {"work_ms=-1", "work_ms"},
+        {"work_ms=1e3", "work_ms"},
+        {"lease_ms=0", "lease_ms"},
+        {"lease_ms=300001", "lease_ms"},
+        {"wait_ms=abc", "wait_ms"},
+        {"wait_ms=60001", "wait_ms"},
+        {"reenter=9", "reenter"},
+        {"fault=boom", "fault"},
+        {"x=1", "unknown parameter 'x'"},
+        {"stock=1", "unknown parameter 'stock'"},
+        {"sku=a&sku=b", "duplicate parameter 'sku'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "/miaosha/token?%s", bad[i].q);
+        expect("GET", path, NULL, NULL, 400, "bad_request", bad[i].detail);
+    }
+    expect("GET", "/miaosha/token?fault=crash_in_section", NULL, NULL, 403, "faults_disabled", NULL);
+    expect("GET", "/miaosha/setnx?fault=crash_before_expire", NULL, NULL, 403, "faults_disabled",
+           NULL);
+    req("PUT", "/miaosha/token", NULL, NULL, &r);
+    TU_CHECK(r.status == 405 && strcmp(r.allow, "GET, POST") == 0, "purchase Allow '%s'", r.allow);
+    svc_resp_free(&r);
+
+    /* 429: another holder has the lock. */
+    TU_CHECK(svc_set_stock(&srv, "rt2", 5, TOKEN) == 200, "stock rt2");
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt2}:lock someone-else PX 20000");
+    TU_CHECK(req("GET", "/miaosha/token?sku=rt2&wait_ms=100", NULL, NULL, &r) == 429, "busy %ld %s",
+             r.status, B(&r));
+    TU_CHECK(svc_jstr(r.json, "error") && strcmp(svc_jstr(r.json, "error"), "lock_busy") == 0,
+             "lock_busy");
+    TU_CHECK(svc_jnum(r.json, "wait_ms") == 100, "wait_ms echoed");
+    TU_CHECK(r.ms >= 90, "waited %.1f ms for the lock", r.ms);
+    svc_resp_free(&r);
+    char holder[64];
+    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{rt2}:lock");
+    TU_CHECK(strcmp(holder, "someone-else") == 0, "the other holder's lock is untouched");
+    expect("GET", "/miaosha/setnx?sku=rt2", NULL, NULL, 429, "lock_busy", NULL);
+    /* reentrant locks are hashes of "<instance>:<owner>" -> count. */
+    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock");
+    tu_redis_int(srv.redis_port, "HSET miaosha:{rt2}:lock other:owner 1");
+    tu_redis_int(srv.redis_port, "PEXPIRE miaosha:{rt2}:lock 20000");
+    expect("GET", "/miaosha/reentrant?sku=rt2&wait_ms=50", NULL, NULL, 429, "lock_busy", NULL);
+    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock");
+    expect("GET", "/miaosha/token?sku=rt2", NULL, NULL, 200, NULL, NULL);
+
+    /* 414: a URI over listen.max_uri_bytes (2048 by default). */
+    char *longp = malloc(3100);
+    strcpy(longp, "/miaosha/token?user=");
+    memset(longp + 20, 'a', 3000);
+    longp[3020] = '\0';
+    expect("GET", longp, NULL, NULL, 414, NULL, NULL);
+    free(longp);
+
+    /* Stats and metrics count what happened. */
+    TU_CHECK(req("GET", "/stats", NULL, NULL, &r) == 200, "stats");
+    cJSON *tok = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r.json, "modes"),
+                                                  "token");
+    TU_CHECK(svc_jnum(tok, "sold") == 3, "token sold 3: %s", B(&r));
+    TU_CHECK(svc_jnum(tok, "sold_out") == 1, "token sold_out 1");
+    TU_CHECK(svc_jnum(tok, "lock_busy") == 1, "token lock_busy 1");
+    cJSON *lat = cJSON_GetObjectItemCaseSensitive(tok, "latency_ms");
+    TU_CHECK(svc_jnum(lat, "p50") > 0 && svc_jnum(lat, "max") >= svc_jnum(lat, "p99"),
+             "latency percentiles");
+    svc_resp_free(&r);
+    TU_CHECK(req("GET", "/metrics", NULL, NULL, &r) == 200, "metrics");
+    TU_CHECK(strstr(B(&r), "miaosha_purchase_sold_total{mode=\"token\",sku=\"rt1\"} 2") != NULL,
+             "metrics sold for rt1");
+    TU_CHECK(strstr(B(&r), "miaosha_purchase_duration_seconds_bucket{mode=\"token\",sku=\"rt1\",le=\"+Inf\"}") != NULL,
+             "metrics histogram");
+    TU_CHECK(strstr(B(&r), "miaosha_http_responses_total{code=\"429\"}") != NULL, "429 counted");
+    svc_resp_free(&r);
+}
+
+/* A client that never finishes its headers is dropped after
+ * listen.connection_timeout_s (2 s here). */
+static void test_slowloris(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)srv.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    TU_REQUIRE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect");
+    const char *partial = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+    TU_CHECK(write(fd, partial, strlen(partial)) > 0, "write");
+    struct timeval tv = {8, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int64_t t0 = tu_now_ms();
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof buf);
+    int64_t dt = tu_now_ms() - t0;
+    TU_CHECK(n <= 0 && dt >= 1500 && dt < 6000, "closed after %lld ms (n=%zd)", (long long)dt, n);
+    close(fd);
+}
+
+int main(void)
+{
+    const char *extra[] = {"--set", "admin_token=s3cret-token", "--set",
+                           "listen.connection_timeout_s=2", "--instance-id", "routes-1", NULL};
+    TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{rt1}:stock miaosha:{rt1}:initial miaosha:{rt1}:sold "
+                                 "miaosha:{rt1}:orders miaosha:{rt1}:lock");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{never_stocked}:stock");
+    test_local_routes();
+    test_admin();
+    test_purchase();
+    test_slowloris();
+    /* Still healthy after all of that: never a 500, never a crash. */
+    svc_resp r = {0};
+    TU_CHECK(req("GET", "/healthz", NULL, NULL, &r) == 200, "still healthy");
+    svc_resp_free(&r);
+    TU_CHECK(!svc_log_has(&srv, " 500 "), "no 500 in the log");
+    int rc = svc_stop(&srv, 6000);
+    TU_CHECK(rc == 0, "SIGTERM: exit status %d", rc);
+    if (tu_failed)
+        svc_dump_log(&srv);
+    return tu_done();
+}
