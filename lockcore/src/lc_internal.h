@@ -60,6 +60,7 @@ typedef struct lc_watchdog {
     pthread_cond_t cv;
     pthread_t thread;
     bool started, stop;
+    int64_t sleeping_until; /* when the thread wakes next; INT64_MAX: idle */
     lc_hold *holds;
     redisContext *ctx;
 } lc_watchdog;

@@ -25,6 +25,7 @@
 
 #include "lc_scripts.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 void lc_watchdog_init(lc_watchdog *w)
 {
     memset(w, 0, sizeof *w);
+    w->sleeping_until = INT64_MAX;
     pthread_mutex_init(&w->mu, NULL);
     lc_cond_init(&w->cv);
 }
@@ -85,14 +87,17 @@ static void *watchdog_main(void *arg)
             if (h->watchdog && !atomic_load(&h->lost) && (!due || h->next_renew_ms < due->next_renew_ms))
                 due = h;
         if (!due) {
+            w->sleeping_until = INT64_MAX;
             pthread_cond_wait(&w->cv, &w->mu);
             continue;
         }
         if (due->next_renew_ms > lc_now_ms()) {
+            w->sleeping_until = due->next_renew_ms;
             struct timespec ts = lc_abstime(due->next_renew_ms);
             pthread_cond_timedwait(&w->cv, &w->mu, &ts);
             continue;
         }
+        w->sleeping_until = 0; /* busy renewing: it rescans before sleeping */
         /* Renew outside the lock so acquire/release never wait on Redis here;
          * `renewing` keeps the entry alive if its last hold is dropped. */
         due->renewing = true;
@@ -116,6 +121,14 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+/* Under w->mu: wakes the thread only if h is due before it would wake anyway,
+ * so a busy lock does not cost the watchdog a context switch per acquire. */
+static void schedule(lc_watchdog *w, const lc_hold *h)
+{
+    if (h->next_renew_ms < w->sleeping_until)
+        pthread_cond_signal(&w->cv);
+}
+
 bool lc_hold_exists(lc_client *c, const char *key, const char *field)
 {
     pthread_mutex_lock(&c->wd.mu);
@@ -137,7 +150,7 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
             h->watchdog = true;
             h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
             atomic_fetch_add(&c->holds_active, 1);
-            pthread_cond_signal(&w->cv);
+            schedule(w, h);
         }
         pthread_mutex_unlock(&w->mu);
         return h;
@@ -165,7 +178,7 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
                 atomic_store(&h->lost, 1);
             }
         }
-        pthread_cond_signal(&w->cv);
+        schedule(w, h);
     }
     pthread_mutex_unlock(&w->mu);
     return h;
