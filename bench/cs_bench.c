@@ -1,0 +1,228 @@
+/* cs_bench — the service's purchase critical section, straight on the lock
+ * core, with no HTTP and no JSON: the reference for /miaosha/token.
+ *
+ *   cs_bench PORT THREADS SECONDS [WAIT_MS [MODE]]
+ *
+ * THREADS threads, each with its own lc_conn (as each service worker has),
+ * loop exactly what service/src/svc_purchase.c does per purchase:
+ *
+ *   lc_acquire(MODE, "bench:{cs}:lock", owner = fresh uuid, lease 5000 ms,
+ *              wait WAIT_MS)
+ *   GET bench:{cs}:stock
+ *   one pipelined round trip: MULTI; SET stock <read-1>; INCR sold;
+ *                             RPUSH orders <~200-byte record>; EXEC
+ *   lc_release
+ *
+ * The stock starts at 10^9 so it never sells out. The order record is a
+ * fixed string of the service's record size (the service builds it with
+ * cJSON: that cost is part of what the comparison measures). Prints one
+ * line of key=value pairs: sections/s, fairness (min/max per-thread
+ * completions), busy (acquisitions not granted within WAIT_MS) and errors.
+ * Defaults: WAIT_MS 1000, MODE token (the lock core's defaults otherwise:
+ * retry interval 10 ms + jitter). Exit 0, or 1 when Redis failed.
+ */
+#include "lockcore.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uuid/uuid.h>
+
+#define MAX_THREADS 1024
+#define KEY_LOCK "bench:{cs}:lock"
+#define KEY_STOCK "bench:{cs}:stock"
+#define KEY_SOLD "bench:{cs}:sold"
+#define KEY_ORDERS "bench:{cs}:orders"
+
+static lc_client *cli;
+static lc_mode mode = LC_TOKEN;
+static long long wait_ms = 1000;
+static atomic_bool stop_flag;
+
+typedef struct worker {
+    pthread_t th;
+    long done, busy, errors;
+} worker;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Reads the 5 replies of the MULTI pipeline; 0 when EXEC ran all three. */
+static int read_pipeline(redisContext *c)
+{
+    int ok = 1;
+    for (int i = 0; i < 5; i++) {
+        void *v = NULL;
+        if (redisGetReply(c, &v) != REDIS_OK || v == NULL)
+            return -1;
+        redisReply *r = v;
+        if (r->type == REDIS_REPLY_ERROR || (i == 4 && (r->type != REDIS_REPLY_ARRAY || r->elements != 3)))
+            ok = 0;
+        freeReplyObject(r);
+    }
+    return ok ? 0 : -1;
+}
+
+/* One purchase's critical section; 0 on success. */
+static int section(lc_conn *conn, char *rec, size_t reclen)
+{
+    redisContext *c = lc_conn_redis(conn);
+    if (c == NULL)
+        return -1;
+    redisReply *r = redisCommand(c, "GET %s", KEY_STOCK);
+    if (r == NULL)
+        return -1;
+    long long before = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    freeReplyObject(r);
+    if (before <= 0)
+        return 0; /* sold out: the service answers 409 after the same round trip */
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, rec + 13); /* the order id sits inside the record */
+    rec[13 + 36] = '"';
+    redisAppendCommand(c, "MULTI");
+    redisAppendCommand(c, "SET %s %lld", KEY_STOCK, before - 1);
+    redisAppendCommand(c, "INCR %s", KEY_SOLD);
+    redisAppendCommand(c, "RPUSH %s %b", KEY_ORDERS, rec, reclen);
+    redisAppendCommand(c, "EXEC");
+    return read_pipeline(c);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    lc_conn *conn;
+    if (lc_conn_new(cli, &conn) != LC_OK) {
+        w->errors++;
+        return NULL;
+    }
+    /* Same shape and size as the service's order record. */
+    char rec[256];
+    snprintf(rec, sizeof rec,
+             "{\"order_id\":\"%36s\",\"sku\":\"bench\",\"user\":null,\"mode\":\"%s\","
+             "\"instance\":\"6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f\",\"ts_ms\":1700000000000,"
+             "\"lock_wait_ms\":0,\"stock_before\":999999999}",
+             "", lc_mode_name(mode));
+    size_t reclen = strlen(rec);
+    char owner[40];
+    lc_lock_args a;
+    memset(&a, 0, sizeof a);
+    a.mode = mode;
+    a.key = KEY_LOCK;
+    a.owner = owner;
+    a.lease_ms = mode == LC_REENTRANT ? 0 : 5000;
+    a.wait_ms = wait_ms;
+    while (!atomic_load(&stop_flag)) {
+        uuid_t u;
+        uuid_generate_random(u);
+        uuid_unparse_lower(u, owner);
+        lc_guard *g = NULL;
+        lc_status st = lc_acquire(conn, &a, &g);
+        if (st == LC_BUSY) {
+            w->busy++;
+            continue;
+        }
+        if (st != LC_OK) {
+            w->errors++;
+            continue;
+        }
+        int rc = section(conn, rec, reclen);
+        st = lc_release(conn, g);
+        if (rc == 0 && st == LC_OK)
+            w->done++;
+        else
+            w->errors++;
+    }
+    lc_conn_free(conn);
+    return NULL;
+}
+
+static int redis_setup(int port, int reset)
+{
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c == NULL || c->err) {
+        fprintf(stderr, "cs_bench: cannot connect to 127.0.0.1:%d\n", port);
+        if (c)
+            redisFree(c);
+        return -1;
+    }
+    redisReply *r = reset ? redisCommand(c, "MSET %s 1000000000 %s 0", KEY_STOCK, KEY_SOLD) : NULL;
+    if (r)
+        freeReplyObject(r);
+    r = redisCommand(c, "DEL %s %s", KEY_ORDERS, KEY_LOCK);
+    int rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: cs_bench PORT THREADS SECONDS [WAIT_MS [MODE]]\n");
+        return 2;
+    }
+    int port = atoi(argv[1]);
+    int threads = atoi(argv[2]);
+    double seconds = atof(argv[3]);
+    if (argc > 4)
+        wait_ms = atoll(argv[4]);
+    if (argc > 5 && lc_mode_parse(argv[5], &mode) != 0) {
+        fprintf(stderr, "cs_bench: unknown mode '%s'\n", argv[5]);
+        return 2;
+    }
+    if (port <= 0 || port > 65535 || threads < 1 || threads > MAX_THREADS || seconds <= 0 || seconds > 3600 ||
+        wait_ms < 0) {
+        fprintf(stderr, "cs_bench: bad arguments (threads 1..%d, seconds (0, 3600])\n", MAX_THREADS);
+        return 2;
+    }
+    if (redis_setup(port, 1) != 0)
+        return 1;
+    lc_options o;
+    lc_options_init(&o);
+    o.redis_port = port;
+    char err[256];
+    if (lc_client_new(&o, &cli, err, sizeof err) != LC_OK) {
+        fprintf(stderr, "cs_bench: %s\n", err);
+        return 1;
+    }
+    static worker ws[MAX_THREADS];
+    double t0 = now_s();
+    for (int i = 0; i < threads; i++)
+        pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    atomic_store(&stop_flag, true);
+    long total = 0, busy = 0, errors = 0, mn = -1, mx = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(ws[i].th, NULL);
+        total += ws[i].done;
+        busy += ws[i].busy;
+        errors += ws[i].errors;
+        if (mn < 0 || ws[i].done < mn)
+            mn = ws[i].done;
+        if (ws[i].done > mx)
+            mx = ws[i].done;
+    }
+    /* Sections completed in the stop window still count: divide by the
+     * time until the last thread stopped. */
+    double elapsed = now_s() - t0;
+    lc_client_free(cli);
+    redis_setup(port, 0); /* drop the order list, keep Redis small */
+    printf("cs_bench mode=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld sections_per_s=%.0f "
+           "fairness=%.2f busy=%ld errors=%ld\n",
+           lc_mode_name(mode), threads, wait_ms, elapsed, total, total / elapsed, mx ? (double)mn / (double)mx : 0.0,
+           busy, errors);
+    return errors > 0 && total == 0 ? 1 : 0;
+}
