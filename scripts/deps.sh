@@ -3,12 +3,12 @@
 #
 # Build: compiler, CMake, pkg-config and the -dev packages of hiredis,
 # libmicrohttpd, cJSON, libuuid and libcurl; redis-server and nginx for the
-# tests. --with-tools adds the load tools of the benchmarks (wrk, ab).
+# tests (docker-compose only validates docker-compose.yml). --with-tools adds the load tools of the benchmarks (wrk, ab).
 # As root it runs apt-get; otherwise it prints the exact apt-get line.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git ca-certificates procps
       libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev
-      redis-server redis-tools nginx-light)
+      redis-server redis-tools nginx-light docker-compose)
 [ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils)
 
 missing=()

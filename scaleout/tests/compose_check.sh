@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# compose_check.sh — validates docker-compose.yml and the Dockerfile without
+# a Docker engine: Debian's docker-compose (1.29) parses and resolves the
+# file (`config`), then the resolved configuration is checked against what
+# issue 5 asks for and against config/nginx.conf.template.
+. "$(dirname "$0")/lib.sh"
+cd "$SRC" || exit 1
+command -v docker-compose >/dev/null || { say "FAIL docker-compose not installed (Debian package docker-compose)"; exit 1; }
+
+ck "docker-compose config accepts the file" -- docker-compose -f docker-compose.yml config -q
+cfg=$(docker-compose -f docker-compose.yml --profile matrix config 2>&1)
+services=$(docker-compose -f docker-compose.yml --profile matrix config --services 2>/dev/null | sort | tr '\n' ' ')
+ck "services: redis app1 app2 app3 nginx + load/matrix under a profile ($services)" -- \
+  test "$services" = "app1 app2 app3 load matrix nginx redis "
+flat=$(tr '\n' ' ' <<<"$cfg" | tr -s ' ')
+ck "load and matrix only run with --profile matrix" -- \
+  bash -c "grep -qE ' load: .*profiles: - matrix.* matrix: .*profiles: - matrix' <<<'$flat'"
+
+has() { grep -q -- "$1" <<<"$cfg"; }
+ck "redis: official redis:7 image" -- has "image: redis:7"
+ck "redis: AOF on, appendfsync always" -- bash -c "grep -qF -- '- --appendonly - \"yes\" - --appendfsync - always' <<<'$flat'"
+ck "redis: a volume for /data" -- has "redis-data:/data"
+ids=$(grep -o 'MIAOSHA_INSTANCE_ID: app[0-9]' <<<"$cfg" | sort -u | wc -l)
+ck "three distinct instance ids ($ids)" -- test "$ids" = 3
+n=$(grep -c "MIAOSHA_LISTEN_ADDRESS: 0.0.0.0" <<<"$cfg")
+ck "the instances listen on 0.0.0.0 inside their containers ($n)" -- test "$n" -ge 3
+ck "nginx: official image" -- has "image: nginx:"
+ck "nginx: the template from config/ is mounted where the image fills it" -- \
+  has "$SRC/config/nginx.conf.template:/etc/nginx/templates/default.conf.template"
+for v in $(grep -o '\${LB_[A-Z0-9_]*}' config/nginx.conf.template | sort -u | tr -d '${}'); do
+  ck "nginx: template placeholder $v is set in the compose file" -- has "$v:"
+done
+n=$(grep -c "context: $SRC\$" <<<"$cfg")
+ck "the instances are built from the top directory (its Dockerfile) ($n builds)" -- test "$n" -ge 3 -a -f Dockerfile
+
+df=Dockerfile
+ck "Dockerfile: build stage on Debian bookworm" -- grep -q '^FROM debian:bookworm AS build' $df
+ck "Dockerfile: final stage on Debian bookworm" -- grep -qE '^FROM debian:bookworm(-slim)?$' $df
+for p in libhiredis0.14 libmicrohttpd12 libcjson1 libuuid1 libcurl4; do
+  ck "Dockerfile: runtime package $p" -- bash -c "sed -n '/^FROM debian:bookworm-slim/,\$p' $df | grep -qw $p"
+done
+ck "Dockerfile: no -dev package in the final stage" -- bash -c "! sed -n '/^FROM debian:bookworm-slim/,\$p' $df | grep -q -- '-dev'"
+ck "Dockerfile: non-root USER" -- bash -c "grep -E '^USER ' $df | grep -vqE '^USER (root|0)\$'"
+ck "Dockerfile: HEALTHCHECK on /healthz" -- grep -q 'HEALTHCHECK' $df
+ck "Dockerfile: the healthcheck's curl is installed in the final stage" -- \
+  bash -c "sed -n '/^FROM debian:bookworm-slim/,/^COPY/p' $df | grep -qE '(^| )curl( |\$)'"
+ck "Dockerfile: EXPOSE 8080" -- grep -q '^EXPOSE 8080' $df
+ck ".dockerignore keeps build trees out" -- grep -qx 'build/' .dockerignore
+finish

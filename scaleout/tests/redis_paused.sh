@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# redis_paused.sh — fault 3 of issue 5: Redis is slow — the redis-server
+# process is frozen with SIGSTOP for 2 s mid-burst, then SIGCONT.
+#
+# A frozen Redis still accepts TCP connections (the kernel does) but never
+# answers, which is what a slow or hung Redis looks like to a client.
+# Expected, with buyers running through nginx (token mode, lease 3000 ms):
+#   * purchases fail fast: 503 redis_unavailable after the command timeout
+#     (300 ms here), far sooner than the 2 s pause; /healthz turns 503;
+#   * locks held across the pause behave as documented (lockcore,
+#     service/README.md): a holder whose release timed out leaves its token
+#     lock in Redis until its lease ends — and so does an acquire that was
+#     buffered in the socket during the pause and executed on SIGCONT after
+#     its client gave up. Nothing stays stuck beyond the lease: sales resume
+#     within lease + 1 s of SIGCONT and the stock sells out;
+#   * the audit is clean (oversold = undersold = 0, no acknowledged order
+#     missing): a transaction sent during the pause runs on SIGCONT whole or
+#     not at all, and the lease (3000 ms > 2 s pause) keeps the next holder
+#     out until it has.
+. "$(dirname "$0")/lib.sh"
+SKU=pause
+STOCK=100
+CMD_TIMEOUT=300
+LEASE=3000
+PAUSE_MS=2000
+export CLUSTER_SERVER_ARGS="--set redis.command_timeout_ms=$CMD_TIMEOUT --set redis.connect_timeout_ms=$CMD_TIMEOUT --set server.workers=16 --set lock.lease_ms=$LEASE"
+cluster_up
+
+load_bg "$T_DIR/load.json" --mode token --sku $SKU --stock $STOCK --requests 5000000 \
+  --concurrency 12 --work-ms 10 --lease-ms $LEASE --wait-ms 5000 --target "$CLUSTER_URL" \
+  --expect safe --duration-limit 10
+require "burst started selling" -- wait_until $(( $(now_ms) + 20000 )) sold_at_least $SKU 10
+
+rpid=$(cat "$CLUSTER_DIR/redis.pid")
+sold_before=$(rcli get "miaosha:{$SKU}:sold")
+kill -STOP "$rpid"
+t_stop=$(now_ms)
+say "redis-server (pid $rpid) frozen with SIGSTOP at sold=$sold_before"
+
+limit=$(( 2 * CMD_TIMEOUT + 400 ))
+for u in $CLUSTER_APP_URLS "$CLUSTER_URL"; do
+  # lease_ms as the buyers': a probe's acquire sent during the pause also
+  # runs on SIGCONT and holds the lock for its lease.
+  http GET "$u/miaosha/token?sku=$SKU&user=probe&wait_ms=0&lease_ms=$LEASE" 5
+  ck "paused: purchase at $u -> $H_CODE $(jfield "$H_BODY" error) in $H_MS ms (503 redis_unavailable within $limit ms)" -- \
+    test "$H_CODE" = 503 -a "$(jfield "$H_BODY" error)" = redis_unavailable -a "$H_MS" -le $limit
+done
+healthz_is() { http GET "$1/healthz" 2; [ "$H_CODE" = "$2" ]; }
+for u in $CLUSTER_APP_URLS; do
+  ck "paused: /healthz of $u turns 503 within 1.5 s" -- wait_until $(( t_stop + 1500 )) healthz_is "$u" 503
+done
+while [ $(( $(now_ms) - t_stop )) -lt $PAUSE_MS ]; do sleep 0.02; done
+kill -CONT "$rpid"
+t_cont=$(now_ms)
+say "SIGCONT after $(( t_cont - t_stop )) ms"
+pttl=$(rcli pttl "miaosha:{$SKU}:lock")
+ck "after the pause the lock (if any) has at most its lease left (pttl $pttl <= $LEASE)" -- test "$pttl" -le $LEASE
+sold_cont=$(rcli get "miaosha:{$SKU}:sold")
+sold_grew() { [ "$(rcli get "miaosha:{$SKU}:sold")" -gt "$sold_cont" ]; }
+wait_until $(( t_cont + LEASE + 1000 )) sold_grew; st=$?
+check $st "sales resumed $(( $(now_ms) - t_cont )) ms after SIGCONT (within lease + 1 s): no stuck lock"
+for u in $CLUSTER_APP_URLS; do
+  ck "/healthz of $u is 200 again within 1.5 s" -- wait_until $(( t_cont + 1500 )) healthz_is "$u" 200
+done
+
+load_wait "$T_DIR/load.json"
+ck "miaosha-load --expect safe passed (exit $LOAD_ST)" -- test "$LOAD_ST" -eq 0
+n503=$(jfield "$LOAD_JSON" redis_unavailable)
+ck "buyers got 503 redis_unavailable during the pause ($n503)" -- test "${n503:-0}" -gt 0
+p99=$(jfield "$LOAD_JSON" latency_max_ms)
+ck "no buyer waited out the whole pause plus its lock wait (max latency $p99 ms < 5000 + $PAUSE_MS)" -- \
+  test "${p99%.*}" -lt $(( 5000 + PAUSE_MS ))
+audit $SKU
+ck "oversold = undersold = 0 ($A_OVER / $A_UNDER)" -- test "$A_OVER" = 0 -a "$A_UNDER" = 0
+ck "order list = sold ($A_ORDERS = $A_SOLD)" -- test "$A_ORDERS" = "$A_SOLD"
+ck "sold out after the pause ($A_SOLD of $STOCK)" -- test "$A_SOLD" = $STOCK -a "$A_STOCK" = 0
+finish

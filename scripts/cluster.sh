@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# cluster.sh — the scale-out topology on loopback, without Docker (issue 5):
+#
+#   private redis-server (AOF on, appendfsync always, its own temp dir)
+#   three miaosha-server instances (distinct ports and instance ids)
+#   Debian's nginx in front (config/nginx.conf.template: round-robin,
+#   keep-alive to the instances, purchases never retried)
+#
+# everything on 127.0.0.1 and free ports, every file in one temp dir.
+#
+# Usage:
+#   scripts/cluster.sh start [DIR]     start; print the addresses; DIR default: a new mktemp dir
+#   scripts/cluster.sh status DIR      which processes are alive, the audit of the default SKU
+#   scripts/cluster.sh stop DIR        stop everything started in DIR, by PID; remove DIR
+#   scripts/cluster.sh run -- CMD...   start in a temp dir, run CMD with the addresses in its
+#                                      environment, always stop (also on Ctrl-C or an error);
+#                                      exits with CMD's status
+#
+# After start, DIR/cluster.env (shell syntax, source it) holds:
+#   CLUSTER_DIR, CLUSTER_URL (nginx), CLUSTER_NGINX_PORT, CLUSTER_NGINX_PID,
+#   CLUSTER_REDIS_PORT, CLUSTER_REDIS_PID, CLUSTER_REDIS_CONF,
+#   CLUSTER_APP_URLS (space separated), CLUSTER_APP<i>_URL, CLUSTER_APP<i>_PORT,
+#   CLUSTER_APP<i>_PID, CLUSTER_APP<i>_ID (i = 1..3)
+# and `run` exports the same variables to CMD.
+#
+# Knobs (environment):
+#   MIAOSHA_BUILD_DIR        build tree with service/miaosha-server (default: build/dev, build/ci)
+#   CLUSTER_SERVER           the miaosha-server binary (overrides MIAOSHA_BUILD_DIR)
+#   CLUSTER_FAULTS=1         start the instances with faults.enabled=true
+#   CLUSTER_SERVER_ARGS      extra flags for every instance, word-split
+#                            (e.g. "--set lock.watchdog_timeout_ms=1000")
+#   CLUSTER_ID_PREFIX        instance ids are <prefix>1..3 (default "app")
+#   CLUSTER_READ_TIMEOUT     nginx proxy_read_timeout for purchases (default 65s)
+#   CLUSTER_NGINX_TEMPLATE   template to fill (default config/nginx.conf.template)
+#   CLUSTER_NGINX            nginx binary (default /usr/sbin/nginx, else PATH)
+#   CLUSTER_REDIS_SERVER     redis-server binary (default MIAOSHA_REDIS_SERVER, else PATH)
+#   CLUSTER_KEEP_DIR=1       stop leaves DIR (logs) in place
+#
+# The script never writes outside DIR (nginx runs with -p DIR -e DIR/... and
+# a generated main config), binds only 127.0.0.1, and stops only the PIDs it
+# recorded: SIGTERM, then SIGKILL after 5 s.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+me=cluster.sh
+N=3
+
+die() { echo "$me: $*" >&2; exit 1; }
+log() { echo "$me: $*" >&2; }
+
+find_server() {
+  if [ -n "${CLUSTER_SERVER:-}" ]; then echo "$CLUSTER_SERVER"; return; fi
+  local d
+  for d in "${MIAOSHA_BUILD_DIR:-}" "$here/build/dev" "$here/build/ci"; do
+    [ -n "$d" ] && [ -x "$d/service/miaosha-server" ] && { echo "$d/service/miaosha-server"; return; }
+  done
+  die "miaosha-server not found: set MIAOSHA_BUILD_DIR or CLUSTER_SERVER"
+}
+
+find_bin() { # name default...
+  local name=$1; shift
+  local c
+  for c in "$@"; do [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return; }; done
+  command -v "$name" || die "$name not found"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A random free-looking loopback port in 20000..49999. The caller binds it and
+# retries with another one when the bind fails (the check is only a hint).
+pick_port() {
+  local p
+  for _ in $(seq 50); do
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
+    port_busy "$p" || { echo "$p"; return; }
+  done
+  die "no free port found"
+}
+
+# Alive = exists and is not a zombie (an instance killed by a test is
+# reparented once this script has exited and may stay unreaped for a while).
+alive() {
+  [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+stop_pid() { # pid [name]
+  local pid=$1
+  alive "$pid" || return 0
+  kill -CONT "$pid" 2>/dev/null || true   # a SIGSTOPped process cannot act on SIGTERM
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
+  log "${2:-$pid} did not stop in 5 s: SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 40); do alive "$pid" || return 0; sleep 0.05; done
+}
+
+# http_get URL: one GET on a fresh connection with bash's /dev/tcp (no curl
+# needed); sets H_CODE ("000" when there was no HTTP answer within 2 s) and
+# H_BODY.
+http_get() {
+  local hp=${1#http://} path fd resp=""
+  path=/${hp#*/}; [ "$path" = "/$hp" ] && path=/
+  hp=${hp%%/*}
+  H_CODE=000 H_BODY=""
+  { exec {fd}<>"/dev/tcp/${hp%:*}/${hp##*:}"; } 2>/dev/null || return 0
+  printf 'GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$path" "$hp" >&"$fd" 2>/dev/null
+  IFS= read -r -d "" -t 2 -u "$fd" resp 2>/dev/null || true
+  exec {fd}>&-
+  [[ $resp == HTTP/1.[01]\ [0-9][0-9][0-9]* ]] || return 0
+  H_CODE=${resp:9:3}
+  H_BODY=${resp#*$'\r\n\r\n'}
+}
+
+# ---------------------------------------------------------------- start
+start_redis() { # dir
+  local dir=$1 rs port
+  rs=$(find_bin redis-server "${CLUSTER_REDIS_SERVER:-}" "${MIAOSHA_REDIS_SERVER:-}")
+  mkdir -p "$dir/redis"
+  for _ in $(seq 20); do
+    port=$(pick_port)
+    # One config file, so a restart (tests: kill -9 then start again) uses
+    # exactly the same settings and finds the AOF in the same directory.
+    cat > "$dir/redis.conf" <<EOF
+bind 127.0.0.1
+port $port
+protected-mode yes
+daemonize yes
+pidfile $dir/redis.pid
+logfile $dir/redis.log
+dir $dir/redis
+save ""
+appendonly yes
+appendfsync always
+appenddirname aof
+maxclients 10000
+EOF
+    rm -f "$dir/redis.pid"
+    "$rs" "$dir/redis.conf" >/dev/null 2>&1 || continue
+    for _ in $(seq 100); do
+      if [ -s "$dir/redis.pid" ] && alive "$(cat "$dir/redis.pid")" &&
+         [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ]; then
+        REDIS_PORT=$port REDIS_PID=$(cat "$dir/redis.pid"); return 0
+      fi
+      sleep 0.05
+    done
+    [ -s "$dir/redis.pid" ] && stop_pid "$(cat "$dir/redis.pid")" redis-server
+  done
+  die "could not start redis-server (see $dir/redis.log)"
+}
+
+start_app() { # dir i server
+  local dir=$1 i=$2 server=$3 port pid id code
+  id="${CLUSTER_ID_PREFIX:-app}$i"
+  local -a extra=()
+  [ "${CLUSTER_FAULTS:-0}" = 1 ] && extra+=(--set faults.enabled=true)
+  # shellcheck disable=SC2206
+  [ -n "${CLUSTER_SERVER_ARGS:-}" ] && extra+=($CLUSTER_SERVER_ARGS)
+  for _ in $(seq 20); do
+    port=$(pick_port)
+    # setsid: the instance gets its own process group, so a Ctrl-C in the
+    # terminal reaches only this script, which then stops it by PID.
+    setsid "$server" --listen 127.0.0.1 --port "$port" --redis "127.0.0.1:$REDIS_PORT" \
+      --instance-id "$id" "${extra[@]}" >"$dir/app$i.log" 2>&1 < /dev/null &
+    pid=$!
+    for _ in $(seq 200); do
+      alive "$pid" || break
+      http_get "http://127.0.0.1:$port/healthz"
+      case $H_BODY in *"\"instance\":\"$id\""*) break ;; esac
+      sleep 0.05
+    done
+    if alive "$pid" && [ "$H_CODE" = 200 ] && [[ $H_BODY == *"\"instance\":\"$id\""* ]]; then
+      eval "APP${i}_PORT=$port APP${i}_PID=$pid APP${i}_ID=$id"
+      return 0
+    fi
+    stop_pid "$pid" "app$i"
+    wait "$pid" 2>/dev/null || true
+    grep -q "in use" "$dir/app$i.log" 2>/dev/null || { tail -5 "$dir/app$i.log" >&2; die "app$i did not start"; }
+  done
+  die "could not start app$i"
+}
+
+fill_template() { # template out
+  # The same placeholders the official nginx image's envsubst step fills;
+  # only the LB_* names are replaced (sed: no gettext-base needed).
+  sed -e "s|\${LB_LISTEN}|$LB_LISTEN|g" -e "s|\${LB_APP1}|$LB_APP1|g" \
+      -e "s|\${LB_APP2}|$LB_APP2|g" -e "s|\${LB_APP3}|$LB_APP3|g" \
+      -e "s|\${LB_READ_TIMEOUT}|$LB_READ_TIMEOUT|g" "$1" > "$2"
+  ! grep -q '\${LB_[A-Z0-9_]*}' "$2" || die "unfilled placeholder in $2"
+}
+
+start_nginx() { # dir
+  local dir=$1 ngx tpl port pid
+  ngx=$(find_bin nginx "${CLUSTER_NGINX:-}" /usr/sbin/nginx)
+  tpl=${CLUSTER_NGINX_TEMPLATE:-$here/config/nginx.conf.template}
+  [ -r "$tpl" ] || die "template $tpl not readable"
+  mkdir -p "$dir/nginx/logs"
+  # nginx's workers drop to an unprivileged user when started as root; they
+  # must be able to reach the temp dirs below.
+  chmod 711 "$dir"
+  for _ in $(seq 20); do
+    port=$(pick_port)
+    LB_LISTEN="127.0.0.1:$port" LB_APP1="127.0.0.1:$APP1_PORT" LB_APP2="127.0.0.1:$APP2_PORT" \
+      LB_APP3="127.0.0.1:$APP3_PORT" LB_READ_TIMEOUT=${CLUSTER_READ_TIMEOUT:-65s}
+    fill_template "$tpl" "$dir/nginx/miaosha.conf"
+    cat > "$dir/nginx/nginx.conf" <<EOF
+# Generated by scripts/cluster.sh; the site config is $tpl, filled.
+daemon off;
+master_process on;
+worker_processes 1;
+pid $dir/nginx/nginx.pid;
+error_log $dir/nginx/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    client_body_temp_path $dir/nginx/client_body;
+    proxy_temp_path $dir/nginx/proxy;
+    fastcgi_temp_path $dir/nginx/fastcgi;
+    uwsgi_temp_path $dir/nginx/uwsgi;
+    scgi_temp_path $dir/nginx/scgi;
+    keepalive_timeout 65s;
+    include $dir/nginx/miaosha.conf;
+}
+EOF
+    "$ngx" -t -q -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" \
+      || die "nginx -t failed for $dir/nginx/nginx.conf"
+    setsid "$ngx" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" \
+      >"$dir/nginx/logs/stdout.log" 2>&1 < /dev/null &
+    pid=$!
+    for _ in $(seq 100); do
+      alive "$pid" || break
+      http_get "http://127.0.0.1:$port/lb-healthz"
+      [ "$H_CODE" = 200 ] && [ -s "$dir/nginx/nginx.pid" ] &&
+        [ "$(cat "$dir/nginx/nginx.pid")" = "$pid" ] && { NGINX_PORT=$port NGINX_PID=$pid; return 0; }
+      sleep 0.05
+    done
+    stop_pid "$pid" nginx
+    wait "$pid" 2>/dev/null || true
+    grep -q "in use" "$dir/nginx/logs/error.log" 2>/dev/null || { tail -5 "$dir/nginx/logs/error.log" >&2; die "nginx did not start"; }
+  done
+  die "could not start nginx"
+}
+
+write_env() { # dir
+  local dir=$1 f=$1/cluster.env urls="" i
+  {
+    echo "CLUSTER_DIR=$dir"
+    echo "CLUSTER_URL=http://127.0.0.1:$NGINX_PORT"
+    echo "CLUSTER_NGINX_PORT=$NGINX_PORT"
+    echo "CLUSTER_NGINX_PID=$NGINX_PID"
+    echo "CLUSTER_REDIS_PORT=$REDIS_PORT"
+    echo "CLUSTER_REDIS_PID=$REDIS_PID"
+    echo "CLUSTER_REDIS_CONF=$dir/redis.conf"
+    for i in $(seq $N); do
+      eval "echo CLUSTER_APP${i}_URL=http://127.0.0.1:\$APP${i}_PORT"
+      eval "echo CLUSTER_APP${i}_PORT=\$APP${i}_PORT"
+      eval "echo CLUSTER_APP${i}_PID=\$APP${i}_PID"
+      eval "echo CLUSTER_APP${i}_ID=\$APP${i}_ID"
+      eval "urls=\"\$urls http://127.0.0.1:\$APP${i}_PORT\""
+    done
+    echo "CLUSTER_APP_URLS=\"${urls# }\""
+  } > "$f.tmp"
+  mv "$f.tmp" "$f"
+}
+
+do_start() { # dir
+  local dir=$1 server i
+  server=$(find_server)
+  mkdir -p "$dir"
+  echo started > "$dir/.cluster"    # marks DIR as ours for stop
+  start_redis "$dir"
+  echo "$REDIS_PID" > "$dir/redis.pidrec"
+  for i in $(seq $N); do
+    start_app "$dir" "$i" "$server"
+    eval "echo \$APP${i}_PID > \"$dir/app$i.pid\""
+  done
+  start_nginx "$dir"
+  echo "$NGINX_PID" > "$dir/nginx.pidrec"
+  write_env "$dir"
+}
+
+# ---------------------------------------------------------------- stop
+do_stop() { # dir
+  local dir=$1 f pid
+  [ -f "$dir/.cluster" ] || die "$dir is not a cluster dir"
+  [ -f "$dir/nginx.pidrec" ] && stop_pid "$(cat "$dir/nginx.pidrec")" nginx
+  for f in "$dir"/app*.pid; do
+    [ -f "$f" ] && stop_pid "$(cat "$f")" "$(basename "$f" .pid)"
+  done
+  # The redis pid may have changed (a test restarted it): the pidfile is the
+  # truth while it runs, the record is the fallback.
+  for f in "$dir/redis.pid" "$dir/redis.pidrec"; do
+    [ -s "$f" ] && { pid=$(cat "$f"); stop_pid "$pid" redis-server; }
+  done
+  # CLUSTER_KEEP_DIR=1 keeps the logs (the tests scan them for sanitizer
+  # reports written at exit, then remove the dir themselves).
+  [ "${CLUSTER_KEEP_DIR:-0}" = 1 ] || rm -rf "$dir"
+}
+
+do_status() { # dir
+  local dir=$1 st=0 name pid
+  [ -f "$dir/cluster.env" ] || die "$dir has no cluster.env"
+  # shellcheck disable=SC1091
+  . "$dir/cluster.env"
+  for name in REDIS NGINX APP1 APP2 APP3; do
+    eval "pid=\$CLUSTER_${name}_PID"
+    [ "$name" = REDIS ] && [ -s "$dir/redis.pid" ] && pid=$(cat "$dir/redis.pid")
+    if alive "$pid"; then echo "$name pid $pid: running"; else echo "$name pid $pid: NOT running"; st=1; fi
+  done
+  echo "nginx:  $CLUSTER_URL   redis: 127.0.0.1:$CLUSTER_REDIS_PORT"
+  echo "apps:   $CLUSTER_APP_URLS"
+  http_get "$CLUSTER_URL/stock/demo"
+  echo "audit:  $H_CODE $H_BODY"
+  return $st
+}
+
+print_env() {
+  # shellcheck disable=SC1091
+  . "$1/cluster.env"
+  cat <<EOF
+cluster up in $1
+  nginx (buy here): $CLUSTER_URL/miaosha/token?sku=demo
+  instances:        $CLUSTER_APP_URLS
+  redis:            127.0.0.1:$CLUSTER_REDIS_PORT (AOF, appendfsync always)
+  environment:      . $1/cluster.env
+  stop with:        scripts/cluster.sh stop $1
+EOF
+}
+
+cmd=${1:-}
+case $cmd in
+start)
+  dir=${2:-$(mktemp -d "${TMPDIR:-/tmp}/miaosha-cluster.XXXXXX")}
+  trap 'log "start failed; stopping what was started"; do_stop "$dir"' ERR INT TERM
+  ( set -E; do_start "$dir" ) || { do_stop "$dir" 2>/dev/null || true; exit 1; }
+  trap - ERR INT TERM
+  print_env "$dir"
+  ;;
+stop) do_stop "${2:?usage: $me stop DIR}"; log "stopped" ;;
+status) do_status "${2:?usage: $me status DIR}" ;;
+run)
+  shift
+  [ "${1:-}" = -- ] && shift
+  [ $# -gt 0 ] || die "usage: $me run -- CMD..."
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/miaosha-cluster.XXXXXX")
+  cleanup() { do_stop "$dir" 2>/dev/null || true; }
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  do_start "$dir"
+  set -a
+  # shellcheck disable=SC1091
+  . "$dir/cluster.env"
+  set +a
+  print_env "$dir" >&2
+  st=0
+  "$@" || st=$?
+  exit $st
+  ;;
+*)
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+  ;;
+esac
