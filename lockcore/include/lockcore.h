@@ -40,6 +40,11 @@
  * last failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
  * (lc_conn_errstr). All durations are milliseconds.
  *
+ * Processes: create the client after fork(), never before — a child does
+ * not inherit the background threads, and would share the parent's Redis
+ * sockets. hiredis writes with write(): a process using lockcore must
+ * ignore SIGPIPE, or a write to a reset connection kills it.
+ *
  * Cluster: the caller passes the lock key. Keep every key of one SKU on one
  * slot with a hash tag — "miaosha:{sku}:lock", "miaosha:{sku}:stock" — so a
  * script that names several keys stays legal on Redis Cluster. The
@@ -74,12 +79,13 @@ typedef enum lc_status {
     LC_BUSY = 1,     /* not acquired within wait_ms (contention, not an error) */
     LC_NOT_OWNER = 2,/* release/extend: this owner does not hold the lock any
                         more (its lease ran out, or another owner took it) */
-    LC_LOST = 3,     /* reentrant release: the watchdog's renewal had found the
-                        lock gone while it was held; the lock was released
-                        as far as it still existed */
+    LC_LOST = 3,     /* reentrant release: the lock was gone, and the
+                        watchdog's renewal had already found it gone while
+                        it was held (rather than, say, an explicit lease
+                        simply running out: that is LC_NOT_OWNER) */
     LC_IO = 4,       /* Redis unreachable, timed out, or answered an error */
     LC_MISUSE = 5,   /* bad arguments, or a call the mode does not offer */
-    LC_NOMEM = 6     /* out of memory */
+    LC_NOMEM = 6     /* out of memory, or a background thread could not start */
 } lc_status;
 
 /* The mode's public name ("none", "mutex", "setnx", "token", "reentrant"),
@@ -140,10 +146,13 @@ const char *lc_client_instance_id(const lc_client *c);
 typedef struct lc_stats {
     uint64_t acquired;          /* successful acquisitions, all modes */
     uint64_t busy;              /* acquisitions that returned LC_BUSY */
-    uint64_t io_errors;         /* calls that returned LC_IO */
+    uint64_t io_errors;         /* lock calls (acquire, release, extend)
+                                   that returned LC_IO */
     uint64_t watchdog_renewals; /* renew scripts that returned 1 */
-    uint64_t watchdog_lost;     /* renew scripts that returned 0 (lock lost) */
-    uint64_t watchdog_active;   /* (key, owner) pairs the watchdog renews now */
+    uint64_t watchdog_lost;     /* renew scripts that returned 0 while the
+                                   lock was held (lock lost) */
+    uint64_t watchdog_active;   /* (key, owner) pairs the watchdog renews now
+                                   (held, not lost) */
     uint64_t pubsub_channels;   /* channels the subscriber is subscribed to now */
     uint64_t pubsub_waiters;    /* threads waiting on a reentrant lock now */
 } lc_stats;
@@ -169,8 +178,10 @@ void lc_conn_free(lc_conn *conn);
  * stock reads and writes), connecting first if needed (connect timeout, AUTH,
  * SELECT, command timeout set). Returns NULL when Redis cannot be reached
  * (reason in lc_conn_errstr). The context stays owned by conn: do not free
- * it. After the caller's command fails with ctx->err set, the next call
- * through conn reconnects. Same thread rules as conn. */
+ * it, and read every reply you asked for (a pipelined reply left unread
+ * would be taken by lockcore's next command). After the caller's command
+ * fails with ctx->err set, the next call through conn reconnects. Same
+ * thread rules as conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
 /* One PING round trip. LC_OK or LC_IO. */
@@ -209,24 +220,33 @@ typedef struct lc_lock_args {
  * a->wait_ms. Sends exactly the mode's commands (lockcore/README.md):
  *   none       nothing; always LC_OK
  *   mutex      an in-process lock per key (not reentrant: the same owner
- *              waits for itself); conn may be NULL
+ *              waits for itself); conn is needed but sends nothing
  *   setnx      SETNX key "1", then separately PEXPIRE key lease; waiting
  *              polls every retry_interval_ms + jitter
  *   token      SET key <fresh libuuid> NX PX lease; polls like setnx
  *   reentrant  Redisson's acquire script on a hash (mirrors
- *              RedissonLock.tryLockInnerAsync); waiting subscribes to the
- *              lock's channel once per process and wakes on a release
- *              message or after the holder's PTTL, whichever is first
- *              (mirrors RedissonLock.tryLock(waitTime)); local waiters are
- *              woken one per release message, oldest first.
+ *              RedissonLock.tryLockInnerAsync); waiting (mirrors
+ *              RedissonLock.tryLock(waitTime)) subscribes to the lock's
+ *              channel once per process; the local waiters form a line and
+ *              a release message wakes the first, who also retries at the
+ *              holder's PTTL and at least every 100 ms (a message can be
+ *              lost on a reconnect). A newcomer may take a just-released
+ *              lock ahead of the line until the first waiter has been first
+ *              for 5 ms; then newcomers queue (Go's sync.Mutex starvation
+ *              mode). The line is per process: other processes, and callers
+ *              with wait_ms = 0, always try at once.
  * Returns LC_OK and sets *out to a new guard (release it with lc_release);
- * LC_BUSY when not acquired within wait_ms; LC_IO when Redis failed (nothing
- * is held); LC_MISUSE for bad arguments; LC_NOMEM. *out is NULL on every
- * status but LC_OK. The thread that owns conn. */
+ * LC_BUSY when not acquired within wait_ms; LC_IO when Redis failed — no
+ * guard, but a lock may remain in Redis until its lease runs out (a timed-out
+ * command may still have been executed; setnx whose PEXPIRE failed leaves a
+ * lock with no TTL, the flaw); LC_MISUSE for bad arguments; LC_NOMEM. *out
+ * is NULL on every status but LC_OK. The thread that owns conn. */
 lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
 
 /* Releases one acquisition and frees g (in every case, so never call it twice
- * on one guard). NULL g is LC_MISUSE.
+ * on one guard). NULL g is LC_MISUSE; so is a NULL conn for setnx, token
+ * and reentrant (the guard is still freed and its renewal stopped, so the
+ * lease frees the lock).
  *   none       LC_OK
  *   mutex      LC_OK
  *   setnx      DEL key: LC_OK when a key was deleted — even another
@@ -236,9 +256,10 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *   reentrant  Redisson's unlock script (mirrors unlockInnerAsync): LC_OK
  *              when the hold count went down (and at 0 the key was deleted
  *              and one release message published); LC_NOT_OWNER when the
- *              field is absent; LC_LOST when the watchdog had reported the
- *              lock lost during the hold. The watchdog stops renewing at the
- *              last local release, whatever Redis answered.
+ *              field is absent; LC_LOST when it is absent and the watchdog
+ *              had reported the lock lost during the hold. The watchdog
+ *              stops renewing at the last local release, whatever Redis
+ *              answered.
  *   any        LC_IO when Redis failed: the lease will free the lock.
  * The thread that owns conn. */
 lc_status lc_release(lc_conn *conn, lc_guard *g);

@@ -231,11 +231,15 @@ redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nk
     /* argv: EVALSHA sha nkeys args... */
     const char *argv[16];
     char nk[16];
+    if (nargs > 13) {
+        lc_seterr(err, "lockcore: too many script arguments (%d)", nargs);
+        return NULL;
+    }
     snprintf(nk, sizeof nk, "%d", nkeys);
     argv[0] = "EVALSHA";
     argv[1] = sha;
     argv[2] = nk;
-    for (int i = 0; i < nargs && i < 13; i++)
+    for (int i = 0; i < nargs; i++)
         argv[3 + i] = args[i];
     redisReply *r = redisCommandArgv(ctx, 3 + nargs, argv, NULL);
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {

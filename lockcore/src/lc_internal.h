@@ -42,16 +42,19 @@ void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
 /* --- hold table and watchdog (lc_watchdog.c) --------------------------- */
 /* One entry per (key, field) this process holds in reentrant mode: the local
  * hold count (so reentry is recognised without a round trip) and, in
- * watchdog mode, the renewal schedule. */
+ * watchdog mode, the renewal schedule. An entry found lost is never reused:
+ * a new acquisition of the same (key, field) gets a fresh entry. */
 typedef struct lc_hold {
     char *key;
     char *field;
     int holds;            /* local acquisitions not yet released */
     bool watchdog;        /* renew while held (no explicit lease) */
+    bool counted;         /* counted in lc_stats.watchdog_active */
+    bool releasing;       /* the last local release is under way */
     int64_t next_renew_ms;
     bool renewing;        /* the watchdog thread is renewing it right now */
     bool unlinked;        /* holds reached 0 while renewing: thread frees it */
-    atomic_int lost;      /* the renew script returned 0 */
+    atomic_int lost;      /* the renew script returned 0 while held */
     struct lc_hold *next;
 } lc_hold;
 
@@ -67,11 +70,14 @@ typedef struct lc_watchdog {
 
 void lc_watchdog_init(lc_watchdog *w);
 void lc_watchdog_shutdown(lc_client *c);
-/* Is (key, field) held by this process? */
+/* Does this process hold (key, field), not known to be lost? */
 bool lc_hold_exists(lc_client *c, const char *key, const char *field);
 /* Records one more local hold; starts the watchdog thread on first need.
- * Returns NULL on NOMEM. */
+ * Returns NULL when out of memory or the thread cannot start. */
 lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog);
+/* Called before a release script: if it is the last local hold, the
+ * watchdog stops renewing it and ignores a renewal that races the DEL. */
+void lc_hold_begin_release(lc_client *c, lc_hold *h);
 /* Drops one local hold; the entry is freed (or left to the renewing thread)
  * at zero. Returns whether the lock had been reported lost. */
 bool lc_hold_drop(lc_client *c, lc_hold *h);
@@ -109,9 +115,9 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
  * head that is not starving yet ignores messages and wakes at its
  * starvation point instead. Returns false when until_ms passed first. */
 bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms);
-/* Leaves the queue. A waiter that leaves without the lock hands its turn to
- * the next one, so a lost turn never stalls the line. */
-void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acquired);
+/* Leaves the queue (with or without the lock). The next waiter becomes
+ * head and tries at its own starvation point. */
+void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w);
 
 /* --- client and connection ---------------------------------------------- */
 struct lc_client {

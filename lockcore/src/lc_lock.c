@@ -226,9 +226,11 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
         lc_pubsub_wait(c, ch, &w, until);
         try_now = true;
     }
-    lc_pubsub_leave(c, ch, &w, s == LC_OK && got);
+    lc_pubsub_leave(c, ch, &w);
     return s;
 }
+
+static lc_status release_redis(lc_conn *conn, lc_guard *g);
 
 /* --- public ------------------------------------------------------------- */
 
@@ -275,9 +277,10 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
         snprintf(g->owner_token, sizeof g->owner_token, "%s:%s", c->instance_id, a->owner);
         s = reentrant_acquire(conn, a, g->owner_token, g->lease_ms, deadline);
         if (s == LC_OK && !(g->hold = lc_hold_add(c, a->key, g->owner_token, watchdog))) {
-            lc_guard *tmp = g;
-            (void)lc_release(conn, tmp); /* hold table full: give the lock back */
-            return LC_NOMEM;
+            /* No memory, or no watchdog thread: give the lock back rather
+             * than hold it unrenewed. */
+            (void)release_redis(conn, g);
+            s = LC_NOMEM;
         }
         break;
     }
@@ -344,27 +347,27 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
     if (!g)
         return misuse(conn, "NULL guard");
     lc_status s = LC_OK;
+    lc_client *c = g->client;
     switch (g->mode) {
     case LC_NONE:
         break;
     case LC_MUTEX:
-        lc_mutex_release(&g->client->mutexes, g->mx);
+        lc_mutex_release(&c->mutexes, g->mx);
+        break;
+    case LC_REENTRANT:
+        /* The watchdog stops at the last local release whatever happens
+         * next, even on misuse: a hold left behind would be renewed for
+         * the life of the process. */
+        lc_hold_begin_release(c, g->hold);
+        s = conn ? release_redis(conn, g) : LC_MISUSE;
+        if (lc_hold_drop(c, g->hold) && s == LC_NOT_OWNER)
+            s = LC_LOST;
         break;
     default:
-        if (!conn) {
-            s = LC_MISUSE;
-            break;
-        }
-        s = release_redis(conn, g);
-        if (g->mode == LC_REENTRANT) {
-            /* Renewal stops at the last local release whatever Redis said. */
-            bool lost = lc_hold_drop(g->client, g->hold);
-            if (lost && s != LC_IO)
-                s = LC_LOST;
-        }
-        if (s == LC_IO)
-            atomic_fetch_add(&g->client->io_errors, 1);
+        s = conn ? release_redis(conn, g) : LC_MISUSE;
     }
+    if (s == LC_IO)
+        atomic_fetch_add(&c->io_errors, 1);
     free(g);
     return s;
 }

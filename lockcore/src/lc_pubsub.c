@@ -25,10 +25,14 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#define LC_PS_RECONNECT_MS 100 /* between connection attempts */
+#define LC_HEAD_POLL_MS 100    /* a starving head tries at least this often */
 
 struct lc_ps_channel {
     char *name;
@@ -65,6 +69,14 @@ static void channel_unlink_free(lc_pubsub *p, lc_ps_channel *ch)
     *pp = ch->next;
     free(ch->name);
     free(ch);
+}
+
+static void drain(int fd)
+{
+    uint64_t n;
+    if (read(fd, &n, sizeof n) < 0) {
+        /* EAGAIN: nothing to drain */
+    }
 }
 
 static void wake_thread(lc_pubsub *p)
@@ -122,6 +134,12 @@ static void handle_reply(lc_client *c, redisReply *r)
             ch->subscribed = true;
             atomic_fetch_add(&c->channels_subscribed, 1);
         }
+        /* After a reconnect a release may have gone unheard: the head tries
+         * again rather than sleep on a message that will never come. */
+        if (ch->head) {
+            ch->head->signaled = true;
+            pthread_cond_signal(&ch->head->cv);
+        }
         pthread_cond_broadcast(&p->subscribed_cv);
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->pending--;
@@ -137,7 +155,12 @@ static void handle_reply(lc_client *c, redisReply *r)
 /* Under p->mu: queue (UN)SUBSCRIBE for channels whose wish changed. */
 static void sync_subscriptions(lc_pubsub *p)
 {
-    for (lc_ps_channel *ch = p->channels; ch; ch = ch->next) {
+    for (lc_ps_channel *ch = p->channels, *next; ch; ch = next) {
+        next = ch->next;
+        if (ch->nwaiters == 0 && !ch->sent && ch->pending == 0) {
+            channel_unlink_free(p, ch); /* joined and left before SUBSCRIBE went out */
+            continue;
+        }
         if (ch->nwaiters > 0 && !ch->sent) {
             redisAppendCommand(p->ctx, "SUBSCRIBE %s", ch->name);
             ch->sent = true;
@@ -150,40 +173,67 @@ static void sync_subscriptions(lc_pubsub *p)
     }
 }
 
+/* Under p->mu: how long the thread may leave the socket unread. Release
+ * messages for a head that is not starving yet would only set a flag it
+ * ignores (handle_reply), so while every waiting channel's head is in that
+ * state and no (UN)SUBSCRIBE confirmation is due, reading them can wait for
+ * the earliest starvation point: under contention the thread then sleeps
+ * through a whole burst of releases instead of waking for each. Returns -1
+ * to watch the socket now, else the milliseconds to leave it alone. */
+static int quiet_ms(lc_client *c)
+{
+    int64_t now = lc_now_ms(), quiet_until = INT64_MAX;
+    for (lc_ps_channel *ch = c->ps.channels; ch; ch = ch->next) {
+        if (ch->pending > 0)
+            return -1;
+        if (!ch->head)
+            continue;
+        int64_t starving_at = ch->head_since_ms + c->barge_limit_ms;
+        if (starving_at <= now)
+            return -1;
+        if (starving_at < quiet_until)
+            quiet_until = starving_at;
+    }
+    return quiet_until == INT64_MAX ? -1 : (int)(quiet_until - now);
+}
+
 static void *pubsub_main(void *arg)
 {
     lc_client *c = arg;
     lc_pubsub *p = &c->ps;
     char err[LC_ERRSTR_LEN];
+    int64_t last_attempt = 0;
     pthread_mutex_lock(&p->mu);
     while (!p->stop) {
         if (!p->ctx) {
+            /* At most one attempt per LC_PS_RECONNECT_MS, whether the last
+             * one failed or its connection dropped at once (maxclients). */
+            int64_t wait = last_attempt + LC_PS_RECONNECT_MS - lc_now_ms();
             pthread_mutex_unlock(&p->mu);
-            redisContext *ctx = lc_redis_connect(c, err);
-            if (!ctx) {
+            if (wait > 0) {
                 struct pollfd pf = {p->wake_fd, POLLIN, 0};
-                poll(&pf, 1, 100);
+                poll(&pf, 1, (int)wait);
+                drain(p->wake_fd);
             }
+            last_attempt = lc_now_ms();
+            redisContext *ctx = p->stop ? NULL : lc_redis_connect(c, err);
             pthread_mutex_lock(&p->mu);
             if (!ctx)
                 continue;
             p->ctx = ctx;
         }
         sync_subscriptions(p);
+        int quiet = quiet_ms(c);
         pthread_mutex_unlock(&p->mu);
 
         int done = 0, ok = 1;
         while (ok && !done)
             ok = redisBufferWrite(p->ctx, &done) == REDIS_OK;
         struct pollfd pf[2] = {{p->wake_fd, POLLIN, 0}, {p->ctx->fd, POLLIN, 0}};
-        if (ok && poll(pf, 2, -1) < 0 && errno != EINTR)
+        if (ok && poll(pf, quiet < 0 ? 2 : 1, quiet) < 0 && errno != EINTR)
             ok = 0;
-        if (pf[0].revents & POLLIN) {
-            uint64_t n;
-            if (read(p->wake_fd, &n, sizeof n) < 0) {
-                /* EAGAIN: another read drained it. */
-            }
-        }
+        if (pf[0].revents & POLLIN)
+            drain(p->wake_fd);
         if (ok && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
             ok = redisBufferRead(p->ctx) == REDIS_OK;
 
@@ -217,7 +267,8 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
     lc_pubsub *p = &c->ps;
     pthread_mutex_lock(&p->mu);
     if (!p->started) {
-        p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (p->wake_fd < 0)
+            p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (p->wake_fd < 0 || pthread_create(&p->thread, NULL, pubsub_main, c) != 0) {
             pthread_mutex_unlock(&p->mu);
             return NULL;
@@ -245,10 +296,9 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
         ch->head = w;
     ch->tail = w;
     if (ch->head == w)
-        ch->head_since_ms = lc_now_ms();
+        ch->head_since_ms = INT64_MAX / 2; /* not starving before it can hear */
     ch->nwaiters++;
     atomic_fetch_add(&c->waiters, 1);
-    *is_head = ch->head == w;
     if (!ch->sent)
         wake_thread(p);
     /* Wait for the subscription before the caller's next attempt, or a
@@ -261,6 +311,11 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
         struct timespec ts = lc_abstime(limit);
         pthread_cond_timedwait(&p->subscribed_cv, &p->mu, &ts);
     }
+    /* A head's starvation clock starts once it can hear releases: newcomers
+     * should not queue behind a waiter still waiting for its subscription. */
+    if (ch->head == w)
+        ch->head_since_ms = lc_now_ms();
+    *is_head = ch->head == w;
     pthread_mutex_unlock(&p->mu);
     return ch;
 }
@@ -285,6 +340,11 @@ bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
             /* a release message, or the starvation point reached: try */
             signaled = true;
             break;
+        } else if (head && now + LC_HEAD_POLL_MS < wake) {
+            /* A starving head does not trust the message alone: one lost on
+             * a broken subscriber connection (or a holder whose lease ran
+             * out without a release) would leave the line asleep. */
+            wake = now + LC_HEAD_POLL_MS;
         }
         if (now >= until_ms)
             break;
@@ -296,7 +356,7 @@ bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
     return signaled;
 }
 
-void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acquired)
+void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
 {
     lc_pubsub *p = &c->ps;
     pthread_mutex_lock(&p->mu);
@@ -312,15 +372,18 @@ void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, bool acqu
     ch->nwaiters--;
     atomic_fetch_sub(&c->waiters, 1);
     if (was_head && ch->head) {
-        /* The new head wakes to re-evaluate how it waits (lc_pubsub_wait);
-         * one that takes over from a waiter that gave up also tries. */
+        /* The new head wakes to re-evaluate how it waits (lc_pubsub_wait):
+         * it is deaf to messages until its own starvation point, when it
+         * tries. */
         ch->head_since_ms = lc_now_ms();
-        if (!acquired)
-            ch->head->signaled = true;
         pthread_cond_signal(&ch->head->cv);
     }
-    if (ch->nwaiters == 0)
-        wake_thread(p);
+    if (ch->nwaiters == 0) {
+        if (!ch->sent && ch->pending == 0)
+            channel_unlink_free(p, ch); /* never subscribed: nothing to undo */
+        else
+            wake_thread(p);
+    }
     pthread_cond_destroy(&w->cv);
     pthread_mutex_unlock(&p->mu);
 }

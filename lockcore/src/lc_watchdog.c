@@ -20,6 +20,10 @@
  * The same table, without the watchdog flag, records explicit-lease holds:
  * lockcore needs to know that an owner already holds a key to let it re-enter
  * ahead of queued waiters (lc_lock.c).
+ *
+ * The last release and a renewal can race: the renewal may run right after
+ * the release script's DEL and answer 0. lc_hold_begin_release marks the
+ * entry first, and a 0 for a releasing entry is not counted as a loss.
  */
 #include "lc_internal.h"
 
@@ -45,12 +49,23 @@ static void hold_free(lc_hold *h)
     free(h);
 }
 
-static lc_hold *find(lc_watchdog *w, const char *key, const char *field)
+/* The live entry of (key, field): entries found lost are skipped, so a
+ * re-acquisition after a loss starts over instead of joining a hold the
+ * watchdog no longer renews. */
+static lc_hold *find_live(lc_watchdog *w, const char *key, const char *field)
 {
     for (lc_hold *h = w->holds; h; h = h->next)
-        if (strcmp(h->key, key) == 0 && strcmp(h->field, field) == 0)
+        if (!atomic_load(&h->lost) && strcmp(h->key, key) == 0 && strcmp(h->field, field) == 0)
             return h;
     return NULL;
+}
+
+/* Under w->mu: keeps lc_stats.watchdog_active = holds renewed now. */
+static void set_counted(lc_client *c, lc_hold *h, bool counted)
+{
+    if (counted != h->counted)
+        atomic_fetch_add(&c->holds_active, counted ? 1 : (uint_fast64_t)-1);
+    h->counted = counted;
 }
 
 /* Renews one lock: 1 renewed, 0 lost, -1 I/O error. */
@@ -84,7 +99,7 @@ static void *watchdog_main(void *arg)
     while (!w->stop) {
         lc_hold *due = NULL;
         for (lc_hold *h = w->holds; h; h = h->next)
-            if (h->watchdog && !atomic_load(&h->lost) && (!due || h->next_renew_ms < due->next_renew_ms))
+            if (h->counted && !h->releasing && (!due || h->next_renew_ms < due->next_renew_ms))
                 due = h;
         if (!due) {
             w->sleeping_until = INT64_MAX;
@@ -112,9 +127,11 @@ static void *watchdog_main(void *arg)
         }
         if (res == 1) {
             atomic_fetch_add(&c->renewals, 1);
-        } else if (res == 0) {
+        } else if (res == 0 && !due->releasing) {
+            /* A 0 that raced the last release's DEL is not a loss. */
             atomic_store(&due->lost, 1);
             atomic_fetch_add(&c->renew_lost, 1);
+            set_counted(c, due, false);
         }
     }
     pthread_mutex_unlock(&w->mu);
@@ -132,7 +149,7 @@ static void schedule(lc_watchdog *w, const lc_hold *h)
 bool lc_hold_exists(lc_client *c, const char *key, const char *field)
 {
     pthread_mutex_lock(&c->wd.mu);
-    bool found = find(&c->wd, key, field) != NULL;
+    bool found = find_live(&c->wd, key, field) != NULL;
     pthread_mutex_unlock(&c->wd.mu);
     return found;
 }
@@ -141,47 +158,44 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
 {
     lc_watchdog *w = &c->wd;
     pthread_mutex_lock(&w->mu);
-    lc_hold *h = find(w, key, field);
-    if (h) {
-        h->holds++;
-        /* A re-entry with the watchdog turns renewal on, as in Redisson,
-         * where the lease of the latest acquisition wins. */
-        if (watchdog && !h->watchdog) {
-            h->watchdog = true;
-            h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
-            atomic_fetch_add(&c->holds_active, 1);
-            schedule(w, h);
+    if (watchdog && !w->started) {
+        if (pthread_create(&w->thread, NULL, watchdog_main, c) != 0) {
+            pthread_mutex_unlock(&w->mu);
+            return NULL;
         }
-        pthread_mutex_unlock(&w->mu);
-        return h;
+        w->started = true;
     }
-    h = calloc(1, sizeof *h);
-    if (!h || !(h->key = strdup(key)) || !(h->field = strdup(field))) {
-        if (h)
-            hold_free(h);
-        pthread_mutex_unlock(&w->mu);
-        return NULL;
-    }
-    h->holds = 1;
-    h->watchdog = watchdog;
-    h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
-    h->next = w->holds;
-    w->holds = h;
-    if (watchdog) {
-        atomic_fetch_add(&c->holds_active, 1);
-        if (!w->started) {
-            if (pthread_create(&w->thread, NULL, watchdog_main, c) == 0) {
-                w->started = true;
-            } else {
-                /* No watchdog thread: the lease still frees the lock, so keep
-                 * the hold and report the lock lost rather than fail it. */
-                atomic_store(&h->lost, 1);
-            }
+    lc_hold *h = find_live(w, key, field);
+    if (!h) {
+        h = calloc(1, sizeof *h);
+        if (!h || !(h->key = strdup(key)) || !(h->field = strdup(field))) {
+            if (h)
+                hold_free(h);
+            pthread_mutex_unlock(&w->mu);
+            return NULL;
         }
+        h->next = w->holds;
+        w->holds = h;
+    }
+    h->holds++;
+    /* A re-entry with the watchdog turns renewal on, as in Redisson, where
+     * the lease of the latest acquisition wins. */
+    if (watchdog && !h->watchdog) {
+        h->watchdog = true;
+        h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
+        set_counted(c, h, true);
         schedule(w, h);
     }
     pthread_mutex_unlock(&w->mu);
     return h;
+}
+
+void lc_hold_begin_release(lc_client *c, lc_hold *h)
+{
+    pthread_mutex_lock(&c->wd.mu);
+    if (h->holds == 1)
+        h->releasing = true;
+    pthread_mutex_unlock(&c->wd.mu);
 }
 
 bool lc_hold_drop(lc_client *c, lc_hold *h)
@@ -194,8 +208,7 @@ bool lc_hold_drop(lc_client *c, lc_hold *h)
         while (*pp != h)
             pp = &(*pp)->next;
         *pp = h->next;
-        if (h->watchdog)
-            atomic_fetch_sub(&c->holds_active, 1);
+        set_counted(c, h, false);
         if (h->renewing)
             h->unlinked = true;
         else

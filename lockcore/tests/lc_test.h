@@ -5,28 +5,37 @@
 #include "lockcore.h"
 #include "tu.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A client on the suite's redis-server (or `port`), with test-sized knobs. */
-static inline lc_client *lct_client(int port, int64_t watchdog_ms)
+/* A client on the redis-server at `port`, with test-sized knobs: a 2 s
+ * command timeout so a loaded machine does not turn into I/O errors (the
+ * tests of timeouts set their own), 5 ms polling. */
+static inline lc_client *lct_client_t(int port, int64_t watchdog_ms, int timeout_ms)
 {
     lc_options o;
     lc_options_init(&o);
     o.redis_port = port;
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 500;
+    o.connect_timeout_ms = timeout_ms;
+    o.command_timeout_ms = timeout_ms;
     o.retry_interval_ms = 5;
     if (watchdog_ms > 0)
         o.watchdog_timeout_ms = watchdog_ms;
     lc_client *c = NULL;
     char err[256];
+    signal(SIGPIPE, SIG_IGN); /* hiredis writes with write(): see lockcore.h */
     if (lc_client_new(&o, &c, err, sizeof err) != LC_OK) {
         fprintf(stderr, "lc_client_new: %s\n", err);
         exit(1);
     }
     return c;
+}
+
+static inline lc_client *lct_client(int port, int64_t watchdog_ms)
+{
+    return lct_client_t(port, watchdog_ms, 2000);
 }
 
 static inline lc_conn *lct_conn(lc_client *c)

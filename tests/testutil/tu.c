@@ -46,6 +46,13 @@ int64_t tu_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t tu_slack(int64_t ms)
+{
+    const char *f = getenv("MIAOSHA_TEST_TIME_FACTOR");
+    double factor = f ? atof(f) : 1.0;
+    return factor > 1.0 ? (int64_t)(ms * factor) : ms;
+}
+
 void tu_sleep_ms(int64_t ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

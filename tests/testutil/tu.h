@@ -43,6 +43,12 @@ int tu_done(void);
 /* Monotonic clock in milliseconds. Any thread. */
 int64_t tu_now_ms(void);
 
+/* An upper time bound for an assertion, scaled by MIAOSHA_TEST_TIME_FACTOR
+ * (default 1): sanitizer builds run several times slower, and a bound that
+ * is the spec on a plain build would only measure the sanitizer there.
+ * Lower bounds are never scaled. Any thread. */
+int64_t tu_slack(int64_t ms);
+
 /* Sleeps ms milliseconds (restarting after signals). Any thread. */
 void tu_sleep_ms(int64_t ms);
 
