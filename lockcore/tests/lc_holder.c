@@ -33,7 +33,8 @@ int main(int argc, char **argv)
     if (lc_client_new(&o, &c, err, sizeof err) != LC_OK)
         return 3;
     lc_conn *conn;
-    lc_conn_new(c, &conn);
+    if (lc_conn_new(c, &conn) != LC_OK)
+        return 3;
     lc_lock_args a;
     memset(&a, 0, sizeof a);
     if (lc_mode_parse(argv[2], &a.mode) != 0)
