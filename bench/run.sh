@@ -1,0 +1,454 @@
+#!/usr/bin/env bash
+# bench/run.sh [all|lockcore|service|load|scaleout]... [--seconds N] [--rounds N]
+#
+# miaosha's benchmarks in one command. Builds what it needs (Release, in
+# build/bench), starts its own redis-server (and miaosha-server instances,
+# nginx) on free 127.0.0.1 ports, runs each part with the reference measured
+# in the same run, alternating reference and subject (A/B/A/B) and taking
+# medians, prints a summary table of figures, ratios, targets and ok/MISSED,
+# and stops everything it started, by PID, also on Ctrl-C.
+#
+# Benchmarks are not tests: the exit status is 0 whenever the benchmarks ran,
+# whatever the figures; 1 only when something could not be started/measured.
+# See bench/README.md for what each figure means and how to read it.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$ROOT/build/bench
+DUR=10      # seconds per wrk / miaosha-load / cs_bench measurement
+ROUNDS=3    # alternating rounds; medians are reported
+WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
+parts=()
+
+usage() {
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  exit "${1:-0}"
+}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    all|lockcore|service|load|scaleout) parts+=("$1") ;;
+    --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
+    --seconds=*) DUR=${1#*=} ;;
+    --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
+    --rounds=*) ROUNDS=${1#*=} ;;
+    -h|--help) usage 0 ;;
+    *) echo "bench: unknown argument '$1'" >&2; usage 2 ;;
+  esac
+  shift
+done
+case "$DUR" in ''|*[!0-9]*) echo "bench: --seconds wants a whole number >= 1" >&2; exit 2 ;; esac
+case "$ROUNDS" in ''|*[!0-9]*) echo "bench: --rounds wants a whole number >= 1" >&2; exit 2 ;; esac
+[ "$DUR" -ge 1 ] && [ "$ROUNDS" -ge 1 ] || { echo "bench: --seconds and --rounds must be >= 1" >&2; exit 2; }
+[ ${#parts[@]} -eq 0 ] && parts=(all)
+want() { local p; for p in "${parts[@]}"; do [ "$p" = all ] || [ "$p" = "$1" ] && return 0; done; return 1; }
+
+log() { printf '%s\n' "$*" >&2; }
+section() { printf '\n=== %s\n' "$*"; }
+
+# ---------------------------------------------------------------- cleanup --
+WORK=$(mktemp -d /tmp/miaosha-bench.XXXXXX)
+chmod 755 "$WORK" # nginx workers (user nobody) read the static file in it
+PIDS=()           # everything started in the background, stopped by PID
+REDIS_DIR=$WORK/redis
+CLUSTER_STARTED=0
+
+stop_pid() { # stop_pid PID [GRACE_TENTHS]
+  local pid=$1 grace=${2:-60} i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null
+  for ((i = 0; i < grace; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  return 0
+}
+forget_pid() { local p keep=(); for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
+
+cleanup() {
+  trap - EXIT INT TERM
+  local i
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
+  if [ "$CLUSTER_STARTED" = 1 ]; then bash "$ROOT/scripts/cluster.sh" stop "$WORK/cluster" >/dev/null 2>&1; fi
+  [ -f "$REDIS_DIR/redis.pid" ] && bash "$ROOT/tests/redis-fixture.sh" stop "$REDIS_DIR" >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'log "bench: interrupted, stopping what it started"; exit 130' INT TERM
+
+# ------------------------------------------------------------------ build --
+section "build (Release, $BUILD)"
+have() { command -v "$1" >/dev/null 2>&1; }
+if ! have wrk || ! have ab || ! { have nginx || [ -x /usr/sbin/nginx ]; } || ! have cmake || ! have cc; then
+  bash "$ROOT/scripts/deps.sh" --with-tools || { log "bench: missing tools (see above)"; exit 1; }
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 &&
+       cmake --build "$BUILD" -j"$(nproc)" --target lc_bench cs_bench miaosha-server miaosha-load >>"$WORK/cmake.log" 2>&1; }; then
+  tail -30 "$WORK/cmake.log" >&2; log "bench: build failed"; exit 1
+fi
+SRV=$BUILD/service/miaosha-server
+LOAD=$BUILD/loadtest/miaosha-load
+echo "built lc_bench cs_bench miaosha-server miaosha-load"
+
+# ---------------------------------------------------------------- helpers --
+free_port() {
+  local p i
+  for i in $(seq 100); do
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+    echo "$p"; return 0
+  done
+  return 1
+}
+
+# http METHOD PORT PATH -> prints "STATUS BODY" (bash /dev/tcp, no curl needed)
+http() {
+  timeout 5 bash -c '
+    exec 3<>"/dev/tcp/127.0.0.1/$2" || exit 1
+    printf "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" "$1" "$3" >&3
+    resp=$(cat <&3)
+    status=$(printf "%s" "$resp" | head -1 | cut -d" " -f2)
+    body=${resp#*$'"'"'\r\n\r\n'"'"'}
+    printf "%s %s\n" "$status" "$body"' _ "$1" "$2" "$3" 2>/dev/null
+}
+
+wait_healthy() { # wait_healthy PORT [PATH]
+  local i
+  for i in $(seq 100); do
+    case "$(http GET "$1" "${2:-/healthz}")" in 200*) return 0 ;; esac
+    sleep 0.1
+  done
+  return 1
+}
+
+# start_server NAME [miaosha-server args...] -> sets SERVER_PORT SERVER_PID
+start_server() {
+  local name=$1; shift
+  SERVER_PORT=$(free_port) || return 1
+  "$SRV" --port "$SERVER_PORT" --redis "127.0.0.1:$REDIS_PORT" --instance-id "bench-$name" \
+    --set log.level=warn "$@" 2>"$WORK/server-$name.log" &
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  if ! wait_healthy "$SERVER_PORT"; then
+    log "bench: miaosha-server $name did not become healthy on port $SERVER_PORT:"
+    tail -5 "$WORK/server-$name.log" >&2
+    return 1
+  fi
+  echo "miaosha-server $name: 127.0.0.1:$SERVER_PORT pid $SERVER_PID ${*:-(defaults)}"
+}
+
+# start_nginx BODY_FILE -> sets NGINX_PORT NGINX_PID; serves GET /static
+start_nginx() {
+  local pre=$WORK/nginx
+  mkdir -p "$pre/html" "$pre/tmp" "$pre/logs"
+  cp "$1" "$pre/html/static"
+  chmod -R a+rX "$pre/html"
+  NGINX_PORT=$(free_port) || return 1
+  cat >"$pre/nginx.conf" <<EOF
+# generated by bench/run.sh: nginx serving one small static file
+worker_processes 2;
+daemon off;
+pid $pre/nginx.pid;
+error_log $pre/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 65;
+    default_type application/json;
+    client_body_temp_path $pre/tmp/body;
+    proxy_temp_path $pre/tmp/proxy;
+    fastcgi_temp_path $pre/tmp/fastcgi;
+    uwsgi_temp_path $pre/tmp/uwsgi;
+    scgi_temp_path $pre/tmp/scgi;
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        root $pre/html;
+        location = /static { }
+    }
+}
+EOF
+  "$NGINX" -p "$pre" -e "$pre/logs/error.log" -c "$pre/nginx.conf" 2>>"$pre/logs/error.log" &
+  NGINX_PID=$!
+  PIDS+=("$NGINX_PID")
+  if ! wait_healthy "$NGINX_PORT" /static; then
+    log "bench: nginx did not start:"; tail -5 "$pre/logs/error.log" >&2; return 1
+  fi
+  echo "nginx (static file, $(wc -c <"$1") bytes): 127.0.0.1:$NGINX_PORT pid $NGINX_PID"
+}
+
+# wrk_run URL -> sets WRK_RPS WRK_REQ WRK_SECS WRK_NON2XX WRK_ERRS
+wrk_run() {
+  local out
+  out=$(timeout $((DUR + 30)) wrk -t2 -c64 -d"${DUR}s" "$1" 2>&1)
+  WRK_RPS=$(printf '%s\n' "$out" | awk '/^Requests\/sec:/ {print $2}')
+  WRK_REQ=$(printf '%s\n' "$out" | awk '/ requests in / {print $1}')
+  WRK_SECS=$(printf '%s\n' "$out" | awk '/ requests in / {sub(/s,$/, "", $4); print $4}')
+  WRK_NON2XX=$(printf '%s\n' "$out" | awk '/Non-2xx/ {print $NF}')
+  WRK_ERRS=$(printf '%s\n' "$out" | awk '/Socket errors/ {print}')
+  WRK_NON2XX=${WRK_NON2XX:-0}
+  if [ -z "$WRK_RPS" ]; then log "bench: wrk failed: $out"; WRK_RPS=0; WRK_SECS=$DUR; fi
+  case "$WRK_SECS" in *ms) WRK_SECS=$(awk -v v="${WRK_SECS%ms}" 'BEGIN{print v/1000}') ;; *m) WRK_SECS=$DUR ;; esac
+}
+
+# load_run PORT PATH [CONC] [SECONDS] -> sets LOAD_RPS (miaosha-load bench)
+load_run() {
+  local out
+  out=$(timeout $((${4:-$DUR} + 30)) "$LOAD" bench --target "http://127.0.0.1:$1" --path "$2" \
+        --concurrency "${3:-64}" --duration "${4:-$DUR}" --json 2>&1)
+  LOAD_RPS=$(printf '%s\n' "$out" | sed -n 's/.*"requests_per_s":\([0-9.]*\).*/\1/p')
+  LOAD_ERRS=$(printf '%s\n' "$out" | sed -n 's/.*"errors":\([0-9]*\).*/\1/p')
+  LOAD_NON2XX=$(printf '%s\n' "$out" | sed -n 's/.*"non_2xx":\([0-9]*\).*/\1/p')
+  [ -n "$LOAD_RPS" ] || { log "bench: miaosha-load bench failed: $out"; LOAD_RPS=0; }
+}
+
+# purchase_wrk PORT MODE -> sets BUY_RPS (successful purchases/s from the audit)
+BENCH_SKU=bench
+purchase_wrk() {
+  local port=$1 mode=$2 r sold
+  r=$(http PUT "$port" "/stock/$BENCH_SKU?stock=1000000000")
+  case "$r" in 200*) ;; *) log "bench: stock reset failed on port $port: $r"; BUY_RPS=0; return ;; esac
+  wrk_run "http://127.0.0.1:$port/miaosha/$mode?sku=$BENCH_SKU&wait_ms=$WAIT_MS"
+  r=$(http GET "$port" "/stock/$BENCH_SKU")
+  sold=$(printf '%s\n' "$r" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  BUY_RPS=$(awk -v s="${sold:-0}" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
+  BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
+}
+
+# cs_run THREADS -> sets CS_RPS
+cs_run() {
+  local out
+  out=$(timeout $((DUR + 30)) "$BUILD/bench/cs_bench" "$REDIS_PORT" "$1" "$DUR" "$WAIT_MS" token 2>&1)
+  CS_RPS=$(printf '%s\n' "$out" | sed -n 's/.*sections_per_s=\([0-9.]*\).*/\1/p')
+  CS_NOTE=$(printf '%s\n' "$out" | sed -n 's/.*\(fairness=.*\)/\1/p')
+  [ -n "$CS_RPS" ] || { log "bench: cs_bench failed: $out"; CS_RPS=0; }
+}
+
+# responses_total PORT -> sum of miaosha_http_responses_total over codes
+responses_total() {
+  http GET "$1" /metrics | awk '/^miaosha_http_responses_total/ {s += $NF} END {printf "%.0f", s}'
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR == 0) print 0; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+fmt() { awk -v v="$1" 'BEGIN{ printf "%.0f", v }'; }
+
+# Summary rows: part | figure | subject | reference | ratio | target | verdict
+SUMMARY=()
+row() { SUMMARY+=("$1|$2|$3|$4|$5|$6|$7"); }
+# judge VALUE OP LIMIT -> ok / MISSED
+judge() { awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN{ if (v == "n/a") { print "MISSED"; exit }
+  ok = (op == ">=") ? (v + 0 >= l + 0) : (v + 0 <= l + 0); print ok ? "ok" : "MISSED" }'; }
+target_row() { # part figure subject reference OP LIMIT [ratio]
+  local r=${7:-$(ratio "$3" "$4")}
+  row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$r" "$5 $6" "$(judge "$r" "$5" "$6")"
+}
+
+# scaleout: scripts/cluster.sh (redis with AOF + 3 instances + nginx) with a
+# copy of config/nginx.conf.template that adds one static file location, so
+# the static reference is served by the balancer's own nginx process.
+scaleout_part() {
+  local tpl=$WORK/lb.conf.template cdir=$WORK/cluster
+  mkdir -p "$WORK/lbstatic"
+  printf '{"ok":true,"redis":"up","instance":"app1"}' >"$WORK/lbstatic/static"
+  chmod -R a+rX "$WORK/lbstatic"
+  awk -v root="$WORK/lbstatic" '{ l[NR] = $0; if ($0 == "}") last = NR }
+    END { for (i = 1; i <= NR; i++) {
+            if (i == last) printf "\n    # added by bench/run.sh: the static-file reference\n    location = /static { root %s; }\n", root
+            print l[i] } }' "$ROOT/config/nginx.conf.template" >"$tpl"
+  CLUSTER_STARTED=1
+  if ! CLUSTER_SERVER=$SRV CLUSTER_NGINX_TEMPLATE=$tpl CLUSTER_ID_PREFIX=app \
+       timeout 120 bash "$ROOT/scripts/cluster.sh" start "$cdir" >"$WORK/cluster.log" 2>&1; then
+    cat "$WORK/cluster.log" >&2
+    echo "scaleout: scripts/cluster.sh start failed, skipped"
+    row scaleout "nginx + 3 instances vs 1 instance" - - - - "MISSED (cluster.sh start failed)"
+    return 0
+  fi
+  # shellcheck disable=SC1091
+  . "$cdir/cluster.env"
+  local np=$CLUSTER_NGINX_PORT ap=$CLUSTER_APP1_PORT
+  echo "cluster (scripts/cluster.sh): nginx 127.0.0.1:$np pid $CLUSTER_NGINX_PID; instances $CLUSTER_APP_URLS;"
+  echo "  redis 127.0.0.1:$CLUSTER_REDIS_PORT (AOF, appendfsync always); direct = instance 1 ($CLUSTER_APP1_URL), same Redis"
+  case "$(http GET "$np" /static)" in 200*) ;; *) echo "scaleout: nginx static location not served"; ;; esac
+  local mode r
+  for mode in token reentrant; do
+    echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s (wrk -t2 -c64 -d${DUR}s), alternating: direct, nginx"
+    local d=() n=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+      purchase_wrk "$ap" "$mode"; d+=("$BUY_RPS"); echo "  round $r: 1 instance direct  $BUY_RPS/s ($BUY_NOTE)"
+      purchase_wrk "$np" "$mode"; n+=("$BUY_RPS"); echo "  round $r: nginx + 3         $BUY_RPS/s ($BUY_NOTE)"
+    done
+    info_row scaleout "$mode buys/s: nginx + 3 instances vs 1 direct" "$(median "${n[@]}")" "$(median "${d[@]}")"
+  done
+  echo "GET /healthz through nginx vs nginx's own static file (same nginx), alternating; also nginx 'return 200' (/lb-healthz)"
+  local hs=() hn=() hr=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    wrk_run "http://127.0.0.1:$np/static"; hs+=("$WRK_RPS")
+    wrk_run "http://127.0.0.1:$np/healthz"; hn+=("$WRK_RPS"); local hbad="$WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
+    wrk_run "http://127.0.0.1:$np/lb-healthz"; hr+=("$WRK_RPS")
+    echo "  round $r: nginx static ${hs[-1]} req/s, /healthz via nginx ${hn[-1]} req/s (non-2xx $hbad), nginx return 200 ${hr[-1]} req/s"
+  done
+  info_row scaleout "GET /healthz via nginx vs nginx static file" "$(median "${hn[@]}")" "$(median "${hs[@]}")"
+  info_row scaleout "nginx return 200 vs nginx static file" "$(median "${hr[@]}")" "$(median "${hs[@]}")"
+  bash "$ROOT/scripts/cluster.sh" stop "$cdir" >/dev/null 2>&1
+  CLUSTER_STARTED=0
+}
+
+# info_row part figure subject reference: a measured ratio with no target
+info_row() { row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$(ratio "$3" "$4")" - "measured (no target)"; }
+
+# ------------------------------------------------------------------ redis --
+section "redis"
+bash "$ROOT/tests/redis-fixture.sh" start "$REDIS_DIR" || { log "bench: cannot start redis-server"; exit 1; }
+REDIS_PORT=$(cat "$REDIS_DIR/port")
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); each measurement ${DUR}s, $ROUNDS alternating rounds, medians"
+
+# --------------------------------------------------------------- lockcore --
+if want lockcore; then
+  LC_SECS=$(awk -v d="$DUR" 'BEGIN{ s = d / 5; if (s < 1) s = 1; print s }')
+  section "lockcore (issue 2): lc_bench $REDIS_PORT $LC_SECS"
+  timeout 900 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" 2>&1 | tee "$WORK/lc_bench.out"
+  [ "${PIPESTATUS[0]}" = 0 ] || log "bench: lc_bench failed"
+  out=$(cat "$WORK/lc_bench.out")
+  # per-mode uncontended ratios
+  while read -r m cyc raw rt _; do
+    row lockcore "uncontended $m acquire+release/s vs raw hiredis loop" "$(fmt "$cyc")" "$(fmt "$raw")" "$rt" ">= 0.9" "$(judge "$rt" ">=" 0.9)"
+  done < <(printf '%s\n' "$out" | awk '$1 ~ /^(setnx|token|reentrant)$/ && $5 == ">=" {print $1, $2, $3, $4}')
+  # contended: reentrant vs token, 8 and 32 threads
+  printf '%s\n' "$out" | awk '
+    /^contended/ && match($0, /[0-9]+ threads/) { th = substr($0, RSTART, RLENGTH); sub(/ threads/, "", th) }
+    $1 == "token" && NF == 4 { tok = $2 }
+    $1 == "reentrant" && NF == 4 { re = $2; fair = $3 }
+    /reentrant\/token =/ { print th, re, tok, fair }' >"$WORK/lc_contended"
+  while read -r th re tok fair; do
+    target_row lockcore "contended $th threads: reentrant vs token sections/s" "$re" "$tok" ">=" 1.0
+    row lockcore "contended $th threads: reentrant fairness (min/max)" "-" "-" "$fair" ">= 0.3" "$(judge "$fair" ">=" 0.3)"
+  done <"$WORK/lc_contended"
+  [ -s "$WORK/lc_contended" ] || row lockcore "lc_bench" - - - - "MISSED (no output)"
+fi
+
+# ---------------------------------------------------------------- service --
+SVC_PORT=""
+if want service || want load; then
+  section "miaosha-server instances"
+  start_server w64 || exit 1; SVC_PORT=$SERVER_PORT
+fi
+
+if want service; then
+  section "service (issue 3)"
+  # Peak RSS, on a fresh default instance: idle, then 1000 open keep-alive
+  # connections (miaosha-load bench keeps each one busy with GET /healthz).
+  start_server rss || exit 1
+  RSS_PORT=$SERVER_PORT RSS_PID=$SERVER_PID
+  sleep 2
+  idle_hwm=$(awk '/^VmHWM/ {print $2}' /proc/"$RSS_PID"/status)
+  "$LOAD" bench --target "http://127.0.0.1:$RSS_PORT" --path /healthz --concurrency 1000 --duration 4 --json \
+    >"$WORK/rss-load.json" 2>&1 &
+  lpid=$!; PIDS+=("$lpid")
+  sleep 2.5
+  conns=$(ls /proc/"$RSS_PID"/fd 2>/dev/null | wc -l)
+  busy_rss=$(awk '/^VmRSS/ {print $2}' /proc/"$RSS_PID"/status)
+  timeout 30 tail --pid="$lpid" -f /dev/null; wait "$lpid" 2>/dev/null; forget_pid "$lpid"
+  busy_hwm=$(awk '/^VmHWM/ {print $2}' /proc/"$RSS_PID"/status)
+  echo "RSS idle: VmHWM ${idle_hwm} kB; with 1000 connections: VmRSS ${busy_rss} kB (open fds ${conns}), VmHWM ${busy_hwm} kB"
+  echo "  load: $(cat "$WORK/rss-load.json")"
+  stop_pid "$RSS_PID"; forget_pid "$RSS_PID"
+  row service "peak RSS idle (MiB)" "$(awk -v k="$idle_hwm" 'BEGIN{printf "%.1f", k/1024}')" - - "<= 16" \
+    "$(judge "$(awk -v k="$idle_hwm" 'BEGIN{print k/1024}')" "<=" 16)"
+  row service "peak RSS, 1000 open connections (MiB)" "$(awk -v k="$busy_hwm" 'BEGIN{printf "%.1f", k/1024}')" - - "<= 64" \
+    "$(judge "$(awk -v k="$busy_hwm" 'BEGIN{print k/1024}')" "<=" 64)"
+
+  # /healthz vs nginx serving a static file with the same body.
+  http GET "$SVC_PORT" /healthz | cut -d' ' -f2- | tr -d '\n' >"$WORK/healthz.body"
+  start_nginx "$WORK/healthz.body" || exit 1
+  echo "GET /healthz (wrk -t2 -c64 -d${DUR}s), A/B alternating: nginx static, miaosha-server"
+  hn=() hs=() bad=0
+  for ((r = 1; r <= ROUNDS; r++)); do
+    wrk_run "http://127.0.0.1:$NGINX_PORT/static"; n_rps=$WRK_RPS n_bad=$WRK_NON2XX${WRK_ERRS:+x}
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"; s_rps=$WRK_RPS s_bad=$WRK_NON2XX${WRK_ERRS:+x}
+    note=""
+    if [ "$n_bad" != 0 ] || [ "$s_bad" != 0 ]; then
+      note="  <- non-2xx/errors: round excluded"; bad=$((bad + 1))
+    else
+      hn+=("$n_rps"); hs+=("$s_rps")
+    fi
+    echo "  round $r: nginx $n_rps req/s (non-2xx $n_bad), miaosha-server $s_rps req/s (non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS})$note"
+  done
+  if [ ${#hs[@]} -gt 0 ]; then
+    target_row service "GET /healthz req/s vs nginx static file" "$(median "${hs[@]}")" "$(median "${hn[@]}")" ">=" 1.0
+  else
+    row service "GET /healthz req/s vs nginx static file" - - - ">= 1.0" "MISSED (every round had non-2xx/errors)"
+  fi
+  [ "$bad" -gt 0 ] && row service "  rounds excluded (non-2xx answers, e.g. /healthz 503)" "$bad" - - - "see rounds above"
+
+  # /miaosha/token purchases/s vs the raw critical-section loop.
+  start_server w8 --set server.workers=8 || exit 1; W8_PORT=$SERVER_PORT
+  echo "/miaosha/token?wait_ms=$WAIT_MS successful purchases/s (wrk -t2 -c64 -d${DUR}s; sold from the audit),"
+  echo "vs cs_bench (the same critical section on lockcore, no HTTP), alternating"
+  c64=() s64=() c8=() s8=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    cs_run 64; c64+=("$CS_RPS"); echo "  round $r: cs_bench 64 threads    $CS_RPS/s ($CS_NOTE)"
+    purchase_wrk "$SVC_PORT" token; s64+=("$BUY_RPS"); echo "  round $r: service workers=64   $BUY_RPS/s ($BUY_NOTE)"
+    cs_run 8; c8+=("$CS_RPS"); echo "  round $r: cs_bench 8 threads     $CS_RPS/s ($CS_NOTE)"
+    purchase_wrk "$W8_PORT" token; s8+=("$BUY_RPS"); echo "  round $r: service workers=8    $BUY_RPS/s ($BUY_NOTE)"
+  done
+  m_c64=$(median "${c64[@]}") m_s64=$(median "${s64[@]}") m_c8=$(median "${c8[@]}") m_s8=$(median "${s8[@]}")
+  target_row service "token buys/s: workers=64 vs cs_bench 64 threads" "$m_s64" "$m_c64" ">=" 0.8
+  target_row service "token buys/s: workers=8 vs cs_bench 8 threads" "$m_s8" "$m_c8" ">=" 0.8
+  info_row service "token buys/s: workers=8 vs cs_bench 64 threads" "$m_s8" "$m_c64"
+  info_row service "token buys/s: workers=8 vs workers=64" "$m_s8" "$m_s64"
+fi
+
+# ------------------------------------------------------------------- load --
+if want load; then
+  section "load (issue 4): miaosha-load bench vs wrk, GET /healthz, 64 connections, ${DUR}s, alternating"
+  echo "(server-side: responses counted by the server's /metrics over the same run, as a cross-check of the clients' counting)"
+  lr=() lw=() ll=() lsr=() bad=0
+  for ((r = 1; r <= ROUNDS; r++)); do
+    m0=$(responses_total "$SVC_PORT")
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"
+    m1=$(responses_total "$SVC_PORT")
+    load_run "$SVC_PORT" /healthz 64
+    m2=$(responses_total "$SVC_PORT")
+    sw=$(awk -v a="$m0" -v b="$m1" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (b - a - 1) / t}')
+    sl=$(awk -v a="$m1" -v b="$m2" -v t="$DUR" 'BEGIN{printf "%.0f", (b - a - 1) / t}')
+    rr=$(ratio "$LOAD_RPS" "$WRK_RPS")
+    note=""
+    if [ "${LOAD_NON2XX:-0}" != 0 ] || [ "${LOAD_ERRS:-0}" != 0 ] || [ "$WRK_NON2XX" != 0 ] || [ -n "$WRK_ERRS" ]; then
+      note="  <- non-2xx/errors: round excluded"; bad=$((bad + 1))
+    else
+      lr+=("$rr"); lw+=("$WRK_RPS"); ll+=("$LOAD_RPS"); lsr+=("$(ratio "$sl" "$sw")")
+    fi
+    echo "  round $r: wrk $WRK_RPS req/s (non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}; server-side $sw/s)," \
+         "miaosha-load $LOAD_RPS req/s (non-2xx ${LOAD_NON2XX:-?}, errors ${LOAD_ERRS:-?}; server-side $sl/s), ratio $rr$note"
+  done
+  if [ ${#lr[@]} -gt 0 ]; then
+    target_row load "miaosha-load vs wrk req/s on /healthz (median of ratios)" "$(median "${ll[@]}")" "$(median "${lw[@]}")" ">=" 0.9 "$(median "${lr[@]}")"
+    row load "  same, counted by the server (/metrics)" - - "$(median "${lsr[@]}")" - "cross-check"
+    [ "$bad" -gt 0 ] && row load "  rounds excluded (non-2xx answers or transport errors)" "$bad" - - - "see rounds above"
+  else
+    row load "miaosha-load vs wrk req/s on /healthz" - - - ">= 0.9" "MISSED (every round had non-2xx/errors)"
+  fi
+fi
+
+# --------------------------------------------------------------- scaleout --
+if want scaleout; then
+  section "scaleout (issue 5)"
+  if [ ! -f "$ROOT/scripts/cluster.sh" ]; then
+    echo "scaleout: scripts/cluster.sh not found, skipped"
+    row scaleout "nginx + 3 instances vs 1 instance" - - - - "skipped (no scripts/cluster.sh)"
+  else
+    scaleout_part
+  fi
+fi
+
+# ---------------------------------------------------------------- summary --
+section "summary (medians of $ROUNDS alternating rounds; ratios are what count — see bench/README.md)"
+printf '%-9s %-60s %10s %10s %6s %8s %s\n' part figure subject reference ratio target verdict
+printf '%-9s %-60s %10s %10s %6s %8s %s\n' --------- ------------------------------------------------------------ ---------- ---------- ------ -------- -------
+for s in "${SUMMARY[@]}"; do
+  IFS='|' read -r p f a b rt t v <<<"$s"
+  printf '%-9s %-60s %10s %10s %6s %8s %s\n' "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
+done
+exit 0
