@@ -53,6 +53,7 @@
 #ifndef MIAOSHA_LOCKCORE_H
 #define MIAOSHA_LOCKCORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,7 +86,8 @@ typedef enum lc_status {
                         simply running out: that is LC_NOT_OWNER) */
     LC_IO = 4,       /* Redis unreachable, timed out, or answered an error */
     LC_MISUSE = 5,   /* bad arguments, or a call the mode does not offer */
-    LC_NOMEM = 6     /* out of memory, or a background thread could not start */
+    LC_NOMEM = 6,    /* out of memory, or a background thread could not start */
+    LC_CANCELED = 7  /* the caller's cancel flag was raised while waiting */
 } lc_status;
 
 /* The mode's public name ("none", "mutex", "setnx", "token", "reentrant"),
@@ -97,8 +99,8 @@ const char *lc_mode_name(lc_mode mode);
  * -1 for an unknown name. Any thread. */
 int lc_mode_parse(const char *name, lc_mode *out);
 
-/* "ok", "busy", "not_owner", "lost", "io", "misuse", "nomem"; static
- * storage. Any thread. */
+/* "ok", "busy", "not_owner", "lost", "io", "misuse", "nomem", "canceled";
+ * static storage. Any thread. */
 const char *lc_status_name(lc_status status);
 
 /* --- client ------------------------------------------------------------ */
@@ -210,11 +212,19 @@ typedef struct lc_lock_args {
                           mutex. At most 24 h. */
     int64_t wait_ms;   /* how long to wait for a held lock; 0 = try once
                           (the seeds' behaviour). Never slept past. <= 24 h. */
+    /* Optional cancellation (a server shutting down): when *cancel becomes
+     * nonzero, a waiting acquire gives up within LC_CANCEL_LATENCY_MS and
+     * returns LC_CANCELED, holding nothing. It is read, never written, and
+     * may be raised from any thread or a signal handler (lock-free atomic
+     * store). NULL = none. */
+    const atomic_int *cancel;
     /* Test-only fault point (setnx): called after SETNX succeeded and before
      * PEXPIRE is sent, so a crash there is reproducible. NULL normally. */
     void (*after_setnx)(void *arg);
     void *after_setnx_arg;
 } lc_lock_args;
+
+#define LC_CANCEL_LATENCY_MS 100 /* how soon a raised cancel flag is seen */
 
 /* Acquires the lock named by a->key in mode a->mode, waiting up to
  * a->wait_ms. Sends exactly the mode's commands (lockcore/README.md):
@@ -239,8 +249,9 @@ typedef struct lc_lock_args {
  * LC_BUSY when not acquired within wait_ms; LC_IO when Redis failed — no
  * guard, but a lock may remain in Redis until its lease runs out (a timed-out
  * command may still have been executed; setnx whose PEXPIRE failed leaves a
- * lock with no TTL, the flaw); LC_MISUSE for bad arguments; LC_NOMEM. *out
- * is NULL on every status but LC_OK. The thread that owns conn. */
+ * lock with no TTL, the flaw); LC_CANCELED when a->cancel was raised while
+ * waiting; LC_MISUSE for bad arguments; LC_NOMEM. *out is NULL on every
+ * status but LC_OK. The thread that owns conn. */
 lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
 
 /* Releases one acquisition and frees g (in every case, so never call it twice

@@ -44,6 +44,7 @@ const char *lc_status_name(lc_status s)
     case LC_IO: return "io";
     case LC_MISUSE: return "misuse";
     case LC_NOMEM: return "nomem";
+    case LC_CANCELED: return "canceled";
     }
     return "?";
 }

@@ -20,6 +20,16 @@
 #define LC_KEY_MAX 512
 
 int64_t lc_now_ms(void);   /* CLOCK_MONOTONIC, ms */
+/* Has the caller's cancel flag (lc_lock_args.cancel, may be NULL) been raised? */
+static inline bool lc_canceled(const atomic_int *cancel)
+{
+    return cancel && atomic_load(cancel) != 0;
+}
+/* The time a wait may sleep to: until, or sooner so a cancel is seen. */
+static inline int64_t lc_cancel_wake(const atomic_int *cancel, int64_t now, int64_t until)
+{
+    return cancel && now + LC_CANCEL_LATENCY_MS < until ? now + LC_CANCEL_LATENCY_MS : until;
+}
 void lc_sleep_ms(int64_t ms);
 /* An absolute CLOCK_MONOTONIC timespec for pthread_cond_timedwait. */
 struct timespec lc_abstime(int64_t deadline_ms);
@@ -35,8 +45,9 @@ typedef struct lc_mutex_table {
 } lc_mutex_table;
 void lc_mutex_table_init(lc_mutex_table *t);
 void lc_mutex_table_destroy(lc_mutex_table *t);
-/* LC_OK with *out set, LC_BUSY, LC_NOMEM. */
-lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms, lc_mutex_entry **out);
+/* LC_OK with *out set, LC_BUSY, LC_CANCELED, LC_NOMEM. */
+lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
+                           const atomic_int *cancel, lc_mutex_entry **out);
 void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
 
 /* --- hold table and watchdog (lc_watchdog.c) --------------------------- */
@@ -110,11 +121,12 @@ bool lc_pubsub_head_starving(lc_client *c, const char *channel, int64_t limit_ms
  * subscription is confirmed or deadline_ms passes. Returns the channel
  * (never NULL unless NOMEM); *is_head tells whether w is first in line. */
 lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
-                              int64_t deadline_ms, bool *is_head);
+                              int64_t deadline_ms, const atomic_int *cancel, bool *is_head);
 /* Waits until w is signaled (a release message reached it) or until_ms. A
  * head that is not starving yet ignores messages and wakes at its
  * starvation point instead. Returns false when until_ms passed first. */
-bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms);
+bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
+                    const atomic_int *cancel);
 /* Leaves the queue (with or without the lock). The next waiter becomes
  * head and tries at its own starvation point. */
 void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w);

@@ -166,7 +166,11 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
         int64_t now = lc_now_ms();
         if (now >= deadline)
             return LC_BUSY;
+        if (lc_canceled(a->cancel))
+            return LC_CANCELED;
         int64_t nap = step + rand_r(&conn->rng) % (step / 2 + 1);
+        if (a->cancel && nap > LC_CANCEL_LATENCY_MS)
+            nap = LC_CANCEL_LATENCY_MS;
         lc_sleep_ms(nap < deadline - now ? nap : deadline - now);
     }
 }
@@ -201,7 +205,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     }
     lc_ps_waiter w;
     bool head = false;
-    lc_ps_channel *ch = lc_pubsub_join(c, channel, &w, deadline, &head);
+    lc_ps_channel *ch = lc_pubsub_join(c, channel, &w, deadline, a->cancel, &head);
     if (!ch)
         return LC_NOMEM;
     bool try_now = head; /* a release may have slipped in before the subscription */
@@ -215,6 +219,10 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
             s = LC_BUSY;
             break;
         }
+        if (lc_canceled(a->cancel)) {
+            s = LC_CANCELED;
+            break;
+        }
         int64_t until = deadline;
         if (try_now) {
             /* A PTTL of -1/-2 means the key vanished or lost its TTL
@@ -223,7 +231,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
             if (now + t < until)
                 until = now + t;
         }
-        lc_pubsub_wait(c, ch, &w, until);
+        lc_pubsub_wait(c, ch, &w, until, a->cancel);
         try_now = true;
     }
     lc_pubsub_leave(c, ch, &w);
@@ -258,7 +266,7 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
     case LC_NONE:
         break;
     case LC_MUTEX:
-        s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, &g->mx);
+        s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, a->cancel, &g->mx);
         break;
     case LC_SETNX:
         snprintf(g->owner_token, sizeof g->owner_token, "1");

@@ -63,7 +63,8 @@ static void unref(lc_mutex_table *t, lc_mutex_entry *e)
     free(e);
 }
 
-lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms, lc_mutex_entry **out)
+lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
+                           const atomic_int *cancel, lc_mutex_entry **out)
 {
     int64_t deadline = lc_now_ms() + wait_ms;
     pthread_mutex_lock(&t->mu);
@@ -84,12 +85,13 @@ lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms, 
     }
     e->refs++;
     while (e->held) {
-        if (lc_now_ms() >= deadline) {
+        int64_t now = lc_now_ms();
+        if (now >= deadline || lc_canceled(cancel)) {
             unref(t, e);
             pthread_mutex_unlock(&t->mu);
-            return LC_BUSY;
+            return now >= deadline ? LC_BUSY : LC_CANCELED;
         }
-        struct timespec ts = lc_abstime(deadline);
+        struct timespec ts = lc_abstime(lc_cancel_wake(cancel, now, deadline));
         pthread_cond_timedwait(&e->cv, &t->mu, &ts);
     }
     e->held = true;

@@ -262,7 +262,7 @@ bool lc_pubsub_head_starving(lc_client *c, const char *channel, int64_t limit_ms
 }
 
 lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
-                              int64_t deadline_ms, bool *is_head)
+                              int64_t deadline_ms, const atomic_int *cancel, bool *is_head)
 {
     lc_pubsub *p = &c->ps;
     pthread_mutex_lock(&p->mu);
@@ -307,8 +307,9 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
     int64_t limit = lc_now_ms() + c->connect_timeout_ms + c->command_timeout_ms;
     if (limit > deadline_ms)
         limit = deadline_ms;
-    while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc_now_ms() < limit) {
-        struct timespec ts = lc_abstime(limit);
+    while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc_now_ms() < limit &&
+           !lc_canceled(cancel)) {
+        struct timespec ts = lc_abstime(lc_cancel_wake(cancel, lc_now_ms(), limit));
         pthread_cond_timedwait(&p->subscribed_cv, &p->mu, &ts);
     }
     /* A head's starvation clock starts once it can hear releases: newcomers
@@ -320,7 +321,8 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
     return ch;
 }
 
-bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms)
+bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
+                    const atomic_int *cancel)
 {
     lc_pubsub *p = &c->ps;
     bool signaled = false, was_deaf = false;
@@ -346,9 +348,9 @@ bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
              * out without a release) would leave the line asleep. */
             wake = now + LC_HEAD_POLL_MS;
         }
-        if (now >= until_ms)
+        if (now >= until_ms || lc_canceled(cancel))
             break;
-        struct timespec ts = lc_abstime(wake);
+        struct timespec ts = lc_abstime(lc_cancel_wake(cancel, now, wake));
         pthread_cond_timedwait(&w->cv, &p->mu, &ts);
     }
     w->signaled = false;

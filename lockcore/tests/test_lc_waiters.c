@@ -1,11 +1,13 @@
 /* test_lc_waiters — the reentrant mode's line of waiters (also under TSan):
  * every waiter gets the lock by handoff, not by its deadline; a waiter that
  * gives up does not stall the others; a release message lost while the
- * subscriber reconnects costs a bounded delay, not the holder's lease; and
- * channels joined and left leave nothing subscribed. */
+ * subscriber reconnects costs a bounded delay, not the holder's lease;
+ * channels joined and left leave nothing subscribed; and a raised cancel
+ * flag ends a wait in every mode. */
 #include "lc_test.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 static int port;
 static lc_client *cli;
@@ -138,6 +140,60 @@ static void test_channels_cleaned(void)
     lc_conn_free(other);
 }
 
+typedef struct cancel_job {
+    lc_mode mode;
+    const char *key;
+    atomic_int *flag;
+    lc_status status;
+    int64_t end;
+} cancel_job;
+
+static void *cancel_main(void *arg)
+{
+    cancel_job *j = arg;
+    lc_conn *conn = lct_conn(cli);
+    lc_lock_args a = lct_args(j->mode, j->key, "canceled", j->mode == LC_REENTRANT ? 0 : 30000, 10000);
+    a.cancel = j->flag;
+    lc_guard *g = NULL;
+    j->status = lc_acquire(conn, &a, &g);
+    j->end = tu_now_ms();
+    if (g)
+        lc_release(conn, g);
+    lc_conn_free(conn);
+    return NULL;
+}
+
+/* A waiter whose cancel flag is raised (a server shutting down) gives up
+ * within LC_CANCEL_LATENCY_MS in every waiting mode, holding nothing. */
+static void test_cancel(void)
+{
+    const lc_mode modes[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
+    for (int i = 0; i < 4; i++) {
+        char key[128];
+        lct_key(key, sizeof key, "cancel", modes[i]);
+        lc_conn *conn = lct_conn(cli);
+        lc_lock_args a = lct_args(modes[i], key, "holder", modes[i] == LC_REENTRANT ? 0 : 30000, 0);
+        lc_guard *g;
+        TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
+        atomic_int flag = 0;
+        cancel_job j = {modes[i], key, &flag, LC_OK, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, cancel_main, &j);
+        tu_sleep_ms(200);
+        int64_t raised = tu_now_ms();
+        atomic_store(&flag, 1);
+        pthread_join(th, NULL);
+        TU_CHECK(j.status == LC_CANCELED, "%s: canceled (%s)", lc_mode_name(modes[i]), lc_status_name(j.status));
+        TU_CHECK(j.end - raised <= tu_slack(LC_CANCEL_LATENCY_MS + 30), "%s: gave up %lld ms after the flag",
+                 lc_mode_name(modes[i]), (long long)(j.end - raised));
+        TU_CHECK(lc_release(conn, g) == LC_OK, "%s: the holder still held it", lc_mode_name(modes[i]));
+        lc_conn_free(conn);
+    }
+    lc_stats s;
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.pubsub_waiters == 0, "no waiter left in line");
+}
+
 int main(void)
 {
     port = tu_redis_port();
@@ -145,6 +201,7 @@ int main(void)
     test_line();
     test_lost_message();
     test_channels_cleaned();
+    test_cancel();
     lc_client_free(cli);
     return tu_done();
 }
