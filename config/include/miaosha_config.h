@@ -1,7 +1,7 @@
 /* miaosha_config.h — the one validated configuration of a miaosha process.
  *
  * Why a module of its own: every other part of the service (HTTP limits, the
- * Redis pool, the lock defaults handed to lockcore's lc_options, the teaching
+ * Redis connection, the lock defaults handed to lockcore's lc_options, the teaching
  * fault switches) reads its settings from one plain struct that is filled and
  * checked once, before any thread starts, and is read-only afterwards. A bad
  * setting therefore stops the process at start with a message that names the
@@ -112,15 +112,22 @@ typedef struct cfg_config {
         int max_connections;         /* open connections at once [4096,
                                         1..1000000]; more are refused */
         int connection_timeout_s;    /* idle seconds before a connection is
-                                        closed (slowloris guard) [10, 1..3600] */
+                                        closed [10, 1..3600]. An idle timeout:
+                                        a client that trickles a byte now and
+                                        then is not cut (nginx in front is the
+                                        slowloris guard) */
         int64_t max_body_bytes;      /* request body limit; larger → 413
                                         [4096, 0..1048576] */
         int max_uri_bytes;           /* request URI limit; longer → 414
-                                        [2048, 64..65536] */
-        int max_header_bytes;        /* per-connection memory for the request
-                                        line and headers (libmicrohttpd's
-                                        CONNECTION_MEMORY_LIMIT) [16384,
-                                        4096..1048576] */
+                                        [2048, 64..65536, and <= half of
+                                        max_header_bytes] */
+        int max_header_bytes;        /* request line + headers, each header
+                                        line and query parameter counted 64
+                                        bytes more (libmicrohttpd's record
+                                        of one field); larger →
+                                        431 [16384, 4096..1048576]. The
+                                        service gives libmicrohttpd twice
+                                        this plus 4 KiB per connection */
     } listen;
     struct {
         int io_threads;              /* HTTP threads that accept and parse
@@ -129,6 +136,9 @@ typedef struct cfg_config {
         int workers;                 /* worker threads for requests that may
                                         block (purchases waiting on a lock or
                                         sleeping work_ms) [64, 1..4096] */
+        int max_queue;               /* requests waiting for a free worker,
+                                        per pool; more get 503 overloaded
+                                        [1024, 0..1000000] */
     } server;
     struct {
         char host[CFG_HOST_LEN];     /* host name or address ["127.0.0.1"] */
@@ -139,8 +149,6 @@ typedef struct cfg_config {
         int connect_timeout_ms;      /* [1000, 1..60000] */
         int command_timeout_ms;      /* per command round trip [1000,
                                         1..60000]; bounds a 503's latency */
-        int pool_size;               /* Redis connections the service keeps
-                                        at most [64, 1..4096] */
     } redis;
     struct {
         char sku[CFG_SKU_LEN];       /* SKU when the request has no ?sku=

@@ -77,6 +77,7 @@ typedef struct key_def {
     str_kind kind;        /* strings */
     unsigned flags;
     const char *le;       /* another key this one must not exceed, or NULL */
+    int le_div;           /* ... divided by this (1, or 2 for "at most half of") */
     const char *unit;     /* "ms", "s", "bytes", "" */
     const char *desc;
 } key_def;
@@ -87,14 +88,17 @@ typedef struct key_def {
 #define MEMBER(m) TYPE_OF(m), offsetof(cfg_config, m), sizeof(((cfg_config *)0)->m)
 
 #define K_NUM(path, m, lo, hi, def, le, unit, desc)                           \
-    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, le, unit, desc}
+    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, le, 1, unit, desc}
+/* A number that must not exceed another key divided by div. */
+#define K_NUM_DIV(path, m, lo, hi, def, le, div, unit, desc)                  \
+    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, le, div, unit, desc}
 #define K_BOOL(path, m, def, desc)                                            \
-    {path, MEMBER(m), 0, 1, def, NULL, S_PRINT, 0, NULL, "", desc}
+    {path, MEMBER(m), 0, 1, def, NULL, S_PRINT, 0, NULL, 1, "", desc}
 #define K_ENUM(path, m, def, desc)                                            \
-    {path, MEMBER(m), 0, 0, def, NULL, S_PRINT, 0, NULL, "", desc}
+    {path, MEMBER(m), 0, 0, def, NULL, S_PRINT, 0, NULL, 1, "", desc}
 #define K_STR(path, m, kind, lo, def, flags, desc)                            \
     {path, MEMBER(m), lo, (int64_t)sizeof(((cfg_config *)0)->m) - 1, 0, def, \
-     kind, flags, NULL, "", desc}
+     kind, flags, NULL, 1, "", desc}
 
 /* The only enum key is log.level; T_ENUM reads these names. */
 static const char *const LOG_LEVELS[] = {"error", "warn", "info", "debug"};
@@ -109,18 +113,23 @@ static const key_def KEYS[] = {
     K_NUM("listen.max_connections", listen.max_connections, 1, 1000000, 4096, NULL, "",
           "open connections at once; more are refused"),
     K_NUM("listen.connection_timeout_s", listen.connection_timeout_s, 1, 3600, 10, NULL, "s",
-          "idle seconds before a connection is closed (slowloris guard)"),
+          "idle seconds before a connection is closed (an idle timeout: a client that "
+          "trickles bytes is not cut; put nginx in front for that)"),
     K_NUM("listen.max_body_bytes", listen.max_body_bytes, 0, 1048576, 4096, NULL, "bytes",
           "request body limit; a larger body gets 413"),
-    K_NUM("listen.max_uri_bytes", listen.max_uri_bytes, 64, 65536, 2048, NULL, "bytes",
-          "request URI limit; a longer URI gets 414"),
+    K_NUM_DIV("listen.max_uri_bytes", listen.max_uri_bytes, 64, 65536, 2048,
+              "listen.max_header_bytes", 2, "bytes",
+              "request URI limit; a longer URI gets 414"),
     K_NUM("listen.max_header_bytes", listen.max_header_bytes, 4096, 1048576, 16384, NULL, "bytes",
-          "per-connection memory for the request line and headers"),
+          "request line + headers limit, each header line and query parameter counted "
+          "64 bytes more; a larger request gets 431"),
 
     K_NUM("server.io_threads", server.io_threads, 1, 64, 2, NULL, "",
           "HTTP threads that accept and parse requests"),
     K_NUM("server.workers", server.workers, 1, 4096, 64, NULL, "",
           "worker threads for requests that may block (lock waits, work_ms)"),
+    K_NUM("server.max_queue", server.max_queue, 0, 1000000, 1024, NULL, "",
+          "requests waiting for a free worker, per pool; more get 503 overloaded"),
 
     K_STR("redis.host", redis.host, S_HOST, 1, "127.0.0.1", 0,
           "Redis host name or address"),
@@ -133,8 +142,6 @@ static const key_def KEYS[] = {
           "Redis connect timeout"),
     K_NUM("redis.command_timeout_ms", redis.command_timeout_ms, 1, 60000, 1000, NULL, "ms",
           "Redis round-trip timeout per command; bounds how late a 503 comes"),
-    K_NUM("redis.pool_size", redis.pool_size, 1, 4096, 64, NULL, "",
-          "Redis connections the service keeps at most"),
 
     K_STR("purchase.sku", purchase.sku, S_SKU, 1, "demo", 0,
           "SKU when a request has no ?sku="),
@@ -243,6 +250,7 @@ static void bounds_text(const key_def *k, char *buf, size_t len) {
     case T_INT: case T_I64:
         append(buf, len, "%" PRId64 "..%" PRId64, k->min, k->max);
         if (k->le) append(buf, len, " and <= %s", k->le);
+        if (k->le && k->le_div > 1) append(buf, len, " / %d", k->le_div);
         break;
     case T_BOOL: append(buf, len, "true|false"); break;
     case T_ENUM:
@@ -566,11 +574,12 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x) {
         if (!k->le) continue;
         const key_def *cap = find_key(k->le);
         int64_t v = get_int(c, k), capv = cap ? get_int(c, cap) : INT64_MAX;
-        if (v > capv) {
+        if (v > capv / k->le_div) {
             char b[128];
             bounds_text(k, b, sizeof b);
-            return fail(x, CFG_INVALID, "%s = %" PRId64 " is larger than %s = %" PRId64
-                        " (allowed %s)", k->path, v, k->le, capv, b);
+            return fail(x, CFG_INVALID, "%s = %" PRId64 " is larger than %s%s = %" PRId64
+                        " (allowed %s)", k->path, v, k->le_div == 2 ? "half of " : "", k->le,
+                        capv, b);
         }
     }
     return CFG_OK;
@@ -740,7 +749,14 @@ static cfg_status apply_tree(cfg_config *c, const cJSON *root, const ctx *x) {
             continue;
         }
         /* Dotted names at the top level are not the file's format. */
-        if (strchr(name, '.')) return fail_unknown(x, name);
+        if (strchr(name, '.')) {
+            char shown[96];
+            show_text(NULL, name, shown, sizeof shown);
+            if (find_key(name))
+                return fail(x, CFG_INVALID, "key %s: a dotted key must be written as nested "
+                            "objects in the file, e.g. {\"lock\":{\"lease_ms\":200}}", shown);
+            return fail_unknown(x, name);
+        }
         cfg_status st = apply_member(c, name, item, seen, x);
         if (st != CFG_OK) return st;
     }
@@ -860,9 +876,11 @@ static cfg_status next_flag(int argc, char **argv, int *i, const flag_def **fd,
         }
         if (a[n] == '=') {
             *val = a + n + 1;
-        } else if (*i + 1 < argc) {
+        } else if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0) {
             *val = argv[++*i];
         } else {
+            /* "--config --help": the next word is a flag, not a value (give
+             * a value that starts with "--" as --flag=VALUE). */
             return fail(x, CFG_INVALID, "option %s needs a value (%s %s)", d->name, d->name,
                         d->arg);
         }
@@ -956,7 +974,9 @@ static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t e
         const char *v;
         ctx x = {argv[i], err, errlen};
         cfg_status st = next_flag(argc, argv, &i, &d, &v, &x);
-        if (st != CFG_OK) continue; /* reported in the second pass */
+        /* A malformed flag (a missing value) makes the rest of the line
+         * unreadable, so it is reported even before --help. */
+        if (st != CFG_OK) return st;
         if (!d) continue;
         if (d->id == FL_HELP) return CFG_EXIT_HELP;
         if (d->id == FL_VERSION) return CFG_EXIT_VERSION;

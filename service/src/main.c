@@ -30,7 +30,14 @@
 #define SHUTDOWN_DRAIN_MS 3000 /* let in-flight requests finish normally */
 #define SHUTDOWN_ABORT_MS 4500 /* then cut work_ms sleeps; exit before 5 s */
 
-/* ---- shutdown coordination for long work_ms sleeps ---- */
+/* ---- shutdown coordination: lock waits, then long work_ms sleeps ---- */
+
+static atomic_int cancel_flag;
+
+const atomic_int *svc_cancel_flag(void)
+{
+    return &cancel_flag;
+}
 
 static pthread_mutex_t abort_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t abort_cv;
@@ -89,6 +96,7 @@ static void settings_from(const cfg_config *c, svc_settings *s)
     s->http_threads = c->server.io_threads;
     s->workers = c->server.workers;
     s->admin_workers = SVC_ADMIN_WORKERS;
+    s->max_queue = c->server.max_queue;
     s->max_connections = c->listen.max_connections;
     s->connection_timeout_s = c->listen.connection_timeout_s;
     s->header_limit = (size_t)c->listen.max_header_bytes;
@@ -210,8 +218,9 @@ int main(int argc, char **argv)
         lc_conn_free(conn);
     }
 
-    svc_pool *purchases = svc_pool_new(client, s.workers, "purchase", err, sizeof err);
-    svc_pool *admin = purchases ? svc_pool_new(client, s.admin_workers, "admin", err, sizeof err)
+    svc_pool *purchases = svc_pool_new(client, s.workers, s.max_queue, "purchase", err, sizeof err);
+    svc_pool *admin = purchases ? svc_pool_new(client, s.admin_workers, s.max_queue, "admin", err,
+                                               sizeof err)
                                 : NULL;
     if (admin == NULL || svc_http_start(&s, client, purchases, admin, err, sizeof err) != 0) {
         svc_log(SVC_ERROR, "cannot start: %s", err);
@@ -233,6 +242,10 @@ int main(int argc, char **argv)
     svc_log(SVC_INFO, "received %s: stop accepting, finishing %ld in-flight requests",
             sig == SIGINT ? "SIGINT" : "SIGTERM", svc_http_pending());
     svc_http_quiesce();
+    /* Nothing new starts; purchases waiting for a lock give up now (503
+     * shutting_down, after releasing what they hold), those in their
+     * critical section finish. */
+    atomic_store(&cancel_flag, 1);
     while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_DRAIN_MS * 1000)
         usleep(5000);
     if (svc_http_pending() > 0) {
@@ -243,9 +256,10 @@ int main(int argc, char **argv)
             usleep(5000);
     }
     if (svc_http_pending() > 0) {
-        /* Only requests still waiting inside lc_acquire remain (nothing held
-         * but, with reenter, an outer lock whose lease frees it). */
-        svc_log(SVC_WARN, "%ld requests still waiting for locks; exiting without them",
+        /* Lock waits were canceled and sleeps cut, so only a request stuck
+         * on a Redis command (bounded by redis.command_timeout_ms, but that
+         * may be up to 60 s) can remain. Its locks' leases free them. */
+        svc_log(SVC_WARN, "%ld requests still waiting on Redis; exiting without them",
                 svc_http_pending());
         _exit(0);
     }

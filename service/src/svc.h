@@ -15,6 +15,7 @@
 #define MIAOSHA_SVC_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,9 +35,10 @@ typedef struct svc_settings {
     int http_threads;         /* libmicrohttpd thread pool */
     int workers;              /* purchase worker threads */
     int admin_workers;        /* stock/audit/orders worker threads */
+    int max_queue;            /* per pool: requests waiting for a worker */
     int max_connections;
     int connection_timeout_s;
-    size_t header_limit;      /* per-connection memory: headers + request line */
+    size_t header_limit;      /* request line + headers (+64 per field); 431 above */
     size_t max_body;          /* 413 above this */
     size_t max_uri;           /* 414 above this */
     int command_timeout_ms;   /* Redis; healthz staleness bound uses it */
@@ -60,6 +62,10 @@ typedef struct svc_settings {
 /* ---- log (svc_log.c) ---- */
 void svc_log_set_level(svc_level lvl);
 void svc_log(svc_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Copies untrusted text (a URL, a method) into dst for a log line: control
+ * bytes, DEL, non-ASCII and '\' become \xNN, so it cannot end the line or
+ * forge another; cut with "..." when dst is too small. */
+void svc_log_escape(char *dst, size_t len, const char *src);
 
 /* ---- time ---- */
 int64_t svc_now_us(void);      /* monotonic */
@@ -78,6 +84,10 @@ typedef struct svc_buf {
 void svc_buf_printf(svc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- shutdown coordination (main.c) ---- */
+/* Raised as soon as SIGTERM/SIGINT arrives: every lc_acquire gets it as
+ * lc_lock_args.cancel, so a purchase waiting for a lock gives up within
+ * LC_CANCEL_LATENCY_MS (and answers 503 shutting_down). */
+const atomic_int *svc_cancel_flag(void);
 /* 1 once in-flight work sleeps must stop (shortly before the exit deadline). */
 int svc_abort_work(void);
 /* Sleeps ms, waking early when svc_abort_work() becomes 1; returns 0 when the

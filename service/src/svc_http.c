@@ -33,7 +33,24 @@
  * Request state (svc_req) is created by the URI log callback and freed by
  * the request-completed callback. Reply bodies are malloc'd and handed to
  * libmicrohttpd with MHD_RESPMEM_MUST_FREE; the two /healthz replies are
- * built once (MHD_RESPMEM_MUST_COPY) and shared by every request.
+ * built once and shared by every request.
+ *
+ * Limits on the request head. libmicrohttpd keeps a connection's request
+ * line, headers, one record per header/argument/cookie and, later, the
+ * response headers in one memory pool. When that pool is exactly the header
+ * limit, a request just under it parses but leaves no room for the reply
+ * (the purchase commits, the client gets nothing) or for an argument record
+ * (the argument is silently dropped). So the pool gets twice the limit plus
+ * 4 KiB (POOL_BYTES), and the limits are enforced here, on the first
+ * access-handler call, before any work: a URI over listen.max_uri_bytes (at
+ * most half the header limit, a config rule) → 414; request line +
+ * headers, each field counted FIELD_COST bytes more than its text, over
+ * listen.max_header_bytes → 431; more than SVC_MAX_ARGS query fields → 400; "%00" in
+ * the raw URI → 400 (libmicrohttpd decodes before we see the values, so
+ * "demo%00evil" would act on "demo"). A request within the limits therefore
+ * always has its records and its reply in the pool. Only a head beyond what
+ * the pool holds at all (about twice the limit) gets libmicrohttpd's own
+ * HTML 431/414, and nothing runs for it.
  */
 #include "svc_http.h"
 
@@ -60,6 +77,12 @@ static MHD_socket quiesced_fd = MHD_INVALID_SOCKET;
 static _Atomic int stopping;
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
+
+/* libmicrohttpd's per-connection pool: see "Limits on the request head". */
+#define POOL_BYTES(limit) (2 * (limit) + 4096)
+/* What one header, argument or cookie record costs in that pool (a
+ * struct MHD_HTTP_Header is 56 bytes on LP64), rounded up. */
+#define FIELD_COST 64
 
 static const char oom_body[] = "{\"ok\":false,\"error\":\"out_of_memory\"}";
 static const char json_type[] = "application/json";
@@ -140,9 +163,14 @@ static enum MHD_Result send_reply(svc_req *r, const char *method, const char *ur
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     svc_stats_http(status);
-    if (S->access_log)
-        svc_log(SVC_INFO, "access %s %s %u %.3fms", method, url, status,
+    if (S->access_log) {
+        /* The URL is decoded: "%0A" would end the line and forge another. */
+        char m[40], u[600];
+        svc_log_escape(m, sizeof m, method);
+        svc_log_escape(u, sizeof u, url);
+        svc_log(SVC_INFO, "access %s %s %u %.3fms", m, u, status,
                 (double)(svc_now_us() - r->t0_us) / 1000.0);
+    }
     return ret;
 }
 
@@ -160,16 +188,26 @@ static int method_is(const char *m, const char *want)
     return strcmp(m, want) == 0;
 }
 
-/* Hands r to a pool; -1 when the service is shutting down. */
+/* Hands r to a pool and suspends its connection: 0. Otherwise stores a 503
+ * reply (shutting_down, or overloaded when the pool's queue is full) and
+ * returns -1; the caller sends it. */
 static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
 {
     atomic_fetch_add(&pending, 1);
     if (atomic_load(&stopping)) {
         atomic_fetch_sub(&pending, 1);
+        svc_reply_error(r, 503, "shutting_down", "server shutting down", NULL);
+        return -1;
+    }
+    if (svc_pool_reserve(pool) != 0) {
+        atomic_fetch_sub(&pending, 1);
+        svc_reply_error(r, 503, "overloaded",
+                        "every worker is busy and server.max_queue requests already wait", NULL);
         return -1;
     }
     r->job = job;
     r->suspended = 1;
+    r->queued_us = svc_now_us();
     if (pool == purchase_pool)
         svc_stats_inflight(1);
     MHD_suspend_connection(r->conn);
@@ -238,24 +276,29 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     }
     int rc = svc_params_parse(r->conn, S, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : S->default_sku);
+    /* A rejected request never takes a SKU label: it is counted under its
+     * SKU only when that one already has a label, else under "_other". */
     if (rc != 0) {
-        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
+        svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
         return error_now(r, 400, "bad_request", detail, method, url);
     }
     if (r->p.fault != SVC_FAULT_NONE) {
         if (!S->faults_enabled) {
-            svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
+            svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
             return error_now(r, 403, "faults_disabled", "fault injection needs faults.enabled=true",
                              method, url);
         }
         if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX) {
-            svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
+            svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
             return error_now(r, 400, "bad_request", "fault: crash_before_expire needs mode setnx",
                              method, url);
         }
     }
-    if (submit(r, purchase_pool, svc_purchase_job) != 0)
-        return error_now(r, 503, "shutting_down", "server shutting down", method, url);
+    if (submit(r, purchase_pool, svc_purchase_job) != 0) {
+        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0,
+                           svc_now_us() - r->t0_us, -1);
+        return send_reply(r, method, url);
+    }
     return MHD_YES;
 }
 
@@ -286,7 +329,7 @@ static enum MHD_Result route_stock(svc_req *r, const char *seg, const char *meth
             return error_now(r, 400, "bad_request", detail, method, url);
     }
     if (submit(r, admin_pool, put ? svc_stock_put_job : svc_stock_get_job) != 0)
-        return error_now(r, 503, "shutting_down", "server shutting down", method, url);
+        return send_reply(r, method, url);
     return MHD_YES;
 }
 
@@ -304,7 +347,7 @@ static enum MHD_Result route_orders(svc_req *r, const char *seg, const char *met
     if (svc_params_parse(r->conn, S, SVC_P_OFFSET | SVC_P_LIMIT, &r->p, detail, sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
     if (submit(r, admin_pool, svc_orders_job) != 0)
-        return error_now(r, 503, "shutting_down", "server shutting down", method, url);
+        return send_reply(r, method, url);
     return MHD_YES;
 }
 
@@ -340,8 +383,6 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
 static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
 {
     const char *seg;
-    if (r->uri_len > S->max_uri)
-        return error_now(r, 414, "uri_too_long", "request URI over listen.max_uri_bytes", method, url);
     if (r->body_over)
         return error_now(r, 413, "body_too_large", "request body over listen.max_body_bytes", method,
                          url);
@@ -362,16 +403,68 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
 
 /* ---- libmicrohttpd callbacks ---- */
 
+/* Called with the raw (still percent-encoded) request target. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     svc_req *r = calloc(1, sizeof *r);
     (void)cls;
     if (r != NULL) {
         r->conn = c;
-        r->uri_len = uri ? strlen(uri) : 0;
         r->t0_us = svc_now_us();
+        if (uri != NULL) {
+            const char *q = strchr(uri, '?');
+            r->uri_len = strlen(uri);
+            r->uri_nul = strstr(uri, "%00") != NULL;
+            for (; q != NULL; q = strchr(q + 1, '&'))
+                r->uri_fields++;
+        }
     }
     return r;
+}
+
+static enum MHD_Result add_field_cost(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    size_t *n = cls;
+    *n += FIELD_COST;
+    if (kind == MHD_HEADER_KIND) /* "Name: value\r\n"; arguments are in the URI */
+        *n += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* The request head's checks (see "Limits on the request head"): 0, or the
+ * error reply is stored and -1 returned. */
+static int check_head(svc_req *r, const char *method, const char *version)
+{
+    char detail[200];
+    /* "METHOD target VERSION\r\n" ... "\r\n" */
+    size_t head = strlen(method) + r->uri_len + strlen(version) + 6;
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND,
+                              add_field_cost, &head);
+    if (r->uri_len > S->max_uri) {
+        snprintf(detail, sizeof detail, "request URI is %zu bytes, over listen.max_uri_bytes = %zu",
+                 r->uri_len, S->max_uri);
+        svc_reply_error(r, 414, "uri_too_long", detail, NULL);
+        return -1;
+    }
+    if (head > S->header_limit) {
+        snprintf(detail, sizeof detail,
+                 "request line and headers take %zu bytes (%d per field included), over "
+                 "listen.max_header_bytes = %zu", head, FIELD_COST, S->header_limit);
+        svc_reply_error(r, 431, "headers_too_large", detail, NULL);
+        return -1;
+    }
+    if (r->uri_nul) {
+        svc_reply_error(r, 400, "bad_request", "URI: %00 (an encoded NUL byte) is not allowed",
+                        NULL);
+        return -1;
+    }
+    if (r->uri_fields > SVC_MAX_ARGS) {
+        snprintf(detail, sizeof detail, "too many parameters (at most %d)", SVC_MAX_ARGS);
+        svc_reply_error(r, 400, "bad_request", detail, NULL);
+        return -1;
+    }
+    return 0;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -397,7 +490,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 {
     svc_req *r = *con_cls;
     (void)cls;
-    (void)version;
     if (r == NULL) {
         r = on_uri(NULL, url, c);
         if (r == NULL)
@@ -406,9 +498,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (!r->seen) {
         /* First call: headers only. Reply on a later call (keep-alive), but
-         * refuse an announced oversized body before reading it. */
+         * refuse a bad request head, or an announced oversized body, before
+         * reading anything more (the connection then closes). */
         r->seen = 1;
         r->conn = c;
+        if (check_head(r, method, version) != 0)
+            return send_reply(r, method, url);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL && (size_t)strtoull(cl, NULL, 10) > S->max_body) {
@@ -446,18 +541,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    char msg[512];
+    char msg[512], shown[600];
     (void)cls;
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    svc_log(SVC_WARN, "http: %s", msg);
+    svc_log_escape(shown, sizeof shown, msg); /* it may quote the request */
+    svc_log(SVC_WARN, "http: %s", shown);
 }
 
 static struct MHD_Response *health_response(int up)
 {
-    char body[160];
     cJSON *o = cJSON_CreateObject();
     char *txt;
     struct MHD_Response *resp;
@@ -470,9 +565,9 @@ static struct MHD_Response *health_response(int up)
     cJSON_Delete(o);
     if (txt == NULL)
         return NULL;
-    snprintf(body, sizeof body, "%s", txt);
-    free(txt);
-    resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+    resp = MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL)
+        free(txt);
     if (resp != NULL) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, json_type);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
@@ -517,7 +612,7 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(s->http_threads > 1 ? s->http_threads : 0),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->header_limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES(s->header_limit),
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,

@@ -25,10 +25,13 @@ struct svc_req {
     struct MHD_Connection *conn;
     svc_req *next;            /* worker-pool queue link */
     svc_job_fn job;           /* what the worker runs */
-    size_t uri_len;           /* request target length, query included */
+    size_t uri_len;           /* raw request target length, query included */
+    int uri_nul;              /* the raw target holds "%00" (any case) */
+    int uri_fields;           /* '&'-separated fields in the raw query */
     int seen;                 /* first access-handler call happened */
     int suspended;            /* handed to a worker (reply expected) */
     int64_t t0_us;            /* request start, monotonic */
+    int64_t queued_us;        /* when it was handed to a worker pool */
 
     /* routing result */
     lc_mode mode;             /* purchase routes */

@@ -45,6 +45,33 @@ void svc_log(svc_level lvl, const char *fmt, ...)
     (void)w;
 }
 
+void svc_log_escape(char *dst, size_t len, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    if (len == 0)
+        return;
+    for (; src != NULL && *src != '\0'; src++) {
+        unsigned char ch = (unsigned char)*src;
+        int plain = ch >= 0x20 && ch < 0x7f && ch != '\\';
+        size_t need = plain ? 1 : 4;
+        if (n + need + 4 > len) { /* room for "..." and the NUL */
+            if (n + 3 < len)
+                memcpy(dst + n, "...", 3), n += 3;
+            break;
+        }
+        if (plain) {
+            dst[n++] = (char)ch;
+        } else {
+            dst[n++] = '\\';
+            dst[n++] = 'x';
+            dst[n++] = hex[ch >> 4];
+            dst[n++] = hex[ch & 15];
+        }
+    }
+    dst[n] = '\0';
+}
+
 int64_t svc_now_us(void)
 {
     struct timespec ts;

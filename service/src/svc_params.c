@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SVC_MAX_ARGS 32
-
 int svc_valid_id(const char *s)
 {
     size_t n = 0;

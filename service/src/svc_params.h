@@ -30,6 +30,7 @@ enum {
 /* Bounds (inclusive); work_ms, lease_ms, wait_ms and reenter are capped by
  * the configuration (purchase.max_work_ms, lock.max_lease_ms,
  * lock.max_wait_ms, purchase.max_reenter). */
+#define SVC_MAX_ARGS 32  /* query parameters per request */
 #define SVC_STOCK_MAX 1000000000LL
 #define SVC_OFFSET_MAX 1000000000LL
 #define SVC_LIMIT_MAX 1000

@@ -16,7 +16,8 @@ struct svc_pool {
     svc_req *head, *tail;
     int stop;
     int nthreads;
-    _Atomic long busy;
+    long capacity;            /* nthreads running + max_queue waiting */
+    _Atomic long busy;        /* reserved, queued or running */
     pthread_t *threads;
 };
 
@@ -48,17 +49,19 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-svc_pool *svc_pool_new(lc_client *c, int nthreads, const char *name, char *err, size_t errlen)
+svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *name, char *err,
+                       size_t errlen)
 {
     svc_pool *p = calloc(1, sizeof *p);
     pthread_attr_t attr;
-    if (p == NULL || nthreads < 1) {
+    if (p == NULL || nthreads < 1 || max_queue < 0) {
         snprintf(err, errlen, "%s pool: bad size or out of memory", name);
         free(p);
         return NULL;
     }
     p->client = c;
     p->name = name;
+    p->capacity = (long)nthreads + max_queue;
     p->threads = calloc((size_t)nthreads, sizeof *p->threads);
     if (p->threads == NULL) {
         snprintf(err, errlen, "%s pool: out of memory", name);
@@ -82,10 +85,19 @@ svc_pool *svc_pool_new(lc_client *c, int nthreads, const char *name, char *err, 
     return p;
 }
 
+int svc_pool_reserve(svc_pool *p)
+{
+    long n = atomic_load(&p->busy);
+    do {
+        if (n >= p->capacity)
+            return -1;
+    } while (!atomic_compare_exchange_weak(&p->busy, &n, n + 1));
+    return 0;
+}
+
 void svc_pool_submit(svc_pool *p, svc_req *r)
 {
     r->next = NULL;
-    atomic_fetch_add(&p->busy, 1);
     pthread_mutex_lock(&p->mu);
     if (p->tail != NULL)
         p->tail->next = r;

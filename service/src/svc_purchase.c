@@ -9,12 +9,29 @@
  *   →  release  →  respond
  *
  * The GET→SET race is the bug the locks exist to fix, and it stays. The
- * MULTI only makes the three writes one unit, so a purchase can never be cut
- * between "stock decremented" and "order recorded" (a process or Redis
- * failure leaves all three writes or none; issue 5's "interrupted between
- * SET stock and the order append" cannot happen). A 200 is sent only after
- * EXEC succeeded, so every acknowledged order id is in the order list; a 503
- * after the pipeline was sent carries the order id and "outcome unknown".
+ * MULTI makes the three writes one unit against crashes and restarts: a
+ * process or Redis failure leaves all three writes or none (issue 5's
+ * "interrupted between SET stock and the order append" cannot happen). It
+ * is not a rollback: a command Redis rejects while executing the
+ * transaction (WRONGTYPE, only possible when someone corrupted the keys)
+ * fails alone while the others apply. So the commit's outcome is one of
+ *   - EXEC's array all OK                  → 200 (the order is in the list)
+ *   - EXECABORT (a command was refused
+ *     while queuing: OOM, syntax)          → 503 redis_error, nothing written
+ *   - some elements of EXEC's array are
+ *     errors                               → 503 redis_error naming the
+ *                                            failed and applied writes,
+ *                                            logged at ERROR (partial write)
+ *   - no reply (connection lost, timeout)  → 503 redis_unavailable "commit
+ *                                            outcome unknown", with order_id
+ *
+ * Waiting: time spent in the worker queue counts against the request's
+ * wait_ms (lc_acquire gets what is left, never below 0 = try once); a
+ * request that sat in the queue longer than wait_ms + work_ms +
+ * QUEUE_GRACE_MS is answered 503 overloaded without touching Redis (its
+ * client has very likely given up). SIGTERM raises svc_cancel_flag(): a
+ * lock wait then ends with LC_CANCELED → 503 shutting_down after releasing
+ * what is held, nothing written.
  */
 #include "svc_routes.h"
 
@@ -26,6 +43,8 @@
 #include <uuid/uuid.h>
 
 #include "svc_stats.h"
+
+#define QUEUE_GRACE_MS 1000
 
 typedef struct purchase {
     svc_req *r;
@@ -99,22 +118,64 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
                 pu->r->sku);
 }
 
-/* Reads one reply of the pipeline; 0 when it is neither missing nor an
- * error reply. Copies the reason to pu->detail otherwise. */
-static int pipe_reply(purchase *pu, redisContext *ctx, redisReply **out)
+typedef enum { COMMIT_OK, COMMIT_REFUSED, COMMIT_PARTIAL, COMMIT_UNKNOWN } commit_result;
+
+/* The transaction's writes, in EXEC's order. */
+static const char *const write_names[3] = {"SET stock", "INCR sold", "RPUSH orders"};
+
+/* Reads the five replies of MULTI, the three writes and EXEC (every one
+ * that comes, so the connection stays in step) and classifies the outcome;
+ * on anything but COMMIT_OK the reason is in pu->detail. */
+static commit_result read_commit(purchase *pu, redisContext *ctx)
 {
-    void *rep = NULL;
-    *out = NULL;
-    if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
-        snprintf(pu->detail, sizeof pu->detail, "%s", ctx->errstr[0] ? ctx->errstr : "no reply");
-        return -1;
+    redisReply *reps[5] = {NULL};
+    int got = 0;
+    commit_result res = COMMIT_OK;
+    for (; got < 5; got++) {
+        void *rep = NULL;
+        if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL)
+            break; /* connection broken: the rest will not come */
+        reps[got] = rep;
     }
-    *out = rep;
-    if ((*out)->type == REDIS_REPLY_ERROR) {
-        snprintf(pu->detail, sizeof pu->detail, "%.*s", (int)(*out)->len, (*out)->str);
-        return -1;
+    const redisReply *exec = got == 5 ? reps[4] : NULL;
+    if (exec == NULL) {
+        snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
+                 ctx->errstr[0] ? ctx->errstr : "no reply");
+        res = COMMIT_UNKNOWN;
+    } else if (exec->type == REDIS_REPLY_ARRAY && exec->elements == 3) {
+        char failed[200] = "", applied[64] = "";
+        for (size_t k = 0; k < 3; k++) {
+            const redisReply *e = exec->element[k];
+            char *list = e->type == REDIS_REPLY_ERROR ? failed : applied;
+            size_t size = e->type == REDIS_REPLY_ERROR ? sizeof failed : sizeof applied;
+            size_t used = strlen(list);
+            if (e->type == REDIS_REPLY_ERROR)
+                snprintf(list + used, size - used, "%s%s (%.60s)", used ? ", " : "",
+                         write_names[k], e->str);
+            else
+                snprintf(list + used, size - used, "%s%s", used ? ", " : "", write_names[k]);
+        }
+        if (failed[0]) {
+            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %s; applied %s",
+                     failed, applied[0] ? applied : "nothing");
+            res = COMMIT_PARTIAL;
+        }
+    } else {
+        /* EXECABORT (or a nil EXEC): Redis discarded the transaction. Name
+         * the command refused while queuing when there is one. */
+        const char *why = exec->type == REDIS_REPLY_ERROR ? exec->str : "transaction discarded";
+        for (int i = 0; i < 4; i++)
+            if (reps[i]->type == REDIS_REPLY_ERROR) {
+                why = reps[i]->str;
+                break;
+            }
+        snprintf(pu->detail, sizeof pu->detail,
+                 "transaction refused by Redis, nothing written: %.200s", why);
+        res = COMMIT_REFUSED;
     }
-    return 0;
+    for (int i = 0; i < got; i++)
+        freeReplyObject(reps[i]);
+    return res;
 }
 
 /* The order record, JSON. */
@@ -177,8 +238,11 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
             return SVC_OUT_ERROR;
         }
     } else if (rep->type == REDIS_REPLY_ERROR) {
-        snprintf(pu->detail, sizeof pu->detail, "%s", rep->str);
+        /* Redis answered (e.g. WRONGTYPE: the stock key is not a string):
+         * the server's data is wrong, Redis is not unavailable. */
+        snprintf(pu->detail, sizeof pu->detail, "GET stock: %.200s", rep->str);
         freeReplyObject(rep);
+        *error = "redis_error";
         return SVC_OUT_ERROR;
     } /* nil: never stocked, 0 */
     freeReplyObject(rep);
@@ -215,33 +279,20 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
     redisAppendCommand(ctx, "RPUSH %s %b", orders_key, rec, strlen(rec));
     redisAppendCommand(ctx, "EXEC");
     free(rec);
-    int ok = 1;
-    for (int i = 0; i < 5; i++) {
-        if (pipe_reply(pu, ctx, &rep) != 0) {
-            ok = 0;
-            if (rep == NULL) /* connection broken: the rest will not come */
-                break;
-        }
-        if (i == 4 && rep != NULL && ok) {
-            if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) {
-                snprintf(pu->detail, sizeof pu->detail, "transaction aborted");
-                ok = 0;
-            } else {
-                for (size_t k = 0; k < 3; k++)
-                    if (rep->element[k]->type == REDIS_REPLY_ERROR) {
-                        snprintf(pu->detail, sizeof pu->detail, "%s", rep->element[k]->str);
-                        ok = 0;
-                    }
-            }
-        }
-        freeReplyObject(rep);
-    }
-    if (!ok) {
-        /* The order id goes back with the 503 so a client can reconcile. */
-        char why[sizeof pu->detail];
-        snprintf(why, sizeof why, "%s", pu->detail);
-        snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s", why);
+    switch (read_commit(pu, ctx)) {
+    case COMMIT_OK:
+        break;
+    case COMMIT_REFUSED:
+        pu->order_id[0] = '\0'; /* no such order anywhere */
+        *error = "redis_error";
         return SVC_OUT_ERROR;
+    case COMMIT_PARTIAL:
+        /* The order id goes back with the 503 so a client can reconcile. */
+        svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, pu->order_id, pu->detail);
+        *error = "redis_error";
+        return SVC_OUT_ERROR;
+    case COMMIT_UNKNOWN:
+        return SVC_OUT_ERROR; /* redis_unavailable, with the order id */
     }
     pu->stock_left = before - 1;
     pu->has_stock_left = 1;
@@ -277,11 +328,20 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         respond(&pu, 503, "shutting_down", SVC_OUT_ERROR);
         return;
     }
+    int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
+    int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
+    int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
+    if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
+        snprintf(pu.detail, sizeof pu.detail,
+                 "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
+                 "was tried", (long long)queued_ms, QUEUE_GRACE_MS);
+        respond(&pu, 503, "overloaded", SVC_OUT_ERROR);
+        return;
+    }
 
     svc_key(lock_key, r->sku, "lock");
     uuid_generate_random(u);
     uuid_unparse_lower(u, owner);
-    int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
     lc_lock_args a;
     memset(&a, 0, sizeof a);
     a.mode = r->mode;
@@ -291,14 +351,15 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         a.lease_ms = p->lease_ms;
     else
         a.lease_ms = r->mode == LC_REENTRANT ? 0 : s->lease_ms; /* 0 = watchdog */
-    a.wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
+    a.wait_ms = wait_ms > queued_ms ? wait_ms - queued_ms : 0; /* the queue ate the rest */
+    a.cancel = svc_cancel_flag();
     if (p->fault == SVC_FAULT_CRASH_BEFORE_EXPIRE) {
         a.after_setnx = crash_before_expire;
         a.after_setnx_arg = lock_key;
     }
 
     /* Outer acquisition, then the nested ones (reenter=N), same key and
-     * owner, each with the request's wait_ms. */
+     * owner, each with the request's wait_ms less the time it queued. */
     int64_t t = svc_now_us();
     lc_guard *g = NULL;
     lc_status st = lc_acquire(conn, &a, &g);
@@ -323,8 +384,8 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
                          (long long)a.wait_ms, lc_mode_name(r->mode));
         }
     } else if (st == LC_BUSY) {
-        snprintf(pu.detail, sizeof pu.detail, "lock not acquired within %lld ms",
-                 (long long)a.wait_ms);
+        snprintf(pu.detail, sizeof pu.detail, "lock not acquired within %lld ms%s",
+                 (long long)wait_ms, queued_ms > 0 ? " (time queued for a worker included)" : "");
     }
     if (st != LC_OK) {
         svc_outcome out = SVC_OUT_ERROR;
@@ -334,7 +395,11 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
             out = SVC_OUT_LOCK_BUSY;
             status = 429;
             error = "lock_busy";
-            pu.busy_wait_ms = a.wait_ms;
+            pu.busy_wait_ms = wait_ms;
+        } else if (st == LC_CANCELED) {
+            error = "shutting_down";
+            snprintf(pu.detail, sizeof pu.detail,
+                     "server shutting down while waiting for the lock; nothing was written");
         } else {
             snprintf(pu.detail, sizeof pu.detail, "lock %s: %s", lc_status_name(st),
                      lc_conn_errstr(conn));
@@ -351,7 +416,8 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     unsigned status;
     const char *error;
     svc_outcome out = section(&pu, conn, work_ms, &status, &error);
-    if (out == SVC_OUT_ERROR && strcmp(error, "redis_unavailable") == 0)
+    if (out == SVC_OUT_ERROR &&
+        (strcmp(error, "redis_unavailable") == 0 || strcmp(error, "redis_error") == 0))
         svc_stats_redis_error();
     release_all(&pu, conn, held, nheld);
     respond(&pu, status, error, out);

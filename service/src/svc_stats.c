@@ -115,12 +115,21 @@ void svc_stats_init(void)
     started_us = svc_now_us();
 }
 
-int svc_stats_sku_slot(const char *sku)
+int svc_stats_sku_find(const char *sku)
 {
     int n = atomic_load_explicit(&sku_count, memory_order_acquire);
     for (int i = 0; i < n; i++)
         if (strcmp(sku_names[i], sku) == 0)
             return i;
+    return SVC_STATS_SKUS;
+}
+
+int svc_stats_sku_slot(const char *sku)
+{
+    int n;
+    int found = svc_stats_sku_find(sku);
+    if (found < SVC_STATS_SKUS)
+        return found;
     pthread_mutex_lock(&sku_mu);
     n = atomic_load_explicit(&sku_count, memory_order_relaxed);
     for (int i = 0; i < n; i++) {
@@ -292,7 +301,7 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "Purchases that sold one unit (HTTP 200).",
         "Purchases that found no stock (HTTP 409).",
         "Purchases that did not get the lock within wait_ms (HTTP 429).",
-        "Purchases that failed on Redis or shutdown (HTTP 503).",
+        "Purchases answered 503: Redis unavailable or error, overloaded, shutting down.",
         "Purchases rejected by validation (HTTP 400/403)."};
 
     for (int o = 0; o < SVC_OUT_COUNT; o++) {

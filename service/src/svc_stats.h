@@ -7,7 +7,8 @@
  * bucket's upper bound, capped by the exact maximum). Prometheus histograms
  * are kept per (mode, sku) with fixed second-based bounds; at most
  * SVC_STATS_SKUS distinct skus get their own label, later ones are counted
- * under sku="_other". */
+ * under sku="_other". A request rejected by validation never takes a
+ * label. */
 #ifndef MIAOSHA_SVC_STATS_H
 #define MIAOSHA_SVC_STATS_H
 
@@ -22,14 +23,18 @@ typedef enum {
     SVC_OUT_SOLD = 0,
     SVC_OUT_SOLD_OUT,
     SVC_OUT_LOCK_BUSY,
-    SVC_OUT_ERROR,        /* Redis unavailable, shutting down */
+    SVC_OUT_ERROR,        /* 503: Redis unavailable/error, overloaded, shutting down */
     SVC_OUT_BAD_REQUEST,  /* rejected by validation (400/403) */
     SVC_OUT_COUNT
 } svc_outcome;
 
 void svc_stats_init(void);
-/* The label slot of sku: 0..SVC_STATS_SKUS-1, or SVC_STATS_SKUS for _other. */
+/* The label slot of sku: 0..SVC_STATS_SKUS-1, or SVC_STATS_SKUS for _other.
+ * Gives a new sku the next free label: only for validated purchases. */
 int svc_stats_sku_slot(const char *sku);
+/* The label slot sku already has, or SVC_STATS_SKUS (_other); never takes a
+ * label (for rejected requests, so they cannot use up the 64). */
+int svc_stats_sku_find(const char *sku);
 /* One finished purchase. lock_wait_us < 0 when no lock was acquired. */
 void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
                         int64_t latency_us, int64_t lock_wait_us);

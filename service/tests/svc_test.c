@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -53,8 +52,29 @@ static int exit_code(int status)
     return -2;
 }
 
+/* The port the child bound, from its "listening on ADDR port N" line; 0
+ * while that line is not there yet. */
+static int logged_port(const svc_server *s)
+{
+    FILE *f = fopen(s->log, "r");
+    char line[2048];
+    int port = 0;
+    if (f == NULL)
+        return 0;
+    while (port == 0 && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, " listening on ");
+        if (p != NULL && (p = strstr(p, " port ")) != NULL)
+            port = atoi(p + 6);
+    }
+    fclose(f);
+    return port;
+}
+
 int svc_start(svc_server *s, int redis_port, const char *const *extra)
 {
+    char redis[64];
+    const char *argv[80];
+    int n = 0;
     pthread_once(&curl_once, curl_init);
     memset(s, 0, sizeof *s);
     s->redis_port = redis_port;
@@ -62,65 +82,57 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
     if (mkdtemp(s->dir) == NULL)
         return -1;
     snprintf(s->log, sizeof s->log, "%s/server.log", s->dir);
-    srand((unsigned)(getpid() ^ (unsigned)time(NULL) ^ (unsigned)tu_now_ms()));
-    for (int attempt = 0; attempt < 20; attempt++) {
-        char port[16], redis[64];
-        const char *argv[80];
-        int n = 0;
-        s->port = 20000 + rand() % 30000;
-        snprintf(port, sizeof port, "%d", s->port);
-        snprintf(redis, sizeof redis, "127.0.0.1:%d", redis_port);
-        argv[n++] = SVC_TEST_SERVER;
-        argv[n++] = "--listen";
-        argv[n++] = "127.0.0.1";
-        argv[n++] = "--port";
-        argv[n++] = port;
-        argv[n++] = "--redis";
-        argv[n++] = redis;
-        for (int i = 0; extra && extra[i] && n < 78; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        pid_t pid = fork();
-        if (pid < 0)
-            return -1;
-        if (pid == 0) {
-            int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (fd >= 0) {
-                dup2(fd, 2);
-                dup2(fd, 1);
-            }
-            execv(argv[0], (char *const *)argv);
-            _exit(127);
+    snprintf(redis, sizeof redis, "127.0.0.1:%d", redis_port);
+    /* Port 0: the kernel picks a free port and the server logs it, so the
+     * test talks to its own child, never to another test's server. */
+    argv[n++] = SVC_TEST_SERVER;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--redis";
+    argv[n++] = redis;
+    for (int i = 0; extra && extra[i] && n < 78; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            dup2(fd, 1);
         }
-        s->pid = pid;
-        for (int i = 0; i < 500; i++) { /* 10 s */
-            int status;
-            if (waitpid(pid, &status, WNOHANG) == pid) {
-                s->pid = 0;
-                if (exit_code(status) == 1 && svc_log_has(s, "cannot listen"))
-                    break; /* port taken: another port */
-                fprintf(stderr, "svc_start: server exited with status %d\n", exit_code(status));
-                svc_dump_log(s);
-                return -1;
-            }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    for (int i = 0; i < 500; i++) { /* 10 s */
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            s->pid = 0;
+            fprintf(stderr, "svc_start: server exited with status %d\n", exit_code(status));
+            svc_dump_log(s);
+            return -1;
+        }
+        if (s->port == 0)
+            s->port = logged_port(s);
+        if (s->port != 0) {
             svc_resp r;
             svc_req(s, "GET", "/healthz", NULL, NULL, &r);
             long st = r.status;
             svc_resp_free(&r);
             if (st != 0)
                 return 0;
-            tu_sleep_ms(20);
         }
-        if (s->pid > 0) {
-            kill(s->pid, SIGKILL);
-            waitpid(s->pid, NULL, 0);
-            s->pid = 0;
-            fprintf(stderr, "svc_start: server did not answer within 10 s\n");
-            svc_dump_log(s);
-            return -1;
-        }
+        tu_sleep_ms(20);
     }
-    fprintf(stderr, "svc_start: no free port after 20 attempts\n");
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+    fprintf(stderr, "svc_start: server did not answer within 10 s\n");
+    svc_dump_log(s);
     return -1;
 }
 

@@ -1,5 +1,5 @@
 /* svc_test.h — helpers for the service tests: start miaosha-server as a
- * child process on a free loopback port, talk to it with libcurl, fire
+ * child process on a loopback port the kernel picks, talk to it with libcurl, fire
  * concurrent bursts, stop it by its PID with SIGTERM. */
 #ifndef MIAOSHA_SVC_TEST_H
 #define MIAOSHA_SVC_TEST_H
@@ -20,9 +20,9 @@ typedef struct svc_server {
 } svc_server;
 
 /* Starts the server against 127.0.0.1:redis_port with extra flags
- * (NULL-terminated, may be NULL), on a random free port (retried when the
- * bind fails), and waits until /healthz answers (any status) — up to 10 s.
- * Returns 0, or -1 (the log is printed). */
+ * (NULL-terminated, may be NULL) with --port 0, reads the port it bound
+ * from its "listening on ... port N" log line, and waits until /healthz
+ * answers (any status) — up to 10 s. Returns 0, or -1 (the log is printed). */
 int svc_start(svc_server *s, int redis_port, const char *const *extra);
 /* SIGTERM, then waits up to timeout_ms; returns the exit status, or -1
  * (killed with SIGKILL) when it did not exit in time, -2 for a signal. */

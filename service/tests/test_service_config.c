@@ -104,6 +104,19 @@ int main(void)
         expect_invalid(a, "/nonexistent/miaosha.json");
     }
     {
+        /* a flag is not a value: not a config file named "--help" */
+        const char *a[] = {"--config", "--help", NULL};
+        expect_invalid(a, "needs a value");
+    }
+    {
+        const char *a[] = {"--set", "redis.pool_size=8", NULL};
+        expect_invalid(a, "redis.pool_size");
+    }
+    {
+        const char *a[] = {"--set", "listen.max_uri_bytes=9000", NULL};
+        expect_invalid(a, "half of listen.max_header_bytes");
+    }
+    {
         const char *a[] = {"--help", NULL};
         TU_CHECK(run(a, out, sizeof out) == 0, "--help exits 0");
         TU_CHECK(strstr(out, "--port") != NULL, "--help lists flags");

@@ -1,7 +1,8 @@
 /* test_service_shutdown.c — SIGTERM stops accepting, finishes in-flight
  * purchases (their locks released, their 200s delivered) and exits 0
  * within 5 s; a purchase sleeping longer than that is cut short without
- * writing anything. */
+ * writing anything; purchases waiting for a lock are answered 503
+ * shutting_down at once (lc_lock_args.cancel), releasing what they hold. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,13 +16,21 @@ static svc_server srv;
 typedef struct job {
     const char *path;
     svc_resp r;
+    int64_t done_ms;
 } job;
 
 static void *one(void *arg)
 {
     job *j = arg;
     svc_req(&srv, "GET", j->path, NULL, NULL, &j->r);
+    j->done_ms = tu_now_ms();
     return NULL;
+}
+
+static int is_error(const svc_resp *r, const char *error)
+{
+    const char *e = svc_jstr(r->json, "error");
+    return e != NULL && strcmp(e, error) == 0;
 }
 
 int main(void)
@@ -30,31 +39,63 @@ int main(void)
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
     TU_CHECK(svc_set_stock(&srv, "sd1", 5, NULL) == 200, "stock");
     TU_CHECK(svc_set_stock(&srv, "sd2", 5, NULL) == 200, "stock");
+    TU_CHECK(svc_set_stock(&srv, "sd3", 5, NULL) == 200, "stock");
+    TU_CHECK(svc_set_stock(&srv, "sd4", 5, NULL) == 200, "stock");
+    /* sd3's lock is held by someone else for a minute. */
+    tu_redis_int(srv.redis_port, "SET miaosha:{sd3}:lock outsider PX 60000");
 
-    job a = {"/miaosha/token?sku=sd1&work_ms=800", {0}};
-    job b = {"/miaosha/reentrant?sku=sd2&work_ms=20000", {0}};
-    pthread_t ta, tb;
-    pthread_create(&ta, NULL, one, &a);
-    pthread_create(&tb, NULL, one, &b);
-    /* Both hold their locks now. */
+    job a = {"/miaosha/token?sku=sd1&work_ms=800", {0}, 0};
+    job b = {"/miaosha/reentrant?sku=sd2&work_ms=20000", {0}, 0};
+    job w[2] = {{"/miaosha/token?sku=sd3&wait_ms=15000", {0}, 0},
+                {"/miaosha/setnx?sku=sd3&wait_ms=15000", {0}, 0}};
+    /* token is not reentrant: holding the outer lock, it waits for itself */
+    job n = {"/miaosha/token?sku=sd4&reenter=1&wait_ms=15000", {0}, 0};
+    job *all[] = {&a, &b, &w[0], &w[1], &n};
+    pthread_t th[5];
+    for (int i = 0; i < 5; i++)
+        pthread_create(&th[i], NULL, one, all[i]);
+    /* All hold their locks (sd3: the outsider) and the waiters wait. */
     int64_t t0 = tu_now_ms();
     while (tu_now_ms() - t0 < 3000 &&
            (tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock") != 1 ||
-            tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock") != 1))
+            tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock") != 1 ||
+            tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock") != 1))
         tu_sleep_ms(5);
     TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock") == 1, "sd1 held");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock") == 1, "sd4 outer held");
+    tu_sleep_ms(300); /* the waiters are inside lc_acquire */
     t0 = tu_now_ms();
     kill(srv.pid, SIGTERM);
     int rc = svc_wait_exit(&srv, 8000);
     int64_t dt = tu_now_ms() - t0;
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    for (int i = 0; i < 5; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        TU_CHECK(w[i].r.status == 503 && is_error(&w[i].r, "shutting_down"),
+                 "lock waiter %d: %ld %s", i, w[i].r.status, B(&w[i].r));
+        TU_CHECK(w[i].done_ms - t0 < tu_slack(1000), "lock waiter %d answered after %lld ms", i,
+                 (long long)(w[i].done_ms - t0));
+        svc_resp_free(&w[i].r);
+    }
+    TU_CHECK(n.r.status == 503 && is_error(&n.r, "shutting_down"), "nested waiter: %ld %s",
+             n.r.status, B(&n.r));
+    TU_CHECK(n.done_ms - t0 < tu_slack(1000), "nested waiter answered after %lld ms",
+             (long long)(n.done_ms - t0));
+    svc_resp_free(&n.r);
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock") == 0,
+             "the outer lock of the nested waiter was released");
+    char holder[64];
+    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{sd3}:lock");
+    TU_CHECK(strcmp(holder, "outsider") == 0, "the outsider's lock is untouched: %s", holder);
+    TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd3}:sold") == 0 &&
+                 tu_redis_int(srv.redis_port, "GET miaosha:{sd4}:sold") == 0,
+             "the canceled purchases wrote nothing");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{sd3}:lock");
     TU_CHECK(rc == 0, "exit status %d", rc);
     TU_CHECK(dt < 5000, "exited in %lld ms", (long long)dt);
     TU_CHECK(a.r.status == 200, "in-flight purchase finished: %ld %s", a.r.status, B(&a.r));
     TU_CHECK(b.r.status == 503, "20 s purchase cut short: %ld %s", b.r.status, B(&b.r));
-    TU_CHECK(svc_jstr(b.r.json, "error") && !strcmp(svc_jstr(b.r.json, "error"), "shutting_down"),
-             "shutting_down");
+    TU_CHECK(is_error(&b.r, "shutting_down"), "shutting_down");
     TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock") == 0, "sd1 lock released");
     TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock") == 0, "sd2 lock released");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd1}:sold") == 1, "sd1 sold 1");
