@@ -76,7 +76,9 @@ static int64_t now_ns(void)
 
 static int stop_requested(const shared *sh)
 {
-    return sh->cfg->stop && *sh->cfg->stop;
+    /* set by a signal handler, or by another thread (the matrix's fault
+     * scenarios stop their background burst from the main thread) */
+    return sh->cfg->stop && __atomic_load_n(sh->cfg->stop, __ATOMIC_RELAXED);
 }
 
 static void conn_close(worker *w, conn *c)
@@ -209,12 +211,16 @@ static void connect_failed(worker *w, conn *c, int started)
     if (started) {
         /* a request routed to a dead backend fails, as through a balancer */
         uint64_t idx;
-        if (claim(w, &idx)) {
-            c->idx = idx;
-            c->t_start = now_ns();
-            c->in_flight = 1;
-            finish(w, c, 0, LG_ERR_CONNECT, NULL, 0);
+        if (!claim(w, &idx)) {
+            /* nothing left to send: do not keep knocking on a dead backend
+             * until the deadline */
+            c->state = C_DONE;
+            return;
         }
+        c->idx = idx;
+        c->t_start = now_ns();
+        c->in_flight = 1;
+        finish(w, c, 0, LG_ERR_CONNECT, NULL, 0);
     }
     c->state = C_WAIT;
     c->retry_at = now_ns() + RECONNECT_BACKOFF_NS;

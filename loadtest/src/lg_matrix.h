@@ -4,6 +4,11 @@
  * stopped by PID), on one Redis (given, or a private redis-server it
  * starts). Progress lines go to cfg->log (main passes stderr); results are
  * returned and written by lg_matrix_write_files.
+ *
+ * Scenarios 0..4 are issue 4's demo (the default); 5..7 are issue 5's
+ * faults (lg_fault.c: an instance kill -9'd while holding the lock, the
+ * private redis-server SIGKILLed and restarted from its AOF, and paused
+ * with SIGSTOP), selected with --faults or --scenarios.
  */
 #ifndef MIAOSHA_LG_MATRIX_H
 #define MIAOSHA_LG_MATRIX_H
@@ -13,11 +18,13 @@
 #include <stdio.h>
 
 #define LG_NMODES 5
-#define LG_NSCEN 5
+#define LG_NSCEN 8
+#define LG_NDEMO 5          /* the default selection: scenarios 0..4 */
 #define LG_MATRIX_MAX_ARGS 32
 
 extern const char *const lg_mode_names[LG_NMODES];  /* none mutex setnx token reentrant */
-extern const char *const lg_scen_names[LG_NSCEN];   /* race multi slow crash nested */
+extern const char *const lg_scen_names[LG_NSCEN];   /* race multi slow crash nested
+                                                       kill redis-restart redis-pause */
 
 typedef struct lg_matrix_cfg {
     const char *server;        /* miaosha-server binary */
@@ -29,13 +36,16 @@ typedef struct lg_matrix_cfg {
     int scen_on[LG_NSCEN];
     const char *server_args[LG_MATRIX_MAX_ARGS];
     int nserver_args;
+    double time_factor;        /* >= 1: scales the fault scenarios' upper time
+                                  bounds (sanitizer builds run slower) */
     volatile sig_atomic_t *stop;
     FILE *log;                 /* progress lines; NULL = quiet */
 } lg_matrix_cfg;
 
 typedef struct lg_cell {
     int ran;
-    const char *expected;      /* "oversell", "exact", "stuck", "recovers", "sells", "blocks" */
+    const char *expected;      /* "oversell", "exact", "stuck", "recovers", "sells", "blocks",
+                                  "safe" (faults) */
     char outcome[24];          /* measured, same vocabulary, or "short", "unsafe", "error" */
     int pass;
     int64_t stock, sold, stock_left, oversold, undersold;
@@ -44,6 +54,16 @@ typedef struct lg_cell {
     int64_t recovery_ms;       /* crash: first sale after the crash; -1 none */
     int64_t window_ms;         /* crash: observation window */
     double elapsed_s;
+    /* fault scenarios (-1 = not measured / not applicable) */
+    int64_t fault_ms;          /* how long the fault lasted: instance down until
+                                  healthy again, Redis down, Redis paused */
+    int64_t freed_ms;          /* kill: the dead holder's lock gone after the kill */
+    int64_t failfast_ms;       /* redis-*: slowest 503 of the probes during the fault */
+    int64_t reconnect_ms;      /* redis-restart: every instance answers a purchase
+                                  without 503 again, after Redis answered PING */
+    int64_t resume_ms;         /* first sale after the fault ended */
+    uint64_t n503;             /* 503 redis_unavailable seen by the burst */
+    uint64_t unacked;          /* orders recorded whose response never came */
     char reason[240];          /* short, measured */
 } lg_cell;
 
@@ -56,6 +76,10 @@ typedef struct lg_matrix_result {
 
 void lg_matrix_cfg_init(lg_matrix_cfg *c);
 /* Restricts to a comma list of modes and/or scenarios. 0 or -1 (err). */
+/* 1 when any of the fault scenarios (kill, redis-restart, redis-pause) is on. */
+int lg_matrix_has_faults(const lg_matrix_cfg *c);
+/* Selects exactly the fault scenarios (`matrix --faults`). */
+void lg_matrix_select_faults(lg_matrix_cfg *c);
 int lg_matrix_select(lg_matrix_cfg *c, const char *modes, const char *scens, char *err,
                      size_t errlen);
 /* Finds miaosha-server relative to argv0 (../service/miaosha-server) or the

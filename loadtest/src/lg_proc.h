@@ -31,6 +31,19 @@ void lg_proc_kill_all(int grace_ms);
 /* 1 when 127.0.0.1:port answers a Redis PING within timeout_ms. */
 int lg_redis_ping(int port, int timeout_ms);
 
+/* One Redis command on a fresh connection to 127.0.0.1:port (for the
+ * matrix's fault scenarios, which watch the lock key; not for speed).
+ * argv: argc strings, sent as a RESP array. The reply goes to out as text:
+ * a status or bulk string as is, an integer in decimal, an array as its
+ * elements joined by '\n' (flat arrays of strings/integers only). Returns
+ * 1 (a value), 0 (nil) or -1 (an error reply, no reply within timeout_ms,
+ * or a reply it cannot parse). */
+int lg_redis_query(int port, int timeout_ms, int argc, const char *const argv[], char *out,
+                   size_t outlen);
+
+/* rm -rf dir (no symlinks followed); best effort. */
+void lg_rm_tree(const char *dir);
+
 /* Milliseconds on the monotonic clock; sleeping. */
 long long lg_now_ms(void);
 void lg_sleep_ms(long long ms);

@@ -76,13 +76,20 @@ static const char *matrix_help =
     "  --server PATH        miaosha-server binary (default: $MIAOSHA_SERVER, else\n"
     "                       ../service/miaosha-server next to this binary)\n"
     "  --redis HOST:PORT    use this Redis (default: start a private redis-server on a\n"
-    "                       free loopback port, no persistence, and stop it at the end)\n"
+    "                       free loopback port, no persistence (AOF with the fault\n"
+    "                       scenarios), and stop it at the end)\n"
     "  --redis-server PATH  redis-server binary for the private one (default redis-server)\n"
     "  --out DIR            write matrix.md, matrix.csv, matrix.svg and logs/ (default\n"
     "                       ./matrix-out)\n"
     "  --quick              smaller stock and bursts (the test suite's form)\n"
     "  --modes LIST         comma list of modes (default all five)\n"
-    "  --scenarios LIST     comma list of race,multi,slow,crash,nested (default all)\n"
+    "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default)\n"
+    "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
+    "  --faults             run the fault scenarios instead of the demo: one instance\n"
+    "                       of three kill -9'd holding the lock, Redis SIGKILLed and\n"
+    "                       restarted from its AOF, Redis paused 2 s (private Redis only)\n"
+    "  --time-factor F      scale the fault scenarios' upper time bounds by F >= 1\n"
+    "                       (default $MIAOSHA_TEST_TIME_FACTOR, else 1)\n"
     "  --server-arg ARG     extra argument for every miaosha-server (repeatable)\n"
     "\n"
     "Servers are started as child processes on free 127.0.0.1 ports and stopped by\n"
@@ -374,21 +381,25 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_matrix(int argc, char **argv, const char *argv0)
 {
     enum { O_SERVER = 256, O_REDIS, O_REDIS_SERVER, O_OUT, O_QUICK, O_MODES, O_SCEN, O_SARG,
-           O_HELP };
+           O_FAULTS, O_TFACTOR, O_HELP };
     static const struct option opts[] = {
         {"server", required_argument, 0, O_SERVER}, {"redis", required_argument, 0, O_REDIS},
         {"redis-server", required_argument, 0, O_REDIS_SERVER},
         {"out", required_argument, 0, O_OUT}, {"quick", no_argument, 0, O_QUICK},
         {"modes", required_argument, 0, O_MODES}, {"scenarios", required_argument, 0, O_SCEN},
-        {"server-arg", required_argument, 0, O_SARG}, {"help", no_argument, 0, O_HELP},
+        {"server-arg", required_argument, 0, O_SARG}, {"faults", no_argument, 0, O_FAULTS},
+        {"time-factor", required_argument, 0, O_TFACTOR}, {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0}};
     lg_matrix_cfg cfg;
     lg_matrix_cfg_init(&cfg);
     char err[512];
-    int c;
+    int c, faults = 0, scenarios = 0;
+    const char *tf = getenv("MIAOSHA_TEST_TIME_FACTOR");
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
+        case O_FAULTS: faults = 1; break;
+        case O_TFACTOR: tf = optarg; break;
         case O_SERVER: cfg.server = optarg; break;
         case O_REDIS: cfg.redis = optarg; break;
         case O_REDIS_SERVER: cfg.redis_server = optarg; break;
@@ -401,6 +412,7 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
             }
             break;
         case O_SCEN:
+            scenarios = 1;
             if (lg_matrix_select(&cfg, NULL, optarg, err, sizeof err) < 0) {
                 fprintf(stderr, "miaosha-load: --scenarios: %s\n", err);
                 return 2;
@@ -420,6 +432,27 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
     if (optind < argc) {
         fprintf(stderr, "miaosha-load matrix: unexpected argument '%s'\n", argv[optind]);
         return 2;
+    }
+    if (faults && scenarios) {
+        fprintf(stderr, "miaosha-load: --faults and --scenarios: give one of them\n");
+        return 2;
+    }
+    if (faults)
+        lg_matrix_select_faults(&cfg);
+    if (lg_matrix_has_faults(&cfg) && cfg.redis) {
+        fprintf(stderr, "miaosha-load: the fault scenarios stop and restart Redis: they run "
+                        "on their own private redis-server (drop --redis)\n");
+        return 2;
+    }
+    if (tf && *tf) {
+        char *end;
+        errno = 0;
+        cfg.time_factor = strtod(tf, &end);
+        if (errno || *end || !(cfg.time_factor >= 1.0 && cfg.time_factor <= 50.0)) {
+            fprintf(stderr, "miaosha-load: --time-factor: expected a number in 1..50, got '%s'\n",
+                    tf);
+            return 2;
+        }
     }
     static char server_buf[4096];
     if (!cfg.server) {

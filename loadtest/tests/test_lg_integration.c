@@ -8,9 +8,17 @@
  *   test_lg_integration matrix  `matrix --quick`: exit 0 means every cell
  *                               showed the outcome issue 4 expects; the
  *                               three files are written
+ *   test_lg_integration faults  `matrix --faults --quick` (issue 5's kill,
+ *                               redis-restart, redis-pause over all five
+ *                               modes): exit 0, and each cell's measured
+ *                               outcome and figures read back from
+ *                               matrix.csv; then Ctrl-C (SIGINT to the
+ *                               matrix only) while its Redis is paused ends
+ *                               it with 130 and stops that Redis
  * A missing server binary fails the test: it never skips.
  */
 #include <curl/curl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -210,6 +218,235 @@ static void test_matrix(void)
     }
 }
 
+/* --- faults ---------------------------------------------------------------- */
+
+#define CSV_MAX_COLS 40
+
+typedef struct csv_row {
+    char buf[2048];
+    char *col[CSV_MAX_COLS];
+    int n;
+} csv_row;
+
+/* Splits one line of matrix.csv: only the last column (reason) is quoted,
+ * so the first ncols-1 commas separate fields. */
+static void csv_split(csv_row *r, const char *line, int ncols)
+{
+    snprintf(r->buf, sizeof r->buf, "%s", line);
+    r->buf[strcspn(r->buf, "\n")] = 0;
+    r->n = 0;
+    char *p = r->buf;
+    while (r->n < CSV_MAX_COLS) {
+        r->col[r->n++] = p;
+        char *comma = r->n < ncols ? strchr(p, ',') : NULL;
+        if (!comma)
+            break;
+        *comma = 0;
+        p = comma + 1;
+    }
+}
+
+static const char *csv_get(const csv_row *hdr, const csv_row *r, const char *name)
+{
+    for (int i = 0; i < hdr->n && i < r->n; i++)
+        if (!strcmp(hdr->col[i], name))
+            return r->col[i];
+    return "";
+}
+
+static long long csv_num(const csv_row *hdr, const csv_row *r, const char *name)
+{
+    const char *v = csv_get(hdr, r, name);
+    return *v ? strtoll(v, NULL, 10) : -1;
+}
+
+/* What issue 5's fault cells must show (loadtest/README.md). */
+static const char *fault_expected(const char *scen, const char *mode)
+{
+    if (!strcmp(mode, "none") || !strcmp(mode, "mutex"))
+        return "oversell";
+    if (!strcmp(mode, "setnx") && strcmp(scen, "kill") != 0)
+        return "safe|stuck"; /* a lock left without TTL: a race, see lg_fault.c */
+    return "safe";
+}
+
+static void check_fault_row(const csv_row *h, const csv_row *r)
+{
+    const char *scen = csv_get(h, r, "scenario"), *mode = csv_get(h, r, "mode");
+    const char *got = csv_get(h, r, "measured"), *want = fault_expected(scen, mode);
+    char cell[64];
+    snprintf(cell, sizeof cell, "%s/%s", scen, mode);
+    /* want: one outcome or alternatives separated by '|' */
+    int match = 0;
+    for (const char *w = want; *w && !match;) {
+        size_t len = strcspn(w, "|");
+        match = strlen(got) == len && !strncmp(w, got, len);
+        w += len + (w[len] == '|');
+    }
+    TU_CHECK(match, "%s: measured %s, expected %s (%s)", cell, got, want,
+             csv_get(h, r, "reason"));
+    TU_CHECK(!strcmp(csv_get(h, r, "pass"), "true"), "%s: the matrix judged it as expected",
+             cell);
+    if (!strcmp(want, "oversell")) {
+        TU_CHECK(csv_num(h, r, "oversold") > 0, "%s oversold", cell);
+        return;
+    }
+    /* the Redis lock modes: nothing lost, whatever the fault */
+    TU_CHECK(csv_num(h, r, "oversold") == 0 && csv_num(h, r, "undersold") == 0,
+             "%s: oversold %lld undersold %lld", cell, csv_num(h, r, "oversold"),
+             csv_num(h, r, "undersold"));
+    TU_CHECK(csv_num(h, r, "missing_orders") == 0 && csv_num(h, r, "duplicate_ids") == 0,
+             "%s: no acknowledged order missing, no duplicate id", cell);
+    if (!strcmp(got, "safe"))
+        TU_CHECK(csv_num(h, r, "sold") == csv_num(h, r, "stock") &&
+                     csv_num(h, r, "stock_left") == 0,
+                 "%s: sold out after the fault", cell);
+    if (!strcmp(got, "stuck"))
+        TU_CHECK(csv_num(h, r, "sold") < csv_num(h, r, "stock"), "%s: stuck = stopped selling",
+                 cell);
+    long long hold = !strcmp(mode, "reentrant") ? 1000 : 1500; /* watchdog / lease */
+    if (!strcmp(scen, "kill")) {
+        long long freed = csv_num(h, r, "freed_ms");
+        /* freed by expiry: not long before the lease/watchdog timeout (the
+         * PTTL at the kill is checked by the matrix itself), not much after */
+        TU_CHECK(freed >= hold / 2 && freed <= hold + tu_slack(1000),
+                 "%s: the dead holder's lock freed after %lld ms (hold %lld)", cell, freed, hold);
+        TU_CHECK(csv_num(h, r, "fault_ms") >= 0, "%s: the killed instance came back", cell);
+    } else if (!strcmp(scen, "redis-restart")) {
+        TU_CHECK(csv_num(h, r, "redis_unavailable") > 0, "%s: buyers saw 503s while down (%lld)",
+                 cell, csv_num(h, r, "redis_unavailable"));
+        long long back = csv_num(h, r, "reconnect_ms");
+        TU_CHECK(back >= 0 && back <= tu_slack(1000), "%s: instances back %lld ms after Redis",
+                 cell, back);
+        TU_CHECK(csv_num(h, r, "fault_ms") >= 1000, "%s: Redis was down >= 1 s (%lld)", cell,
+                 csv_num(h, r, "fault_ms"));
+    } else {
+        long long ff = csv_num(h, r, "failfast_ms");
+        TU_CHECK(ff >= 0 && ff <= tu_slack(1000), "%s: 503 within %lld ms while paused", cell,
+                 ff);
+        TU_CHECK(csv_num(h, r, "redis_unavailable") > 0, "%s: buyers saw 503s while paused",
+                 cell);
+        if (!strcmp(got, "safe"))
+            TU_CHECK(csv_num(h, r, "resume_ms") <= hold + tu_slack(1000),
+                     "%s: sales resumed %lld ms after SIGCONT (no lock beyond its lease)", cell,
+                     csv_num(h, r, "resume_ms"));
+    }
+}
+
+/* SIGINT to the matrix (not its group) while its Redis is frozen: it must
+ * exit 130 and leave no Redis behind. */
+static void test_faults_interrupt(void)
+{
+    char dir[] = "/tmp/miaosha-lg-faults-int-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    char errp[600], err[64];
+    snprintf(errp, sizeof errp, "%s/stderr", dir);
+    char *argv[] = {load, "matrix", "--scenarios", "redis-pause", "--modes", "token", "--quick",
+                    "--server", server, "--out", dir, NULL};
+    pid_t pid = lg_spawn(argv, errp, err, sizeof err);
+    TU_REQUIRE(pid > 0, "matrix started");
+    /* the private Redis's port, from the matrix's first log line */
+    int port = 0;
+    int64_t end = tu_now_ms() + tu_slack(20000);
+    while (!port && tu_now_ms() < end) {
+        FILE *f = fopen(errp, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            const char *p = strstr(line, "redis at 127.0.0.1:");
+            if (p)
+                port = atoi(p + strlen("redis at 127.0.0.1:"));
+        }
+        if (f)
+            fclose(f);
+        tu_sleep_ms(20);
+    }
+    TU_CHECK(port > 0, "private redis port logged");
+    /* paused = the port accepts but never answers a PING */
+    int paused = 0;
+    end = tu_now_ms() + tu_slack(30000);
+    while (port && !paused && tu_now_ms() < end && !lg_wait_exit(pid, 0)) {
+        paused = !lg_redis_ping(port, 150);
+        if (!paused)
+            tu_sleep_ms(10);
+    }
+    TU_CHECK(paused, "the matrix paused its Redis");
+    int64_t t0 = tu_now_ms();
+    kill(pid, SIGINT);
+    int st = -1;
+    while (waitpid(pid, &st, WNOHANG) == 0 && tu_now_ms() - t0 < tu_slack(15000))
+        tu_sleep_ms(20);
+    if (tu_now_ms() - t0 >= tu_slack(15000)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    TU_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "Ctrl-C: exit 130 (status %d) after %lld ms",
+             st, (long long)(tu_now_ms() - t0));
+    TU_CHECK(!port || !lg_redis_ping(port, 300), "Ctrl-C: its Redis was stopped");
+    if (tu_failed == 0) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) {
+        }
+    } else {
+        fprintf(stderr, "interrupt output kept in %s\n", dir);
+    }
+}
+
+static void test_faults(void)
+{
+    char dir[] = "/tmp/miaosha-lg-faults-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    static char out[1 << 16];
+    char cmd[4096];
+    int64_t t0 = tu_now_ms();
+    snprintf(cmd, sizeof cmd, "%s matrix --faults --quick --server %s --out %s 2>%s/stderr", load,
+             server, dir, dir);
+    int rc = sh(cmd, out, sizeof out);
+    fprintf(stderr, "%s\nmatrix --faults --quick: exit %d in %lld ms\n", out, rc,
+            (long long)(tu_now_ms() - t0));
+    TU_CHECK(rc == 0, "matrix --faults --quick exit %d", rc);
+    char p[512], line[2048];
+    snprintf(p, sizeof p, "%s/matrix.csv", dir);
+    FILE *f = fopen(p, "r");
+    TU_REQUIRE(f != NULL, "%s written", p);
+    static csv_row hdr, row;
+    int rows = 0, ncols = 0;
+    if (fgets(line, sizeof line, f)) {
+        csv_split(&hdr, line, CSV_MAX_COLS);
+        ncols = hdr.n;
+    }
+    while (fgets(line, sizeof line, f)) {
+        csv_split(&row, line, ncols);
+        rows++;
+        check_fault_row(&hdr, &row);
+    }
+    fclose(f);
+    TU_CHECK(rows == 15, "15 fault cells (3 scenarios x 5 modes), got %d", rows);
+    snprintf(p, sizeof p, "%s/matrix.md", dir);
+    f = fopen(p, "r");
+    int fault_table = 0;
+    while (f && fgets(line, sizeof line, f))
+        fault_table |= strstr(line, "## Fault cells") != NULL;
+    if (f)
+        fclose(f);
+    TU_CHECK(fault_table, "matrix.md has the fault table");
+    snprintf(p, sizeof p, "%s/matrix.svg", dir);
+    struct stat stt;
+    TU_CHECK(stat(p, &stt) == 0 && stt.st_size > 100, "matrix.svg written");
+    /* usage: the faults need the private Redis */
+    snprintf(cmd, sizeof cmd, "%s matrix --faults --redis 127.0.0.1:%d 2>/dev/null", load,
+             redis_port);
+    TU_CHECK(sh(cmd, out, sizeof out) == 2, "--faults with --redis is a usage error");
+    if (tu_failed == 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) {
+        }
+    } else {
+        fprintf(stderr, "fault matrix output kept in %s\n", dir);
+    }
+    test_faults_interrupt();
+}
+
 int main(int argc, char **argv)
 {
     const char *bd = getenv("MIAOSHA_BUILD_DIR");
@@ -225,6 +462,8 @@ int main(int argc, char **argv)
         test_run();
     else if (!strcmp(what, "matrix"))
         test_matrix();
+    else if (!strcmp(what, "faults"))
+        test_faults();
     else
         TU_CHECK(0, "unknown test '%s'", what);
     lg_proc_kill_all(2000);

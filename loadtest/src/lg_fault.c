@@ -1,0 +1,771 @@
+/* lg_fault.c — the matrix's fault scenarios (issue 5): what a buyer-facing
+ * burst over three instances on one Redis goes through when
+ *
+ *   kill           one instance dies (kill -9) while it holds the lock,
+ *   redis-restart  the redis-server is SIGKILLed and restarted ~1 s later on
+ *                  the same port from its AOF (appendfsync always),
+ *   redis-pause    the redis-server is frozen with SIGSTOP for 2 s.
+ *
+ * Every cell: three instances (mx-fault-0..2; faults.enabled, lease 1500 ms,
+ * watchdog timeout 1000 ms, Redis command/connect timeout 300 ms) and the
+ * matrix's private redis-server. The main thread resets the SKU and starts
+ * the burst on a thread of its own (lg_run over the three instances,
+ * round-robin connections, work_ms 20 so the lock is held most of the time,
+ * wait_ms 30000 so nobody gives up); it waits for the first sales, injects
+ * the fault, then watches Redis (the lock key, sold, stock) every 5 ms until
+ * the stock is sold out, a lock is seen stuck, or a deadline. Then it stops
+ * the burst and the audit (oversold, undersold, every acknowledged order in
+ * the order list) decides the cell.
+ *
+ * How "while it holds the lock" is made certain rather than lucky (kill):
+ *   reentrant  the lock hash's field is "<instance id>:<owner>": poll until a
+ *              field of mx-fault-2 appears, SIGSTOP it, wait 20 ms for any
+ *              command it already sent to land, re-check the field — a
+ *              frozen process cannot release — then SIGKILL.
+ *   token      the value is a random token (no owner visible), so eight
+ *   setnx      requests with fault=crash_in_section go to mx-fault-2 at once:
+ *              they queue for the lock among the burst's buyers and the
+ *              process exits as soon as one of them holds it (for setnx
+ *              after SETNX+PEXPIRE: a plain kill, the lock has its TTL —
+ *              crash_before_expire, the TTL-less case, is the demo's `crash`
+ *              scenario). Eight, because the lock goes to whichever poller
+ *              asks first: one request among 24 buyers may wait until the
+ *              stock is gone.
+ *   none/mutex no Redis lock: SIGKILL when mx-fault-2's /stats shows a
+ *              purchase in flight.
+ * The victim is restarted on its port at once (new instance id), and the
+ * dead holder's lock is watched until it is gone: it must go by expiry —
+ * not before its PTTL at the kill (nobody may release it) and not much
+ * after the lease (token, setnx) / watchdog timeout (reentrant).
+ *
+ * Every wait polls a condition with a deadline (upper bounds scaled by
+ * cfg->time_factor); Ctrl-C ends every wait, and a paused Redis always gets
+ * its SIGCONT.
+ */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lg_admin.h"
+#include "lg_matrix_int.h"
+#include "lg_proc.h"
+
+#define STR_(v) #v
+#define STR(v) STR_(v)
+
+#define F_LEASE_MS 1500        /* setnx/token lease: lock.lease_ms */
+#define F_WATCHDOG_MS 1000     /* reentrant: lock.watchdog_timeout_ms */
+#define F_CMD_TIMEOUT_MS 300   /* redis.command_timeout_ms = connect timeout */
+#define F_DOWN_MS 1000         /* redis-restart: down this long */
+#define F_PAUSE_MS 2000        /* redis-pause: frozen this long */
+#define F_WORK_MS 20
+#define F_WAIT_MS 30000
+#define F_CONCURRENCY 24       /* 8 connections per instance */
+#define F_REQUESTS 200000      /* an upper bound: the burst is stopped once sold out */
+#define F_SOLD_BEFORE 3        /* sales before the fault */
+#define F_CRASHERS 8           /* kill token/setnx: crash_in_section requests */
+#define F_POLL_MS 5
+
+const char *lg_fault_expected(int scen, int mode)
+{
+    /* none has no lock and mutex none across instances: both oversell
+     * before any fault matters. The Redis locks must lose nothing: no
+     * oversell, no undersell, every acknowledged order listed ("safe" also
+     * asks that the stock sells out after the fault and that the fault's
+     * time bounds hold). setnx's SETNX and PEXPIRE are two commands, so a
+     * Redis fault between them can leave a lock with no TTL: "stuck" —
+     * nothing lost, nothing sold any more. Whether it happens is a race the
+     * matrix cannot steer, so both are accepted there (and shown):
+     *   redis-pause    a SETNX whose client gave up during the pause still
+     *                  runs on SIGCONT; if it finds the key free (the last
+     *                  holder's lease ran out during the 2 s) it takes the
+     *                  lock and its PEXPIRE is never sent. It does not when
+     *                  a live buyer's SETNX on an older connection is served
+     *                  first (Redis serves established connections before
+     *                  the ones that queued up during the pause).
+     *   redis-restart  the SIGKILL lands between a SETNX that reached the
+     *                  AOF and its PEXPIRE (the kill cut off the reply).
+     * With a plain kill of an instance (after SETNX+PEXPIRE) the TTL frees
+     * it: "safe" (crash_before_expire is the demo's `crash` scenario). */
+    if (mode == M_NONE || mode == M_MUTEX)
+        return "oversell";
+    if (mode == M_SETNX && scen != S_KILL)
+        return "safe|stuck";
+    return "safe";
+}
+
+void lg_fault_instances(instance ins[3])
+{
+    static const char *const extra[] = {
+        "--set", "faults.enabled=true",
+        "--set", "lock.lease_ms=" STR(F_LEASE_MS),
+        "--set", "lock.watchdog_timeout_ms=" STR(F_WATCHDOG_MS),
+        "--set", "redis.command_timeout_ms=" STR(F_CMD_TIMEOUT_MS),
+        "--set", "redis.connect_timeout_ms=" STR(F_CMD_TIMEOUT_MS),
+        "--set", "server.workers=16"};
+    _Static_assert(sizeof extra / sizeof extra[0] <= LG_INSTANCE_MAX_EXTRA, "extra fits");
+    for (int i = 0; i < 3; i++) {
+        snprintf(ins[i].id, sizeof ins[i].id, "mx-fault-%d", i);
+        ins[i].nextra = (int)(sizeof extra / sizeof extra[0]);
+        for (int k = 0; k < ins[i].nextra; k++)
+            ins[i].extra[k] = extra[k];
+    }
+}
+
+/* One fault cell in progress. */
+typedef struct fcell {
+    mctx *x;
+    lg_cell *c;
+    int scen, mode;
+    instance *ins;             /* [3]; ins[2] is the victim of `kill` */
+    char sku[64], k_lock[96], k_sold[96], k_stock[96];
+    long long hold_ms;         /* lease / watchdog timeout; 0 = no Redis lock */
+    /* the burst, on its own thread */
+    lg_run_cfg rc;
+    lg_run_result *r;
+    volatile sig_atomic_t bstop;
+    atomic_int bdone;
+    pthread_t tid;
+    int brc;
+    char berr[256];
+    /* measured */
+    long long t_end;           /* the fault ended: kill / Redis up / SIGCONT */
+    long long t_kill;
+    long long sold_at_fault;
+    char holder[128];          /* kill: token value or reentrant hash field */
+    long long pttl_at_kill;
+    int victim_down;           /* kill: the victim is restarting */
+    int stuck, sold_out;
+    uint64_t probes_503;
+    char why[200];             /* the fault could not be injected */
+    char note[200];            /* what happened, for the reason */
+    char checks[200];          /* bounds not met */
+} fcell;
+
+static void addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void addf(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    if (used + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, len - used, fmt, ap);
+    va_end(ap);
+}
+
+/* --- Redis and HTTP probes -------------------------------------------------- */
+
+/* An integer from a command on one key (GET holding a number, PTTL,
+ * HEXISTS): the value, or LLONG_MIN for nil / no answer. */
+static long long redis_int(const fcell *f, const char *cmd, const char *key, const char *arg)
+{
+    const char *argv[3] = {cmd, key, arg};
+    char out[64];
+    if (lg_redis_query(f->x->redis_port, 500, arg ? 3 : 2, argv, out, sizeof out) != 1)
+        return LLONG_MIN;
+    char *end;
+    long long v = strtoll(out, &end, 10);
+    return end == out ? LLONG_MIN : v;
+}
+
+static long long sold_now(const fcell *f)
+{
+    return redis_int(f, "GET", f->k_sold, NULL);
+}
+
+/* One purchase straight to an instance (no burst connection): the HTTP
+ * status (0 = transport failure: refused, reset, the process died), the
+ * error code of the reply and the latency. */
+static long probe(const fcell *f, const instance *in, const char *user, const char *params,
+                  char code[32], long long *ms)
+{
+    char url[512], e[256], oid[64];
+    snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=%s&work_ms=0%s", in->base,
+             lg_mode_names[f->mode], f->sku, user, params);
+    long st = 0;
+    char *body = NULL;
+    long long t0 = lg_now_ms();
+    int rc = lg_http_call("POST", url, NULL, NULL, 5000, &st, &body, e, sizeof e);
+    *ms = lg_now_ms() - t0;
+    code[0] = 0;
+    int lost = 0;
+    if (rc == 0 && body)
+        lg_parse_purchase(body, strlen(body), oid, code, &lost);
+    free(body);
+    return rc == 0 ? st : 0;
+}
+
+/* /stats "inflight" of an instance; -1 when it does not answer. */
+static int inflight(const instance *in)
+{
+    char url[128], e[256];
+    snprintf(url, sizeof url, "%s/stats", in->base);
+    long st = 0;
+    char *body = NULL;
+    int n = -1;
+    if (lg_http_call("GET", url, NULL, NULL, 1000, &st, &body, e, sizeof e) == 0 && st == 200 &&
+        body) {
+        cJSON *j = cJSON_ParseWithOpts(body, NULL, 0);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "inflight");
+        if (cJSON_IsNumber(v))
+            n = v->valueint;
+        cJSON_Delete(j);
+    }
+    free(body);
+    return n;
+}
+
+/* --- waiting ----------------------------------------------------------------- */
+
+/* 0 while the cell may go on; non-zero on Ctrl-C or when the burst ended
+ * by itself (it should not: it is stopped once the stock is gone). */
+static int interrupted(fcell *f)
+{
+    return lg_mx_stopped(f->x) || atomic_load(&f->bdone);
+}
+
+/* Sleeps until `until` (monotonic ms) unless interrupted; 0 when reached. */
+static int hold_until(fcell *f, long long until)
+{
+    while (lg_now_ms() < until) {
+        if (interrupted(f))
+            return -1;
+        lg_sleep_ms(F_POLL_MS);
+    }
+    return 0;
+}
+
+/* --- the burst, on its own thread ---------------------------------------- */
+
+static void *burst_main(void *arg)
+{
+    fcell *f = arg;
+    f->brc = lg_run(&f->rc, f->r, f->berr, sizeof f->berr);
+    atomic_store(&f->bdone, 1);
+    return NULL;
+}
+
+static int burst_start(fcell *f, char *err, size_t errlen)
+{
+    lg_run_cfg *rc = &f->rc;
+    lg_run_cfg_init(rc);
+    rc->mode = lg_mode_names[f->mode];
+    rc->sku = f->sku;
+    rc->requests = F_REQUESTS;
+    rc->concurrency = F_CONCURRENCY;
+    rc->stock = -1; /* reset by the caller, before the burst */
+    rc->work_ms = F_WORK_MS;
+    rc->wait_ms = F_WAIT_MS;
+    rc->deadline_ms = lg_mx_bound(f->x, 60000);
+    rc->stop = &f->bstop;
+    if (lg_mx_targets(rc, f->ins, 3, err, errlen) < 0)
+        return -1;
+    if (pthread_create(&f->tid, NULL, burst_main, f) != 0) {
+        snprintf(err, errlen, "pthread_create failed");
+        return -1;
+    }
+    return 0;
+}
+
+static void burst_stop(fcell *f)
+{
+    __atomic_store_n(&f->bstop, 1, __ATOMIC_RELAXED); /* read by the engine's threads */
+    pthread_join(f->tid, NULL);
+}
+
+/* --- kill ------------------------------------------------------------------ */
+
+/* 1 while the dead holder's lock is still in Redis. setnx's value is "1"
+ * for every holder: there the lock is the dead one's as long as its PTTL
+ * only goes down (a new holder's PEXPIRE would raise it). */
+static int dead_lock_held(fcell *f, long long *last_pttl)
+{
+    char out[256];
+    if (f->mode == M_TOKEN) {
+        const char *argv[] = {"GET", f->k_lock};
+        int r = lg_redis_query(f->x->redis_port, 500, 2, argv, out, sizeof out);
+        return r < 0 || (r == 1 && !strcmp(out, f->holder));
+    }
+    if (f->mode == M_REENTRANT) {
+        long long v = redis_int(f, "HEXISTS", f->k_lock, f->holder);
+        return v != 0;
+    }
+    long long p = redis_int(f, "PTTL", f->k_lock, NULL);
+    if (p == LLONG_MIN)
+        return 1;
+    if (p == -2 || p > *last_pttl + 50)
+        return 0;
+    *last_pttl = p;
+    return 1;
+}
+
+/* token/setnx: F_CRASHERS purchases with fault=crash_in_section sent at
+ * once to the victim (the engine, without audit). They queue for the lock
+ * among the burst's buyers — several of them, so that one wins it long
+ * before the stock is gone (with one, a 1-in-25 chance per hand-over) — and
+ * the process exits as soon as one holds it. 0 when it crashed. */
+static int crash_victim(fcell *f, instance *v)
+{
+    lg_run_cfg rc;
+    lg_run_cfg_init(&rc);
+    rc.mode = lg_mode_names[f->mode];
+    rc.sku = f->sku;
+    rc.requests = F_CRASHERS;
+    rc.concurrency = F_CRASHERS;
+    rc.stock = -1;
+    rc.work_ms = F_WORK_MS;
+    rc.wait_ms = F_WAIT_MS;
+    rc.fault = "crash_in_section";
+    rc.skip_audit = 1;
+    rc.deadline_ms = lg_mx_bound(f->x, 20000);
+    rc.stop = f->x->cfg->stop;
+    char e[256];
+    lg_run_result *r = calloc(1, sizeof *r);
+    if (!r || lg_mx_targets(&rc, v, 1, e, sizeof e) < 0 || lg_run(&rc, r, e, sizeof e) < 0) {
+        snprintf(f->why, sizeof f->why, "crash_in_section requests: %.150s",
+                 r ? e : "out of memory");
+        free(r);
+        return -1;
+    }
+    uint64_t answered = r->eng.completed;
+    free(r);
+    if (answered > 0) {
+        snprintf(f->why, sizeof f->why, "%llu crash_in_section request(s) got an answer",
+                 (unsigned long long)answered);
+        return -1;
+    }
+    return 0;
+}
+
+/* reentrant: SIGKILL the victim while a field of its instance id is in the
+ * lock hash, made certain by freezing it first. 0 when killed. */
+static int kill_reentrant_holder(fcell *f, instance *v)
+{
+    char prefix[80];
+    snprintf(prefix, sizeof prefix, "%s-g%d:", v->id, v->generation);
+    size_t pl = strlen(prefix);
+    long long end = lg_now_ms() + lg_mx_bound(f->x, 20000);
+    while (lg_now_ms() < end && !interrupted(f)) {
+        char fields[1024];
+        const char *argv[] = {"HKEYS", f->k_lock};
+        if (lg_redis_query(f->x->redis_port, 500, 2, argv, fields, sizeof fields) == 1) {
+            for (char *line = fields; line && *line;) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                    *nl = 0;
+                if (!strncmp(line, prefix, pl)) {
+                    snprintf(f->holder, sizeof f->holder, "%.127s", line);
+                    break;
+                }
+                line = nl ? nl + 1 : NULL;
+            }
+        }
+        if (f->holder[0]) {
+            kill(v->pid, SIGSTOP);
+            lg_sleep_ms(20); /* a release it sent before the stop lands now */
+            if (redis_int(f, "HEXISTS", f->k_lock, f->holder) == 1) {
+                kill(v->pid, SIGKILL);
+                return 0;
+            }
+            kill(v->pid, SIGCONT);
+            f->holder[0] = 0;
+        }
+        lg_sleep_ms(2);
+    }
+    snprintf(f->why, sizeof f->why, "%s never seen holding the lock", v->id);
+    return -1;
+}
+
+/* none/mutex: SIGKILL the victim while its /stats shows a purchase in
+ * flight. 0 when killed. */
+static int kill_busy(fcell *f, instance *v)
+{
+    long long end = lg_now_ms() + lg_mx_bound(f->x, 20000);
+    while (lg_now_ms() < end && !interrupted(f)) {
+        if (inflight(v) > 0) {
+            kill(v->pid, SIGKILL);
+            return 0;
+        }
+        lg_sleep_ms(2);
+    }
+    snprintf(f->why, sizeof f->why, "%s never had a purchase in flight", v->id);
+    return -1;
+}
+
+static int inject_kill(fcell *f)
+{
+    instance *v = &f->ins[2];
+    int r = f->mode == M_TOKEN || f->mode == M_SETNX ? crash_victim(f, v)
+            : f->mode == M_REENTRANT                 ? kill_reentrant_holder(f, v)
+                                                     : kill_busy(f, v);
+    if (r < 0)
+        return -1;
+    f->t_kill = f->t_end = lg_now_ms();
+    int lock_seen = 1;
+    if (f->hold_ms) {
+        if (f->mode == M_TOKEN) {
+            const char *argv[] = {"GET", f->k_lock};
+            lg_redis_query(f->x->redis_port, 500, 2, argv, f->holder, sizeof f->holder);
+        }
+        f->pttl_at_kill = redis_int(f, "PTTL", f->k_lock, NULL);
+        lock_seen = f->pttl_at_kill > 0 && (f->mode != M_TOKEN || f->holder[0]);
+    }
+    f->sold_at_fault = sold_now(f);
+    /* reap and restart the victim whatever happens next */
+    if (!lg_wait_exit(v->pid, 3000)) {
+        lg_mx_instance_stop(v);
+        snprintf(f->why, sizeof f->why, "%s did not exit", v->id);
+        return -1;
+    }
+    v->pid = 0;
+    char e[256];
+    if (lg_mx_instance_spawn(f->x, v, e, sizeof e) < 0) {
+        snprintf(f->why, sizeof f->why, "restart of %.40s: %.120s", v->id, e);
+        return -1;
+    }
+    f->victim_down = 1;
+    if (!lock_seen) {
+        snprintf(f->why, sizeof f->why, "no lock in Redis right after the kill (pttl %lld)",
+                 f->pttl_at_kill);
+        return -1;
+    }
+    snprintf(f->note, sizeof f->note, "%s killed at sold %lld%s", v->id, f->sold_at_fault,
+             f->hold_ms ? " holding the lock" : " mid-purchase");
+    if (f->hold_ms)
+        addf(f->note, sizeof f->note, " (pttl %lld)", f->pttl_at_kill);
+    return 0;
+}
+
+/* --- redis-restart and redis-pause ----------------------------------------- */
+
+/* A purchase at each of `n` instances while Redis is unavailable: each must
+ * be a 503 redis_unavailable within `bound_ms`. */
+static void probe_unavailable(fcell *f, int n, const char *tag, long long bound_ms)
+{
+    for (int i = 0; i < n; i++) {
+        char code[32], user[32];
+        long long ms;
+        snprintf(user, sizeof user, "probe-%s-%d", tag, i);
+        long st = probe(f, &f->ins[i], user, "&wait_ms=0", code, &ms);
+        if (st == 503 && !strcmp(code, "redis_unavailable")) {
+            f->probes_503++;
+            if (ms > f->c->failfast_ms)
+                f->c->failfast_ms = ms;
+        } else {
+            /* mutex may answer 429 from its in-process lock first */
+            addf(f->checks, sizeof f->checks, "; %s %s answered %ld %s", tag, f->ins[i].id, st,
+                 code);
+        }
+    }
+    if (f->c->failfast_ms > bound_ms)
+        addf(f->checks, sizeof f->checks, "; 503 took %lld ms > %lld", (long long)f->c->failfast_ms,
+             bound_ms);
+}
+
+static int inject_redis_restart(fcell *f)
+{
+    mctx *x = f->x;
+    f->sold_at_fault = sold_now(f);
+    pid_t pid = x->redis_pid;
+    kill(pid, SIGKILL);
+    long long t_down = lg_now_ms();
+    lg_wait_exit(pid, 3000);
+    x->redis_pid = 0;
+    probe_unavailable(f, 3, "down", lg_mx_bound(x, 2 * F_CMD_TIMEOUT_MS + 500));
+    if (hold_until(f, t_down + F_DOWN_MS) < 0)
+        return -1;
+    char e[256];
+    if (lg_mx_redis_spawn(x, e, sizeof e) < 0) {
+        snprintf(f->why, sizeof f->why, "restart of redis-server: %.150s", e);
+        return -1;
+    }
+    long long t_up = f->t_end = lg_now_ms();
+    f->c->fault_ms = t_up - t_down;
+    /* every instance answers a purchase from Redis again (200, 409 or 429:
+     * anything but 503), by itself: same processes */
+    long long end = t_up + lg_mx_bound(x, 5000), worst = 0;
+    for (int i = 0; i < 3; i++) {
+        long long back = -1;
+        for (int k = 0; back < 0 && lg_now_ms() < end && !interrupted(f); k++) {
+            char code[32], user[32];
+            long long ms;
+            snprintf(user, sizeof user, "probe-up-%d-%d", i, k);
+            long st = probe(f, &f->ins[i], user, "&wait_ms=0", code, &ms);
+            if (st != 0 && st != 503)
+                back = lg_now_ms() - t_up;
+            else
+                lg_sleep_ms(10);
+        }
+        if (back < 0) {
+            addf(f->checks, sizeof f->checks, "; %s still 503 after Redis came back",
+                 f->ins[i].id);
+            worst = -1;
+            break;
+        }
+        if (back > worst)
+            worst = back;
+    }
+    f->c->reconnect_ms = worst;
+    if (worst > lg_mx_bound(x, 1000))
+        addf(f->checks, sizeof f->checks, "; reconnect took %lld ms > %lld", worst,
+             lg_mx_bound(x, 1000));
+    snprintf(f->note, sizeof f->note, "Redis SIGKILLed at sold %lld, down %lld ms: %llu/3 probes "
+             "503 (max %lld ms), all instances back %lld ms after it answered PING",
+             f->sold_at_fault, (long long)f->c->fault_ms, (unsigned long long)f->probes_503,
+             (long long)(f->c->failfast_ms > 0 ? f->c->failfast_ms : 0), worst);
+    return 0;
+}
+
+static int inject_redis_pause(fcell *f)
+{
+    mctx *x = f->x;
+    f->sold_at_fault = sold_now(f);
+    kill(x->redis_pid, SIGSTOP);
+    x->redis_paused = 1;
+    long long t_stop = lg_now_ms();
+    /* one probe: each takes up to the timeouts and the pause is only 2 s */
+    probe_unavailable(f, 1, "paused", lg_mx_bound(x, 2 * F_CMD_TIMEOUT_MS + 400));
+    int r = hold_until(f, t_stop + F_PAUSE_MS);
+    kill(x->redis_pid, SIGCONT); /* always, also when interrupted */
+    x->redis_paused = 0;
+    if (r < 0)
+        return -1;
+    f->t_end = lg_now_ms();
+    f->c->fault_ms = f->t_end - t_stop;
+    snprintf(f->note, sizeof f->note, "Redis SIGSTOPped at sold %lld for %lld ms: ",
+             f->sold_at_fault, (long long)f->c->fault_ms);
+    if (f->probes_503)
+        addf(f->note, sizeof f->note, "probe 503 in %lld ms", (long long)f->c->failfast_ms);
+    else
+        addf(f->note, sizeof f->note, "probe not 503%s", f->checks);
+    return 0;
+}
+
+/* --- after the fault --------------------------------------------------------- */
+
+/* Watches until the stock is gone (and, for kill, the victim is back and the
+ * dead holder's lock gone), a lock is stuck without TTL, or a deadline. */
+static void watch(fcell *f)
+{
+    lg_cell *c = f->c;
+    mctx *x = f->x;
+    instance *v = &f->ins[2];
+    long long t0 = f->t_end, last_sale = t0;
+    long long end = t0 + f->hold_ms + lg_mx_bound(x, 20000);
+    long long last_pttl = f->pttl_at_kill, last_sold = LLONG_MIN;
+    int watch_lock = f->scen == S_KILL && f->hold_ms > 0;
+    while (!interrupted(f)) {
+        long long now = lg_now_ms();
+        if (f->victim_down) {
+            int st = lg_mx_instance_poll(v);
+            if (st == 1) {
+                f->victim_down = 0;
+                c->fault_ms = now - f->t_kill;
+            } else if (st < 0 || now - f->t_kill > lg_mx_bound(x, 10000)) {
+                snprintf(f->why, sizeof f->why, "%s did not come back after the kill", v->id);
+                return;
+            }
+        }
+        if (watch_lock && c->freed_ms < 0 && !dead_lock_held(f, &last_pttl))
+            c->freed_ms = now - t0;
+        long long sold = sold_now(f), stock = redis_int(f, "GET", f->k_stock, NULL);
+        if (sold != LLONG_MIN && last_sold != LLONG_MIN && sold > last_sold) {
+            last_sale = now;
+            if (c->resume_ms < 0)
+                c->resume_ms = now - t0;
+        }
+        if (sold != LLONG_MIN)
+            last_sold = sold;
+        if (stock == 0 && !f->victim_down && (!watch_lock || c->freed_ms >= 0)) {
+            f->sold_out = 1;
+            return;
+        }
+        /* nobody sold for longer than any lease and the lock has no TTL
+         * (twice, 50 ms apart: a live setnx holder is without TTL only
+         * between its SETNX and PEXPIRE): it will never go by itself */
+        if (now - last_sale > f->hold_ms + lg_mx_bound(x, 1000) &&
+            redis_int(f, "PTTL", f->k_lock, NULL) == -1) {
+            lg_sleep_ms(50);
+            if (redis_int(f, "PTTL", f->k_lock, NULL) == -1) {
+                f->stuck = 1;
+                return;
+            }
+        }
+        if (now > end)
+            return;
+        lg_sleep_ms(F_POLL_MS);
+    }
+}
+
+/* The bounds a Redis lock mode must meet besides a clean audit. */
+static void check_bounds(fcell *f)
+{
+    lg_cell *c = f->c;
+    long long slack = lg_mx_bound(f->x, 1000);
+    if (f->scen == S_KILL && f->hold_ms) {
+        if (c->freed_ms < 0)
+            addf(f->checks, sizeof f->checks, "; the dead holder's lock never went");
+        else if (c->freed_ms < f->pttl_at_kill - 250)
+            addf(f->checks, sizeof f->checks, "; lock gone after %lld ms, before its TTL (%lld)",
+                 (long long)c->freed_ms, f->pttl_at_kill);
+        else if (c->freed_ms > f->hold_ms + slack)
+            addf(f->checks, sizeof f->checks, "; lock gone only after %lld ms",
+                 (long long)c->freed_ms);
+    }
+    if (f->scen == S_REDIS_PAUSE && c->resume_ms > f->hold_ms + slack)
+        addf(f->checks, sizeof f->checks, "; first sale %lld ms after SIGCONT > lease + %lld",
+             (long long)c->resume_ms, slack);
+}
+
+static void classify(fcell *f)
+{
+    lg_cell *c = f->c;
+    const lg_run_result *r = f->r;
+    lg_mx_fill_from_run(c, r);
+    /* the burst is stopped on purpose once sold out: requests it never sent
+     * are not errors */
+    c->errors = r->redis_unavailable + r->other_http + r->transport_errors;
+    c->n503 = r->redis_unavailable;
+    c->unacked = r->unacknowledged;
+    char audit[120];
+    snprintf(audit, sizeof audit, "sold %lld/%lld, %llu missing, %llu unacked, %llu 503s",
+             (long long)c->sold, (long long)c->stock, (unsigned long long)c->missing,
+             (unsigned long long)c->unacked, (unsigned long long)c->n503);
+    const char *o;
+    if (f->why[0]) {
+        o = "error";
+        snprintf(c->reason, sizeof c->reason, "%s", f->why);
+        snprintf(c->outcome, sizeof c->outcome, "%s", o);
+        return;
+    }
+    if (!r->audited) {
+        snprintf(c->outcome, sizeof c->outcome, "error");
+        snprintf(c->reason, sizeof c->reason, "no audit: %.200s", r->audit_error);
+        return;
+    }
+    check_bounds(f);
+    if (c->oversold > 0)
+        o = "oversell";
+    else if (c->undersold || c->dup || c->missing || r->ok_without_id)
+        o = "unsafe";
+    else if (f->stuck)
+        o = "stuck";
+    else if (!f->sold_out)
+        o = "short";
+    else if (f->scen == S_KILL && f->hold_ms && f->sold_at_fault >= c->stock)
+        o = "missed"; /* the kill came after the stock was gone: it showed nothing */
+    else if (f->checks[0] && f->hold_ms)
+        o = "late";
+    else
+        o = "safe";
+    snprintf(c->outcome, sizeof c->outcome, "%s", o);
+    snprintf(c->reason, sizeof c->reason, "%s; ", f->note);
+    if (c->freed_ms >= 0)
+        addf(c->reason, sizeof c->reason, "lock gone %lld ms after, ", (long long)c->freed_ms);
+    if (f->stuck)
+        addf(c->reason, sizeof c->reason, "lock without TTL, no sale since; ");
+    else if (c->resume_ms >= 0 && f->scen != S_KILL)
+        addf(c->reason, sizeof c->reason, "next sale +%lld ms; ", (long long)c->resume_ms);
+    addf(c->reason, sizeof c->reason, "%s", audit);
+    if (c->oversold > 0)
+        addf(c->reason, sizeof c->reason, " (+%lld oversold)", (long long)c->oversold);
+    if (c->undersold)
+        addf(c->reason, sizeof c->reason, " (undersold %lld)", (long long)c->undersold);
+    if (f->checks[0] && f->hold_ms)
+        addf(c->reason, sizeof c->reason, "%s", f->checks);
+}
+
+/* Every instance healthy: started when down, waited for when a previous
+ * cell's restart is still coming up. 0 or -1. */
+static int instances_ready(mctx *x, instance ins[3], char *err, size_t errlen)
+{
+    for (int i = 0; i < 3; i++) {
+        long long end = lg_now_ms() + lg_mx_bound(x, 10000);
+        int st;
+        while ((st = lg_mx_instance_poll(&ins[i])) == 0 && lg_now_ms() < end &&
+               !lg_mx_stopped(x))
+            lg_sleep_ms(20);
+        if (st == 1)
+            continue;
+        lg_mx_instance_stop(&ins[i]);
+        if (lg_mx_instance_start(x, &ins[i], err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int lg_fault_cell(mctx *x, lg_cell *c, int scen, int mode, instance ins[3], char *err,
+                  size_t errlen)
+{
+    fcell *f = calloc(1, sizeof *f);
+    lg_run_result *r = calloc(1, sizeof *r);
+    if (!f || !r) {
+        free(f);
+        free(r);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    f->x = x;
+    f->c = c;
+    f->scen = scen;
+    f->mode = mode;
+    f->ins = ins;
+    f->r = r;
+    f->hold_ms = mode == M_SETNX || mode == M_TOKEN ? F_LEASE_MS
+                 : mode == M_REENTRANT              ? F_WATCHDOG_MS
+                                                    : 0;
+    snprintf(f->sku, sizeof f->sku, "mx-%s-%s", lg_scen_names[scen], lg_mode_names[mode]);
+    snprintf(f->k_lock, sizeof f->k_lock, "miaosha:{%s}:lock", f->sku);
+    snprintf(f->k_sold, sizeof f->k_sold, "miaosha:{%s}:sold", f->sku);
+    snprintf(f->k_stock, sizeof f->k_stock, "miaosha:{%s}:stock", f->sku);
+    c->ran = 1;
+    c->recovery_ms = c->fault_ms = c->freed_ms = c->failfast_ms = c->reconnect_ms =
+        c->resume_ms = -1;
+    c->stock = x->cfg->quick ? 40 : 80;
+    int rc = -1;
+    /* a failed restart in an earlier cell may have left Redis or an
+     * instance down: bring them back first */
+    if (x->redis_pid <= 0 && lg_mx_redis_spawn(x, err, errlen) < 0)
+        goto out;
+    if (instances_ready(x, ins, err, errlen) < 0)
+        goto out;
+    if (lg_admin_reset(ins[0].base, f->sku, c->stock, NULL, err, errlen) < 0 ||
+        burst_start(f, err, errlen) < 0)
+        goto out;
+    long long end = lg_now_ms() + lg_mx_bound(x, 15000);
+    long long sold = LLONG_MIN;
+    while (!interrupted(f) && lg_now_ms() < end &&
+           ((sold = sold_now(f)) == LLONG_MIN || sold < F_SOLD_BEFORE))
+        lg_sleep_ms(F_POLL_MS);
+    int injected = -1;
+    if (sold == LLONG_MIN || sold < F_SOLD_BEFORE)
+        snprintf(f->why, sizeof f->why, "the burst did not start selling");
+    else if (scen == S_KILL)
+        injected = inject_kill(f);
+    else if (scen == S_REDIS_RESTART)
+        injected = inject_redis_restart(f);
+    else
+        injected = inject_redis_pause(f);
+    if (injected == 0)
+        watch(f);
+    else if (!f->why[0])
+        snprintf(f->why, sizeof f->why, "%s", lg_mx_stopped(x) ? "interrupted"
+                                                               : "the burst ended early");
+    burst_stop(f);
+    if (f->brc < 0) {
+        snprintf(err, errlen, "%.200s", f->berr);
+        goto out;
+    }
+    classify(f);
+    rc = 0;
+out:
+    free(r);
+    free(f);
+    return rc;
+}
