@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <uuid/uuid.h>
 
 static const char *const mode_names[LC_MODE_COUNT] = {"none", "mutex", "setnx", "token",
@@ -224,6 +225,27 @@ redisContext *lc_redis_connect(lc_client *c, char *err)
         }
     }
     return ctx;
+}
+
+/* A reply-less socket must have nothing to read: EOF means the peer closed
+ * it (Redis restarted, or a timeout/CLIENT KILL), bytes mean a reply nobody
+ * read. Either way the next command would fail or read the wrong reply.
+ * One non-blocking recv per call: ~1 us against a round trip of 10-100. */
+static bool socket_stale(int fd)
+{
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
+redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err)
+{
+    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd))
+        return *ctx;
+    if (*ctx)
+        redisFree(*ctx);
+    *ctx = lc_redis_connect(c, err);
+    return *ctx;
 }
 
 redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,

@@ -1,8 +1,10 @@
 /* lc_conn.c — one Redis connection for one caller thread.
  *
  * Connects lazily and reconnects on the next call after any I/O error (the
- * hiredis context keeps ctx->err set), so a handle outlives a Redis restart
- * without the caller doing anything.
+ * hiredis context keeps ctx->err set) or when the socket turns out closed
+ * by the peer before a command is sent (lc_redis_reuse), so a handle
+ * outlives a Redis restart without the caller doing anything — and without
+ * its first command after the restart failing.
  */
 #include "lc_internal.h"
 
@@ -36,14 +38,7 @@ void lc_conn_free(lc_conn *conn)
 
 redisContext *lc_conn_redis(lc_conn *conn)
 {
-    if (conn->ctx && !conn->ctx->err)
-        return conn->ctx;
-    if (conn->ctx) {
-        redisFree(conn->ctx);
-        conn->ctx = NULL;
-    }
-    conn->ctx = lc_redis_connect(conn->client, conn->err);
-    return conn->ctx;
+    return lc_redis_reuse(conn->client, &conn->ctx, conn->err);
 }
 
 lc_status lc_conn_ping(lc_conn *conn)

@@ -164,6 +164,12 @@ struct lc_conn {
  * the reason in err (LC_ERRSTR_LEN bytes). */
 redisContext *lc_redis_connect(lc_client *c, char *err);
 
+/* Returns a usable context for *ctx: the same one when it is healthy, else a
+ * fresh connection (freeing the old one); NULL with err set when Redis
+ * cannot be reached. "Healthy" includes a socket the peer has not closed
+ * while it sat idle, so a restarted Redis costs no failed command. */
+redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err);
+
 /* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT (a flushed or
  * restarted Redis). Returns the reply (caller frees) or NULL on I/O or an
  * error reply, with the reason in err. */

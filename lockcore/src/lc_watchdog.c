@@ -72,11 +72,7 @@ static void set_counted(lc_client *c, lc_hold *h, bool counted)
 static int renew(lc_client *c, const char *key, const char *field)
 {
     char err[LC_ERRSTR_LEN];
-    if (c->wd.ctx && c->wd.ctx->err) {
-        redisFree(c->wd.ctx);
-        c->wd.ctx = NULL;
-    }
-    if (!c->wd.ctx && !(c->wd.ctx = lc_redis_connect(c, err)))
+    if (!lc_redis_reuse(c, &c->wd.ctx, err))
         return -1;
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)c->watchdog_timeout_ms);
