@@ -37,6 +37,25 @@
 #include "lg_matrix_int.h"
 #include "lg_proc.h"
 
+/* mkdir -p: --out may name a directory whose parents do not exist yet. */
+static int mkdir_p(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
 const char *const lg_mode_names[LG_NMODES] = {"none", "mutex", "setnx", "token", "reentrant"};
 const char *const lg_scen_names[LG_NSCEN] = {
     "race", "multi", "slow", "crash", "nested",  /* the demo (issue 4) */
@@ -579,7 +598,7 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     x.cfg = cfg;
     x.res = res;
     long long t0 = lg_now_ms();
-    if (mkdir(cfg->out_dir, 0755) < 0 && errno != EEXIST) {
+    if (mkdir_p(cfg->out_dir) < 0) {
         snprintf(err, errlen, "%s: %s", cfg->out_dir, strerror(errno));
         return -1;
     }
@@ -1028,7 +1047,8 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
     }
     if (maxratio > 12)
         maxratio = 12; /* taller bars are clipped, their label says the truth */
-    const int left = 60, top = 60, ph = 320, gw = 190, bw = 30, gap = 6;
+    /* a bar and its gap fit a "1000/1000" label at 9 px */
+    const int left = 60, top = 60, ph = 320, bw = 34, gap = 14, gw = LG_NMODES * (bw + gap) + 24;
     int width = left + (nscen ? nscen : 1) * gw + 20, height = top + ph + 110;
     if (width < 780)
         width = 780; /* the subtitle */
