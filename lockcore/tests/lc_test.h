@@ -65,4 +65,33 @@ static inline void lct_key(char *buf, size_t len, const char *test, lc_mode mode
     snprintf(buf, len, "lctest:{%s-%s-%d}:lock", test, lc_mode_name(mode), (int)(tu_now_ms() % 1000000));
 }
 
+/* One acquisition on its own thread and connection, timed: the shape of
+ * every "a waiter, while the main thread holds the lock" test. Owner
+ * "waiter"; lease 30 s (reentrant: the watchdog); released at once. */
+typedef struct lct_waiter {
+    lc_client *cli;
+    lc_mode mode;
+    const char *key;
+    int64_t wait_ms;
+    const atomic_int *cancel; /* NULL: none */
+    lc_status status;
+    int64_t start, end;       /* tu_now_ms() around lc_acquire */
+} lct_waiter;
+
+static inline void *lct_waiter_main(void *arg)
+{
+    lct_waiter *w = arg;
+    lc_conn *conn = lct_conn(w->cli);
+    lc_lock_args a = lct_args(w->mode, w->key, "waiter", w->mode == LC_REENTRANT ? 0 : 30000, w->wait_ms);
+    a.cancel = w->cancel;
+    lc_guard *g = NULL;
+    w->start = tu_now_ms();
+    w->status = lc_acquire(conn, &a, &g);
+    w->end = tu_now_ms();
+    if (g)
+        lc_release(conn, g);
+    lc_conn_free(conn);
+    return NULL;
+}
+
 #endif

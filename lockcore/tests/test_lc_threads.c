@@ -91,29 +91,6 @@ static void test_mutual_exclusion(void)
     }
 }
 
-typedef struct timed {
-    lc_mode mode;
-    const char *key;
-    int64_t wait_ms;
-    lc_status status;
-    int64_t start, end;
-} timed;
-
-static void *timed_main(void *arg)
-{
-    timed *t = arg;
-    lc_conn *conn = lct_conn(cli);
-    lc_lock_args a = lct_args(t->mode, t->key, "waiter", t->mode == LC_REENTRANT ? 0 : 30000, t->wait_ms);
-    lc_guard *g = NULL;
-    t->start = tu_now_ms();
-    t->status = lc_acquire(conn, &a, &g);
-    t->end = tu_now_ms();
-    if (g)
-        lc_release(conn, g);
-    lc_conn_free(conn);
-    return NULL;
-}
-
 /* 9. A waiter with wait_ms=5000 gets the lock within 50 ms of the release,
  * not at lease expiry (the lease here is 30 s). */
 static void test_wake_on_release(void)
@@ -126,9 +103,9 @@ static void test_wake_on_release(void)
         lc_lock_args a = lct_args(modes[i], key, "holder", modes[i] == LC_REENTRANT ? 0 : 30000, 0);
         lc_guard *g;
         TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
-        timed t = {modes[i], key, 5000, LC_IO, 0, 0};
+        lct_waiter t = {.cli = cli, .mode = modes[i], .key = key, .wait_ms = 5000};
         pthread_t th;
-        pthread_create(&th, NULL, timed_main, &t);
+        pthread_create(&th, NULL, lct_waiter_main, &t);
         tu_sleep_ms(300);
         int64_t released = tu_now_ms();
         TU_CHECK(lc_release(conn, g) == LC_OK, "release");
@@ -151,9 +128,9 @@ static void test_wait_accuracy(void)
         lc_lock_args a = lct_args(modes[i], key, "holder", modes[i] == LC_REENTRANT ? 0 : 30000, 0);
         lc_guard *g;
         TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
-        timed t = {modes[i], key, 300, LC_IO, 0, 0};
+        lct_waiter t = {.cli = cli, .mode = modes[i], .key = key, .wait_ms = 300};
         pthread_t th;
-        pthread_create(&th, NULL, timed_main, &t);
+        pthread_create(&th, NULL, lct_waiter_main, &t);
         pthread_join(th, NULL);
         TU_CHECK(t.status == LC_BUSY, "%s: busy (%s)", lc_mode_name(modes[i]), lc_status_name(t.status));
         TU_CHECK(t.end - t.start >= 300 && t.end - t.start <= tu_slack(400), "%s: busy after %lld ms",

@@ -140,29 +140,6 @@ static void test_channels_cleaned(void)
     lc_conn_free(other);
 }
 
-typedef struct cancel_job {
-    lc_mode mode;
-    const char *key;
-    atomic_int *flag;
-    lc_status status;
-    int64_t end;
-} cancel_job;
-
-static void *cancel_main(void *arg)
-{
-    cancel_job *j = arg;
-    lc_conn *conn = lct_conn(cli);
-    lc_lock_args a = lct_args(j->mode, j->key, "canceled", j->mode == LC_REENTRANT ? 0 : 30000, 10000);
-    a.cancel = j->flag;
-    lc_guard *g = NULL;
-    j->status = lc_acquire(conn, &a, &g);
-    j->end = tu_now_ms();
-    if (g)
-        lc_release(conn, g);
-    lc_conn_free(conn);
-    return NULL;
-}
-
 /* A waiter whose cancel flag is raised (a server shutting down) gives up
  * within LC_CANCEL_LATENCY_MS in every waiting mode, holding nothing. */
 static void test_cancel(void)
@@ -176,9 +153,9 @@ static void test_cancel(void)
         lc_guard *g;
         TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
         atomic_int flag = 0;
-        cancel_job j = {modes[i], key, &flag, LC_OK, 0};
+        lct_waiter j = {.cli = cli, .mode = modes[i], .key = key, .wait_ms = 10000, .cancel = &flag};
         pthread_t th;
-        pthread_create(&th, NULL, cancel_main, &j);
+        pthread_create(&th, NULL, lct_waiter_main, &j);
         tu_sleep_ms(200);
         int64_t raised = tu_now_ms();
         atomic_store(&flag, 1);
