@@ -122,7 +122,8 @@ typedef struct fcell {
     mctx *x;
     lg_cell *c;
     int scen, mode;
-    instance *ins;             /* [3]; ins[2] is the victim of `kill` */
+    instance *ins;             /* [3] */
+    instance *victim;          /* kill: the instance killed (restarted after) */
     char sku[64], k_lock[96], k_sold[96], k_stock[96];
     long long hold_ms;         /* lease / watchdog timeout; 0 = no Redis lock */
     /* the burst, on its own thread */
@@ -343,34 +344,36 @@ static int crash_victim(fcell *f, instance *v)
     return 0;
 }
 
-/* reentrant: SIGKILL the victim while a field of its instance id is in the
- * lock hash, made certain by freezing it first. 0 when killed. */
-static int kill_reentrant_holder(fcell *f, instance *v)
+/* reentrant: SIGKILL whichever instance holds the lock, made certain by
+ * freezing it first. Any instance will do, and one always holds it: waiting
+ * for a chosen one could miss, since an instance's own buyers may keep the
+ * lock among themselves for the whole burst (they barge ahead of other
+ * processes). Sets f->victim; 0 when killed. */
+static int kill_reentrant_holder(fcell *f)
 {
-    char prefix[80];
-    snprintf(prefix, sizeof prefix, "%s-g%d:", v->id, v->generation);
-    size_t pl = strlen(prefix);
     long long end = lg_now_ms() + lg_mx_bound(f->x, 20000);
     while (lg_now_ms() < end && !interrupted(f)) {
         char fields[1024];
+        instance *v = NULL;
         const char *argv[] = {"HKEYS", f->k_lock};
         if (lg_redis_query(f->x->redis_port, 500, 2, argv, fields, sizeof fields) == 1) {
-            for (char *line = fields; line && *line;) {
-                char *nl = strchr(line, '\n');
-                if (nl)
-                    *nl = 0;
-                if (!strncmp(line, prefix, pl)) {
-                    snprintf(f->holder, sizeof f->holder, "%.127s", line);
-                    break;
+            for (int i = 0; i < 3 && !v; i++) {
+                char prefix[80];
+                snprintf(prefix, sizeof prefix, "%s-g%d:", f->ins[i].id, f->ins[i].generation);
+                char *hit = strstr(fields, prefix);
+                if (hit && (hit == fields || hit[-1] == '\n')) {
+                    v = &f->ins[i];
+                    size_t n = strcspn(hit, "\n");
+                    snprintf(f->holder, sizeof f->holder, "%.*s", (int)(n < 127 ? n : 127), hit);
                 }
-                line = nl ? nl + 1 : NULL;
             }
         }
-        if (f->holder[0]) {
+        if (v) {
             kill(v->pid, SIGSTOP);
             lg_sleep_ms(20); /* a release it sent before the stop lands now */
             if (redis_int(f, "HEXISTS", f->k_lock, f->holder) == 1) {
                 kill(v->pid, SIGKILL);
+                f->victim = v;
                 return 0;
             }
             kill(v->pid, SIGCONT);
@@ -378,7 +381,7 @@ static int kill_reentrant_holder(fcell *f, instance *v)
         }
         lg_sleep_ms(2);
     }
-    snprintf(f->why, sizeof f->why, "%s never seen holding the lock", v->id);
+    snprintf(f->why, sizeof f->why, "no instance seen holding the lock");
     return -1;
 }
 
@@ -400,12 +403,13 @@ static int kill_busy(fcell *f, instance *v)
 
 static int inject_kill(fcell *f)
 {
-    instance *v = &f->ins[2];
-    int r = f->mode == M_TOKEN || f->mode == M_SETNX ? crash_victim(f, v)
-            : f->mode == M_REENTRANT                 ? kill_reentrant_holder(f, v)
-                                                     : kill_busy(f, v);
+    f->victim = &f->ins[2];
+    int r = f->mode == M_TOKEN || f->mode == M_SETNX ? crash_victim(f, f->victim)
+            : f->mode == M_REENTRANT                 ? kill_reentrant_holder(f)
+                                                     : kill_busy(f, f->victim);
     if (r < 0)
         return -1;
+    instance *v = f->victim;
     f->t_kill = f->t_end = lg_now_ms();
     int lock_seen = 1;
     if (f->hold_ms) {
@@ -555,7 +559,7 @@ static void watch(fcell *f)
 {
     lg_cell *c = f->c;
     mctx *x = f->x;
-    instance *v = &f->ins[2];
+    instance *v = f->victim;
     long long t0 = f->t_end, last_sale = t0;
     long long end = t0 + f->hold_ms + lg_mx_bound(x, 20000);
     long long last_pttl = f->pttl_at_kill, last_sold = LLONG_MIN;
