@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,6 +127,11 @@ int tu_redis_start(tu_redis *r, int keep_port, const char *const *extra_args)
         if (pid < 0)
             return -1;
         if (pid == 0) {
+            /* Dies with the test, however the test ends (a failed
+             * TU_REQUIRE, a crash, a timeout kill): no server left behind. */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() == 1)
+                _exit(127); /* the test already died before prctl */
             int devnull = open("/dev/null", O_WRONLY);
             if (devnull >= 0) {
                 dup2(devnull, 1);

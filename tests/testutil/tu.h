@@ -58,7 +58,8 @@ void tu_sleep_ms(int64_t ms);
 int tu_redis_port(void);
 
 /* A private redis-server child on 127.0.0.1 and a free port, no persistence
- * unless extra_args ask for it (NULL-terminated, may be NULL). */
+ * unless extra_args ask for it (NULL-terminated, may be NULL). The child is
+ * killed by the kernel if the test process dies first (PR_SET_PDEATHSIG). */
 typedef struct tu_redis {
     pid_t pid;
     int port;
