@@ -13,7 +13,13 @@ stop() {
   if [ -f "$dir/redis.pid" ]; then
     pid=$(cat "$dir/redis.pid")
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # A dead server may linger as a zombie until PID 1 reaps it (lazily in
+    # containers): count that as gone.
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" = Z ] && break
+      sleep 0.1
+    done
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$dir/redis.pid"
   fi
