@@ -1,6 +1,8 @@
 /* lg_proc.c — see lg_proc.h. */
 #include "lg_proc.h"
 
+#include <hiredis/hiredis.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -143,153 +145,88 @@ void lg_proc_kill_all(int grace_ms)
             lg_stop(children[i], grace_ms);
 }
 
-int lg_redis_ping(int port, int timeout_ms)
+/* A fresh connection to 127.0.0.1:port; timeout_ms bounds the connect and
+ * every reply. NULL when Redis does not answer. */
+static redisContext *redis_open(int port, int timeout_ms)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    int ok = 0;
-    char buf[16];
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
-        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
-        ok = n >= 5 && memcmp(buf, "+PONG", 5) == 0;
-    }
-    close(fd);
-    return ok;
-}
-
-/* --- a tiny RESP client ---------------------------------------------------- */
-
-/* Parses one line "<type>...\r\n" at *p (within end); returns the line's
- * start after the type byte and moves *p past the CRLF, or NULL when the
- * buffer does not hold the whole line yet. */
-static const char *resp_line(const char **p, const char *end, size_t *len)
-{
-    const char *s = *p;
-    for (const char *q = s; q + 1 < end; q++)
-        if (q[0] == '\r' && q[1] == '\n') {
-            *len = (size_t)(q - s);
-            *p = q + 2;
-            return s;
-        }
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c && !c->err && redisSetTimeout(c, tv) == REDIS_OK)
+        return c;
+    if (c)
+        redisFree(c);
     return NULL;
 }
 
-/* Appends one scalar reply at *p to out. 1 value, 0 nil, -1 incomplete,
- * -2 malformed. */
-static int resp_scalar(const char **p, const char *end, char *out, size_t outlen, size_t *used)
+int lg_redis_ping(int port, int timeout_ms)
 {
-    size_t len;
-    const char *l = resp_line(p, end, &len);
-    if (!l)
-        return -1;
-    if (len < 1)
-        return -2;
-    char type = l[0];
-    const char *v = l + 1;
-    size_t vlen = len - 1;
-    if (type == '$') {
-        long n = strtol(v, NULL, 10);
-        if (n < 0)
-            return 0;
-        if (end - *p < n + 2)
-            return -1;
-        v = *p;
-        vlen = (size_t)n;
-        *p += n + 2;
-    } else if (type == '-') {
-        return -2; /* an error reply */
-    } else if (type != '+' && type != ':') {
-        return -2;
-    }
-    size_t room = outlen - *used - 1;
-    if (vlen > room)
-        vlen = room;
-    memcpy(out + *used, v, vlen);
-    *used += vlen;
-    out[*used] = 0;
-    return 1;
+    redisContext *c = redis_open(port, timeout_ms);
+    redisReply *r = c ? redisCommand(c, "PING") : NULL;
+    int ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+    if (r)
+        freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return ok;
 }
 
-/* 1 / 0 / -1 incomplete / -2 malformed, for a whole reply in buf. */
-static int resp_parse(const char *buf, size_t n, char *out, size_t outlen)
+/* Appends a scalar reply to out (truncating); 1 value, 0 nil, -1 other. */
+static int append_scalar(const redisReply *e, char *out, size_t outlen, size_t *used)
 {
-    const char *p = buf, *end = buf + n;
-    size_t used = 0;
-    out[0] = 0;
-    if (n < 1)
-        return -1;
-    if (buf[0] != '*')
-        return resp_scalar(&p, end, out, outlen, &used);
+    char num[32];
+    const char *v;
     size_t len;
-    const char *l = resp_line(&p, end, &len);
-    if (!l)
-        return -1;
-    long items = strtol(l + 1, NULL, 10);
-    if (items < 0)
+    switch (e->type) {
+    case REDIS_REPLY_NIL:
         return 0;
-    for (long i = 0; i < items; i++) {
-        if (i > 0 && used + 1 < outlen) {
-            out[used++] = '\n';
-            out[used] = 0;
-        }
-        int r = resp_scalar(&p, end, out, outlen, &used);
-        if (r < 0)
-            return r;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+        v = e->str;
+        len = e->len;
+        break;
+    case REDIS_REPLY_INTEGER:
+        len = (size_t)snprintf(num, sizeof num, "%lld", e->integer);
+        v = num;
+        break;
+    default:
+        return -1;
     }
+    size_t room = outlen - *used - 1;
+    if (len > room)
+        len = room;
+    memcpy(out + *used, v, len);
+    *used += len;
+    out[*used] = 0;
     return 1;
 }
 
 int lg_redis_query(int port, int timeout_ms, int argc, const char *const argv[], char *out,
                    size_t outlen)
 {
-    char req[1024], buf[8192];
     if (outlen < 1)
         return -1;
     out[0] = 0;
-    int n = snprintf(req, sizeof req, "*%d\r\n", argc);
-    for (int i = 0; i < argc && n > 0 && (size_t)n < sizeof req; i++)
-        n += snprintf(req + n, sizeof req - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
-    if (n <= 0 || (size_t)n >= sizeof req)
-        return -1;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    redisContext *c = redis_open(port, timeout_ms);
+    redisReply *r = c ? redisCommandArgv(c, argc, (const char **)argv, NULL) : NULL;
     int rc = -1;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        send(fd, req, (size_t)n, MSG_NOSIGNAL) == n) {
-        size_t got = 0;
-        long long end = lg_now_ms() + timeout_ms;
-        while (got < sizeof buf && lg_now_ms() < end) {
-            ssize_t r = recv(fd, buf + got, sizeof buf - got, 0);
-            if (r <= 0)
-                break;
-            got += (size_t)r;
-            int pr = resp_parse(buf, got, out, outlen);
-            if (pr != -1) {
-                rc = pr >= 0 ? pr : -1;
-                break;
+    size_t used = 0;
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        rc = 1;
+        for (size_t i = 0; i < r->elements && rc == 1; i++) {
+            if (i > 0 && used + 1 < outlen) {
+                out[used++] = '\n';
+                out[used] = 0;
             }
+            if (append_scalar(r->element[i], out, outlen, &used) < 0)
+                rc = -1;
         }
+    } else if (r) {
+        rc = append_scalar(r, out, outlen, &used);
     }
-    close(fd);
+    if (r)
+        freeReplyObject(r);
+    if (c)
+        redisFree(c);
     if (rc < 0)
         out[0] = 0;
     return rc;
