@@ -167,13 +167,15 @@ void lc_client_stats(lc_client *c, lc_stats *out);
 
 typedef struct lc_conn lc_conn;
 
-/* Creates a connection handle; it connects lazily and reconnects on the next
- * call after an I/O error, so a handle survives a Redis restart. Returns
- * LC_OK, LC_NOMEM. Any thread; the handle then belongs to one thread at a
- * time. */
+/* Creates a connection handle (caller owns it; free with lc_conn_free); it
+ * connects lazily and reconnects on the next call after an I/O error or
+ * when the peer closed the idle socket, so a handle survives a Redis
+ * restart. Returns LC_OK; LC_MISUSE for a NULL argument; LC_NOMEM. Any
+ * thread; the handle then belongs to one thread at a time. */
 lc_status lc_conn_new(lc_client *c, lc_conn **out);
 
-/* Closes and frees it. NULL-safe. */
+/* Closes and frees it. NULL-safe. The thread that owns conn; guards made
+ * through it stay valid (they do not reference the connection). */
 void lc_conn_free(lc_conn *conn);
 
 /* The connected hiredis context, for the caller's own commands (the service's
@@ -186,11 +188,14 @@ void lc_conn_free(lc_conn *conn);
  * thread rules as conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
-/* One PING round trip. LC_OK or LC_IO. */
+/* One PING round trip (connecting first if needed), bounded by the connect
+ * and command timeouts. LC_OK, or LC_IO with the reason in lc_conn_errstr.
+ * The thread that owns conn. Not counted in lc_stats.io_errors. */
 lc_status lc_conn_ping(lc_conn *conn);
 
 /* The last failure on this connection (never NULL; "" when none), at most
- * LC_ERRSTR_LEN-1 bytes, valid until the next call on conn. */
+ * LC_ERRSTR_LEN-1 bytes, owned by conn, valid until the next call on conn.
+ * The thread that owns conn. */
 const char *lc_conn_errstr(const lc_conn *conn);
 
 /* --- locks ------------------------------------------------------------- */
