@@ -65,6 +65,36 @@ static inline void lct_key(char *buf, size_t len, const char *test, lc_mode mode
     snprintf(buf, len, "lctest:{%s-%s-%d}:lock", test, lc_mode_name(mode), (int)(tu_now_ms() % 1000000));
 }
 
+/* Takes the lock of a fresh key (written to key, keylen bytes) as owner
+ * "holder" on a new connection (*conn, the caller frees it): lease 30 s,
+ * reentrant on its watchdog. Ends the test if it cannot. */
+static inline lc_guard *lct_hold(lc_client *cli, lc_mode mode, const char *test, char *key,
+                                 size_t keylen, lc_conn **conn)
+{
+    lct_key(key, keylen, test, mode);
+    *conn = lct_conn(cli);
+    lc_lock_args a = lct_args(mode, key, "holder", mode == LC_REENTRANT ? 0 : 30000, 0);
+    lc_guard *g = NULL;
+    TU_REQUIRE(lc_acquire(*conn, &a, &g) == LC_OK, "%s: holder", lc_mode_name(mode));
+    return g;
+}
+
+/* The client's counters once no channel stays subscribed, or after
+ * within_ms: the subscriber thread sends UNSUBSCRIBE after the last waiter
+ * left, so it lags a little. Polls every 10 ms. */
+static inline lc_stats lct_settled_stats(lc_client *cli, int64_t within_ms)
+{
+    lc_stats s;
+    int64_t until = tu_now_ms() + within_ms;
+    do {
+        lc_client_stats(cli, &s);
+        if (s.pubsub_channels == 0)
+            break;
+        tu_sleep_ms(10);
+    } while (tu_now_ms() < until);
+    return s;
+}
+
 /* One acquisition on its own thread and connection, timed: the shape of
  * every "a waiter, while the main thread holds the lock" test. Owner
  * "waiter"; lease 30 s (reentrant: the watchdog); released at once. */

@@ -98,11 +98,8 @@ static void test_wake_on_release(void)
     const lc_mode modes[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
     for (int i = 0; i < 4; i++) {
         char key[128];
-        lct_key(key, sizeof key, "wake", modes[i]);
-        lc_conn *conn = lct_conn(cli);
-        lc_lock_args a = lct_args(modes[i], key, "holder", modes[i] == LC_REENTRANT ? 0 : 30000, 0);
-        lc_guard *g;
-        TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
+        lc_conn *conn;
+        lc_guard *g = lct_hold(cli, modes[i], "wake", key, sizeof key, &conn);
         lct_waiter t = {.cli = cli, .mode = modes[i], .key = key, .wait_ms = 5000};
         pthread_t th;
         pthread_create(&th, NULL, lct_waiter_main, &t);
@@ -123,11 +120,8 @@ static void test_wait_accuracy(void)
     const lc_mode modes[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
     for (int i = 0; i < 4; i++) {
         char key[128];
-        lct_key(key, sizeof key, "waitacc", modes[i]);
-        lc_conn *conn = lct_conn(cli);
-        lc_lock_args a = lct_args(modes[i], key, "holder", modes[i] == LC_REENTRANT ? 0 : 30000, 0);
-        lc_guard *g;
-        TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
+        lc_conn *conn;
+        lc_guard *g = lct_hold(cli, modes[i], "waitacc", key, sizeof key, &conn);
         lct_waiter t = {.cli = cli, .mode = modes[i], .key = key, .wait_ms = 300};
         pthread_t th;
         pthread_create(&th, NULL, lct_waiter_main, &t);
@@ -205,15 +199,7 @@ static void test_storm(void)
                  (long long)max_wait);
         TU_CHECK(ok == 16 * iterations && other == 0, "%s storm: %d ok, %d failed", lc_mode_name(modes[i]),
                  ok, other);
-        /* the UNSUBSCRIBE is sent by the subscriber thread: give it a bounded moment */
-        lc_stats s;
-        int64_t until = tu_now_ms() + 2000;
-        do {
-            lc_client_stats(cli, &s);
-            if (s.pubsub_channels == 0)
-                break;
-            tu_sleep_ms(10);
-        } while (tu_now_ms() < until);
+        lc_stats s = lct_settled_stats(cli, 2000);
         TU_CHECK(s.pubsub_channels == 0 && s.pubsub_waiters == 0, "%s: no subscription left (%llu)",
                  lc_mode_name(modes[i]), (unsigned long long)s.pubsub_channels);
         TU_CHECK(s.watchdog_active == 0, "%s: no renewal left", lc_mode_name(modes[i]));

@@ -126,14 +126,7 @@ static void test_channels_cleaned(void)
         TU_CHECK(s == LC_BUSY, "waiter %d busy (%s)", i, lc_status_name(s));
         lc_release(conn, g);
     }
-    lc_stats s;
-    int64_t until = tu_now_ms() + tu_slack(2000);
-    do {
-        lc_client_stats(cli, &s);
-        if (s.pubsub_channels == 0)
-            break;
-        tu_sleep_ms(10);
-    } while (tu_now_ms() < until);
+    lc_stats s = lct_settled_stats(cli, tu_slack(2000));
     TU_CHECK(s.pubsub_channels == 0 && s.pubsub_waiters == 0, "nothing subscribed (%llu)",
              (unsigned long long)s.pubsub_channels);
     lc_conn_free(conn);
@@ -147,11 +140,8 @@ static void test_cancel(void)
     const lc_mode modes[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
     for (int i = 0; i < 4; i++) {
         char key[128];
-        lct_key(key, sizeof key, "cancel", modes[i]);
-        lc_conn *conn = lct_conn(cli);
-        lc_lock_args a = lct_args(modes[i], key, "holder", modes[i] == LC_REENTRANT ? 0 : 30000, 0);
-        lc_guard *g;
-        TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
+        lc_conn *conn;
+        lc_guard *g = lct_hold(cli, modes[i], "cancel", key, sizeof key, &conn);
         atomic_int flag = 0;
         lct_waiter j = {.cli = cli, .mode = modes[i], .key = key, .wait_ms = 10000, .cancel = &flag};
         pthread_t th;
