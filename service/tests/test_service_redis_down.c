@@ -14,6 +14,23 @@ static long get(svc_server *s, const char *path, svc_resp *r)
     return r->status;
 }
 
+/* Polls /healthz every 20 ms until it answers `want` or within_ms passed;
+ * returns the last status. */
+static long wait_healthz(svc_server *s, long want, int64_t within_ms)
+{
+    svc_resp r;
+    long hs = 0;
+    int64_t t0 = tu_now_ms();
+    while (tu_now_ms() - t0 < within_ms) {
+        hs = get(s, "/healthz", &r);
+        svc_resp_free(&r);
+        if (hs == want)
+            break;
+        tu_sleep_ms(20);
+    }
+    return hs;
+}
+
 int main(void)
 {
     tu_redis rd;
@@ -48,14 +65,7 @@ int main(void)
     TU_CHECK(get(&s, "/orders/down", &r) == 503, "orders while down %ld", r.status);
     svc_resp_free(&r);
     int64_t t0 = tu_now_ms();
-    long hs = 0;
-    while (tu_now_ms() - t0 < 3000) {
-        hs = get(&s, "/healthz", &r);
-        svc_resp_free(&r);
-        if (hs == 503)
-            break;
-        tu_sleep_ms(20);
-    }
+    long hs = wait_healthz(&s, 503, 3000);
     TU_CHECK(hs == 503, "healthz 503 while down");
     TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "healthz turned 503 in %lld ms", (long long)(tu_now_ms() - t0));
     TU_CHECK(get(&s, "/stats", &r) == 200, "stats still answer");
@@ -67,13 +77,7 @@ int main(void)
     /* Redis back on the same port (empty: no persistence here). */
     TU_REQUIRE(tu_redis_start(&rd, 1, NULL) == 0, "redis restarts");
     t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < 5000) {
-        hs = get(&s, "/healthz", &r);
-        svc_resp_free(&r);
-        if (hs == 200)
-            break;
-        tu_sleep_ms(20);
-    }
+    hs = wait_healthz(&s, 200, 5000);
     TU_CHECK(hs == 200, "healthz 200 again");
     TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "recovered in %lld ms", (long long)(tu_now_ms() - t0));
     TU_CHECK(svc_set_stock(&s, "down", 3, NULL) == 200, "stock after recovery");
@@ -97,26 +101,13 @@ int main(void)
     TU_CHECK(st == 503, "token while paused: %ld %s", st, B(&r));
     TU_CHECK(dt < tu_slack(1500), "failed fast: %lld ms", (long long)dt);
     svc_resp_free(&r);
-    while (tu_now_ms() - t0 < 3000) {
-        hs = get(&s, "/healthz", &r);
-        svc_resp_free(&r);
-        if (hs == 503)
-            break;
-        tu_sleep_ms(20);
-    }
+    hs = wait_healthz(&s, 503, 3000 - (tu_now_ms() - t0));
     TU_CHECK(hs == 503, "healthz 503 while paused");
     TU_CHECK(tu_now_ms() - t0 < tu_slack(2000), "within %lld ms", (long long)(tu_now_ms() - t0));
     while (tu_now_ms() - t0 < 2000)
         tu_sleep_ms(20);
     kill(rd.pid, SIGCONT);
-    t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < 5000) {
-        hs = get(&s, "/healthz", &r);
-        svc_resp_free(&r);
-        if (hs == 200)
-            break;
-        tu_sleep_ms(20);
-    }
+    hs = wait_healthz(&s, 200, 5000);
     TU_CHECK(hs == 200, "healthz 200 after the pause");
     TU_CHECK(svc_set_stock(&s, "down", 1, NULL) == 200, "stock after the pause");
     TU_CHECK(get(&s, "/miaosha/reentrant?sku=down", &r) == 200, "buy after the pause: %s", B(&r));
