@@ -139,24 +139,6 @@ int lg_http_call(const char *method, const char *url, const char *bearer, const 
     return 0;
 }
 
-/* Admin calls are idempotent (a reset sets absolute values, the rest are
- * reads), so a 503 is retried twice, 100 ms apart: after a Redis restart an
- * instance's first command on each stale connection fails before it
- * reconnects, and the audit must not be lost to that. */
-static int admin_call(const char *method, const char *url, const char *bearer, const char *body,
-                      long timeout_ms, long *status, char **resp, char *err, size_t errlen)
-{
-    for (int attempt = 0;; attempt++) {
-        int rc = lg_http_call(method, url, bearer, body, timeout_ms, status, resp, err, errlen);
-        if (rc < 0 || *status != 503 || attempt == 2)
-            return rc;
-        free(*resp);
-        *resp = NULL;
-        struct timespec ts = {0, 100 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-}
-
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
                    size_t errlen)
 {
@@ -165,7 +147,7 @@ int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char 
     snprintf(body, sizeof body, "{\"stock\":%lld}", (long long)stock);
     long st = 0;
     char *resp = NULL;
-    if (admin_call("PUT", url, token, body, 10000, &st, &resp, err, errlen) < 0)
+    if (lg_http_call("PUT", url, token, body, 10000, &st, &resp, err, errlen) < 0)
         return -1;
     int ok = st >= 200 && st < 300;
     if (!ok)
@@ -191,7 +173,7 @@ int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, si
     long st = 0;
     char *resp = NULL;
     memset(a, 0, sizeof *a);
-    if (admin_call("GET", url, NULL, NULL, 10000, &st, &resp, err, errlen) < 0)
+    if (lg_http_call("GET", url, NULL, NULL, 10000, &st, &resp, err, errlen) < 0)
         return -1;
     int rc = -1;
     cJSON *j = NULL;
@@ -251,7 +233,7 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
         snprintf(url, sizeof url, "%s/orders/%s?offset=%ld&limit=%d", base, sku, offset, limit);
         long st = 0;
         char *resp = NULL;
-        if (admin_call("GET", url, NULL, NULL, 20000, &st, &resp, err, errlen) < 0)
+        if (lg_http_call("GET", url, NULL, NULL, 20000, &st, &resp, err, errlen) < 0)
             return -1;
         if (st != 200) {
             snprintf(err, errlen, "GET %s answered %ld: %.200s", url, st, resp);
