@@ -122,10 +122,10 @@ bool lc_pubsub_head_starving(lc_client *c, const char *channel, int64_t limit_ms
  * (never NULL unless NOMEM); *is_head tells whether w is first in line. */
 lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
                               int64_t deadline_ms, const atomic_int *cancel, bool *is_head);
-/* Waits until w is signaled (a release message reached it) or until_ms. A
- * head that is not starving yet ignores messages and wakes at its
- * starvation point instead. Returns false when until_ms passed first. */
-bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
+/* Waits until w is signaled (a release message reached it), until_ms, or a
+ * raised cancel flag. A head that is not starving yet ignores messages and
+ * wakes at its starvation point instead. The caller tries after any return. */
+void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
                     const atomic_int *cancel);
 /* Leaves the queue (with or without the lock). The next waiter becomes
  * head and tries at its own starvation point. */

@@ -321,11 +321,11 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
     return ch;
 }
 
-bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
+void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
                     const atomic_int *cancel)
 {
     lc_pubsub *p = &c->ps;
-    bool signaled = false, was_deaf = false;
+    bool was_deaf = false;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         int64_t now = lc_now_ms();
@@ -339,9 +339,7 @@ bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
             if (starving_at < wake)
                 wake = starving_at;
         } else if (w->signaled || (head && was_deaf)) {
-            /* a release message, or the starvation point reached: try */
-            signaled = true;
-            break;
+            break; /* a release message, or the starvation point reached: try */
         } else if (head && now + LC_HEAD_POLL_MS < wake) {
             /* A starving head does not trust the message alone: one lost on
              * a broken subscriber connection (or a holder whose lease ran
@@ -355,7 +353,6 @@ bool lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
     }
     w->signaled = false;
     pthread_mutex_unlock(&p->mu);
-    return signaled;
 }
 
 void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
