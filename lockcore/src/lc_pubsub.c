@@ -326,6 +326,7 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
 {
     lc_pubsub *p = &c->ps;
     bool was_deaf = false;
+    int64_t poll_at = 0; /* set when the head sleeps only until its next poll */
     pthread_mutex_lock(&p->mu);
     for (;;) {
         int64_t now = lc_now_ms();
@@ -338,13 +339,13 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
             was_deaf = true;
             if (starving_at < wake)
                 wake = starving_at;
-        } else if (w->signaled || (head && was_deaf)) {
-            break; /* a release message, or the starvation point reached: try */
+        } else if (w->signaled || (head && was_deaf) || (poll_at && now >= poll_at)) {
+            break; /* a message, the starvation point or the poll: try */
         } else if (head && now + LC_HEAD_POLL_MS < wake) {
             /* A starving head does not trust the message alone: one lost on
-             * a broken subscriber connection (or a holder whose lease ran
-             * out without a release) would leave the line asleep. */
-            wake = now + LC_HEAD_POLL_MS;
+             * a broken subscriber connection (or a lock that vanished
+             * without a release) would leave the line asleep. */
+            wake = poll_at = now + LC_HEAD_POLL_MS;
         }
         if (now >= until_ms || lc_canceled(cancel))
             break;

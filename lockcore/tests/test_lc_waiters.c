@@ -110,6 +110,29 @@ static void test_lost_message(void)
     lc_conn_free(conn);
 }
 
+/* The lock vanishes with no release message (deleted from outside; the
+ * same as a message lost on a half-open subscriber connection): the first
+ * waiter still gets it within its 100 ms poll, not at the holder's 30 s
+ * PTTL or its own deadline. */
+static void test_silent_release(void)
+{
+    char key[128];
+    lc_conn *conn;
+    lc_guard *g = lct_hold(cli, LC_REENTRANT, "silent", key, sizeof key, &conn);
+    lct_waiter w = {.cli = cli, .mode = LC_REENTRANT, .key = key, .wait_ms = 5000};
+    pthread_t th;
+    pthread_create(&th, NULL, lct_waiter_main, &w);
+    tu_sleep_ms(300); /* the waiter is first in line and starving */
+    int64_t gone = tu_now_ms();
+    tu_redis_int(port, "DEL %s", key);
+    pthread_join(th, NULL);
+    TU_CHECK(w.status == LC_OK, "waiter acquired (%s)", lc_status_name(w.status));
+    TU_CHECK(w.end - gone <= tu_slack(300), "in %lld ms after the silent release",
+             (long long)(w.end - gone));
+    lc_release(conn, g);
+    lc_conn_free(conn);
+}
+
 /* Many channels joined briefly (wait_ms 1 on held locks): afterwards nothing
  * stays subscribed, and the subscriber is not left spinning. */
 static void test_channels_cleaned(void)
@@ -167,6 +190,7 @@ int main(void)
     cli = lct_client(port, 0);
     test_line();
     test_lost_message();
+    test_silent_release();
     test_channels_cleaned();
     test_cancel();
     lc_client_free(cli);
