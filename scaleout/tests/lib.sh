@@ -179,6 +179,10 @@ load_wait() {
   [ -s "$1.err" ] && say "load stderr: $(tr '\n' ' ' < "$1.err")"
 }
 
+healthz_is() { # url status — for wait_until
+  http GET "$1/healthz" 2; [ "$H_CODE" = "$2" ]
+}
+
 sold_at_least() { # sku n
   local v; v=$(rcli get "miaosha:{$1}:sold"); [ "${v:-0}" -ge "$2" ]
 }

@@ -45,7 +45,6 @@ for u in $CLUSTER_APP_URLS "$CLUSTER_URL"; do
   ck "paused: purchase at $u -> $H_CODE $(jfield "$H_BODY" error) in $H_MS ms (503 redis_unavailable within $limit ms)" -- \
     test "$H_CODE" = 503 -a "$(jfield "$H_BODY" error)" = redis_unavailable -a "$H_MS" -le $limit
 done
-healthz_is() { http GET "$1/healthz" 2; [ "$H_CODE" = "$2" ]; }
 for u in $CLUSTER_APP_URLS; do
   ck "paused: /healthz of $u turns 503 within 1.5 s" -- wait_until $(( t_stop + 1500 )) healthz_is "$u" 503
 done
