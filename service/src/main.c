@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     s.instance_id = lc_client_instance_id(client);
 
     svc_stats_init();
-    if (svc_health_start(client) != 0) {
+    if (svc_health_start(&lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
         lc_client_free(client);
         return 1;
