@@ -9,6 +9,10 @@
  * makes a thundering herd that starves threads (shared/baselines.md).
  *
  * Waiters queue per channel, oldest first, and a message signals the head.
+ * A release by a thread of this process signals it directly as well
+ * (lc_pubsub_released): the message would arrive one thread hop later, via
+ * this module's thread; when it does, it finds the head gone or sets a flag
+ * a head that is not starving ignores.
  * A head that gives up without the lock hands its turn on, so one missed or
  * unused message never stalls the line; every waiter also wakes at its own
  * deadline or the holder's PTTL, which bounds the damage of a message lost
@@ -353,6 +357,18 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
         pthread_cond_timedwait(&w->cv, &p->mu, &ts);
     }
     w->signaled = false;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void lc_pubsub_released(lc_client *c, const char *channel)
+{
+    lc_pubsub *p = &c->ps;
+    pthread_mutex_lock(&p->mu);
+    lc_ps_channel *ch = find(p, channel, strlen(channel));
+    if (ch && ch->head && lc_now_ms() - ch->head_since_ms >= c->barge_limit_ms) {
+        ch->head->signaled = true;
+        pthread_cond_signal(&ch->head->cv);
+    }
     pthread_mutex_unlock(&p->mu);
 }
 
