@@ -373,6 +373,8 @@ if want service; then
       hn+=("$n_rps"); hs+=("$s_rps")
     fi
     echo "  round $r: nginx $n_rps req/s (non-2xx $n_bad), miaosha-server $s_rps req/s (non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS})$note"
+    # The server logs why /healthz turned 503 (the Redis probe, WARN level).
+    [ "$s_bad" != 0 ] && grep -h "redis" "$WORK/server-w64.log" | tail -5 | sed 's/^/    server: /'
   done
   if [ ${#hs[@]} -gt 0 ]; then
     target_row service "GET /healthz req/s vs nginx static file" "$(median "${hs[@]}")" "$(median "${hn[@]}")" ">=" 1.0
