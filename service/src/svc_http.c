@@ -73,7 +73,6 @@ static const svc_settings *S;
 static lc_client *client;
 static svc_pool *purchase_pool, *admin_pool;
 static struct MHD_Daemon *daemon_;
-static MHD_socket quiesced_fd = MHD_INVALID_SOCKET;
 static _Atomic int stopping;
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
@@ -575,6 +574,21 @@ static struct MHD_Response *health_response(int up)
     return resp;
 }
 
+/* Accept policy: once shutdown has begun, a new connection is closed as
+ * soon as it is accepted. This, not MHD_quiesce_daemon, is how the server
+ * stops accepting: in libmicrohttpd 0.9.75, MHD_quiesce_daemon with an epoll
+ * thread pool deletes the listen socket from each worker's epoll set while
+ * that worker may be deleting it too, and aborts the process ("Failed to
+ * remove listen FD from epoll set") when it loses the race — seen on a
+ * SIGTERM right after a wrk run. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)cls;
+    (void)addr;
+    (void)addrlen;
+    return atomic_load(&stopping) ? MHD_NO : MHD_YES;
+}
+
 int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc_pool *admin,
                    char *err, size_t errlen)
 {
@@ -606,7 +620,7 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
         flags |= MHD_USE_IPv6;
     errno = 0;
     daemon_ = MHD_start_daemon(
-        flags, (uint16_t)s->port, NULL, NULL, on_request, NULL,
+        flags, (uint16_t)s->port, on_accept, NULL, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(s->http_threads > 1 ? s->http_threads : 0),
@@ -637,8 +651,6 @@ int svc_http_port(void)
 void svc_http_quiesce(void)
 {
     atomic_store(&stopping, 1);
-    if (daemon_ != NULL)
-        quiesced_fd = MHD_quiesce_daemon(daemon_);
 }
 
 long svc_http_pending(void)
@@ -651,9 +663,6 @@ void svc_http_stop(void)
     if (daemon_ != NULL)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;
-    if (quiesced_fd != MHD_INVALID_SOCKET)
-        close(quiesced_fd);
-    quiesced_fd = MHD_INVALID_SOCKET;
     MHD_destroy_response(health_up);
     MHD_destroy_response(health_down);
     health_up = health_down = NULL;

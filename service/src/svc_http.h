@@ -68,8 +68,9 @@ int svc_http_start(const svc_settings *s, lc_client *client, struct svc_pool *pu
                    struct svc_pool *admin, char *err, size_t errlen);
 /* The bound port (useful with port 0), or -1. */
 int svc_http_port(void);
-/* Shutdown, step 1: stop accepting; new purchases on open connections get
- * 503 shutting_down. */
+/* Shutdown, step 1: stop accepting (a new connection is closed as soon as
+ * it is accepted; the listen socket stays open until svc_http_stop); new
+ * purchases on open connections get 503 shutting_down. */
 void svc_http_quiesce(void);
 /* Requests handed to workers whose completion MHD has not reported yet. */
 long svc_http_pending(void);

@@ -1,4 +1,5 @@
-/* test_service_shutdown.c — SIGTERM stops accepting, finishes in-flight
+/* test_service_shutdown.c — SIGTERM stops accepting (a new connection gets
+ * no answer), finishes in-flight
  * purchases (their locks released, their 200s delivered) and exits 0
  * within 5 s; a purchase sleeping longer than that is cut short without
  * writing anything; purchases waiting for a lock are answered 503
@@ -66,6 +67,16 @@ int main(void)
     tu_sleep_ms(300); /* the waiters are inside lc_acquire */
     t0 = tu_now_ms();
     kill(srv.pid, SIGTERM);
+    /* Draining (b sleeps in its section until the 3 s cut): a new
+     * connection gets no answer. */
+    tu_sleep_ms(200);
+    svc_resp late;
+    memset(&late, 0, sizeof late);
+    int late_rc = svc_req(&srv, "GET", "/healthz", NULL, NULL, &late);
+    int still_running = kill(srv.pid, 0) == 0;
+    TU_CHECK(late_rc != 0 && late.status == 0, "a new connection while draining: rc %d, status %ld %s",
+             late_rc, late.status, B(&late));
+    svc_resp_free(&late);
     int rc = svc_wait_exit(&srv, 8000);
     int64_t dt = tu_now_ms() - t0;
     for (int i = 0; i < 5; i++)
@@ -91,6 +102,7 @@ int main(void)
                  tu_redis_int(srv.redis_port, "GET miaosha:{sd4}:sold") == 0,
              "the canceled purchases wrote nothing");
     tu_redis_int(srv.redis_port, "DEL miaosha:{sd3}:lock");
+    TU_CHECK(still_running, "the server was still draining when the new connection came");
     TU_CHECK(rc == 0, "exit status %d", rc);
     TU_CHECK(dt < 5000, "exited in %lld ms", (long long)dt);
     TU_CHECK(a.r.status == 200, "in-flight purchase finished: %ld %s", a.r.status, B(&a.r));
