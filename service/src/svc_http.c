@@ -94,6 +94,13 @@ const svc_settings *svc_http_settings(void)
 
 /* ---- replies ---- */
 
+cJSON *svc_json_add_int(cJSON *o, const char *key, long long v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", v);
+    return cJSON_AddRawToObject(o, key, buf);
+}
+
 void svc_reply_json(svc_req *r, unsigned status, cJSON *obj)
 {
     char *txt = obj ? cJSON_PrintUnformatted(obj) : NULL;

@@ -55,6 +55,11 @@ struct svc_req {
 /* Stores a reply: prints obj (unformatted) and deletes it. On allocation
  * failure stores a static 503 body. */
 void svc_reply_json(svc_req *r, unsigned status, cJSON *obj);
+/* Adds an integer member printed exactly, as decimal digits. cJSON keeps
+ * numbers as doubles: %.15g then a sscanf round-trip check per number on
+ * print, and no exact integers past 2^53. NULL on out of memory (o then
+ * lacks the member; the caller's reply is still valid JSON). Any thread. */
+cJSON *svc_json_add_int(cJSON *o, const char *key, long long v);
 /* {"ok":false,"error":error[,"detail":detail]} plus, when extra is not NULL,
  * extra's members (extra is consumed). */
 void svc_reply_error(svc_req *r, unsigned status, const char *error, const char *detail, cJSON *extra);

@@ -56,7 +56,8 @@ typedef struct purchase {
     int64_t busy_wait_ms;     /* >= 0: echo wait_ms in a 429 */
     long long stock_left;
     int has_stock_left;
-    char order_id[SVC_UUID_LEN];
+    char order_id[SVC_UUID_LEN];  /* set once the order is being written */
+    char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
 } purchase;
 
@@ -83,13 +84,13 @@ static void respond(purchase *pu, unsigned status, const char *error, svc_outcom
         if (pu->order_id[0])
             cJSON_AddStringToObject(o, "order_id", pu->order_id);
         if (pu->has_stock_left)
-            cJSON_AddNumberToObject(o, "stock_left", (double)pu->stock_left);
+            svc_json_add_int(o, "stock_left", (long long)pu->stock_left);
         if (pu->wait_us >= 0) {
-            cJSON_AddNumberToObject(o, "lock_wait_ms", (double)pu->lock_wait_ms);
+            svc_json_add_int(o, "lock_wait_ms", (long long)pu->lock_wait_ms);
             cJSON_AddBoolToObject(o, "lock_lost", pu->lock_lost);
         }
         if (pu->busy_wait_ms >= 0)
-            cJSON_AddNumberToObject(o, "wait_ms", (double)pu->busy_wait_ms);
+            svc_json_add_int(o, "wait_ms", (long long)pu->busy_wait_ms);
         cJSON_AddStringToObject(o, "instance", pu->s->instance_id);
     }
     svc_reply_json(pu->r, status, o);
@@ -194,9 +195,9 @@ static char *order_record(purchase *pu, long long before)
         cJSON_AddNullToObject(o, "user");
     cJSON_AddStringToObject(o, "mode", lc_mode_name(r->mode));
     cJSON_AddStringToObject(o, "instance", pu->s->instance_id);
-    cJSON_AddNumberToObject(o, "ts_ms", (double)svc_wall_ms());
-    cJSON_AddNumberToObject(o, "lock_wait_ms", (double)pu->lock_wait_ms);
-    cJSON_AddNumberToObject(o, "stock_before", (double)before);
+    svc_json_add_int(o, "ts_ms", (long long)svc_wall_ms());
+    svc_json_add_int(o, "lock_wait_ms", (long long)pu->lock_wait_ms);
+    svc_json_add_int(o, "stock_before", (long long)before);
     txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return txt;
@@ -261,9 +262,7 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
         return SVC_OUT_ERROR;
     }
 
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, pu->order_id);
+    memcpy(pu->order_id, pu->new_order_id, sizeof pu->order_id);
     char *rec = order_record(pu, before);
     if (rec == NULL) {
         pu->order_id[0] = '\0';
@@ -342,6 +341,9 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     svc_key(lock_key, r->sku, "lock");
     uuid_generate_random(u);
     uuid_unparse_lower(u, owner);
+    /* The order id too, so that the critical section does not wait for it. */
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, pu.new_order_id);
     lc_lock_args a;
     memset(&a, 0, sizeof a);
     a.mode = r->mode;

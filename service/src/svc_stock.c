@@ -80,12 +80,12 @@ static cJSON *audit_json(const char *sku, long long stock, long long initial, lo
         return NULL;
     cJSON_AddBoolToObject(o, "ok", 1);
     cJSON_AddStringToObject(o, "sku", sku);
-    cJSON_AddNumberToObject(o, "stock", (double)stock);
-    cJSON_AddNumberToObject(o, "initial", (double)initial);
-    cJSON_AddNumberToObject(o, "sold", (double)sold);
-    cJSON_AddNumberToObject(o, "orders", (double)orders);
-    cJSON_AddNumberToObject(o, "oversold", (double)(over > 0 ? over : 0));
-    cJSON_AddNumberToObject(o, "undersold", (double)(under > 0 ? under : 0));
+    svc_json_add_int(o, "stock", (long long)stock);
+    svc_json_add_int(o, "initial", (long long)initial);
+    svc_json_add_int(o, "sold", (long long)sold);
+    svc_json_add_int(o, "orders", (long long)orders);
+    svc_json_add_int(o, "oversold", (long long)(over > 0 ? over : 0));
+    svc_json_add_int(o, "undersold", (long long)(under > 0 ? under : 0));
     return o;
 }
 
@@ -179,9 +179,9 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
     if (o != NULL && arr != NULL) {
         cJSON_AddBoolToObject(o, "ok", 1);
         cJSON_AddStringToObject(o, "sku", r->sku);
-        cJSON_AddNumberToObject(o, "total", (double)as_int(reps[0]));
-        cJSON_AddNumberToObject(o, "offset", (double)off);
-        cJSON_AddNumberToObject(o, "limit", (double)lim);
+        svc_json_add_int(o, "total", (long long)as_int(reps[0]));
+        svc_json_add_int(o, "offset", (long long)off);
+        svc_json_add_int(o, "limit", (long long)lim);
         if (reps[1]->type == REDIS_REPLY_ARRAY) {
             for (size_t i = 0; i < reps[1]->elements; i++) {
                 const redisReply *e = reps[1]->element[i];
