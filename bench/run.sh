@@ -69,6 +69,14 @@ cleanup() {
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
   if [ "$CLUSTER_STARTED" = 1 ]; then bash "$ROOT/scripts/cluster.sh" stop "$WORK/cluster" >/dev/null 2>&1; fi
   [ -f "$REDIS_DIR/redis.pid" ] && bash "$ROOT/tests/redis-fixture.sh" stop "$REDIS_DIR" >/dev/null 2>&1
+  # The servers run at log.level=warn: whatever they logged is worth a look
+  # (e.g. why /healthz answered 503), so show it before the logs go.
+  local f
+  for f in "$WORK"/server-*.log; do
+    [ -s "$f" ] || continue
+    echo "--- $(basename "$f") (warnings and errors, last 20 lines)"
+    tail -20 "$f"
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT

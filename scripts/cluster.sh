@@ -127,7 +127,7 @@ start_redis() { # dir
 bind 127.0.0.1
 port $port
 protected-mode yes
-daemonize yes
+daemonize no
 pidfile $dir/redis.pid
 logfile $dir/redis.log
 dir $dir/redis
@@ -138,7 +138,15 @@ appenddirname aof
 maxclients 10000
 EOF
     rm -f "$dir/redis.pid"
-    "$rs" "$dir/redis.conf" >/dev/null 2>&1 || continue
+    # In the background, not daemonized: daemonizing calls setsid(), and with
+    # sched_autogroup_enabled=1 a process alone in its session is its own
+    # scheduling group, which this machine's kernel starved for 0.2-4 s at a
+    # time under load from the caller's session (tests/redis-fixture.sh).
+    # set -m: its own process group, so a terminal Ctrl-C aimed at this
+    # script does not reach it; it outlives the script.
+    set -m
+    "$rs" "$dir/redis.conf" </dev/null >/dev/null 2>&1 &
+    set +m
     for _ in $(seq 100); do
       if [ -s "$dir/redis.pid" ] && alive "$(cat "$dir/redis.pid")" &&
          [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ]; then
@@ -160,11 +168,15 @@ start_app() { # dir i server
   [ -n "${CLUSTER_SERVER_ARGS:-}" ] && extra+=($CLUSTER_SERVER_ARGS)
   for _ in $(seq 20); do
     port=$(pick_port)
-    # setsid: the instance gets its own process group, so a Ctrl-C in the
-    # terminal reaches only this script, which then stops it by PID.
-    setsid "$server" --listen 127.0.0.1 --port "$port" --redis "127.0.0.1:$REDIS_PORT" \
+    # set -m: the instance gets its own process group, so a Ctrl-C in the
+    # terminal reaches only this script, which then stops it by PID. Not
+    # setsid: a session of its own is a scheduling group of its own under
+    # sched_autogroup, starved here under load (see start_redis).
+    set -m
+    "$server" --listen 127.0.0.1 --port "$port" --redis "127.0.0.1:$REDIS_PORT" \
       --instance-id "$id" "${extra[@]}" >"$dir/app$i.log" 2>&1 < /dev/null &
     pid=$!
+    set +m
     for _ in $(seq 200); do
       alive "$pid" || break
       http_get "http://127.0.0.1:$port/healthz"
@@ -225,9 +237,11 @@ http {
 EOF
     "$ngx" -t -q -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" \
       || die "nginx -t failed for $dir/nginx/nginx.conf"
-    setsid "$ngx" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" \
+    set -m # own process group, same session: see start_app
+    "$ngx" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" \
       >"$dir/nginx/logs/stdout.log" 2>&1 < /dev/null &
     pid=$!
+    set +m
     for _ in $(seq 100); do
       alive "$pid" || break
       http_get "http://127.0.0.1:$port/lb-healthz"

@@ -48,7 +48,11 @@ ck "down: instances still running" -- bash -c "kill -0 $CLUSTER_APP1_PID $CLUSTE
 # from the same config: same port, same AOF directory.
 while [ $(( $(now_ms) - t_down )) -lt 1500 ]; do sleep 0.05; done
 rs=${MIAOSHA_REDIS_SERVER:-redis-server}
-"$rs" "$CLUSTER_REDIS_CONF" >/dev/null 2>&1
+# In the background: the config says daemonize no (scripts/cluster.sh,
+# start_redis); it writes the same pidfile, so "cluster.sh stop" finds it.
+set -m
+"$rs" "$CLUSTER_REDIS_CONF" </dev/null >/dev/null 2>&1 &
+set +m
 require "redis-server restarted from its AOF" -- wait_until $(( $(now_ms) + 10000 )) redis_up
 t_up=$(now_ms)
 say "redis up again after $(( t_up - t_down )) ms down; loaded sold=$(rcli get "miaosha:{$SKU}:sold")"
