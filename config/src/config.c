@@ -126,7 +126,7 @@ static const key_def KEYS[] = {
 
     K_NUM("server.io_threads", server.io_threads, 1, 64, 2, NULL, "",
           "HTTP threads that accept and parse requests"),
-    K_NUM("server.workers", server.workers, 1, 4096, 64, NULL, "",
+    K_NUM("server.workers", server.workers, 1, 4096, 16, NULL, "",
           "worker threads for requests that may block (lock waits, work_ms)"),
     K_NUM("server.max_queue", server.max_queue, 0, 1000000, 1024, NULL, "",
           "requests waiting for a free worker, per pool; more get 503 overloaded"),

@@ -134,7 +134,7 @@ static void test_defaults(void) {
     TU_CHECK(c.listen.connection_timeout_s == 10, "%d", c.listen.connection_timeout_s);
     TU_CHECK(c.listen.max_body_bytes == 4096, "%lld", (long long)c.listen.max_body_bytes);
     TU_CHECK(c.listen.max_uri_bytes == 2048, "%d", c.listen.max_uri_bytes);
-    TU_CHECK(c.server.io_threads == 2 && c.server.workers == 64, "threads");
+    TU_CHECK(c.server.io_threads == 2 && c.server.workers == 16, "threads");
     TU_CHECK(c.server.max_queue == 1024, "max_queue %d", c.server.max_queue);
     TU_CHECK(strcmp(c.redis.host, "127.0.0.1") == 0, "redis host %s", c.redis.host);
     TU_CHECK(c.redis.port == 6379, "redis port %d", c.redis.port);

@@ -18,12 +18,13 @@ static lc_conn *conn;
 static int init_up;
 
 /* One PING, and on failure one more on a fresh connection (lc_conn
- * reconnects after any error) before the status turns down. Why the retry:
- * under a saturating /healthz load a probe PING was seen to time out now
- * and then although Redis answered every other client (cause not found; see
- * README "Health probe"). Both attempts together fit in the staleness
- * window, so one slow reply no longer flips /healthz to 503, while a
- * stopped Redis (connection refused: instant) still does within it. */
+ * reconnects after any error) before the status turns down, so one lost
+ * or late reply on one connection does not flip /healthz to 503, while a
+ * stopped Redis (connection refused: instant) or a hung one still does
+ * within the staleness window, which both attempts fit in. The timings of
+ * a failure are logged: they showed that the rare 503s under saturating
+ * load were a starved redis-server, not the probe (service/README.md,
+ * "GET /healthz"). */
 static int probe(int was_up)
 {
     char first[LC_ERRSTR_LEN] = "";
