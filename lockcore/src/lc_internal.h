@@ -129,11 +129,12 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
                     const atomic_int *cancel);
 /* Leaves the queue (with or without the lock). The next waiter becomes
  * head and tries at its own starvation point. */
-/* A local thread's unlock script just deleted the lock (and published): wake
- * the channel's head at once if it is starving, without waiting for the
- * message to come back through the subscriber thread. */
-void lc_pubsub_released(lc_client *c, const char *channel);
 void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w);
+/* A thread of this process has just deleted the lock with the unlock script
+ * (which also published): wakes the channel's head at once if it is
+ * starving, rather than when the message comes back through the subscriber
+ * thread. Any thread; takes the pub/sub mutex. */
+void lc_pubsub_released(lc_client *c, const char *channel);
 
 /* --- client and connection ---------------------------------------------- */
 struct lc_client {

@@ -2,9 +2,9 @@
 #include "svc_health.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <time.h>
 
 static pthread_t thread;
