@@ -344,8 +344,9 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g)
             s = LC_IO;
         else if (r->type == REDIS_REPLY_NIL)
             s = LC_NOT_OWNER;
-        else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 && atomic_load(&conn->client->waiters) > 0)
-            lc_pubsub_released(conn->client, channel);
+        else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 &&
+                 atomic_load(&conn->client->waiters) > 0)
+            lc_pubsub_released(conn->client, channel); /* 1: deleted and published */
     }
     if (r)
         freeReplyObject(r);

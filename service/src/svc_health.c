@@ -39,7 +39,9 @@ static int probe(int was_up)
     if (ok)
         atomic_store(&last_ok_us, t2);
     if (ok && *first && was_up)
-        svc_log(SVC_WARN, "redis: probe PING failed after %lld ms (%s); a retry on a new connection answered in %lld ms",
+        svc_log(SVC_WARN,
+                "redis: probe PING failed after %lld ms (%s); a retry on a new connection "
+                "answered in %lld ms",
                 (long long)((t1 - t0) / 1000), first, (long long)((t2 - t1) / 1000));
     if (ok && !was_up)
         svc_log(SVC_INFO, "redis: up");
