@@ -186,3 +186,19 @@ healthz_is() { # url status — for wait_until
 sold_at_least() { # sku n
   local v; v=$(rcli get "miaosha:{$1}:sold"); [ "${v:-0}" -ge "$2" ]
 }
+
+# expect_outage LABEL SKU T0_MS LIMIT_MS [QUERY] — Redis is unreachable
+# since T0_MS: a token purchase (plus QUERY, e.g. "&lease_ms=3000") on every
+# instance and through nginx answers 503 redis_unavailable within LIMIT_MS,
+# and every instance's /healthz turns 503 within 1.5 s of T0_MS.
+expect_outage() {
+  local label=$1 sku=$2 t0=$3 limit=$4 query=${5:-} u
+  for u in $CLUSTER_APP_URLS "$CLUSTER_URL"; do
+    http GET "$u/miaosha/token?sku=$sku&user=probe&wait_ms=0$query" 5
+    ck "$label: purchase at $u -> $H_CODE $(jfield "$H_BODY" error) in $H_MS ms (503 redis_unavailable within $limit ms)" -- \
+      test "$H_CODE" = 503 -a "$(jfield "$H_BODY" error)" = redis_unavailable -a "$H_MS" -le "$limit"
+  done
+  for u in $CLUSTER_APP_URLS; do
+    ck "$label: /healthz of $u turns 503 within 1.5 s" -- wait_until $(( t0 + 1500 )) healthz_is "$u" 503
+  done
+}

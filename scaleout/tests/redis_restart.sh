@@ -32,16 +32,7 @@ say "redis-server (pid $rpid) killed with SIGKILL"
 
 # Purchases answer 503 redis_unavailable within the timeouts, on every
 # instance directly and through nginx.
-limit=$(( 2 * CMD_TIMEOUT + 500 ))
-for u in $CLUSTER_APP_URLS "$CLUSTER_URL"; do
-  http GET "$u/miaosha/token?sku=$SKU&user=probe&wait_ms=0" 5
-  ck "down: purchase at $u -> $H_CODE $(jfield "$H_BODY" error) in $H_MS ms (503 redis_unavailable within $limit ms)" -- \
-    test "$H_CODE" = 503 -a "$(jfield "$H_BODY" error)" = redis_unavailable -a "$H_MS" -le $limit
-done
-for u in $CLUSTER_APP_URLS; do
-  ck "down: /healthz of $u turns 503 within 1.5 s of the crash" -- \
-    wait_until $(( t_down + 1500 )) healthz_is "$u" 503
-done
+expect_outage down $SKU "$t_down" $(( 2 * CMD_TIMEOUT + 500 ))
 ck "down: instances still running" -- bash -c "kill -0 $CLUSTER_APP1_PID $CLUSTER_APP2_PID $CLUSTER_APP3_PID"
 
 # Stay down ~1.5 s in all (the buyers keep getting 503s), then restart
