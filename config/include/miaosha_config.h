@@ -135,7 +135,7 @@ typedef struct cfg_config {
                                         1..64] */
         int workers;                 /* worker threads for requests that may
                                         block (purchases waiting on a lock or
-                                        sleeping work_ms) [64, 1..4096] */
+                                        sleeping work_ms) [16, 1..4096] */
         int max_queue;               /* requests waiting for a free worker,
                                         per pool; more get 503 overloaded
                                         [1024, 0..1000000] */
@@ -212,7 +212,9 @@ void cfg_defaults(cfg_config *c);
  * right, then the checks between keys (e.g. lock.lease_ms <=
  * lock.max_lease_ms), then an empty instance_id becomes a fresh libuuid.
  *
- * Flags (each takes "--flag VALUE" or "--flag=VALUE"):
+ * Flags (each takes "--flag VALUE" or "--flag=VALUE"; a VALUE that starts
+ * with "--" only as "--flag=VALUE", since "--config --help" means a missing
+ * value):
  *   --config FILE        the JSON file
  *   --port N             = --set listen.port=N
  *   --listen ADDR        = --set listen.address=ADDR
@@ -220,8 +222,9 @@ void cfg_defaults(cfg_config *c);
  *   --instance-id ID     = --set instance_id=ID
  *   --set KEY=VALUE      any key by its JSON path; repeatable
  *   --print-config       load, validate, return CFG_EXIT_PRINT
- *   -h, --help           return CFG_EXIT_HELP at once
- *   -V, --version        return CFG_EXIT_VERSION at once
+ *   -h, --help           return CFG_EXIT_HELP at once (after a flag with a
+ *                        missing value anywhere in argv: CFG_INVALID)
+ *   -V, --version        return CFG_EXIT_VERSION at once (same rule)
  * Positional arguments are rejected. argv is not modified; argc may be 0
  * (argv may then be NULL) for "defaults, file from $MIAOSHA_CONFIG, env".
  *

@@ -182,10 +182,11 @@ void lc_conn_free(lc_conn *conn);
  * stock reads and writes), connecting first if needed (connect timeout, AUTH,
  * SELECT, command timeout set). Returns NULL when Redis cannot be reached
  * (reason in lc_conn_errstr). The context stays owned by conn: do not free
- * it, and read every reply you asked for (a pipelined reply left unread
- * would be taken by lockcore's next command). After the caller's command
- * fails with ctx->err set, the next call through conn reconnects. Same
- * thread rules as conn. */
+ * it, and read every reply you asked for. It is valid until the next
+ * lockcore call on conn, which may replace it: after the caller's command
+ * fails with ctx->err set, or when the socket turns out closed by the peer
+ * or holding unread bytes (a pipelined reply left unread), that call
+ * reconnects. Same thread rules as conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
 /* One PING round trip (connecting first if needed), bounded by the connect

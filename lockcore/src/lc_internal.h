@@ -114,12 +114,16 @@ typedef struct lc_pubsub {
 
 void lc_pubsub_init(lc_pubsub *p);
 void lc_pubsub_shutdown(lc_client *c);
-/* Has the first local waiter on channel been first in line for limit_ms or
- * more? Then new arrivals queue instead of trying first (see lc_lock.c). */
-bool lc_pubsub_head_starving(lc_client *c, const char *channel, int64_t limit_ms);
+/* Has the first local waiter on channel been first in line for
+ * barge_limit_ms or more? Then new arrivals queue instead of trying first
+ * (see lc_lock.c). Any thread; takes the pub/sub mutex. */
+bool lc_pubsub_head_starving(lc_client *c, const char *channel);
 /* Queues w on channel (subscribing once per process) and waits until the
- * subscription is confirmed or deadline_ms passes. Returns the channel
- * (never NULL unless NOMEM); *is_head tells whether w is first in line. */
+ * subscription is confirmed, deadline_ms passes, connect + command timeout
+ * have passed (Redis down: the caller then falls back to PTTL waits) or
+ * *cancel is set. Returns the channel, or NULL when memory, the eventfd or
+ * the subscriber thread could not be had; *is_head tells whether w is first
+ * in line. */
 lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
                               int64_t deadline_ms, const atomic_int *cancel, bool *is_head);
 /* Waits until w is signaled (a release message reached it), until_ms, or a

@@ -197,7 +197,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     int64_t ttl = -1;
     lc_status s;
     if (a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
-        !lc_pubsub_head_starving(c, channel, c->barge_limit_ms)) {
+        !lc_pubsub_head_starving(c, channel)) {
         if ((s = reentrant_try(conn, a->key, field, lease, &got, &ttl)) != LC_OK || got)
             return s;
         if (a->wait_ms == 0 || lc_now_ms() >= deadline)
@@ -378,7 +378,7 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
         s = conn ? release_redis(conn, g) : LC_MISUSE;
     }
     if (s == LC_IO)
-        atomic_fetch_add(&c->io_errors, 1);
+        (void)fail_io(conn); /* LC_IO only comes from release_redis: conn is set */
     free(g);
     return s;
 }

@@ -13,10 +13,11 @@
  * (lc_pubsub_released): the message would arrive one thread hop later, via
  * this module's thread; when it does, it finds the head gone or sets a flag
  * a head that is not starving ignores.
- * A head that gives up without the lock hands its turn on, so one missed or
- * unused message never stalls the line; every waiter also wakes at its own
- * deadline or the holder's PTTL, which bounds the damage of a message lost
- * on a broken connection.
+ * A head that leaves, with or without the lock, makes the next waiter head,
+ * which tries at its own starvation point; a starving head also tries every
+ * LC_HEAD_POLL_MS, so a message lost on a broken connection (or a lock that
+ * vanished without one) never stalls the line for long; every waiter also
+ * wakes at its own deadline or the holder's PTTL.
  *
  * The subscriber connection is a blocking hiredis context driven by hand:
  * the thread poll()s its socket and an eventfd (which callers write when a
@@ -63,6 +64,27 @@ static lc_ps_channel *find(lc_pubsub *p, const char *name, size_t len)
         if (strlen(ch->name) == len && memcmp(ch->name, name, len) == 0)
             return ch;
     return NULL;
+}
+
+/* Under p->mu: when ch's head turns starving (has been first in line for
+ * barge_limit_ms); INT64_MAX without a head. A head still waiting for its
+ * subscription has head_since_ms far in the future (lc_pubsub_join). */
+static int64_t starving_at(const lc_client *c, const lc_ps_channel *ch)
+{
+    return ch->head ? ch->head_since_ms + c->barge_limit_ms : INT64_MAX;
+}
+
+/* Under p->mu: a release happened. The head is marked; a starving one is
+ * woken to try. While it is not starving, newcomers may take the lock
+ * (lc_lock.c): waking it for every release would only buy it a failed
+ * attempt, and it wakes by itself at its starvation point. */
+static void release_heard(lc_client *c, lc_ps_channel *ch)
+{
+    if (!ch->head)
+        return;
+    ch->head->signaled = true;
+    if (lc_now_ms() >= starving_at(c, ch))
+        pthread_cond_signal(&ch->head->cv);
 }
 
 static void channel_unlink_free(lc_pubsub *p, lc_ps_channel *ch)
@@ -124,14 +146,7 @@ static void handle_reply(lc_client *c, redisReply *r)
     if (!ch)
         return;
     if (strcmp(kind, "message") == 0) {
-        /* While the head is not starving yet, newcomers may take the lock
-         * (lc_lock.c): waking the head for every release would only buy it
-         * a failed attempt. It wakes by itself at its starvation point. */
-        if (ch->head) {
-            ch->head->signaled = true;
-            if (lc_now_ms() - ch->head_since_ms >= c->barge_limit_ms)
-                pthread_cond_signal(&ch->head->cv);
-        }
+        release_heard(c, ch);
     } else if (strcmp(kind, "subscribe") == 0) {
         ch->pending--;
         if (!ch->subscribed) {
@@ -192,11 +207,16 @@ static int quiet_ms(lc_client *c)
             return -1;
         if (!ch->head)
             continue;
-        int64_t starving_at = ch->head_since_ms + c->barge_limit_ms;
-        if (starving_at <= now)
+        /* A head that cannot hear yet (its subscription was just confirmed)
+         * is about to: watch the socket rather than compute a quiet period
+         * from its placeholder. */
+        if (ch->head_since_ms > now)
             return -1;
-        if (starving_at < quiet_until)
-            quiet_until = starving_at;
+        int64_t at = starving_at(c, ch);
+        if (at <= now)
+            return -1;
+        if (at < quiet_until)
+            quiet_until = at;
     }
     return quiet_until == INT64_MAX ? -1 : (int)(quiet_until - now);
 }
@@ -256,11 +276,11 @@ static void *pubsub_main(void *arg)
     return NULL;
 }
 
-bool lc_pubsub_head_starving(lc_client *c, const char *channel, int64_t limit_ms)
+bool lc_pubsub_head_starving(lc_client *c, const char *channel)
 {
     pthread_mutex_lock(&c->ps.mu);
     lc_ps_channel *ch = find(&c->ps, channel, strlen(channel));
-    bool starving = ch && ch->head && lc_now_ms() - ch->head_since_ms >= limit_ms;
+    bool starving = ch && lc_now_ms() >= starving_at(c, ch);
     pthread_mutex_unlock(&c->ps.mu);
     return starving;
 }
@@ -335,14 +355,14 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
     for (;;) {
         int64_t now = lc_now_ms();
         bool head = ch->head == w;
-        int64_t starving_at = ch->head_since_ms + c->barge_limit_ms;
+        int64_t at = starving_at(c, ch);
         int64_t wake = until_ms;
-        if (head && now < starving_at) {
+        if (head && now < at) {
             /* A head that is not starving yet is deaf to messages (see
-             * handle_reply): newcomers may take the lock meanwhile. */
+             * release_heard): newcomers may take the lock meanwhile. */
             was_deaf = true;
-            if (starving_at < wake)
-                wake = starving_at;
+            if (at < wake)
+                wake = at;
         } else if (w->signaled || (head && was_deaf) || (poll_at && now >= poll_at)) {
             break; /* a message, the starvation point or the poll: try */
         } else if (head && now + LC_HEAD_POLL_MS < wake) {
@@ -365,10 +385,8 @@ void lc_pubsub_released(lc_client *c, const char *channel)
     lc_pubsub *p = &c->ps;
     pthread_mutex_lock(&p->mu);
     lc_ps_channel *ch = find(p, channel, strlen(channel));
-    if (ch && ch->head && lc_now_ms() - ch->head_since_ms >= c->barge_limit_ms) {
-        ch->head->signaled = true;
-        pthread_cond_signal(&ch->head->cv);
-    }
+    if (ch)
+        release_heard(c, ch);
     pthread_mutex_unlock(&p->mu);
 }
 
