@@ -346,9 +346,15 @@ cmd=${1:-}
 case $cmd in
 start)
   dir=${2:-$(mktemp -d "${TMPDIR:-/tmp}/miaosha-cluster.XXXXXX")}
-  trap 'log "start failed; stopping what was started"; do_stop "$dir"' ERR INT TERM
-  ( set -E; do_start "$dir" ) || { do_stop "$dir" 2>/dev/null || true; exit 1; }
-  trap - ERR INT TERM
+  # set -e ends the script at the first failing step (do_start is not in a
+  # condition, where bash would ignore -e); the EXIT trap then stops what
+  # was started, once.
+  start_failed() { log "start failed; stopping what was started"; do_stop "$dir" 2>/dev/null || true; }
+  trap start_failed EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  do_start "$dir"
+  trap - EXIT INT TERM
   print_env "$dir"
   ;;
 stop) do_stop "${2:?usage: $me stop DIR}"; log "stopped" ;;

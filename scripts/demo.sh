@@ -16,6 +16,5 @@ echo "=== building (build/demo)"
 cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=Release -DMIAOSHA_WERROR=OFF >/dev/null
 cmake --build build/demo -j "$(nproc)" --target miaosha-server miaosha-load >/dev/null
 echo "=== running the oversell matrix (about a minute; --quick for less)"
-mkdir -p out/matrix
 exec build/demo/loadtest/miaosha-load matrix \
   --server build/demo/service/miaosha-server --out out/matrix "$@"

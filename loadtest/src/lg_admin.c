@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 int lg_idset_add(lg_idset *s, const char *id, size_t len)
 {

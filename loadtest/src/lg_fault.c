@@ -531,13 +531,11 @@ static int inject_redis_pause(fcell *f)
     mctx *x = f->x;
     f->sold_at_fault = sold_now(f);
     kill(x->redis_pid, SIGSTOP);
-    x->redis_paused = 1;
     long long t_stop = lg_now_ms();
     /* one probe: each takes up to the timeouts and the pause is only 2 s */
     probe_unavailable(f, 1, "paused", lg_mx_bound(x, 2 * F_CMD_TIMEOUT_MS + 400));
     int r = hold_until(f, t_stop + F_PAUSE_MS);
     kill(x->redis_pid, SIGCONT); /* always, also when interrupted */
-    x->redis_paused = 0;
     if (r < 0)
         return -1;
     f->t_end = lg_now_ms();

@@ -718,11 +718,8 @@ out:
     lg_mx_instance_stop(&crash);
     for (int i = 0; i < 3; i++)
         lg_mx_instance_stop(&fault[i]);
-    if (x.redis_pid > 0) {
-        if (x.redis_paused)
-            kill(x.redis_pid, SIGCONT);
+    if (x.redis_pid > 0)
         lg_stop(x.redis_pid, 3000);
-    }
     lg_proc_kill_all(2000);
     lg_rm_tree(x.redis_dir); /* dump.rdb, appendonlydir/ */
     res->elapsed_s = (double)(lg_now_ms() - t0) / 1000.0;

@@ -75,11 +75,11 @@ typedef struct lg_matrix_result {
 } lg_matrix_result;
 
 void lg_matrix_cfg_init(lg_matrix_cfg *c);
-/* Restricts to a comma list of modes and/or scenarios. 0 or -1 (err). */
 /* 1 when any of the fault scenarios (kill, redis-restart, redis-pause) is on. */
 int lg_matrix_has_faults(const lg_matrix_cfg *c);
 /* Selects exactly the fault scenarios (`matrix --faults`). */
 void lg_matrix_select_faults(lg_matrix_cfg *c);
+/* Restricts to a comma list of modes and/or scenarios. 0 or -1 (err). */
 int lg_matrix_select(lg_matrix_cfg *c, const char *modes, const char *scens, char *err,
                      size_t errlen);
 /* Finds miaosha-server relative to argv0 (../service/miaosha-server) or the

@@ -131,6 +131,7 @@ void lg_stop(pid_t pid, int grace_ms)
         forget(pid);
         return;
     }
+    kill(pid, SIGCONT); /* a SIGSTOPped process acts on SIGTERM only once resumed */
     if (!lg_wait_exit(pid, grace_ms)) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);

@@ -22,7 +22,8 @@ pid_t lg_spawn(char *const argv[], const char *logpath, char *err, size_t errlen
  * timeout_ms (0: just check). */
 int lg_wait_exit(pid_t pid, int timeout_ms);
 
-/* SIGTERM, then SIGKILL after grace_ms; always reaps. NULL-safe for pid<=0. */
+/* SIGTERM (and SIGCONT, in case it is stopped), then SIGKILL after
+ * grace_ms; always reaps. No-op for pid <= 0. Main thread (it reaps). */
 void lg_stop(pid_t pid, int grace_ms);
 
 /* Stops every child lg_spawn started that is still running. */
@@ -35,9 +36,10 @@ int lg_redis_ping(int port, int timeout_ms);
  * matrix's fault scenarios, which watch the lock key; not for speed).
  * argv: argc strings, sent as a RESP array. The reply goes to out as text:
  * a status or bulk string as is, an integer in decimal, an array as its
- * elements joined by '\n' (flat arrays of strings/integers only). Returns
- * 1 (a value), 0 (nil) or -1 (an error reply, no reply within timeout_ms,
- * or a reply it cannot parse). */
+ * elements joined by '\n' (flat arrays of strings/integers only), cut to
+ * outlen - 1 bytes if longer (still 1). Returns 1 (a value), 0 (nil) or -1
+ * (an error reply, no reply within timeout_ms, or a reply it cannot parse).
+ * Any thread. */
 int lg_redis_query(int port, int timeout_ms, int argc, const char *const argv[], char *out,
                    size_t outlen);
 

@@ -29,6 +29,16 @@
 #include "lg_proc.h"
 #include "tu.h"
 
+/* Removes a test's output directory, or keeps it (and says where) when a
+ * check failed. */
+static void remove_unless_failed(const char *dir, const char *what)
+{
+    if (tu_failed == 0)
+        lg_rm_tree(dir);
+    else
+        fprintf(stderr, "%s kept in %s\n", what, dir);
+}
+
 static char server[1024], load[1024];
 static int redis_port;
 
@@ -209,13 +219,7 @@ static void test_matrix(void)
     if (f)
         fclose(f);
     TU_CHECK(red >= 6, "oversold bars are red (%d)", red);
-    if (tu_failed == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) {
-        }
-    } else {
-        fprintf(stderr, "matrix output kept in %s\n", dir);
-    }
+    remove_unless_failed(dir, "matrix output");
 }
 
 /* --- faults ---------------------------------------------------------------- */
@@ -382,14 +386,7 @@ static void test_faults_interrupt(void)
     TU_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "Ctrl-C: exit 130 (status %d) after %lld ms",
              st, (long long)(tu_now_ms() - t0));
     TU_CHECK(!port || !lg_redis_ping(port, 300), "Ctrl-C: its Redis was stopped");
-    if (tu_failed == 0) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) {
-        }
-    } else {
-        fprintf(stderr, "interrupt output kept in %s\n", dir);
-    }
+    remove_unless_failed(dir, "interrupt output");
 }
 
 static void test_faults(void)
@@ -437,13 +434,7 @@ static void test_faults(void)
     snprintf(cmd, sizeof cmd, "%s matrix --faults --redis 127.0.0.1:%d 2>/dev/null", load,
              redis_port);
     TU_CHECK(sh(cmd, out, sizeof out) == 2, "--faults with --redis is a usage error");
-    if (tu_failed == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) {
-        }
-    } else {
-        fprintf(stderr, "fault matrix output kept in %s\n", dir);
-    }
+    remove_unless_failed(dir, "fault matrix output");
     test_faults_interrupt();
 }
 

@@ -38,7 +38,7 @@ ck "down: instances still running" -- bash -c "kill -0 $CLUSTER_APP1_PID $CLUSTE
 # Stay down ~1.5 s in all (the buyers keep getting 503s), then restart
 # from the same config: same port, same AOF directory.
 while [ $(( $(now_ms) - t_down )) -lt 1500 ]; do sleep 0.05; done
-rs=${MIAOSHA_REDIS_SERVER:-redis-server}
+rs=${CLUSTER_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}} # cluster.sh's order
 # In the background: the config says daemonize no (scripts/cluster.sh,
 # start_redis); it writes the same pidfile, so "cluster.sh stop" finds it.
 set -m
