@@ -32,13 +32,6 @@
 
 /* ---- shutdown coordination: lock waits, then long work_ms sleeps ---- */
 
-static atomic_int cancel_flag;
-
-const atomic_int *svc_cancel_flag(void)
-{
-    return &cancel_flag;
-}
-
 static pthread_mutex_t abort_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t abort_cv;
 static _Atomic int abort_flag;
@@ -241,11 +234,10 @@ int main(int argc, char **argv)
     int64_t t0 = svc_now_us();
     svc_log(SVC_INFO, "received %s: stop accepting, finishing %ld in-flight requests",
             sig == SIGINT ? "SIGINT" : "SIGTERM", svc_http_pending());
-    svc_http_quiesce();
     /* Nothing new starts; purchases waiting for a lock give up now (503
-     * shutting_down, after releasing what they hold), those in their
-     * critical section finish. */
-    atomic_store(&cancel_flag, 1);
+     * shutting_down, after releasing what they hold: svc_cancel_flag), those
+     * in their critical section finish. */
+    svc_http_quiesce();
     while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_DRAIN_MS * 1000)
         usleep(5000);
     if (svc_http_pending() > 0) {

@@ -64,7 +64,9 @@ void svc_log_set_level(svc_level lvl);
 void svc_log(svc_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Copies untrusted text (a URL, a method) into dst for a log line: control
  * bytes, DEL, non-ASCII and '\' become \xNN, so it cannot end the line or
- * forge another; cut with "..." when dst is too small. */
+ * forge another; cut with "..." when dst is too small. len is dst's size in
+ * bytes, NUL included: dst is always terminated when len > 0, untouched
+ * when len == 0. Any thread. */
 void svc_log_escape(char *dst, size_t len, const char *src);
 
 /* ---- time ---- */
@@ -83,10 +85,11 @@ typedef struct svc_buf {
 } svc_buf;
 void svc_buf_printf(svc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- shutdown coordination (main.c) ---- */
-/* Raised as soon as SIGTERM/SIGINT arrives: every lc_acquire gets it as
- * lc_lock_args.cancel, so a purchase waiting for a lock gives up within
- * LC_CANCEL_LATENCY_MS (and answers 503 shutting_down). */
+/* ---- shutdown coordination ---- */
+/* Raised by svc_http_quiesce (svc_http.c) as soon as SIGTERM/SIGINT
+ * arrives: every lc_acquire gets it as lc_lock_args.cancel, so a purchase
+ * waiting for a lock gives up within LC_CANCEL_LATENCY_MS (and answers 503
+ * shutting_down). Static storage, never NULL; any thread. */
 const atomic_int *svc_cancel_flag(void);
 /* 1 once in-flight work sleeps must stop (shortly before the exit deadline). */
 int svc_abort_work(void);

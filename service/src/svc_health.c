@@ -61,11 +61,10 @@ static void *health_main(void *arg)
         struct timespec ts;
         pthread_mutex_unlock(&mu);
         up = probe(up);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += SVC_HEALTH_PERIOD_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        /* svc_now_us is CLOCK_MONOTONIC, the condition variable's clock */
         int64_t due_us = svc_now_us() + SVC_HEALTH_PERIOD_MS * 1000;
+        ts.tv_sec = (time_t)(due_us / 1000000);
+        ts.tv_nsec = (long)(due_us % 1000000) * 1000;
         pthread_mutex_lock(&mu);
         while (!stop && pthread_cond_timedwait(&cv, &mu, &ts) != ETIMEDOUT) {
         }

@@ -62,7 +62,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "svc_health.h"
 #include "svc_pool.h"
@@ -73,7 +72,7 @@ static const svc_settings *S;
 static lc_client *client;
 static svc_pool *purchase_pool, *admin_pool;
 static struct MHD_Daemon *daemon_;
-static _Atomic int stopping;
+static atomic_int stopping; /* shutdown has begun: svc_http_quiesce */
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
 
@@ -267,6 +266,16 @@ static const char *segment(const char *url, const char *prefix)
 
 /* ---- routes ---- */
 
+/* A purchase refused before it reaches a worker: counted, then answered.
+ * It never takes a SKU label: it is counted under its SKU only when that
+ * one already has a label, else under "_other". */
+static enum MHD_Result reject_purchase(svc_req *r, unsigned status, const char *error,
+                                       const char *detail, const char *method, const char *url)
+{
+    svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
+    return error_now(r, status, error, detail, method, url);
+}
+
 static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *method,
                                       const char *url)
 {
@@ -282,23 +291,15 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     }
     int rc = svc_params_parse(r->conn, S, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : S->default_sku);
-    /* A rejected request never takes a SKU label: it is counted under its
-     * SKU only when that one already has a label, else under "_other". */
-    if (rc != 0) {
-        svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
-        return error_now(r, 400, "bad_request", detail, method, url);
-    }
+    if (rc != 0)
+        return reject_purchase(r, 400, "bad_request", detail, method, url);
     if (r->p.fault != SVC_FAULT_NONE) {
-        if (!S->faults_enabled) {
-            svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
-            return error_now(r, 403, "faults_disabled", "fault injection needs faults.enabled=true",
-                             method, url);
-        }
-        if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX) {
-            svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
-            return error_now(r, 400, "bad_request", "fault: crash_before_expire needs mode setnx",
-                             method, url);
-        }
+        if (!S->faults_enabled)
+            return reject_purchase(r, 403, "faults_disabled",
+                                   "fault injection needs faults.enabled=true", method, url);
+        if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
+            return reject_purchase(r, 400, "bad_request",
+                                   "fault: crash_before_expire needs mode setnx", method, url);
     }
     if (submit(r, purchase_pool, svc_purchase_job) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0,
@@ -658,6 +659,11 @@ int svc_http_port(void)
 void svc_http_quiesce(void)
 {
     atomic_store(&stopping, 1);
+}
+
+const atomic_int *svc_cancel_flag(void)
+{
+    return &stopping;
 }
 
 long svc_http_pending(void)

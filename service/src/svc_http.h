@@ -57,8 +57,9 @@ struct svc_req {
 void svc_reply_json(svc_req *r, unsigned status, cJSON *obj);
 /* Adds an integer member printed exactly, as decimal digits. cJSON keeps
  * numbers as doubles: %.15g then a sscanf round-trip check per number on
- * print, and no exact integers past 2^53. NULL on out of memory (o then
- * lacks the member; the caller's reply is still valid JSON). Any thread. */
+ * print, and no exact integers past 2^53. Returns the new member (owned by
+ * o), or NULL on out of memory (o then lacks the member; the caller's reply
+ * is still valid JSON). Any thread. */
 cJSON *svc_json_add_int(cJSON *o, const char *key, long long v);
 /* {"ok":false,"error":error[,"detail":detail]} plus, when extra is not NULL,
  * extra's members (extra is consumed). */
@@ -75,7 +76,8 @@ int svc_http_start(const svc_settings *s, lc_client *client, struct svc_pool *pu
 int svc_http_port(void);
 /* Shutdown, step 1: stop accepting (a new connection is closed as soon as
  * it is accepted; the listen socket stays open until svc_http_stop); new
- * purchases on open connections get 503 shutting_down. */
+ * purchases on open connections get 503 shutting_down; raises
+ * svc_cancel_flag. Any thread (main.c calls it from the main thread). */
 void svc_http_quiesce(void);
 /* Requests handed to workers whose completion MHD has not reported yet. */
 long svc_http_pending(void);

@@ -131,15 +131,10 @@ int svc_stats_sku_slot(const char *sku)
     if (found < SVC_STATS_SKUS)
         return found;
     pthread_mutex_lock(&sku_mu);
+    /* Again under the mutex: another thread may have just added it. */
+    int slot = svc_stats_sku_find(sku);
     n = atomic_load_explicit(&sku_count, memory_order_relaxed);
-    for (int i = 0; i < n; i++) {
-        if (strcmp(sku_names[i], sku) == 0) {
-            pthread_mutex_unlock(&sku_mu);
-            return i;
-        }
-    }
-    int slot = SVC_STATS_SKUS;
-    if (n < SVC_STATS_SKUS) {
+    if (slot == SVC_STATS_SKUS && n < SVC_STATS_SKUS) {
         snprintf(sku_names[n], sizeof sku_names[n], "%s", sku);
         atomic_store_explicit(&sku_count, n + 1, memory_order_release);
         slot = n;

@@ -30,10 +30,12 @@ typedef enum {
 
 void svc_stats_init(void);
 /* The label slot of sku: 0..SVC_STATS_SKUS-1, or SVC_STATS_SKUS for _other.
- * Gives a new sku the next free label: only for validated purchases. */
+ * Gives a new sku the next free label: only for validated purchases. Any
+ * thread; lock-free for a sku that has a label, else takes a mutex. */
 int svc_stats_sku_slot(const char *sku);
 /* The label slot sku already has, or SVC_STATS_SKUS (_other); never takes a
- * label (for rejected requests, so they cannot use up the 64). */
+ * label (for rejected requests, so they cannot use up the 64). Any thread,
+ * lock-free. */
 int svc_stats_sku_find(const char *sku);
 /* One finished purchase. lock_wait_us < 0 when no lock was acquired. */
 void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,

@@ -314,6 +314,18 @@ const char *svc_jstr(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+int svc_jerr_is(const svc_resp *r, const char *error)
+{
+    const char *e = svc_jstr(r->json, "error");
+    return e != NULL && strcmp(e, error) == 0;
+}
+
+int svc_jdetail_has(const svc_resp *r, const char *part)
+{
+    const char *d = svc_jstr(r->json, "detail");
+    return d != NULL && strstr(d, part) != NULL;
+}
+
 double svc_jnum(const cJSON *o, const char *key)
 {
     const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;

@@ -65,6 +65,10 @@ static inline const char *B(const svc_resp *r)
 const char *svc_jstr(const cJSON *o, const char *key);
 double svc_jnum(const cJSON *o, const char *key);
 int svc_jbool(const cJSON *o, const char *key); /* 1, 0, or -1 absent */
+/* 1 when the reply's "error" is exactly error. */
+int svc_jerr_is(const svc_resp *r, const char *error);
+/* 1 when the reply's "detail" contains part. */
+int svc_jdetail_has(const svc_resp *r, const char *part);
 
 /* Fires n requests at once from n threads behind a barrier; out[n]. */
 void svc_burst(const svc_server *s, const char *method, char **paths, int n, svc_resp *out);

@@ -23,18 +23,6 @@ static void *one(void *arg)
     return NULL;
 }
 
-static int is_error(const svc_resp *r, const char *error)
-{
-    const char *e = svc_jstr(r->json, "error");
-    return e != NULL && strcmp(e, error) == 0;
-}
-
-static const char *detail(const svc_resp *r)
-{
-    const char *d = svc_jstr(r->json, "detail");
-    return d ? d : "";
-}
-
 int main(void)
 {
     const char *extra[] = {"--set", "server.workers=1", "--set", "server.max_queue=1",
@@ -57,16 +45,16 @@ int main(void)
     int64_t t0 = tu_now_ms();
     svc_req(&srv, "GET", "/miaosha/none?sku=ov3", NULL, NULL, &c);
     int64_t dt = tu_now_ms() - t0;
-    TU_CHECK(c.status == 503 && is_error(&c, "overloaded"), "queue full: %ld %s", c.status,
+    TU_CHECK(c.status == 503 && svc_jerr_is(&c, "overloaded"), "queue full: %ld %s", c.status,
              B(&c));
-    TU_CHECK(strstr(detail(&c), "server.max_queue") != NULL, "detail names the key: %s", B(&c));
+    TU_CHECK(svc_jdetail_has(&c, "server.max_queue"), "detail names the key: %s", B(&c));
     TU_CHECK(dt < tu_slack(300), "refused at once: %lld ms", (long long)dt);
     svc_resp_free(&c);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     TU_CHECK(a.r.status == 200, "the running purchase: %ld %s", a.r.status, B(&a.r));
-    TU_CHECK(b.r.status == 503 && is_error(&b.r, "overloaded") &&
-                 strstr(detail(&b.r), "waited") != NULL,
+    TU_CHECK(b.r.status == 503 && svc_jerr_is(&b.r, "overloaded") &&
+                 svc_jdetail_has(&b.r, "waited"),
              "queued past its budget: %ld %s", b.r.status, B(&b.r));
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{ov2}:sold") == 0, "ov2: nothing tried");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{ov3}:sold") == 0, "ov3: nothing tried");

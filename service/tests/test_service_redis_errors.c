@@ -17,18 +17,6 @@ static long buy(const char *path, svc_resp *r)
     return r->status;
 }
 
-static int is_error(const svc_resp *r, const char *error)
-{
-    const char *e = svc_jstr(r->json, "error");
-    return e != NULL && strcmp(e, error) == 0;
-}
-
-static int detail_has(const svc_resp *r, const char *part)
-{
-    const char *d = svc_jstr(r->json, "detail");
-    return d != NULL && strstr(d, part) != NULL;
-}
-
 int main(void)
 {
     tu_redis rd;
@@ -41,8 +29,8 @@ int main(void)
 
     /* The stock key is a list: GET answers WRONGTYPE. */
     tu_redis_int(rp, "RPUSH miaosha:{we1}:stock x");
-    TU_CHECK(buy("/miaosha/token?sku=we1", &r) == 503 && is_error(&r, "redis_error") &&
-                 detail_has(&r, "WRONGTYPE"), "GET stock WRONGTYPE: %ld %s", r.status, B(&r));
+    TU_CHECK(buy("/miaosha/token?sku=we1", &r) == 503 && svc_jerr_is(&r, "redis_error") &&
+                 svc_jdetail_has(&r, "WRONGTYPE"), "GET stock WRONGTYPE: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we1}:lock") == 0, "we1 lock released");
 
@@ -50,9 +38,9 @@ int main(void)
     TU_CHECK(svc_set_stock(&srv, "we2", 5, NULL) == 200, "stock we2");
     tu_redis_int(rp, "DEL miaosha:{we2}:sold");
     tu_redis_int(rp, "RPUSH miaosha:{we2}:sold x");
-    TU_CHECK(buy("/miaosha/token?sku=we2&user=u1", &r) == 503 && is_error(&r, "redis_error"),
+    TU_CHECK(buy("/miaosha/token?sku=we2&user=u1", &r) == 503 && svc_jerr_is(&r, "redis_error"),
              "partial write: %ld %s", r.status, B(&r));
-    TU_CHECK(detail_has(&r, "failed INCR sold") && detail_has(&r, "applied SET stock, RPUSH orders"),
+    TU_CHECK(svc_jdetail_has(&r, "failed INCR sold") && svc_jdetail_has(&r, "applied SET stock, RPUSH orders"),
              "names what failed and what applied: %s", B(&r));
     const char *oid = svc_jstr(r.json, "order_id");
     TU_CHECK(oid != NULL && strlen(oid) == 36, "the order id comes back: %s", B(&r));
@@ -67,8 +55,8 @@ int main(void)
     TU_CHECK(svc_set_stock(&srv, "we3", 5, NULL) == 200, "stock we3");
     tu_redis_int(rp, "CONFIG SET maxmemory-policy noeviction");
     tu_redis_int(rp, "CONFIG SET maxmemory 1");
-    TU_CHECK(buy("/miaosha/none?sku=we3", &r) == 503 && is_error(&r, "redis_error") &&
-                 detail_has(&r, "nothing written"), "EXECABORT: %ld %s", r.status, B(&r));
+    TU_CHECK(buy("/miaosha/none?sku=we3", &r) == 503 && svc_jerr_is(&r, "redis_error") &&
+                 svc_jdetail_has(&r, "nothing written"), "EXECABORT: %ld %s", r.status, B(&r));
     TU_CHECK(svc_jstr(r.json, "order_id") == NULL, "no order id for nothing written");
     svc_resp_free(&r);
     tu_redis_int(rp, "CONFIG SET maxmemory 0");

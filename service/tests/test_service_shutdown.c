@@ -28,12 +28,6 @@ static void *one(void *arg)
     return NULL;
 }
 
-static int is_error(const svc_resp *r, const char *error)
-{
-    const char *e = svc_jstr(r->json, "error");
-    return e != NULL && strcmp(e, error) == 0;
-}
-
 int main(void)
 {
     const char *extra[] = {"--instance-id", "shutdown", NULL};
@@ -82,13 +76,13 @@ int main(void)
     for (int i = 0; i < 5; i++)
         pthread_join(th[i], NULL);
     for (int i = 0; i < 2; i++) {
-        TU_CHECK(w[i].r.status == 503 && is_error(&w[i].r, "shutting_down"),
+        TU_CHECK(w[i].r.status == 503 && svc_jerr_is(&w[i].r, "shutting_down"),
                  "lock waiter %d: %ld %s", i, w[i].r.status, B(&w[i].r));
         TU_CHECK(w[i].done_ms - t0 < tu_slack(1000), "lock waiter %d answered after %lld ms", i,
                  (long long)(w[i].done_ms - t0));
         svc_resp_free(&w[i].r);
     }
-    TU_CHECK(n.r.status == 503 && is_error(&n.r, "shutting_down"), "nested waiter: %ld %s",
+    TU_CHECK(n.r.status == 503 && svc_jerr_is(&n.r, "shutting_down"), "nested waiter: %ld %s",
              n.r.status, B(&n.r));
     TU_CHECK(n.done_ms - t0 < tu_slack(1000), "nested waiter answered after %lld ms",
              (long long)(n.done_ms - t0));
@@ -107,7 +101,7 @@ int main(void)
     TU_CHECK(dt < 5000, "exited in %lld ms", (long long)dt);
     TU_CHECK(a.r.status == 200, "in-flight purchase finished: %ld %s", a.r.status, B(&a.r));
     TU_CHECK(b.r.status == 503, "20 s purchase cut short: %ld %s", b.r.status, B(&b.r));
-    TU_CHECK(is_error(&b.r, "shutting_down"), "shutting_down");
+    TU_CHECK(svc_jerr_is(&b.r, "shutting_down"), "shutting_down");
     TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock") == 0, "sd1 lock released");
     TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock") == 0, "sd2 lock released");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd1}:sold") == 1, "sd1 sold 1");
