@@ -9,8 +9,10 @@
  *
  * Part 2, contended: 8 and 32 threads loop acquire → GET → SET → release on
  * one key (the seed's critical section) for each mode; reports critical
- * sections/s and fairness = min/max completions per thread. token and
- * reentrant, the pair the target compares, alternate three times (medians).
+ * sections/s, fairness = min/max completions per thread, and what Redis
+ * says the run cost it per section (commands, including those scripts call,
+ * and µs spent in scripts: see redis_work). token and reentrant, the pair the
+ * target compares, alternate three times (medians).
  *
  * Targets (issue 2): each Redis mode >= 0.9x its raw loop; with 8 and 32
  * threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3.
@@ -206,9 +208,43 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* One contended run of mode: critical sections/s, and fairness through *fair. */
-static double contended_run(lc_mode mode, int threads, double *fair)
+/* Redis's own account of its work so far (INFO commandstats): commands
+ * executed (INFO and CONFIG excluded; Redis counts the commands a script
+ * calls as well as the EVALSHA itself) and microseconds spent running
+ * scripts (EVAL/EVALSHA, their calls included). Redis serves one command at
+ * a time and sits on the lock's critical path, so script time per critical
+ * section is a cost a mode adds there, and unlike sections/s it hardly
+ * depends on the shared machine's mood. */
+typedef struct redis_work {
+    double calls, script_us;
+} redis_work;
+
+static redis_work redis_work_now(redisContext *c)
 {
+    redis_work w = {0, 0};
+    redisReply *r = cmd_or_die(c, "INFO commandstats");
+    for (char *line = r->str; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        long long calls, usec;
+        const char *p = strstr(line, ":calls="), *q = strstr(line, ",usec=");
+        if (strncmp(line, "cmdstat_", 8) != 0 || strncmp(line, "cmdstat_info:", 13) == 0 ||
+            strncmp(line, "cmdstat_config", 14) == 0 || !p || !q || sscanf(p, ":calls=%lld", &calls) != 1 ||
+            sscanf(q, ",usec=%lld", &usec) != 1)
+            continue;
+        w.calls += calls;
+        if (strncmp(line, "cmdstat_eval:", 13) == 0 || strncmp(line, "cmdstat_evalsha:", 16) == 0)
+            w.script_us += usec;
+    }
+    freeReplyObject(r);
+    return w;
+}
+
+static redisContext *stats_conn;
+
+/* One contended run of mode: critical sections/s; fairness and Redis's
+ * script microseconds per section through *fair and *script_us. */
+static double contended_run(lc_mode mode, int threads, double *fair, double *script_us)
+{
+    redis_work before = redis_work_now(stats_conn);
     worker ws[64];
     pthread_t th[64];
     atomic_bool stop = false;
@@ -231,8 +267,12 @@ static double contended_run(lc_mode mode, int threads, double *fair)
             mx = ws[k].done;
     }
     double rate = total / (now_s() - t0);
+    redis_work after = redis_work_now(stats_conn);
+    double n = total ? total : 1;
     *fair = mx ? (double)mn / mx : 0;
-    printf("  %-10s %12.0f %10.2f %8ld\n", lc_mode_name(mode), rate, *fair, failed);
+    *script_us = (after.script_us - before.script_us) / n;
+    printf("  %-10s %12.0f %10.2f %8ld %10.1f %12.1f\n", lc_mode_name(mode), rate, *fair, failed,
+           (after.calls - before.calls) / n, *script_us);
     return rate;
 }
 
@@ -243,20 +283,25 @@ static void contended(int threads)
 {
     printf("contended critical sections (acquire, GET, SET, release), %d threads, %.1f s per run\n", threads,
            seconds);
-    printf("  %-10s %12s %10s %8s\n", "mode", "sections/s", "fairness", "failed");
-    double fair;
-    contended_run(LC_MUTEX, threads, &fair);
-    contended_run(LC_SETNX, threads, &fair);
-    double tok[3], re[3], ref[3];
+    printf("  %-10s %12s %10s %8s %10s %12s\n", "mode", "sections/s", "fairness", "failed", "redis cmds",
+           "script us");
+    double fair, script;
+    contended_run(LC_MUTEX, threads, &fair, &script);
+    contended_run(LC_SETNX, threads, &fair, &script);
+    double tok[3], re[3], ref[3], tscript[3], rscript[3];
     for (int k = 0; k < 3; k++) {
-        tok[k] = contended_run(LC_TOKEN, threads, &fair);
-        re[k] = contended_run(LC_REENTRANT, threads, &fair);
+        tok[k] = contended_run(LC_TOKEN, threads, &fair, &tscript[k]);
+        re[k] = contended_run(LC_REENTRANT, threads, &fair, &rscript[k]);
         ref[k] = fair;
     }
     qsort(tok, 3, sizeof *tok, cmp_double);
     qsort(re, 3, sizeof *re, cmp_double);
     qsort(ref, 3, sizeof *ref, cmp_double);
-    printf("  medians: token %.0f, reentrant %.0f sections/s\n", tok[1], re[1]);
+    qsort(tscript, 3, sizeof *tscript, cmp_double);
+    qsort(rscript, 3, sizeof *rscript, cmp_double);
+    printf("  medians: token %.0f, reentrant %.0f sections/s; Redis script time per section: token %.1f us, "
+           "reentrant %.1f us\n",
+           tok[1], re[1], tscript[1], rscript[1]);
     printf("  reentrant/token = %.2f (target >= 1.0), reentrant fairness %.2f (worst %.2f; target >= 0.3): %s\n",
            re[1] / tok[1], ref[1], ref[0], re[1] >= tok[1] && ref[0] >= 0.3 ? "ok" : "MISSED");
 }
@@ -279,8 +324,15 @@ int main(int argc, char **argv)
         return 1;
     }
     uncontended();
+    struct timeval tv = {2, 0};
+    stats_conn = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!stats_conn || stats_conn->err) {
+        fprintf(stderr, "lc_bench: cannot connect to 127.0.0.1:%d\n", port);
+        return 1;
+    }
     contended(8);
     contended(32);
+    redisFree(stats_conn);
     lc_client_free(cli);
     return 0;
 }

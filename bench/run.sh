@@ -326,11 +326,12 @@ if want lockcore; then
   # contended: reentrant vs token, 8 and 32 threads
   printf '%s\n' "$out" | awk '
     /^contended/ && match($0, /[0-9]+ threads/) { th = substr($0, RSTART, RLENGTH); sub(/ threads/, "", th) }
-    /medians: token/ { tok = $3; sub(/,/, "", tok); re = $5 }
-    /reentrant\/token =/ && match($0, /worst [0-9.]+/) { print th, re, tok, substr($0, RSTART + 6, RLENGTH - 6) }' >"$WORK/lc_contended"
-  while read -r th re tok fair; do
+    /medians: token/ { tok = $3; sub(/,/, "", tok); re = $5; ts = $(NF - 4); rs = $(NF - 1) }
+    /reentrant\/token =/ && match($0, /worst [0-9.]+/) { print th, re, tok, substr($0, RSTART + 6, RLENGTH - 6), rs, ts }' >"$WORK/lc_contended"
+  while read -r th re tok fair rs ts; do
     target_row lockcore "contended $th threads: reentrant vs token sections/s (medians of 3)" "$re" "$tok" ">=" 1.0
     row lockcore "contended $th threads: reentrant fairness min/max (worst of 3)" "-" "-" "$fair" ">= 0.3" "$(judge "$fair" ">=" 0.3)"
+    info_row lockcore "contended $th threads: Redis script us per section, reentrant vs token" "$rs" "$ts"
   done <"$WORK/lc_contended"
   [ -s "$WORK/lc_contended" ] || row lockcore "lc_bench" - - - - "MISSED (no output)"
 fi
