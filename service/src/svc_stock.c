@@ -34,6 +34,30 @@ static void redis_fail(svc_req *r, const char *why)
     svc_reply_error(r, 503, "redis_unavailable", why, NULL);
 }
 
+/* The job's Redis connection; NULL after answering 503 when there is none. */
+static redisContext *job_redis(svc_req *r, lc_conn *conn)
+{
+    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
+    if (ctx == NULL)
+        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
+    return ctx;
+}
+
+/* A SKU's keys, all under its {sku} hash tag (svc_key). */
+typedef struct sku_keys {
+    char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX],
+        lock[SVC_KEY_MAX];
+} sku_keys;
+
+static void sku_keys_init(sku_keys *k, const char *sku)
+{
+    svc_key(k->stock, sku, "stock");
+    svc_key(k->initial, sku, "initial");
+    svc_key(k->sold, sku, "sold");
+    svc_key(k->orders, sku, "orders");
+    svc_key(k->lock, sku, "lock");
+}
+
 /* Reads n pipelined replies into reps (all of them, so the connection stays
  * in step even when one is an error). On failure frees what it read and
  * copies the reason into why. A broken connection leaves ctx->err set, and
@@ -91,22 +115,17 @@ static cJSON *audit_json(const char *sku, long long stock, long long initial, lo
 
 void svc_stock_get_job(svc_req *r, lc_conn *conn)
 {
-    char k_stock[SVC_KEY_MAX], k_init[SVC_KEY_MAX], k_sold[SVC_KEY_MAX], k_orders[SVC_KEY_MAX];
     char why[256];
     redisReply *reps[4];
-    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
-    if (ctx == NULL) {
-        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
+    sku_keys k;
+    redisContext *ctx = job_redis(r, conn);
+    if (ctx == NULL)
         return;
-    }
-    svc_key(k_stock, r->sku, "stock");
-    svc_key(k_init, r->sku, "initial");
-    svc_key(k_sold, r->sku, "sold");
-    svc_key(k_orders, r->sku, "orders");
-    redisAppendCommand(ctx, "GET %s", k_stock);
-    redisAppendCommand(ctx, "GET %s", k_init);
-    redisAppendCommand(ctx, "GET %s", k_sold);
-    redisAppendCommand(ctx, "LLEN %s", k_orders);
+    sku_keys_init(&k, r->sku);
+    redisAppendCommand(ctx, "GET %s", k.stock);
+    redisAppendCommand(ctx, "GET %s", k.initial);
+    redisAppendCommand(ctx, "GET %s", k.sold);
+    redisAppendCommand(ctx, "LLEN %s", k.orders);
     if (read_replies(ctx, reps, 4, why, sizeof why) != 0) {
         redis_fail(r, why);
         return;
@@ -120,26 +139,19 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
 
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
-    char k_stock[SVC_KEY_MAX], k_init[SVC_KEY_MAX], k_sold[SVC_KEY_MAX], k_orders[SVC_KEY_MAX],
-        k_lock[SVC_KEY_MAX];
     char why[256];
     redisReply *reps[6];
     long long n = (long long)r->p.stock;
-    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
-    if (ctx == NULL) {
-        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
+    sku_keys k;
+    redisContext *ctx = job_redis(r, conn);
+    if (ctx == NULL)
         return;
-    }
-    svc_key(k_stock, r->sku, "stock");
-    svc_key(k_init, r->sku, "initial");
-    svc_key(k_sold, r->sku, "sold");
-    svc_key(k_orders, r->sku, "orders");
-    svc_key(k_lock, r->sku, "lock");
+    sku_keys_init(&k, r->sku);
     redisAppendCommand(ctx, "MULTI");
-    redisAppendCommand(ctx, "SET %s %lld", k_stock, n);
-    redisAppendCommand(ctx, "SET %s %lld", k_init, n);
-    redisAppendCommand(ctx, "SET %s 0", k_sold);
-    redisAppendCommand(ctx, "DEL %s %s", k_orders, k_lock);
+    redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
+    redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
+    redisAppendCommand(ctx, "SET %s 0", k.sold);
+    redisAppendCommand(ctx, "DEL %s %s", k.orders, k.lock);
     redisAppendCommand(ctx, "EXEC");
     if (read_replies(ctx, reps, 6, why, sizeof why) != 0) {
         redis_fail(r, why);
@@ -158,18 +170,16 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
 
 void svc_orders_job(svc_req *r, lc_conn *conn)
 {
-    char k_orders[SVC_KEY_MAX];
     char why[256];
     redisReply *reps[2];
     long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
-    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
-    if (ctx == NULL) {
-        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
+    sku_keys k;
+    redisContext *ctx = job_redis(r, conn);
+    if (ctx == NULL)
         return;
-    }
-    svc_key(k_orders, r->sku, "orders");
-    redisAppendCommand(ctx, "LLEN %s", k_orders);
-    redisAppendCommand(ctx, "LRANGE %s %lld %lld", k_orders, off, off + lim - 1);
+    sku_keys_init(&k, r->sku);
+    redisAppendCommand(ctx, "LLEN %s", k.orders);
+    redisAppendCommand(ctx, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
     if (read_replies(ctx, reps, 2, why, sizeof why) != 0) {
         redis_fail(r, why);
         return;
@@ -204,15 +214,13 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
 
 int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen)
 {
-    char k_stock[SVC_KEY_MAX], k_init[SVC_KEY_MAX], k_sold[SVC_KEY_MAX];
+    sku_keys k;
     redisContext *ctx = lc_conn_redis(conn);
     if (ctx == NULL) {
         snprintf(err, errlen, "%s", lc_conn_errstr(conn));
         return -1;
     }
-    svc_key(k_stock, sku, "stock");
-    svc_key(k_init, sku, "initial");
-    svc_key(k_sold, sku, "sold");
+    sku_keys_init(&k, sku);
     /* Seeds only a SKU that has neither stock nor initial, atomically, so
      * instances starting together (or a restart) never reset a sale. */
     redisReply *rep = redisCommand(
@@ -221,7 +229,7 @@ int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err,
         "if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then "
         "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); "
         "redis.call('SET', KEYS[3], 0); return 1 end return 0",
-        k_stock, k_init, k_sold, initial);
+        k.stock, k.initial, k.sold, initial);
     if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "%s", rep ? rep->str : ctx->errstr);
         freeReplyObject(rep);
