@@ -288,6 +288,17 @@ static void put_prom_hist(svc_buf *b, const char *name, int which, int nskus)
     }
 }
 
+/* Requests a (mode, sku) cell has seen, every outcome. A cell that has seen
+ * one exports all its counters, zeros included: a series that appears only
+ * with its first event makes rate() and increase() miss that event. */
+static uint64_t cell_requests(int m, int s)
+{
+    uint64_t v = 0;
+    for (int o = 0; o < SVC_OUT_COUNT; o++)
+        v += ld(&cells[m][s].out[o]);
+    return v;
+}
+
 char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
 {
     svc_buf b = {0};
@@ -304,11 +315,9 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
                        out_names[o], help[o], out_names[o]);
         for (int m = 0; m < LC_MODE_COUNT; m++)
             for (int s = 0; s <= SVC_STATS_SKUS; s++) {
-                if (s >= nskus && s < SVC_STATS_SKUS)
+                if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s) == 0)
                     continue;
                 uint64_t v = ld(&cells[m][s].out[o]);
-                if (v == 0)
-                    continue;
                 svc_buf_printf(&b, "miaosha_purchase_%s_total{", out_names[o]);
                 put_labels(&b, m, s);
                 svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
@@ -320,9 +329,7 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             if (s >= nskus && s < SVC_STATS_SKUS)
                 continue;
-            uint64_t v = 0;
-            for (int o = 0; o < SVC_OUT_COUNT; o++)
-                v += ld(&cells[m][s].out[o]);
+            uint64_t v = cell_requests(m, s);
             if (v == 0)
                 continue;
             svc_buf_printf(&b, "miaosha_purchase_requests_total{");
@@ -333,11 +340,9 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
                        "# TYPE miaosha_purchase_lock_lost_total counter\n");
     for (int m = 0; m < LC_MODE_COUNT; m++)
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
-            if (s >= nskus && s < SVC_STATS_SKUS)
+            if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s) == 0)
                 continue;
             uint64_t v = ld(&cells[m][s].lock_lost);
-            if (v == 0)
-                continue;
             svc_buf_printf(&b, "miaosha_purchase_lock_lost_total{");
             put_labels(&b, m, s);
             svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);

@@ -280,6 +280,11 @@ static void test_purchase(void)
     TU_CHECK(req("GET", "/metrics", NULL, NULL, &r) == 200, "metrics");
     TU_CHECK(strstr(B(&r), "miaosha_purchase_sold_total{mode=\"token\",sku=\"rt1\"} 2") != NULL,
              "metrics sold for rt1");
+    /* A (mode, sku) pair that has seen a request exports its zeros too. */
+    TU_CHECK(strstr(B(&r), "miaosha_purchase_lock_lost_total{mode=\"token\",sku=\"rt1\"} 0\n") != NULL &&
+                 strstr(B(&r), "miaosha_purchase_errors_total{mode=\"token\",sku=\"rt1\"} 0\n") != NULL,
+             "zero-valued counters of a seen pair are exported");
+    TU_CHECK(strstr(B(&r), "mode=\"mutex\",sku=\"rt1\"") == NULL, "no series for an unseen pair");
     TU_CHECK(strstr(B(&r), "miaosha_purchase_duration_seconds_bucket{mode=\"token\",sku=\"rt1\",le=\"+Inf\"}") != NULL,
              "metrics histogram");
     TU_CHECK(strstr(B(&r), "miaosha_http_responses_total{code=\"429\"}") != NULL, "429 counted");
