@@ -272,7 +272,7 @@ static const char *segment(const char *url, const char *prefix)
 static enum MHD_Result reject_purchase(svc_req *r, unsigned status, const char *error,
                                        const char *detail, const char *method, const char *url)
 {
-    svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, -1);
+    svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, 0, -1);
     return error_now(r, status, error, detail, method, url);
 }
 
@@ -302,7 +302,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
                                    "fault: crash_before_expire needs mode setnx", method, url);
     }
     if (submit(r, purchase_pool, svc_purchase_job) != 0) {
-        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0,
+        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,
                            svc_now_us() - r->t0_us, -1);
         return send_reply(r, method, url);
     }

@@ -53,6 +53,9 @@ typedef struct purchase {
     int64_t wait_us;          /* -1 until the outer lock is held */
     int64_t lock_wait_ms;
     int lock_lost;
+    int deleted_other_lock;   /* a release deleted a later holder's lock */
+    int64_t held_at_us;       /* when the outer acquisition returned */
+    int64_t lease_ms;         /* its fixed lease; 0 = watchdog */
     int64_t busy_wait_ms;     /* >= 0: echo wait_ms in a 429 */
     long long stock_left;
     int has_stock_left;
@@ -88,24 +91,36 @@ static void respond(purchase *pu, unsigned status, const char *error, svc_outcom
         if (pu->wait_us >= 0) {
             svc_json_add_int(o, "lock_wait_ms", (long long)pu->lock_wait_ms);
             cJSON_AddBoolToObject(o, "lock_lost", pu->lock_lost);
+            cJSON_AddBoolToObject(o, "deleted_other_lock", pu->deleted_other_lock);
         }
         if (pu->busy_wait_ms >= 0)
             svc_json_add_int(o, "wait_ms", (long long)pu->busy_wait_ms);
         cJSON_AddStringToObject(o, "instance", pu->s->instance_id);
     }
     svc_reply_json(pu->r, status, o);
-    svc_stats_purchase(pu->r->mode, pu->slot, out, pu->lock_lost,
+    svc_stats_purchase(pu->r->mode, pu->slot, out, pu->lock_lost, pu->deleted_other_lock,
                        svc_now_us() - pu->r->t0_us, pu->wait_us);
 }
 
 /* Releases held[n-1..0]; sets lock_lost when a release says the lock had
- * already gone (token lease ran out, watchdog found it lost). */
+ * already gone (token lease ran out, watchdog found it lost).
+ *
+ * Sets deleted_other_lock when the outer release reported success although
+ * its fixed lease had certainly run out: the key expired at the latest
+ * lease_ms after the acquisition returned, so the key the release removed
+ * was a later holder's. Only setnx's plain DEL can do that (token's and
+ * reentrant's scripts check the owner and answer not-owner instead); the
+ * lock core cannot tell, as the seed's DEL cannot, so the service measures
+ * it by the clock. The 1 ms covers Redis's millisecond expiry check. */
 static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
         if (lc_guard_lost(held[i]))
             pu->lock_lost = 1;
+        int64_t held_us = svc_now_us() - pu->held_at_us;
         lc_status st = lc_release(conn, held[i]);
+        if (i == 0 && st == LC_OK && pu->lease_ms > 0 && held_us > (pu->lease_ms + 1) * 1000)
+            pu->deleted_other_lock = 1;
         if (st == LC_NOT_OWNER || st == LC_LOST) {
             pu->lock_lost = 1;
         } else if (st == LC_IO) {
@@ -117,6 +132,9 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
     if (pu->lock_lost)
         svc_log(SVC_WARN, "%s lock for sku %s was lost while held", lc_mode_name(pu->r->mode),
                 pu->r->sku);
+    if (pu->deleted_other_lock)
+        svc_log(SVC_WARN, "%s release for sku %s came after its %lld ms lease and deleted a later "
+                "holder's lock", lc_mode_name(pu->r->mode), pu->r->sku, (long long)pu->lease_ms);
 }
 
 typedef enum { COMMIT_OK, COMMIT_REFUSED, COMMIT_PARTIAL, COMMIT_UNKNOWN } commit_result;
@@ -366,7 +384,9 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     lc_guard *g = NULL;
     lc_status st = lc_acquire(conn, &a, &g);
     if (st == LC_OK) {
-        pu.wait_us = svc_now_us() - t;
+        pu.held_at_us = svc_now_us();
+        pu.lease_ms = a.lease_ms;
+        pu.wait_us = pu.held_at_us - t;
         pu.lock_wait_ms = lc_guard_wait_ms(g);
         held[nheld++] = g;
         if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {

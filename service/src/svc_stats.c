@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,7 @@ static void prom_add(prom_hist *h, uint64_t us)
 
 typedef struct cell {
     _Atomic uint64_t out[SVC_OUT_COUNT];
-    _Atomic uint64_t lock_lost;
+    _Atomic uint64_t lock_lost, deleted_other_lock;
     prom_hist latency, wait;
 } cell;
 
@@ -143,7 +144,7 @@ int svc_stats_sku_slot(const char *sku)
     return slot;
 }
 
-void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
+void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost, int deleted_other_lock,
                         int64_t latency_us, int64_t lock_wait_us)
 {
     if ((int)mode < 0 || mode >= LC_MODE_COUNT || slot < 0 || slot > SVC_STATS_SKUS ||
@@ -153,6 +154,8 @@ void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
     atomic_fetch_add_explicit(&c->out[out], 1, memory_order_relaxed);
     if (lock_lost)
         atomic_fetch_add_explicit(&c->lock_lost, 1, memory_order_relaxed);
+    if (deleted_other_lock)
+        atomic_fetch_add_explicit(&c->deleted_other_lock, 1, memory_order_relaxed);
     if (out == SVC_OUT_BAD_REQUEST)
         return; /* latency of a rejected request says nothing about the lock */
     if (latency_us < 0)
@@ -223,11 +226,12 @@ char *svc_stats_json(const char *instance, size_t *len)
                    (double)(svc_now_us() - started_us) / 1e6,
                    (unsigned long long)ld(&redis_errors), atomic_load(&inflight));
     for (int m = 0; m < LC_MODE_COUNT; m++) {
-        uint64_t out[SVC_OUT_COUNT] = {0}, lost = 0, requests = 0;
+        uint64_t out[SVC_OUT_COUNT] = {0}, lost = 0, deleted = 0, requests = 0;
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             for (int o = 0; o < SVC_OUT_COUNT; o++)
                 out[o] += ld(&cells[m][s].out[o]);
             lost += ld(&cells[m][s].lock_lost);
+            deleted += ld(&cells[m][s].deleted_other_lock);
         }
         for (int o = 0; o < SVC_OUT_COUNT; o++)
             requests += out[o];
@@ -235,7 +239,8 @@ char *svc_stats_json(const char *instance, size_t *len)
                        (unsigned long long)requests);
         for (int o = 0; o < SVC_OUT_COUNT; o++)
             svc_buf_printf(&b, ",\"%s\":%llu", out_names[o], (unsigned long long)out[o]);
-        svc_buf_printf(&b, ",\"lock_lost\":%llu,", (unsigned long long)lost);
+        svc_buf_printf(&b, ",\"lock_lost\":%llu,\"deleted_other_lock\":%llu,", (unsigned long long)lost,
+                       (unsigned long long)deleted);
         put_pcts(&b, "latency_ms", &mode_latency[m]);
         svc_buf_printf(&b, ",");
         put_pcts(&b, "lock_wait_ms", &mode_wait[m]);
@@ -299,6 +304,23 @@ static uint64_t cell_requests(int m, int s)
     return v;
 }
 
+/* miaosha_purchase_<name>_total{mode,sku} from the cell counter at offset
+ * off, for every pair that has seen a request. */
+static void put_cell_counter(svc_buf *b, const char *name, const char *help, size_t off, int nskus)
+{
+    svc_buf_printf(b, "# HELP miaosha_purchase_%s_total %s\n# TYPE miaosha_purchase_%s_total counter\n",
+                   name, help, name);
+    for (int m = 0; m < LC_MODE_COUNT; m++)
+        for (int s = 0; s <= SVC_STATS_SKUS; s++) {
+            if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s) == 0)
+                continue;
+            uint64_t v = ld((_Atomic uint64_t *)((char *)&cells[m][s] + off));
+            svc_buf_printf(b, "miaosha_purchase_%s_total{", name);
+            put_labels(b, m, s);
+            svc_buf_printf(b, "} %llu\n", (unsigned long long)v);
+        }
+}
+
 char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
 {
     svc_buf b = {0};
@@ -336,17 +358,11 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
             put_labels(&b, m, s);
             svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
         }
-    svc_buf_printf(&b, "# HELP miaosha_purchase_lock_lost_total Purchases whose lock was lost while held.\n"
-                       "# TYPE miaosha_purchase_lock_lost_total counter\n");
-    for (int m = 0; m < LC_MODE_COUNT; m++)
-        for (int s = 0; s <= SVC_STATS_SKUS; s++) {
-            if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s) == 0)
-                continue;
-            uint64_t v = ld(&cells[m][s].lock_lost);
-            svc_buf_printf(&b, "miaosha_purchase_lock_lost_total{");
-            put_labels(&b, m, s);
-            svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
-        }
+    put_cell_counter(&b, "lock_lost", "Purchases whose lock was lost while held.",
+                     offsetof(cell, lock_lost), nskus);
+    put_cell_counter(&b, "deleted_other_lock",
+                     "Purchases whose release came after their lease and deleted a later holder's lock (setnx).",
+                     offsetof(cell, deleted_other_lock), nskus);
     svc_buf_printf(&b, "# HELP miaosha_purchase_duration_seconds Purchase latency inside the service.\n");
     put_prom_hist(&b, "miaosha_purchase_duration_seconds", 0, nskus);
     svc_buf_printf(&b, "# HELP miaosha_lock_wait_seconds Time spent acquiring the lock.\n");

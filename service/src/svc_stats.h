@@ -37,9 +37,10 @@ int svc_stats_sku_slot(const char *sku);
  * label (for rejected requests, so they cannot use up the 64). Any thread,
  * lock-free. */
 int svc_stats_sku_find(const char *sku);
-/* One finished purchase. lock_wait_us < 0 when no lock was acquired. */
+/* One finished purchase. lock_lost / deleted_other_lock: 0 or 1, as in the
+ * response. lock_wait_us < 0 when no lock was acquired. */
 void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
-                        int64_t latency_us, int64_t lock_wait_us);
+                        int deleted_other_lock, int64_t latency_us, int64_t lock_wait_us);
 void svc_stats_http(unsigned status);
 void svc_stats_redis_error(void);
 /* Purchases handed to workers and not finished (gauge). */

@@ -1,6 +1,8 @@
 /* test_service_modes.c — each mode's success path and order record, the
- * reentrancy demo (reenter=2), lock_lost, the teaching faults, and two
- * instances side by side on one Redis. */
+ * reentrancy demo (reenter=2), lock_lost, the slow holder's late release
+ * (deleted_other_lock), the teaching faults, and two instances side by side
+ * on one Redis. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,74 @@ static void test_lock_lost(svc_server *s)
     svc_resp_free(&r);
 }
 
+/* The slow holder of the seed. Buyer A takes the lock with a 200 ms lease
+ * and works 400 ms; once A holds it, buyer B asks (5 s lease, waits up to
+ * 5 s) and gets in when A's lease runs out; A releases at ~400 ms while B
+ * holds.
+ *   setnx: A's plain DEL deletes B's lock (A: deleted_other_lock), and B's
+ *          own DEL then finds nothing (B: lock_lost).
+ *   token: A's release is refused (A: lock_lost); B's lock survives and B
+ *          releases it normally. Nobody deletes another's lock.
+ * B starts only once A's lock key exists, so the order is not a race. */
+typedef struct async_buy {
+    const svc_server *s;
+    char path[256];
+    svc_resp r;
+} async_buy;
+
+static void *buy_thread(void *p)
+{
+    async_buy *a = p;
+    svc_req(a->s, "GET", a->path, NULL, NULL, &a->r);
+    return NULL;
+}
+
+static void test_slow_holder_release(svc_server *s)
+{
+    const char *pair[] = {"setnx", "token"};
+    for (int m = 0; m < 2; m++) {
+        char sku[32], key[64];
+        snprintf(sku, sizeof sku, "slow_%s", pair[m]);
+        snprintf(key, sizeof key, "miaosha:{%s}:lock", sku);
+        TU_CHECK(svc_set_stock(s, sku, 5, NULL) == 200, "stock %s", sku);
+        async_buy a = {.s = s}, b = {.s = s};
+        snprintf(a.path, sizeof a.path, "/miaosha/%s?sku=%s&lease_ms=200&work_ms=400", pair[m], sku);
+        snprintf(b.path, sizeof b.path, "/miaosha/%s?sku=%s&lease_ms=5000&work_ms=400&wait_ms=5000",
+                 pair[m], sku);
+        pthread_t th;
+        TU_REQUIRE(pthread_create(&th, NULL, buy_thread, &a) == 0, "thread");
+        int64_t limit = tu_now_ms() + 5000;
+        while (tu_redis_int(s->redis_port, "EXISTS %s", key) != 1 && tu_now_ms() < limit)
+            ;
+        buy_thread(&b);
+        pthread_join(th, NULL);
+        TU_CHECK(a.r.status == 200 && b.r.status == 200, "%s: A %ld %s | B %ld %s", pair[m],
+                 a.r.status, B(&a.r), b.r.status, B(&b.r));
+        int a_deleted = svc_jbool(a.r.json, "deleted_other_lock"), a_lost = svc_jbool(a.r.json, "lock_lost");
+        int b_deleted = svc_jbool(b.r.json, "deleted_other_lock"), b_lost = svc_jbool(b.r.json, "lock_lost");
+        if (m == 0)
+            TU_CHECK(a_deleted == 1 && a_lost == 0 && b_deleted == 0 && b_lost == 1,
+                     "setnx: A's late DEL deleted B's lock, B found it gone: %s | %s", B(&a.r), B(&b.r));
+        else
+            TU_CHECK(a_deleted == 0 && a_lost == 1 && b_deleted == 0 && b_lost == 0,
+                     "token: A's late release refused, B's lock kept: %s | %s", B(&a.r), B(&b.r));
+        svc_resp_free(&a.r);
+        svc_resp_free(&b.r);
+    }
+    svc_resp st = {0};
+    svc_req(s, "GET", "/stats", NULL, NULL, &st);
+    cJSON *modes_o = cJSON_GetObjectItemCaseSensitive(st.json, "modes");
+    TU_CHECK(svc_jnum(cJSON_GetObjectItemCaseSensitive(modes_o, "setnx"), "deleted_other_lock") == 1 &&
+                 svc_jnum(cJSON_GetObjectItemCaseSensitive(modes_o, "token"), "deleted_other_lock") == 0,
+             "stats count deleted_other_lock: %s", B(&st));
+    svc_resp_free(&st);
+    svc_req(s, "GET", "/metrics", NULL, NULL, &st);
+    TU_CHECK(strstr(B(&st), "miaosha_purchase_deleted_other_lock_total{mode=\"setnx\",sku=\"slow_setnx\"} 1\n") !=
+                 NULL,
+             "metrics count deleted_other_lock");
+    svc_resp_free(&st);
+}
+
 static void test_faults(int redis_port)
 {
     svc_server f;
@@ -184,6 +254,7 @@ int main(void)
     test_success_and_record(&s);
     test_reenter(&s);
     test_lock_lost(&s);
+    test_slow_holder_release(&s);
     test_two_instances(&s, port);
     test_faults(port);
     TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
