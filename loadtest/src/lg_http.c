@@ -2,6 +2,7 @@
 #include "lg_http.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +284,35 @@ lg_http_rc lg_http_eof(lg_http_parser *p, char *buf, size_t len)
     return LG_HTTP_ERROR;
 }
 
+/* host's first IPv4 address, dotted, into ip. Resolved once, at parse
+ * time: the engine connects by address, and a compose service name
+ * ("nginx") must work as well as 127.0.0.1. IPv4 only: the engine's sockets
+ * are AF_INET. "localhost" needs no resolver (a minimal container may lack
+ * /etc/hosts). */
+static int resolve_ipv4(const char *host, char *ip, size_t iplen, const char *url, char *err,
+                        size_t errlen)
+{
+    if (strcmp(host, "localhost") == 0) {
+        snprintf(ip, iplen, "127.0.0.1");
+        return 0;
+    }
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(host, NULL, &hints, &res);
+    if (gai != 0 || res == NULL) {
+        snprintf(err, errlen, "%s: cannot resolve host '%s' to an IPv4 address: %s", url, host,
+                 gai ? gai_strerror(gai) : "no address");
+        if (res)
+            freeaddrinfo(res);
+        return -1;
+    }
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip, (socklen_t)iplen);
+    freeaddrinfo(res);
+    return 0;
+}
+
 int lg_url_parse(const char *url, lg_url *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -309,20 +339,8 @@ int lg_url_parse(const char *url, lg_url *out, char *err, size_t errlen)
         out->port = (int)port;
         rest = end;
     }
-    if (strcmp(out->host, "localhost") == 0) {
-        snprintf(out->ip, sizeof out->ip, "127.0.0.1");
-    } else {
-        struct in_addr a;
-        if (inet_pton(AF_INET, out->host, &a) != 1) {
-            snprintf(err, errlen, "%s: host must be a numeric IPv4 address or localhost", url);
-            return -1;
-        }
-        if (strlen(out->host) >= sizeof out->ip) {
-            snprintf(err, errlen, "%s: bad IPv4 address", url);
-            return -1;
-        }
-        memcpy(out->ip, out->host, strlen(out->host) + 1);
-    }
+    if (resolve_ipv4(out->host, out->ip, sizeof out->ip, url, err, errlen) != 0)
+        return -1;
     size_t pl = strlen(rest);
     while (pl > 0 && rest[pl - 1] == '/')
         pl--;

@@ -61,10 +61,11 @@ lg_http_rc lg_http_parse(lg_http_parser *p, char *buf, size_t len);
  * response is complete, else LG_HTTP_ERROR (truncated). */
 lg_http_rc lg_http_eof(lg_http_parser *p, char *buf, size_t len);
 
-/* A parsed "http://host[:port][/prefix]" URL. host must be a numeric IPv4
- * address or "localhost" (meaning 127.0.0.1): the load generator never
- * resolves names. The prefix (without trailing '/') is prepended to every
- * path. */
+/* A parsed "http://host[:port][/prefix]" URL. host is a numeric IPv4
+ * address, "localhost" (127.0.0.1) or a name, resolved to its first IPv4
+ * address once, by lg_url_parse (getaddrinfo; it may block on DNS): a
+ * compose service name such as "nginx" works. The prefix (without trailing
+ * '/') is prepended to every path. */
 typedef struct lg_url {
     char host[64];      /* as written */
     char ip[16];        /* dotted IPv4 */

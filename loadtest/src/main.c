@@ -41,7 +41,7 @@ static const char *run_help =
     "  --reenter N          reenter parameter (nested acquisitions)\n"
     "  --fault NAME         fault parameter (the server needs faults.enabled)\n"
     "  --users N            user ids cycle over u0..u(N-1) (default: one per request)\n"
-    "  --target URL         http://IPv4-or-localhost:port[/prefix]; repeat to spread\n"
+    "  --target URL         http://host:port[/prefix]; repeat to spread\n"
     "                       the connections round-robin over instances\n"
     "                       (default http://127.0.0.1:8080); admin calls go to the first\n"
     "  --admin-token T      Bearer token for PUT /stock (or $MIAOSHA_ADMIN_TOKEN)\n"
@@ -60,7 +60,7 @@ static const char *run_help =
 static const char *bench_help =
     "miaosha-load bench — GET one path over keep-alive connections for a duration.\n"
     "\n"
-    "  --target URL         http://IPv4-or-localhost:port[/prefix] (default http://127.0.0.1:8080)\n"
+    "  --target URL         http://host:port[/prefix] (default http://127.0.0.1:8080)\n"
     "  --path P             request path (default /healthz)\n"
     "  --concurrency C      connections (default 64)\n"
     "  --duration S         seconds (default 10, at most 3600)\n"
