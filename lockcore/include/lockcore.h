@@ -10,16 +10,17 @@
  *   LC_NONE       no lock at all                      (seed 002 §1: the race)
  *   LC_MUTEX      in-process lock per name             (§2: synchronized)
  *                 flaw: invisible to other processes
- *   LC_SETNX      SETNX key 1; PEXPIRE key lease       (§3–4: setnx + expire)
+ *   LC_SETNX      SETNX key 1; PEXPIRE key lease       (§3.2–3.4: setnx, then expire)
  *                 release: DEL key (no owner check)
  *                 flaws: a crash between the two commands leaves a lock
  *                 with no TTL; a holder whose lease ran out deletes the next
  *                 holder's lock
- *   LC_TOKEN      SET key <uuid> NX PX lease           (§5–7: SET NX EX, UUID,
- *                 release: Lua GET == token → DEL       Lua release)
+ *   LC_TOKEN      SET key <uuid> NX PX lease           (§3.4–3.5: SET NX EX,
+ *                 release: Lua GET == token → DEL       UUID, Lua release)
  *                 flaw: a holder that outlives its lease lets a second in
  *   LC_REENTRANT  Redisson's hash lock: acquire/unlock/renew scripts,
- *                 watchdog renewal every timeout/3, pub/sub wake-up
+ *                 watchdog renewal every timeout/3,    (002 §4–5; 000, 001,
+ *                 pub/sub wake-up                       003: Redisson)
  *                 flaw: a long process pause still lets a second holder in
  *                 (no fencing token)
  *
@@ -48,7 +49,10 @@
  * Cluster: the caller passes the lock key. Keep every key of one SKU on one
  * slot with a hash tag — "miaosha:{sku}:lock", "miaosha:{sku}:stock" — so a
  * script that names several keys stays legal on Redis Cluster. The
- * reentrant mode's pub/sub channel is "redisson_lock__channel:{<key>}".
+ * reentrant mode's pub/sub channel is Redisson's prefixName:
+ * "redisson_lock__channel:<key>" when the key has a hash tag (as
+ * "miaosha:{sku}:lock" does), else "redisson_lock__channel:{<key>}", so the
+ * channel always hashes to the key's slot.
  */
 #ifndef MIAOSHA_LOCKCORE_H
 #define MIAOSHA_LOCKCORE_H
