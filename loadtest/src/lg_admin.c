@@ -285,11 +285,12 @@ int lg_admin_healthy(const char *base, long timeout_ms)
 }
 
 int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],
-                      int *lock_lost)
+                      int *lock_lost, int *deleted_other_lock)
 {
     order_id[0] = 0;
     error[0] = 0;
     *lock_lost = 0;
+    *deleted_other_lock = 0;
     cJSON *j = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
@@ -302,6 +303,7 @@ int lg_parse_purchase(const char *body, size_t len, char order_id[64], char erro
     if (cJSON_IsString(v))
         snprintf(error, 32, "%s", v->valuestring);
     *lock_lost = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "lock_lost"));
+    *deleted_other_lock = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "deleted_other_lock"));
     cJSON_Delete(j);
     return 0;
 }

@@ -48,9 +48,10 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
 int lg_admin_healthy(const char *base, long timeout_ms);
 
 /* Extracts what a purchase response says: order_id (copied, < 64 bytes,
- * "" when absent), error code ("" when absent) and lock_lost. body need not
- * be NUL-terminated. Returns 0, or -1 when it is not a JSON object. */
+ * "" when absent), error code ("" when absent), lock_lost and
+ * deleted_other_lock (1 when true, else 0). body need not be NUL-terminated.
+ * Returns 0, or -1 when it is not a JSON object. */
 int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],
-                      int *lock_lost);
+                      int *lock_lost, int *deleted_other_lock);
 
 #endif

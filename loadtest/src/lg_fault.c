@@ -195,9 +195,9 @@ static long probe(const fcell *f, const instance *in, const char *user, const ch
     int rc = lg_http_call("POST", url, NULL, NULL, 5000, &st, &body, e, sizeof e);
     *ms = lg_now_ms() - t0;
     code[0] = 0;
-    int lost = 0;
+    int lost = 0, deleted = 0;
     if (rc == 0 && body)
-        lg_parse_purchase(body, strlen(body), oid, code, &lost);
+        lg_parse_purchase(body, strlen(body), oid, code, &lost, &deleted);
     free(body);
     return rc == 0 ? st : 0;
 }

@@ -342,6 +342,7 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
     c->lock_busy = r->lock_busy;
     c->errors = r->redis_unavailable + r->other_http + r->transport_errors + r->not_sent;
     c->lock_lost = r->lock_lost;
+    c->deleted_other_lock = r->deleted_other_lock;
     c->dup = r->dup_orders + r->dup_ok_ids;
     c->missing = r->missing;
     c->elapsed_s = r->eng.elapsed_s;
@@ -577,6 +578,21 @@ static void judge(lg_cell *c, int scen, int mode)
 {
     c->expected = expected_of(scen, mode);
     c->pass = outcome_matches(c->expected, c->outcome);
+    if (scen == S_SLOW) {
+        /* The other half of the slow holder (seed 002 §3.4): setnx's late
+         * DEL deletes a later holder's lock; token's and reentrant's owner
+         * checks never do. */
+        int want = mode == M_SETNX;
+        size_t l = strlen(c->reason);
+        snprintf(c->reason + l, sizeof c->reason - l, "; %llu release(s) deleted another's lock",
+                 (unsigned long long)c->deleted_other_lock);
+        if ((c->deleted_other_lock > 0) != want) {
+            c->pass = 0;
+            l = strlen(c->reason);
+            snprintf(c->reason + l, sizeof c->reason - l, " — expected %s",
+                     want ? "some" : "none");
+        }
+    }
     if (c->pass && scen == S_CRASH && (mode == M_TOKEN || mode == M_REENTRANT)) {
         /* recovery must come from the lease / watchdog running out, not
          * earlier (that would mean the lock did not survive the crash) and
@@ -792,17 +808,18 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
     }
     fputs("(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n\n", o);
     fputs("scenario      mode      expected   measured oversold undersold lock_busy lock_lost "
-          "reason\n",
+          "del_other reason\n",
           o);
     for (int s = 0; s < LG_NSCEN; s++)
         for (int m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
-            fprintf(o, "%-13s %-9s %-10s %-8s %8lld %9lld %9llu %9llu %s\n", lg_scen_names[s],
+            fprintf(o, "%-13s %-9s %-10s %-8s %8lld %9lld %9llu %9llu %9llu %s\n", lg_scen_names[s],
                     lg_mode_names[m], c->expected, c->outcome, (long long)c->oversold,
                     (long long)c->undersold, (unsigned long long)c->lock_busy,
-                    (unsigned long long)c->lock_lost, c->reason);
+                    (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
+                    c->reason);
         }
     if (lg_matrix_has_faults(cfg)) {
         fputs("\nfault         mode      503s   unacked fault_ms freed_ms failfast reconnect "
@@ -896,19 +913,20 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
         fputc('\n', f);
     }
     fputs("\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
-          "undersold | lock_busy | lock_lost | recovery ms | reason |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|\n",
+          "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
           f);
     for (int s = 0; s < LG_NSCEN; s++)
         for (int m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
-            fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | ",
+            fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | ",
                     lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome,
                     c->pass ? "" : " **DIFF**", (long long)c->sold, (long long)c->stock,
                     (long long)c->oversold, (long long)c->undersold,
-                    (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost);
+                    (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
+                    (unsigned long long)c->deleted_other_lock);
             if (c->recovery_ms >= 0)
                 fprintf(f, "%lld", (long long)c->recovery_ms);
             else if (c->stuck)
@@ -952,7 +970,7 @@ static int write_csv(const char *path, const lg_matrix_result *r)
     if (!f)
         return -1;
     fputs("scenario,mode,expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
-          "requests,ok,sold_out,lock_busy,errors,lock_lost,duplicate_ids,missing_orders,stuck,"
+          "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,missing_orders,stuck,"
           "recovery_ms,elapsed_s,redis_unavailable,unacknowledged,fault_ms,freed_ms,"
           "failfast_ms,reconnect_ms,resume_ms,reason\n",
           f);
@@ -961,7 +979,7 @@ static int write_csv(const char *path, const lg_matrix_result *r)
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
-            fprintf(f, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
+            fprintf(f, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
                        "%llu,%d,%lld,%.3f,",
                     lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome,
                     c->pass ? "true" : "false", (long long)c->stock, (long long)c->sold,
@@ -969,7 +987,7 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                     (unsigned long long)c->requests, (unsigned long long)c->ok,
                     (unsigned long long)c->sold_out, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->errors, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
+                    (unsigned long long)c->deleted_other_lock, (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
                     (long long)c->recovery_ms, c->elapsed_s);
             if (LG_IS_FAULT(s)) {
                 const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,

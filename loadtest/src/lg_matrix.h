@@ -50,6 +50,7 @@ typedef struct lg_cell {
     int pass;
     int64_t stock, sold, stock_left, oversold, undersold;
     uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
+    uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
     int stuck;                 /* crash: no sale within the window */
     int64_t recovery_ms;       /* crash: first sale after the crash; -1 none */
     int64_t window_ms;         /* crash: observation window */

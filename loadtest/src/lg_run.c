@@ -13,6 +13,7 @@ typedef struct slot {
     uint16_t status;
     uint8_t err;
     uint8_t lock_lost;
+    uint8_t deleted_other_lock;
     char order_id[60];
 } slot;
 
@@ -72,9 +73,10 @@ static void on_done(void *ud, uint64_t idx, int status, lg_err err, const char *
     if (err != LG_ERR_NONE || !body || blen == 0)
         return;
     char oid[64], code[32];
-    int lost = 0;
-    if (lg_parse_purchase(body, blen, oid, code, &lost) == 0) {
+    int lost = 0, deleted = 0;
+    if (lg_parse_purchase(body, blen, oid, code, &lost, &deleted) == 0) {
         s->lock_lost = (uint8_t)lost;
+        s->deleted_other_lock = (uint8_t)deleted;
         if (status == 200)
         {
             size_t l = strnlen(oid, sizeof s->order_id - 1);
@@ -194,6 +196,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
     for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++) {
         slot *s = &x->slots[i];
         res->lock_lost += s->lock_lost;
+        res->deleted_other_lock += s->deleted_other_lock;
         if (s->err == LG_ERR_NONE && s->status == 200) {
             if (!s->order_id[0])
                 res->ok_without_id++;
@@ -251,6 +254,13 @@ static double ms(uint64_t us)
     return (double)us / 1000.0;
 }
 
+/* Every answer that was neither a sale, sold out nor lock busy: 503s,
+ * other HTTP statuses and transport errors. */
+static uint64_t run_errors(const lg_run_result *r)
+{
+    return r->redis_unavailable + r->other_http + r->transport_errors;
+}
+
 static const char *verdict(const lg_run_result *r)
 {
     if (!r->audited)
@@ -299,6 +309,7 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
         fputc(')', o);
     }
     fputc('\n', o);
+    fprintf(o, "  %-18s %llu (503 + other HTTP + transport)\n", "errors", (unsigned long long)run_errors(r));
     fprintf(o, "  %-18s %.1f req/s (%.3f s)%s\n", "throughput", rps, g->elapsed_s,
             g->deadline_hit ? "  DEADLINE HIT" : g->stopped ? "  STOPPED" : "");
     fprintf(o, "  %-18s p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", "latency ms",
@@ -321,6 +332,7 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
         fprintf(o, "  %-18s FAILED: %s\n", "audit", r->audit_error);
     }
     fprintf(o, "  %-18s %llu\n", "lock_lost", (unsigned long long)r->lock_lost);
+    fprintf(o, "  %-18s %llu\n", "deleted_other_lock", (unsigned long long)r->deleted_other_lock);
     if (r->ok_without_id)
         fprintf(o, "  %-18s %llu\n", "200 w/o order_id", (unsigned long long)r->ok_without_id);
     fprintf(o, "  %-18s %s", "verdict", verdict(r));
@@ -355,6 +367,7 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
         }
     }
     cJSON_AddNumberToObject(j, "transport_errors", (double)r->transport_errors);
+    cJSON_AddNumberToObject(j, "errors", (double)run_errors(r));
     cJSON *te = cJSON_AddObjectToObject(j, "transport");
     for (int k = 1; k < LG_ERR_COUNT; k++)
         cJSON_AddNumberToObject(te, lg_err_name((lg_err)k), (double)g->errors[k]);
@@ -382,6 +395,7 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
         cJSON_AddStringToObject(j, "audit_error", r->audit_error);
     }
     cJSON_AddNumberToObject(j, "lock_lost", (double)r->lock_lost);
+    cJSON_AddNumberToObject(j, "deleted_other_lock", (double)r->deleted_other_lock);
     cJSON_AddNumberToObject(j, "ok_without_order_id", (double)r->ok_without_id);
     cJSON_AddStringToObject(j, "verdict", verdict(r));
     if (e != LG_EXPECT_NONE) {
@@ -410,7 +424,7 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
               "redis_unavailable,other_http,transport_errors,elapsed_s,throughput_rps,"
               "p50_ms,p90_ms,p99_ms,max_ms,initial,sold,stock_left,oversold,undersold,"
               "orders_listed,duplicate_order_ids,missing_orders,lock_lost,verdict,expect,"
-              "expect_met\n",
+              "expect_met,errors,deleted_other_lock\n",
               o);
     fprintf(o, "%s,%s,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.3f,%.1f,%.2f,%.2f,%.2f,%.2f,",
             c->mode, c->sku, c->ntargets, c->concurrency, (unsigned long long)r->requests,
@@ -428,8 +442,9 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
                 (unsigned long long)r->dup_orders, (unsigned long long)r->missing);
     else
         fputs(",,,,,,,,", o);
-    fprintf(o, "%llu,%s,%s,%s\n", (unsigned long long)r->lock_lost, verdict(r), expect_name(e),
-            e == LG_EXPECT_NONE ? "" : lg_run_check(r, e) ? "false" : "true");
+    fprintf(o, "%llu,%s,%s,%s,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
+            expect_name(e), e == LG_EXPECT_NONE ? "" : lg_run_check(r, e) ? "false" : "true",
+            (unsigned long long)run_errors(r), (unsigned long long)r->deleted_other_lock);
 }
 
 /* --- bench --------------------------------------------------------------- */

@@ -50,6 +50,8 @@ typedef struct lg_run_result {
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
     uint64_t not_sent;         /* never sent: the deadline came first */
     uint64_t lock_lost;        /* responses that carried "lock_lost":true */
+    uint64_t deleted_other_lock; /* ... "deleted_other_lock":true (setnx: a late
+                                  release deleted a later holder's lock) */
     uint64_t ok_without_id;    /* 200s with no order_id */
     uint64_t dup_ok_ids;       /* an order id acknowledged twice */
     int audited;               /* audit and orders were read */

@@ -216,16 +216,21 @@ static void test_idset(void)
 static void test_purchase_body(void)
 {
     char oid[64], code[32];
-    int lost;
-    const char *ok = "{\"ok\":true,\"mode\":\"token\",\"order_id\":\"0b5d\",\"lock_lost\":true}";
-    TU_CHECK(lg_parse_purchase(ok, strlen(ok), oid, code, &lost) == 0 && !strcmp(oid, "0b5d") &&
-                 lost == 1 && code[0] == 0,
+    int lost, deleted;
+    const char *ok = "{\"ok\":true,\"mode\":\"token\",\"order_id\":\"0b5d\",\"lock_lost\":true,"
+                     "\"deleted_other_lock\":false}";
+    TU_CHECK(lg_parse_purchase(ok, strlen(ok), oid, code, &lost, &deleted) == 0 &&
+                 !strcmp(oid, "0b5d") && lost == 1 && deleted == 0 && code[0] == 0,
              "200 body");
+    const char *del = "{\"ok\":true,\"mode\":\"setnx\",\"lock_lost\":false,\"deleted_other_lock\":true}";
+    TU_CHECK(lg_parse_purchase(del, strlen(del), oid, code, &lost, &deleted) == 0 && lost == 0 &&
+                 deleted == 1,
+             "deleted_other_lock");
     const char *so = "{\"ok\":false,\"error\":\"sold_out\"}xyz";
-    TU_CHECK(lg_parse_purchase(so, 31, oid, code, &lost) == 0 && !strcmp(code, "sold_out") &&
-                 oid[0] == 0 && lost == 0,
+    TU_CHECK(lg_parse_purchase(so, 31, oid, code, &lost, &deleted) == 0 && !strcmp(code, "sold_out") &&
+                 oid[0] == 0 && lost == 0 && deleted == 0,
              "409 body, not NUL-terminated");
-    TU_CHECK(lg_parse_purchase("nope", 4, oid, code, &lost) < 0, "not json");
+    TU_CHECK(lg_parse_purchase("nope", 4, oid, code, &lost, &deleted) < 0, "not json");
 }
 
 int main(void)

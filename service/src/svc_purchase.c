@@ -119,7 +119,8 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
             pu->lock_lost = 1;
         int64_t held_us = svc_now_us() - pu->held_at_us;
         lc_status st = lc_release(conn, held[i]);
-        if (i == 0 && st == LC_OK && pu->lease_ms > 0 && held_us > (pu->lease_ms + 1) * 1000)
+        if (i == 0 && st == LC_OK && pu->r->mode >= LC_SETNX /* a Redis lock */ && pu->lease_ms > 0 &&
+            held_us > (pu->lease_ms + 1) * 1000)
             pu->deleted_other_lock = 1;
         if (st == LC_NOT_OWNER || st == LC_LOST) {
             pu->lock_lost = 1;

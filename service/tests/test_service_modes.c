@@ -172,6 +172,13 @@ static void test_slow_holder_release(svc_server *s)
         svc_resp_free(&a.r);
         svc_resp_free(&b.r);
     }
+    /* No Redis lock, nothing to delete: none and mutex never report it. */
+    svc_resp n = {0};
+    TU_CHECK(svc_set_stock(s, "slow_none", 5, NULL) == 200, "stock slow_none");
+    TU_CHECK(buy(s, "none", "sku=slow_none&lease_ms=50&work_ms=100", &n) == 200 &&
+                 svc_jbool(n.json, "deleted_other_lock") == 0,
+             "none: deleted_other_lock false: %s", B(&n));
+    svc_resp_free(&n);
     svc_resp st = {0};
     svc_req(s, "GET", "/stats", NULL, NULL, &st);
     cJSON *modes_o = cJSON_GetObjectItemCaseSensitive(st.json, "modes");
