@@ -668,8 +668,15 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     burst race = {q ? 20 : 100, 10, 10000, 30000, -1, q ? 200 : 1000, q ? 50 : 100};
     burst slowb = {q ? 4 : 10, SLOW_WORK_MS, SLOW_LEASE_MS, 30000, -1, q ? 12 : 30, q ? 12 : 30};
     burst nested = {q ? 3 : 5, 0, 5000, 300, 2, q ? 6 : 10, 1};
-    int nbase = cfg->scen_on[S_MULTI] ? 3 : 1;
-    if (cfg->scen_on[S_RACE] || cfg->scen_on[S_MULTI] || cfg->scen_on[S_NESTED]) {
+    /* multi: three instances of ours, or the balancer given as --target */
+    int own_multi = cfg->scen_on[S_MULTI] && !cfg->target;
+    instance lb;
+    memset(&lb, 0, sizeof lb);
+    lb.pid = -1;
+    if (cfg->target)
+        snprintf(lb.base, sizeof lb.base, "%s", cfg->target);
+    int nbase = own_multi ? 3 : 1;
+    if (cfg->scen_on[S_RACE] || own_multi || cfg->scen_on[S_NESTED]) {
         for (int i = 0; i < nbase; i++)
             if (lg_mx_instance_start(&x, &base[i], err, errlen) < 0)
                 goto out;
@@ -696,7 +703,10 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
             int r;
             switch (s) {
             case S_RACE: r = run_burst(&x, c, s, m, base, 1, &race, err, errlen); break;
-            case S_MULTI: r = run_burst(&x, c, s, m, base, 3, &race, err, errlen); break;
+            case S_MULTI:
+                r = cfg->target ? run_burst(&x, c, s, m, &lb, 1, &race, err, errlen)
+                                : run_burst(&x, c, s, m, base, 3, &race, err, errlen);
+                break;
             case S_SLOW: r = run_burst(&x, c, s, m, &slow, 1, &slowb, err, errlen); break;
             case S_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
             case S_NESTED: r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen); break;
@@ -788,6 +798,8 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
 {
     fprintf(o, "\nmiaosha oversell matrix%s — redis %s — %.1f s\n", cfg->quick ? " (quick)" : "",
             r->redis, r->elapsed_s);
+    if (cfg->target && cfg->scen_on[S_MULTI])
+        fprintf(o, "multi-instance scenario through %s\n", cfg->target);
     fprintf(o, "%-10s", "mode");
     for (int s = 0; s < LG_NSCEN; s++)
         if (cfg->scen_on[s])
@@ -887,6 +899,10 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                "processes on Redis %s. Every cell is a measurement; **DIFF** marks a cell whose "
                "outcome is not the expected one.\n\n",
             r->elapsed_s, r->redis);
+    if (cfg->target && cfg->scen_on[S_MULTI])
+        fprintf(f, "The multi-instance scenario went through `%s` (a balancer in front of the "
+                   "instances), not through instances of the matrix's own.\n\n",
+                cfg->target);
     fputs("| mode |", f);
     for (int s = 0; s < LG_NSCEN; s++)
         if (cfg->scen_on[s])

@@ -26,6 +26,8 @@ extern const char *const lg_mode_names[LG_NMODES];  /* none mutex setnx token re
 extern const char *const lg_scen_names[LG_NSCEN];   /* race multi slow crash nested
                                                        kill redis-restart redis-pause */
 
+#define LG_MATRIX_URL_MAX 64 /* bytes, NUL included: an instance's or --target's URL */
+
 typedef struct lg_matrix_cfg {
     const char *server;        /* miaosha-server binary */
     const char *redis;         /* "host:port" or NULL = private redis-server */
@@ -34,6 +36,10 @@ typedef struct lg_matrix_cfg {
     int quick;
     int mode_on[LG_NMODES];
     int scen_on[LG_NSCEN];
+    const char *target;        /* NULL, or a balancer's URL ("http://host:port",
+                                  < LG_MATRIX_URL_MAX bytes) in front of several instances on
+                                  one Redis: the multi scenario goes through
+                                  it instead of three instances of its own */
     const char *server_args[LG_MATRIX_MAX_ARGS];
     int nserver_args;
     double time_factor;        /* >= 1: scales the fault scenarios' upper time

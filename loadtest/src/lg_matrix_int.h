@@ -24,7 +24,7 @@ enum { M_NONE, M_MUTEX, M_SETNX, M_TOKEN, M_REENTRANT };
 typedef struct instance {
     pid_t pid;
     int port;
-    char base[64];
+    char base[LG_MATRIX_URL_MAX];
     char id[48];
     const char *extra[LG_INSTANCE_MAX_EXTRA]; /* "--set", "k=v" pairs */
     int nextra;

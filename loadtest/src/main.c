@@ -93,6 +93,10 @@ static const char *matrix_help =
     "  --time-factor F      scale the fault scenarios' upper time bounds by F >= 1\n"
     "                       (default $MIAOSHA_TEST_TIME_FACTOR, else 1)\n"
     "  --server-arg ARG     extra argument for every miaosha-server (repeatable)\n"
+    "  --target URL         run the multi scenario through this balancer (nginx of\n"
+    "                       scripts/cluster.sh or docker-compose, in front of several\n"
+    "                       instances on one Redis) instead of three instances of its\n"
+    "                       own; admin calls and the audit go through it too\n"
     "\n"
     "Servers are started as child processes on free 127.0.0.1 ports and stopped by\n"
     "PID at the end, also on Ctrl-C. Exit status: 0 when every cell shows the\n"
@@ -383,14 +387,15 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_matrix(int argc, char **argv, const char *argv0)
 {
     enum { O_SERVER = 256, O_REDIS, O_REDIS_SERVER, O_OUT, O_QUICK, O_MODES, O_SCEN, O_SARG,
-           O_FAULTS, O_TFACTOR, O_HELP };
+           O_FAULTS, O_TFACTOR, O_TARGET, O_HELP };
     static const struct option opts[] = {
         {"server", required_argument, 0, O_SERVER}, {"redis", required_argument, 0, O_REDIS},
         {"redis-server", required_argument, 0, O_REDIS_SERVER},
         {"out", required_argument, 0, O_OUT}, {"quick", no_argument, 0, O_QUICK},
         {"modes", required_argument, 0, O_MODES}, {"scenarios", required_argument, 0, O_SCEN},
         {"server-arg", required_argument, 0, O_SARG}, {"faults", no_argument, 0, O_FAULTS},
-        {"time-factor", required_argument, 0, O_TFACTOR}, {"help", no_argument, 0, O_HELP},
+        {"time-factor", required_argument, 0, O_TFACTOR}, {"target", required_argument, 0, O_TARGET},
+        {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0}};
     lg_matrix_cfg cfg;
     lg_matrix_cfg_init(&cfg);
@@ -405,6 +410,19 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         case O_SERVER: cfg.server = optarg; break;
         case O_REDIS: cfg.redis = optarg; break;
         case O_REDIS_SERVER: cfg.redis_server = optarg; break;
+        case O_TARGET: {
+            lg_url u;
+            if (lg_url_parse(optarg, &u, err, sizeof err) < 0) {
+                fprintf(stderr, "miaosha-load: --target: %s\n", err);
+                return 2;
+            }
+            if (strlen(optarg) >= LG_MATRIX_URL_MAX) {
+                fprintf(stderr, "miaosha-load: --target: URL too long\n");
+                return 2;
+            }
+            cfg.target = optarg;
+            break;
+        }
         case O_OUT: cfg.out_dir = optarg; break;
         case O_QUICK: cfg.quick = 1; break;
         case O_MODES:

@@ -17,6 +17,12 @@ ck "load and matrix only run with --profile matrix" -- \
   bash -c "grep -qE ' load: .*profiles: - matrix.* matrix: .*profiles: - matrix' <<<'$flat'"
 
 has() { grep -q -- "$1" <<<"$cfg"; }
+loadcmd=$(sed -n '/^  load:/,/^  [a-z]/p' <<<"$cfg" | sed -n '/^    command:/,/^    [a-z]/p' | grep '^    - ' | tr '\n' ' ')
+# (miaosha-load resolves the service name "nginx" at start: a name, not only
+# an address, is accepted since --target uses getaddrinfo.)
+ck "load: runs the matrix against nginx ($loadcmd)" -- \
+  bash -c "grep -qE -- '- miaosha-load +- matrix .*- --target +- http://nginx:80' <<<'$loadcmd'"
+
 ck "redis: official redis:7 image" -- has "image: redis:7"
 ck "redis: AOF on, appendfsync always" -- bash -c "grep -qF -- '- --appendonly - \"yes\" - --appendfsync - always' <<<'$flat'"
 ck "redis: a volume for /data" -- has "redis-data:/data"
