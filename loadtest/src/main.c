@@ -92,6 +92,9 @@ static const char *matrix_help =
     "                       (private Redis only)\n"
     "  --time-factor F      scale the fault scenarios' upper time bounds by F >= 1\n"
     "                       (default $MIAOSHA_TEST_TIME_FACTOR, else 1)\n"
+    "  --config FILE        config file for every miaosha-server it starts (the same\n"
+    "                       as --server-arg --config --server-arg FILE); the matrix's\n"
+    "                       own per-scenario settings (--set) still apply on top\n"
     "  --server-arg ARG     extra argument for every miaosha-server (repeatable)\n"
     "  --target URL         run the multi scenario through this balancer (nginx of\n"
     "                       scripts/cluster.sh or docker-compose, in front of several\n"
@@ -387,7 +390,7 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_matrix(int argc, char **argv, const char *argv0)
 {
     enum { O_SERVER = 256, O_REDIS, O_REDIS_SERVER, O_OUT, O_QUICK, O_MODES, O_SCEN, O_SARG,
-           O_FAULTS, O_TFACTOR, O_TARGET, O_HELP };
+           O_FAULTS, O_TFACTOR, O_TARGET, O_CONFIG, O_HELP };
     static const struct option opts[] = {
         {"server", required_argument, 0, O_SERVER}, {"redis", required_argument, 0, O_REDIS},
         {"redis-server", required_argument, 0, O_REDIS_SERVER},
@@ -395,6 +398,7 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         {"modes", required_argument, 0, O_MODES}, {"scenarios", required_argument, 0, O_SCEN},
         {"server-arg", required_argument, 0, O_SARG}, {"faults", no_argument, 0, O_FAULTS},
         {"time-factor", required_argument, 0, O_TFACTOR}, {"target", required_argument, 0, O_TARGET},
+        {"config", required_argument, 0, O_CONFIG},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0}};
     lg_matrix_cfg cfg;
@@ -439,10 +443,13 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
             }
             break;
         case O_SARG:
-            if (cfg.nserver_args >= LG_MATRIX_MAX_ARGS) {
-                fprintf(stderr, "miaosha-load: too many --server-arg\n");
+        case O_CONFIG:
+            if (cfg.nserver_args + (c == O_CONFIG) >= LG_MATRIX_MAX_ARGS) {
+                fprintf(stderr, "miaosha-load: too many --server-arg / --config\n");
                 return 2;
             }
+            if (c == O_CONFIG)
+                cfg.server_args[cfg.nserver_args++] = "--config";
             cfg.server_args[cfg.nserver_args++] = optarg;
             break;
         case O_HELP: fputs(matrix_help, stdout); return 0;

@@ -117,6 +117,17 @@ static void test_run(void)
              load, p1);
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 1, "none --expect safe exit %d\n%s", rc, out);
+    /* --csv: a header naming the columns, then one row with as many fields */
+    char *nl = strchr(out, '\n');
+    int hcols = 1, rcols = 1;
+    for (const char *q = out; nl && q < nl; q++)
+        hcols += *q == ',';
+    for (const char *q = nl ? nl + 1 : ""; *q && *q != '\n'; q++)
+        rcols += *q == ',';
+    TU_CHECK(!strncmp(out, "mode,sku,", 9) && strstr(out, ",oversold,") &&
+                 strstr(out, ",errors,deleted_other_lock\n") && hcols == rcols,
+             "csv header and row (%d / %d columns)\n%s", hcols, rcols, out);
+    TU_CHECK(nl && !strncmp(nl + 1, "none,lgt-none2,", 15), "csv row\n%s", out);
 
     /* token sells exactly the stock */
     snprintf(cmd, sizeof cmd,
@@ -130,6 +141,9 @@ static void test_run(void)
                  json_num(out, "stock_left") == 0 && json_num(out, "orders_listed") == 20,
              "token sold exactly 20\n%s", out);
     TU_CHECK(json_num(out, "sold_out") == 280, "280 sold_out\n%s", out);
+    TU_CHECK(json_num(out, "errors") == 0 && json_num(out, "deleted_other_lock") == 0 &&
+                 json_num(out, "lock_lost") == 0,
+             "token: no errors, nothing lost or deleted\n%s", out);
     /* ... and --expect oversell on it fails */
     snprintf(cmd, sizeof cmd,
              "%s run --mode token --requests 100 --concurrency 20 --stock 10 --wait-ms 30000 "
