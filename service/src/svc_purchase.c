@@ -51,6 +51,7 @@ typedef struct purchase {
     const svc_settings *s;
     int slot;
     int64_t wait_us;          /* -1 until the outer lock is held */
+    int64_t gave_up_us;       /* -1, or how long a 429 waited for the lock */
     int64_t lock_wait_ms;
     int lock_lost;
     int deleted_other_lock;   /* a release deleted a later holder's lock */
@@ -98,8 +99,10 @@ static void respond(purchase *pu, unsigned status, const char *error, svc_outcom
         cJSON_AddStringToObject(o, "instance", pu->s->instance_id);
     }
     svc_reply_json(pu->r, status, o);
+    /* Lock wait counts a purchase that gave up (429) too: it waited for the
+     * lock all the same, and leaving it out would hide contention. */
     svc_stats_purchase(pu->r->mode, pu->slot, out, pu->lock_lost, pu->deleted_other_lock,
-                       svc_now_us() - pu->r->t0_us, pu->wait_us);
+                       svc_now_us() - pu->r->t0_us, pu->wait_us >= 0 ? pu->wait_us : pu->gave_up_us);
 }
 
 /* Releases held[n-1..0]; sets lock_lost when a release says the lock had
@@ -334,6 +337,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     pu.s = s;
     pu.slot = svc_stats_sku_slot(r->sku);
     pu.wait_us = -1;
+    pu.gave_up_us = -1;
     pu.busy_wait_ms = -1;
     if (conn == NULL) {
         snprintf(pu.detail, sizeof pu.detail, "no Redis connection");
@@ -407,6 +411,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
                          (long long)a.wait_ms, lc_mode_name(r->mode));
         }
     } else if (st == LC_BUSY) {
+        pu.gave_up_us = svc_now_us() - t;
         snprintf(pu.detail, sizeof pu.detail, "lock not acquired within %lld ms%s",
                  (long long)wait_ms, queued_ms > 0 ? " (time queued for a worker included)" : "");
     }

@@ -276,6 +276,12 @@ static void test_purchase(void)
     cJSON *lat = cJSON_GetObjectItemCaseSensitive(tok, "latency_ms");
     TU_CHECK(svc_jnum(lat, "p50") > 0 && svc_jnum(lat, "max") >= svc_jnum(lat, "p99"),
              "latency percentiles");
+    /* the 429 above waited its 100 ms for the lock: lock wait counts it */
+    cJSON *lw = cJSON_GetObjectItemCaseSensitive(tok, "lock_wait_ms");
+    TU_CHECK(svc_jnum(lw, "count") == svc_jnum(tok, "sold") + svc_jnum(tok, "sold_out") +
+                                          svc_jnum(tok, "lock_busy") &&
+                 svc_jnum(lw, "max") >= 90,
+             "lock wait includes the purchase that gave up: %s", B(&r));
     svc_resp_free(&r);
     TU_CHECK(req("GET", "/metrics", NULL, NULL, &r) == 200, "metrics");
     TU_CHECK(strstr(B(&r), "miaosha_purchase_sold_total{mode=\"token\",sku=\"rt1\"} 2") != NULL,
