@@ -103,6 +103,10 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     if (p->out->seen & bit)
         return bad(p, "duplicate parameter '%s'", name);
     p->out->seen |= bit;
+    /* Paging parameters left empty ("?offset=&limit=", as a form sends
+     * them) mean their defaults; every other parameter needs a value. */
+    if ((bit == SVC_P_OFFSET || bit == SVC_P_LIMIT) && (value == NULL || value[0] == '\0'))
+        return MHD_YES;
     if (value == NULL)
         return bad(p, "%s: missing value", name);
     switch (bit) {

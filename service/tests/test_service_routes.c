@@ -195,6 +195,11 @@ static void test_purchase(void)
     o0 = cJSON_GetArrayItem(orders, 0);
     TU_CHECK(svc_jstr(o0, "user") && strcmp(svc_jstr(o0, "user"), "bob") == 0, "second user");
     svc_resp_free(&r);
+    TU_CHECK(req("GET", "/orders/rt1?offset=&limit=", NULL, NULL, &r) == 200 &&
+                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r.json, "orders")) == 2 &&
+                 svc_jnum(r.json, "offset") == 0 && svc_jnum(r.json, "limit") == 100,
+             "empty paging parameters mean the defaults: %s", B(&r));
+    svc_resp_free(&r);
     expect("GET", "/orders/rt1?limit=1001", NULL, NULL, 400, "bad_request", "limit");
     expect("GET", "/orders/rt1?limit=0", NULL, NULL, 400, "bad_request", "limit");
     expect("GET", "/orders/rt1?offset=-1", NULL, NULL, 400, "bad_request", "offset");
