@@ -109,7 +109,8 @@ static void *worker_main(void *arg)
     char rec[256];
     snprintf(rec, sizeof rec,
              "{\"order_id\":\"%36s\",\"sku\":\"bench\",\"user\":null,\"mode\":\"%s\","
-             "\"instance\":\"6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f\",\"ts_ms\":1700000000000,"
+             "\"instance\":\"6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f\",\"received_ms\":1699999999990,"
+             "\"ts_ms\":1700000000000,"
              "\"lock_wait_ms\":0,\"stock_before\":999999999}",
              "", lc_mode_name(mode));
     size_t reclen = strlen(rec);

@@ -48,6 +48,10 @@ static void test_success_and_record(svc_server *s)
         TU_CHECK(svc_jstr(rec, "instance") && !strcmp(svc_jstr(rec, "instance"), "modes-A"),
                  "record instance");
         TU_CHECK(svc_jnum(rec, "ts_ms") > 1.6e12, "record ts_ms");
+        TU_CHECK(svc_jnum(rec, "received_ms") > 1.6e12 &&
+                     svc_jnum(rec, "received_ms") <= svc_jnum(rec, "ts_ms") &&
+                     svc_jnum(rec, "ts_ms") - svc_jnum(rec, "received_ms") < 5000,
+                 "record received_ms before ts_ms");
         TU_CHECK(svc_jnum(rec, "lock_wait_ms") >= 0, "record lock_wait_ms");
         TU_CHECK(svc_jnum(rec, "stock_before") == 1, "record stock_before");
         svc_resp_free(&o);
