@@ -114,7 +114,10 @@ static void respond(purchase *pu, unsigned status, const char *error, svc_outcom
  * was a later holder's. Only setnx's plain DEL can do that (token's and
  * reentrant's scripts check the owner and answer not-owner instead); the
  * lock core cannot tell, as the seed's DEL cannot, so the service measures
- * it by the clock. The 1 ms covers Redis's millisecond expiry check. */
+ * it by the clock. The 1 ms covers Redis's millisecond expiry check.
+ * Measured for setnx and token, whose lease is set once at acquisition;
+ * reentrant's lease is refreshed by re-entries and partial releases, so the
+ * clock says nothing there (and its owner check already rules it out). */
 static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
@@ -122,8 +125,8 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
             pu->lock_lost = 1;
         int64_t held_us = svc_now_us() - pu->held_at_us;
         lc_status st = lc_release(conn, held[i]);
-        if (i == 0 && st == LC_OK && pu->r->mode >= LC_SETNX /* a Redis lock */ && pu->lease_ms > 0 &&
-            held_us > (pu->lease_ms + 1) * 1000)
+        if (i == 0 && st == LC_OK && (pu->r->mode == LC_SETNX || pu->r->mode == LC_TOKEN) &&
+            pu->lease_ms > 0 && held_us > (pu->lease_ms + 1) * 1000)
             pu->deleted_other_lock = 1;
         if (st == LC_NOT_OWNER || st == LC_LOST) {
             pu->lock_lost = 1;
