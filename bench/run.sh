@@ -331,7 +331,8 @@ if want lockcore; then
   while read -r th re tok fair rs ts; do
     target_row lockcore "contended $th threads: reentrant vs token sections/s (medians of 3)" "$re" "$tok" ">=" 1.0
     row lockcore "contended $th threads: reentrant fairness min/max (worst of 3)" "-" "-" "$fair" ">= 0.3" "$(judge "$fair" ">=" 0.3)"
-    info_row lockcore "contended $th threads: Redis script us per section, reentrant vs token" "$rs" "$ts"
+    row lockcore "contended $th threads: Redis script us per section, reentrant vs token" "$rs" "$ts" \
+      "$(ratio "$rs" "$ts")" - "measured (no target)"
   done <"$WORK/lc_contended"
   [ -s "$WORK/lc_contended" ] || row lockcore "lc_bench" - - - - "MISSED (no output)"
 fi

@@ -326,6 +326,7 @@ static int crash_victim(fcell *f, instance *v)
     rc.skip_audit = 1;
     rc.deadline_ms = lg_mx_bound(f->x, 20000);
     rc.stop = f->x->cfg->stop;
+    rc.admin_token = f->x->cfg->admin_token;
     char e[256];
     lg_run_result *r = calloc(1, sizeof *r);
     if (!r || lg_mx_targets(&rc, v, 1, e, sizeof e) < 0 || lg_run(&rc, r, e, sizeof e) < 0) {
@@ -737,7 +738,7 @@ int lg_fault_cell(mctx *x, lg_cell *c, int scen, int mode, instance ins[3], char
         goto out;
     if (instances_ready(x, ins, err, errlen) < 0)
         goto out;
-    if (lg_admin_reset(ins[0].base, f->sku, c->stock, NULL, err, errlen) < 0 ||
+    if (lg_admin_reset(ins[0].base, f->sku, c->stock, f->x->cfg->admin_token, err, errlen) < 0 ||
         burst_start(f, err, errlen) < 0)
         goto out;
     long long end = lg_now_ms() + lg_mx_bound(x, 15000);

@@ -437,6 +437,7 @@ static int run_burst(mctx *x, lg_cell *c, int scen, int mode, instance *ins, int
     rc.lease_ms = mode == M_SETNX || mode == M_TOKEN ? b->lease_ms : -1;
     rc.deadline_ms = 90000;
     rc.stop = x->cfg->stop;
+    rc.admin_token = x->cfg->admin_token;
     if (lg_mx_targets(&rc, ins, nins, err, errlen) < 0)
         return -1;
     lg_run_result *r = calloc(1, sizeof *r);
@@ -469,7 +470,7 @@ static int run_crash(mctx *x, lg_cell *c, int mode, instance *in, int64_t stock,
     c->recovery_ms = -1;
     if (in->pid <= 0 && lg_mx_instance_start(x, in, err, errlen) < 0)
         return -1;
-    if (lg_admin_reset(in->base, sku, stock, NULL, err, errlen) < 0)
+    if (lg_admin_reset(in->base, sku, stock, x->cfg->admin_token, err, errlen) < 0)
         return -1;
     const char *fault = mode == M_SETNX ? "crash_before_expire" : "crash_in_section";
     char lease[32] = "";
@@ -554,7 +555,7 @@ static int run_crash(mctx *x, lg_cell *c, int mode, instance *in, int64_t stock,
                      (long long)c->recovery_ms, restarted);
     }
     /* clears the stuck lock too (PUT /stock deletes the lock key) */
-    lg_admin_reset(in->base, sku, 0, NULL, e2, sizeof e2);
+    lg_admin_reset(in->base, sku, 0, x->cfg->admin_token, e2, sizeof e2);
     return 0;
 }
 
@@ -906,7 +907,8 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
     fputs("| mode |", f);
     for (int s = 0; s < LG_NSCEN; s++)
         if (cfg->scen_on[s])
-            fprintf(f, " %s |", scen_titles[s]);
+            fprintf(f, " %s |", s == S_MULTI && cfg->target ? "multi-instance (via --target)"
+                                                             : scen_titles[s]);
     fputs("\n|---|", f);
     for (int s = 0; s < LG_NSCEN; s++)
         if (cfg->scen_on[s])

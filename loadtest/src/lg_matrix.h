@@ -40,6 +40,7 @@ typedef struct lg_matrix_cfg {
                                   < LG_MATRIX_URL_MAX bytes) in front of several instances on
                                   one Redis: the multi scenario goes through
                                   it instead of three instances of its own */
+    const char *admin_token;   /* Bearer token for PUT /stock, or NULL */
     const char *server_args[LG_MATRIX_MAX_ARGS];
     int nserver_args;
     double time_factor;        /* >= 1: scales the fault scenarios' upper time

@@ -92,6 +92,9 @@ static const char *matrix_help =
     "                       (private Redis only)\n"
     "  --time-factor F      scale the fault scenarios' upper time bounds by F >= 1\n"
     "                       (default $MIAOSHA_TEST_TIME_FACTOR, else 1)\n"
+    "  --admin-token T      Bearer token for its PUT /stock calls, when the instances\n"
+    "                       (--config, or those behind --target) have an admin_token\n"
+    "                       (or $MIAOSHA_ADMIN_TOKEN)\n"
     "  --config FILE        config file for every miaosha-server it starts (the same\n"
     "                       as --server-arg --config --server-arg FILE); the matrix's\n"
     "                       own per-scenario settings (--set) still apply on top\n"
@@ -390,7 +393,7 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_matrix(int argc, char **argv, const char *argv0)
 {
     enum { O_SERVER = 256, O_REDIS, O_REDIS_SERVER, O_OUT, O_QUICK, O_MODES, O_SCEN, O_SARG,
-           O_FAULTS, O_TFACTOR, O_TARGET, O_CONFIG, O_HELP };
+           O_FAULTS, O_TFACTOR, O_TARGET, O_CONFIG, O_TOKEN, O_HELP };
     static const struct option opts[] = {
         {"server", required_argument, 0, O_SERVER}, {"redis", required_argument, 0, O_REDIS},
         {"redis-server", required_argument, 0, O_REDIS_SERVER},
@@ -398,11 +401,12 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         {"modes", required_argument, 0, O_MODES}, {"scenarios", required_argument, 0, O_SCEN},
         {"server-arg", required_argument, 0, O_SARG}, {"faults", no_argument, 0, O_FAULTS},
         {"time-factor", required_argument, 0, O_TFACTOR}, {"target", required_argument, 0, O_TARGET},
-        {"config", required_argument, 0, O_CONFIG},
+        {"config", required_argument, 0, O_CONFIG}, {"admin-token", required_argument, 0, O_TOKEN},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0}};
     lg_matrix_cfg cfg;
     lg_matrix_cfg_init(&cfg);
+    cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");
     char err[512];
     int c, faults = 0, scenarios = 0;
     const char *tf = getenv("MIAOSHA_TEST_TIME_FACTOR");
@@ -414,6 +418,7 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         case O_SERVER: cfg.server = optarg; break;
         case O_REDIS: cfg.redis = optarg; break;
         case O_REDIS_SERVER: cfg.redis_server = optarg; break;
+        case O_TOKEN: cfg.admin_token = optarg; break;
         case O_TARGET: {
             lg_url u;
             if (lg_url_parse(optarg, &u, err, sizeof err) < 0) {

@@ -50,9 +50,9 @@
  * slot with a hash tag — "miaosha:{sku}:lock", "miaosha:{sku}:stock" — so a
  * script that names several keys stays legal on Redis Cluster. The
  * reentrant mode's pub/sub channel is Redisson's prefixName:
- * "redisson_lock__channel:<key>" when the key has a hash tag (as
- * "miaosha:{sku}:lock" does), else "redisson_lock__channel:{<key>}", so the
- * channel always hashes to the key's slot.
+ * "redisson_lock__channel:<key>" when the key contains '{' (as
+ * "miaosha:{sku}:lock" does), else "redisson_lock__channel:{<key>}", so a
+ * key with a proper hash tag, or none, has its channel in the key's slot.
  */
 #ifndef MIAOSHA_LOCKCORE_H
 #define MIAOSHA_LOCKCORE_H

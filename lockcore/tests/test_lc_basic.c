@@ -202,12 +202,13 @@ static void test_reentrancy(void)
     tu_sleep_ms(300);
     TU_CHECK(lc_release(c1, g[2]) == LC_OK, "release 1");
     int64_t ttl = tu_redis_int(port, "PTTL %s", key);
-    TU_CHECK(ttl >= 1990 && ttl <= 2000, "lease reset on partial release: %lld", (long long)ttl);
+    /* 300 ms after the acquisition: ~1700 without the reset */
+    TU_CHECK(ttl >= 1900 && ttl <= 2000, "lease reset on partial release: %lld", (long long)ttl);
     tu_sleep_ms(150);
     TU_CHECK(lc_release(c1, g[1]) == LC_OK, "release 2");
     ttl = tu_redis_int(port, "PTTL %s", key);
-    TU_CHECK(ttl >= 1990 && ttl <= 2000, "lease reset again on the second release: %lld",
-             (long long)ttl);
+    TU_CHECK(ttl >= 1900 && ttl <= 2000, "lease reset again on the second release (~1850 "
+             "without): %lld", (long long)ttl);
     TU_CHECK(tu_redis_int(port, "HGET %s %s", key, field) == 1, "hold count 1");
     TU_CHECK(count_messages(sub, 200) == 0, "no message before the last release");
     redisFree(sub);

@@ -7,9 +7,15 @@
 # process: three processes, three locks), setnx, token and reentrant sell
 # exactly the stock — the matrix judges each cell and exits 0 only when all
 # five are as expected. The test also reads the cells back from matrix.csv
-# and checks that the sales really spread over the three instances.
+# and checks that the sales really spread over the three instances. The
+# instances require an admin token, so the matrix's resets must carry it.
 . "$(dirname "$0")/lib.sh"
+# The instances require an admin token (they read it from the environment,
+# as miaosha-load does): the matrix's stock resets through nginx must send it.
+export MIAOSHA_ADMIN_TOKEN=mx-multi-secret
 cluster_up
+http PUT "$CLUSTER_URL/stock/mx-multi-probe"
+ck "PUT /stock without the token is refused ($H_CODE)" -- test "$H_CODE" = 401
 
 out=$T_DIR/matrix
 "$LOAD" matrix --quick --scenarios multi --target "$CLUSTER_URL" \

@@ -38,8 +38,9 @@ int svc_stats_sku_slot(const char *sku);
  * lock-free. */
 int svc_stats_sku_find(const char *sku);
 /* One finished purchase. lock_lost / deleted_other_lock: 0 or 1, as in the
- * response. lock_wait_us: time spent acquiring, also when it ended in a 429;
- * < 0 when the purchase never waited for the lock. */
+ * response. lock_wait_us: time spent acquiring when the purchase got the
+ * lock or gave up with a 429; < 0 otherwise (rejected, no connection,
+ * Redis error or shutdown while acquiring). */
 void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
                         int deleted_other_lock, int64_t latency_us, int64_t lock_wait_us);
 void svc_stats_http(unsigned status);
