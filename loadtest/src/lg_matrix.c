@@ -828,8 +828,8 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
-            fprintf(o, "%-13s %-9s %-10s %-8s %8lld %9lld %9llu %9llu %9llu %s\n", lg_scen_names[s],
-                    lg_mode_names[m], c->expected, c->outcome, (long long)c->oversold,
+            fprintf(o, "%-13s %-9s %-10s %-8s %8lld %9lld %9llu %9llu %9llu %s\n",
+                    lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome, (long long)c->oversold,
                     (long long)c->undersold, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
                     c->reason);
@@ -988,7 +988,8 @@ static int write_csv(const char *path, const lg_matrix_result *r)
     if (!f)
         return -1;
     fputs("scenario,mode,expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
-          "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,missing_orders,stuck,"
+          "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,"
+          "missing_orders,stuck,"
           "recovery_ms,elapsed_s,redis_unavailable,unacknowledged,fault_ms,freed_ms,"
           "failfast_ms,reconnect_ms,resume_ms,reason\n",
           f);
@@ -997,15 +998,16 @@ static int write_csv(const char *path, const lg_matrix_result *r)
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
-            fprintf(f, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
-                       "%llu,%d,%lld,%.3f,",
+            fprintf(f, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
+                       "%llu,%llu,%llu,%d,%lld,%.3f,",
                     lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome,
                     c->pass ? "true" : "false", (long long)c->stock, (long long)c->sold,
                     (long long)c->stock_left, (long long)c->oversold, (long long)c->undersold,
                     (unsigned long long)c->requests, (unsigned long long)c->ok,
                     (unsigned long long)c->sold_out, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->errors, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->deleted_other_lock, (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
+                    (unsigned long long)c->deleted_other_lock, (unsigned long long)c->dup,
+                    (unsigned long long)c->missing, c->stuck,
                     (long long)c->recovery_ms, c->elapsed_s);
             if (LG_IS_FAULT(s)) {
                 const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
