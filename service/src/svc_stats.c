@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,31 +292,49 @@ static void put_prom_hist(svc_buf *b, const char *name, int which, int nskus)
     }
 }
 
-/* Requests a (mode, sku) cell has seen, every outcome. A cell that has seen
- * one exports all its counters, zeros included: a series that appears only
- * with its first event makes rate() and increase() miss that event. */
-static uint64_t cell_requests(int m, int s)
+/* Requests a (mode, sku) cell has seen, every outcome. */
+static uint64_t cell_requests(int m, int s, int unused)
 {
+    (void)unused;
     uint64_t v = 0;
     for (int o = 0; o < SVC_OUT_COUNT; o++)
         v += ld(&cells[m][s].out[o]);
     return v;
 }
 
-/* miaosha_purchase_<name>_total{mode,sku} from the cell counter at offset
- * off, for every pair that has seen a request. */
-static void put_cell_counter(svc_buf *b, const char *name, const char *help, size_t off, int nskus)
+static uint64_t cell_outcome(int m, int s, int o)
+{
+    return ld(&cells[m][s].out[o]);
+}
+
+static uint64_t cell_lock_lost(int m, int s, int unused)
+{
+    (void)unused;
+    return ld(&cells[m][s].lock_lost);
+}
+
+static uint64_t cell_deleted_other_lock(int m, int s, int unused)
+{
+    (void)unused;
+    return ld(&cells[m][s].deleted_other_lock);
+}
+
+/* miaosha_purchase_<name>_total{mode,sku} = value(m, s, arg) for every
+ * (mode, sku) pair that has seen a request, zeros included: a series that
+ * appears only with its first event makes rate() and increase() miss that
+ * event. */
+static void put_cell_counter(svc_buf *b, const char *name, const char *help,
+                             uint64_t (*value)(int m, int s, int arg), int arg, int nskus)
 {
     svc_buf_printf(b, "# HELP miaosha_purchase_%s_total %s\n# TYPE miaosha_purchase_%s_total counter\n",
                    name, help, name);
     for (int m = 0; m < LC_MODE_COUNT; m++)
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
-            if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s) == 0)
+            if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s, 0) == 0)
                 continue;
-            uint64_t v = ld((_Atomic uint64_t *)((char *)&cells[m][s] + off));
             svc_buf_printf(b, "miaosha_purchase_%s_total{", name);
             put_labels(b, m, s);
-            svc_buf_printf(b, "} %llu\n", (unsigned long long)v);
+            svc_buf_printf(b, "} %llu\n", (unsigned long long)value(m, s, arg));
         }
 }
 
@@ -332,37 +349,14 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "Purchases answered 503: Redis unavailable or error, overloaded, shutting down.",
         "Purchases rejected by validation (HTTP 400/403)."};
 
-    for (int o = 0; o < SVC_OUT_COUNT; o++) {
-        svc_buf_printf(&b, "# HELP miaosha_purchase_%s_total %s\n# TYPE miaosha_purchase_%s_total counter\n",
-                       out_names[o], help[o], out_names[o]);
-        for (int m = 0; m < LC_MODE_COUNT; m++)
-            for (int s = 0; s <= SVC_STATS_SKUS; s++) {
-                if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s) == 0)
-                    continue;
-                uint64_t v = ld(&cells[m][s].out[o]);
-                svc_buf_printf(&b, "miaosha_purchase_%s_total{", out_names[o]);
-                put_labels(&b, m, s);
-                svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
-            }
-    }
-    svc_buf_printf(&b, "# HELP miaosha_purchase_requests_total Purchase requests, every outcome.\n"
-                       "# TYPE miaosha_purchase_requests_total counter\n");
-    for (int m = 0; m < LC_MODE_COUNT; m++)
-        for (int s = 0; s <= SVC_STATS_SKUS; s++) {
-            if (s >= nskus && s < SVC_STATS_SKUS)
-                continue;
-            uint64_t v = cell_requests(m, s);
-            if (v == 0)
-                continue;
-            svc_buf_printf(&b, "miaosha_purchase_requests_total{");
-            put_labels(&b, m, s);
-            svc_buf_printf(&b, "} %llu\n", (unsigned long long)v);
-        }
-    put_cell_counter(&b, "lock_lost", "Purchases whose lock was lost while held.",
-                     offsetof(cell, lock_lost), nskus);
+    for (int o = 0; o < SVC_OUT_COUNT; o++)
+        put_cell_counter(&b, out_names[o], help[o], cell_outcome, o, nskus);
+    put_cell_counter(&b, "requests", "Purchase requests, every outcome.", cell_requests, 0, nskus);
+    put_cell_counter(&b, "lock_lost", "Purchases whose lock was lost while held.", cell_lock_lost, 0,
+                     nskus);
     put_cell_counter(&b, "deleted_other_lock",
                      "Purchases whose release came after their lease and deleted a later holder's lock (setnx).",
-                     offsetof(cell, deleted_other_lock), nskus);
+                     cell_deleted_other_lock, 0, nskus);
     svc_buf_printf(&b, "# HELP miaosha_purchase_duration_seconds Purchase latency inside the service.\n");
     put_prom_hist(&b, "miaosha_purchase_duration_seconds", 0, nskus);
     svc_buf_printf(&b, "# HELP miaosha_lock_wait_seconds Time spent acquiring the lock.\n");
