@@ -55,8 +55,8 @@ typedef struct purchase {
     int64_t lock_wait_ms;
     int lock_lost;
     int deleted_other_lock;   /* a release deleted a later holder's lock */
-    int64_t held_at_us;       /* when the outer acquisition returned */
-    int64_t lease_ms;         /* its fixed lease; 0 = watchdog */
+    int64_t lease_gone_us;    /* setnx, token: when the outer lock's key has
+                                 certainly expired (monotonic); 0 = n/a */
     int64_t busy_wait_ms;     /* >= 0: echo wait_ms in a 429 */
     long long stock_left;
     int has_stock_left;
@@ -114,19 +114,15 @@ static void respond(purchase *pu, unsigned status, const char *error, svc_outcom
  * was a later holder's. Only setnx's plain DEL can do that (token's and
  * reentrant's scripts check the owner and answer not-owner instead); the
  * lock core cannot tell, as the seed's DEL cannot, so the service measures
- * it by the clock. The 1 ms covers Redis's millisecond expiry check.
- * Measured for setnx and token, whose lease is set once at acquisition;
- * reentrant's lease is refreshed by re-entries and partial releases, so the
- * clock says nothing there (and its owner check already rules it out). */
+ * it by the clock (lease_gone_us). */
 static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
         if (lc_guard_lost(held[i]))
             pu->lock_lost = 1;
-        int64_t held_us = svc_now_us() - pu->held_at_us;
+        int late = i == 0 && pu->lease_gone_us > 0 && svc_now_us() > pu->lease_gone_us;
         lc_status st = lc_release(conn, held[i]);
-        if (i == 0 && st == LC_OK && (pu->r->mode == LC_SETNX || pu->r->mode == LC_TOKEN) &&
-            pu->lease_ms > 0 && held_us > (pu->lease_ms + 1) * 1000)
+        if (late && st == LC_OK)
             pu->deleted_other_lock = 1;
         if (st == LC_NOT_OWNER || st == LC_LOST) {
             pu->lock_lost = 1;
@@ -140,8 +136,8 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
         svc_log(SVC_WARN, "%s lock for sku %s was lost while held", lc_mode_name(pu->r->mode),
                 pu->r->sku);
     if (pu->deleted_other_lock)
-        svc_log(SVC_WARN, "%s release for sku %s came after its %lld ms lease and deleted a later "
-                "holder's lock", lc_mode_name(pu->r->mode), pu->r->sku, (long long)pu->lease_ms);
+        svc_log(SVC_WARN, "%s release for sku %s came after its lease and deleted a later "
+                "holder's lock", lc_mode_name(pu->r->mode), pu->r->sku);
 }
 
 typedef enum { COMMIT_OK, COMMIT_REFUSED, COMMIT_PARTIAL, COMMIT_UNKNOWN } commit_result;
@@ -397,9 +393,14 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     lc_guard *g = NULL;
     lc_status st = lc_acquire(conn, &a, &g);
     if (st == LC_OK) {
-        pu.held_at_us = svc_now_us();
-        pu.lease_ms = a.lease_ms;
-        pu.wait_us = pu.held_at_us - t;
+        int64_t now = svc_now_us();
+        pu.wait_us = now - t;
+        /* The key's TTL was set before lc_acquire returned, so it is gone
+         * lease_ms later at the latest (+1 ms: Redis's millisecond expiry
+         * check). Only for setnx and token, whose lease is set once:
+         * reentrant's is refreshed by re-entries and partial releases. */
+        if (r->mode == LC_SETNX || r->mode == LC_TOKEN)
+            pu.lease_gone_us = now + (a.lease_ms + 1) * 1000;
         pu.lock_wait_ms = lc_guard_wait_ms(g);
         held[nheld++] = g;
         if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {
