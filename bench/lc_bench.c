@@ -223,15 +223,15 @@ static redis_work redis_work_now(redisContext *c)
 {
     redis_work w = {0, 0};
     redisReply *r = cmd_or_die(c, "INFO commandstats");
-    for (char *line = r->str; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char *save = NULL;
+    for (char *line = strtok_r(r->str, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+        char name[64];
         long long calls, usec;
-        const char *p = strstr(line, ":calls="), *q = strstr(line, ",usec=");
-        if (strncmp(line, "cmdstat_", 8) != 0 || strncmp(line, "cmdstat_info:", 13) == 0 ||
-            strncmp(line, "cmdstat_config", 14) == 0 || !p || !q || sscanf(p, ":calls=%lld", &calls) != 1 ||
-            sscanf(q, ",usec=%lld", &usec) != 1)
+        if (sscanf(line, "cmdstat_%63[^:]:calls=%lld,usec=%lld", name, &calls, &usec) != 3 ||
+            !strcmp(name, "info") || !strncmp(name, "config", 6))
             continue;
         w.calls += calls;
-        if (strncmp(line, "cmdstat_eval:", 13) == 0 || strncmp(line, "cmdstat_evalsha:", 16) == 0)
+        if (!strcmp(name, "eval") || !strcmp(name, "evalsha"))
             w.script_us += usec;
     }
     freeReplyObject(r);
