@@ -340,7 +340,7 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
     c->ok = r->ok;
     c->sold_out = r->sold_out;
     c->lock_busy = r->lock_busy;
-    c->errors = r->redis_unavailable + r->other_http + r->transport_errors + r->not_sent;
+    c->errors = lg_run_errors(r) + r->not_sent;
     c->lock_lost = r->lock_lost;
     c->deleted_other_lock = r->deleted_other_lock;
     c->dup = r->dup_orders + r->dup_ok_ids;

@@ -254,9 +254,7 @@ static double ms(uint64_t us)
     return (double)us / 1000.0;
 }
 
-/* Every answer that was neither a sale, sold out nor lock busy: 503s,
- * other HTTP statuses and transport errors. */
-static uint64_t run_errors(const lg_run_result *r)
+uint64_t lg_run_errors(const lg_run_result *r)
 {
     return r->redis_unavailable + r->other_http + r->transport_errors;
 }
@@ -309,7 +307,7 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
         fputc(')', o);
     }
     fputc('\n', o);
-    fprintf(o, "  %-18s %llu (503 + other HTTP + transport)\n", "errors", (unsigned long long)run_errors(r));
+    fprintf(o, "  %-18s %llu (503 + other HTTP + transport)\n", "errors", (unsigned long long)lg_run_errors(r));
     fprintf(o, "  %-18s %.1f req/s (%.3f s)%s\n", "throughput", rps, g->elapsed_s,
             g->deadline_hit ? "  DEADLINE HIT" : g->stopped ? "  STOPPED" : "");
     fprintf(o, "  %-18s p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", "latency ms",
@@ -367,7 +365,7 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
         }
     }
     cJSON_AddNumberToObject(j, "transport_errors", (double)r->transport_errors);
-    cJSON_AddNumberToObject(j, "errors", (double)run_errors(r));
+    cJSON_AddNumberToObject(j, "errors", (double)lg_run_errors(r));
     cJSON *te = cJSON_AddObjectToObject(j, "transport");
     for (int k = 1; k < LG_ERR_COUNT; k++)
         cJSON_AddNumberToObject(te, lg_err_name((lg_err)k), (double)g->errors[k]);
@@ -444,7 +442,7 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
         fputs(",,,,,,,,", o);
     fprintf(o, "%llu,%s,%s,%s,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
             expect_name(e), e == LG_EXPECT_NONE ? "" : lg_run_check(r, e) ? "false" : "true",
-            (unsigned long long)run_errors(r), (unsigned long long)r->deleted_other_lock);
+            (unsigned long long)lg_run_errors(r), (unsigned long long)r->deleted_other_lock);
 }
 
 /* --- bench --------------------------------------------------------------- */

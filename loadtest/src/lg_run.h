@@ -75,6 +75,11 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen);
 /* 0 when the result meets the expectation, else 1. */
 int lg_run_check(const lg_run_result *r, lg_expect e);
 
+/* Every answer that was neither a sale, sold out nor lock busy: 503s, other
+ * HTTP statuses and transport errors (requests never sent not included).
+ * Pure; any thread. */
+uint64_t lg_run_errors(const lg_run_result *r);
+
 void lg_report_table(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_json(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_csv(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e,
