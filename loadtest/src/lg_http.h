@@ -74,7 +74,10 @@ typedef struct lg_url {
     char base[400];     /* "http://host:port/prefix" normalised */
 } lg_url;
 
-/* Returns 0, or -1 with a reason in err (errlen bytes). */
+/* Parses and resolves url into *out (caller's storage). Returns 0, or -1
+ * with a reason in err (errlen bytes): not http://, bad port, path prefix
+ * too long, or a host that does not resolve to IPv4. Any thread (getaddrinfo
+ * is thread-safe); may block for the resolver's timeout. */
 int lg_url_parse(const char *url, lg_url *out, char *err, size_t errlen);
 
 #endif
