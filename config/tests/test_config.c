@@ -58,9 +58,10 @@ static const char *write_file(const char *name, const char *text) {
 
 /* cfg_load with argv built from a NULL-terminated list of flags. */
 static cfg_status load(cfg_config *c, char *err, ...) {
+    static char prog[] = "miaosha-server";
     char *argv[32];
     int argc = 0;
-    argv[argc++] = "miaosha-server";
+    argv[argc++] = prog;
     va_list ap;
     va_start(ap, err);
     for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;) argv[argc++] = a;

@@ -196,9 +196,9 @@ int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen)
     snprintf(port, sizeof port, "%d", in->port);
     snprintf(id, sizeof id, "%s-g%d", in->id, in->generation);
     snprintf(logp, sizeof logp, "%s/%s.log", x->logdir, in->id);
-    char *argv[16 + LG_INSTANCE_MAX_EXTRA + LG_MATRIX_MAX_ARGS];
+    const char *argv[16 + LG_INSTANCE_MAX_EXTRA + LG_MATRIX_MAX_ARGS];
     int n = 0;
-    argv[n++] = (char *)x->cfg->server;
+    argv[n++] = x->cfg->server;
     argv[n++] = "--port";
     argv[n++] = port;
     argv[n++] = "--redis";
@@ -206,9 +206,9 @@ int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen)
     argv[n++] = "--instance-id";
     argv[n++] = id;
     for (int i = 0; i < in->nextra; i++)
-        argv[n++] = (char *)in->extra[i];
+        argv[n++] = in->extra[i];
     for (int i = 0; i < x->cfg->nserver_args; i++)
-        argv[n++] = (char *)x->cfg->server_args[i];
+        argv[n++] = x->cfg->server_args[i];
     argv[n] = NULL;
     in->pid = lg_spawn(argv, logp, err, errlen);
     if (in->pid < 0) {
@@ -309,8 +309,8 @@ int lg_mx_redis_spawn(mctx *x, char *err, size_t errlen)
     /* AOF for the fault scenarios: a restart must reload every write that
      * was acknowledged (appendfsync always), as issue 5 asks */
     const char *aof = x->redis_aof ? "yes" : "no";
-    char *argv[] = {(char *)x->cfg->redis_server, "--port", ports, "--bind", "127.0.0.1",
-                    "--save", "", "--appendonly", (char *)aof, "--appendfsync", "always",
+    const char *argv[] = {x->cfg->redis_server, "--port", ports, "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", aof, "--appendfsync", "always",
                     "--dir", x->redis_dir, "--daemonize", "no", "--maxclients", "10000", NULL};
     pid_t pid = lg_spawn(argv, logp, err, errlen);
     if (pid < 0)

@@ -71,7 +71,7 @@ int lg_free_port(void)
     return port;
 }
 
-pid_t lg_spawn(char *const argv[], const char *logpath, char *err, size_t errlen)
+pid_t lg_spawn(const char *const argv[], const char *logpath, char *err, size_t errlen)
 {
     int out = open(logpath ? logpath : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
                    0644);
@@ -97,7 +97,9 @@ pid_t lg_spawn(char *const argv[], const char *logpath, char *err, size_t errlen
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
-        execvp(argv[0], argv);
+        /* execvp takes char *const[] for historical reasons; it never
+         * writes through it (POSIX, exec rationale). */
+        execvp(argv[0], (char *const *)argv);
         dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }

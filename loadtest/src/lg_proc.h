@@ -13,10 +13,10 @@
 /* A TCP port on 127.0.0.1 that nothing listened on a moment ago, or -1. */
 int lg_free_port(void);
 
-/* Starts argv[0] (searched in PATH when it has no '/') with stdin from
+/* Starts argv[0] (argv NULL-terminated, not modified) (searched in PATH when it has no '/') with stdin from
  * /dev/null and stdout+stderr appended to logpath (NULL: /dev/null).
  * Returns the pid, or -1 with a reason in err. */
-pid_t lg_spawn(char *const argv[], const char *logpath, char *err, size_t errlen);
+pid_t lg_spawn(const char *const argv[], const char *logpath, char *err, size_t errlen);
 
 /* 1 when pid has exited (and is reaped), 0 when still running after
  * timeout_ms (0: just check). */

@@ -49,7 +49,7 @@ static pid_t start_server(int *port, const char *id)
         *port = lg_free_port();
         snprintf(ports, sizeof ports, "%d", *port);
         snprintf(redis, sizeof redis, "127.0.0.1:%d", redis_port);
-        char *argv[] = {server, "--port", ports, "--redis", redis, "--instance-id", (char *)id,
+        const char *argv[] = {server, "--port", ports, "--redis", redis, "--instance-id", id,
                         NULL};
         char logp[256];
         snprintf(logp, sizeof logp, "/tmp/miaosha-lg-test-%s.log", id);
@@ -359,7 +359,7 @@ static void test_faults_interrupt(void)
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
     char errp[600], err[64];
     snprintf(errp, sizeof errp, "%s/stderr", dir);
-    char *argv[] = {load, "matrix", "--scenarios", "redis-pause", "--modes", "token", "--quick",
+    const char *argv[] = {load, "matrix", "--scenarios", "redis-pause", "--modes", "token", "--quick",
                     "--server", server, "--out", dir, NULL};
     pid_t pid = lg_spawn(argv, errp, err, sizeof err);
     TU_REQUIRE(pid > 0, "matrix started");

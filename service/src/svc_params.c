@@ -1,6 +1,7 @@
 /* svc_params.c — query-string validation (see svc_params.h). */
 #include "svc_params.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,9 +58,13 @@ static void printable(char *dst, size_t len, const char *src)
     dst[i] = '\0';
 }
 
-static enum MHD_Result bad(parse_ctx *p, const char *fmt, const char *a)
+__attribute__((format(printf, 2, 3)))
+static enum MHD_Result bad(parse_ctx *p, const char *fmt, ...)
 {
-    snprintf(p->detail, p->dlen, fmt, a);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->detail, p->dlen, fmt, ap);
+    va_end(ap);
     p->failed = 1;
     return MHD_NO;
 }
