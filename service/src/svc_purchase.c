@@ -42,6 +42,9 @@
 
 #include <uuid/uuid.h>
 
+#include "svc_clock.h"
+#include "svc_keys.h"
+#include "svc_shutdown.h"
 #include "svc_stats.h"
 
 #define QUEUE_GRACE_MS 1000
@@ -329,7 +332,7 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
 void svc_purchase_job(svc_req *r, lc_conn *conn)
 {
     purchase pu;
-    const svc_settings *s = svc_http_settings();
+    const svc_settings *s = r->s;
     const svc_params *p = &r->p;
     char lock_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
     lc_guard *held[1 + 64];

@@ -3,10 +3,10 @@
 #ifndef MIAOSHA_SVC_ROUTES_H
 #define MIAOSHA_SVC_ROUTES_H
 
-#include "svc_http.h"
+#include "svc_reply.h"
 
 /* POST|GET /miaosha/{mode} (svc_purchase.c). r->mode, r->sku and r->p are
- * validated. */
+ * validated; r->s gives the defaults for what the query leaves out. */
 void svc_purchase_job(svc_req *r, lc_conn *conn);
 
 /* GET /stock/{sku} and PUT /stock/{sku} (r->is_put, r->p.stock), and

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_check.h"
+#include "svc_keys.h"
 #include "svc_stats.h"
 
 /* cJSON's parser records its last error in a global even in
@@ -22,9 +24,9 @@ static pthread_mutex_t parse_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static cJSON *parse_json(const char *txt, const char **end)
 {
-    pthread_mutex_lock(&parse_mu);
+    SVC_PT(pthread_mutex_lock(&parse_mu));
     cJSON *doc = cJSON_ParseWithOpts(txt, end, 1);
-    pthread_mutex_unlock(&parse_mu);
+    SVC_PT(pthread_mutex_unlock(&parse_mu));
     return doc;
 }
 
