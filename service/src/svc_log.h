@@ -15,9 +15,12 @@ void svc_log_set_level(svc_level lvl);
 void svc_log(svc_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Copies untrusted text (a URL, a method) into dst for a log line: control
  * bytes, DEL, non-ASCII and '\' become \xNN, so it cannot end the line or
- * forge another; cut with "..." when dst is too small. len is dst's size in
- * bytes, NUL included: dst is always terminated when len > 0, untouched
- * when len == 0. src NULL is the empty string. Any thread. */
+ * forge another. len is dst's size in bytes, NUL included. The escaped text
+ * is kept whole when it is at most len - 4 bytes long; otherwise dst holds
+ * as many whole characters (an \xNN is never split) as leave room for
+ * "..." and the NUL, then "..." (len < 4: just the NUL). dst is always
+ * terminated when len > 0, untouched when len == 0. src NULL is the empty
+ * string. Any thread. */
 void svc_log_escape(char *dst, size_t len, const char *src);
 
 #endif
