@@ -45,7 +45,8 @@ static void *worker_main(void *arg)
         SVC_PT(pthread_mutex_unlock(&p->mu));
         r->next = NULL;
         r->job(r, conn);
-        atomic_fetch_sub(&p->busy, 1);
+        long before = atomic_fetch_sub(&p->busy, 1);
+        SVC_ASSERT(before > 0);
         p->done(r);
     }
     lc_conn_free(conn);
@@ -101,6 +102,7 @@ int svc_pool_reserve(svc_pool *p)
 
 void svc_pool_submit(svc_pool *p, svc_req *r)
 {
+    SVC_ASSERT(atomic_load(&p->busy) > 0); /* the place svc_pool_reserve took */
     r->next = NULL;
     SVC_PT(pthread_mutex_lock(&p->mu));
     if (p->tail != NULL)
