@@ -7,67 +7,28 @@
  * when the service cannot start (e.g. the port is taken), 3 when a teaching
  * fault (?fault=) ends the process on purpose.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <miaosha_config.h>
 
 #include "svc.h"
+#include "svc_check.h"
+#include "svc_clock.h"
 #include "svc_health.h"
 #include "svc_http.h"
 #include "svc_pool.h"
 #include "svc_routes.h"
+#include "svc_shutdown.h"
 #include "svc_stats.h"
 
 #define SVC_ADMIN_WORKERS 2
 #define SHUTDOWN_DRAIN_MS 3000 /* let in-flight requests finish normally */
 #define SHUTDOWN_ABORT_MS 4500 /* then cut work_ms sleeps; exit before 5 s */
-
-/* ---- shutdown coordination: lock waits, then long work_ms sleeps ---- */
-
-static pthread_mutex_t abort_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t abort_cv;
-static _Atomic int abort_flag;
-
-int svc_abort_work(void)
-{
-    return atomic_load(&abort_flag);
-}
-
-int svc_sleep_work(int64_t ms)
-{
-    struct timespec ts;
-    int aborted;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&abort_mu);
-    while (!atomic_load(&abort_flag) &&
-           pthread_cond_timedwait(&abort_cv, &abort_mu, &ts) != ETIMEDOUT) {
-    }
-    aborted = atomic_load(&abort_flag);
-    pthread_mutex_unlock(&abort_mu);
-    return aborted ? -1 : 0;
-}
-
-static void abort_work(void)
-{
-    pthread_mutex_lock(&abort_mu);
-    atomic_store(&abort_flag, 1);
-    pthread_cond_broadcast(&abort_cv);
-    pthread_mutex_unlock(&abort_mu);
-}
 
 /* ---- configuration ---- */
 
@@ -164,15 +125,8 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    SVC_PT(pthread_sigmask(SIG_BLOCK, &set, NULL));
     signal(SIGPIPE, SIG_IGN);
-    {
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&abort_cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
 
     lc_options lo;
     lc_options_init(&lo);
@@ -211,9 +165,10 @@ int main(int argc, char **argv)
         lc_conn_free(conn);
     }
 
-    svc_pool *purchases = svc_pool_new(client, s.workers, s.max_queue, "purchase", err, sizeof err);
-    svc_pool *admin = purchases ? svc_pool_new(client, s.admin_workers, s.max_queue, "admin", err,
-                                               sizeof err)
+    svc_pool *purchases = svc_pool_new(client, s.workers, s.max_queue, "purchase",
+                                       svc_http_purchase_done, err, sizeof err);
+    svc_pool *admin = purchases ? svc_pool_new(client, s.admin_workers, s.max_queue, "admin",
+                                               svc_http_job_done, err, sizeof err)
                                 : NULL;
     if (admin == NULL || svc_http_start(&s, client, purchases, admin, err, sizeof err) != 0) {
         svc_log(SVC_ERROR, "cannot start: %s", err);
@@ -237,13 +192,13 @@ int main(int argc, char **argv)
     /* Nothing new starts; purchases waiting for a lock give up now (503
      * shutting_down, after releasing what they hold: svc_cancel_flag), those
      * in their critical section finish. */
-    svc_http_quiesce();
+    svc_shutdown_begin();
     while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_DRAIN_MS * 1000)
         usleep(5000);
     if (svc_http_pending() > 0) {
         svc_log(SVC_WARN, "%ld requests still in flight: cutting work_ms sleeps short",
                 svc_http_pending());
-        abort_work();
+        svc_shutdown_abort_work();
         while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_ABORT_MS * 1000)
             usleep(5000);
     }

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "svc_check.h"
+#include "svc_clock.h"
+
 static pthread_t thread;
 static int started;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -56,17 +59,20 @@ static void *health_main(void *arg)
 {
     int up = init_up;
     (void)arg;
-    pthread_mutex_lock(&mu);
+    SVC_PT(pthread_mutex_lock(&mu));
     while (!stop) {
         struct timespec ts;
-        pthread_mutex_unlock(&mu);
+        SVC_PT(pthread_mutex_unlock(&mu));
         up = probe(up);
         /* svc_now_us is CLOCK_MONOTONIC, the condition variable's clock */
         int64_t due_us = svc_now_us() + SVC_HEALTH_PERIOD_MS * 1000;
         ts.tv_sec = (time_t)(due_us / 1000000);
         ts.tv_nsec = (long)(due_us % 1000000) * 1000;
-        pthread_mutex_lock(&mu);
-        while (!stop && pthread_cond_timedwait(&cv, &mu, &ts) != ETIMEDOUT) {
+        SVC_PT(pthread_mutex_lock(&mu));
+        int rc = 0;
+        while (!stop && rc != ETIMEDOUT) {
+            rc = pthread_cond_timedwait(&cv, &mu, &ts);
+            SVC_ASSERT(rc == 0 || rc == ETIMEDOUT);
         }
         /* A probe that starts this late lets the status go stale with Redis
          * fine: say so, it is the other way /healthz can turn 503. */
@@ -75,7 +81,7 @@ static void *health_main(void *arg)
             svc_log(SVC_WARN, "redis: the probe thread woke %lld ms late (CPU starved?)",
                     (long long)late_ms);
     }
-    pthread_mutex_unlock(&mu);
+    SVC_PT(pthread_mutex_unlock(&mu));
     return NULL;
 }
 
@@ -95,10 +101,10 @@ int svc_health_start(const lc_options *lo)
         client = NULL;
         return -1;
     }
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&cv, &ca);
-    pthread_condattr_destroy(&ca);
+    SVC_PT(pthread_condattr_init(&ca));
+    SVC_PT(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC));
+    SVC_PT(pthread_cond_init(&cv, &ca));
+    SVC_PT(pthread_condattr_destroy(&ca));
     /* A failure is logged; the service starts anyway and answers 503 until
      * Redis is up. */
     init_up = probe(1);
@@ -123,11 +129,11 @@ void svc_health_stop(void)
 {
     if (!started)
         return;
-    pthread_mutex_lock(&mu);
+    SVC_PT(pthread_mutex_lock(&mu));
     stop = 1;
-    pthread_cond_signal(&cv);
-    pthread_mutex_unlock(&mu);
-    pthread_join(thread, NULL);
+    SVC_PT(pthread_cond_signal(&cv));
+    SVC_PT(pthread_mutex_unlock(&mu));
+    SVC_PT(pthread_join(thread, NULL));
     lc_conn_free(conn);
     conn = NULL;
     lc_client_free(client);

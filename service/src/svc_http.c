@@ -23,15 +23,16 @@
  *     thread then queues the reply.
  *
  * Thread-per-connection was the alternative; it measured 90 k req/s against
- * 167 k for the epoll pool here (shared/baselines.md), needs a guarded Redis
- * pool, and lets 1000 idle keep-alive connections cost 1000 threads.
+ * 167 k for the epoll pool here, needs a guarded Redis pool, and lets 1000
+ * idle keep-alive connections cost 1000 threads.
  *
  * Replies are queued on the access handler's second call, never its first:
  * a reply queued on the first call makes libmicrohttpd answer
  * "Connection: close" and every keep-alive client then pays a TCP handshake.
  *
- * Request state (svc_req) is created by the URI log callback and freed by
- * the request-completed callback. Reply bodies are malloc'd and handed to
+ * Request state (svc_req, svc_reply.h) is created by the URI log callback
+ * and freed by the request-completed callback; it points to the settings
+ * it runs under. Reply bodies are malloc'd and handed to
  * libmicrohttpd with MHD_RESPMEM_MUST_FREE; the two /healthz replies are
  * built once and shared by every request.
  *
@@ -63,16 +64,17 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "svc_check.h"
+#include "svc_clock.h"
 #include "svc_health.h"
-#include "svc_pool.h"
 #include "svc_routes.h"
+#include "svc_shutdown.h"
 #include "svc_stats.h"
 
 static const svc_settings *S;
 static lc_client *client;
 static svc_pool *purchase_pool, *admin_pool;
 static struct MHD_Daemon *daemon_;
-static atomic_int stopping; /* shutdown has begun: svc_http_quiesce */
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
 
@@ -86,60 +88,7 @@ static const char oom_body[] = "{\"ok\":false,\"error\":\"out_of_memory\"}";
 static const char json_type[] = "application/json";
 static const char prom_type[] = "text/plain; version=0.0.4; charset=utf-8";
 
-const svc_settings *svc_http_settings(void)
-{
-    return S;
-}
-
 /* ---- replies ---- */
-
-cJSON *svc_json_add_int(cJSON *o, const char *key, long long v)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "%lld", v);
-    return cJSON_AddRawToObject(o, key, buf);
-}
-
-void svc_reply_json(svc_req *r, unsigned status, cJSON *obj)
-{
-    char *txt = obj ? cJSON_PrintUnformatted(obj) : NULL;
-    cJSON_Delete(obj);
-    free(r->resp);
-    r->resp = txt;
-    r->resp_len = txt ? strlen(txt) : 0;
-    r->status = txt ? status : 503;
-}
-
-void svc_reply_error(svc_req *r, unsigned status, const char *error, const char *detail,
-                     cJSON *extra)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (o != NULL) {
-        cJSON_AddBoolToObject(o, "ok", 0);
-        cJSON_AddStringToObject(o, "error", error);
-        if (detail != NULL && detail[0] != '\0')
-            cJSON_AddStringToObject(o, "detail", detail);
-        if (extra != NULL) {
-            cJSON *it = extra->child;
-            while (it != NULL) {
-                cJSON *next = it->next;
-                cJSON_AddItemToObject(o, it->string, cJSON_DetachItemViaPointer(extra, it));
-                it = next;
-            }
-        }
-    }
-    cJSON_Delete(extra);
-    svc_reply_json(r, status, o);
-}
-
-static void reply_text(svc_req *r, unsigned status, char *body, size_t len, const char *ctype)
-{
-    free(r->resp);
-    r->resp = body;
-    r->resp_len = len;
-    r->status = body ? status : 503;
-    r->ctype = body ? ctype : NULL;
-}
 
 /* Queues r's stored reply. */
 static enum MHD_Result send_reply(svc_req *r, const char *method, const char *url)
@@ -163,12 +112,12 @@ static enum MHD_Result send_reply(svc_req *r, const char *method, const char *ur
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (atomic_load(&stopping))
+    if (svc_shutting_down())
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     svc_stats_http(status);
-    if (S->access_log) {
+    if (r->s->access_log) {
         /* The URL is decoded: "%0A" would end the line and forge another. */
         char m[40], u[600];
         svc_log_escape(m, sizeof m, method);
@@ -199,7 +148,7 @@ static int method_is(const char *m, const char *want)
 static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
 {
     atomic_fetch_add(&pending, 1);
-    if (atomic_load(&stopping)) {
+    if (svc_shutting_down()) {
         atomic_fetch_sub(&pending, 1);
         svc_reply_error(r, 503, "shutting_down", "server shutting down", NULL);
         return -1;
@@ -214,23 +163,27 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
     r->suspended = 1;
     r->queued_us = svc_now_us();
     if (pool == purchase_pool)
-        svc_stats_inflight(1);
+        svc_stats_inflight(1); /* until svc_http_purchase_done */
     MHD_suspend_connection(r->conn);
     svc_pool_submit(pool, r);
     return 0;
 }
 
-void svc_http_resume(svc_req *r)
+void svc_http_job_done(svc_req *r)
 {
-    if (r->job == svc_purchase_job)
-        svc_stats_inflight(-1);
+    MHD_resume_connection(r->conn);
+}
+
+void svc_http_purchase_done(svc_req *r)
+{
+    svc_stats_inflight(-1);
     MHD_resume_connection(r->conn);
 }
 
 /* Admin bearer token: 0 when allowed, else the reply is stored. */
 static int check_admin(svc_req *r)
 {
-    if (S->admin_token == NULL || S->admin_token[0] == '\0')
+    if (r->s->admin_token == NULL || r->s->admin_token[0] == '\0')
         return 0;
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                 MHD_HTTP_HEADER_AUTHORIZATION);
@@ -243,10 +196,10 @@ static int check_admin(svc_req *r)
     while (*h == ' ')
         h++;
     /* Constant-time comparison over the configured token's length. */
-    size_t n = strlen(S->admin_token), m = strlen(h);
+    size_t n = strlen(r->s->admin_token), m = strlen(h);
     unsigned char diff = (unsigned char)(n != m);
     for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(S->admin_token[i] ^ (i < m ? h[i] : 0));
+        diff |= (unsigned char)(r->s->admin_token[i] ^ (i < m ? h[i] : 0));
     if (diff) {
         svc_reply_error(r, 403, "forbidden", "wrong admin token", NULL);
         return -1;
@@ -289,12 +242,12 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
                  seg);
         return error_now(r, 404, "not_found", detail, method, url);
     }
-    int rc = svc_params_parse(r->conn, S, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
-    snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : S->default_sku);
+    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
+    snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->default_sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
     if (r->p.fault != SVC_FAULT_NONE) {
-        if (!S->faults_enabled)
+        if (!r->s->faults_enabled)
             return reject_purchase(r, 403, "faults_disabled",
                                    "fault injection needs faults.enabled=true", method, url);
         if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
@@ -324,7 +277,7 @@ static enum MHD_Result route_stock(svc_req *r, const char *seg, const char *meth
     snprintf(r->sku, sizeof r->sku, "%s", seg);
     if (put && check_admin(r) != 0)
         return send_reply(r, method, url);
-    if (svc_params_parse(r->conn, S, put ? SVC_P_STOCK : 0, &r->p, detail, sizeof detail) != 0)
+    if (svc_params_parse(r->conn, r->s, put ? SVC_P_STOCK : 0, &r->p, detail, sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
     if (put) {
         int in_query = (r->p.seen & SVC_P_STOCK) != 0;
@@ -351,7 +304,7 @@ static enum MHD_Result route_orders(svc_req *r, const char *seg, const char *met
     if (!svc_valid_id(seg))
         return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}", method, url);
     snprintf(r->sku, sizeof r->sku, "%s", seg);
-    if (svc_params_parse(r->conn, S, SVC_P_OFFSET | SVC_P_LIMIT, &r->p, detail, sizeof detail) != 0)
+    if (svc_params_parse(r->conn, r->s, SVC_P_OFFSET | SVC_P_LIMIT, &r->p, detail, sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
     if (submit(r, admin_pool, svc_orders_job) != 0)
         return send_reply(r, method, url);
@@ -367,7 +320,7 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
     }
     if (MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) > 0) {
         char detail[160];
-        svc_params_parse(r->conn, S, 0, &r->p, detail, sizeof detail);
+        svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail);
         return error_now(r, 400, "bad_request", detail, method, url);
     }
     if (which == 0) {
@@ -378,11 +331,11 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
     size_t len = 0;
     char *body;
     if (which == 1) {
-        body = svc_stats_json(S->instance_id, &len);
-        reply_text(r, 200, body, len, json_type);
+        body = svc_stats_json(r->s->instance_id, &len);
+        svc_reply_text(r, 200, body, len, json_type);
     } else {
         body = svc_stats_prometheus(client, svc_health_up(), &len);
-        reply_text(r, 200, body, len, prom_type);
+        svc_reply_text(r, 200, body, len, prom_type);
     }
     return send_reply(r, method, url);
 }
@@ -410,13 +363,14 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
 
 /* ---- libmicrohttpd callbacks ---- */
 
-/* Called with the raw (still percent-encoded) request target. */
+/* Called with the raw (still percent-encoded) request target; cls is the
+ * settings the request runs under. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     svc_req *r = calloc(1, sizeof *r);
-    (void)cls;
     if (r != NULL) {
         r->conn = c;
+        r->s = cls;
         r->t0_us = svc_now_us();
         if (uri != NULL) {
             const char *q = strchr(uri, '?');
@@ -448,16 +402,16 @@ static int check_head(svc_req *r, const char *method, const char *version)
     size_t head = strlen(method) + r->uri_len + strlen(version) + 6;
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND,
                               add_field_cost, &head);
-    if (r->uri_len > S->max_uri) {
+    if (r->uri_len > r->s->max_uri) {
         snprintf(detail, sizeof detail, "request URI is %zu bytes, over listen.max_uri_bytes = %zu",
-                 r->uri_len, S->max_uri);
+                 r->uri_len, r->s->max_uri);
         svc_reply_error(r, 414, "uri_too_long", detail, NULL);
         return -1;
     }
-    if (head > S->header_limit) {
+    if (head > r->s->header_limit) {
         snprintf(detail, sizeof detail,
                  "request line and headers take %zu bytes (%d per field included), over "
-                 "listen.max_header_bytes = %zu", head, FIELD_COST, S->header_limit);
+                 "listen.max_header_bytes = %zu", head, FIELD_COST, r->s->header_limit);
         svc_reply_error(r, 431, "headers_too_large", detail, NULL);
         return -1;
     }
@@ -483,8 +437,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)toe;
     if (r == NULL)
         return;
-    if (r->suspended)
-        atomic_fetch_sub(&pending, 1);
+    if (r->suspended) {
+        long before = atomic_fetch_sub(&pending, 1);
+        SVC_ASSERT(before > 0);
+    }
     free(r->body);
     free(r->resp);
     free(r);
@@ -498,7 +454,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     svc_req *r = *con_cls;
     (void)cls;
     if (r == NULL) {
-        r = on_uri(NULL, url, c);
+        r = on_uri((void *)S, url, c);
         if (r == NULL)
             return MHD_NO;
         *con_cls = r;
@@ -513,7 +469,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_reply(r, method, url);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl != NULL && (size_t)strtoull(cl, NULL, 10) > S->max_body) {
+        if (cl != NULL && (size_t)strtoull(cl, NULL, 10) > r->s->max_body) {
             r->body_over = 1;
             return dispatch(r, url, method);
         }
@@ -521,7 +477,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_size != 0) {
         if (!r->body_over) {
-            if (r->body_len + *upload_size > S->max_body) {
+            if (r->body_len + *upload_size > r->s->max_body) {
                 r->body_over = 1;
                 free(r->body);
                 r->body = NULL;
@@ -594,7 +550,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     (void)cls;
     (void)addr;
     (void)addrlen;
-    return atomic_load(&stopping) ? MHD_NO : MHD_YES;
+    return svc_shutting_down() ? MHD_NO : MHD_YES;
 }
 
 int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc_pool *admin,
@@ -636,7 +592,7 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->connection_timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES(s->header_limit),
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, (void *)s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
         MHD_OPTION_END);
     int saved = errno;
@@ -654,16 +610,6 @@ int svc_http_port(void)
     const union MHD_DaemonInfo *info =
         daemon_ ? MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT) : NULL;
     return info ? (int)info->port : -1;
-}
-
-void svc_http_quiesce(void)
-{
-    atomic_store(&stopping, 1);
-}
-
-const atomic_int *svc_cancel_flag(void)
-{
-    return &stopping;
 }
 
 long svc_http_pending(void)

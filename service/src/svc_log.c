@@ -1,8 +1,8 @@
-/* svc_log.c — logging, clocks, key names and a growable string buffer. */
-#include "svc.h"
+/* svc_log.c — logging (see svc_log.h). */
+#include "svc_log.h"
 
+#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <stdatomic.h>
@@ -70,55 +70,4 @@ void svc_log_escape(char *dst, size_t len, const char *src)
         }
     }
     dst[n] = '\0';
-}
-
-int64_t svc_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t svc_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void svc_key(char *buf, const char *sku, const char *suffix)
-{
-    snprintf(buf, SVC_KEY_MAX, "miaosha:{%s}:%s", sku, suffix);
-}
-
-void svc_buf_printf(svc_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    if (b->oom)
-        return;
-    for (;;) {
-        size_t room = b->cap - b->len;
-        int n;
-        va_start(ap, fmt);
-        n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p != NULL && (size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
 }

@@ -161,3 +161,16 @@ int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned a
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, on_arg, &p);
     return p.failed ? -1 : 0;
 }
+
+int svc_params_parse_pairs(const char *const *keys, const char *const *values, size_t n,
+                           const svc_settings *s, unsigned allowed, svc_params *out,
+                           char *detail, size_t dlen)
+{
+    parse_ctx p = {s, allowed, out, detail, dlen, 0, 0};
+    memset(out, 0, sizeof *out);
+    out->limit = SVC_LIMIT_DEFAULT;
+    for (size_t i = 0; i < n; i++)
+        if (on_arg(&p, MHD_GET_ARGUMENT_KIND, keys[i], values[i]) != MHD_YES)
+            break;
+    return p.failed ? -1 : 0;
+}

@@ -47,13 +47,30 @@ typedef struct svc_params {
     svc_fault fault;
 } svc_params;
 
-/* 1 when s matches [A-Za-z0-9_-]{1,64}. */
+/* 1 when s matches [A-Za-z0-9_-]{1,64}, else 0 (NULL included). Any
+ * thread. */
 int svc_valid_id(const char *s);
-/* Strict decimal (digits only, no sign or spaces) in [lo, hi]: 0 or -1. */
+/* Strict decimal (digits only, no sign or spaces, at most 12 digits) in
+ * [lo, hi]: 0 with *out set, or -1 with *out untouched (NULL or "" too).
+ * Any thread. */
 int svc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
-/* Reads and validates every query argument of c against the allowed set.
- * Returns 0, or -1 with a human reason ("unknown parameter 'x'") in detail. */
+/* Reads and validates every query argument of c (as libmicrohttpd decoded
+ * them) against the allowed set (SVC_P_* bits); s gives the caps. Resets
+ * *out first: seen = the parameters present, limit = SVC_LIMIT_DEFAULT,
+ * the rest 0 until given. Stops at the first bad argument: an unknown or
+ * disallowed name, a duplicate, a missing value ("?work_ms" without '='),
+ * a value out of its bounds or shape, more than SVC_MAX_ARGS arguments.
+ * Empty offset or limit ("?offset=&limit=") keep their defaults. Names are
+ * quoted in detail with control and non-ASCII bytes as '?', cut at 40
+ * bytes. Returns 0, or -1 with a human reason ("unknown parameter 'x'") in
+ * detail (dlen bytes, always terminated). The calling HTTP thread. */
 int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned allowed,
                      svc_params *out, char *detail, size_t dlen);
+/* The same checks on n decoded (keys[i], values[i]) pairs in query order;
+ * values[i] NULL is an argument without '='. For callers without a
+ * libmicrohttpd connection (the unit tests). Any thread. */
+int svc_params_parse_pairs(const char *const *keys, const char *const *values, size_t n,
+                           const svc_settings *s, unsigned allowed, svc_params *out,
+                           char *detail, size_t dlen);
 
 #endif

@@ -2,6 +2,8 @@
  * svc_pool.h). */
 #include "svc_pool.h"
 
+#include "svc_check.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 struct svc_pool {
     lc_client *client;
     const char *name;
+    svc_pool_done_fn done;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     svc_req *head, *tail;
@@ -28,39 +31,41 @@ static void *worker_main(void *arg)
     if (lc_conn_new(p->client, &conn) != LC_OK)
         conn = NULL; /* jobs then answer 503 */
     for (;;) {
-        pthread_mutex_lock(&p->mu);
+        SVC_PT(pthread_mutex_lock(&p->mu));
         while (p->head == NULL && !p->stop)
-            pthread_cond_wait(&p->cv, &p->mu);
+            SVC_PT(pthread_cond_wait(&p->cv, &p->mu));
         svc_req *r = p->head;
         if (r == NULL) { /* stop requested and queue drained */
-            pthread_mutex_unlock(&p->mu);
+            SVC_PT(pthread_mutex_unlock(&p->mu));
             break;
         }
         p->head = r->next;
         if (p->head == NULL)
             p->tail = NULL;
-        pthread_mutex_unlock(&p->mu);
+        SVC_PT(pthread_mutex_unlock(&p->mu));
         r->next = NULL;
         r->job(r, conn);
-        atomic_fetch_sub(&p->busy, 1);
-        svc_http_resume(r);
+        long before = atomic_fetch_sub(&p->busy, 1);
+        SVC_ASSERT(before > 0);
+        p->done(r);
     }
     lc_conn_free(conn);
     return NULL;
 }
 
-svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *name, char *err,
-                       size_t errlen)
+svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *name,
+                       svc_pool_done_fn done, char *err, size_t errlen)
 {
     svc_pool *p = calloc(1, sizeof *p);
     pthread_attr_t attr;
-    if (p == NULL || nthreads < 1 || max_queue < 0) {
+    if (p == NULL || nthreads < 1 || max_queue < 0 || done == NULL) {
         snprintf(err, errlen, "%s pool: bad size or out of memory", name);
         free(p);
         return NULL;
     }
     p->client = c;
     p->name = name;
+    p->done = done;
     p->capacity = (long)nthreads + max_queue;
     p->threads = calloc((size_t)nthreads, sizeof *p->threads);
     if (p->threads == NULL) {
@@ -68,20 +73,20 @@ svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *na
         free(p);
         return NULL;
     }
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 512 * 1024);
+    SVC_PT(pthread_mutex_init(&p->mu, NULL));
+    SVC_PT(pthread_cond_init(&p->cv, NULL));
+    SVC_PT(pthread_attr_init(&attr));
+    SVC_PT(pthread_attr_setstacksize(&attr, 512 * 1024));
     for (int i = 0; i < nthreads; i++) {
         if (pthread_create(&p->threads[i], &attr, worker_main, p) != 0) {
             snprintf(err, errlen, "%s pool: cannot start thread %d", name, i);
-            pthread_attr_destroy(&attr);
+            SVC_PT(pthread_attr_destroy(&attr));
             svc_pool_free(p);
             return NULL;
         }
         p->nthreads = i + 1;
     }
-    pthread_attr_destroy(&attr);
+    SVC_PT(pthread_attr_destroy(&attr));
     return p;
 }
 
@@ -97,15 +102,16 @@ int svc_pool_reserve(svc_pool *p)
 
 void svc_pool_submit(svc_pool *p, svc_req *r)
 {
+    SVC_ASSERT(atomic_load(&p->busy) > 0); /* the place svc_pool_reserve took */
     r->next = NULL;
-    pthread_mutex_lock(&p->mu);
+    SVC_PT(pthread_mutex_lock(&p->mu));
     if (p->tail != NULL)
         p->tail->next = r;
     else
         p->head = r;
     p->tail = r;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    SVC_PT(pthread_cond_signal(&p->cv));
+    SVC_PT(pthread_mutex_unlock(&p->mu));
 }
 
 long svc_pool_busy(svc_pool *p)
@@ -117,14 +123,14 @@ void svc_pool_free(svc_pool *p)
 {
     if (p == NULL)
         return;
-    pthread_mutex_lock(&p->mu);
+    SVC_PT(pthread_mutex_lock(&p->mu));
     p->stop = 1;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    SVC_PT(pthread_cond_broadcast(&p->cv));
+    SVC_PT(pthread_mutex_unlock(&p->mu));
     for (int i = 0; i < p->nthreads; i++)
-        pthread_join(p->threads[i], NULL);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
+        SVC_PT(pthread_join(p->threads[i], NULL));
+    SVC_PT(pthread_mutex_destroy(&p->mu));
+    SVC_PT(pthread_cond_destroy(&p->cv));
     free(p->threads);
     free(p);
 }

@@ -1,32 +1,42 @@
 /* svc_pool.h — a fixed pool of worker threads, each owning one lc_conn (a
  * hiredis context is not thread-safe, so a connection never changes hands).
- * Requests are queued FIFO; a worker runs r->job(r, conn) and then resumes
- * the request's HTTP connection. The queue is bounded: at most nthreads
- * jobs run and max_queue wait; svc_pool_reserve refuses the next one. */
+ * Requests are queued FIFO; a worker runs r->job(r, conn) and then hands r
+ * to the pool's completion callback (the daemon's: it resumes the request's
+ * HTTP connection). The pool knows nothing of HTTP. The queue is bounded:
+ * at most nthreads jobs run and max_queue wait; svc_pool_reserve refuses
+ * the next one. */
 #ifndef MIAOSHA_SVC_POOL_H
 #define MIAOSHA_SVC_POOL_H
 
-#include "svc_http.h"
+#include "svc_reply.h"
 
 typedef struct svc_pool svc_pool;
 
+/* Called on the worker thread once r->job has returned, with the pool's
+ * place already given back (svc_pool_busy no longer counts r). From then on
+ * the pool does not touch r. */
+typedef void (*svc_pool_done_fn)(svc_req *r);
+
 /* Starts nthreads workers with room for max_queue waiting jobs, each with
- * its own lc_conn of c. name (for messages) is kept, not copied: it must
- * outlive the pool. Returns the pool, freed with svc_pool_free, or NULL on
- * failure (reason in err, errlen bytes). Main thread. */
-svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *name, char *err,
-                       size_t errlen);
+ * its own lc_conn of c; done finishes every job (never NULL). name (for
+ * messages) is kept, not copied: it must outlive the pool. Returns the
+ * pool, freed with svc_pool_free, or NULL on failure (reason in err, errlen
+ * bytes). Main thread. */
+svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *name,
+                       svc_pool_done_fn done, char *err, size_t errlen);
 /* Takes a place for one job: 0, or -1 when nthreads jobs run and max_queue
  * wait already (the caller answers 503 overloaded). Every 0 must be followed
  * by exactly one svc_pool_submit. Any thread, lock-free. */
 int svc_pool_reserve(svc_pool *p);
 /* Queues r into the place reserved for it; a worker will run r->job and
- * then svc_http_resume(r). The pool uses r until that resume; the caller
+ * then the pool's done(r). The pool uses r until that resume; the caller
  * must not touch it meanwhile. Any thread (the HTTP threads call it). */
 void svc_pool_submit(svc_pool *p, svc_req *r);
-/* Jobs queued or running now. */
+/* Places taken now: reserved, queued or running; 0 for a NULL pool. Any
+ * thread. */
 long svc_pool_busy(svc_pool *p);
-/* Lets the workers finish the queue, joins them, frees their connections. */
+/* Lets the workers finish the queue, joins them, frees their connections
+ * and p (NULL: nothing). Main thread, after the last svc_pool_submit. */
 void svc_pool_free(svc_pool *p);
 
 #endif

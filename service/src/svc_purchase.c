@@ -2,7 +2,8 @@
  *
  * Every mode runs this same code; only lc_lock_args.mode differs, so a
  * comparison between modes varies the lock and nothing else. The critical
- * section is the seed's (shared/seeds/002), non-atomic on purpose:
+ * section is the seckill walkthrough article's (the story of the lock modes
+ * is in docs/locks.md), non-atomic on purpose:
  *
  *   GET stock  →  if > 0: sleep work_ms  →  one pipelined round trip
  *   MULTI; SET stock <read-1>; INCR sold; RPUSH orders <record>; EXEC
@@ -10,8 +11,8 @@
  *
  * The GET→SET race is the bug the locks exist to fix, and it stays. The
  * MULTI makes the three writes one unit against crashes and restarts: a
- * process or Redis failure leaves all three writes or none (issue 5's
- * "interrupted between SET stock and the order append" cannot happen). It
+ * process or Redis failure leaves all three writes or none (a purchase
+ * interrupted between SET stock and the order append cannot happen). It
  * is not a rollback: a command Redis rejects while executing the
  * transaction (WRONGTYPE, only possible when someone corrupted the keys)
  * fails alone while the others apply. So the commit's outcome is one of
@@ -42,9 +43,48 @@
 
 #include <uuid/uuid.h>
 
+#include "svc_check.h"
+#include "svc_clock.h"
+#include "svc_keys.h"
+#include "svc_shutdown.h"
 #include "svc_stats.h"
 
 #define QUEUE_GRACE_MS 1000
+
+/* Every way a purchase ends. result_info maps each to its one HTTP status,
+ * its error code (NULL for the sale) and its /stats outcome, so that the
+ * mapping is written once and nothing compares error strings. */
+typedef enum {
+    PR_SOLD,
+    PR_SOLD_OUT,
+    PR_LOCK_BUSY,
+    PR_REDIS_UNAVAILABLE,  /* no connection, no reply, or a lock call failed on Redis */
+    PR_REDIS_ERROR,        /* Redis answered with an error (data or transaction) */
+    PR_BAD_STOCK_VALUE,    /* the stock key holds a non-integer */
+    PR_LOCK_ERROR,         /* lc_acquire refused otherwise (misuse, no memory) */
+    PR_SHUTTING_DOWN,
+    PR_OVERLOADED,         /* queued for a worker beyond any use */
+    PR_OUT_OF_MEMORY,
+    PR_COUNT
+} purchase_result;
+
+static const struct {
+    unsigned status;
+    const char *error;
+    svc_outcome out;
+    int redis_error;       /* counted in miaosha_redis_errors_total */
+} result_info[PR_COUNT] = {
+    [PR_SOLD] = {200, NULL, SVC_OUT_SOLD, 0},
+    [PR_SOLD_OUT] = {409, "sold_out", SVC_OUT_SOLD_OUT, 0},
+    [PR_LOCK_BUSY] = {429, "lock_busy", SVC_OUT_LOCK_BUSY, 0},
+    [PR_REDIS_UNAVAILABLE] = {503, "redis_unavailable", SVC_OUT_ERROR, 1},
+    [PR_REDIS_ERROR] = {503, "redis_error", SVC_OUT_ERROR, 1},
+    [PR_BAD_STOCK_VALUE] = {503, "bad_stock_value", SVC_OUT_ERROR, 0},
+    [PR_LOCK_ERROR] = {503, "lock_error", SVC_OUT_ERROR, 0}, /* still never a 500 */
+    [PR_SHUTTING_DOWN] = {503, "shutting_down", SVC_OUT_ERROR, 0},
+    [PR_OVERLOADED] = {503, "overloaded", SVC_OUT_ERROR, 0},
+    [PR_OUT_OF_MEMORY] = {503, "out_of_memory", SVC_OUT_ERROR, 0},
+};
 
 typedef struct purchase {
     svc_req *r;
@@ -73,8 +113,13 @@ static void crash_before_expire(void *arg)
 }
 
 /* Builds the one reply of a purchase and records its outcome. */
-static void respond(purchase *pu, unsigned status, const char *error, svc_outcome out)
+static void respond(purchase *pu, purchase_result res)
 {
+    SVC_ASSERT(res >= 0 && res < PR_COUNT);
+    unsigned status = result_info[res].status;
+    const char *error = result_info[res].error;
+    if (result_info[res].redis_error)
+        svc_stats_redis_error();
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         cJSON_AddBoolToObject(o, "ok", status == 200);
@@ -101,7 +146,8 @@ static void respond(purchase *pu, unsigned status, const char *error, svc_outcom
     svc_reply_json(pu->r, status, o);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
-    svc_stats_purchase(pu->r->mode, pu->slot, out, pu->lock_lost, pu->deleted_other_lock,
+    svc_stats_purchase(pu->r->mode, pu->slot, result_info[res].out, pu->lock_lost,
+                       pu->deleted_other_lock,
                        svc_now_us() - pu->r->t0_us, pu->wait_us >= 0 ? pu->wait_us : pu->gave_up_us);
 }
 
@@ -113,8 +159,8 @@ static void respond(purchase *pu, unsigned status, const char *error, svc_outcom
  * lease_ms after the acquisition returned, so the key the release removed
  * was a later holder's. Only setnx's plain DEL can do that (token's and
  * reentrant's scripts check the owner and answer not-owner instead); the
- * lock core cannot tell, as the seed's DEL cannot, so the service measures
- * it by the clock (lease_gone_us). */
+ * lock core cannot tell, as the article's plain DEL cannot, so the service
+ * measures it by the clock (lease_gone_us). */
 static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
@@ -230,9 +276,8 @@ static char *order_record(purchase *pu, long long before)
 }
 
 /* GET stock and, when there is some, sleep work_ms and commit. Returns the
- * outcome; sets *status and *error (NULL on success). */
-static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigned *status,
-                           const char **error)
+ * outcome; the reason of a failure is in pu->detail. */
+static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
 {
     svc_req *r = pu->r;
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
@@ -240,11 +285,9 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
     redisReply *rep;
     long long before = 0;
 
-    *status = 503;
-    *error = "redis_unavailable";
     if (ctx == NULL) {
         snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
-        return SVC_OUT_ERROR;
+        return PR_REDIS_UNAVAILABLE;
     }
     svc_key(stock_key, r->sku, "stock");
     svc_key(sold_key, r->sku, "sold");
@@ -253,7 +296,7 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
     rep = redisCommand(ctx, "GET %s", stock_key);
     if (rep == NULL) {
         snprintf(pu->detail, sizeof pu->detail, "%s", ctx->errstr);
-        return SVC_OUT_ERROR;
+        return PR_REDIS_UNAVAILABLE;
     }
     if (rep->type == REDIS_REPLY_STRING) {
         char *end = NULL;
@@ -261,31 +304,26 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
         if (end == rep->str || *end != '\0') {
             snprintf(pu->detail, sizeof pu->detail, "stock key holds a non-integer value");
             freeReplyObject(rep);
-            *error = "bad_stock_value";
-            return SVC_OUT_ERROR;
+            return PR_BAD_STOCK_VALUE;
         }
     } else if (rep->type == REDIS_REPLY_ERROR) {
         /* Redis answered (e.g. WRONGTYPE: the stock key is not a string):
          * the server's data is wrong, Redis is not unavailable. */
         snprintf(pu->detail, sizeof pu->detail, "GET stock: %.200s", rep->str);
         freeReplyObject(rep);
-        *error = "redis_error";
-        return SVC_OUT_ERROR;
+        return PR_REDIS_ERROR;
     } /* nil: never stocked, 0 */
     freeReplyObject(rep);
 
     if (before <= 0) {
         pu->stock_left = before < 0 ? before : 0;
         pu->has_stock_left = 1;
-        *status = 409;
-        *error = "sold_out";
-        return SVC_OUT_SOLD_OUT;
+        return PR_SOLD_OUT;
     }
 
     if (work_ms > 0 && svc_sleep_work(work_ms) != 0) {
         snprintf(pu->detail, sizeof pu->detail, "server shutting down; nothing was written");
-        *error = "shutting_down";
-        return SVC_OUT_ERROR;
+        return PR_SHUTTING_DOWN;
     }
 
     memcpy(pu->order_id, pu->new_order_id, sizeof pu->order_id);
@@ -293,8 +331,7 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
     if (rec == NULL) {
         pu->order_id[0] = '\0';
         snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
-        *error = "out_of_memory";
-        return SVC_OUT_ERROR;
+        return PR_OUT_OF_MEMORY;
     }
     /* One round trip: the transaction's replies are +OK, +QUEUED x3, then
      * EXEC's array. */
@@ -309,27 +346,23 @@ static svc_outcome section(purchase *pu, lc_conn *conn, int64_t work_ms, unsigne
         break;
     case COMMIT_REFUSED:
         pu->order_id[0] = '\0'; /* no such order anywhere */
-        *error = "redis_error";
-        return SVC_OUT_ERROR;
+        return PR_REDIS_ERROR;
     case COMMIT_PARTIAL:
         /* The order id goes back with the 503 so a client can reconcile. */
         svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, pu->order_id, pu->detail);
-        *error = "redis_error";
-        return SVC_OUT_ERROR;
+        return PR_REDIS_ERROR;
     case COMMIT_UNKNOWN:
-        return SVC_OUT_ERROR; /* redis_unavailable, with the order id */
+        return PR_REDIS_UNAVAILABLE; /* with the order id */
     }
     pu->stock_left = before - 1;
     pu->has_stock_left = 1;
-    *status = 200;
-    *error = NULL;
-    return SVC_OUT_SOLD;
+    return PR_SOLD;
 }
 
 void svc_purchase_job(svc_req *r, lc_conn *conn)
 {
     purchase pu;
-    const svc_settings *s = svc_http_settings();
+    const svc_settings *s = r->s;
     const svc_params *p = &r->p;
     char lock_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
     lc_guard *held[1 + 64];
@@ -345,13 +378,12 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     pu.busy_wait_ms = -1;
     if (conn == NULL) {
         snprintf(pu.detail, sizeof pu.detail, "no Redis connection");
-        svc_stats_redis_error();
-        respond(&pu, 503, "redis_unavailable", SVC_OUT_ERROR);
+        respond(&pu, PR_REDIS_UNAVAILABLE);
         return;
     }
     if (svc_abort_work()) {
         snprintf(pu.detail, sizeof pu.detail, "server shutting down");
-        respond(&pu, 503, "shutting_down", SVC_OUT_ERROR);
+        respond(&pu, PR_SHUTTING_DOWN);
         return;
     }
     int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
@@ -361,7 +393,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         snprintf(pu.detail, sizeof pu.detail,
                  "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
                  "was tried", (long long)queued_ms, QUEUE_GRACE_MS);
-        respond(&pu, 503, "overloaded", SVC_OUT_ERROR);
+        respond(&pu, PR_OVERLOADED);
         return;
     }
 
@@ -425,37 +457,25 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
                  (long long)wait_ms, queued_ms > 0 ? " (time queued for a worker included)" : "");
     }
     if (st != LC_OK) {
-        svc_outcome out = SVC_OUT_ERROR;
-        unsigned status = 503;
-        const char *error = "redis_unavailable";
+        purchase_result res;
         if (st == LC_BUSY) {
-            out = SVC_OUT_LOCK_BUSY;
-            status = 429;
-            error = "lock_busy";
+            res = PR_LOCK_BUSY;
             pu.busy_wait_ms = wait_ms;
         } else if (st == LC_CANCELED) {
-            error = "shutting_down";
+            res = PR_SHUTTING_DOWN;
             snprintf(pu.detail, sizeof pu.detail,
                      "server shutting down while waiting for the lock; nothing was written");
         } else {
+            res = st == LC_IO ? PR_REDIS_UNAVAILABLE : PR_LOCK_ERROR;
             snprintf(pu.detail, sizeof pu.detail, "lock %s: %s", lc_status_name(st),
                      lc_conn_errstr(conn));
-            if (st == LC_IO)
-                svc_stats_redis_error();
-            else
-                error = "lock_error"; /* misuse/nomem: still never a 500 */
         }
         release_all(&pu, conn, held, nheld);
-        respond(&pu, status, error, out);
+        respond(&pu, res);
         return;
     }
 
-    unsigned status;
-    const char *error;
-    svc_outcome out = section(&pu, conn, work_ms, &status, &error);
-    if (out == SVC_OUT_ERROR &&
-        (strcmp(error, "redis_unavailable") == 0 || strcmp(error, "redis_error") == 0))
-        svc_stats_redis_error();
+    purchase_result res = section(&pu, conn, work_ms);
     release_all(&pu, conn, held, nheld);
-    respond(&pu, status, error, out);
+    respond(&pu, res);
 }

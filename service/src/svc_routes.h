@@ -3,10 +3,10 @@
 #ifndef MIAOSHA_SVC_ROUTES_H
 #define MIAOSHA_SVC_ROUTES_H
 
-#include "svc_http.h"
+#include "svc_reply.h"
 
 /* POST|GET /miaosha/{mode} (svc_purchase.c). r->mode, r->sku and r->p are
- * validated. */
+ * validated; r->s gives the defaults for what the query leaves out. */
 void svc_purchase_job(svc_req *r, lc_conn *conn);
 
 /* GET /stock/{sku} and PUT /stock/{sku} (r->is_put, r->p.stock), and
@@ -20,8 +20,15 @@ void svc_orders_job(svc_req *r, lc_conn *conn);
  * could not be reached (logged by the caller). */
 int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen);
 
-/* Parses a PUT /stock body {"stock":N} (len bytes, NUL-terminated). 0, or
- * -1 with the reason in detail. */
+/* Parses a PUT /stock body: exactly one JSON object {"stock":N}, N an
+ * integer in 0..SVC_STOCK_MAX (1000 and 1e3 alike), whitespace around it
+ * allowed. body holds len bytes and a NUL after them (the daemon's buffer
+ * does). Refused, with the reason in detail (dlen bytes, terminated): no
+ * body (NULL or len 0), a NUL byte inside the len bytes, anything that is
+ * not one JSON object (trailing bytes included), an unknown or duplicate
+ * field, a stock that is not a number, negative, fractional or over the
+ * maximum. Returns 0 with *stock set, or -1 with *stock untouched. Any
+ * thread (cJSON's parser is serialized inside). */
 int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail,
                          size_t dlen);
 

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_buf.h"
+#include "svc_check.h"
+#include "svc_clock.h"
+
 /* ---- fine log-scale histogram: percentiles ---- */
 #define FINE_EXP 37                    /* 2^0 .. 2^36 us (~19 h) */
 #define FINE_BUCKETS (1 + FINE_EXP * 4)
@@ -130,7 +134,7 @@ int svc_stats_sku_slot(const char *sku)
     int found = svc_stats_sku_find(sku);
     if (found < SVC_STATS_SKUS)
         return found;
-    pthread_mutex_lock(&sku_mu);
+    SVC_PT(pthread_mutex_lock(&sku_mu));
     /* Again under the mutex: another thread may have just added it. */
     int slot = svc_stats_sku_find(sku);
     n = atomic_load_explicit(&sku_count, memory_order_relaxed);
@@ -139,7 +143,7 @@ int svc_stats_sku_slot(const char *sku)
         atomic_store_explicit(&sku_count, n + 1, memory_order_release);
         slot = n;
     }
-    pthread_mutex_unlock(&sku_mu);
+    SVC_PT(pthread_mutex_unlock(&sku_mu));
     return slot;
 }
 

@@ -1,6 +1,15 @@
-/* svc_stats.h — request counters and latency histograms (C11 atomics, no
- * locks on the request path), rendered as GET /stats JSON and GET /metrics
- * Prometheus text.
+/* svc_stats.h — request counters and latency histograms, rendered as
+ * GET /stats JSON and GET /metrics Prometheus text.
+ *
+ * Threads: every function may be called from any thread, concurrently.
+ * The counters are C11 atomics, so the request path takes no lock; only
+ * the first purchase of a new SKU takes a mutex to give it a label. A
+ * rendering reads the counters one by one while requests go on: each
+ * counter is exact, the set of them is not one instant's snapshot.
+ *
+ * Units: durations are passed in microseconds (monotonic, svc_clock.h);
+ * /stats shows milliseconds (latency_ms, lock_wait_ms, 3 decimals) and
+ * uptime_s in seconds; /metrics shows seconds, as Prometheus expects.
  *
  * Percentiles come from a fixed log-scale histogram per mode: four buckets
  * per power of two of microseconds (relative error <= 25 %, reported as the
@@ -8,7 +17,13 @@
  * are kept per (mode, sku) with fixed second-based bounds; at most
  * SVC_STATS_SKUS distinct skus get their own label, later ones are counted
  * under sku="_other". A request rejected by validation never takes a
- * label. */
+ * label.
+ *
+ * Errors: recording never fails (an out-of-range mode, slot or outcome is
+ * ignored); a rendering returns NULL when memory runs out. Nothing here
+ * logs or exits. Counters live for the process (static storage) and are
+ * never reset.
+ */
 #ifndef MIAOSHA_SVC_STATS_H
 #define MIAOSHA_SVC_STATS_H
 
@@ -19,15 +34,18 @@
 
 #define SVC_STATS_SKUS 64
 
+/* How a purchase ended, as /stats and /metrics count it (svc_purchase.c
+ * maps each of its results to one). */
 typedef enum {
-    SVC_OUT_SOLD = 0,
-    SVC_OUT_SOLD_OUT,
-    SVC_OUT_LOCK_BUSY,
+    SVC_OUT_SOLD = 0,     /* 200 */
+    SVC_OUT_SOLD_OUT,     /* 409 */
+    SVC_OUT_LOCK_BUSY,    /* 429 */
     SVC_OUT_ERROR,        /* 503: Redis unavailable/error, overloaded, shutting down */
     SVC_OUT_BAD_REQUEST,  /* rejected by validation (400/403) */
     SVC_OUT_COUNT
 } svc_outcome;
 
+/* Starts the uptime clock. Main thread, once, before the first request. */
 void svc_stats_init(void);
 /* The label slot of sku: 0..SVC_STATS_SKUS-1, or SVC_STATS_SKUS for _other.
  * Gives a new sku the next free label: only for validated purchases. Any
@@ -37,19 +55,35 @@ int svc_stats_sku_slot(const char *sku);
  * label (for rejected requests, so they cannot use up the 64). Any thread,
  * lock-free. */
 int svc_stats_sku_find(const char *sku);
-/* One finished purchase. lock_lost / deleted_other_lock: 0 or 1, as in the
- * response. lock_wait_us: time spent acquiring when the purchase got the
- * lock or gave up with a 429; < 0 otherwise (rejected, no connection,
- * Redis error or shutdown while acquiring). */
+/* One finished purchase. slot: from svc_stats_sku_slot or _find.
+ * lock_lost / deleted_other_lock: 0 or 1, as in the response. latency_us:
+ * from the request's arrival to its reply (< 0 counts as 0; not recorded
+ * for SVC_OUT_BAD_REQUEST). lock_wait_us: time spent acquiring when the
+ * purchase got the lock or gave up with a 429; < 0 otherwise (rejected, no
+ * connection, Redis error or shutdown while acquiring). */
 void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
                         int deleted_other_lock, int64_t latency_us, int64_t lock_wait_us);
+/* One HTTP response with this status (600 and above are ignored;
+ * /metrics shows 100..599). */
 void svc_stats_http(unsigned status);
+/* One Redis failure seen by a request (miaosha_redis_errors_total). */
 void svc_stats_redis_error(void);
-/* Purchases handed to workers and not finished (gauge). */
+/* Purchases handed to workers and not finished (gauge): +1 when one is
+ * queued, -1 when its job is done. */
 void svc_stats_inflight(int delta);
 
-/* malloc'd renderings (NULL on allocation failure); *len set. */
+/* The GET /stats body: {"ok":true,"instance":...,"uptime_s":...,
+ * "redis_errors":...,"inflight":...,"modes":{<mode>:{requests, one count
+ * per outcome, lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
+ * {count,p50,p90,p99,max}}}}. instance is JSON-escaped. Returns a malloc'd
+ * NUL-terminated string the caller frees, with its length in *len; NULL on
+ * out of memory (*len untouched). */
 char *svc_stats_json(const char *instance, size_t *len);
+/* The GET /metrics body (Prometheus text format 0.0.4): the per-(mode, sku)
+ * counters and histograms, HTTP responses by status, Redis errors,
+ * redis_up (given: the probe's status), in-flight purchases and, when
+ * client is not NULL, lockcore's lc_client_stats. Ownership and NULL as
+ * svc_stats_json. */
 char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len);
 
 #endif

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_check.h"
+#include "svc_keys.h"
 #include "svc_stats.h"
 
 /* cJSON's parser records its last error in a global even in
@@ -22,9 +24,9 @@ static pthread_mutex_t parse_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static cJSON *parse_json(const char *txt, const char **end)
 {
-    pthread_mutex_lock(&parse_mu);
+    SVC_PT(pthread_mutex_lock(&parse_mu));
     cJSON *doc = cJSON_ParseWithOpts(txt, end, 1);
-    pthread_mutex_unlock(&parse_mu);
+    SVC_PT(pthread_mutex_unlock(&parse_mu));
     return doc;
 }
 
@@ -262,6 +264,7 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
         return -1;
     }
     int found = 0, rc = 0;
+    int64_t v = 0;
     for (cJSON *it = doc->child; it != NULL && rc == 0; it = it->next) {
         if (it->string == NULL || strcmp(it->string, "stock") != 0) {
             snprintf(detail, dlen, "body: unknown field '%.40s'", it->string ? it->string : "");
@@ -275,13 +278,15 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
             snprintf(detail, dlen, "stock: must be an integer in 0..%lld", (long long)SVC_STOCK_MAX);
             rc = -1;
         } else {
-            *stock = (int64_t)it->valuedouble;
+            v = (int64_t)it->valuedouble;
         }
     }
     if (rc == 0 && !found) {
         snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
         rc = -1;
     }
+    if (rc == 0)
+        *stock = v;
     cJSON_Delete(doc);
     return rc;
 }

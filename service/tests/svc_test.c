@@ -136,6 +136,17 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
     return -1;
 }
 
+/* A TSan build's server reports a data race on its stderr (the log) and
+ * carries on, so a test that does not look at the exit status would miss
+ * it: every exit the tests wait for counts one as a failure. */
+static void check_sanitizer(const svc_server *s)
+{
+    if (svc_log_has(s, "WARNING: ThreadSanitizer")) {
+        TU_CHECK(0, "the server's log holds a ThreadSanitizer report");
+        svc_dump_log(s);
+    }
+}
+
 int svc_wait_exit(svc_server *s, int timeout_ms)
 {
     int64_t end = tu_now_ms() + timeout_ms;
@@ -146,6 +157,7 @@ int svc_wait_exit(svc_server *s, int timeout_ms)
         pid_t w = waitpid(s->pid, &status, WNOHANG);
         if (w == s->pid) {
             s->pid = 0;
+            check_sanitizer(s);
             return exit_code(status);
         }
         if (tu_now_ms() > end)
@@ -164,6 +176,7 @@ int svc_stop(svc_server *s, int timeout_ms)
         kill(s->pid, SIGKILL);
         waitpid(s->pid, NULL, 0);
         s->pid = 0;
+        check_sanitizer(s);
     }
     return rc;
 }

@@ -25,7 +25,9 @@ typedef struct svc_server {
  * answers (any status) — up to 10 s. Returns 0, or -1 (the log is printed). */
 int svc_start(svc_server *s, int redis_port, const char *const *extra);
 /* SIGTERM, then waits up to timeout_ms; returns the exit status, or -1
- * (killed with SIGKILL) when it did not exit in time, -2 for a signal. */
+ * (killed with SIGKILL) when it did not exit in time, -2 for a signal.
+ * Once the child is gone (here or in svc_wait_exit), a ThreadSanitizer
+ * report in its log is a test failure. */
 int svc_stop(svc_server *s, int timeout_ms);
 /* Waits (up to timeout_ms) for the child to exit by itself; exit status as
  * svc_stop, or -1 on timeout (the child is then left running). */

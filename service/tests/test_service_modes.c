@@ -122,7 +122,7 @@ static void test_lock_lost(svc_server *s)
     svc_resp_free(&r);
 }
 
-/* The slow holder of the seed. Buyer A takes the lock with a 200 ms lease
+/* The slow holder of the seckill walkthrough article. Buyer A takes the lock with a 200 ms lease
  * and works 400 ms; once A holds it, buyer B asks (5 s lease, waits up to
  * 5 s) and gets in when A's lease runs out; A releases at ~400 ms while B
  * holds.

@@ -1,5 +1,5 @@
-/* test_service_routes.c — every route and every status code of issue 3
- * (except 503, see test_service_redis_down.c): 200, 400, 401, 403, 404, 405,
+/* test_service_routes.c — every route and every status code the service
+ * documents (service/README.md, "Routes"; except 503, see test_service_redis_down.c): 200, 400, 401, 403, 404, 405,
  * 409, 413, 414, 429, 431, plus the idle connection timeout, the limits on
  * the request head (every refusal a JSON reply, nothing written), "%00",
  * the access log's escaping and the metrics' SKU labels. */
