@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# redis_restart.sh — fault 2 of issue 5: Redis dies (kill -9) mid-burst and
-# is restarted on the same port from its AOF (appendfsync always).
+# redis_restart.sh — Redis dies (kill -9) mid-burst and is restarted on the
+# same port from its AOF (appendfsync always).
 #
 # Expected, with buyers running through nginx:
 #   * while Redis is down every instance answers purchases with 503
