@@ -1,7 +1,9 @@
-# miaosha-server and miaosha-load on Debian bookworm (issue 5).
+# miaosha-server and miaosha-load on Debian bookworm, for the scale-out
+# topology of docker-compose.yml.
 #
-# Stage 1 builds with Debian's -dev packages and the same CMake commands as
-# scripts/test.sh (configure, then build the two binaries, Release).
+# Stage 1 builds with Debian's -dev packages and the CMake build of
+# scripts/test.sh (same warning flags), product only and Release, then
+# installs it into a staging prefix with `cmake --install`.
 # scaleout/tests/dockerfile_build.sh runs these exact RUN cmake lines outside
 # Docker in CI, so the image cannot drift from the CMake build.
 # Stage 2 holds only the runtime libraries, runs as a non-root user and is
@@ -13,11 +15,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-# The top-level CMakeLists.txt looks up redis-server, nginx and redis-cli for
-# the test suite; the image runs no tests, so they are pointed at /bin/false
-# instead of being installed here.
-RUN cmake -S . -B build/docker -DMIAOSHA_WERROR=ON -DCMAKE_BUILD_TYPE=Release -DMIAOSHA_REDIS_SERVER=/bin/false -DMIAOSHA_NGINX=/bin/false -DMIAOSHA_REDIS_CLI=/bin/false
-RUN cmake --build build/docker -j "$(nproc)" --target miaosha-server miaosha-load
+# The image runs no tests: -DMIAOSHA_BUILD_TESTS=OFF builds the product alone
+# and needs none of the test tools (redis-server, nginx, redis-cli).
+RUN cmake -S . -B build/docker -DMIAOSHA_BUILD_TESTS=OFF -DMIAOSHA_WERROR=ON -DCMAKE_BUILD_TYPE=Release
+RUN cmake --build build/docker -j "$(nproc)"
+RUN cmake --install build/docker --prefix build/docker-root
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -25,9 +27,9 @@ RUN apt-get update \
       libuuid1 libcurl4 curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin miaosha
-COPY --from=build /src/build/docker/service/miaosha-server /usr/local/bin/miaosha-server
-COPY --from=build /src/build/docker/loadtest/miaosha-load /usr/local/bin/miaosha-load
-COPY config/miaosha.json /etc/miaosha/miaosha.json
+COPY --from=build /src/build/docker-root/bin/miaosha-server /usr/local/bin/miaosha-server
+COPY --from=build /src/build/docker-root/bin/miaosha-load /usr/local/bin/miaosha-load
+COPY --from=build /src/build/docker-root/etc/miaosha/miaosha.json /etc/miaosha/miaosha.json
 USER miaosha
 WORKDIR /tmp
 # Inside a container the service must listen on every interface; everything

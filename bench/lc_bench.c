@@ -8,14 +8,15 @@
  * because this machine is shared and noisy: only the ratio means anything.
  *
  * Part 2, contended: 8 and 32 threads loop acquire → GET → SET → release on
- * one key (the seed's critical section) for each mode; reports critical
- * sections/s, fairness = min/max completions per thread, and what Redis
- * says the run cost it per section (commands, including those scripts call,
- * and µs spent in scripts: see redis_work). token and reentrant, the pair the
- * target compares, alternate three times (medians).
+ * one key (the critical section of the seckill walkthrough article) for
+ * each mode; reports critical sections/s, fairness = min/max completions
+ * per thread, and what Redis says the run cost it per section (commands,
+ * including those scripts call, and µs spent in scripts: see redis_work).
+ * token and reentrant, the pair the target compares, alternate three times
+ * (medians).
  *
- * Targets (issue 2): each Redis mode >= 0.9x its raw loop; with 8 and 32
- * threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3.
+ * Targets (bench/README.md): each Redis mode >= 0.9x its raw loop; with 8
+ * and 32 threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3.
  */
 #include "lockcore.h"
 
@@ -278,7 +279,7 @@ static double contended_run(lc_mode mode, int threads, double *fair, double *scr
 
 /* mutex and setnx once each for reference; then token and reentrant
  * alternate three times and their medians are compared, because the
- * machine's speed drifts within seconds (shared/baselines.md). */
+ * machine's speed drifts within seconds (bench/README.md, "Noise"). */
 static void contended(int threads)
 {
     printf("contended critical sections (acquire, GET, SET, release), %d threads, %.1f s per run\n", threads,

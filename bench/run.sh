@@ -14,6 +14,8 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../scripts/lib/proc.sh
+. "$ROOT/scripts/lib/proc.sh"
 BUILD=$ROOT/build/bench
 DUR=10      # seconds per wrk / miaosha-load / cs_bench measurement
 ROUNDS=3    # alternating rounds; medians are reported
@@ -52,15 +54,8 @@ PIDS=()           # everything started in the background, stopped by PID
 REDIS_DIR=$WORK/redis
 CLUSTER_STARTED=0
 
-stop_pid() { # stop_pid PID [GRACE_TENTHS]
-  local pid=$1 grace=${2:-60} i
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null
-  for ((i = 0; i < grace; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  return 0
-}
+# Every server runs in this script's session (why: scripts/lib/proc.sh).
+stop_pid() { proc_stop "$1" "" 6; } # stop_pid PID: SIGTERM, SIGKILL after 6 s
 forget_pid() { local p keep=(); for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
 
 cleanup() {
@@ -98,45 +93,24 @@ LOAD=$BUILD/loadtest/miaosha-load
 echo "built lc_bench cs_bench miaosha-server miaosha-load"
 
 # ---------------------------------------------------------------- helpers --
-free_port() {
-  local p i
-  for i in $(seq 100); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
-    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-    echo "$p"; return 0
-  done
-  return 1
-}
+free_port() { proc_free_port; }
 
-# http METHOD PORT PATH -> prints "STATUS BODY" (bash /dev/tcp, no curl needed)
-http() {
-  timeout 5 bash -c '
-    exec 3<>"/dev/tcp/127.0.0.1/$2" || exit 1
-    printf "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" "$1" "$3" >&3
-    resp=$(cat <&3)
-    status=$(printf "%s" "$resp" | head -1 | cut -d" " -f2)
-    body=${resp#*$'"'"'\r\n\r\n'"'"'}
-    printf "%s %s\n" "$status" "$body"' _ "$1" "$2" "$3" 2>/dev/null
-}
+# http METHOD PORT PATH -> prints "STATUS BODY" (proc_http: bash /dev/tcp, no curl needed)
+http() { proc_http "$1" "http://127.0.0.1:$2$3" 5; printf '%s %s\n' "$H_CODE" "$H_BODY"; }
 
-wait_healthy() { # wait_healthy PORT [PATH]
-  local i
-  for i in $(seq 100); do
-    case "$(http GET "$1" "${2:-/healthz}")" in 200*) return 0 ;; esac
-    sleep 0.1
-  done
-  return 1
+wait_healthy() { # wait_healthy PID PORT [PATH]: 200 within 10 s
+  proc_wait_healthy "$1" 10000 proc_http_ok "http://127.0.0.1:$2${3:-/healthz}"
 }
 
 # start_server NAME [miaosha-server args...] -> sets SERVER_PORT SERVER_PID
 start_server() {
   local name=$1; shift
   SERVER_PORT=$(free_port) || return 1
-  "$SRV" --port "$SERVER_PORT" --redis "127.0.0.1:$REDIS_PORT" --instance-id "bench-$name" \
-    --set log.level=warn "$@" 2>"$WORK/server-$name.log" &
-  SERVER_PID=$!
+  proc_start "$WORK/server-$name.log" "$SRV" --port "$SERVER_PORT" --redis "127.0.0.1:$REDIS_PORT" \
+    --instance-id "bench-$name" --set log.level=warn "$@"
+  SERVER_PID=$PROC_PID
   PIDS+=("$SERVER_PID")
-  if ! wait_healthy "$SERVER_PORT"; then
+  if ! wait_healthy "$SERVER_PID" "$SERVER_PORT"; then
     log "bench: miaosha-server $name did not become healthy on port $SERVER_PORT:"
     tail -5 "$WORK/server-$name.log" >&2
     return 1
@@ -177,10 +151,10 @@ http {
     }
 }
 EOF
-  "$NGINX" -p "$pre" -e "$pre/logs/error.log" -c "$pre/nginx.conf" 2>>"$pre/logs/error.log" &
-  NGINX_PID=$!
+  proc_start "$pre/logs/stdout.log" "$NGINX" -p "$pre" -e "$pre/logs/error.log" -c "$pre/nginx.conf"
+  NGINX_PID=$PROC_PID
   PIDS+=("$NGINX_PID")
-  if ! wait_healthy "$NGINX_PORT" /static; then
+  if ! wait_healthy "$NGINX_PID" "$NGINX_PORT" /static; then
     log "bench: nginx did not start:"; tail -5 "$pre/logs/error.log" >&2; return 1
   fi
   echo "nginx (static file, $(wc -c <"$1") bytes): 127.0.0.1:$NGINX_PORT pid $NGINX_PID"
@@ -315,7 +289,7 @@ echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); eac
 # --------------------------------------------------------------- lockcore --
 if want lockcore; then
   LC_SECS=$(awk -v d="$DUR" 'BEGIN{ s = d / 5; if (s < 1) s = 1; print s }')
-  section "lockcore (issue 2): lc_bench $REDIS_PORT $LC_SECS"
+  section "lockcore: lc_bench $REDIS_PORT $LC_SECS"
   timeout 900 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" 2>&1 | tee "$WORK/lc_bench.out"
   [ "${PIPESTATUS[0]}" = 0 ] || log "bench: lc_bench failed"
   out=$(cat "$WORK/lc_bench.out")
@@ -345,7 +319,7 @@ if want service || want load; then
 fi
 
 if want service; then
-  section "service (issue 3)"
+  section "service"
   # Peak RSS, on a fresh default instance: idle, then 1000 open keep-alive
   # connections (miaosha-load bench keeps each one busy with GET /healthz).
   start_server rss || exit 1
@@ -417,7 +391,7 @@ fi
 
 # ------------------------------------------------------------------- load --
 if want load; then
-  section "load (issue 4): miaosha-load bench vs wrk, GET /healthz, 64 connections, ${DUR}s, alternating"
+  section "load: miaosha-load bench vs wrk, GET /healthz, 64 connections, ${DUR}s, alternating"
   echo "(server-side: responses counted by the server's /metrics over the same run, as a cross-check of the clients' counting)"
   lr=() lw=() ll=() lsr=() bad=0
   for ((r = 1; r <= ROUNDS; r++)); do
@@ -449,7 +423,7 @@ fi
 
 # --------------------------------------------------------------- scaleout --
 if want scaleout; then
-  section "scaleout (issue 5)"
+  section "scaleout"
   scaleout_part
 fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cluster.sh — the scale-out topology on loopback, without Docker (issue 5):
+# cluster.sh — the scale-out topology on loopback, without Docker:
 #
 #   private redis-server (AOF on, appendfsync always, its own temp dir)
 #   three miaosha-server instances (distinct ports and instance ids)
@@ -38,11 +38,15 @@
 #
 # The script never writes outside DIR (nginx runs with -p DIR -e DIR/... and
 # a generated main config), binds only 127.0.0.1, and stops only the PIDs it
-# recorded: SIGTERM, then SIGKILL after 5 s.
+# recorded: SIGTERM, then SIGKILL after 5 s. Every process stays in this
+# script's session (why: scripts/lib/proc.sh) in a process group of its own,
+# so a terminal Ctrl-C reaches only this script, which then stops them.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 me=cluster.sh
+# shellcheck source=lib/proc.sh
+. "$here/scripts/lib/proc.sh"
 N=3
 
 die() { echo "$me: $*" >&2; exit 1; }
@@ -64,99 +68,19 @@ find_bin() { # name default...
   command -v "$name" || die "$name not found"
 }
 
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# A random free-looking loopback port in 20000..49999. The caller binds it and
-# retries with another one when the bind fails (the check is only a hint).
-pick_port() {
-  local p
-  for _ in $(seq 50); do
-    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
-    port_busy "$p" || { echo "$p"; return; }
-  done
-  die "no free port found"
-}
-
-# Alive = exists and is not a zombie (an instance killed by a test is
-# reparented once this script has exited and may stay unreaped for a while).
-alive() {
-  [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null || return 1
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-
-stop_pid() { # pid [name]
-  local pid=$1
-  alive "$pid" || return 0
-  kill -CONT "$pid" 2>/dev/null || true   # a SIGSTOPped process cannot act on SIGTERM
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do alive "$pid" || return 0; sleep 0.05; done
-  log "${2:-$pid} did not stop in 5 s: SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-  for _ in $(seq 40); do alive "$pid" || return 0; sleep 0.05; done
-}
-
-# http_get URL: one GET on a fresh connection with bash's /dev/tcp (no curl
-# needed); sets H_CODE ("000" when there was no HTTP answer within 2 s) and
-# H_BODY.
-http_get() {
-  local hp=${1#http://} path fd resp=""
-  path=/${hp#*/}; [ "$path" = "/$hp" ] && path=/
-  hp=${hp%%/*}
-  H_CODE=000 H_BODY=""
-  { exec {fd}<>"/dev/tcp/${hp%:*}/${hp##*:}"; } 2>/dev/null || return 0
-  printf 'GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$path" "$hp" >&"$fd" 2>/dev/null
-  IFS= read -r -d "" -t 2 -u "$fd" resp 2>/dev/null || true
-  exec {fd}>&-
-  [[ $resp == HTTP/1.[01]\ [0-9][0-9][0-9]* ]] || return 0
-  H_CODE=${resp:9:3}
-  H_BODY=${resp#*$'\r\n\r\n'}
-}
+pick_port() { proc_free_port || die "no free port found"; }
 
 # ---------------------------------------------------------------- start
 start_redis() { # dir
-  local dir=$1 rs port
+  local dir=$1 rs
   rs=$(find_bin redis-server "${CLUSTER_REDIS_SERVER:-}" "${MIAOSHA_REDIS_SERVER:-}")
   mkdir -p "$dir/redis"
-  for _ in $(seq 20); do
-    port=$(pick_port)
-    # One config file, so a restart (tests: kill -9 then start again) uses
-    # exactly the same settings and finds the AOF in the same directory.
-    cat > "$dir/redis.conf" <<EOF
-bind 127.0.0.1
-port $port
-protected-mode yes
-daemonize no
-pidfile $dir/redis.pid
-logfile $dir/redis.log
-dir $dir/redis
-save ""
-appendonly yes
-appendfsync always
-appenddirname aof
-maxclients 10000
-EOF
-    rm -f "$dir/redis.pid"
-    # In the background, not daemonized: daemonizing calls setsid(), and with
-    # sched_autogroup_enabled=1 a process alone in its session is its own
-    # scheduling group, which this machine's kernel starved for 0.2-4 s at a
-    # time under load from the caller's session (tests/redis-fixture.sh).
-    # set -m: its own process group, so a terminal Ctrl-C aimed at this
-    # script does not reach it; it outlives the script.
-    set -m
-    "$rs" "$dir/redis.conf" </dev/null >/dev/null 2>&1 &
-    set +m
-    for _ in $(seq 100); do
-      if [ -s "$dir/redis.pid" ] && alive "$(cat "$dir/redis.pid")" &&
-         [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ]; then
-        REDIS_PORT=$port REDIS_PID=$(cat "$dir/redis.pid"); return 0
-      fi
-      sleep 0.05
-    done
-    [ -s "$dir/redis.pid" ] && stop_pid "$(cat "$dir/redis.pid")" redis-server
-  done
-  die "could not start redis-server (see $dir/redis.log)"
+  # One config file (DIR/redis.conf), so a restart (tests: kill -9 then
+  # start again) uses exactly the same settings and finds the AOF in the
+  # same directory.
+  proc_start_redis "$rs" "$dir" "dir $dir/redis" "appendonly yes" "appendfsync always" \
+      "appenddirname aof" || die "could not start redis-server (see $dir/redis.log)"
+  REDIS_PORT=$PROC_REDIS_PORT REDIS_PID=$(cat "$dir/redis.pid")
 }
 
 start_app() { # dir i server
@@ -168,27 +92,14 @@ start_app() { # dir i server
   [ -n "${CLUSTER_SERVER_ARGS:-}" ] && extra+=($CLUSTER_SERVER_ARGS)
   for _ in $(seq 20); do
     port=$(pick_port)
-    # set -m: the instance gets its own process group, so a Ctrl-C in the
-    # terminal reaches only this script, which then stops it by PID. Not
-    # setsid: a session of its own is a scheduling group of its own under
-    # sched_autogroup, starved here under load (see start_redis).
-    set -m
-    "$server" --listen 127.0.0.1 --port "$port" --redis "127.0.0.1:$REDIS_PORT" \
-      --instance-id "$id" "${extra[@]}" >"$dir/app$i.log" 2>&1 < /dev/null &
-    pid=$!
-    set +m
-    for _ in $(seq 200); do
-      alive "$pid" || break
-      http_get "http://127.0.0.1:$port/healthz"
-      case $H_BODY in *"\"instance\":\"$id\""*) break ;; esac
-      sleep 0.05
-    done
-    if alive "$pid" && [ "$H_CODE" = 200 ] && [[ $H_BODY == *"\"instance\":\"$id\""* ]]; then
+    proc_start "$dir/app$i.log" "$server" --listen 127.0.0.1 --port "$port" \
+      --redis "127.0.0.1:$REDIS_PORT" --instance-id "$id" "${extra[@]}"
+    pid=$PROC_PID
+    if proc_wait_healthy "$pid" 10000 proc_http_ok "http://127.0.0.1:$port/healthz" 200 "\"instance\":\"$id\""; then
       eval "APP${i}_PORT=$port APP${i}_PID=$pid APP${i}_ID=$id"
       return 0
     fi
-    stop_pid "$pid" "app$i"
-    wait "$pid" 2>/dev/null || true
+    proc_stop "$pid" "app$i"
     grep -q "in use" "$dir/app$i.log" 2>/dev/null || { tail -5 "$dir/app$i.log" >&2; die "app$i did not start"; }
   done
   die "could not start app$i"
@@ -201,6 +112,12 @@ fill_template() { # template out
       -e "s|\${LB_APP2}|$LB_APP2|g" -e "s|\${LB_APP3}|$LB_APP3|g" \
       -e "s|\${LB_READ_TIMEOUT}|$LB_READ_TIMEOUT|g" "$1" > "$2"
   ! grep -q '\${LB_[A-Z0-9_]*}' "$2" || die "unfilled placeholder in $2"
+}
+
+# nginx answers its own /lb-healthz and its pidfile names the master we started.
+nginx_ready() { # dir port pid
+  proc_http_ok "http://127.0.0.1:$2/lb-healthz" && [ -s "$1/nginx/nginx.pid" ] &&
+    [ "$(cat "$1/nginx/nginx.pid")" = "$3" ]
 }
 
 start_nginx() { # dir
@@ -237,20 +154,14 @@ http {
 EOF
     "$ngx" -t -q -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" \
       || die "nginx -t failed for $dir/nginx/nginx.conf"
-    set -m # own process group, same session: see start_app
-    "$ngx" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf" \
-      >"$dir/nginx/logs/stdout.log" 2>&1 < /dev/null &
-    pid=$!
-    set +m
-    for _ in $(seq 100); do
-      alive "$pid" || break
-      http_get "http://127.0.0.1:$port/lb-healthz"
-      [ "$H_CODE" = 200 ] && [ -s "$dir/nginx/nginx.pid" ] &&
-        [ "$(cat "$dir/nginx/nginx.pid")" = "$pid" ] && { NGINX_PORT=$port NGINX_PID=$pid; return 0; }
-      sleep 0.05
-    done
-    stop_pid "$pid" nginx
-    wait "$pid" 2>/dev/null || true
+    proc_start "$dir/nginx/logs/stdout.log" \
+      "$ngx" -p "$dir/nginx" -e "$dir/nginx/logs/error.log" -c "$dir/nginx/nginx.conf"
+    pid=$PROC_PID
+    if proc_wait_healthy "$pid" 5000 nginx_ready "$dir" "$port" "$pid"; then
+      NGINX_PORT=$port NGINX_PID=$pid
+      return 0
+    fi
+    proc_stop "$pid" nginx
     grep -q "in use" "$dir/nginx/logs/error.log" 2>/dev/null || { tail -5 "$dir/nginx/logs/error.log" >&2; die "nginx did not start"; }
   done
   die "could not start nginx"
@@ -298,14 +209,14 @@ do_start() { # dir
 do_stop() { # dir
   local dir=$1 f pid
   [ -f "$dir/.cluster" ] || die "$dir is not a cluster dir"
-  [ -f "$dir/nginx.pidrec" ] && stop_pid "$(cat "$dir/nginx.pidrec")" nginx
+  [ -f "$dir/nginx.pidrec" ] && proc_stop "$(cat "$dir/nginx.pidrec")" nginx
   for f in "$dir"/app*.pid; do
-    [ -f "$f" ] && stop_pid "$(cat "$f")" "$(basename "$f" .pid)"
+    [ -f "$f" ] && proc_stop "$(cat "$f")" "$(basename "$f" .pid)"
   done
   # The redis pid may have changed (a test restarted it): the pidfile is the
   # truth while it runs, the record is the fallback.
   for f in "$dir/redis.pid" "$dir/redis.pidrec"; do
-    [ -s "$f" ] && { pid=$(cat "$f"); stop_pid "$pid" redis-server; }
+    [ -s "$f" ] && { pid=$(cat "$f"); proc_stop "$pid" redis-server; }
   done
   # CLUSTER_KEEP_DIR=1 keeps the logs (the tests scan them for sanitizer
   # reports written at exit, then remove the dir themselves).
@@ -320,11 +231,11 @@ do_status() { # dir
   for name in REDIS NGINX APP1 APP2 APP3; do
     eval "pid=\$CLUSTER_${name}_PID"
     [ "$name" = REDIS ] && [ -s "$dir/redis.pid" ] && pid=$(cat "$dir/redis.pid")
-    if alive "$pid"; then echo "$name pid $pid: running"; else echo "$name pid $pid: NOT running"; st=1; fi
+    if proc_alive "$pid"; then echo "$name pid $pid: running"; else echo "$name pid $pid: NOT running"; st=1; fi
   done
   echo "nginx:  $CLUSTER_URL   redis: 127.0.0.1:$CLUSTER_REDIS_PORT"
   echo "apps:   $CLUSTER_APP_URLS"
-  http_get "$CLUSTER_URL/stock/demo"
+  proc_http GET "$CLUSTER_URL/stock/demo" 2
   echo "audit:  $H_CODE $H_BODY"
   return $st
 }

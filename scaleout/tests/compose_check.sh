@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # compose_check.sh — validates docker-compose.yml and the Dockerfile without
 # a Docker engine: Debian's docker-compose (1.29) parses and resolves the
-# file (`config`), then the resolved configuration is checked against what
-# issue 5 asks for and against config/nginx.conf.template.
+# file (`config`), then the resolved configuration is checked against the
+# topology scaleout/README.md describes and against config/nginx.conf.template.
 . "$(dirname "$0")/lib.sh"
 cd "$SRC" || exit 1
 command -v docker-compose >/dev/null || { say "FAIL docker-compose not installed (Debian package docker-compose)"; exit 1; }

@@ -2,21 +2,27 @@
 # dockerfile_build.sh — the Dockerfile's build steps are the CMake build.
 #
 # Without a Docker engine, this runs the Dockerfile's own `RUN cmake ...`
-# lines (extracted verbatim, only the build directory build/docker replaced
-# by a temp dir) in the source tree, as the build stage does in /src, and
-# checks that they produce the binaries the final stage copies. It also
-# checks that the configure line carries scripts/test.sh's flags and that
-# the build stage installs the same -dev packages as scripts/deps.sh.
+# lines (configure, build, install; extracted verbatim, only "build/docker"
+# replaced by a temp dir, so the staging prefix build/docker-root moves with
+# it) in the source tree, as the build stage does in /src, and checks that
+# they produce the files the final stage copies. It also checks that the
+# configure line carries scripts/test.sh's flags and builds without the test
+# tools, and that the build stage installs the same -dev packages as
+# scripts/deps.sh.
 . "$(dirname "$0")/lib.sh"
 cd "$SRC" || exit 1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/miaosha-dockerbuild.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 mapfile -t runs < <(sed -n '/^FROM debian:bookworm AS build/,/^FROM /p' Dockerfile | grep '^RUN cmake ')
-ck "the build stage has a configure and a build step (${#runs[@]} RUN cmake lines)" -- test "${#runs[@]}" = 2
+ck "the build stage has a configure, a build and an install step (${#runs[@]} RUN cmake lines)" -- test "${#runs[@]}" = 3
 ck "configure: -DMIAOSHA_WERROR=ON as scripts/test.sh" -- bash -c "grep -q -- '-DMIAOSHA_WERROR=ON' <<<'${runs[0]}' && grep -q -- '-DMIAOSHA_WERROR=ON' scripts/test.sh"
 ck "configure: Release build" -- bash -c "grep -q -- '-DCMAKE_BUILD_TYPE=Release' <<<'${runs[0]}'"
-ck "build: the miaosha-server and miaosha-load targets" -- bash -c "grep -q -- '--target miaosha-server miaosha-load' <<<'${runs[1]}'"
+ck "configure: the product only (-DMIAOSHA_BUILD_TESTS=OFF)" -- bash -c "grep -q -- '-DMIAOSHA_BUILD_TESTS=OFF' <<<'${runs[0]}'"
+ck "no test tool is faked at configure time" -- bash -c "! grep -qE -- '-DMIAOSHA_(REDIS_SERVER|NGINX|REDIS_CLI)=' Dockerfile"
+ck "build: cmake --build build/docker" -- bash -c "grep -q -- '^RUN cmake --build build/docker' <<<'${runs[1]}'"
+ck "install: cmake --install build/docker into a staging prefix" -- \
+  bash -c "grep -q -- '^RUN cmake --install build/docker --prefix build/docker-root' <<<'${runs[2]}'"
 for p in $(sed -n '/^FROM debian:bookworm AS build/,/^FROM /p' Dockerfile | grep -o '[a-z0-9.+-]*-dev\b' | sort -u); do
   ck "build stage package $p is one scripts/deps.sh installs" -- grep -qw -- "$p" scripts/deps.sh
 done
@@ -30,9 +36,14 @@ for r in "${runs[@]}"; do
   check $st "step exits 0 in $(( ($(now_ms) - start) / 1000 )) s"
   [ $st -eq 0 ] || { tail -30 "$tmp/out.log"; break; }
 done
-for c in $(grep -o 'COPY --from=build /src/build/docker/[^ ]*' Dockerfile | sed 's|.*/src/build/docker/||'); do
-  ck "the final stage's COPY source $c was built" -- test -x "$tmp/build/$c"
+copies=$(grep -o 'COPY --from=build /src/[^ ]*' Dockerfile | sed 's|.*--from=build /src/||')
+ck "the final stage copies the two programs and the configuration from the install" -- \
+  test "$(tr '\n' ' ' <<<"$copies")" = "build/docker-root/bin/miaosha-server build/docker-root/bin/miaosha-load build/docker-root/etc/miaosha/miaosha.json "
+for c in $copies; do
+  ck "the final stage's COPY source $c was installed" -- test -f "${c//build\/docker/$tmp/build}"
 done
-ck "the built miaosha-server runs (--version)" -- "$tmp/build/service/miaosha-server" --version
-ck "the built miaosha-load runs (--help)" -- bash -c "'$tmp/build/loadtest/miaosha-load' --help >/dev/null 2>&1; test \$? -le 2"
+root=$tmp/build-root
+ck "the installed miaosha-server runs (--version)" -- "$root/bin/miaosha-server" --version
+ck "the installed miaosha-load runs (--help)" -- bash -c "'$root/bin/miaosha-load' --help >/dev/null 2>&1; test \$? -le 2"
+ck "the installed miaosha.json is config/miaosha.json" -- cmp -s "$root/etc/miaosha/miaosha.json" config/miaosha.json
 finish

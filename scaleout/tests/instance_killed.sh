@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# instance_killed.sh token|reentrant — fault 1 of issue 5: one of three
-# instances dies mid-burst while it holds the lock.
+# instance_killed.sh token|reentrant — one of three instances dies
+# mid-burst while it holds the lock.
 #
 # Buyers run through nginx (round-robin over three instances) with a long
 # wait_ms, so every buyer queues on the Redis lock and the lock is held

@@ -9,6 +9,7 @@
 #
 # Assertions count failures (like tests/testutil/tu.h); `finish` prints the
 # summary and sets the exit status. Every wait is a poll with a deadline.
+# Process control and the HTTP probe are scripts/lib/proc.sh's.
 
 set -uo pipefail
 
@@ -16,6 +17,8 @@ SRC=${MIAOSHA_SOURCE_DIR:?MIAOSHA_SOURCE_DIR not set (run through ctest)}
 BUILD=${MIAOSHA_BUILD_DIR:?MIAOSHA_BUILD_DIR not set (run through ctest)}
 LOAD=$BUILD/loadtest/miaosha-load
 CLUSTER=$SRC/scripts/cluster.sh
+# shellcheck source=../../scripts/lib/proc.sh
+. "$SRC/scripts/lib/proc.sh"
 export MIAOSHA_BUILD_DIR=$BUILD
 T_NAME=$(basename "$0" .sh)
 T_PASS=0
@@ -43,31 +46,13 @@ finish() {
   [ "$T_FAIL" -eq 0 ]
 }
 
-now_ms() { local t=${EPOCHREALTIME/./}; echo $(( t / 1000 )); }
+now_ms() { proc_now_ms; }
 
 # ---------------------------------------------------------------- HTTP
-# http METHOD URL [timeout_s]: one request on a fresh connection
-# (Connection: close). Sets H_CODE (000 when no HTTP answer: refused, reset
-# or timed out), H_BODY and H_MS (elapsed).
-http() {
-  local m=$1 url=$2 t=${3:-5} hp path fd resp="" t0
-  hp=${url#http://}
-  path=/${hp#*/}; [ "$path" = "/$hp" ] && path=/
-  hp=${hp%%/*}
-  t0=$(now_ms)
-  H_CODE=000 H_BODY=""
-  if { exec {fd}<>"/dev/tcp/${hp%:*}/${hp##*:}"; } 2>/dev/null; then
-    printf '%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n' \
-      "$m" "$path" "$hp" >&"$fd" 2>/dev/null
-    IFS= read -r -d '' -t "$t" -u "$fd" resp 2>/dev/null
-    exec {fd}>&-
-    if [[ $resp == HTTP/1.[01]\ [0-9][0-9][0-9]* ]]; then
-      H_CODE=${resp:9:3}
-      H_BODY=${resp#*$'\r\n\r\n'}
-    fi
-  fi
-  H_MS=$(( $(now_ms) - t0 ))
-}
+# http METHOD URL [timeout_s]: proc_http (one request on a fresh connection);
+# sets H_CODE (000 when no HTTP answer: refused, reset or timed out), H_BODY
+# and H_MS (elapsed).
+http() { proc_http "$@"; }
 
 # jfield JSON KEY: the first "KEY":value of a flat JSON text (strings unquoted).
 jfield() {
@@ -102,23 +87,11 @@ order_instances() {
 
 # wait_until DEADLINE_MS CMD...: polls CMD every 20 ms until it succeeds
 # (0) or the deadline (absolute, now_ms clock) passes (1).
-wait_until() {
-  local deadline=$1; shift
-  while :; do
-    "$@" && return 0
-    [ "$(now_ms)" -ge "$deadline" ] && return 1
-    sleep 0.02
-  done
-}
+wait_until() { proc_wait_until "$@"; }
 
 # A process that exited but was not reaped yet (a zombie: its parent, the
 # cluster script, is gone) counts as gone.
-pid_gone() {
-  local st
-  kill -0 "$1" 2>/dev/null || return 0
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
-  [ -z "$st" ] || [ "$st" = Z ]
-}
+pid_gone() { ! proc_alive "$1"; }
 rcli() { redis-cli -p "$CLUSTER_REDIS_PORT" "$@" 2>/dev/null; }
 redis_up() { [ "$(rcli ping)" = PONG ]; }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # matrix_multi.sh — the matrix's multi-instance scenario on the scale-out
-# topology (issue 5): `miaosha-load matrix --scenarios multi --target URL`
+# topology: `miaosha-load matrix --scenarios multi --target URL`
 # sends its bursts through the cluster's nginx to the three instances on the
 # cluster's Redis, instead of three instances of its own.
 # Expected, per mode: none and mutex oversell (mutex is one lock per

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nginx_no_retry.sh [control] — fault 4 of issue 5: nginx must not resend a
+# nginx_no_retry.sh [control] — the balancer fault: nginx must not resend a
 # purchase to another instance.
 #
 # nginx runs with proxy_read_timeout 1s for /miaosha/. A purchase

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# redis_paused.sh — fault 3 of issue 5: Redis is slow — the redis-server
-# process is frozen with SIGSTOP for 2 s mid-burst, then SIGCONT.
+# redis_paused.sh — Redis is slow: the redis-server process is frozen with
+# SIGSTOP for 2 s mid-burst, then SIGCONT.
 #
 # A frozen Redis still accepts TCP connections (the kernel does) but never
 # answers, which is what a slow or hung Redis looks like to a client.

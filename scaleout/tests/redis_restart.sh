@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# redis_restart.sh — fault 2 of issue 5: Redis dies (kill -9) mid-burst and
-# is restarted on the same port from its AOF (appendfsync always).
+# redis_restart.sh — Redis dies (kill -9) mid-burst and is restarted on the
+# same port from its AOF (appendfsync always).
 #
 # Expected, with buyers running through nginx:
 #   * while Redis is down every instance answers purchases with 503
@@ -39,11 +39,9 @@ ck "down: instances still running" -- bash -c "kill -0 $CLUSTER_APP1_PID $CLUSTE
 # from the same config: same port, same AOF directory.
 while [ $(( $(now_ms) - t_down )) -lt 1500 ]; do sleep 0.05; done
 rs=${CLUSTER_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}} # cluster.sh's order
-# In the background: the config says daemonize no (scripts/cluster.sh,
-# start_redis); it writes the same pidfile, so "cluster.sh stop" finds it.
-set -m
-"$rs" "$CLUSTER_REDIS_CONF" </dev/null >/dev/null 2>&1 &
-set +m
+# In the background: the config says daemonize no (scripts/lib/proc.sh,
+# proc_start_redis); it writes the same pidfile, so "cluster.sh stop" finds it.
+proc_start /dev/null "$rs" "$CLUSTER_REDIS_CONF"
 require "redis-server restarted from its AOF" -- wait_until $(( $(now_ms) + 10000 )) redis_up
 t_up=$(now_ms)
 say "redis up again after $(( t_up - t_down )) ms down; loaded sold=$(rcli get "miaosha:{$SKU}:sold")"
