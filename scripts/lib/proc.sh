@@ -24,17 +24,31 @@ proc_now_ms() { local t=${EPOCHREALTIME/./}; echo $(( t / 1000 )); }
 # 127.0.0.1:PORT.
 proc_port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# proc_free_port: prints a random loopback port in 20000..49999 that nothing
-# listens on (never 6379); status 1 when 100 tries found none. Only a hint:
+# proc_free_port: prints a random loopback port that nothing listens on and
+# no socket uses (never 6379); status 1 when 100 tries found none. Ports come
+# from 20000 up to just below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768 by default): a port inside it may be
+# the local end of some client's connection, and then a server's bind() fails
+# with EADDRINUSE although nothing listens there. Only a hint all the same:
 # another process may bind it first, so the caller binds it and retries with
 # another port when the bind fails.
 proc_free_port() {
-  local p _
+  local p _ lo=32768 span
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+  span=$(( lo > 21000 ? lo - 20000 : 30000 ))
   for _ in $(seq 100); do
-    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 30000 ))
-    proc_port_busy "$p" || { echo "$p"; return 0; }
+    p=$(( 20000 + (RANDOM * 32768 + RANDOM) % span ))
+    proc_port_busy "$p" || proc_port_in_use "$p" || { echo "$p"; return 0; }
   done
   return 1
+}
+
+# proc_port_in_use PORT: true when any TCP socket (listening, connected or in
+# TIME_WAIT) has PORT as its local port, from /proc/net/tcp{,6}.
+proc_port_in_use() {
+  local hex
+  hex=$(printf ':%04X ' "$1")
+  cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v h="$hex" '{ if (index($2 " ", h)) f = 1 } END { exit !f }'
 }
 
 # proc_alive PID: true when PID exists and is not a zombie. A server that
