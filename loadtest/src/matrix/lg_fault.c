@@ -52,7 +52,7 @@
 #include <string.h>
 
 #include "lg_admin.h"
-#include "lg_matrix_int.h"
+#include "lg_mx_proc.h"
 #include "lg_proc.h"
 
 #define STR_(v) #v

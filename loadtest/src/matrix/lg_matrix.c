@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "lg_admin.h"
-#include "lg_matrix_int.h"
+#include "lg_mx_proc.h"
 #include "lg_proc.h"
 
 /* mkdir -p: --out may name a directory whose parents do not exist yet. */
