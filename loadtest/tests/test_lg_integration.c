@@ -53,7 +53,7 @@ static pid_t start_server(int *port, const char *id)
                         NULL};
         char logp[256];
         snprintf(logp, sizeof logp, "/tmp/miaosha-lg-test-%s.log", id);
-        pid_t pid = lg_spawn(argv, logp, err, sizeof err);
+        pid_t pid = lg_spawn(argv, logp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
         if (pid < 0)
             continue;
         char base[64];
@@ -361,7 +361,7 @@ static void test_faults_interrupt(void)
     snprintf(errp, sizeof errp, "%s/stderr", dir);
     const char *argv[] = {load, "matrix", "--scenarios", "redis-pause", "--modes", "token", "--quick",
                     "--server", server, "--out", dir, NULL};
-    pid_t pid = lg_spawn(argv, errp, err, sizeof err);
+    pid_t pid = lg_spawn(argv, errp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     TU_REQUIRE(pid > 0, "matrix started");
     /* the private Redis's port, from the matrix's first log line */
     int port = 0;

@@ -60,7 +60,7 @@ int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen)
     for (int i = 0; i < x->cfg->nserver_args; i++)
         argv[n++] = x->cfg->server_args[i];
     argv[n] = NULL;
-    in->pid = lg_spawn(argv, logp, err, errlen);
+    in->pid = lg_spawn(argv, logp, 0, err, errlen);
     if (in->pid < 0) {
         in->pid = 0;
         return -1;
@@ -124,6 +124,36 @@ void lg_mx_instance_stop(instance *in)
 }
 
 
+/* The private redis-server on x->redis_port (a free one per attempt when
+ * 0). */
+static int redis_spawn(mctx *x, int attempts, char *err, size_t errlen)
+{
+    char logp[PATH_MAX + 32];
+    snprintf(logp, sizeof logp, "%s/redis.log", x->logdir);
+    /* AOF for the fault scenarios: a restart must reload every write that
+     * was acknowledged (appendfsync always) */
+    const char *args[] = {"--appendonly", x->redis_aof ? "yes" : "no", "--appendfsync", "always",
+                          "--maxclients", "10000", NULL};
+    lg_redis_opts o;
+    lg_redis_opts_init(&o);
+    o.server = x->cfg->redis_server;
+    o.port = x->redis_port;
+    o.dir = x->redis_dir;
+    o.args = args;
+    o.logpath = logp;
+    o.attempts = attempts;
+    o.timeout_ms = 10000;
+    o.stop = x->cfg->stop;
+    int port = 0;
+    pid_t pid = lg_redis_start(&o, &port, err, errlen);
+    if (pid < 0)
+        return -1;
+    x->redis_pid = pid;
+    x->redis_port = port;
+    snprintf(x->redis_addr, sizeof x->redis_addr, "127.0.0.1:%d", port);
+    return 0;
+}
+
 int lg_mx_redis_start(mctx *x, char *err, size_t errlen)
 {
     if (x->cfg->redis) {
@@ -143,44 +173,13 @@ int lg_mx_redis_start(mctx *x, char *err, size_t errlen)
         x->redis_dir[0] = 0;
         return -1;
     }
-    for (int attempt = 0; attempt < 5; attempt++) {
-        x->redis_port = 0;
-        if (lg_mx_redis_spawn(x, err, errlen) == 0)
-            return 0;
-    }
-    return -1;
+    x->redis_port = 0;
+    return redis_spawn(x, 5, err, errlen);
 }
 
 int lg_mx_redis_spawn(mctx *x, char *err, size_t errlen)
 {
-    int port = x->redis_port > 0 ? x->redis_port : lg_free_port();
-    char ports[16], logp[PATH_MAX + 32];
-    snprintf(ports, sizeof ports, "%d", port);
-    snprintf(logp, sizeof logp, "%s/redis.log", x->logdir);
-    /* AOF for the fault scenarios: a restart must reload every write that
-     * was acknowledged (appendfsync always), as issue 5 asks */
-    const char *aof = x->redis_aof ? "yes" : "no";
-    const char *argv[] = {x->cfg->redis_server, "--port", ports, "--bind", "127.0.0.1",
-                    "--save", "", "--appendonly", aof, "--appendfsync", "always",
-                    "--dir", x->redis_dir, "--daemonize", "no", "--maxclients", "10000", NULL};
-    pid_t pid = lg_spawn(argv, logp, err, errlen);
-    if (pid < 0)
-        return -1;
-    for (int i = 0; i < 200 && !lg_mx_stopped(x); i++) {
-        if (lg_redis_ping(port, 200)) {
-            x->redis_pid = pid;
-            x->redis_port = port;
-            snprintf(x->redis_addr, sizeof x->redis_addr, "127.0.0.1:%d", port);
-            return 0;
-        }
-        if (lg_wait_exit(pid, 0))
-            break;
-        lg_sleep_ms(50);
-    }
-    lg_stop(pid, 1000);
-    snprintf(err, errlen, "could not start %s on port %d (see %s/redis.log)",
-             x->cfg->redis_server, port, x->logdir);
-    return -1;
+    return redis_spawn(x, 1, err, errlen);
 }
 
 void lg_mx_shutdown(mctx *x)
