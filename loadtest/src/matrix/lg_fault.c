@@ -42,7 +42,6 @@
  * cfg->time_factor); Ctrl-C ends every wait, and a paused Redis always gets
  * its SIGCONT.
  */
-#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -53,9 +52,11 @@
 
 #include "lg_admin.h"
 #include "lg_fault.h"
+#include "lg_json.h"
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
 #include "lg_proc.h"
+#include "lg_thread.h"
 
 #define STR_(v) #v
 #define STR(v) STR_(v)
@@ -215,7 +216,7 @@ static int inflight(const instance *in)
     int n = -1;
     if (lg_http_call("GET", url, NULL, NULL, 1000, &st, &body, e, sizeof e) == 0 && st == 200 &&
         body) {
-        cJSON *j = cJSON_ParseWithOpts(body, NULL, 0);
+        cJSON *j = lg_json_parse(body, strlen(body));
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "inflight");
         if (cJSON_IsNumber(v))
             n = v->valueint;
@@ -270,8 +271,9 @@ static int burst_start(fcell *f, char *err, size_t errlen)
     rc->stop = &f->bstop;
     if (lg_mx_targets(rc, f->ins, 3, err, errlen) < 0)
         return -1;
-    if (pthread_create(&f->tid, NULL, burst_main, f) != 0) {
-        snprintf(err, errlen, "pthread_create failed");
+    int e = pthread_create(&f->tid, NULL, burst_main, f);
+    if (e != 0) {
+        snprintf(err, errlen, "pthread_create: %s", strerror(e));
         return -1;
     }
     return 0;
@@ -280,7 +282,7 @@ static int burst_start(fcell *f, char *err, size_t errlen)
 static void burst_stop(fcell *f)
 {
     __atomic_store_n(&f->bstop, 1, __ATOMIC_RELAXED); /* read by the engine's threads */
-    pthread_join(f->tid, NULL);
+    lg_pt_must(pthread_join(f->tid, NULL), "fault: join the burst");
 }
 
 /* --- kill ------------------------------------------------------------------ */
