@@ -6,9 +6,9 @@
  *                               expectation flags failing when they should,
  *                               and a short bench of /healthz
  *   test_lg_integration matrix  `matrix --quick`: exit 0 means every cell
- *                               showed the outcome issue 4 expects; the
- *                               three files are written
- *   test_lg_integration faults  `matrix --faults --quick` (issue 5's kill,
+ *                               showed its expected outcome; the three
+ *                               files are written
+ *   test_lg_integration faults  `matrix --faults --quick` (the faults kill,
  *                               redis-restart, redis-pause over all five
  *                               modes): exit 0, and each cell's measured
  *                               outcome and figures read back from
@@ -278,7 +278,7 @@ static long long csv_num(const csv_row *hdr, const csv_row *r, const char *name)
     return *v ? strtoll(v, NULL, 10) : -1;
 }
 
-/* What issue 5's fault cells must show (loadtest/README.md). */
+/* What the fault cells must show (loadtest/README.md). */
 static const char *fault_expected(const char *scen, const char *mode)
 {
     if (!strcmp(mode, "none") || !strcmp(mode, "mutex"))
