@@ -123,7 +123,6 @@ void lg_mx_instance_stop(instance *in)
     in->pid = 0;
 }
 
-
 /* The private redis-server on x->redis_port (a free one per attempt when
  * 0). */
 static int redis_spawn(mctx *x, int attempts, char *err, size_t errlen)

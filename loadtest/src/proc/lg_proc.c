@@ -78,7 +78,7 @@ pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *e
     int out = open(logpath ? logpath : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
                    0644);
     if (out < 0) {
-        snprintf(err, errlen, "%s: %s", logpath, strerror(errno));
+        snprintf(err, errlen, "%s: %s", logpath ? logpath : "/dev/null", strerror(errno));
         return -1;
     }
     pid_t parent = getpid();
