@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lg_matrix.h"
+#include "lg_matrix_report.h"
 #include "lg_run.h"
 
 static volatile sig_atomic_t g_stop;

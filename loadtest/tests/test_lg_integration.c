@@ -6,9 +6,9 @@
  *                               expectation flags failing when they should,
  *                               and a short bench of /healthz
  *   test_lg_integration matrix  `matrix --quick`: exit 0 means every cell
- *                               showed the outcome issue 4 expects; the
- *                               three files are written
- *   test_lg_integration faults  `matrix --faults --quick` (issue 5's kill,
+ *                               showed its expected outcome; the three
+ *                               files are written
+ *   test_lg_integration faults  `matrix --faults --quick` (the faults kill,
  *                               redis-restart, redis-pause over all five
  *                               modes): exit 0, and each cell's measured
  *                               outcome and figures read back from
@@ -53,7 +53,7 @@ static pid_t start_server(int *port, const char *id)
                         NULL};
         char logp[256];
         snprintf(logp, sizeof logp, "/tmp/miaosha-lg-test-%s.log", id);
-        pid_t pid = lg_spawn(argv, logp, err, sizeof err);
+        pid_t pid = lg_spawn(argv, logp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
         if (pid < 0)
             continue;
         char base[64];
@@ -278,7 +278,7 @@ static long long csv_num(const csv_row *hdr, const csv_row *r, const char *name)
     return *v ? strtoll(v, NULL, 10) : -1;
 }
 
-/* What issue 5's fault cells must show (loadtest/README.md). */
+/* What the fault cells must show (loadtest/README.md). */
 static const char *fault_expected(const char *scen, const char *mode)
 {
     if (!strcmp(mode, "none") || !strcmp(mode, "mutex"))
@@ -361,7 +361,7 @@ static void test_faults_interrupt(void)
     snprintf(errp, sizeof errp, "%s/stderr", dir);
     const char *argv[] = {load, "matrix", "--scenarios", "redis-pause", "--modes", "token", "--quick",
                     "--server", server, "--out", dir, NULL};
-    pid_t pid = lg_spawn(argv, errp, err, sizeof err);
+    pid_t pid = lg_spawn(argv, errp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     TU_REQUIRE(pid > 0, "matrix started");
     /* the private Redis's port, from the matrix's first log line */
     int port = 0;

@@ -1,17 +1,15 @@
-/* tu.c — see tu.h. */
+/* tu.c — see tu.h. Starting and stopping processes is the process kit's
+ * (lg_proc.h), shared with the load generator's matrix; this file only
+ * gives it the suite's defaults. */
 #include "tu.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "lg_proc.h"
 
 _Atomic long tu_passed;
 _Atomic long tu_failed;
@@ -42,9 +40,7 @@ int tu_done(void)
 
 int64_t tu_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)lg_now_ms();
 }
 
 int64_t tu_slack(int64_t ms)
@@ -56,9 +52,7 @@ int64_t tu_slack(int64_t ms)
 
 void tu_sleep_ms(int64_t ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
+    lg_sleep_ms((long long)ms);
 }
 
 int tu_redis_port(void)
@@ -80,89 +74,49 @@ int tu_redis_port(void)
     return port;
 }
 
-static int port_answers(int port)
-{
-    struct timeval tv = {0, 200000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    int ok = 0;
-    if (c && !c->err) {
-        redisSetTimeout(c, tv);
-        redisReply *r = redisCommand(c, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r)
-            freeReplyObject(r);
-    }
-    if (c)
-        redisFree(c);
-    return ok;
-}
-
 int tu_redis_start(tu_redis *r, int keep_port, const char *const *extra_args)
 {
-    const char *server = getenv("MIAOSHA_REDIS_SERVER");
-    if (!server)
-        server = "redis-server";
     if (!keep_port) {
         snprintf(r->dir, sizeof r->dir, "/tmp/miaosha-tu-redis-XXXXXX");
         if (!mkdtemp(r->dir))
             return -1;
+        r->port = 0;
     }
-    srand((unsigned)(getpid() ^ tu_now_ms()));
-    for (int attempt = 0; attempt < 20; attempt++) {
-        if (!keep_port) {
-            r->port = 20000 + rand() % 30000;
-            if (port_answers(r->port))
-                continue;
-        }
-        char port[16];
-        snprintf(port, sizeof port, "%d", r->port);
-        const char *argv[64] = {server, "--port", port, "--bind", "127.0.0.1", "--dir", r->dir,
-                                "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                "--loglevel", "warning", "--logfile", ""};
-        int n = 17;
-        for (int i = 0; extra_args && extra_args[i] && n < 62; i++)
-            argv[n++] = extra_args[i];
-        argv[n] = NULL;
-        pid_t pid = fork();
-        if (pid < 0)
-            return -1;
-        if (pid == 0) {
-            /* Dies with the test, however the test ends (a failed
-             * TU_REQUIRE, a crash, a timeout kill): no server left behind. */
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() == 1)
-                _exit(127); /* the test already died before prctl */
-            int devnull = open("/dev/null", O_WRONLY);
-            if (devnull >= 0) {
-                dup2(devnull, 1);
-                dup2(devnull, 2);
-            }
-            execvp(server, (char *const *)argv);
-            _exit(127);
-        }
-        for (int i = 0; i < 100; i++) {
-            int status;
-            if (waitpid(pid, &status, WNOHANG) == pid)
-                break; /* exited: port taken or bad args */
-            if (port_answers(r->port)) {
-                r->pid = pid;
-                return 0;
-            }
-            tu_sleep_ms(50);
-        }
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        if (keep_port)
-            tu_sleep_ms(200); /* the old socket may linger briefly */
+    const char *args[64] = {"--appendonly", "no", "--loglevel", "warning", "--logfile", ""};
+    int n = 6;
+    for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
+        args[n++] = extra_args[i];
+    args[n] = NULL;
+    lg_redis_opts o;
+    lg_redis_opts_init(&o);
+    o.server = getenv("MIAOSHA_REDIS_SERVER");
+    o.port = keep_port ? r->port : 0;
+    o.dir = r->dir;
+    o.args = args;
+    /* Dies with the test, however the test ends (a failed TU_REQUIRE, a
+     * crash, a timeout kill): no server left behind. */
+    o.flags = LG_SPAWN_DIE_WITH_PARENT;
+    o.attempts = 20;
+    o.timeout_ms = 5000;
+    char err[256];
+    int port = 0;
+    pid_t pid = lg_redis_start(&o, &port, err, sizeof err);
+    if (pid < 0) {
+        fprintf(stderr, "tu_redis_start: %s\n", err);
+        return -1;
     }
-    return -1;
+    r->pid = pid;
+    r->port = port;
+    return 0;
 }
 
 void tu_redis_kill(tu_redis *r, int hard)
 {
     if (r->pid > 0) {
-        kill(r->pid, hard ? SIGKILL : SIGTERM);
-        waitpid(r->pid, NULL, 0);
+        if (hard)
+            lg_kill(r->pid);
+        else
+            lg_stop(r->pid, (int)tu_slack(10000));
         r->pid = 0;
     }
 }
@@ -171,23 +125,15 @@ void tu_redis_stop(tu_redis *r)
 {
     tu_redis_kill(r, 1);
     if (r->dir[0]) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
-        if (system(cmd) != 0) {
-        }
+        lg_rm_tree(r->dir);
         r->dir[0] = 0;
     }
 }
 
 static redisReply *vcommand(int port, const char *fmt, va_list ap)
 {
-    struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    redisReply *r = NULL;
-    if (c && !c->err) {
-        redisSetTimeout(c, tv);
-        r = redisvCommand(c, fmt, ap);
-    }
+    redisContext *c = lg_redis_connect(port, 2000);
+    redisReply *r = c ? redisvCommand(c, fmt, ap) : NULL;
     if (c)
         redisFree(c);
     return r;

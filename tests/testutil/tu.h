@@ -58,19 +58,25 @@ void tu_sleep_ms(int64_t ms);
 int tu_redis_port(void);
 
 /* A private redis-server child on 127.0.0.1 and a free port, no persistence
- * unless extra_args ask for it (NULL-terminated, may be NULL). The child is
- * killed by the kernel if the test process dies first (PR_SET_PDEATHSIG). */
+ * unless extra_args ask for it (NULL-terminated, may be NULL; they come
+ * after the defaults and override them). The child is killed by the kernel
+ * if the test process dies first (PR_SET_PDEATHSIG), stays in the test's
+ * session (never daemonized), and is started and stopped by the process kit
+ * the load generator's matrix uses too (loadtest/src/proc/lg_proc.h). */
 typedef struct tu_redis {
     pid_t pid;
     int port;
     char dir[256]; /* its working directory (mkdtemp), removed by tu_redis_stop */
 } tu_redis;
 
-/* Starts it and waits until it answers PING (up to 5 s). On a restart of a
- * stopped server, pass the same r with r->port set and keep_port=1.
- * Returns 0 or -1. */
+/* Starts it and waits until it answers PING (up to 5 s an attempt; up to 20
+ * attempts, each on another free port, or on r->port again after 200 ms).
+ * On a restart of a stopped server, pass the same r with r->port set and
+ * keep_port=1. Returns 0, or -1 with the reason on stderr. */
 int tu_redis_start(tu_redis *r, int keep_port, const char *const *extra_args);
-/* SIGKILLs (hard=1) or SIGTERMs it and reaps it. Keeps r->port and r->dir. */
+/* SIGKILLs it (hard=1), or SIGTERMs it (with a SIGCONT, should the test
+ * have stopped it; SIGKILL after 10 s, scaled by tu_slack), and reaps it;
+ * r->pid = 0. Keeps r->port and r->dir. */
 void tu_redis_kill(tu_redis *r, int hard);
 /* Kills it and removes its directory. */
 void tu_redis_stop(tu_redis *r);

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lg_thread.h"
+
 #define SBUF_CAP 4096
 #define RBUF_INIT 8192
 #define RBUF_MAX (16u << 20)
@@ -39,10 +41,58 @@ typedef struct conn {
     lg_http_parser p;
 } conn;
 
+/* The start barrier. Not a pthread_barrier_t: when a thread cannot be
+ * created, the ones already waiting must be sent home (aborted), which a
+ * pthread barrier cannot do. The last worker to arrive opens it. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived, need;
+    int open, aborted;
+} gate;
+
+static void gate_init(gate *g, int need)
+{
+    lg_pt_must(pthread_mutex_init(&g->mu, NULL), "engine: gate mutex");
+    lg_pt_must(pthread_cond_init(&g->cv, NULL), "engine: gate cond");
+    g->arrived = 0;
+    g->need = need;
+    g->open = g->aborted = 0;
+}
+
+/* Waits until every worker arrived (0) or the start was aborted (-1). */
+static int gate_wait(gate *g)
+{
+    lg_pt_must(pthread_mutex_lock(&g->mu), "engine: gate lock");
+    if (++g->arrived == g->need) {
+        g->open = 1;
+        lg_pt_must(pthread_cond_broadcast(&g->cv), "engine: gate broadcast");
+    }
+    while (!g->open && !g->aborted)
+        lg_pt_must(pthread_cond_wait(&g->cv, &g->mu), "engine: gate wait");
+    int rc = g->open ? 0 : -1;
+    lg_pt_must(pthread_mutex_unlock(&g->mu), "engine: gate unlock");
+    return rc;
+}
+
+static void gate_abort(gate *g)
+{
+    lg_pt_must(pthread_mutex_lock(&g->mu), "engine: gate lock");
+    g->aborted = 1;
+    lg_pt_must(pthread_cond_broadcast(&g->cv), "engine: gate broadcast");
+    lg_pt_must(pthread_mutex_unlock(&g->mu), "engine: gate unlock");
+}
+
+static void gate_destroy(gate *g)
+{
+    lg_pt_must(pthread_cond_destroy(&g->cv), "engine: gate cond destroy");
+    lg_pt_must(pthread_mutex_destroy(&g->mu), "engine: gate mutex destroy");
+}
+
 typedef struct shared {
     const lg_engine_cfg *cfg;
     _Atomic uint64_t next;
-    pthread_barrier_t barrier;
+    gate start;
     int64_t end_ns;        /* absolute deadline */
     struct sockaddr_in *addrs;
 } shared;
@@ -451,7 +501,12 @@ static void *worker_main(void *arg)
         }
     }
     /* 2. barrier: every thread starts its burst together */
-    pthread_barrier_wait(&sh->barrier);
+    if (gate_wait(&sh->start) < 0) {
+        /* another thread could not be created: no load */
+        for (int i = 0; i < w->nconns; i++)
+            conn_close(w, &w->conns[i]);
+        return NULL;
+    }
     w->t0 = now_ns();
     w->t1 = w->t0;
     w->now = w->t0;
@@ -579,29 +634,26 @@ int lg_engine_run(const lg_engine_cfg *cfg, lg_engine_result *res, char *err, si
             goto out;
         }
     }
-    if (pthread_barrier_init(&sh.barrier, NULL, (unsigned)nthreads) != 0) {
-        snprintf(err, errlen, "engine: barrier init failed");
-        goto out;
-    }
+    gate_init(&sh.start, nthreads);
     barrier = 1;
     int64_t conn_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
     int64_t begin = now_ns();
     /* the deadline counts from after the connect phase at the latest */
     sh.end_ns = begin + (cfg->duration_ms + conn_ms) * 1000000LL;
     for (int t = 0; t < nthreads; t++) {
-        if (pthread_create(&tids[t], NULL, worker_main, &ws[t]) != 0) {
-            snprintf(err, errlen, "engine: pthread_create failed");
-            /* the barrier would never open: this cannot be recovered */
-            if (sh.cfg->stop)
-                *sh.cfg->stop = 1;
+        int e = pthread_create(&tids[t], NULL, worker_main, &ws[t]);
+        if (e != 0) {
+            snprintf(err, errlen, "engine: pthread_create: %s", strerror(e));
             break;
         }
         nstarted++;
     }
     if (nstarted != nthreads) {
-        /* threads already started wait on the barrier forever; give up hard */
-        fprintf(stderr, "miaosha-load: %s\n", err);
-        _exit(70);
+        /* the gate would never open: send the started threads home */
+        gate_abort(&sh.start);
+        for (int t = 0; t < nstarted; t++)
+            lg_pt_must(pthread_join(tids[t], NULL), "engine: join");
+        goto out;
     }
     /* progress, on this thread */
     uint64_t total = cfg->requests;
@@ -616,8 +668,13 @@ int lg_engine_run(const lg_engine_cfg *cfg, lg_engine_result *res, char *err, si
         /* finished when every thread has ended: poll with tryjoin */
         int alive = 0;
         for (int t = 0; t < nthreads; t++) {
-            if (!joined[t] && pthread_tryjoin_np(tids[t], NULL) == 0)
+            if (joined[t])
+                continue;
+            int e = pthread_tryjoin_np(tids[t], NULL);
+            if (e == 0)
                 joined[t] = 1;
+            else if (e != EBUSY)
+                lg_pt_must(e, "engine: tryjoin");
             if (!joined[t])
                 alive++;
         }
@@ -661,7 +718,7 @@ int lg_engine_run(const lg_engine_cfg *cfg, lg_engine_result *res, char *err, si
     rc = 0;
 out:
     if (barrier)
-        pthread_barrier_destroy(&sh.barrier);
+        gate_destroy(&sh.start);
     if (ws) {
         for (int t = 0; t < nthreads; t++)
             if (ws[t].ep >= 0)

@@ -1,11 +1,12 @@
 /* lg_admin.c — see lg_admin.h. */
 #include "lg_admin.h"
 
-#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lg_json.h"
 
 int lg_idset_add(lg_idset *s, const char *id, size_t len)
 {
@@ -180,7 +181,7 @@ int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, si
         snprintf(err, errlen, "GET %s answered %ld: %.200s", url, st, resp);
         goto out;
     }
-    j = cJSON_ParseWithOpts(resp, NULL, 0);
+    j = lg_json_parse(resp, resp ? strlen(resp) : 0);
     if (!cJSON_IsObject(j) || get_i64(j, "stock", &a->stock) || get_i64(j, "initial", &a->initial) ||
         get_i64(j, "sold", &a->sold)) {
         snprintf(err, errlen, "GET %s: not an audit: %.200s", url, resp);
@@ -188,7 +189,8 @@ int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, si
     }
     if (get_i64(j, "orders", &a->orders))
         a->orders = -1;
-    /* recompute rather than trust: the definitions of issue 3 */
+    /* recompute rather than trust the server's figures: oversold = sales
+     * beyond what left the stock, undersold = stock taken but not sold */
     int64_t taken = a->initial - a->stock;
     a->oversold = a->sold - taken > 0 ? a->sold - taken : 0;
     a->undersold = taken - a->sold > 0 ? taken - a->sold : 0;
@@ -209,7 +211,7 @@ static int add_record(lg_idset *ids, const cJSON *rec)
 {
     cJSON *parsed = NULL;
     if (cJSON_IsString(rec)) {
-        parsed = cJSON_ParseWithOpts(rec->valuestring, NULL, 0);
+        parsed = lg_json_parse(rec->valuestring, strlen(rec->valuestring));
         rec = parsed;
     }
     int rc = -1;
@@ -239,7 +241,7 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
             free(resp);
             return -1;
         }
-        cJSON *j = cJSON_ParseWithOpts(resp, NULL, 0);
+        cJSON *j = lg_json_parse(resp, resp ? strlen(resp) : 0);
         const cJSON *arr = j;
         if (cJSON_IsObject(j)) {
             arr = cJSON_GetObjectItemCaseSensitive(j, "orders");
@@ -291,7 +293,7 @@ int lg_parse_purchase(const char *body, size_t len, char order_id[64], char erro
     error[0] = 0;
     *lock_lost = 0;
     *deleted_other_lock = 0;
-    cJSON *j = cJSON_ParseWithLengthOpts(body, len, NULL, 0);
+    cJSON *j = lg_json_parse(body, len);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return -1;

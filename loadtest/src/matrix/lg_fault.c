@@ -1,4 +1,4 @@
-/* lg_fault.c — the matrix's fault scenarios (issue 5): what a buyer-facing
+/* lg_fault.c — the matrix's fault scenarios (lg_fault.h): what a buyer-facing
  * burst over three instances on one Redis goes through when
  *
  *   kill           one instance dies (kill -9) while it holds the lock,
@@ -42,7 +42,6 @@
  * cfg->time_factor); Ctrl-C ends every wait, and a paused Redis always gets
  * its SIGCONT.
  */
-#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -52,8 +51,12 @@
 #include <string.h>
 
 #include "lg_admin.h"
-#include "lg_matrix_int.h"
+#include "lg_fault.h"
+#include "lg_json.h"
+#include "lg_mx_cell.h"
+#include "lg_mx_proc.h"
 #include "lg_proc.h"
+#include "lg_thread.h"
 
 #define STR_(v) #v
 #define STR(v) STR_(v)
@@ -71,7 +74,7 @@
 #define F_CRASHERS 8           /* kill token/setnx: crash_in_section requests */
 #define F_POLL_MS 5
 
-const char *lg_fault_expected(int scen, int mode)
+const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
 {
     /* none has no lock and mutex none across instances: both oversell
      * before any fault matters. The Redis locks must lose nothing: no
@@ -92,9 +95,9 @@ const char *lg_fault_expected(int scen, int mode)
      *                  AOF and its PEXPIRE (the kill cut off the reply).
      * With a plain kill of an instance (after SETNX+PEXPIRE) the TTL frees
      * it: "safe" (crash_before_expire is the demo's `crash` scenario). */
-    if (mode == M_NONE || mode == M_MUTEX)
+    if (mode == LG_MODE_NONE || mode == LG_MODE_MUTEX)
         return "oversell";
-    if (mode == M_SETNX && scen != S_KILL)
+    if (mode == LG_MODE_SETNX && scen != LG_SCEN_KILL)
         return "safe|stuck";
     return "safe";
 }
@@ -121,7 +124,8 @@ void lg_fault_instances(instance ins[3])
 typedef struct fcell {
     mctx *x;
     lg_cell *c;
-    int scen, mode;
+    lg_scenario scen;
+    lg_mode mode;
     instance *ins;             /* [3] */
     instance *victim;          /* kill: the instance killed (restarted after) */
     char sku[64], k_lock[96], k_sold[96], k_stock[96];
@@ -212,7 +216,7 @@ static int inflight(const instance *in)
     int n = -1;
     if (lg_http_call("GET", url, NULL, NULL, 1000, &st, &body, e, sizeof e) == 0 && st == 200 &&
         body) {
-        cJSON *j = cJSON_ParseWithOpts(body, NULL, 0);
+        cJSON *j = lg_json_parse(body, strlen(body));
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "inflight");
         if (cJSON_IsNumber(v))
             n = v->valueint;
@@ -267,8 +271,9 @@ static int burst_start(fcell *f, char *err, size_t errlen)
     rc->stop = &f->bstop;
     if (lg_mx_targets(rc, f->ins, 3, err, errlen) < 0)
         return -1;
-    if (pthread_create(&f->tid, NULL, burst_main, f) != 0) {
-        snprintf(err, errlen, "pthread_create failed");
+    int e = pthread_create(&f->tid, NULL, burst_main, f);
+    if (e != 0) {
+        snprintf(err, errlen, "pthread_create: %s", strerror(e));
         return -1;
     }
     return 0;
@@ -277,7 +282,7 @@ static int burst_start(fcell *f, char *err, size_t errlen)
 static void burst_stop(fcell *f)
 {
     __atomic_store_n(&f->bstop, 1, __ATOMIC_RELAXED); /* read by the engine's threads */
-    pthread_join(f->tid, NULL);
+    lg_pt_must(pthread_join(f->tid, NULL), "fault: join the burst");
 }
 
 /* --- kill ------------------------------------------------------------------ */
@@ -288,12 +293,12 @@ static void burst_stop(fcell *f)
 static int dead_lock_held(fcell *f, long long *last_pttl)
 {
     char out[256];
-    if (f->mode == M_TOKEN) {
+    if (f->mode == LG_MODE_TOKEN) {
         const char *argv[] = {"GET", f->k_lock};
         int r = lg_redis_query(f->x->redis_port, 500, 2, argv, out, sizeof out);
         return r < 0 || (r == 1 && !strcmp(out, f->holder));
     }
-    if (f->mode == M_REENTRANT) {
+    if (f->mode == LG_MODE_REENTRANT) {
         long long v = redis_int(f, "HEXISTS", f->k_lock, f->holder);
         return v != 0;
     }
@@ -405,8 +410,8 @@ static int kill_busy(fcell *f, instance *v)
 static int inject_kill(fcell *f)
 {
     f->victim = &f->ins[2];
-    int r = f->mode == M_TOKEN || f->mode == M_SETNX ? crash_victim(f, f->victim)
-            : f->mode == M_REENTRANT                 ? kill_reentrant_holder(f)
+    int r = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_SETNX ? crash_victim(f, f->victim)
+            : f->mode == LG_MODE_REENTRANT                 ? kill_reentrant_holder(f)
                                                      : kill_busy(f, f->victim);
     if (r < 0)
         return -1;
@@ -414,12 +419,12 @@ static int inject_kill(fcell *f)
     f->t_kill = f->t_end = lg_now_ms();
     int lock_seen = 1;
     if (f->hold_ms) {
-        if (f->mode == M_TOKEN) {
+        if (f->mode == LG_MODE_TOKEN) {
             const char *argv[] = {"GET", f->k_lock};
             lg_redis_query(f->x->redis_port, 500, 2, argv, f->holder, sizeof f->holder);
         }
         f->pttl_at_kill = redis_int(f, "PTTL", f->k_lock, NULL);
-        lock_seen = f->pttl_at_kill > 0 && (f->mode != M_TOKEN || f->holder[0]);
+        lock_seen = f->pttl_at_kill > 0 && (f->mode != LG_MODE_TOKEN || f->holder[0]);
     }
     f->sold_at_fault = sold_now(f);
     /* reap and restart the victim whatever happens next */
@@ -562,7 +567,7 @@ static void watch(fcell *f)
     long long t0 = f->t_end, last_sale = t0;
     long long end = t0 + f->hold_ms + lg_mx_bound(x, 20000);
     long long last_pttl = f->pttl_at_kill, last_sold = LLONG_MIN;
-    int watch_lock = f->scen == S_KILL && f->hold_ms > 0;
+    int watch_lock = f->scen == LG_SCEN_KILL && f->hold_ms > 0;
     while (!interrupted(f)) {
         long long now = lg_now_ms();
         if (f->victim_down) {
@@ -611,7 +616,7 @@ static void check_bounds(fcell *f)
 {
     lg_cell *c = f->c;
     long long slack = lg_mx_bound(f->x, 1000);
-    if (f->scen == S_KILL && f->hold_ms) {
+    if (f->scen == LG_SCEN_KILL && f->hold_ms) {
         if (c->freed_ms < 0)
             addf(f->checks, sizeof f->checks, "; the dead holder's lock never went");
         else if (c->freed_ms < f->pttl_at_kill - 250)
@@ -621,7 +626,7 @@ static void check_bounds(fcell *f)
             addf(f->checks, sizeof f->checks, "; lock gone only after %lld ms",
                  (long long)c->freed_ms);
     }
-    if (f->scen == S_REDIS_PAUSE && c->resume_ms > f->hold_ms + slack)
+    if (f->scen == LG_SCEN_REDIS_PAUSE && c->resume_ms > f->hold_ms + slack)
         addf(f->checks, sizeof f->checks, "; first sale %lld ms after SIGCONT > lease + %lld",
              (long long)c->resume_ms, slack);
 }
@@ -661,7 +666,7 @@ static void classify(fcell *f)
         o = "stuck";
     else if (!f->sold_out)
         o = "short";
-    else if (f->scen == S_KILL && f->hold_ms && f->sold_at_fault >= c->stock)
+    else if (f->scen == LG_SCEN_KILL && f->hold_ms && f->sold_at_fault >= c->stock)
         o = "missed"; /* the kill came after the stock was gone: it showed nothing */
     else if (f->checks[0] && f->hold_ms)
         o = "late";
@@ -673,7 +678,7 @@ static void classify(fcell *f)
         addf(c->reason, sizeof c->reason, "lock gone %lld ms after, ", (long long)c->freed_ms);
     if (f->stuck)
         addf(c->reason, sizeof c->reason, "lock without TTL, no sale since; ");
-    else if (c->resume_ms >= 0 && f->scen != S_KILL)
+    else if (c->resume_ms >= 0 && f->scen != LG_SCEN_KILL)
         addf(c->reason, sizeof c->reason, "next sale +%lld ms; ", (long long)c->resume_ms);
     addf(c->reason, sizeof c->reason, "%s", audit);
     if (c->oversold > 0)
@@ -703,8 +708,8 @@ static int instances_ready(mctx *x, instance ins[3], char *err, size_t errlen)
     return 0;
 }
 
-int lg_fault_cell(mctx *x, lg_cell *c, int scen, int mode, instance ins[3], char *err,
-                  size_t errlen)
+int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance ins[3],
+                  char *err, size_t errlen)
 {
     fcell *f = calloc(1, sizeof *f);
     lg_run_result *r = calloc(1, sizeof *r);
@@ -720,8 +725,8 @@ int lg_fault_cell(mctx *x, lg_cell *c, int scen, int mode, instance ins[3], char
     f->mode = mode;
     f->ins = ins;
     f->r = r;
-    f->hold_ms = mode == M_SETNX || mode == M_TOKEN ? F_LEASE_MS
-                 : mode == M_REENTRANT              ? F_WATCHDOG_MS
+    f->hold_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN ? F_LEASE_MS
+                 : mode == LG_MODE_REENTRANT              ? F_WATCHDOG_MS
                                                     : 0;
     snprintf(f->sku, sizeof f->sku, "mx-%s-%s", lg_scen_names[scen], lg_mode_names[mode]);
     snprintf(f->k_lock, sizeof f->k_lock, "miaosha:{%s}:lock", f->sku);
@@ -749,9 +754,9 @@ int lg_fault_cell(mctx *x, lg_cell *c, int scen, int mode, instance ins[3], char
     int injected = -1;
     if (sold == LLONG_MIN || sold < F_SOLD_BEFORE)
         snprintf(f->why, sizeof f->why, "the burst did not start selling");
-    else if (scen == S_KILL)
+    else if (scen == LG_SCEN_KILL)
         injected = inject_kill(f);
-    else if (scen == S_REDIS_RESTART)
+    else if (scen == LG_SCEN_REDIS_RESTART)
         injected = inject_redis_restart(f);
     else
         injected = inject_redis_pause(f);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -71,14 +72,16 @@ int lg_free_port(void)
     return port;
 }
 
-pid_t lg_spawn(const char *const argv[], const char *logpath, char *err, size_t errlen)
+pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *err,
+               size_t errlen)
 {
     int out = open(logpath ? logpath : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
                    0644);
     if (out < 0) {
-        snprintf(err, errlen, "%s: %s", logpath, strerror(errno));
+        snprintf(err, errlen, "%s: %s", logpath ? logpath : "/dev/null", strerror(errno));
         return -1;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -86,6 +89,11 @@ pid_t lg_spawn(const char *const argv[], const char *logpath, char *err, size_t 
         return -1;
     }
     if (pid == 0) {
+        if (flags & LG_SPAWN_DIE_WITH_PARENT) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)
+                _exit(127); /* the parent died before prctl: nobody would stop us */
+        }
         int in = open("/dev/null", O_RDONLY);
         if (in >= 0)
             dup2(in, 0);
@@ -141,6 +149,15 @@ void lg_stop(pid_t pid, int grace_ms)
     forget(pid);
 }
 
+void lg_kill(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    forget(pid);
+}
+
 void lg_proc_kill_all(int grace_ms)
 {
     for (int i = 0; i < MAX_CHILDREN; i++)
@@ -148,9 +165,7 @@ void lg_proc_kill_all(int grace_ms)
             lg_stop(children[i], grace_ms);
 }
 
-/* A fresh connection to 127.0.0.1:port; timeout_ms bounds the connect and
- * every reply. NULL when Redis does not answer. */
-static redisContext *redis_open(int port, int timeout_ms)
+redisContext *lg_redis_connect(int port, int timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
@@ -163,7 +178,7 @@ static redisContext *redis_open(int port, int timeout_ms)
 
 int lg_redis_ping(int port, int timeout_ms)
 {
-    redisContext *c = redis_open(port, timeout_ms);
+    redisContext *c = lg_redis_connect(port, timeout_ms);
     redisReply *r = c ? redisCommand(c, "PING") : NULL;
     int ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
     if (r)
@@ -171,6 +186,65 @@ int lg_redis_ping(int port, int timeout_ms)
     if (c)
         redisFree(c);
     return ok;
+}
+
+void lg_redis_opts_init(lg_redis_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->server = "redis-server";
+    o->attempts = 1;
+    o->timeout_ms = 10000;
+    o->retry_pause_ms = 200;
+}
+
+static int stopped(const lg_redis_opts *o)
+{
+    return o->stop && *o->stop;
+}
+
+pid_t lg_redis_start(const lg_redis_opts *o, int *port, char *err, size_t errlen)
+{
+    const char *server = o->server ? o->server : "redis-server";
+    int attempts = o->attempts > 0 ? o->attempts : 1;
+    snprintf(err, errlen, "interrupted");
+    for (int attempt = 0; attempt < attempts && !stopped(o); attempt++) {
+        if (attempt > 0 && o->port > 0)
+            lg_sleep_ms(o->retry_pause_ms);
+        int p = o->port > 0 ? o->port : lg_free_port();
+        if (p <= 0) {
+            snprintf(err, errlen, "no free port");
+            continue;
+        }
+        char ports[16];
+        snprintf(ports, sizeof ports, "%d", p);
+        /* --daemonize no: a daemon calls setsid() (see lg_proc.h) */
+        const char *argv[64] = {server, "--port", ports, "--bind", "127.0.0.1", "--dir", o->dir,
+                                "--save", "", "--daemonize", "no"};
+        int n = 11;
+        for (int i = 0; o->args && o->args[i] && n < 63; i++)
+            argv[n++] = o->args[i];
+        argv[n] = NULL;
+        pid_t pid = lg_spawn(argv, o->logpath, o->flags, err, errlen);
+        if (pid < 0)
+            return -1;
+        long long end = lg_now_ms() + o->timeout_ms;
+        int exited = 0;
+        while (!stopped(o)) {
+            if (lg_redis_ping(p, 200)) {
+                *port = p;
+                return pid;
+            }
+            if ((exited = lg_wait_exit(pid, 0)) != 0 || lg_now_ms() >= end)
+                break;
+            lg_sleep_ms(50);
+        }
+        if (!exited)
+            lg_stop(pid, 1000); /* never a reaped pid: it may be another process's now */
+        snprintf(err, errlen, "could not start %s on port %d: %s (see %s)", server, p,
+                 exited ? "it exited" : stopped(o) ? "interrupted" : "no PING answer",
+                 o->logpath ? o->logpath : "no log");
+    }
+    return -1;
 }
 
 /* Appends a scalar reply to out (truncating); 1 value, 0 nil, -1 other. */
@@ -209,7 +283,7 @@ int lg_redis_query(int port, int timeout_ms, int argc, const char *const argv[],
     if (outlen < 1)
         return -1;
     out[0] = 0;
-    redisContext *c = redis_open(port, timeout_ms);
+    redisContext *c = lg_redis_connect(port, timeout_ms);
     redisReply *r = c ? redisCommandArgv(c, argc, (const char **)argv, NULL) : NULL;
     int rc = -1;
     size_t used = 0;

@@ -3,12 +3,18 @@
  * starts, kills and restarts itself (children on free 127.0.0.1 ports,
  * stopped by PID), on one Redis (given, or a private redis-server it
  * starts). Progress lines go to cfg->log (main passes stderr); results are
- * returned and written by lg_matrix_write_files.
+ * returned, and the report room (lg_matrix_report.h) prints and writes them.
  *
- * Scenarios 0..4 are issue 4's demo (the default); 5..7 are issue 5's
- * faults (lg_fault.c: an instance kill -9'd while holding the lock, the
- * private redis-server SIGKILLed and restarted from its AOF, and paused
- * with SIGSTOP), selected with --faults or --scenarios.
+ * Scenarios: the demo (race .. nested, the default selection) shows each
+ * lock mode's known failure; the faults (kill, redis-restart, redis-pause;
+ * lg_fault.c) show what a running deployment goes through when an instance
+ * is kill -9'd while holding the lock, when the private redis-server is
+ * SIGKILLed and restarted from its AOF, and when it is paused with SIGSTOP.
+ * They are selected with --faults or --scenarios.
+ *
+ * Threads: every function here is for one thread, the one that owns the
+ * cfg and the result (main's); lg_matrix_run starts and joins threads of its
+ * own and reaps its children on the calling thread.
  */
 #ifndef MIAOSHA_LG_MATRIX_H
 #define MIAOSHA_LG_MATRIX_H
@@ -17,14 +23,42 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define LG_NMODES 5
-#define LG_NSCEN 8
-#define LG_NDEMO 5          /* the default selection: scenarios 0..4 */
+/* The lock modes, in the order of the service's URL segments. */
+typedef enum lg_mode {
+    LG_MODE_NONE,
+    LG_MODE_MUTEX,
+    LG_MODE_SETNX,
+    LG_MODE_TOKEN,
+    LG_MODE_REENTRANT,
+    LG_NMODES /* how many */
+} lg_mode;
+
+/* The scenarios: the demo first, then the faults. */
+typedef enum lg_scenario {
+    LG_SCEN_RACE,
+    LG_SCEN_MULTI,
+    LG_SCEN_SLOW,
+    LG_SCEN_CRASH,
+    LG_SCEN_NESTED,
+    LG_SCEN_KILL,          /* the first fault */
+    LG_SCEN_REDIS_RESTART,
+    LG_SCEN_REDIS_PAUSE,
+    LG_NSCEN /* how many */
+} lg_scenario;
+
+#define LG_NDEMO LG_SCEN_KILL /* the default selection: the demo scenarios */
 #define LG_MATRIX_MAX_ARGS 32
 
-extern const char *const lg_mode_names[LG_NMODES];  /* none mutex setnx token reentrant */
-extern const char *const lg_scen_names[LG_NSCEN];   /* race multi slow crash nested
-                                                       kill redis-restart redis-pause */
+/* 1 for kill, redis-restart and redis-pause. Pure. */
+static inline int lg_scen_is_fault(lg_scenario s)
+{
+    return s >= LG_SCEN_KILL;
+}
+
+/* The names used on the command line, in files and in SKUs, indexed by
+ * lg_mode / lg_scenario: "none" .. "reentrant", "race" .. "redis-pause". */
+extern const char *const lg_mode_names[LG_NMODES];
+extern const char *const lg_scen_names[LG_NSCEN];
 
 #define LG_MATRIX_URL_MAX 64 /* bytes, NUL included: an instance's or --target's URL */
 
@@ -34,8 +68,8 @@ typedef struct lg_matrix_cfg {
     const char *redis_server;  /* binary for the private one */
     const char *out_dir;
     int quick;
-    int mode_on[LG_NMODES];
-    int scen_on[LG_NSCEN];
+    int mode_on[LG_NMODES];    /* indexed by lg_mode: 1 = run it */
+    int scen_on[LG_NSCEN];     /* indexed by lg_scenario */
     const char *target;        /* NULL, or a balancer's URL ("http://host:port",
                                   < LG_MATRIX_URL_MAX bytes) in front of several instances on
                                   one Redis: the multi scenario goes through
@@ -76,32 +110,40 @@ typedef struct lg_cell {
 } lg_cell;
 
 typedef struct lg_matrix_result {
-    lg_cell cell[LG_NSCEN][LG_NMODES];
+    lg_cell cell[LG_NSCEN][LG_NMODES]; /* [lg_scenario][lg_mode] */
     int mismatches;
     double elapsed_s;
     char redis[96];
 } lg_matrix_result;
 
+/* Defaults: every mode, the demo scenarios, a private redis-server
+ * ("redis-server" from PATH), out_dir "matrix-out", time_factor 1. */
 void lg_matrix_cfg_init(lg_matrix_cfg *c);
-/* 1 when any of the fault scenarios (kill, redis-restart, redis-pause) is on. */
+/* 1 when any of the fault scenarios (kill, redis-restart, redis-pause) is on. Pure. */
 int lg_matrix_has_faults(const lg_matrix_cfg *c);
 /* Selects exactly the fault scenarios (`matrix --faults`). */
 void lg_matrix_select_faults(lg_matrix_cfg *c);
-/* Restricts to a comma list of modes and/or scenarios. 0 or -1 (err). */
+/* Restricts to a comma list of modes and/or scenarios (either may be NULL:
+ * that part unchanged). 0, or -1 with "unknown name '...'" in err (errlen
+ * bytes); a list with an unknown name leaves its part unchanged. */
 int lg_matrix_select(lg_matrix_cfg *c, const char *modes, const char *scens, char *err,
                      size_t errlen);
-/* Finds miaosha-server relative to argv0 (../service/miaosha-server) or the
- * current directory's build/; 0 and fills buf, or -1. */
+/* Finds miaosha-server next to this program: ../service/miaosha-server
+ * relative to the directory of /proc/self/exe (argv0 when that cannot be
+ * read). 0 with the path in buf (len bytes), or -1 when it is not an
+ * executable file there. */
 int lg_matrix_default_server(const char *argv0, char *buf, size_t len);
 
-/* Runs the selected cells. 0 (results filled) or -1 when it could not run
- * (no Redis, a server would not start), with a reason. Stops every child
- * it started before returning, in every case. */
+/* Runs the selected cells; blocks for seconds to minutes (the quick demo
+ * about 20 s, the quick faults about 45 s). Logs progress to cfg->log.
+ * Returns 0 (every cell filled: res->mismatches counts the cells whose
+ * outcome differs, a cell that could not run is one of them with outcome
+ * "error") or -1 with a reason in err (errlen bytes): the output directory
+ * cannot be made, the server binary is not executable, faults with
+ * cfg->redis, Redis or an instance would not start, or *cfg->stop was set
+ * ("interrupted"). Stops every child it started before returning, in
+ * every case. cfg must stay valid during the call; curl_global_init must
+ * have been called (lg_admin.h). */
 int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, size_t errlen);
-
-void lg_matrix_print(FILE *out, const lg_matrix_cfg *cfg, const lg_matrix_result *res);
-/* matrix.md, matrix.csv, matrix.svg into cfg->out_dir. */
-int lg_matrix_write_files(const lg_matrix_cfg *cfg, const lg_matrix_result *res, char *err,
-                          size_t errlen);
 
 #endif

@@ -7,6 +7,16 @@
  * lg_bench(): a plain GET throughput load (no reset, no audit).
  * The lg_report_* functions format a result onto a stream the caller
  * chooses (main passes stdout).
+ *
+ * Units: every *_ms is milliseconds, *_s seconds, latencies in the result's
+ * histogram microseconds. Errors: lg_run and lg_bench return 0 or -1 with a
+ * reason in err (errlen bytes); nothing here prints except the lg_report_*
+ * functions, onto the stream they are given, and nothing exits.
+ * Threads: lg_run and lg_bench block the calling thread for the whole load
+ * and run the engine's threads inside (joined before they return); the
+ * progress callback runs on the calling thread. Several loads may run at
+ * once on different threads (the matrix's fault cells do), each with its
+ * own cfg and result. curl_global_init must have been called (lg_admin.h).
  */
 #ifndef MIAOSHA_LG_RUN_H
 #define MIAOSHA_LG_RUN_H
@@ -21,27 +31,34 @@
 
 #define LG_MAX_TARGETS 16
 
-typedef enum lg_expect { LG_EXPECT_NONE = 0, LG_EXPECT_SAFE, LG_EXPECT_OVERSELL } lg_expect;
+/* What --expect asks of a run (lg_run_check). */
+typedef enum lg_expect {
+    LG_EXPECT_NONE = 0, /* nothing: the run's exit status is 0 */
+    LG_EXPECT_SAFE,     /* no oversell, undersell, duplicate or missing order */
+    LG_EXPECT_OVERSELL  /* the audit shows an oversell */
+} lg_expect;
 
 typedef struct lg_run_cfg {
     const char *mode;          /* URL segment: none|mutex|setnx|token|reentrant */
-    const char *sku;           /* default "demo" */
-    uint64_t requests;
-    int concurrency;
+    const char *sku;           /* default "demo"; [A-Za-z0-9_-]{1,64} */
+    uint64_t requests;         /* 1..10000000 purchases, each sent at most once */
+    int concurrency;           /* keep-alive connections */
     int64_t stock;             /* < 0: do not reset (keep what is there) */
-    int64_t work_ms, lease_ms, wait_ms, reenter; /* < 0: parameter not sent */
+    int64_t work_ms, lease_ms, wait_ms; /* ms; < 0: parameter not sent */
+    int64_t reenter;           /* times the lock is taken again; < 0: not sent */
     uint64_t users;            /* 0: one distinct user per request */
     const char *fault;         /* NULL: not sent */
     const char *method;        /* "POST" (default) or "GET" */
-    lg_url targets[LG_MAX_TARGETS];
-    int ntargets;
+    lg_url targets[LG_MAX_TARGETS]; /* targets[0] also answers the admin calls */
+    int ntargets;              /* 1..LG_MAX_TARGETS */
     const char *admin_token;   /* NULL: no Authorization header */
-    int64_t deadline_ms;       /* hard bound of the burst */
+    int64_t deadline_ms;       /* hard bound of the burst, ms; <= 0: 120000 */
     int threads;               /* 0: engine default */
     int skip_audit;            /* 1: no audit / orders (the matrix's probes) */
-    lg_progress_fn progress;
+    lg_progress_fn progress;   /* may be NULL; on the calling thread */
     void *progress_ud;
-    volatile sig_atomic_t *stop;
+    volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
+                                    another thread) ends the burst early */
 } lg_run_cfg;
 
 typedef struct lg_run_result {
@@ -66,13 +83,24 @@ typedef struct lg_run_result {
     int safe;                  /* no oversell, undersell, duplicate, missing */
 } lg_run_result;
 
+/* Defaults: mode token, sku "demo", 1000 requests over 100 connections,
+ * stock 100, no work/lease/wait/reenter parameter, POST, deadline 120 s, no
+ * targets (the caller adds at least one). */
 void lg_run_cfg_init(lg_run_cfg *c);
 
-/* Returns 0 (result filled; the verdict is in it) or -1 when the run could
- * not happen (reset failed, bad config), with a reason in err. */
+/* Resets the stock (when cfg->stock >= 0), runs the burst, reads the audit
+ * and the orders (unless cfg->skip_audit) and cross-checks them. Blocks up
+ * to cfg->deadline_ms plus the admin calls (each bounded by libcurl's
+ * timeouts, lg_admin.c). Returns 0 with res filled (the verdict is in it;
+ * an audit that could not be read leaves res->audited 0 and the reason in
+ * res->audit_error) or -1 when the run could not happen, with a reason in
+ * err: bad cfg (targets, requests, sku, request line too long), out of
+ * memory, the reset failed, or the engine could not start. res is zeroed
+ * first in both cases. */
 int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen);
 
-/* 0 when the result meets the expectation, else 1. */
+/* 0 when the result meets the expectation, else 1 (the process's exit
+ * status for `run --expect`). Pure; any thread. */
 int lg_run_check(const lg_run_result *r, lg_expect e);
 
 /* Every answer that was neither a sale, sold out nor lock busy: 503s, other
@@ -80,6 +108,9 @@ int lg_run_check(const lg_run_result *r, lg_expect e);
  * Pure; any thread. */
 uint64_t lg_run_errors(const lg_run_result *r);
 
+/* One run's result onto out: a human-readable table; one JSON object on one
+ * line; or CSV (a header line first when header is 1, then one row).
+ * Latencies are printed in ms. Write errors are the stream's (ferror). */
 void lg_report_table(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_json(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_csv(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e,
@@ -88,16 +119,20 @@ void lg_report_csv(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_
 /* bench */
 typedef struct lg_bench_cfg {
     lg_url target;
-    const char *path;          /* "/healthz" */
-    int concurrency;
-    double duration_s;
-    int threads;
+    const char *path;          /* NULL or "": "/healthz"; else starts with '/' */
+    int concurrency;           /* keep-alive connections */
+    double duration_s;         /* seconds, in (0, 3600] */
+    int threads;               /* 0: engine default */
     volatile sig_atomic_t *stop;
     lg_progress_fn progress;
     void *progress_ud;
 } lg_bench_cfg;
 
+/* GET cfg->path over and over for cfg->duration_s (blocks that long, plus
+ * the connect phase). 0 with res filled, or -1 with a reason in err: bad
+ * path or duration, or the engine could not start. */
 int lg_bench(const lg_bench_cfg *cfg, lg_engine_result *res, char *err, size_t errlen);
+/* The bench result onto out: a table, or one JSON line when json is 1. */
 void lg_report_bench(FILE *out, const lg_bench_cfg *cfg, const lg_engine_result *r, int json);
 
 #endif

@@ -1,10 +1,11 @@
 /* lg_run.c — see lg_run.h. */
 #include "lg_run.h"
 
-#include <cjson/cJSON.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lg_json.h"
 
 #define REQ_PART 1024
 

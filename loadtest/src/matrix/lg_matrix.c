@@ -1,0 +1,463 @@
+/* lg_matrix.c — the matrix's runner and its demo scenarios (see
+ * lg_matrix.h): which instances each scenario needs, one cell after the
+ * other, and how each cell is judged. The processes are lg_mx_proc.c's, the
+ * fault scenarios lg_fault.c's, the output the report room's.
+ *
+ * How each scenario is widened so its outcome is deterministic, not lucky:
+ *   race    work_ms 10 inside the section and the whole burst released at
+ *           once by the engine's barrier: with no lock, every concurrent
+ *           buyer reads the same stock before anyone writes it back.
+ *           Lock modes get wait_ms 30000 (nobody gives up) and, for
+ *           setnx/token, lease_ms 10000 (no lease ever runs out).
+ *   multi   the same burst over 3 instances: each instance's in-process
+ *           mutex admits one holder, so 3 overlap for work_ms at a time.
+ *   slow    work_ms 300 > lease 200 (setnx/token: lease_ms=200 per request
+ *           and lock.lease_ms=200; reentrant: lock.watchdog_timeout_ms=200
+ *           and no lease_ms, so the watchdog renews): each lease runs out
+ *           100 ms before its holder writes, so the next holder always
+ *           reads the stale stock. One instance (mutex serialises there).
+ *   crash   faults.enabled; one request with fault=crash_in_section
+ *           (setnx: crash_before_expire) kills the instance while it holds
+ *           the lock; the instance is restarted with a new instance id;
+ *           probes (wait_ms 100) buy every 20 ms until the first 200 or the
+ *           window (3 s) ends. Lease and watchdog timeout are 1000 ms.
+ *   nested  reenter=2, one buyer at a time (concurrency 1, so `none` cannot
+ *           race), wait_ms 300: a non-reentrant lock waits for itself.
+ * The fault scenarios (kill, redis-restart, redis-pause) are in lg_fault.c.
+ */
+#include "lg_matrix.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lg_admin.h"
+#include "lg_fault.h"
+#include "lg_mx_cell.h"
+#include "lg_mx_proc.h"
+#include "lg_proc.h"
+
+/* mkdir -p: --out may name a directory whose parents do not exist yet. */
+static int mkdir_p(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(path, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static const char *expected_of(lg_scenario s, lg_mode m)
+{
+    switch (s) {
+    case LG_SCEN_RACE: return m == LG_MODE_NONE ? "oversell" : "exact";
+    case LG_SCEN_MULTI: return m == LG_MODE_NONE || m == LG_MODE_MUTEX ? "oversell" : "exact";
+    case LG_SCEN_SLOW:
+        return m == LG_MODE_NONE || m == LG_MODE_SETNX || m == LG_MODE_TOKEN ? "oversell" : "exact";
+    case LG_SCEN_CRASH: return m == LG_MODE_SETNX ? "stuck" : "recovers";
+    case LG_SCEN_NESTED:
+        return m == LG_MODE_NONE || m == LG_MODE_REENTRANT ? "sells" : "blocks";
+    default: return lg_fault_expected(s, m);
+    }
+}
+
+#define CRASH_LEASE_MS 1000
+#define CRASH_WINDOW_MS 3000
+#define SLOW_LEASE_MS 200
+#define SLOW_WORK_MS 300
+
+/* --- cells ---------------------------------------------------------------- */
+
+static void classify_burst(lg_cell *c, const lg_run_result *r, lg_scenario scen)
+{
+    if (!r->audited) {
+        snprintf(c->outcome, sizeof c->outcome, "error");
+        snprintf(c->reason, sizeof c->reason, "no audit: %.200s", r->audit_error);
+        return;
+    }
+    if (c->oversold > 0) {
+        snprintf(c->outcome, sizeof c->outcome, "oversell");
+        snprintf(c->reason, sizeof c->reason,
+                 "sold %lld of %lld (+%lld oversold), %llu lock_lost", (long long)c->sold,
+                 (long long)c->stock, (long long)c->oversold, (unsigned long long)c->lock_lost);
+        return;
+    }
+    int clean = c->undersold == 0 && c->dup == 0 && c->missing == 0 && r->ok_without_id == 0;
+    if (!clean) {
+        snprintf(c->outcome, sizeof c->outcome, "unsafe");
+        snprintf(c->reason, sizeof c->reason,
+                 "undersold %lld, duplicate ids %llu, missing orders %llu",
+                 (long long)c->undersold, (unsigned long long)c->dup,
+                 (unsigned long long)c->missing);
+        return;
+    }
+    if (c->sold == c->stock && c->stock_left == 0) {
+        snprintf(c->outcome, sizeof c->outcome, "%s", scen == LG_SCEN_NESTED ? "sells" : "exact");
+        snprintf(c->reason, sizeof c->reason, "sold exactly %lld, %llu sold_out, %llu orders",
+                 (long long)c->sold, (unsigned long long)c->sold_out,
+                 (unsigned long long)r->orders_listed);
+        return;
+    }
+    if (c->sold == 0 && c->lock_busy == c->requests) {
+        snprintf(c->outcome, sizeof c->outcome, "blocks");
+        snprintf(c->reason, sizeof c->reason,
+                 "all %llu buyers lock_busy: the lock waits for itself",
+                 (unsigned long long)c->lock_busy);
+        return;
+    }
+    snprintf(c->outcome, sizeof c->outcome, "short");
+    snprintf(c->reason, sizeof c->reason,
+             "sold %lld of %lld: %llu lock_busy, %llu errors", (long long)c->sold,
+             (long long)c->stock, (unsigned long long)c->lock_busy, (unsigned long long)c->errors);
+}
+
+typedef struct burst {
+    int64_t stock, work_ms, lease_ms, wait_ms, reenter;
+    uint64_t requests;
+    int concurrency;
+} burst;
+
+static int run_burst(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance *ins, int nins,
+                     const burst *b, char *err, size_t errlen)
+{
+    lg_run_cfg rc;
+    lg_run_cfg_init(&rc);
+    char sku[64];
+    snprintf(sku, sizeof sku, "mx-%s-%s", lg_scen_names[scen], lg_mode_names[mode]);
+    rc.mode = lg_mode_names[mode];
+    rc.sku = sku;
+    rc.requests = b->requests;
+    rc.concurrency = b->concurrency;
+    rc.stock = b->stock;
+    rc.work_ms = b->work_ms;
+    rc.wait_ms = b->wait_ms;
+    rc.reenter = b->reenter;
+    /* reentrant runs on its watchdog: an explicit lease_ms would switch it
+     * off (lockcore.h: watchdog_timeout_ms applies without an explicit
+     * lease), so it is only sent to setnx and token */
+    rc.lease_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN ? b->lease_ms : -1;
+    rc.deadline_ms = 90000;
+    rc.stop = x->cfg->stop;
+    rc.admin_token = x->cfg->admin_token;
+    if (lg_mx_targets(&rc, ins, nins, err, errlen) < 0)
+        return -1;
+    lg_run_result *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (lg_run(&rc, r, err, errlen) < 0) {
+        free(r);
+        return -1;
+    }
+    c->ran = 1;
+    c->recovery_ms = -1;
+    lg_mx_fill_from_run(c, r);
+    classify_burst(c, r, scen);
+    free(r);
+    return 0;
+}
+
+/* One crash cell: crash the holder, restart, probe until a sale. */
+static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t stock, char *err,
+                     size_t errlen)
+{
+    const char *m = lg_mode_names[mode];
+    char sku[64];
+    snprintf(sku, sizeof sku, "mx-crash-%s", m);
+    c->ran = 1;
+    c->stock = stock;
+    c->window_ms = CRASH_WINDOW_MS;
+    c->recovery_ms = -1;
+    if (in->pid <= 0 && lg_mx_instance_start(x, in, err, errlen) < 0)
+        return -1;
+    if (lg_admin_reset(in->base, sku, stock, x->cfg->admin_token, err, errlen) < 0)
+        return -1;
+    const char *fault = mode == LG_MODE_SETNX ? "crash_before_expire" : "crash_in_section";
+    char lease[32] = "";
+    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN)
+        snprintf(lease, sizeof lease, "&lease_ms=%d", CRASH_LEASE_MS);
+    char url[512];
+    snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=crasher&work_ms=0&wait_ms=1000%s&fault=%s",
+             in->base, m, sku, lease, fault);
+    long st = 0;
+    char *body = NULL, e2[256];
+    int rc = lg_http_call("POST", url, NULL, NULL, 5000, &st, &body, e2, sizeof e2);
+    long long t_crash = lg_now_ms();
+    if (rc == 0) {
+        snprintf(c->outcome, sizeof c->outcome, "error");
+        snprintf(c->reason, sizeof c->reason, "fault request answered %ld instead of crashing: %.120s%s",
+                 st, body ? body : "", st == 403 ? " (faults.enabled not set?)" : "");
+        free(body);
+        return 0;
+    }
+    free(body);
+    if (!lg_wait_exit(in->pid, 3000)) {
+        snprintf(c->outcome, sizeof c->outcome, "error");
+        snprintf(c->reason, sizeof c->reason, "instance did not exit after %s", fault);
+        lg_mx_instance_stop(in);
+        return 0;
+    }
+    in->pid = 0;
+    if (lg_mx_instance_start(x, in, err, errlen) < 0)
+        return -1;
+    long long restarted = lg_now_ms() - t_crash;
+    uint64_t probes = 0, busy = 0, other = 0;
+    for (int i = 0; !lg_mx_stopped(x); i++) {
+        long long now = lg_now_ms();
+        if (now - t_crash > CRASH_WINDOW_MS)
+            break;
+        snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=probe%d&work_ms=0&wait_ms=100%s",
+                 in->base, m, sku, i, lease);
+        rc = lg_http_call("POST", url, NULL, NULL, 3000, &st, NULL, e2, sizeof e2);
+        probes++;
+        if (rc == 0 && st == 200) {
+            c->recovery_ms = lg_now_ms() - t_crash;
+            c->ok = 1;
+            break;
+        }
+        if (rc == 0 && st == 429)
+            busy++;
+        else
+            other++;
+        lg_sleep_ms(20);
+    }
+    c->requests = probes;
+    c->lock_busy = busy;
+    c->errors = other;
+    lg_audit a;
+    if (lg_admin_audit(in->base, sku, &a, e2, sizeof e2) == 0) {
+        c->sold = a.sold;
+        c->stock_left = a.stock;
+        c->oversold = a.oversold;
+        c->undersold = a.undersold;
+    }
+    if (c->recovery_ms < 0) {
+        c->stuck = 1;
+        snprintf(c->outcome, sizeof c->outcome, "%s", busy && !other ? "stuck" : "error");
+        snprintf(c->reason, sizeof c->reason,
+                 "no sale for %d ms after the crash: %llu of %llu probes lock_busy, %llu other "
+                 "(restart took %lld ms)",
+                 CRASH_WINDOW_MS, (unsigned long long)busy, (unsigned long long)probes,
+                 (unsigned long long)other, restarted);
+    } else {
+        snprintf(c->outcome, sizeof c->outcome, "recovers");
+        if (mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT)
+            snprintf(c->reason, sizeof c->reason,
+                     "first sale %lld ms after the crash: %s (%d ms) ran out; restart %lld ms, "
+                     "%llu probes lock_busy before",
+                     (long long)c->recovery_ms,
+                     mode == LG_MODE_TOKEN ? "the lease" : "the watchdog timeout", CRASH_LEASE_MS,
+                     restarted, (unsigned long long)busy);
+        else
+            snprintf(c->reason, sizeof c->reason,
+                     "first sale %lld ms after the crash: no lock outlives the process (restart "
+                     "%lld ms)",
+                     (long long)c->recovery_ms, restarted);
+    }
+    /* clears the stuck lock too (PUT /stock deletes the lock key) */
+    lg_admin_reset(in->base, sku, 0, x->cfg->admin_token, e2, sizeof e2);
+    return 0;
+}
+
+/* expected is one outcome or several separated by '|' */
+static int outcome_matches(const char *expected, const char *outcome)
+{
+    size_t n = strlen(outcome);
+    for (const char *p = expected; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, outcome, n))
+            return 1;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
+{
+    c->expected = expected_of(scen, mode);
+    c->pass = outcome_matches(c->expected, c->outcome);
+    if (scen == LG_SCEN_SLOW) {
+        /* The other half of the slow holder (docs/locks.md): setnx's late
+         * DEL deletes a later holder's lock; token's and reentrant's owner
+         * checks never do. */
+        int want = mode == LG_MODE_SETNX;
+        size_t l = strlen(c->reason);
+        snprintf(c->reason + l, sizeof c->reason - l, "; %llu release(s) deleted another's lock",
+                 (unsigned long long)c->deleted_other_lock);
+        if ((c->deleted_other_lock > 0) != want) {
+            c->pass = 0;
+            l = strlen(c->reason);
+            snprintf(c->reason + l, sizeof c->reason - l, " — expected %s",
+                     want ? "some" : "none");
+        }
+    }
+    if (c->pass && scen == LG_SCEN_CRASH && (mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT)) {
+        /* recovery must come from the lease / watchdog running out, not
+         * earlier (that would mean the lock did not survive the crash) and
+         * not much later */
+        if (c->recovery_ms < CRASH_LEASE_MS / 2 || c->recovery_ms > CRASH_LEASE_MS + 2000) {
+            c->pass = 0;
+            size_t l = strlen(c->reason);
+            snprintf(c->reason + l, sizeof c->reason - l, " — outside [%d, %d] ms",
+                     CRASH_LEASE_MS / 2, CRASH_LEASE_MS + 2000);
+        }
+    }
+}
+
+int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    mctx x;
+    memset(&x, 0, sizeof x);
+    x.cfg = cfg;
+    long long t0 = lg_now_ms();
+    if (mkdir_p(cfg->out_dir) < 0) {
+        snprintf(err, errlen, "%s: %s", cfg->out_dir, strerror(errno));
+        return -1;
+    }
+    snprintf(x.logdir, sizeof x.logdir, "%s/logs", cfg->out_dir);
+    if (mkdir(x.logdir, 0755) < 0 && errno != EEXIST) {
+        snprintf(err, errlen, "%s: %s", x.logdir, strerror(errno));
+        return -1;
+    }
+    if (access(cfg->server, X_OK) != 0) {
+        snprintf(err, errlen, "server binary %s: %s", cfg->server, strerror(errno));
+        return -1;
+    }
+    int faults = lg_matrix_has_faults(cfg);
+    if (faults && cfg->redis) {
+        snprintf(err, errlen, "the fault scenarios kill, pause and restart Redis: they run on "
+                              "the private redis-server only (drop --redis)");
+        return -1;
+    }
+    x.redis_aof = faults;
+    int rc = -1;
+    instance base[3], slow, crash, fault[3];
+    memset(fault, 0, sizeof fault);
+    lg_fault_instances(fault);
+    memset(base, 0, sizeof base);
+    memset(&slow, 0, sizeof slow);
+    memset(&crash, 0, sizeof crash);
+    for (int i = 0; i < 3; i++)
+        snprintf(base[i].id, sizeof base[i].id, "mx-base-%d", i);
+    snprintf(slow.id, sizeof slow.id, "mx-slow");
+    slow.extra[0] = "--set";
+    slow.extra[1] = "lock.lease_ms=200";
+    slow.extra[2] = "--set";
+    slow.extra[3] = "lock.watchdog_timeout_ms=200";
+    slow.nextra = 4;
+    snprintf(crash.id, sizeof crash.id, "mx-crash");
+    crash.extra[0] = "--set";
+    crash.extra[1] = "faults.enabled=true";
+    crash.extra[2] = "--set";
+    crash.extra[3] = "lock.lease_ms=1000";
+    crash.extra[4] = "--set";
+    crash.extra[5] = "lock.watchdog_timeout_ms=1000";
+    crash.nextra = 6;
+
+    if (lg_mx_redis_start(&x, err, errlen) < 0)
+        goto out;
+    snprintf(res->redis, sizeof res->redis, "%s%s", x.redis_addr,
+             cfg->redis ? "" : " (private)");
+    lg_mx_log(&x, "redis at %s; server %s; logs in %s", res->redis, cfg->server, x.logdir);
+
+    int q = cfg->quick;
+    burst race = {q ? 20 : 100, 10, 10000, 30000, -1, q ? 200 : 1000, q ? 50 : 100};
+    burst slowb = {q ? 4 : 10, SLOW_WORK_MS, SLOW_LEASE_MS, 30000, -1, q ? 12 : 30, q ? 12 : 30};
+    burst nested = {q ? 3 : 5, 0, 5000, 300, 2, q ? 6 : 10, 1};
+    /* multi: three instances of ours, or the balancer given as --target */
+    int own_multi = cfg->scen_on[LG_SCEN_MULTI] && !cfg->target;
+    instance lb;
+    memset(&lb, 0, sizeof lb);
+    lb.pid = -1;
+    if (cfg->target)
+        snprintf(lb.base, sizeof lb.base, "%s", cfg->target);
+    int nbase = own_multi ? 3 : 1;
+    if (cfg->scen_on[LG_SCEN_RACE] || own_multi || cfg->scen_on[LG_SCEN_NESTED]) {
+        for (int i = 0; i < nbase; i++)
+            if (lg_mx_instance_start(&x, &base[i], err, errlen) < 0)
+                goto out;
+        lg_mx_log(&x, "%d instance(s) up", nbase);
+    }
+    for (lg_scenario s = 0; s < LG_NSCEN; s++) {
+        if (!cfg->scen_on[s])
+            continue;
+        if (s == LG_SCEN_SLOW && lg_mx_instance_start(&x, &slow, err, errlen) < 0)
+            goto out;
+        if (s == LG_SCEN_CRASH && lg_mx_instance_start(&x, &crash, err, errlen) < 0)
+            goto out;
+        for (int i = 0; i < 3 && lg_scen_is_fault(s); i++)
+            if (fault[i].pid <= 0 && lg_mx_instance_start(&x, &fault[i], err, errlen) < 0)
+                goto out;
+        for (lg_mode m = 0; m < LG_NMODES; m++) {
+            if (!cfg->mode_on[m])
+                continue;
+            if (lg_mx_stopped(&x)) {
+                snprintf(err, errlen, "interrupted");
+                goto out;
+            }
+            lg_cell *c = &res->cell[s][m];
+            int r;
+            switch (s) {
+            case LG_SCEN_RACE: r = run_burst(&x, c, s, m, base, 1, &race, err, errlen); break;
+            case LG_SCEN_MULTI:
+                r = cfg->target ? run_burst(&x, c, s, m, &lb, 1, &race, err, errlen)
+                                : run_burst(&x, c, s, m, base, 3, &race, err, errlen);
+                break;
+            case LG_SCEN_SLOW: r = run_burst(&x, c, s, m, &slow, 1, &slowb, err, errlen); break;
+            case LG_SCEN_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
+            case LG_SCEN_NESTED: r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen); break;
+            default: r = lg_fault_cell(&x, c, s, m, fault, err, errlen); break;
+            }
+            if (lg_mx_stopped(&x)) {
+                /* interrupted mid-cell: its numbers mean nothing */
+                memset(c, 0, sizeof *c);
+                snprintf(err, errlen, "interrupted");
+                goto out;
+            }
+            if (r < 0) {
+                /* one cell could not run: record it, go on */
+                c->ran = 1;
+                snprintf(c->outcome, sizeof c->outcome, "error");
+                snprintf(c->reason, sizeof c->reason, "%.230s", err);
+            }
+            judge(c, s, m);
+            if (!c->pass)
+                res->mismatches++;
+            lg_mx_log(&x, "%-6s %-9s expected %-8s measured %-8s %s  %s", lg_scen_names[s],
+                      lg_mode_names[m], c->expected, c->outcome, c->pass ? "ok  " : "DIFF",
+                      c->reason);
+        }
+        if (s == LG_SCEN_SLOW)
+            lg_mx_instance_stop(&slow);
+        if (s == LG_SCEN_CRASH)
+            lg_mx_instance_stop(&crash);
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < 3; i++)
+        lg_mx_instance_stop(&base[i]);
+    lg_mx_instance_stop(&slow);
+    lg_mx_instance_stop(&crash);
+    for (int i = 0; i < 3; i++)
+        lg_mx_instance_stop(&fault[i]);
+    lg_mx_shutdown(&x);
+    res->elapsed_s = (double)(lg_now_ms() - t0) / 1000.0;
+    return rc;
+}

@@ -1,0 +1,23 @@
+/* lg_mx_cell.c — see lg_mx_cell.h. */
+#include "lg_mx_cell.h"
+
+void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
+{
+    c->requests = r->requests;
+    c->ok = r->ok;
+    c->sold_out = r->sold_out;
+    c->lock_busy = r->lock_busy;
+    c->errors = lg_run_errors(r) + r->not_sent;
+    c->lock_lost = r->lock_lost;
+    c->deleted_other_lock = r->deleted_other_lock;
+    c->dup = r->dup_orders + r->dup_ok_ids;
+    c->missing = r->missing;
+    c->elapsed_s = r->eng.elapsed_s;
+    if (r->audited) {
+        c->stock = r->audit.initial;
+        c->sold = r->audit.sold;
+        c->stock_left = r->audit.stock;
+        c->oversold = r->audit.oversold;
+        c->undersold = r->audit.undersold;
+    }
+}

@@ -1,0 +1,205 @@
+/* lg_mx_proc.c — the matrix's processes; see lg_mx_proc.h. */
+#include "lg_mx_proc.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lg_admin.h"
+#include "lg_proc.h"
+
+void lg_mx_log(const mctx *x, const char *fmt, ...)
+{
+    if (!x->cfg->log)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("matrix: ", x->cfg->log);
+    vfprintf(x->cfg->log, fmt, ap);
+    fputc('\n', x->cfg->log);
+    fflush(x->cfg->log);
+    va_end(ap);
+}
+
+int lg_mx_stopped(const mctx *x)
+{
+    return x->cfg->stop && *x->cfg->stop;
+}
+
+long long lg_mx_bound(const mctx *x, long long ms)
+{
+    double f = x->cfg->time_factor >= 1.0 ? x->cfg->time_factor : 1.0;
+    return (long long)((double)ms * f);
+}
+
+int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen)
+{
+    if (in->port <= 0)
+        in->port = lg_free_port();
+    if (in->port <= 0) {
+        snprintf(err, errlen, "no free port");
+        return -1;
+    }
+    in->generation++;
+    char port[16], id[64], logp[PATH_MAX + 64];
+    snprintf(port, sizeof port, "%d", in->port);
+    snprintf(id, sizeof id, "%s-g%d", in->id, in->generation);
+    snprintf(logp, sizeof logp, "%s/%s.log", x->logdir, in->id);
+    const char *argv[16 + LG_INSTANCE_MAX_EXTRA + LG_MATRIX_MAX_ARGS];
+    int n = 0;
+    argv[n++] = x->cfg->server;
+    argv[n++] = "--port";
+    argv[n++] = port;
+    argv[n++] = "--redis";
+    argv[n++] = x->redis_addr;
+    argv[n++] = "--instance-id";
+    argv[n++] = id;
+    for (int i = 0; i < in->nextra; i++)
+        argv[n++] = in->extra[i];
+    for (int i = 0; i < x->cfg->nserver_args; i++)
+        argv[n++] = x->cfg->server_args[i];
+    argv[n] = NULL;
+    in->pid = lg_spawn(argv, logp, 0, err, errlen);
+    if (in->pid < 0) {
+        in->pid = 0;
+        return -1;
+    }
+    snprintf(in->base, sizeof in->base, "http://127.0.0.1:%d", in->port);
+    return 0;
+}
+
+int lg_mx_instance_poll(instance *in)
+{
+    if (in->pid <= 0)
+        return -1;
+    if (lg_admin_healthy(in->base, 500))
+        return 1;
+    if (lg_wait_exit(in->pid, 0)) {
+        in->pid = 0;
+        return -1;
+    }
+    return 0;
+}
+
+int lg_mx_instance_start(mctx *x, instance *in, char *err, size_t errlen)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (attempt > 0)
+            in->port = 0; /* the port may be taken: pick another */
+        if (lg_mx_instance_spawn(x, in, err, errlen) < 0)
+            return -1;
+        long long end = lg_now_ms() + 10000;
+        int st = 0;
+        while (lg_now_ms() < end && !lg_mx_stopped(x)) {
+            st = lg_mx_instance_poll(in);
+            if (st != 0)
+                break;
+            lg_sleep_ms(30);
+        }
+        if (st == 1)
+            return 0;
+        if (st == 0)
+            lg_mx_instance_stop(in);
+        if (lg_mx_stopped(x))
+            break;
+        if (st == 0) {
+            snprintf(err, errlen, "%s did not answer /healthz 200 within 10 s (log: %s/%s.log)",
+                     x->cfg->server, x->logdir, in->id);
+            return -1;
+        }
+        snprintf(err, errlen, "%s exited at start (log: %s/%s.log)", x->cfg->server, x->logdir,
+                 in->id);
+    }
+    if (lg_mx_stopped(x))
+        snprintf(err, errlen, "interrupted");
+    return -1;
+}
+
+void lg_mx_instance_stop(instance *in)
+{
+    if (in->pid > 0)
+        lg_stop(in->pid, 5000);
+    in->pid = 0;
+}
+
+/* The private redis-server on x->redis_port (a free one per attempt when
+ * 0). */
+static int redis_spawn(mctx *x, int attempts, char *err, size_t errlen)
+{
+    char logp[PATH_MAX + 32];
+    snprintf(logp, sizeof logp, "%s/redis.log", x->logdir);
+    /* AOF for the fault scenarios: a restart must reload every write that
+     * was acknowledged (appendfsync always) */
+    const char *args[] = {"--appendonly", x->redis_aof ? "yes" : "no", "--appendfsync", "always",
+                          "--maxclients", "10000", NULL};
+    lg_redis_opts o;
+    lg_redis_opts_init(&o);
+    o.server = x->cfg->redis_server;
+    o.port = x->redis_port;
+    o.dir = x->redis_dir;
+    o.args = args;
+    o.logpath = logp;
+    o.attempts = attempts;
+    o.timeout_ms = 10000;
+    o.stop = x->cfg->stop;
+    int port = 0;
+    pid_t pid = lg_redis_start(&o, &port, err, errlen);
+    if (pid < 0)
+        return -1;
+    x->redis_pid = pid;
+    x->redis_port = port;
+    snprintf(x->redis_addr, sizeof x->redis_addr, "127.0.0.1:%d", port);
+    return 0;
+}
+
+int lg_mx_redis_start(mctx *x, char *err, size_t errlen)
+{
+    if (x->cfg->redis) {
+        const char *colon = strrchr(x->cfg->redis, ':');
+        int port = colon ? atoi(colon + 1) : 0;
+        if (!colon || port <= 0 || port > 65535) {
+            snprintf(err, errlen, "--redis: expected host:port, got '%s'", x->cfg->redis);
+            return -1;
+        }
+        snprintf(x->redis_addr, sizeof x->redis_addr, "%s", x->cfg->redis);
+        x->redis_port = port;
+        return 0;
+    }
+    snprintf(x->redis_dir, sizeof x->redis_dir, "/tmp/miaosha-matrix-redis-XXXXXX");
+    if (!mkdtemp(x->redis_dir)) {
+        snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+        x->redis_dir[0] = 0;
+        return -1;
+    }
+    x->redis_port = 0;
+    return redis_spawn(x, 5, err, errlen);
+}
+
+int lg_mx_redis_spawn(mctx *x, char *err, size_t errlen)
+{
+    return redis_spawn(x, 1, err, errlen);
+}
+
+void lg_mx_shutdown(mctx *x)
+{
+    if (x->redis_pid > 0)
+        lg_stop(x->redis_pid, 3000);
+    x->redis_pid = 0;
+    lg_proc_kill_all(2000);
+    lg_rm_tree(x->redis_dir); /* dump.rdb, appendonlydir/ */
+    x->redis_dir[0] = 0;
+}
+
+int lg_mx_targets(lg_run_cfg *rc, const instance *ins, int nins, char *err, size_t errlen)
+{
+    for (int i = 0; i < nins && i < LG_MAX_TARGETS; i++) {
+        char e2[256];
+        if (lg_url_parse(ins[i].base, &rc->targets[i], e2, sizeof e2) < 0) {
+            snprintf(err, errlen, "%s", e2);
+            return -1;
+        }
+    }
+    rc->ntargets = nins < LG_MAX_TARGETS ? nins : LG_MAX_TARGETS;
+    return 0;
+}
