@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "lg_matrix.h"
+#include "lg_matrix_cfg.h"
 #include "lg_mx_proc.h"
 
 /* What the cell's result must be: a static string, one outcome or several

@@ -12,127 +12,18 @@
  * SIGKILLed and restarted from its AOF, and when it is paused with SIGSTOP.
  * They are selected with --faults or --scenarios.
  *
- * Threads: every function here is for one thread, the one that owns the
- * cfg and the result (main's); lg_matrix_run starts and joins threads of its
- * own and reaps its children on the calling thread.
+ * The types (modes, scenarios, cfg, cells, result) are in lg_matrix_cfg.h.
+ *
+ * Threads: lg_matrix_run is for one thread, the one that owns the cfg and
+ * the result (main's); it starts and joins threads of its own and reaps its
+ * children on the calling thread.
  */
 #ifndef MIAOSHA_LG_MATRIX_H
 #define MIAOSHA_LG_MATRIX_H
 
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
+#include <stddef.h>
 
-/* The lock modes, in the order of the service's URL segments. */
-typedef enum lg_mode {
-    LG_MODE_NONE,
-    LG_MODE_MUTEX,
-    LG_MODE_SETNX,
-    LG_MODE_TOKEN,
-    LG_MODE_REENTRANT,
-    LG_NMODES /* how many */
-} lg_mode;
-
-/* The scenarios: the demo first, then the faults. */
-typedef enum lg_scenario {
-    LG_SCEN_RACE,
-    LG_SCEN_MULTI,
-    LG_SCEN_SLOW,
-    LG_SCEN_CRASH,
-    LG_SCEN_NESTED,
-    LG_SCEN_KILL,          /* the first fault */
-    LG_SCEN_REDIS_RESTART,
-    LG_SCEN_REDIS_PAUSE,
-    LG_NSCEN /* how many */
-} lg_scenario;
-
-#define LG_NDEMO LG_SCEN_KILL /* the default selection: the demo scenarios */
-#define LG_MATRIX_MAX_ARGS 32
-
-/* 1 for kill, redis-restart and redis-pause. Pure. */
-static inline int lg_scen_is_fault(lg_scenario s)
-{
-    return s >= LG_SCEN_KILL;
-}
-
-/* The names used on the command line, in files and in SKUs, indexed by
- * lg_mode / lg_scenario: "none" .. "reentrant", "race" .. "redis-pause". */
-extern const char *const lg_mode_names[LG_NMODES];
-extern const char *const lg_scen_names[LG_NSCEN];
-
-#define LG_MATRIX_URL_MAX 64 /* bytes, NUL included: an instance's or --target's URL */
-
-typedef struct lg_matrix_cfg {
-    const char *server;        /* miaosha-server binary */
-    const char *redis;         /* "host:port" or NULL = private redis-server */
-    const char *redis_server;  /* binary for the private one */
-    const char *out_dir;
-    int quick;
-    int mode_on[LG_NMODES];    /* indexed by lg_mode: 1 = run it */
-    int scen_on[LG_NSCEN];     /* indexed by lg_scenario */
-    const char *target;        /* NULL, or a balancer's URL ("http://host:port",
-                                  < LG_MATRIX_URL_MAX bytes) in front of several instances on
-                                  one Redis: the multi scenario goes through
-                                  it instead of three instances of its own */
-    const char *admin_token;   /* Bearer token for PUT /stock, or NULL */
-    const char *server_args[LG_MATRIX_MAX_ARGS];
-    int nserver_args;
-    double time_factor;        /* >= 1: scales the fault scenarios' upper time
-                                  bounds (sanitizer builds run slower) */
-    volatile sig_atomic_t *stop;
-    FILE *log;                 /* progress lines; NULL = quiet */
-} lg_matrix_cfg;
-
-typedef struct lg_cell {
-    int ran;
-    const char *expected;      /* "oversell", "exact", "stuck", "recovers", "sells", "blocks",
-                                  "safe" (faults) */
-    char outcome[24];          /* measured, same vocabulary, or "short", "unsafe", "error" */
-    int pass;
-    int64_t stock, sold, stock_left, oversold, undersold;
-    uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
-    uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
-    int stuck;                 /* crash: no sale within the window */
-    int64_t recovery_ms;       /* crash: first sale after the crash; -1 none */
-    int64_t window_ms;         /* crash: observation window */
-    double elapsed_s;
-    /* fault scenarios (-1 = not measured / not applicable) */
-    int64_t fault_ms;          /* how long the fault lasted: instance down until
-                                  healthy again, Redis down, Redis paused */
-    int64_t freed_ms;          /* kill: the dead holder's lock gone after the kill */
-    int64_t failfast_ms;       /* redis-*: slowest 503 of the probes during the fault */
-    int64_t reconnect_ms;      /* redis-restart: every instance answers a purchase
-                                  without 503 again, after Redis answered PING */
-    int64_t resume_ms;         /* first sale after the fault ended */
-    uint64_t n503;             /* 503 redis_unavailable seen by the burst */
-    uint64_t unacked;          /* orders recorded whose response never came */
-    char reason[240];          /* short, measured */
-} lg_cell;
-
-typedef struct lg_matrix_result {
-    lg_cell cell[LG_NSCEN][LG_NMODES]; /* [lg_scenario][lg_mode] */
-    int mismatches;
-    double elapsed_s;
-    char redis[96];
-} lg_matrix_result;
-
-/* Defaults: every mode, the demo scenarios, a private redis-server
- * ("redis-server" from PATH), out_dir "matrix-out", time_factor 1. */
-void lg_matrix_cfg_init(lg_matrix_cfg *c);
-/* 1 when any of the fault scenarios (kill, redis-restart, redis-pause) is on. Pure. */
-int lg_matrix_has_faults(const lg_matrix_cfg *c);
-/* Selects exactly the fault scenarios (`matrix --faults`). */
-void lg_matrix_select_faults(lg_matrix_cfg *c);
-/* Restricts to a comma list of modes and/or scenarios (either may be NULL:
- * that part unchanged). 0, or -1 with "unknown name '...'" in err (errlen
- * bytes); a list with an unknown name leaves its part unchanged. */
-int lg_matrix_select(lg_matrix_cfg *c, const char *modes, const char *scens, char *err,
-                     size_t errlen);
-/* Finds miaosha-server next to this program: ../service/miaosha-server
- * relative to the directory of /proc/self/exe (argv0 when that cannot be
- * read). 0 with the path in buf (len bytes), or -1 when it is not an
- * executable file there. */
-int lg_matrix_default_server(const char *argv0, char *buf, size_t len);
+#include "lg_matrix_cfg.h"
 
 /* Runs the selected cells; blocks for seconds to minutes (the quick demo
  * about 20 s, the quick faults about 45 s). Logs progress to cfg->log.

@@ -3,7 +3,7 @@
  * choices, where miaosha-server is. See lg_matrix.h. Shared by the runner,
  * the fault scenarios and the report, so none of them depends on another
  * for these. */
-#include "lg_matrix.h"
+#include "lg_matrix_cfg.h"
 
 #include <libgen.h>
 #include <limits.h>

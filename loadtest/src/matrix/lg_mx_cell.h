@@ -4,7 +4,7 @@
 #ifndef MIAOSHA_LG_MX_CELL_H
 #define MIAOSHA_LG_MX_CELL_H
 
-#include "lg_matrix.h"
+#include "lg_matrix_cfg.h"
 #include "lg_run.h"
 
 /* Copies the run's counters and, when it was audited, the audit into the

@@ -15,7 +15,7 @@
 #include <limits.h>
 #include <sys/types.h>
 
-#include "lg_matrix.h"
+#include "lg_matrix_cfg.h"
 #include "lg_run.h"
 
 #define LG_INSTANCE_MAX_EXTRA 16

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "lg_matrix.h"
+#include "lg_matrix_cfg.h"
 
 /* The table of the selected cells, then one line per cell that ran (and
  * the fault figures when faults were selected), onto out. */
