@@ -37,8 +37,11 @@
  *              frees it. Belongs to the thread that holds the lock.
  *
  * Errors: functions return an lc_status; contention (LC_BUSY) is a status,
- * not an error. The library never exits, logs or prints. The text of the
- * last failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
+ * not an error. The library never exits, logs or prints — except on a bug,
+ * in lockcore or in a caller breaking these rules (a client freed while in
+ * use): a broken internal invariant or a failed pthread call aborts the
+ * process after one line on stderr, as assert() does. The text of the last
+ * failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
  * (lc_conn_errstr). All durations are milliseconds.
  *
  * Processes: create the client after fork(), never before — a child does

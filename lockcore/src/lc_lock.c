@@ -8,7 +8,9 @@
  */
 #include "lc_internal.h"
 
+#include "lc_conn.h"
 #include "lc_scripts.h"
+#include "lc_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -27,7 +27,9 @@
  */
 #include "lc_internal.h"
 
+#include "lc_conn.h"
 #include "lc_scripts.h"
+#include "lc_util.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -38,7 +40,7 @@ void lc_watchdog_init(lc_watchdog *w)
 {
     memset(w, 0, sizeof *w);
     w->sleeping_until = INT64_MAX;
-    pthread_mutex_init(&w->mu, NULL);
+    LC_PTHREAD(pthread_mutex_init(&w->mu, NULL));
     lc_cond_init(&w->cv);
 }
 
@@ -91,7 +93,7 @@ static void *watchdog_main(void *arg)
     lc_client *c = arg;
     lc_watchdog *w = &c->wd;
     int64_t period = c->watchdog_timeout_ms / 3;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     while (!w->stop) {
         lc_hold *due = NULL;
         for (lc_hold *h = w->holds; h; h = h->next)
@@ -99,13 +101,12 @@ static void *watchdog_main(void *arg)
                 due = h;
         if (!due) {
             w->sleeping_until = INT64_MAX;
-            pthread_cond_wait(&w->cv, &w->mu);
+            LC_PTHREAD(pthread_cond_wait(&w->cv, &w->mu));
             continue;
         }
         if (due->next_renew_ms > lc_now_ms()) {
             w->sleeping_until = due->next_renew_ms;
-            struct timespec ts = lc_abstime(due->next_renew_ms);
-            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+            lc_cond_wait_until(&w->cv, &w->mu, due->next_renew_ms);
             continue;
         }
         w->sleeping_until = 0; /* busy renewing: it rescans before sleeping */
@@ -113,9 +114,9 @@ static void *watchdog_main(void *arg)
          * `renewing` keeps the entry alive if its last hold is dropped. */
         due->renewing = true;
         due->next_renew_ms = lc_now_ms() + period;
-        pthread_mutex_unlock(&w->mu);
+        LC_PTHREAD(pthread_mutex_unlock(&w->mu));
         int res = renew(c, due->key, due->field);
-        pthread_mutex_lock(&w->mu);
+        LC_PTHREAD(pthread_mutex_lock(&w->mu));
         due->renewing = false;
         if (due->unlinked) {
             hold_free(due);
@@ -130,7 +131,7 @@ static void *watchdog_main(void *arg)
             set_counted(c, due, false);
         }
     }
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     return NULL;
 }
 
@@ -139,24 +140,24 @@ static void *watchdog_main(void *arg)
 static void schedule(lc_watchdog *w, const lc_hold *h)
 {
     if (h->next_renew_ms < w->sleeping_until)
-        pthread_cond_signal(&w->cv);
+        LC_PTHREAD(pthread_cond_signal(&w->cv));
 }
 
 bool lc_hold_exists(lc_client *c, const char *key, const char *field)
 {
-    pthread_mutex_lock(&c->wd.mu);
+    LC_PTHREAD(pthread_mutex_lock(&c->wd.mu));
     bool found = find_live(&c->wd, key, field) != NULL;
-    pthread_mutex_unlock(&c->wd.mu);
+    LC_PTHREAD(pthread_mutex_unlock(&c->wd.mu));
     return found;
 }
 
 lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog)
 {
     lc_watchdog *w = &c->wd;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     if (watchdog && !w->started) {
         if (pthread_create(&w->thread, NULL, watchdog_main, c) != 0) {
-            pthread_mutex_unlock(&w->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&w->mu));
             return NULL;
         }
         w->started = true;
@@ -167,7 +168,7 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
         if (!h || !(h->key = strdup(key)) || !(h->field = strdup(field))) {
             if (h)
                 hold_free(h);
-            pthread_mutex_unlock(&w->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&w->mu));
             return NULL;
         }
         h->next = w->holds;
@@ -182,27 +183,29 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
         set_counted(c, h, true);
         schedule(w, h);
     }
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     return h;
 }
 
 void lc_hold_begin_release(lc_client *c, lc_hold *h)
 {
-    pthread_mutex_lock(&c->wd.mu);
+    LC_PTHREAD(pthread_mutex_lock(&c->wd.mu));
     if (h->holds == 1)
         h->releasing = true;
-    pthread_mutex_unlock(&c->wd.mu);
+    LC_PTHREAD(pthread_mutex_unlock(&c->wd.mu));
 }
 
 bool lc_hold_drop(lc_client *c, lc_hold *h)
 {
     lc_watchdog *w = &c->wd;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     bool lost = atomic_load(&h->lost) != 0;
+    LC_ASSERT(h->holds > 0);
     if (--h->holds == 0) {
         lc_hold **pp = &w->holds;
-        while (*pp != h)
+        while (*pp && *pp != h)
             pp = &(*pp)->next;
+        LC_ASSERT(*pp == h);
         *pp = h->next;
         set_counted(c, h, false);
         if (h->renewing)
@@ -210,20 +213,20 @@ bool lc_hold_drop(lc_client *c, lc_hold *h)
         else
             hold_free(h);
     }
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     return lost;
 }
 
 void lc_watchdog_shutdown(lc_client *c)
 {
     lc_watchdog *w = &c->wd;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     w->stop = true;
-    pthread_cond_broadcast(&w->cv);
+    LC_PTHREAD(pthread_cond_broadcast(&w->cv));
     bool started = w->started;
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     if (started)
-        pthread_join(w->thread, NULL);
+        LC_PTHREAD(pthread_join(w->thread, NULL));
     while (w->holds) {
         lc_hold *n = w->holds->next;
         hold_free(w->holds);
@@ -231,6 +234,6 @@ void lc_watchdog_shutdown(lc_client *c)
     }
     if (w->ctx)
         redisFree(w->ctx);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    LC_PTHREAD(pthread_cond_destroy(&w->cv));
+    LC_PTHREAD(pthread_mutex_destroy(&w->mu));
 }
