@@ -2,29 +2,30 @@
  *
  * Every purchase in miaosha goes through this interface; only the mode
  * differs, so a comparison between modes varies the lock and nothing else.
- * The modes are the steps of the story in shared/seeds/002 (the seckill
- * walkthrough) and 000/001/003 (Redisson's RLock). Each step fixes one bug
- * of the step before and keeps another, and each mode reproduces its step
+ * The modes are the steps of the seckill walkthrough article's story, whose
+ * last step is Redisson's RLock (RedissonLock). Each step fixes one bug of
+ * the step before and keeps another, and each mode reproduces its step
  * exactly, flaws included, because the load generator exists to show them:
  *
- *   LC_NONE       no lock at all                      (seed 002 §1: the race)
- *   LC_MUTEX      in-process lock per name             (§2: synchronized)
+ *   LC_NONE       no lock at all                       (the race)
+ *   LC_MUTEX      in-process lock per name             (synchronized)
  *                 flaw: invisible to other processes
- *   LC_SETNX      SETNX key 1; PEXPIRE key lease       (§3.2–3.4: setnx, then expire)
+ *   LC_SETNX      SETNX key 1; PEXPIRE key lease       (setnx, then expire)
  *                 release: DEL key (no owner check)
  *                 flaws: a crash between the two commands leaves a lock
  *                 with no TTL; a holder whose lease ran out deletes the next
  *                 holder's lock
- *   LC_TOKEN      SET key <uuid> NX PX lease           (§3.4–3.5: SET NX EX,
- *                 release: Lua GET == token → DEL       UUID, Lua release)
+ *   LC_TOKEN      SET key <uuid> NX PX lease           (SET NX EX, a UUID,
+ *                 release: Lua GET == token → DEL       a Lua release)
  *                 flaw: a holder that outlives its lease lets a second in
  *   LC_REENTRANT  Redisson's hash lock: acquire/unlock/renew scripts,
- *                 watchdog renewal every timeout/3,    (002 §4–5; 000, 001,
- *                 pub/sub wake-up                       003: Redisson)
+ *                 watchdog renewal every timeout/3,    (Redisson's RLock)
+ *                 pub/sub wake-up
  *                 flaw: a long process pause still lets a second holder in
  *                 (no fencing token)
  *
- * lockcore/README.md lists, per mode, every command and script it sends.
+ * lockcore/README.md lists, per mode, every command and script it sends;
+ * docs/locks.md tells the story of the modes.
  *
  * Handles (opaque, SQLite style):
  *   lc_client  one per process: Redis address and timeouts, the instance id,
@@ -224,7 +225,8 @@ typedef struct lc_lock_args {
                           (Redisson's lock(leaseTime)). Ignored by none and
                           mutex. At most 24 h. */
     int64_t wait_ms;   /* how long to wait for a held lock; 0 = try once
-                          (the seeds' behaviour). Never slept past. <= 24 h. */
+                          (the walkthrough's behaviour). Never slept past.
+                          <= 24 h. */
     /* Optional cancellation (a server shutting down): when *cancel becomes
      * nonzero, a waiting acquire gives up within LC_CANCEL_LATENCY_MS and
      * returns LC_CANCELED, holding nothing. It is read, never written, and

@@ -1,10 +1,10 @@
 /* lc_lock.c — acquire, release and extend for every mode.
  *
- * Each mode sends exactly its seed step's commands (see lockcore.h and
- * lockcore/README.md); the differences between modes are the lesson, so
- * none is "improved" here. What all modes share is in this file: argument
- * checks, the wait loop's deadline arithmetic (never sleep past wait_ms),
- * counters, and the guard.
+ * Each mode sends exactly the commands of its step in the lock story (see
+ * lockcore.h, lockcore/README.md and docs/locks.md); the differences between
+ * modes are the lesson, so none is "improved" here. What all modes share is
+ * in this file: argument checks, the wait loop's deadline arithmetic (never
+ * sleep past wait_ms), counters, and the guard.
  */
 #include "lc_internal.h"
 

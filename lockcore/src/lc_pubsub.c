@@ -1,12 +1,13 @@
 /* lc_pubsub.c — the reentrant mode's wake-up on release.
  *
- * Mirrors Redisson's LockPubSub (seeds 000, 001): the unlock script
- * publishes to the lock's channel, and waiters sleep until a release
- * message or the holder's PTTL, whichever comes first — no busy polling.
+ * Mirrors Redisson's LockPubSub: the unlock script publishes to the lock's
+ * channel, and waiters sleep until a release message or the holder's PTTL,
+ * whichever comes first — no busy polling.
  * As in Redisson, a process holds one subscription per channel however many
  * of its threads wait, on one dedicated connection served by one thread,
  * and each release message wakes one local waiter: waking every waiter
- * makes a thundering herd that starves threads (shared/baselines.md).
+ * makes a thundering herd, every woken thread but one retrying in vain,
+ * which starves threads under contention.
  *
  * Waiters queue per channel, oldest first, and a message signals the head.
  * A release by a thread of this process signals it directly as well

@@ -1,6 +1,6 @@
 /* lc_watchdog.c — the reentrant mode's hold table and watchdog.
  *
- * Mirrors Redisson's ExpirationEntry + renewExpiration (seeds 000, 003): a
+ * Mirrors Redisson's ExpirationEntry + renewExpiration (RedissonBaseLock): a
  * lock taken without an explicit lease gets watchdog_timeout_ms (30 s by
  * default) and is renewed every third of that with the renew script for as
  * long as this process holds it. One thread per process serves every held

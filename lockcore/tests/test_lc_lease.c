@@ -1,8 +1,8 @@
 /* test_lc_lease — leases and the watchdog, against a real Redis:
- * expiry without renewal and whose release deletes what (4), the watchdog
- * keeping a lock for longer than its timeout and stopping at release (7),
- * the watchdog reporting a lost lock, and a SIGKILLed holder's lock freeing
- * within the watchdog timeout (8). */
+ * expiry without renewal and whose release deletes what, the watchdog
+ * keeping a lock for longer than its timeout and stopping at release, the
+ * watchdog reporting a lost lock, and a SIGKILLed holder's lock freeing
+ * within the watchdog timeout. */
 #include "lc_test.h"
 
 #include <pthread.h>
@@ -32,7 +32,7 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-/* 4. lease 300 ms, the holder keeps going 500 ms: a waiter gets in within
+/* Lease 300 ms, the holder keeps going 500 ms: a waiter gets in within
  * lease + 50 ms; the late release is not-owner under token and reentrant
  * (the new holder's key survives) and deletes the new holder's key under
  * setnx (the flaw). */
@@ -77,7 +77,7 @@ static void test_expiry_without_watchdog(lc_client *cli)
     }
 }
 
-/* 7. Watchdog 1000 ms, hold 3500 ms: never expires, nobody else gets in;
+/* Watchdog 1000 ms, hold 3500 ms: never expires, nobody else gets in;
  * after release no renewal touches the key. */
 static void test_watchdog_keeps_lock(void)
 {
@@ -174,7 +174,7 @@ static pid_t spawn_holder(const char *mode, const char *key, const char *wd, con
     return pid;
 }
 
-/* 8. A holder with watchdog 1000 ms is SIGKILLed: the key is gone within
+/* A holder with watchdog 1000 ms is SIGKILLed: the key is gone within
  * 1000 + 100 ms, because nothing renews it any more. */
 static void test_watchdog_dies_with_holder(void)
 {
