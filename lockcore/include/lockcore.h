@@ -160,9 +160,10 @@ typedef struct lc_stats {
                                    that returned LC_IO */
     uint64_t watchdog_renewals; /* renew scripts that returned 1 */
     uint64_t watchdog_lost;     /* renew scripts that returned 0 while the
-                                   lock was held (lock lost) */
+                                   lock was held and no release of it was
+                                   under way (lock lost) */
     uint64_t watchdog_active;   /* (key, owner) pairs the watchdog renews now
-                                   (held, not lost) */
+                                   (held in watchdog mode, not lost) */
     uint64_t pubsub_channels;   /* channels the subscriber is subscribed to now */
     uint64_t pubsub_waiters;    /* threads waiting on a reentrant lock now */
 } lc_stats;
@@ -221,9 +222,10 @@ typedef struct lc_lock_args {
     int64_t lease_ms;  /* setnx/token: the lease, > 0 (required).
                           reentrant: 0 = watchdog mode (lease =
                           watchdog_timeout_ms, renewed every third of it
-                          while held); > 0 = fixed lease, no watchdog
-                          (Redisson's lock(leaseTime)). Ignored by none and
-                          mutex. At most 24 h. */
+                          while this acquisition is held, even as a
+                          re-entry inside a fixed-lease hold); > 0 = fixed
+                          lease, no watchdog (Redisson's lock(leaseTime)).
+                          Ignored by none and mutex. At most 24 h. */
     int64_t wait_ms;   /* how long to wait for a held lock; 0 = try once
                           (the walkthrough's behaviour). Never slept past.
                           <= 24 h. */
@@ -284,8 +286,8 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              and one release message published); LC_NOT_OWNER when the
  *              field is absent; LC_LOST when it is absent and the watchdog
  *              had reported the lock lost during the hold. The watchdog
- *              stops renewing at the last local release, whatever Redis
- *              answered.
+ *              stops renewing at the last local release of a watchdog-mode
+ *              acquisition, whatever Redis answered.
  *   any        LC_IO when Redis failed: the lease will free the lock.
  * The thread that owns conn. */
 lc_status lc_release(lc_conn *conn, lc_guard *g);

@@ -49,16 +49,23 @@ void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
 
 /* --- hold table and watchdog (lc_watchdog.c) --------------------------- */
 /* One entry per (key, field) this process holds in reentrant mode: the local
- * hold count (so reentry is recognised without a round trip) and, in
- * watchdog mode, the renewal schedule. An entry found lost is never reused:
- * a new acquisition of the same (key, field) gets a fresh entry. */
+ * hold count (so reentry is recognised without a round trip) and, while a
+ * watchdog-mode acquisition is among them, the renewal schedule. An entry
+ * found lost is never reused: a new acquisition of the same (key, field)
+ * gets a fresh entry. Every field is under lc_watchdog.mu (lost is also read
+ * without it, by lc_guard_lost). */
 typedef struct lc_hold {
     char *key;
     char *field;
     int holds;            /* local acquisitions not yet released */
-    bool watchdog;        /* renew while held (no explicit lease) */
-    bool counted;         /* counted in lc_stats.watchdog_active */
-    bool releasing;       /* the last local release is under way */
+    int watchdog_holds;   /* of those, taken without an explicit lease: the
+                             lock is renewed while this is > 0 and it is not
+                             lost (Redisson renews while a watchdog-mode
+                             acquisition is held, not while any is) */
+    int releasing;        /* releases under way (begin_release .. drop);
+                             == holds: the last is under way, not renewed */
+    unsigned releases;    /* releases ever begun: a renewal that answered 0
+                             while one overlapped it may have raced a DEL */
     int64_t next_renew_ms;
     bool renewing;        /* the watchdog thread is renewing it right now */
     bool unlinked;        /* holds reached 0 while renewing: thread frees it */
@@ -80,15 +87,20 @@ void lc_watchdog_init(lc_watchdog *w);
 void lc_watchdog_shutdown(lc_client *c);
 /* Does this process hold (key, field), not known to be lost? */
 bool lc_hold_exists(lc_client *c, const char *key, const char *field);
-/* Records one more local hold; starts the watchdog thread on first need.
- * Returns NULL when out of memory or the thread cannot start. */
+/* Records one more local hold, a watchdog-mode one when watchdog is true
+ * (then renewal starts, and the watchdog thread on first need). Returns
+ * NULL when out of memory or the thread cannot start. */
 lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog);
-/* Called before a release script: if it is the last local hold, the
- * watchdog stops renewing it and ignores a renewal that races the DEL. */
+/* Called before every release script of a hold of h. While every local hold
+ * is being released the watchdog does not renew the lock, and a renewal
+ * that overlapped a release and answered 0 is not a loss (it may have run
+ * right after the DEL). */
 void lc_hold_begin_release(lc_client *c, lc_hold *h);
-/* Drops one local hold; the entry is freed (or left to the renewing thread)
- * at zero. Returns whether the lock had been reported lost. */
-bool lc_hold_drop(lc_client *c, lc_hold *h);
+/* Ends the release begun by lc_hold_begin_release and drops that hold
+ * (watchdog: it was a watchdog-mode one, as given to lc_hold_add); the
+ * entry is freed (or left to the renewing thread) at zero holds. Returns
+ * whether the lock had been reported lost. */
+bool lc_hold_drop(lc_client *c, lc_hold *h, bool watchdog);
 
 /* --- pub/sub wake-up (lc_pubsub.c) -------------------------------------- */
 typedef struct lc_ps_waiter {

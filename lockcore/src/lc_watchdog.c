@@ -8,7 +8,10 @@
  * is due, so an idle watchdog costs nothing.
  *
  * Renewal stops when:
- *   - the last local hold of (key, field) is released (lc_hold_drop);
+ *   - the last local watchdog-mode hold of (key, field) is released
+ *     (lc_hold_drop): a watchdog-mode re-entry inside an explicit-lease
+ *     hold renews the lock only until it is released, as in Redisson,
+ *     where only the watchdog-mode acquisitions keep the renewal going;
  *   - the renew script returns 0: the lock is gone (expired during a pause,
  *     or deleted from outside). The entry is marked lost, so the holder can
  *     be told at release (LC_LOST) or at any time (lc_guard_lost);
@@ -17,13 +20,17 @@
  * An I/O error keeps the schedule: the next period tries again (Redis may be
  * restarting), while the lease still bounds the damage.
  *
- * The same table, without the watchdog flag, records explicit-lease holds:
- * lockcore needs to know that an owner already holds a key to let it re-enter
- * ahead of queued waiters (lc_lock.c).
+ * The same table also records explicit-lease holds: lockcore needs to know
+ * that an owner already holds a key to let it re-enter ahead of queued
+ * waiters (lc_lock.c).
  *
- * The last release and a renewal can race: the renewal may run right after
- * the release script's DEL and answer 0. lc_hold_begin_release marks the
- * entry first, and a 0 for a releasing entry is not counted as a loss.
+ * Releases race two things. A renewal may run right after a release
+ * script's DEL and answer 0: so every release is announced first
+ * (lc_hold_begin_release), and a 0 from a renewal that any release overlapped
+ * is not a loss (the next renewal decides). And threads sharing one owner id
+ * may re-enter while the last hold is being released, before or after its
+ * DEL: the entry then has more holds than releases under way, so it is
+ * renewed again, whatever the order of the two round trips.
  */
 #include "lc_internal.h"
 
@@ -62,12 +69,20 @@ static lc_hold *find_live(lc_watchdog *w, const char *key, const char *field)
     return NULL;
 }
 
-/* Under w->mu: keeps lc_stats.watchdog_active = holds renewed now. */
-static void set_counted(lc_client *c, lc_hold *h, bool counted)
+/* Under w->mu: is h's lock renewed (a watchdog-mode hold, not lost)? */
+static bool renewed(const lc_hold *h)
 {
-    if (counted != h->counted)
-        atomic_fetch_add(&c->holds_active, counted ? 1 : (uint_fast64_t)-1);
-    h->counted = counted;
+    return h->watchdog_holds > 0 && !atomic_load(&h->lost);
+}
+
+/* Under w->mu, after a change to h's holds or lost flag: keeps
+ * lc_stats.watchdog_active = the entries renewed now. was: renewed(h)
+ * before the change. */
+static void recount(lc_client *c, const lc_hold *h, bool was)
+{
+    bool now = renewed(h);
+    if (now != was)
+        atomic_fetch_add(&c->holds_active, now ? 1 : (uint_fast64_t)-1);
 }
 
 /* Renews one lock: 1 renewed, 0 lost, -1 I/O error. */
@@ -97,7 +112,8 @@ static void *watchdog_main(void *arg)
     while (!w->stop) {
         lc_hold *due = NULL;
         for (lc_hold *h = w->holds; h; h = h->next)
-            if (h->counted && !h->releasing && (!due || h->next_renew_ms < due->next_renew_ms))
+            if (renewed(h) && h->releasing < h->holds &&
+                (!due || h->next_renew_ms < due->next_renew_ms))
                 due = h;
         if (!due) {
             w->sleeping_until = INT64_MAX;
@@ -114,6 +130,8 @@ static void *watchdog_main(void *arg)
          * `renewing` keeps the entry alive if its last hold is dropped. */
         due->renewing = true;
         due->next_renew_ms = lc_now_ms() + period;
+        bool quiet = due->releasing == 0;
+        unsigned releases = due->releases;
         LC_PTHREAD(pthread_mutex_unlock(&w->mu));
         int res = renew(c, due->key, due->field);
         LC_PTHREAD(pthread_mutex_lock(&w->mu));
@@ -124,11 +142,12 @@ static void *watchdog_main(void *arg)
         }
         if (res == 1) {
             atomic_fetch_add(&c->renewals, 1);
-        } else if (res == 0 && !due->releasing) {
-            /* A 0 that raced the last release's DEL is not a loss. */
+        } else if (res == 0 && quiet && due->releases == releases && renewed(due)) {
+            /* No release overlapped the renewal, so no DEL of ours explains
+             * the 0: the lock is gone. */
             atomic_store(&due->lost, 1);
             atomic_fetch_add(&c->renew_lost, 1);
-            set_counted(c, due, false);
+            recount(c, due, true);
         }
     }
     LC_PTHREAD(pthread_mutex_unlock(&w->mu));
@@ -174,15 +193,19 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
         h->next = w->holds;
         w->holds = h;
     }
+    bool was = renewed(h);
     h->holds++;
-    /* A re-entry with the watchdog turns renewal on, as in Redisson, where
-     * the lease of the latest acquisition wins. */
-    if (watchdog && !h->watchdog) {
-        h->watchdog = true;
+    if (watchdog)
+        h->watchdog_holds++;
+    recount(c, h, was);
+    /* Renewal starts with the first watchdog-mode hold, whose acquire
+     * script set the full lease (inside an explicit-lease hold too). */
+    if (!was && renewed(h))
         h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
-        set_counted(c, h, true);
+    /* Also wakes the thread for a re-entry during the last release: it
+     * skipped the entry meanwhile and may sleep past its renewal time. */
+    if (renewed(h))
         schedule(w, h);
-    }
     LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     return h;
 }
@@ -190,24 +213,30 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
 void lc_hold_begin_release(lc_client *c, lc_hold *h)
 {
     LC_PTHREAD(pthread_mutex_lock(&c->wd.mu));
-    if (h->holds == 1)
-        h->releasing = true;
+    LC_ASSERT(h->releasing < h->holds);
+    h->releasing++;
+    h->releases++;
     LC_PTHREAD(pthread_mutex_unlock(&c->wd.mu));
 }
 
-bool lc_hold_drop(lc_client *c, lc_hold *h)
+bool lc_hold_drop(lc_client *c, lc_hold *h, bool watchdog)
 {
     lc_watchdog *w = &c->wd;
     LC_PTHREAD(pthread_mutex_lock(&w->mu));
     bool lost = atomic_load(&h->lost) != 0;
-    LC_ASSERT(h->holds > 0);
-    if (--h->holds == 0) {
+    LC_ASSERT(h->releasing > 0 && h->holds > 0 && (!watchdog || h->watchdog_holds > 0));
+    bool was = renewed(h);
+    h->releasing--;
+    h->holds--;
+    if (watchdog)
+        h->watchdog_holds--;
+    recount(c, h, was);
+    if (h->holds == 0) {
         lc_hold **pp = &w->holds;
         while (*pp && *pp != h)
             pp = &(*pp)->next;
         LC_ASSERT(*pp == h);
         *pp = h->next;
-        set_counted(c, h, false);
         if (h->renewing)
             h->unlinked = true;
         else
