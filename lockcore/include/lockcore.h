@@ -2,29 +2,30 @@
  *
  * Every purchase in miaosha goes through this interface; only the mode
  * differs, so a comparison between modes varies the lock and nothing else.
- * The modes are the steps of the story in shared/seeds/002 (the seckill
- * walkthrough) and 000/001/003 (Redisson's RLock). Each step fixes one bug
- * of the step before and keeps another, and each mode reproduces its step
+ * The modes are the steps of the seckill walkthrough article's story, whose
+ * last step is Redisson's RLock (RedissonLock). Each step fixes one bug of
+ * the step before and keeps another, and each mode reproduces its step
  * exactly, flaws included, because the load generator exists to show them:
  *
- *   LC_NONE       no lock at all                      (seed 002 §1: the race)
- *   LC_MUTEX      in-process lock per name             (§2: synchronized)
+ *   LC_NONE       no lock at all                       (the race)
+ *   LC_MUTEX      in-process lock per name             (synchronized)
  *                 flaw: invisible to other processes
- *   LC_SETNX      SETNX key 1; PEXPIRE key lease       (§3.2–3.4: setnx, then expire)
+ *   LC_SETNX      SETNX key 1; PEXPIRE key lease       (setnx, then expire)
  *                 release: DEL key (no owner check)
  *                 flaws: a crash between the two commands leaves a lock
  *                 with no TTL; a holder whose lease ran out deletes the next
  *                 holder's lock
- *   LC_TOKEN      SET key <uuid> NX PX lease           (§3.4–3.5: SET NX EX,
- *                 release: Lua GET == token → DEL       UUID, Lua release)
+ *   LC_TOKEN      SET key <uuid> NX PX lease           (SET NX EX, a UUID,
+ *                 release: Lua GET == token → DEL       a Lua release)
  *                 flaw: a holder that outlives its lease lets a second in
  *   LC_REENTRANT  Redisson's hash lock: acquire/unlock/renew scripts,
- *                 watchdog renewal every timeout/3,    (002 §4–5; 000, 001,
- *                 pub/sub wake-up                       003: Redisson)
+ *                 watchdog renewal every timeout/3,    (Redisson's RLock)
+ *                 pub/sub wake-up
  *                 flaw: a long process pause still lets a second holder in
  *                 (no fencing token)
  *
- * lockcore/README.md lists, per mode, every command and script it sends.
+ * lockcore/README.md lists, per mode, every command and script it sends;
+ * docs/locks.md tells the story of the modes.
  *
  * Handles (opaque, SQLite style):
  *   lc_client  one per process: Redis address and timeouts, the instance id,
@@ -37,8 +38,11 @@
  *              frees it. Belongs to the thread that holds the lock.
  *
  * Errors: functions return an lc_status; contention (LC_BUSY) is a status,
- * not an error. The library never exits, logs or prints. The text of the
- * last failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
+ * not an error. The library never exits, logs or prints — except on a bug,
+ * in lockcore or in a caller breaking these rules (a client freed while in
+ * use): a broken internal invariant or a failed pthread call aborts the
+ * process after one line on stderr, as assert() does. The text of the last
+ * failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
  * (lc_conn_errstr). All durations are milliseconds.
  *
  * Processes: create the client after fork(), never before — a child does
@@ -156,9 +160,10 @@ typedef struct lc_stats {
                                    that returned LC_IO */
     uint64_t watchdog_renewals; /* renew scripts that returned 1 */
     uint64_t watchdog_lost;     /* renew scripts that returned 0 while the
-                                   lock was held (lock lost) */
+                                   lock was held and no release of it was
+                                   under way (lock lost) */
     uint64_t watchdog_active;   /* (key, owner) pairs the watchdog renews now
-                                   (held, not lost) */
+                                   (held in watchdog mode, not lost) */
     uint64_t pubsub_channels;   /* channels the subscriber is subscribed to now */
     uint64_t pubsub_waiters;    /* threads waiting on a reentrant lock now */
 } lc_stats;
@@ -217,11 +222,13 @@ typedef struct lc_lock_args {
     int64_t lease_ms;  /* setnx/token: the lease, > 0 (required).
                           reentrant: 0 = watchdog mode (lease =
                           watchdog_timeout_ms, renewed every third of it
-                          while held); > 0 = fixed lease, no watchdog
-                          (Redisson's lock(leaseTime)). Ignored by none and
-                          mutex. At most 24 h. */
+                          while this acquisition is held, even as a
+                          re-entry inside a fixed-lease hold); > 0 = fixed
+                          lease, no watchdog (Redisson's lock(leaseTime)).
+                          Ignored by none and mutex. At most 24 h. */
     int64_t wait_ms;   /* how long to wait for a held lock; 0 = try once
-                          (the seeds' behaviour). Never slept past. <= 24 h. */
+                          (the walkthrough's behaviour). Never slept past.
+                          <= 24 h. */
     /* Optional cancellation (a server shutting down): when *cancel becomes
      * nonzero, a waiting acquire gives up within LC_CANCEL_LATENCY_MS and
      * returns LC_CANCELED, holding nothing. It is read, never written, and
@@ -279,8 +286,8 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              and one release message published); LC_NOT_OWNER when the
  *              field is absent; LC_LOST when it is absent and the watchdog
  *              had reported the lock lost during the hold. The watchdog
- *              stops renewing at the last local release, whatever Redis
- *              answered.
+ *              stops renewing at the last local release of a watchdog-mode
+ *              acquisition, whatever Redis answered.
  *   any        LC_IO when Redis failed: the lease will free the lock.
  * The thread that owns conn. */
 lc_status lc_release(lc_conn *conn, lc_guard *g);

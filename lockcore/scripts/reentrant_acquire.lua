@@ -1,5 +1,5 @@
--- reentrant acquire: Redisson's RedissonLock.tryLockInnerAsync (seeds 000,
--- 001, 003). KEYS[1] lock hash; ARGV[1] lease in ms; ARGV[2] owner field
+-- reentrant acquire: Redisson's RedissonLock.tryLockInnerAsync.
+-- KEYS[1] lock hash; ARGV[1] lease in ms; ARGV[2] owner field
 -- "<instance>:<owner>". Returns nil when acquired (or re-entered), else the
 -- holder's remaining PTTL in ms.
 if ((redis.call('exists', KEYS[1]) == 0)

@@ -1,5 +1,5 @@
--- reentrant release: Redisson's RedissonLock.unlockInnerAsync (seeds 001,
--- 003). KEYS[1] lock hash; KEYS[2] its channel; ARGV[1] the unlock message;
+-- reentrant release: Redisson's RedissonLock.unlockInnerAsync.
+-- KEYS[1] lock hash; KEYS[2] its channel; ARGV[1] the unlock message;
 -- ARGV[2] lease in ms; ARGV[3] owner field. Returns nil when the field is
 -- absent (not owner), 0 when still held (hold count > 0, lease reset),
 -- 1 when deleted and the release published.

@@ -1,4 +1,4 @@
--- token release: compare-and-delete (seed 002, the Lua release step).
+-- token release: compare-and-delete (the seckill walkthrough's Lua release).
 -- KEYS[1] lock key; ARGV[1] the holder's token. Returns 1 deleted, 0 not owner.
 if redis.call('get', KEYS[1]) == ARGV[1] then
     return redis.call('del', KEYS[1])

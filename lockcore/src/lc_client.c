@@ -1,5 +1,6 @@
 /* lc_client.c — the process-wide client: options, names, counters, and the
- * small helpers (clock, errors, script calls) the other sources share.
+ * parts it owns (the mutex table, the hold table and its watchdog, the
+ * pub/sub subscriber), which it starts and stops and nothing more.
  *
  * The client holds no Redis connection of its own for callers: each caller
  * thread uses its own lc_conn, and the two background threads (watchdog,
@@ -7,13 +8,9 @@
  */
 #include "lc_internal.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/socket.h>
 #include <uuid/uuid.h>
 
 static const char *const mode_names[LC_MODE_COUNT] = {"none", "mutex", "setnx", "token",
@@ -48,45 +45,6 @@ const char *lc_status_name(lc_status s)
     case LC_CANCELED: return "canceled";
     }
     return "?";
-}
-
-int64_t lc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void lc_sleep_ms(int64_t ms)
-{
-    if (ms <= 0)
-        return;
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
-
-struct timespec lc_abstime(int64_t deadline_ms)
-{
-    struct timespec ts = {deadline_ms / 1000, (deadline_ms % 1000) * 1000000L};
-    return ts;
-}
-
-void lc_cond_init(pthread_cond_t *cv)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-}
-
-void lc_seterr(char *buf, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, LC_ERRSTR_LEN, fmt, ap);
-    va_end(ap);
 }
 
 void lc_options_init(lc_options *o)
@@ -182,103 +140,4 @@ void lc_client_stats(lc_client *c, lc_stats *s)
     s->watchdog_active = atomic_load(&c->holds_active);
     s->pubsub_channels = atomic_load(&c->channels_subscribed);
     s->pubsub_waiters = atomic_load(&c->waiters);
-}
-
-redisContext *lc_redis_connect(lc_client *c, char *err)
-{
-    struct timeval ct = {c->connect_timeout_ms / 1000, (c->connect_timeout_ms % 1000) * 1000};
-    struct timeval cmd = {c->command_timeout_ms / 1000, (c->command_timeout_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout(c->host, c->port, ct);
-    if (!ctx) {
-        lc_seterr(err, "redis %s:%d: out of memory", c->host, c->port);
-        return NULL;
-    }
-    if (ctx->err) {
-        lc_seterr(err, "redis %s:%d: %s", c->host, c->port, ctx->errstr);
-        redisFree(ctx);
-        return NULL;
-    }
-    redisSetTimeout(ctx, cmd);
-    redisEnableKeepAlive(ctx);
-    if (c->password[0] || c->db > 0) {
-        /* AUTH and SELECT pipelined: one round trip however many. */
-        int n = 0;
-        if (c->password[0]) {
-            redisAppendCommand(ctx, "AUTH %s", c->password);
-            n++;
-        }
-        if (c->db > 0) {
-            redisAppendCommand(ctx, "SELECT %d", c->db);
-            n++;
-        }
-        for (int i = 0; i < n; i++) {
-            redisReply *r = NULL;
-            if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR) {
-                lc_seterr(err, "redis %s:%d: %s", c->host, c->port,
-                          r ? r->str : ctx->errstr);
-                if (r)
-                    freeReplyObject(r);
-                redisFree(ctx);
-                return NULL;
-            }
-            freeReplyObject(r);
-        }
-    }
-    return ctx;
-}
-
-/* A reply-less socket must have nothing to read: EOF means the peer closed
- * it (Redis restarted, or a timeout/CLIENT KILL), bytes mean a reply nobody
- * read. Either way the next command would fail or read the wrong reply.
- * One non-blocking recv per call: ~1 us against a round trip of 10-100. */
-static bool socket_stale(int fd)
-{
-    char b;
-    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
-}
-
-redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err)
-{
-    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd))
-        return *ctx;
-    if (*ctx)
-        redisFree(*ctx);
-    *ctx = lc_redis_connect(c, err);
-    return *ctx;
-}
-
-redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
-                    const char **args, char *err)
-{
-    /* argv: EVALSHA sha nkeys args... */
-    const char *argv[16];
-    char nk[16];
-    if (nargs > 13) {
-        lc_seterr(err, "lockcore: too many script arguments (%d)", nargs);
-        return NULL;
-    }
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = sha;
-    argv[2] = nk;
-    for (int i = 0; i < nargs; i++)
-        argv[3 + i] = args[i];
-    redisReply *r = redisCommandArgv(ctx, 3 + nargs, argv, NULL);
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        freeReplyObject(r);
-        argv[0] = "EVAL";
-        argv[1] = body;
-        r = redisCommandArgv(ctx, 3 + nargs, argv, NULL);
-    }
-    if (!r) {
-        lc_seterr(err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
-        return NULL;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        lc_seterr(err, "redis: %s", r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
 }

@@ -1,12 +1,27 @@
-/* lc_internal.h — lockcore's private structures, shared by its sources.
+/* lc_internal.h — lockcore's private structures, and the functions of the
+ * client's parts, shared by its sources.
  *
  * Ownership map:
  *   lc_client  owns the mutex table (lc_mutex.c), the hold table and the
  *              watchdog thread with its own connection (lc_watchdog.c), and
- *              the subscriber thread with its own connection (lc_pubsub.c).
- *   lc_conn    owns one hiredis context, used only by its caller's thread.
+ *              the subscriber thread with its own connection (lc_pubsub.c);
+ *              lc_client.c starts and stops them, and keeps the options,
+ *              names and counters.
+ *   lc_conn    owns one hiredis context, used only by its caller's thread
+ *              (lc_conn.c, declared in lc_conn.h, which also connects and
+ *              runs scripts for the two background threads' contexts).
  *   lc_guard   points into the tables above (refcounted entries), never into
- *              a connection, so a guard may outlive the conn that made it.
+ *              a connection, so a guard may outlive the conn that made it
+ *              (lc_lock.c, which also holds every mode's commands).
+ *
+ * Which file uses which (a function defined in the file on the right):
+ *   lc_lock      -> lc_conn, lc_mutex, lc_watchdog, lc_pubsub, lc_util
+ *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub
+ *   lc_watchdog, lc_pubsub -> lc_conn, lc_util
+ *   lc_conn, lc_mutex      -> lc_util
+ *   lc_util      -> nothing in lockcore
+ * No file uses a function of a file that uses one of its own: keep it so
+ * (README.md, "Sources", has the command that checks it).
  */
 #ifndef MIAOSHA_LC_INTERNAL_H
 #define MIAOSHA_LC_INTERNAL_H
@@ -18,24 +33,6 @@
 #include <stdbool.h>
 
 #define LC_KEY_MAX 512
-
-int64_t lc_now_ms(void);   /* CLOCK_MONOTONIC, ms */
-/* Has the caller's cancel flag (lc_lock_args.cancel, may be NULL) been raised? */
-static inline bool lc_canceled(const atomic_int *cancel)
-{
-    return cancel && atomic_load(cancel) != 0;
-}
-/* The time a wait may sleep to: until, or sooner so a cancel is seen. */
-static inline int64_t lc_cancel_wake(const atomic_int *cancel, int64_t now, int64_t until)
-{
-    return cancel && now + LC_CANCEL_LATENCY_MS < until ? now + LC_CANCEL_LATENCY_MS : until;
-}
-void lc_sleep_ms(int64_t ms);
-/* An absolute CLOCK_MONOTONIC timespec for pthread_cond_timedwait. */
-struct timespec lc_abstime(int64_t deadline_ms);
-/* Initialises a condition variable that waits on CLOCK_MONOTONIC. */
-void lc_cond_init(pthread_cond_t *cv);
-void lc_seterr(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* --- mutex mode (lc_mutex.c) ------------------------------------------- */
 typedef struct lc_mutex_entry lc_mutex_entry;
@@ -52,16 +49,23 @@ void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
 
 /* --- hold table and watchdog (lc_watchdog.c) --------------------------- */
 /* One entry per (key, field) this process holds in reentrant mode: the local
- * hold count (so reentry is recognised without a round trip) and, in
- * watchdog mode, the renewal schedule. An entry found lost is never reused:
- * a new acquisition of the same (key, field) gets a fresh entry. */
+ * hold count (so reentry is recognised without a round trip) and, while a
+ * watchdog-mode acquisition is among them, the renewal schedule. An entry
+ * found lost is never reused: a new acquisition of the same (key, field)
+ * gets a fresh entry. Every field is under lc_watchdog.mu (lost is also read
+ * without it, by lc_guard_lost). */
 typedef struct lc_hold {
     char *key;
     char *field;
     int holds;            /* local acquisitions not yet released */
-    bool watchdog;        /* renew while held (no explicit lease) */
-    bool counted;         /* counted in lc_stats.watchdog_active */
-    bool releasing;       /* the last local release is under way */
+    int watchdog_holds;   /* of those, taken without an explicit lease: the
+                             lock is renewed while this is > 0 and it is not
+                             lost (Redisson renews while a watchdog-mode
+                             acquisition is held, not while any is) */
+    int releasing;        /* releases under way (begin_release .. drop);
+                             == holds: the last is under way, not renewed */
+    unsigned releases;    /* releases ever begun: a renewal that answered 0
+                             while one overlapped it may have raced a DEL */
     int64_t next_renew_ms;
     bool renewing;        /* the watchdog thread is renewing it right now */
     bool unlinked;        /* holds reached 0 while renewing: thread frees it */
@@ -83,15 +87,20 @@ void lc_watchdog_init(lc_watchdog *w);
 void lc_watchdog_shutdown(lc_client *c);
 /* Does this process hold (key, field), not known to be lost? */
 bool lc_hold_exists(lc_client *c, const char *key, const char *field);
-/* Records one more local hold; starts the watchdog thread on first need.
- * Returns NULL when out of memory or the thread cannot start. */
+/* Records one more local hold, a watchdog-mode one when watchdog is true
+ * (then renewal starts, and the watchdog thread on first need). Returns
+ * NULL when out of memory or the thread cannot start. */
 lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog);
-/* Called before a release script: if it is the last local hold, the
- * watchdog stops renewing it and ignores a renewal that races the DEL. */
+/* Called before every release script of a hold of h. While every local hold
+ * is being released the watchdog does not renew the lock, and a renewal
+ * that overlapped a release and answered 0 is not a loss (it may have run
+ * right after the DEL). */
 void lc_hold_begin_release(lc_client *c, lc_hold *h);
-/* Drops one local hold; the entry is freed (or left to the renewing thread)
- * at zero. Returns whether the lock had been reported lost. */
-bool lc_hold_drop(lc_client *c, lc_hold *h);
+/* Ends the release begun by lc_hold_begin_release and drops that hold
+ * (watchdog: it was a watchdog-mode one, as given to lc_hold_add); the
+ * entry is freed (or left to the renewing thread) at zero holds. Returns
+ * whether the lock had been reported lost. */
+bool lc_hold_drop(lc_client *c, lc_hold *h, bool watchdog);
 
 /* --- pub/sub wake-up (lc_pubsub.c) -------------------------------------- */
 typedef struct lc_ps_waiter {
@@ -140,7 +149,7 @@ void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w);
  * thread. Any thread; takes the pub/sub mutex. */
 void lc_pubsub_released(lc_client *c, const char *channel);
 
-/* --- client and connection ---------------------------------------------- */
+/* --- client (lc_client.c) ---------------------------------------------- */
 struct lc_client {
     char host[256];
     int port;
@@ -161,28 +170,5 @@ struct lc_client {
     lc_watchdog wd;
     lc_pubsub ps;
 };
-
-struct lc_conn {
-    lc_client *client;
-    redisContext *ctx;
-    unsigned rng;
-    char err[LC_ERRSTR_LEN];
-};
-
-/* A connected context with AUTH, SELECT and timeouts applied, or NULL with
- * the reason in err (LC_ERRSTR_LEN bytes). */
-redisContext *lc_redis_connect(lc_client *c, char *err);
-
-/* Returns a usable context for *ctx: the same one when it is healthy, else a
- * fresh connection (freeing the old one); NULL with err set when Redis
- * cannot be reached. "Healthy" includes a socket the peer has not closed
- * while it sat idle, so a restarted Redis costs no failed command. */
-redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err);
-
-/* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT (a flushed or
- * restarted Redis). Returns the reply (caller frees) or NULL on I/O or an
- * error reply, with the reason in err. */
-redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys,
-                    int nargs, const char **args, char *err);
 
 #endif

@@ -1,14 +1,16 @@
 /* lc_lock.c — acquire, release and extend for every mode.
  *
- * Each mode sends exactly its seed step's commands (see lockcore.h and
- * lockcore/README.md); the differences between modes are the lesson, so
- * none is "improved" here. What all modes share is in this file: argument
- * checks, the wait loop's deadline arithmetic (never sleep past wait_ms),
- * counters, and the guard.
+ * Each mode sends exactly the commands of its step in the lock story (see
+ * lockcore.h, lockcore/README.md and docs/locks.md); the differences between
+ * modes are the lesson, so none is "improved" here. What all modes share is
+ * in this file: argument checks, the wait loop's deadline arithmetic (never
+ * sleep past wait_ms), counters, and the guard.
  */
 #include "lc_internal.h"
 
+#include "lc_conn.h"
 #include "lc_scripts.h"
+#include "lc_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ struct lc_guard {
     int64_t wait_ms;
     lc_mutex_entry *mx;
     lc_hold *hold;
+    bool watchdog;     /* reentrant without an explicit lease */
     atomic_int lost;
     char owner_token[2 * LC_ID_LEN + 2];
     char key[];
@@ -280,11 +283,11 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
         break;
     }
     case LC_REENTRANT: {
-        bool watchdog = a->lease_ms == 0;
-        g->lease_ms = watchdog ? c->watchdog_timeout_ms : a->lease_ms;
+        g->watchdog = a->lease_ms == 0;
+        g->lease_ms = g->watchdog ? c->watchdog_timeout_ms : a->lease_ms;
         snprintf(g->owner_token, sizeof g->owner_token, "%s:%s", c->instance_id, a->owner);
         s = reentrant_acquire(conn, a, g->owner_token, g->lease_ms, deadline);
-        if (s == LC_OK && !(g->hold = lc_hold_add(c, a->key, g->owner_token, watchdog))) {
+        if (s == LC_OK && !(g->hold = lc_hold_add(c, a->key, g->owner_token, g->watchdog))) {
             /* No memory, or no watchdog thread: give the lock back rather
              * than hold it unrenewed. */
             (void)release_redis(conn, g);
@@ -371,7 +374,7 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
          * the life of the process. */
         lc_hold_begin_release(c, g->hold);
         s = conn ? release_redis(conn, g) : LC_MISUSE;
-        if (lc_hold_drop(c, g->hold) && s == LC_NOT_OWNER)
+        if (lc_hold_drop(c, g->hold, g->watchdog) && s == LC_NOT_OWNER)
             s = LC_LOST;
         break;
     default:

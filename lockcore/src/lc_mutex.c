@@ -1,7 +1,7 @@
 /* lc_mutex.c — the `mutex` mode: an in-process lock per key name.
  *
- * Seed 002 §2 (synchronized): correct inside one process, invisible to every
- * other process, which is the flaw the multi-instance scenario shows. A
+ * The seckill walkthrough's `synchronized` step: correct inside one process,
+ * invisible to every other process, which is the flaw the multi-instance scenario shows. A
  * held flag under the table's mutex plus a condition variable per entry
  * gives a timed wait (wait_ms) and lets any thread release, which a pthread
  * mutex would not. Not reentrant: an owner that asks again waits for itself.
@@ -9,6 +9,7 @@
  * table does not grow with the number of SKUs ever seen.
  */
 #include "lc_internal.h"
+#include "lc_util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static unsigned bucket_of(const char *key)
 
 void lc_mutex_table_init(lc_mutex_table *t)
 {
-    pthread_mutex_init(&t->mu, NULL);
+    LC_PTHREAD(pthread_mutex_init(&t->mu, NULL));
     memset(t->buckets, 0, sizeof t->buckets);
 }
 
@@ -41,24 +42,26 @@ void lc_mutex_table_destroy(lc_mutex_table *t)
         lc_mutex_entry *e = t->buckets[i];
         while (e) {
             lc_mutex_entry *n = e->next;
-            pthread_cond_destroy(&e->cv);
+            LC_PTHREAD(pthread_cond_destroy(&e->cv));
             free(e->key);
             free(e);
             e = n;
         }
     }
-    pthread_mutex_destroy(&t->mu);
+    LC_PTHREAD(pthread_mutex_destroy(&t->mu));
 }
 
 static void unref(lc_mutex_table *t, lc_mutex_entry *e)
 {
+    LC_ASSERT(e->refs > 0);
     if (--e->refs > 0)
         return;
     lc_mutex_entry **pp = &t->buckets[bucket_of(e->key)];
-    while (*pp != e)
+    while (*pp && *pp != e)
         pp = &(*pp)->next;
+    LC_ASSERT(*pp == e);
     *pp = e->next;
-    pthread_cond_destroy(&e->cv);
+    LC_PTHREAD(pthread_cond_destroy(&e->cv));
     free(e->key);
     free(e);
 }
@@ -67,7 +70,7 @@ lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
                            const atomic_int *cancel, lc_mutex_entry **out)
 {
     int64_t deadline = lc_now_ms() + wait_ms;
-    pthread_mutex_lock(&t->mu);
+    LC_PTHREAD(pthread_mutex_lock(&t->mu));
     unsigned b = bucket_of(key);
     lc_mutex_entry *e = t->buckets[b];
     while (e && strcmp(e->key, key) != 0)
@@ -76,7 +79,7 @@ lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
         e = calloc(1, sizeof *e);
         if (!e || !(e->key = strdup(key))) {
             free(e);
-            pthread_mutex_unlock(&t->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&t->mu));
             return LC_NOMEM;
         }
         lc_cond_init(&e->cv);
@@ -88,23 +91,23 @@ lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
         int64_t now = lc_now_ms();
         if (now >= deadline || lc_canceled(cancel)) {
             unref(t, e);
-            pthread_mutex_unlock(&t->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&t->mu));
             return now >= deadline ? LC_BUSY : LC_CANCELED;
         }
-        struct timespec ts = lc_abstime(lc_cancel_wake(cancel, now, deadline));
-        pthread_cond_timedwait(&e->cv, &t->mu, &ts);
+        lc_cond_wait_until(&e->cv, &t->mu, lc_cancel_wake(cancel, now, deadline));
     }
     e->held = true;
-    pthread_mutex_unlock(&t->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&t->mu));
     *out = e;
     return LC_OK;
 }
 
 void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e)
 {
-    pthread_mutex_lock(&t->mu);
+    LC_PTHREAD(pthread_mutex_lock(&t->mu));
+    LC_ASSERT(e->held); /* only its holder releases it */
     e->held = false;
-    pthread_cond_signal(&e->cv);
+    LC_PTHREAD(pthread_cond_signal(&e->cv));
     unref(t, e);
-    pthread_mutex_unlock(&t->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&t->mu));
 }

@@ -1,12 +1,13 @@
 /* lc_pubsub.c — the reentrant mode's wake-up on release.
  *
- * Mirrors Redisson's LockPubSub (seeds 000, 001): the unlock script
- * publishes to the lock's channel, and waiters sleep until a release
- * message or the holder's PTTL, whichever comes first — no busy polling.
+ * Mirrors Redisson's LockPubSub: the unlock script publishes to the lock's
+ * channel, and waiters sleep until a release message or the holder's PTTL,
+ * whichever comes first — no busy polling.
  * As in Redisson, a process holds one subscription per channel however many
  * of its threads wait, on one dedicated connection served by one thread,
  * and each release message wakes one local waiter: waking every waiter
- * makes a thundering herd that starves threads (shared/baselines.md).
+ * makes a thundering herd, every woken thread but one retrying in vain,
+ * which starves threads under contention.
  *
  * Waiters queue per channel, oldest first, and a message signals the head.
  * A release by a thread of this process signals it directly as well
@@ -27,6 +28,9 @@
  * (bounded by the connect timeout, retried every 100 ms) and resubscribes.
  */
 #include "lc_internal.h"
+
+#include "lc_conn.h"
+#include "lc_util.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -53,7 +57,7 @@ struct lc_ps_channel {
 void lc_pubsub_init(lc_pubsub *p)
 {
     memset(p, 0, sizeof *p);
-    pthread_mutex_init(&p->mu, NULL);
+    LC_PTHREAD(pthread_mutex_init(&p->mu, NULL));
     lc_cond_init(&p->subscribed_cv);
     p->wake_fd = -1;
 }
@@ -84,14 +88,15 @@ static void release_heard(lc_client *c, lc_ps_channel *ch)
         return;
     ch->head->signaled = true;
     if (lc_now_ms() >= starving_at(c, ch))
-        pthread_cond_signal(&ch->head->cv);
+        LC_PTHREAD(pthread_cond_signal(&ch->head->cv));
 }
 
 static void channel_unlink_free(lc_pubsub *p, lc_ps_channel *ch)
 {
     lc_ps_channel **pp = &p->channels;
-    while (*pp != ch)
+    while (*pp && *pp != ch)
         pp = &(*pp)->next;
+    LC_ASSERT(*pp == ch);
     *pp = ch->next;
     free(ch->name);
     free(ch);
@@ -157,9 +162,9 @@ static void handle_reply(lc_client *c, redisReply *r)
          * again rather than sleep on a message that will never come. */
         if (ch->head) {
             ch->head->signaled = true;
-            pthread_cond_signal(&ch->head->cv);
+            LC_PTHREAD(pthread_cond_signal(&ch->head->cv));
         }
-        pthread_cond_broadcast(&p->subscribed_cv);
+        LC_PTHREAD(pthread_cond_broadcast(&p->subscribed_cv));
     } else if (strcmp(kind, "unsubscribe") == 0) {
         ch->pending--;
         if (ch->subscribed && !ch->sent) {
@@ -227,13 +232,13 @@ static void *pubsub_main(void *arg)
     lc_pubsub *p = &c->ps;
     char err[LC_ERRSTR_LEN];
     int64_t last_attempt = 0;
-    pthread_mutex_lock(&p->mu);
+    LC_PTHREAD(pthread_mutex_lock(&p->mu));
     while (!p->stop) {
         if (!p->ctx) {
             /* At most one attempt per LC_PS_RECONNECT_MS, whether the last
              * one failed or its connection dropped at once (maxclients). */
             int64_t wait = last_attempt + LC_PS_RECONNECT_MS - lc_now_ms();
-            pthread_mutex_unlock(&p->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&p->mu));
             if (wait > 0) {
                 struct pollfd pf = {p->wake_fd, POLLIN, 0};
                 poll(&pf, 1, (int)wait);
@@ -241,14 +246,14 @@ static void *pubsub_main(void *arg)
             }
             last_attempt = lc_now_ms();
             redisContext *ctx = p->stop ? NULL : lc_redis_connect(c, err);
-            pthread_mutex_lock(&p->mu);
+            LC_PTHREAD(pthread_mutex_lock(&p->mu));
             if (!ctx)
                 continue;
             p->ctx = ctx;
         }
         sync_subscriptions(p);
         int quiet = quiet_ms(c);
-        pthread_mutex_unlock(&p->mu);
+        LC_PTHREAD(pthread_mutex_unlock(&p->mu));
 
         int done = 0, ok = 1;
         while (ok && !done)
@@ -261,7 +266,7 @@ static void *pubsub_main(void *arg)
         if (ok && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
             ok = redisBufferRead(p->ctx) == REDIS_OK;
 
-        pthread_mutex_lock(&p->mu);
+        LC_PTHREAD(pthread_mutex_lock(&p->mu));
         void *reply = NULL;
         while (ok && (ok = redisGetReplyFromReader(p->ctx, &reply) == REDIS_OK) && reply) {
             handle_reply(c, reply);
@@ -272,16 +277,16 @@ static void *pubsub_main(void *arg)
             drop_connection(c);
     }
     drop_connection(c);
-    pthread_mutex_unlock(&p->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&p->mu));
     return NULL;
 }
 
 bool lc_pubsub_head_starving(lc_client *c, const char *channel)
 {
-    pthread_mutex_lock(&c->ps.mu);
+    LC_PTHREAD(pthread_mutex_lock(&c->ps.mu));
     lc_ps_channel *ch = find(&c->ps, channel, strlen(channel));
     bool starving = ch && lc_now_ms() >= starving_at(c, ch);
-    pthread_mutex_unlock(&c->ps.mu);
+    LC_PTHREAD(pthread_mutex_unlock(&c->ps.mu));
     return starving;
 }
 
@@ -289,12 +294,12 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
                               int64_t deadline_ms, const atomic_int *cancel, bool *is_head)
 {
     lc_pubsub *p = &c->ps;
-    pthread_mutex_lock(&p->mu);
+    LC_PTHREAD(pthread_mutex_lock(&p->mu));
     if (!p->started) {
         if (p->wake_fd < 0)
             p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (p->wake_fd < 0 || pthread_create(&p->thread, NULL, pubsub_main, c) != 0) {
-            pthread_mutex_unlock(&p->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&p->mu));
             return NULL;
         }
         p->started = true;
@@ -304,7 +309,7 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
         ch = calloc(1, sizeof *ch);
         if (!ch || !(ch->name = strdup(channel))) {
             free(ch);
-            pthread_mutex_unlock(&p->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&p->mu));
             return NULL;
         }
         ch->next = p->channels;
@@ -333,15 +338,14 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
         limit = deadline_ms;
     while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc_now_ms() < limit &&
            !lc_canceled(cancel)) {
-        struct timespec ts = lc_abstime(lc_cancel_wake(cancel, lc_now_ms(), limit));
-        pthread_cond_timedwait(&p->subscribed_cv, &p->mu, &ts);
+        lc_cond_wait_until(&p->subscribed_cv, &p->mu, lc_cancel_wake(cancel, lc_now_ms(), limit));
     }
     /* A head's starvation clock starts once it can hear releases: newcomers
      * should not queue behind a waiter still waiting for its subscription. */
     if (ch->head == w)
         ch->head_since_ms = lc_now_ms();
     *is_head = ch->head == w;
-    pthread_mutex_unlock(&p->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&p->mu));
     return ch;
 }
 
@@ -351,7 +355,7 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
     lc_pubsub *p = &c->ps;
     bool was_deaf = false;
     int64_t poll_at = 0; /* set when the head sleeps only until its next poll */
-    pthread_mutex_lock(&p->mu);
+    LC_PTHREAD(pthread_mutex_lock(&p->mu));
     for (;;) {
         int64_t now = lc_now_ms();
         bool head = ch->head == w;
@@ -373,27 +377,27 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
         }
         if (now >= until_ms || lc_canceled(cancel))
             break;
-        struct timespec ts = lc_abstime(lc_cancel_wake(cancel, now, wake));
-        pthread_cond_timedwait(&w->cv, &p->mu, &ts);
+        lc_cond_wait_until(&w->cv, &p->mu, lc_cancel_wake(cancel, now, wake));
     }
     w->signaled = false;
-    pthread_mutex_unlock(&p->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&p->mu));
 }
 
 void lc_pubsub_released(lc_client *c, const char *channel)
 {
     lc_pubsub *p = &c->ps;
-    pthread_mutex_lock(&p->mu);
+    LC_PTHREAD(pthread_mutex_lock(&p->mu));
     lc_ps_channel *ch = find(p, channel, strlen(channel));
     if (ch)
         release_heard(c, ch);
-    pthread_mutex_unlock(&p->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&p->mu));
 }
 
 void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
 {
     lc_pubsub *p = &c->ps;
-    pthread_mutex_lock(&p->mu);
+    LC_PTHREAD(pthread_mutex_lock(&p->mu));
+    LC_ASSERT(ch->nwaiters > 0);
     bool was_head = ch->head == w;
     if (w->prev)
         w->prev->next = w->next;
@@ -410,7 +414,7 @@ void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
          * it is deaf to messages until its own starvation point, when it
          * tries. */
         ch->head_since_ms = lc_now_ms();
-        pthread_cond_signal(&ch->head->cv);
+        LC_PTHREAD(pthread_cond_signal(&ch->head->cv));
     }
     if (ch->nwaiters == 0) {
         if (!ch->sent && ch->pending == 0)
@@ -418,24 +422,24 @@ void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
         else
             wake_thread(p);
     }
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_unlock(&p->mu);
+    LC_PTHREAD(pthread_cond_destroy(&w->cv));
+    LC_PTHREAD(pthread_mutex_unlock(&p->mu));
 }
 
 void lc_pubsub_shutdown(lc_client *c)
 {
     lc_pubsub *p = &c->ps;
-    pthread_mutex_lock(&p->mu);
+    LC_PTHREAD(pthread_mutex_lock(&p->mu));
     p->stop = true;
     wake_thread(p);
     bool started = p->started;
-    pthread_mutex_unlock(&p->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&p->mu));
     if (started)
-        pthread_join(p->thread, NULL);
+        LC_PTHREAD(pthread_join(p->thread, NULL));
     while (p->channels)
         channel_unlink_free(p, p->channels);
     if (p->wake_fd >= 0)
         close(p->wake_fd);
-    pthread_cond_destroy(&p->subscribed_cv);
-    pthread_mutex_destroy(&p->mu);
+    LC_PTHREAD(pthread_cond_destroy(&p->subscribed_cv));
+    LC_PTHREAD(pthread_mutex_destroy(&p->mu));
 }

@@ -1,6 +1,6 @@
 /* lc_watchdog.c — the reentrant mode's hold table and watchdog.
  *
- * Mirrors Redisson's ExpirationEntry + renewExpiration (seeds 000, 003): a
+ * Mirrors Redisson's ExpirationEntry + renewExpiration (RedissonBaseLock): a
  * lock taken without an explicit lease gets watchdog_timeout_ms (30 s by
  * default) and is renewed every third of that with the renew script for as
  * long as this process holds it. One thread per process serves every held
@@ -8,7 +8,10 @@
  * is due, so an idle watchdog costs nothing.
  *
  * Renewal stops when:
- *   - the last local hold of (key, field) is released (lc_hold_drop);
+ *   - the last local watchdog-mode hold of (key, field) is released
+ *     (lc_hold_drop): a watchdog-mode re-entry inside an explicit-lease
+ *     hold renews the lock only until it is released, as in Redisson,
+ *     where only the watchdog-mode acquisitions keep the renewal going;
  *   - the renew script returns 0: the lock is gone (expired during a pause,
  *     or deleted from outside). The entry is marked lost, so the holder can
  *     be told at release (LC_LOST) or at any time (lc_guard_lost);
@@ -17,17 +20,23 @@
  * An I/O error keeps the schedule: the next period tries again (Redis may be
  * restarting), while the lease still bounds the damage.
  *
- * The same table, without the watchdog flag, records explicit-lease holds:
- * lockcore needs to know that an owner already holds a key to let it re-enter
- * ahead of queued waiters (lc_lock.c).
+ * The same table also records explicit-lease holds: lockcore needs to know
+ * that an owner already holds a key to let it re-enter ahead of queued
+ * waiters (lc_lock.c).
  *
- * The last release and a renewal can race: the renewal may run right after
- * the release script's DEL and answer 0. lc_hold_begin_release marks the
- * entry first, and a 0 for a releasing entry is not counted as a loss.
+ * Releases race two things. A renewal may run right after a release
+ * script's DEL and answer 0: so every release is announced first
+ * (lc_hold_begin_release), and a 0 from a renewal that any release overlapped
+ * is not a loss (the next renewal decides). And threads sharing one owner id
+ * may re-enter while the last hold is being released, before or after its
+ * DEL: the entry then has more holds than releases under way, so it is
+ * renewed again, whatever the order of the two round trips.
  */
 #include "lc_internal.h"
 
+#include "lc_conn.h"
 #include "lc_scripts.h"
+#include "lc_util.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -38,7 +47,7 @@ void lc_watchdog_init(lc_watchdog *w)
 {
     memset(w, 0, sizeof *w);
     w->sleeping_until = INT64_MAX;
-    pthread_mutex_init(&w->mu, NULL);
+    LC_PTHREAD(pthread_mutex_init(&w->mu, NULL));
     lc_cond_init(&w->cv);
 }
 
@@ -60,12 +69,20 @@ static lc_hold *find_live(lc_watchdog *w, const char *key, const char *field)
     return NULL;
 }
 
-/* Under w->mu: keeps lc_stats.watchdog_active = holds renewed now. */
-static void set_counted(lc_client *c, lc_hold *h, bool counted)
+/* Under w->mu: is h's lock renewed (a watchdog-mode hold, not lost)? */
+static bool renewed(const lc_hold *h)
 {
-    if (counted != h->counted)
-        atomic_fetch_add(&c->holds_active, counted ? 1 : (uint_fast64_t)-1);
-    h->counted = counted;
+    return h->watchdog_holds > 0 && !atomic_load(&h->lost);
+}
+
+/* Under w->mu, after a change to h's holds or lost flag: keeps
+ * lc_stats.watchdog_active = the entries renewed now. was: renewed(h)
+ * before the change. */
+static void recount(lc_client *c, const lc_hold *h, bool was)
+{
+    bool now = renewed(h);
+    if (now != was)
+        atomic_fetch_add(&c->holds_active, now ? 1 : (uint_fast64_t)-1);
 }
 
 /* Renews one lock: 1 renewed, 0 lost, -1 I/O error. */
@@ -91,21 +108,21 @@ static void *watchdog_main(void *arg)
     lc_client *c = arg;
     lc_watchdog *w = &c->wd;
     int64_t period = c->watchdog_timeout_ms / 3;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     while (!w->stop) {
         lc_hold *due = NULL;
         for (lc_hold *h = w->holds; h; h = h->next)
-            if (h->counted && !h->releasing && (!due || h->next_renew_ms < due->next_renew_ms))
+            if (renewed(h) && h->releasing < h->holds &&
+                (!due || h->next_renew_ms < due->next_renew_ms))
                 due = h;
         if (!due) {
             w->sleeping_until = INT64_MAX;
-            pthread_cond_wait(&w->cv, &w->mu);
+            LC_PTHREAD(pthread_cond_wait(&w->cv, &w->mu));
             continue;
         }
         if (due->next_renew_ms > lc_now_ms()) {
             w->sleeping_until = due->next_renew_ms;
-            struct timespec ts = lc_abstime(due->next_renew_ms);
-            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+            lc_cond_wait_until(&w->cv, &w->mu, due->next_renew_ms);
             continue;
         }
         w->sleeping_until = 0; /* busy renewing: it rescans before sleeping */
@@ -113,9 +130,11 @@ static void *watchdog_main(void *arg)
          * `renewing` keeps the entry alive if its last hold is dropped. */
         due->renewing = true;
         due->next_renew_ms = lc_now_ms() + period;
-        pthread_mutex_unlock(&w->mu);
+        bool quiet = due->releasing == 0;
+        unsigned releases = due->releases;
+        LC_PTHREAD(pthread_mutex_unlock(&w->mu));
         int res = renew(c, due->key, due->field);
-        pthread_mutex_lock(&w->mu);
+        LC_PTHREAD(pthread_mutex_lock(&w->mu));
         due->renewing = false;
         if (due->unlinked) {
             hold_free(due);
@@ -123,14 +142,15 @@ static void *watchdog_main(void *arg)
         }
         if (res == 1) {
             atomic_fetch_add(&c->renewals, 1);
-        } else if (res == 0 && !due->releasing) {
-            /* A 0 that raced the last release's DEL is not a loss. */
+        } else if (res == 0 && quiet && due->releases == releases && renewed(due)) {
+            /* No release overlapped the renewal, so no DEL of ours explains
+             * the 0: the lock is gone. */
             atomic_store(&due->lost, 1);
             atomic_fetch_add(&c->renew_lost, 1);
-            set_counted(c, due, false);
+            recount(c, due, true);
         }
     }
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     return NULL;
 }
 
@@ -139,24 +159,24 @@ static void *watchdog_main(void *arg)
 static void schedule(lc_watchdog *w, const lc_hold *h)
 {
     if (h->next_renew_ms < w->sleeping_until)
-        pthread_cond_signal(&w->cv);
+        LC_PTHREAD(pthread_cond_signal(&w->cv));
 }
 
 bool lc_hold_exists(lc_client *c, const char *key, const char *field)
 {
-    pthread_mutex_lock(&c->wd.mu);
+    LC_PTHREAD(pthread_mutex_lock(&c->wd.mu));
     bool found = find_live(&c->wd, key, field) != NULL;
-    pthread_mutex_unlock(&c->wd.mu);
+    LC_PTHREAD(pthread_mutex_unlock(&c->wd.mu));
     return found;
 }
 
 lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog)
 {
     lc_watchdog *w = &c->wd;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     if (watchdog && !w->started) {
         if (pthread_create(&w->thread, NULL, watchdog_main, c) != 0) {
-            pthread_mutex_unlock(&w->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&w->mu));
             return NULL;
         }
         w->started = true;
@@ -167,63 +187,75 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
         if (!h || !(h->key = strdup(key)) || !(h->field = strdup(field))) {
             if (h)
                 hold_free(h);
-            pthread_mutex_unlock(&w->mu);
+            LC_PTHREAD(pthread_mutex_unlock(&w->mu));
             return NULL;
         }
         h->next = w->holds;
         w->holds = h;
     }
+    bool was = renewed(h);
     h->holds++;
-    /* A re-entry with the watchdog turns renewal on, as in Redisson, where
-     * the lease of the latest acquisition wins. */
-    if (watchdog && !h->watchdog) {
-        h->watchdog = true;
+    if (watchdog)
+        h->watchdog_holds++;
+    recount(c, h, was);
+    /* Renewal starts with the first watchdog-mode hold, whose acquire
+     * script set the full lease (inside an explicit-lease hold too). */
+    if (!was && renewed(h))
         h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
-        set_counted(c, h, true);
+    /* Also wakes the thread for a re-entry during the last release: it
+     * skipped the entry meanwhile and may sleep past its renewal time. */
+    if (renewed(h))
         schedule(w, h);
-    }
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     return h;
 }
 
 void lc_hold_begin_release(lc_client *c, lc_hold *h)
 {
-    pthread_mutex_lock(&c->wd.mu);
-    if (h->holds == 1)
-        h->releasing = true;
-    pthread_mutex_unlock(&c->wd.mu);
+    LC_PTHREAD(pthread_mutex_lock(&c->wd.mu));
+    LC_ASSERT(h->releasing < h->holds);
+    h->releasing++;
+    h->releases++;
+    LC_PTHREAD(pthread_mutex_unlock(&c->wd.mu));
 }
 
-bool lc_hold_drop(lc_client *c, lc_hold *h)
+bool lc_hold_drop(lc_client *c, lc_hold *h, bool watchdog)
 {
     lc_watchdog *w = &c->wd;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     bool lost = atomic_load(&h->lost) != 0;
-    if (--h->holds == 0) {
+    LC_ASSERT(h->releasing > 0 && h->holds > 0 && (!watchdog || h->watchdog_holds > 0));
+    bool was = renewed(h);
+    h->releasing--;
+    h->holds--;
+    if (watchdog)
+        h->watchdog_holds--;
+    recount(c, h, was);
+    if (h->holds == 0) {
         lc_hold **pp = &w->holds;
-        while (*pp != h)
+        while (*pp && *pp != h)
             pp = &(*pp)->next;
+        LC_ASSERT(*pp == h);
         *pp = h->next;
-        set_counted(c, h, false);
         if (h->renewing)
             h->unlinked = true;
         else
             hold_free(h);
     }
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     return lost;
 }
 
 void lc_watchdog_shutdown(lc_client *c)
 {
     lc_watchdog *w = &c->wd;
-    pthread_mutex_lock(&w->mu);
+    LC_PTHREAD(pthread_mutex_lock(&w->mu));
     w->stop = true;
-    pthread_cond_broadcast(&w->cv);
+    LC_PTHREAD(pthread_cond_broadcast(&w->cv));
     bool started = w->started;
-    pthread_mutex_unlock(&w->mu);
+    LC_PTHREAD(pthread_mutex_unlock(&w->mu));
     if (started)
-        pthread_join(w->thread, NULL);
+        LC_PTHREAD(pthread_join(w->thread, NULL));
     while (w->holds) {
         lc_hold *n = w->holds->next;
         hold_free(w->holds);
@@ -231,6 +263,6 @@ void lc_watchdog_shutdown(lc_client *c)
     }
     if (w->ctx)
         redisFree(w->ctx);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    LC_PTHREAD(pthread_cond_destroy(&w->cv));
+    LC_PTHREAD(pthread_mutex_destroy(&w->mu));
 }

@@ -1,7 +1,7 @@
 /* test_lc_basic — single-threaded contract tests against a real Redis:
- * names, misuse, busy-then-free (2), TTL on acquire (3), non-owner release
- * (5), reentrancy and the single release message (6), token extend, and the
- * setnx fault hook leaving a lock without TTL (13). */
+ * names, misuse, busy-then-free, TTL on acquire, non-owner release,
+ * reentrancy and the single release message, token extend, and the setnx
+ * fault hook leaving a lock without TTL. */
 #include "lc_test.h"
 
 #include <signal.h>
@@ -54,7 +54,7 @@ static void test_misuse(void)
     lc_conn_free(NULL);
 }
 
-/* 2. A second acquirer with wait_ms=0 is busy while the first holds. */
+/* A second acquirer with wait_ms=0 is busy while the first holds. */
 static void test_busy_then_free(void)
 {
     for (size_t i = 0; i < sizeof locking / sizeof *locking; i++) {
@@ -79,7 +79,7 @@ static void test_busy_then_free(void)
     lc_release(c2, g2);
 }
 
-/* 3. PTTL right after acquire lies in [lease-10, lease]. */
+/* PTTL right after acquire lies in [lease-10, lease]. */
 static void test_ttl(void)
 {
     const lc_mode redis_modes[] = {LC_SETNX, LC_TOKEN, LC_REENTRANT};
@@ -108,7 +108,7 @@ static void test_ttl(void)
     lc_release(c1, g);
 }
 
-/* 5. Overwrite the key from outside: release is not-owner, key unchanged. */
+/* Overwrite the key from outside: release is not-owner, key unchanged. */
 static void test_non_owner_release(void)
 {
     char key[128];
@@ -174,7 +174,7 @@ static int count_messages(redisContext *sub, int64_t ms)
     return n;
 }
 
-/* 6. Reentrancy: hold count 3; two releases keep it with the lease reset;
+/* Reentrancy: hold count 3; two releases keep it with the lease reset;
  * the third deletes it and publishes exactly one message. */
 static void test_reentrancy(void)
 {
@@ -221,7 +221,7 @@ static void test_reentrancy(void)
     redisFree(sub);
 }
 
-/* 13. setnx fault hook: the holder dies between SETNX and PEXPIRE. */
+/* setnx fault hook: the holder dies between SETNX and PEXPIRE. */
 static void test_setnx_crash(void)
 {
     char key[128], cmd[512], portstr[16];

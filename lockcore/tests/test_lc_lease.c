@@ -1,13 +1,15 @@
 /* test_lc_lease — leases and the watchdog, against a real Redis:
- * expiry without renewal and whose release deletes what (4), the watchdog
- * keeping a lock for longer than its timeout and stopping at release (7),
- * the watchdog reporting a lost lock, and a SIGKILLed holder's lock freeing
- * within the watchdog timeout (8). */
+ * expiry without renewal and whose release deletes what, the watchdog
+ * keeping a lock for longer than its timeout and stopping at release, the
+ * watchdog reporting a lost lock, and a SIGKILLed holder's lock freeing
+ * within the watchdog timeout; releases racing renewals and same-owner
+ * re-entries, and which holds keep the watchdog renewing. */
 #include "lc_test.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int port;
@@ -32,7 +34,7 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-/* 4. lease 300 ms, the holder keeps going 500 ms: a waiter gets in within
+/* Lease 300 ms, the holder keeps going 500 ms: a waiter gets in within
  * lease + 50 ms; the late release is not-owner under token and reentrant
  * (the new holder's key survives) and deletes the new holder's key under
  * setnx (the flaw). */
@@ -77,7 +79,7 @@ static void test_expiry_without_watchdog(lc_client *cli)
     }
 }
 
-/* 7. Watchdog 1000 ms, hold 3500 ms: never expires, nobody else gets in;
+/* Watchdog 1000 ms, hold 3500 ms: never expires, nobody else gets in;
  * after release no renewal touches the key. */
 static void test_watchdog_keeps_lock(void)
 {
@@ -174,7 +176,7 @@ static pid_t spawn_holder(const char *mode, const char *key, const char *wd, con
     return pid;
 }
 
-/* 8. A holder with watchdog 1000 ms is SIGKILLed: the key is gone within
+/* A holder with watchdog 1000 ms is SIGKILLed: the key is gone within
  * 1000 + 100 ms, because nothing renews it any more. */
 static void test_watchdog_dies_with_holder(void)
 {
@@ -283,6 +285,137 @@ static void test_reenter_after_loss(void)
     lc_client_free(cli);
 }
 
+/* Two threads with one owner id (the contract allows it; the service uses
+ * one owner per request): the last release by one races a re-entry by the
+ * other, so a hold is added while the entry's last hold is being released.
+ * The lock the second thread then holds must be renewed like any other: it
+ * outlives the watchdog timeout and its release is clean. Each round, on a
+ * key of its own, starts the re-entry and, 0-300 us later (both threads
+ * spin, so the offsets are what they say), the release, so that some rounds
+ * land the re-entry inside the release's round trip; then every re-entered
+ * lock is held past the watchdog timeout. */
+typedef struct same_owner {
+    lc_conn *conn;
+    lc_lock_args args;
+    atomic_int *go;
+    lc_status status;
+    lc_guard *g;
+} same_owner;
+
+static void spin_us(int64_t us)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+}
+
+static void *reenter_main(void *arg)
+{
+    same_owner *s = arg;
+    while (!atomic_load(s->go)) {
+    }
+    s->status = lc_acquire(s->conn, &s->args, &s->g);
+    return NULL;
+}
+
+static void test_release_races_same_owner_reentry(void)
+{
+    enum { ROUNDS = 100 };
+    int64_t timeout = 3 * tu_slack(200);
+    lc_client *cli = lct_client(port, timeout);
+    lc_conn *c1 = lct_conn(cli), *c2 = lct_conn(cli);
+    char keys[ROUNDS][128];
+    lc_guard *held[ROUNDS] = {0};
+    for (int r = 0; r < ROUNDS; r++) {
+        lct_key(keys[r], sizeof keys[r], "same-owner", LC_REENTRANT);
+        snprintf(keys[r] + strlen(keys[r]), 8, ":%d", r);
+        lc_lock_args a = lct_args(LC_REENTRANT, keys[r], "shared", 0, 0);
+        lc_guard *g1;
+        TU_REQUIRE(lc_acquire(c1, &a, &g1) == LC_OK, "round %d: first hold", r);
+        atomic_int go = 0;
+        same_owner s = {.conn = c2, .args = a, .go = &go};
+        pthread_t th;
+        pthread_create(&th, NULL, reenter_main, &s);
+        tu_sleep_ms(1); /* the thread is spinning */
+        atomic_store(&go, 1);
+        spin_us(r % 50 * 6);
+        lc_status r1 = lc_release(c1, g1);
+        pthread_join(th, NULL);
+        TU_CHECK(r1 == LC_OK, "round %d: the racing release (%s)", r, lc_status_name(r1));
+        TU_CHECK(s.status == LC_OK, "round %d: the re-entry (%s)", r, lc_status_name(s.status));
+        held[r] = s.g;
+    }
+    tu_sleep_ms(timeout * 3 / 2); /* > watchdog timeout: only renewal keeps them */
+    int expired = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        lc_status st = held[r] ? lc_release(c2, held[r]) : LC_OK;
+        if (st != LC_OK) {
+            fprintf(stderr, "round %d: the re-entered lock's release: %s\n", r, lc_status_name(st));
+            expired++;
+        }
+    }
+    TU_CHECK(expired == 0, "every re-entered lock was renewed (%d of %d expired)", expired, (int)ROUNDS);
+    lc_stats s;
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.watchdog_lost == 0, "no loss reported (%llu)", (unsigned long long)s.watchdog_lost);
+    TU_CHECK(s.watchdog_active == 0, "nothing renewed afterwards (%llu)",
+             (unsigned long long)s.watchdog_active);
+    lc_conn_free(c1);
+    lc_conn_free(c2);
+    lc_client_free(cli);
+}
+
+/* A watchdog-mode re-entry inside an explicit-lease hold renews the lock
+ * only while that re-entry is held: once it is released the lock keeps the
+ * lease that release set and runs out, as an explicit lease does (Redisson
+ * renews for the watchdog-mode acquisitions only). The reverse, an
+ * explicit-lease re-entry inside a watchdog-mode hold, leaves renewal on. */
+static void test_watchdog_reentry_inside_lease(void)
+{
+    int64_t timeout = 3 * tu_slack(200);
+    lc_client *cli = lct_client(port, timeout);
+    lc_conn *conn = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "wd-in-lease", LC_REENTRANT);
+    lc_lock_args lease = lct_args(LC_REENTRANT, key, "o", timeout, 0);
+    lc_lock_args wd = lct_args(LC_REENTRANT, key, "o", 0, 0);
+    lc_guard *outer, *inner;
+    lc_stats s;
+    TU_REQUIRE(lc_acquire(conn, &lease, &outer) == LC_OK, "explicit-lease hold");
+    TU_REQUIRE(lc_acquire(conn, &wd, &inner) == LC_OK, "watchdog-mode re-entry");
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.watchdog_active == 1, "renewed while the re-entry is held (%llu)",
+             (unsigned long long)s.watchdog_active);
+    tu_sleep_ms(timeout * 2);
+    TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 1, "the watchdog keeps it meanwhile");
+    TU_CHECK(lc_release(conn, inner) == LC_OK, "release the re-entry");
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.watchdog_active == 0, "renewal stops with the re-entry (%llu)",
+             (unsigned long long)s.watchdog_active);
+    int64_t until = tu_now_ms() + 3 * timeout;
+    while (tu_redis_int(port, "EXISTS %s", key) == 1 && tu_now_ms() < until)
+        tu_sleep_ms(20);
+    TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "then its lease runs out");
+    lc_status st = lc_release(conn, outer);
+    TU_CHECK(st == LC_NOT_OWNER, "the explicit hold's release finds it gone (%s)", lc_status_name(st));
+
+    lct_key(key, sizeof key, "lease-in-wd", LC_REENTRANT);
+    TU_REQUIRE(lc_acquire(conn, &wd, &outer) == LC_OK, "watchdog-mode hold");
+    TU_REQUIRE(lc_acquire(conn, &lease, &inner) == LC_OK, "explicit-lease re-entry");
+    TU_CHECK(lc_release(conn, inner) == LC_OK, "release the re-entry");
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.watchdog_active == 1, "still renewed for the watchdog-mode hold (%llu)",
+             (unsigned long long)s.watchdog_active);
+    tu_sleep_ms(timeout * 2);
+    TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 1, "kept past its lease");
+    st = lc_release(conn, outer);
+    TU_CHECK(st == LC_OK, "the watchdog-mode hold's release (%s)", lc_status_name(st));
+    lc_conn_free(conn);
+    lc_client_free(cli);
+}
+
 int main(void)
 {
     port = tu_redis_port();
@@ -294,5 +427,7 @@ int main(void)
     test_release_races_renewal();
     test_release_without_conn();
     test_reenter_after_loss();
+    test_release_races_same_owner_reentry();
+    test_watchdog_reentry_inside_lease();
     return tu_done();
 }

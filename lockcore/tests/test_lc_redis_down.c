@@ -1,5 +1,5 @@
 /* test_lc_redis_down — Redis stopped, paused and restarted under the lock
- * core (12): acquire answers LC_IO within the configured timeout, never a
+ * core: acquire answers LC_IO within the configured timeout, never a
  * hang or a crash, and the same handles work again once Redis is back. Uses
  * a private redis-server so the rest of the suite is undisturbed. */
 #include "lc_test.h"

@@ -1,8 +1,8 @@
 /* test_lc_threads — many threads against one real Redis (also run under
  * TSan): mutual exclusion around a non-atomic GET/SET increment and the
- * same run losing updates without a lock (1), waiters waking on release
- * (9), wait accuracy (10), and a contended storm that must leave no
- * subscription, renewal or leak behind (11). */
+ * same run losing updates without a lock, waiters waking on release, wait
+ * accuracy, and a contended storm that must leave no subscription, renewal
+ * or leak behind. */
 #include "lc_test.h"
 
 #include <pthread.h>
@@ -74,7 +74,7 @@ static long run_increments(lc_mode mode, int threads, int iterations, int64_t wi
     return atol(v);
 }
 
-/* 1. 16 threads x 100 increments inside the lock: exactly 1600; the same
+/* 16 threads x 100 increments inside the lock: exactly 1600; the same
  * run under `none` loses updates, so the test can fail. */
 static void test_mutual_exclusion(void)
 {
@@ -91,7 +91,7 @@ static void test_mutual_exclusion(void)
     }
 }
 
-/* 9. A waiter with wait_ms=5000 gets the lock within 50 ms of the release,
+/* A waiter with wait_ms=5000 gets the lock within 50 ms of the release,
  * not at lease expiry (the lease here is 30 s). */
 static void test_wake_on_release(void)
 {
@@ -114,7 +114,7 @@ static void test_wake_on_release(void)
     }
 }
 
-/* 10. wait_ms=300 on a held lock: busy after 300-400 ms. */
+/* wait_ms=300 on a held lock: busy after 300-400 ms. */
 static void test_wait_accuracy(void)
 {
     const lc_mode modes[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
@@ -163,7 +163,7 @@ static void *storm_main(void *arg)
     return NULL;
 }
 
-/* 11. 16 threads x 1000 contended acquire/release per mode: every cycle
+/* 16 threads x 1000 contended acquire/release per mode: every cycle
  * succeeds, and afterwards no channel stays subscribed, no renewal stays
  * scheduled (ASan/LSan check the memory). */
 static void test_storm(void)

@@ -1,0 +1,65 @@
+/* lc_util.c — the leaf helpers every lockcore source shares (lc_util.h):
+ * clock, condition variables, error text, and the one abort path for bugs.
+ * It uses no function of any other lockcore source, so it can sit at the
+ * bottom of the dependency graph.
+ */
+#include "lc_util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int64_t lc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void lc_sleep_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+void lc_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    LC_PTHREAD(pthread_condattr_init(&a));
+    LC_PTHREAD(pthread_condattr_setclock(&a, CLOCK_MONOTONIC));
+    LC_PTHREAD(pthread_cond_init(cv, &a));
+    LC_PTHREAD(pthread_condattr_destroy(&a));
+}
+
+void lc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+{
+    /* An absolute CLOCK_MONOTONIC time: the clock lc_cond_init set. */
+    struct timespec ts = {deadline_ms / 1000, (deadline_ms % 1000) * 1000000L};
+    int rc = pthread_cond_timedwait(cv, mu, &ts);
+    if (rc != 0 && rc != ETIMEDOUT)
+        lc_abort(__FILE__, __LINE__, "pthread_cond_timedwait(cv, mu, &ts)", rc);
+}
+
+void lc_seterr(char *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, LC_ERRSTR_LEN, fmt, ap);
+    va_end(ap);
+}
+
+_Noreturn void lc_abort(const char *file, int line, const char *what, int rc)
+{
+    /* Like assert(3): one line on stderr, then abort() for the core dump. */
+    if (rc)
+        fprintf(stderr, "lockcore: %s:%d: %s: %s\n", file, line, what, strerror(rc));
+    else
+        fprintf(stderr, "lockcore: %s:%d: %s\n", file, line, what);
+    abort();
+}
