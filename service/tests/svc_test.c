@@ -1,9 +1,10 @@
 /* svc_test.c — see svc_test.h. */
 #include "svc_test.h"
 
+#include "lg_proc.h"
+
 #include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -95,22 +96,16 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
     for (int i = 0; extra && extra[i] && n < 78; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid < 0)
+    char err[256];
+    pid_t pid = lg_spawn(argv, s->log, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    if (pid < 0) {
+        fprintf(stderr, "svc_start: %s\n", err);
         return -1;
-    if (pid == 0) {
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 2);
-            dup2(fd, 1);
-        }
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
     }
     s->pid = pid;
     for (int i = 0; i < 500; i++) { /* 10 s */
         int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
+        if (lg_wait_status(pid, 0, &status)) {
             s->pid = 0;
             fprintf(stderr, "svc_start: server exited with status %d\n", exit_code(status));
             svc_dump_log(s);
@@ -128,8 +123,7 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
         }
         tu_sleep_ms(20);
     }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
+    lg_kill(s->pid);
     s->pid = 0;
     fprintf(stderr, "svc_start: server did not answer within 10 s\n");
     svc_dump_log(s);
@@ -149,32 +143,22 @@ static void check_sanitizer(const svc_server *s)
 
 int svc_wait_exit(svc_server *s, int timeout_ms)
 {
-    int64_t end = tu_now_ms() + timeout_ms;
-    if (s->pid <= 0)
+    int status;
+    if (s->pid <= 0 || !lg_wait_status(s->pid, timeout_ms, &status))
         return -1;
-    for (;;) {
-        int status;
-        pid_t w = waitpid(s->pid, &status, WNOHANG);
-        if (w == s->pid) {
-            s->pid = 0;
-            check_sanitizer(s);
-            return exit_code(status);
-        }
-        if (tu_now_ms() > end)
-            return -1;
-        tu_sleep_ms(10);
-    }
+    s->pid = 0;
+    check_sanitizer(s);
+    return exit_code(status);
 }
 
 int svc_stop(svc_server *s, int timeout_ms)
 {
     if (s->pid <= 0)
         return -1;
-    kill(s->pid, SIGTERM);
+    lg_signal_stop(s->pid);
     int rc = svc_wait_exit(s, timeout_ms);
     if (rc == -1 && s->pid > 0) {
-        kill(s->pid, SIGKILL);
-        waitpid(s->pid, NULL, 0);
+        lg_kill(s->pid);
         s->pid = 0;
         check_sanitizer(s);
     }

@@ -22,9 +22,12 @@ typedef struct svc_server {
 /* Starts the server against 127.0.0.1:redis_port with extra flags
  * (NULL-terminated, may be NULL) with --port 0, reads the port it bound
  * from its "listening on ... port N" log line, and waits until /healthz
- * answers (any status) — up to 10 s. Returns 0, or -1 (the log is printed). */
+ * answers (any status) — up to 10 s. Returns 0, or -1 (the log is printed).
+ * Started with the process kit (lg_proc.h) and LG_SPAWN_DIE_WITH_PARENT:
+ * the server dies with the test, also when the test crashes. Call from the
+ * test's main thread (the kit's child table is not locked). */
 int svc_start(svc_server *s, int redis_port, const char *const *extra);
-/* SIGTERM, then waits up to timeout_ms; returns the exit status, or -1
+/* SIGTERM (and SIGCONT, in case a test paused it), then waits up to timeout_ms; returns the exit status, or -1
  * (killed with SIGKILL) when it did not exit in time, -2 for a signal.
  * Once the child is gone (here or in svc_wait_exit), a ThreadSanitizer
  * report in its log is a test failure. */

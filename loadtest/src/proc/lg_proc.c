@@ -116,14 +116,16 @@ pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *e
     return pid;
 }
 
-int lg_wait_exit(pid_t pid, int timeout_ms)
+int lg_wait_status(pid_t pid, int timeout_ms, int *status)
 {
     long long end = lg_now_ms() + timeout_ms;
     for (;;) {
-        int st;
+        int st = 0;
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid || (r < 0 && errno == ECHILD)) {
             forget(pid);
+            if (status != NULL)
+                *status = r == pid ? st : -1;
             return 1;
         }
         if (lg_now_ms() >= end)
@@ -132,16 +134,29 @@ int lg_wait_exit(pid_t pid, int timeout_ms)
     }
 }
 
+int lg_wait_exit(pid_t pid, int timeout_ms)
+{
+    return lg_wait_status(pid, timeout_ms, NULL);
+}
+
+void lg_signal_stop(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    kill(pid, SIGCONT); /* a SIGSTOPped process acts on SIGTERM only once resumed */
+}
+
 void lg_stop(pid_t pid, int grace_ms)
 {
     if (pid <= 0)
         return;
-    if (kill(pid, SIGTERM) < 0 && errno == ESRCH) {
+    if (kill(pid, 0) < 0 && errno == ESRCH) {
         lg_wait_exit(pid, 0);
         forget(pid);
         return;
     }
-    kill(pid, SIGCONT); /* a SIGSTOPped process acts on SIGTERM only once resumed */
+    lg_signal_stop(pid);
     if (!lg_wait_exit(pid, grace_ms)) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);

@@ -55,6 +55,15 @@ pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *e
  * still runs after timeout_ms (0: just check; polls every 10 ms). */
 int lg_wait_exit(pid_t pid, int timeout_ms);
 
+/* lg_wait_exit that also hands back the wait status (for WIFEXITED and
+ * friends) in *status (may be NULL): -1 when pid was not our child. */
+int lg_wait_status(pid_t pid, int timeout_ms, int *status);
+
+/* Asks a child to stop without waiting: SIGTERM, then SIGCONT (a SIGSTOPped
+ * process acts on SIGTERM only once resumed). Reap it with lg_wait_status
+ * or lg_wait_exit. No-op for pid <= 0. */
+void lg_signal_stop(pid_t pid);
+
 /* Stops a child: SIGTERM, and SIGCONT in case it is stopped (a SIGSTOPped
  * process acts on SIGTERM only once resumed), then SIGKILL after grace_ms;
  * always reaps. No-op for pid <= 0. */
