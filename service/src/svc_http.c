@@ -162,6 +162,11 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
     r->job = job;
     r->suspended = 1;
     r->queued_us = svc_now_us();
+    /* Read here, on the connection's own thread: the worker only peeks at
+     * the socket to see whether the client left (svc_client_gone). */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->client_fd = ci != NULL ? (int)ci->connect_fd : -1;
     if (pool == purchase_pool)
         svc_stats_inflight(1); /* until svc_http_purchase_done */
     MHD_suspend_connection(r->conn);
@@ -371,6 +376,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     if (r != NULL) {
         r->conn = c;
         r->s = cls;
+        r->client_fd = -1;
         r->t0_us = svc_now_us();
         if (uri != NULL) {
             const char *q = strchr(uri, '?');

@@ -26,6 +26,13 @@
  *   - no reply (connection lost, timeout)  → 503 redis_unavailable "commit
  *                                            outcome unknown", with order_id
  *
+ * The client: a purchase peeks at its client's socket before taking the
+ * lock and again just before the commit; when the client has closed its
+ * connection (its FIN arrived) the purchase does nothing more, releases
+ * what it holds and ends 499 client_gone (nobody reads that reply). A
+ * client that leaves after the commit was sent, or whose FIN has not
+ * arrived yet, still buys.
+ *
  * Waiting: time spent in the worker queue counts against the request's
  * wait_ms (lc_acquire gets what is left, never below 0 = try once); a
  * request that sat in the queue longer than wait_ms + work_ms +
@@ -65,6 +72,7 @@ typedef enum {
     PR_SHUTTING_DOWN,
     PR_OVERLOADED,         /* queued for a worker beyond any use */
     PR_OUT_OF_MEMORY,
+    PR_CLIENT_GONE,        /* the client closed its connection: nothing done */
     PR_COUNT
 } purchase_result;
 
@@ -84,6 +92,9 @@ static const struct {
     [PR_SHUTTING_DOWN] = {503, "shutting_down", SVC_OUT_ERROR, 0},
     [PR_OVERLOADED] = {503, "overloaded", SVC_OUT_ERROR, 0},
     [PR_OUT_OF_MEMORY] = {503, "out_of_memory", SVC_OUT_ERROR, 0},
+    /* nginx's "client closed request": nobody reads it, but the access log
+     * and miaosha_http_responses_total{code="499"} show it */
+    [PR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
 };
 
 typedef struct purchase {
@@ -325,6 +336,13 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
         snprintf(pu->detail, sizeof pu->detail, "server shutting down; nothing was written");
         return PR_SHUTTING_DOWN;
     }
+    /* A buyer who left during work_ms would never see its order: buy
+     * nothing for it (its lock is released by the caller). */
+    if (svc_client_gone(r)) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "client closed its connection before the commit; nothing was written");
+        return PR_CLIENT_GONE;
+    }
 
     memcpy(pu->order_id, pu->new_order_id, sizeof pu->order_id);
     char *rec = order_record(pu, before);
@@ -394,6 +412,15 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
                  "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
                  "was tried", (long long)queued_ms, QUEUE_GRACE_MS);
         respond(&pu, PR_OVERLOADED);
+        return;
+    }
+
+    /* A client that gave up while queued (its FIN has arrived) gets nothing
+     * done: taking the lock for it would only delay the buyers still there. */
+    if (svc_client_gone(r)) {
+        snprintf(pu.detail, sizeof pu.detail,
+                 "client closed its connection while queued; nothing was tried");
+        respond(&pu, PR_CLIENT_GONE);
         return;
     }
 
