@@ -424,7 +424,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         return;
     }
 
-    svc_key(lock_key, r->sku, "lock");
+    svc_lock_key(lock_key, r->sku, r->mode);
     uuid_generate_random(u);
     uuid_unparse_lower(u, owner);
     /* The order id too, so that the critical section does not wait for it. */

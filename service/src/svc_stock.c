@@ -1,6 +1,6 @@
 /* svc_stock.c — stock administration and the audit:
  *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders and
- *                       the lock key: one MULTI/EXEC round trip
+ *                       the lock keys: one MULTI/EXEC round trip
  *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
  *                       oversold = max(0, sold - (initial - stock))
  *                       undersold = max(0, (initial - stock) - sold)
@@ -45,10 +45,11 @@ static redisContext *job_redis(svc_req *r, lc_conn *conn)
     return ctx;
 }
 
-/* A SKU's keys, all under its {sku} hash tag (svc_key). */
+/* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
+ * the modes that keep one in Redis (svc_lock_key). */
 typedef struct sku_keys {
-    char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX],
-        lock[SVC_KEY_MAX];
+    char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX];
+    char lock_setnx[SVC_KEY_MAX], lock_token[SVC_KEY_MAX], lock_reentrant[SVC_KEY_MAX];
 } sku_keys;
 
 static void sku_keys_init(sku_keys *k, const char *sku)
@@ -57,7 +58,9 @@ static void sku_keys_init(sku_keys *k, const char *sku)
     svc_key(k->initial, sku, "initial");
     svc_key(k->sold, sku, "sold");
     svc_key(k->orders, sku, "orders");
-    svc_key(k->lock, sku, "lock");
+    svc_lock_key(k->lock_setnx, sku, LC_SETNX);
+    svc_lock_key(k->lock_token, sku, LC_TOKEN);
+    svc_lock_key(k->lock_reentrant, sku, LC_REENTRANT);
 }
 
 /* Reads n pipelined replies into reps (all of them, so the connection stays
@@ -153,7 +156,8 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
     redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
     redisAppendCommand(ctx, "SET %s 0", k.sold);
-    redisAppendCommand(ctx, "DEL %s %s", k.orders, k.lock);
+    redisAppendCommand(ctx, "DEL %s %s %s %s", k.orders, k.lock_setnx, k.lock_token,
+                       k.lock_reentrant);
     redisAppendCommand(ctx, "EXEC");
     if (read_replies(ctx, reps, 6, why, sizeof why) != 0) {
         redis_fail(r, why);

@@ -75,7 +75,7 @@ int main(void)
     TU_CHECK(a.sold == 0 && a.orders == 0 && a.stock == 10,
              "nothing sold to clients that left: sold %lld orders %lld stock %lld", a.sold,
              a.orders, a.stock);
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{cg1}:lock") == 0,
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{cg1}:lock:token") == 0,
              "the lock was released");
 
     svc_resp st;

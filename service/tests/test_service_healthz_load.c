@@ -62,7 +62,7 @@ int main(void)
             worst = r.ms;
         probes++;
         int64_t held = tu_redis_int(srv.redis_port, "EVAL %s 0",
-                                    "return #redis.call('KEYS', 'miaosha:{hz*}:lock')");
+                                    "return #redis.call('KEYS', 'miaosha:{hz*}:lock:token')");
         if (held >= 50)
             probes_holding++;
         svc_resp_free(&r);

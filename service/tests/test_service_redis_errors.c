@@ -32,7 +32,7 @@ int main(void)
     TU_CHECK(buy("/miaosha/token?sku=we1", &r) == 503 && svc_jerr_is(&r, "redis_error") &&
                  svc_jdetail_has(&r, "WRONGTYPE"), "GET stock WRONGTYPE: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
-    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we1}:lock") == 0, "we1 lock released");
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we1}:lock:token") == 0, "we1 lock released");
 
     /* :sold is a list: INCR fails inside EXEC, SET and RPUSH apply. */
     TU_CHECK(svc_set_stock(&srv, "we2", 5, NULL) == 200, "stock we2");
@@ -47,7 +47,7 @@ int main(void)
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(rp, "GET miaosha:{we2}:stock") == 4, "SET stock applied");
     TU_CHECK(tu_redis_int(rp, "LLEN miaosha:{we2}:orders") == 1, "RPUSH orders applied");
-    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we2}:lock") == 0, "we2 lock released");
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we2}:lock:token") == 0, "we2 lock released");
     TU_CHECK(svc_log_has(&srv, "ERROR") && svc_log_has(&srv, "partial write"),
              "logged at ERROR");
 

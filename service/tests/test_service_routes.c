@@ -243,7 +243,8 @@ static void test_purchase(void)
 
     /* 429: another holder has the lock. */
     TU_CHECK(svc_set_stock(&srv, "rt2", 5, TOKEN) == 200, "stock rt2");
-    tu_redis_int(srv.redis_port, "SET miaosha:{rt2}:lock someone-else PX 20000");
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt2}:lock:token someone-else PX 20000");
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt2}:lock:setnx someone-else PX 20000");
     TU_CHECK(req("GET", "/miaosha/token?sku=rt2&wait_ms=100", NULL, NULL, &r) == 429, "busy %ld %s",
              r.status, B(&r));
     TU_CHECK(svc_jstr(r.json, "error") && strcmp(svc_jstr(r.json, "error"), "lock_busy") == 0,
@@ -252,15 +253,15 @@ static void test_purchase(void)
     TU_CHECK(r.ms >= 90, "waited %.1f ms for the lock", r.ms);
     svc_resp_free(&r);
     char holder[64];
-    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{rt2}:lock");
+    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{rt2}:lock:token");
     TU_CHECK(strcmp(holder, "someone-else") == 0, "the other holder's lock is untouched");
     expect("GET", "/miaosha/setnx?sku=rt2", NULL, NULL, 429, "lock_busy", NULL);
     /* reentrant locks are hashes of "<instance>:<owner>" -> count. */
-    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock");
-    tu_redis_int(srv.redis_port, "HSET miaosha:{rt2}:lock other:owner 1");
-    tu_redis_int(srv.redis_port, "PEXPIRE miaosha:{rt2}:lock 20000");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock:token miaosha:{rt2}:lock:setnx");
+    tu_redis_int(srv.redis_port, "HSET miaosha:{rt2}:lock:reentrant other:owner 1");
+    tu_redis_int(srv.redis_port, "PEXPIRE miaosha:{rt2}:lock:reentrant 20000");
     expect("GET", "/miaosha/reentrant?sku=rt2&wait_ms=50", NULL, NULL, 429, "lock_busy", NULL);
-    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock:reentrant");
     expect("GET", "/miaosha/token?sku=rt2", NULL, NULL, 200, NULL, NULL);
 
     /* 414: a URI over listen.max_uri_bytes (2048 by default). */
@@ -522,7 +523,8 @@ int main(void)
                            "--instance-id", "routes-1", NULL};
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
     tu_redis_int(srv.redis_port, "DEL miaosha:{rt1}:stock miaosha:{rt1}:initial miaosha:{rt1}:sold "
-                                 "miaosha:{rt1}:orders miaosha:{rt1}:lock");
+                                 "miaosha:{rt1}:orders miaosha:{rt1}:lock:setnx miaosha:{rt1}:lock:token "
+                                 "miaosha:{rt1}:lock:reentrant");
     tu_redis_int(srv.redis_port, "DEL miaosha:{never_stocked}:stock");
     test_local_routes();
     test_admin();
