@@ -25,6 +25,9 @@
  *                                            logged at ERROR (partial write)
  *   - no reply (connection lost, timeout)  → 503 redis_unavailable "commit
  *                                            outcome unknown", with order_id
+ * A connection Redis closed while the purchase slept work_ms is found
+ * before the commit is sent (redis_unfit): 503 redis_unavailable, nothing
+ * written, no order id.
  *
  * The client: a purchase peeks at its client's socket before taking the
  * lock and again just before the commit; when the client has closed its
@@ -43,9 +46,11 @@
  */
 #include "svc_routes.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <uuid/uuid.h>
@@ -197,6 +202,29 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
                 "holder's lock", lc_mode_name(pu->r->mode), pu->r->sku);
 }
 
+/* Whether the Redis connection is still fit to carry the commit after the
+ * purchase slept work_ms on it: NULL when it is, else why not. Redis may
+ * have closed it meanwhile (CLIENT KILL, a restart, its idle timeout): the
+ * socket then reads end of stream or an error. Unread bytes would put the
+ * commit's replies out of step. In every case nothing of the commit has
+ * been sent, so the purchase can say "nothing written" instead of "outcome
+ * unknown"; the next lockcore call on the connection reconnects (it peeks
+ * the same way). */
+static const char *redis_unfit(const redisContext *ctx)
+{
+    char c;
+    if (ctx->err)
+        return ctx->errstr[0] ? ctx->errstr : "connection failed";
+    ssize_t n = recv(ctx->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return "connection closed by Redis";
+    if (n > 0)
+        return "unexpected bytes on the connection";
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return NULL;
+    return strerror(errno);
+}
+
 typedef enum { COMMIT_OK, COMMIT_REFUSED, COMMIT_PARTIAL, COMMIT_UNKNOWN } commit_result;
 
 /* The transaction's writes, in EXEC's order. */
@@ -342,6 +370,15 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
         snprintf(pu->detail, sizeof pu->detail,
                  "client closed its connection before the commit; nothing was written");
         return PR_CLIENT_GONE;
+    }
+    /* The connection was checked before the GET, not since: re-check it,
+     * or a connection Redis closed during work_ms would turn into a false
+     * "commit outcome unknown" with an order id that was never sent. */
+    const char *unfit = redis_unfit(ctx);
+    if (unfit != NULL) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "Redis connection lost before the commit (%.200s); nothing was written", unfit);
+        return PR_REDIS_UNAVAILABLE;
     }
 
     memcpy(pu->order_id, pu->new_order_id, sizeof pu->order_id);
