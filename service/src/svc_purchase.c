@@ -168,7 +168,14 @@ static void respond(purchase *pu, purchase_result res)
 }
 
 /* Releases held[n-1..0]; sets lock_lost when a release says the lock had
- * already gone (token lease ran out, watchdog found it lost).
+ * already gone (token lease ran out, watchdog found it lost), and when the
+ * outer lock's fixed lease had certainly run out before its release
+ * (lease_gone_us): the holder lost its lock then, whatever the release
+ * found afterwards. For token the release says so itself (not owner); for
+ * setnx the DEL may instead succeed on a later holder's key, and without
+ * the clock the late holder would report its lock kept while only its
+ * victim reported lock_lost — the per-mode lock_lost counts of setnx and
+ * token would then not compare.
  *
  * Sets deleted_other_lock when the outer release reported success although
  * its fixed lease had certainly run out: the key expired at the latest
@@ -184,6 +191,8 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
             pu->lock_lost = 1;
         int late = i == 0 && pu->lease_gone_us > 0 && svc_now_us() > pu->lease_gone_us;
         lc_status st = lc_release(conn, held[i]);
+        if (late)
+            pu->lock_lost = 1;
         if (late && st == LC_OK)
             pu->deleted_other_lock = 1;
         if (st == LC_NOT_OWNER || st == LC_LOST) {

@@ -168,8 +168,9 @@ static void test_slow_holder_release(svc_server *s)
         int a_deleted = svc_jbool(a.r.json, "deleted_other_lock"), a_lost = svc_jbool(a.r.json, "lock_lost");
         int b_deleted = svc_jbool(b.r.json, "deleted_other_lock"), b_lost = svc_jbool(b.r.json, "lock_lost");
         if (m == 0)
-            TU_CHECK(a_deleted == 1 && a_lost == 0 && b_deleted == 0 && b_lost == 1,
-                     "setnx: A's late DEL deleted B's lock, B found it gone: %s | %s", B(&a.r), B(&b.r));
+            TU_CHECK(a_deleted == 1 && a_lost == 1 && b_deleted == 0 && b_lost == 1,
+                     "setnx: A lost its lock (lease ran out) and its late DEL deleted B's, B "
+                     "found it gone: %s | %s", B(&a.r), B(&b.r));
         else
             TU_CHECK(a_deleted == 0 && a_lost == 1 && b_deleted == 0 && b_lost == 0,
                      "token: A's late release refused, B's lock kept: %s | %s", B(&a.r), B(&b.r));
