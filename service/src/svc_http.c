@@ -297,6 +297,12 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (!r->s->faults_enabled)
             return reject_purchase(r, 403, "faults_disabled",
                                    "fault injection needs faults.enabled=true", method, url);
+        /* A fault ends the process: as privileged as a stock reset. */
+        if (check_admin(r) != 0) {
+            svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, 0,
+                               -1);
+            return send_reply(r, method, url);
+        }
         if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);

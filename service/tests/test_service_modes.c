@@ -198,6 +198,37 @@ static void test_slow_holder_release(svc_server *s)
     svc_resp_free(&st);
 }
 
+/* With an admin token configured, ?fault= needs it as PUT /stock does:
+ * 401 without (WWW-Authenticate: Bearer), 403 with a wrong one, and
+ * nothing happens; with the right one the fault runs. */
+static void test_fault_auth(int redis_port)
+{
+    svc_server f;
+    svc_resp r = {0};
+    const char *extra[] = {"--set", "faults.enabled=true", "--set", "admin_token=f4ult-t0k",
+                           "--instance-id", "faults-auth", NULL};
+    const char *path = "/miaosha/token?sku=fault2&fault=crash_in_section";
+    TU_REQUIRE(svc_start(&f, redis_port, extra) == 0, "faults server with a token");
+    TU_CHECK(svc_set_stock(&f, "fault2", 5, "Bearer f4ult-t0k") == 200, "stock");
+    svc_req(&f, "GET", path, NULL, NULL, &r);
+    TU_CHECK(r.status == 401 && svc_jerr_is(&r, "unauthorized"), "no token: %ld %s", r.status,
+             B(&r));
+    svc_resp_free(&r);
+    svc_req(&f, "GET", path, NULL, "Bearer wrong", &r);
+    TU_CHECK(r.status == 403 && svc_jerr_is(&r, "forbidden"), "wrong token: %ld %s", r.status,
+             B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_req(&f, "GET", "/healthz", NULL, NULL, &r) == 0 && r.status == 200,
+             "still running after the refused faults: %ld", r.status);
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(redis_port, "EXISTS miaosha:{fault2}:lock:token") == 0,
+             "the refused faults took no lock");
+    svc_req(&f, "GET", path, NULL, "Bearer f4ult-t0k", &r);
+    svc_resp_free(&r);
+    TU_CHECK(svc_wait_exit(&f, 5000) == 3, "with the token the fault runs: exit 3");
+    tu_redis_int(redis_port, "DEL miaosha:{fault2}:lock:token");
+}
+
 static void test_faults(int redis_port)
 {
     svc_server f;
@@ -269,6 +300,7 @@ int main(void)
     test_slow_holder_release(&s);
     test_two_instances(&s, port);
     test_faults(port);
+    test_fault_auth(port);
     TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
     if (tu_failed)
         svc_dump_log(&s);
