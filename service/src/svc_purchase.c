@@ -25,9 +25,18 @@
  *                                            logged at ERROR (partial write)
  *   - no reply (connection lost, timeout)  → 503 redis_unavailable "commit
  *                                            outcome unknown", with order_id
+ *   - EXEC answered nil: PUT /stock reset  → 409 stock_reset, nothing written
+ *     the SKU after the stock was read
  * A connection Redis closed while the purchase slept work_ms is found
  * before the commit is sent (redis_unfit): 503 redis_unavailable, nothing
  * written, no order id.
+ *
+ * Stock resets: PUT /stock increments miaosha:{sku}:epoch in its
+ * transaction, and the purchase WATCHes that key in the round trip of its
+ * GET stock. A reset between the read and the commit therefore voids the
+ * commit (EXEC answers nil): a purchase in flight never writes its old
+ * stock-1 over the new stock, and the reset's deletion of the held lock
+ * cannot let two buyers both commit on one stock read.
  *
  * The client: a purchase peeks at its client's socket before taking the
  * lock and again just before the commit; when the client has closed its
@@ -78,6 +87,7 @@ typedef enum {
     PR_OVERLOADED,         /* queued for a worker beyond any use */
     PR_OUT_OF_MEMORY,
     PR_CLIENT_GONE,        /* the client closed its connection: nothing done */
+    PR_STOCK_RESET,        /* PUT /stock reset the SKU meanwhile: nothing written */
     PR_COUNT
 } purchase_result;
 
@@ -100,6 +110,7 @@ static const struct {
     /* nginx's "client closed request": nobody reads it, but the access log
      * and miaosha_http_responses_total{code="499"} show it */
     [PR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
+    [PR_STOCK_RESET] = {409, "stock_reset", SVC_OUT_STOCK_RESET, 0},
 };
 
 typedef struct purchase {
@@ -234,7 +245,13 @@ static const char *redis_unfit(const redisContext *ctx)
     return strerror(errno);
 }
 
-typedef enum { COMMIT_OK, COMMIT_REFUSED, COMMIT_PARTIAL, COMMIT_UNKNOWN } commit_result;
+typedef enum {
+    COMMIT_OK,
+    COMMIT_REFUSED,
+    COMMIT_PARTIAL,
+    COMMIT_UNKNOWN,
+    COMMIT_RESET /* EXEC answered nil: the watched epoch changed */
+} commit_result;
 
 /* The transaction's writes, in EXEC's order. */
 static const char *const write_names[3] = {"SET stock", "INCR sold", "RPUSH orders"};
@@ -258,6 +275,10 @@ static commit_result read_commit(purchase *pu, redisContext *ctx)
         snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
                  ctx->errstr[0] ? ctx->errstr : "no reply");
         res = COMMIT_UNKNOWN;
+    } else if (exec->type == REDIS_REPLY_NIL) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "the SKU's stock was reset (PUT /stock) during the purchase; nothing was written");
+        res = COMMIT_RESET;
     } else if (exec->type == REDIS_REPLY_ARRAY && exec->elements == 3) {
         char failed[200] = "", applied[64] = "";
         for (size_t k = 0; k < 3; k++) {
@@ -277,8 +298,8 @@ static commit_result read_commit(purchase *pu, redisContext *ctx)
             res = COMMIT_PARTIAL;
         }
     } else {
-        /* EXECABORT (or a nil EXEC): Redis discarded the transaction. Name
-         * the command refused while queuing when there is one. */
+        /* EXECABORT: Redis discarded the transaction. Name the command
+         * refused while queuing when there is one. */
         const char *why = exec->type == REDIS_REPLY_ERROR ? exec->str : "transaction discarded";
         for (int i = 0; i < 4; i++)
             if (reps[i]->type == REDIS_REPLY_ERROR) {
@@ -329,8 +350,9 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
 {
     svc_req *r = pu->r;
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
+    char epoch_key[SVC_KEY_MAX];
     redisContext *ctx = lc_conn_redis(conn);
-    redisReply *rep;
+    redisReply *rep, *pre[2] = {NULL, NULL};
     long long before = 0;
 
     if (ctx == NULL) {
@@ -340,12 +362,41 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
     svc_key(stock_key, r->sku, "stock");
     svc_key(sold_key, r->sku, "sold");
     svc_key(orders_key, r->sku, "orders");
+    svc_key(epoch_key, r->sku, "epoch");
 
-    rep = redisCommand(ctx, "GET %s", stock_key);
-    if (rep == NULL) {
-        snprintf(pu->detail, sizeof pu->detail, "%s", ctx->errstr);
-        return PR_REDIS_UNAVAILABLE;
+    /* One round trip, as the plain GET was: UNWATCH drops a watch an
+     * earlier purchase on this connection left (it ended without EXEC),
+     * WATCH epoch makes the commit's EXEC void if PUT /stock resets the
+     * SKU from here on (it increments the epoch), then the stock. */
+    redisAppendCommand(ctx, "UNWATCH");
+    redisAppendCommand(ctx, "WATCH %s", epoch_key);
+    redisAppendCommand(ctx, "GET %s", stock_key);
+    rep = NULL;
+    for (int i = 0; i < 3; i++) {
+        void *got = NULL;
+        if (redisGetReply(ctx, &got) != REDIS_OK || got == NULL)
+            break;
+        if (i < 2)
+            pre[i] = got;
+        else
+            rep = got;
     }
+    const char *pre_err = NULL;
+    for (int i = 0; i < 2 && pre_err == NULL; i++)
+        if (pre[i] != NULL && pre[i]->type == REDIS_REPLY_ERROR)
+            pre_err = pre[i]->str;
+    if (rep == NULL || pre_err != NULL) {
+        if (rep == NULL)
+            snprintf(pu->detail, sizeof pu->detail, "%s", ctx->errstr[0] ? ctx->errstr : "no reply");
+        else
+            snprintf(pu->detail, sizeof pu->detail, "WATCH epoch: %.200s", pre_err);
+        freeReplyObject(pre[0]);
+        freeReplyObject(pre[1]);
+        freeReplyObject(rep);
+        return rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
+    }
+    freeReplyObject(pre[0]);
+    freeReplyObject(pre[1]);
     if (rep->type == REDIS_REPLY_STRING) {
         char *end = NULL;
         before = strtoll(rep->str, &end, 10);
@@ -417,6 +468,9 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
         return PR_REDIS_ERROR;
     case COMMIT_UNKNOWN:
         return PR_REDIS_UNAVAILABLE; /* with the order id */
+    case COMMIT_RESET:
+        pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
+        return PR_STOCK_RESET;
     }
     pu->stock_left = before - 1;
     pu->has_stock_left = 1;
