@@ -386,14 +386,16 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
         if (pre[i] != NULL && pre[i]->type == REDIS_REPLY_ERROR)
             pre_err = pre[i]->str;
     if (rep == NULL || pre_err != NULL) {
+        purchase_result res = rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
         if (rep == NULL)
-            snprintf(pu->detail, sizeof pu->detail, "%s", ctx->errstr[0] ? ctx->errstr : "no reply");
+            snprintf(pu->detail, sizeof pu->detail, "%s",
+                     ctx->errstr[0] ? ctx->errstr : "no reply");
         else
             snprintf(pu->detail, sizeof pu->detail, "WATCH epoch: %.200s", pre_err);
         freeReplyObject(pre[0]);
         freeReplyObject(pre[1]);
         freeReplyObject(rep);
-        return rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
+        return res;
     }
     freeReplyObject(pre[0]);
     freeReplyObject(pre[1]);
