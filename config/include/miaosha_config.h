@@ -128,6 +128,11 @@ typedef struct cfg_config {
                                         431 [16384, 4096..1048576]. The
                                         service gives libmicrohttpd twice
                                         this plus 4 KiB per connection */
+        bool allow_open;             /* run on a non-loopback address with
+                                        an empty admin_token (PUT /stock and
+                                        ?fault= open to anyone who can
+                                        connect) [false]: without it such a
+                                        configuration is CFG_INVALID */
     } listen;
     struct {
         int io_threads;              /* HTTP threads that accept and parse

@@ -123,6 +123,10 @@ static const key_def KEYS[] = {
     K_NUM("listen.max_header_bytes", listen.max_header_bytes, 4096, 1048576, 16384, NULL, "bytes",
           "request line + headers limit, each header line and query parameter counted "
           "64 bytes more; a larger request gets 431"),
+    K_BOOL("listen.allow_open", listen.allow_open, 0,
+           "let the service run on a non-loopback listen.address with an empty admin_token, "
+           "PUT /stock and ?fault= then open to anyone who can connect; without it that "
+           "configuration is refused"),
 
     K_NUM("server.io_threads", server.io_threads, 1, 64, 2, NULL, "",
           "HTTP threads that accept and parse requests"),
@@ -566,6 +570,16 @@ static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item,
     return CFG_INVALID;
 }
 
+/* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z (listen.address is numeric). */
+static int is_loopback(const char *addr) {
+    unsigned char b[16];
+    if (inet_pton(AF_INET, addr, b) == 1) return b[0] == 127;
+    if (inet_pton(AF_INET6, addr, b) != 1) return 0;
+    static const unsigned char v6_loop[16] = {[15] = 1};
+    static const unsigned char v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
+    return memcmp(b, v6_loop, 16) == 0 || (memcmp(b, v4_mapped, 12) == 0 && b[12] == 127);
+}
+
 /* Rules between keys, checked once every source has been applied, since the
  * two keys of a rule may come from different sources. */
 static cfg_status check_relations(const cfg_config *c, const ctx *x) {
@@ -582,6 +596,14 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x) {
                         capv, b);
         }
     }
+    /* Open by default no more: reachable from other hosts, an empty admin
+     * token would let anyone reset the stock or (faults.enabled) end the
+     * process. Running open must be asked for. */
+    if (!c->listen.allow_open && c->admin_token[0] == '\0' && !is_loopback(c->listen.address))
+        return fail(x, CFG_INVALID, "listen.address = %s is not a loopback address and "
+                    "admin_token is empty: PUT /stock and ?fault= would be open to anyone who "
+                    "can connect (set admin_token, or listen.allow_open = true to run open)",
+                    c->listen.address);
     return CFG_OK;
 }
 

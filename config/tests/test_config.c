@@ -281,6 +281,8 @@ static void test_precedence(void) {
         setenv("MIAOSHA_LOCK_MAX_LEASE_MS", "400000", 1);
         setenv("MIAOSHA_LOCK_MAX_WAIT_MS", "70000", 1);
         setenv("MIAOSHA_PURCHASE_MAX_WORK_MS", "70000", 1);
+        /* listen.address 0.0.0.0 without admin_token needs it */
+        setenv("MIAOSHA_LISTEN_ALLOW_OPEN", "true", 1);
         setenv(env, text, 1);
         cfg_status st = load(&c, err, NULL);
         TU_CHECK(st == CFG_OK, "%s=%s: %s", env, text, err);
@@ -291,6 +293,7 @@ static void test_precedence(void) {
         unsetenv("MIAOSHA_LOCK_MAX_LEASE_MS");
         unsetenv("MIAOSHA_LOCK_MAX_WAIT_MS");
         unsetenv("MIAOSHA_PURCHASE_MAX_WORK_MS");
+        unsetenv("MIAOSHA_LISTEN_ALLOW_OPEN");
     }
     cJSON_Delete(droot);
 }
@@ -530,6 +533,36 @@ static void test_flag_errors(void) {
                  strcmp(c.instance_id, "--x") == 0, "--flag=VALUE takes any value: %s", err);
 }
 
+/* A non-loopback listen.address with an empty admin_token is refused,
+ * naming the keys, unless listen.allow_open says to run open. */
+static void test_open_listen(void) {
+    cfg_config c;
+    char err[CFG_ERR_LEN];
+    cfg_status st;
+    const char *open_addrs[] = {"0.0.0.0", "::", "192.168.1.10", "::ffff:10.0.0.1"};
+    for (size_t i = 0; i < sizeof open_addrs / sizeof open_addrs[0]; i++) {
+        st = load(&c, err, "--listen", open_addrs[i], NULL);
+        TU_CHECK(st == CFG_INVALID && has(err, "listen.allow_open") && has(err, "admin_token") &&
+                     has(err, open_addrs[i]) && cfg_exit_code(st) == 2,
+                 "%s without admin_token: %s", open_addrs[i], err);
+        st = load(&c, err, "--listen", open_addrs[i], "--set", "admin_token=s3cret", NULL);
+        TU_CHECK(st == CFG_OK, "%s with admin_token: %s", open_addrs[i], err);
+        st = load(&c, err, "--listen", open_addrs[i], "--set", "listen.allow_open=true", NULL);
+        TU_CHECK(st == CFG_OK && c.listen.allow_open, "%s with allow_open: %s", open_addrs[i],
+                 err);
+    }
+    const char *loopback[] = {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"};
+    for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++) {
+        st = load(&c, err, "--listen", loopback[i], NULL);
+        TU_CHECK(st == CFG_OK, "loopback %s needs neither: %s", loopback[i], err);
+    }
+    /* cfg_validate applies the same rule to a struct set by hand. */
+    cfg_defaults(&c);
+    snprintf(c.listen.address, sizeof c.listen.address, "0.0.0.0");
+    TU_CHECK(cfg_validate(&c, err, sizeof err) == CFG_INVALID && has(err, "listen.allow_open"),
+             "cfg_validate: %s", err);
+}
+
 static void test_redis_flag(void) {
     cfg_config c;
     char err[CFG_ERR_LEN];
@@ -746,6 +779,7 @@ int main(int argc, char **argv) {
     test_env_errors();
     test_flag_errors();
     test_redis_flag();
+    test_open_listen();
     test_exits();
     test_json_out();
     test_shipped_file();

@@ -29,7 +29,7 @@ typedef struct svc_settings {
     size_t header_limit;      /* request line + headers (+64 per field); 431 above */
     size_t max_body;          /* 413 above this */
     size_t max_uri;           /* 414 above this */
-    int command_timeout_ms;   /* Redis; healthz staleness bound uses it */
+    int command_timeout_ms;   /* Redis round-trip timeout per command */
     const char *default_sku;
     long long initial_stock;  /* seeded for default_sku when absent; < 0 = never */
     int64_t lease_ms;         /* setnx/token default lease */

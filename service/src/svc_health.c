@@ -9,61 +9,92 @@
 
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_log.h"
 
 static pthread_t thread;
 static int started;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static int stop;
-static _Atomic int64_t last_ok_us = -1; /* monotonic time of the last good PING */
+static _Atomic int status_up;  /* what /healthz answers */
 static lc_client *client; /* the probe's own, with its short timeouts */
 static lc_conn *conn;
-static int init_up;
+static int fails_in_row;  /* probe thread only (and start, before it runs) */
 
-/* One PING, and on failure one more on a fresh connection (lc_conn
- * reconnects after any error) before the status turns down, so one lost
- * or late reply on one connection does not flip /healthz to 503, while a
- * stopped Redis (connection refused: instant) or a hung one still does
- * within the staleness window, which both attempts fit in. The timings of
- * a failure are logged: they showed that the rare 503s under saturating
- * load were a starved redis-server, not the probe (service/README.md,
- * "GET /healthz"). */
-static int probe(int was_up)
+/* "2024-05-01T12:00:00.000Z" for a wall-clock time in ms. */
+static void wall_text(int64_t ms, char *buf, size_t len)
 {
-    char first[LC_ERRSTR_LEN] = "";
+    struct tm tm;
+    time_t sec = (time_t)(ms / 1000);
+    gmtime_r(&sec, &tm);
+    size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, len - n, ".%03dZ", (int)(ms % 1000));
+}
+
+/* One probe: a PING, and on failure one more on a fresh connection
+ * (lc_conn reconnects after any error), so one lost or late reply on one
+ * connection is not a failed probe. Returns 1 when either answered. Each
+ * probe is logged with its start time (the line itself is written when it
+ * ends, up to 2 x SVC_HEALTH_TIMEOUT_MS later) and its timings: DEBUG when
+ * fine, WARN when the retry was needed or both failed. Those lines found
+ * why /healthz used to turn 503 under a saturating load with nothing wrong
+ * in the service: a starved redis-server (service/README.md, "GET
+ * /healthz"). */
+static int probe(void)
+{
+    char first[LC_ERRSTR_LEN] = "", at[32];
+    int64_t wall = svc_wall_ms();
     int64_t t0 = svc_now_us();
     int ok = lc_conn_ping(conn) == LC_OK;
     int64_t t1 = svc_now_us();
+    int retried = !ok;
     if (!ok) {
         snprintf(first, sizeof first, "%s", lc_conn_errstr(conn));
         ok = lc_conn_ping(conn) == LC_OK;
     }
     int64_t t2 = svc_now_us();
-    if (ok)
-        atomic_store(&last_ok_us, t2);
-    if (ok && *first && was_up)
+    wall_text(wall, at, sizeof at);
+    if (ok && !retried)
+        svc_log(SVC_DEBUG, "redis: probe at %s: PING %lld us", at, (long long)(t1 - t0));
+    else if (ok)
         svc_log(SVC_WARN,
-                "redis: probe PING failed after %lld ms (%s); a retry on a new connection "
-                "answered in %lld ms",
-                (long long)((t1 - t0) / 1000), first, (long long)((t2 - t1) / 1000));
-    if (ok && !was_up)
-        svc_log(SVC_INFO, "redis: up");
-    else if (!ok && was_up)
-        svc_log(SVC_WARN, "redis: down (PING failed after %lld ms: %s; retry after %lld ms: %s)",
-                (long long)((t1 - t0) / 1000), first, (long long)((t2 - t1) / 1000),
-                lc_conn_errstr(conn));
+                "redis: probe at %s: PING failed after %lld ms (%s); a retry on a new "
+                "connection answered in %lld ms", at, (long long)((t1 - t0) / 1000), first,
+                (long long)((t2 - t1) / 1000));
+    else
+        svc_log(SVC_WARN,
+                "redis: probe at %s failed (%d in a row): PING after %lld ms: %s; retry "
+                "after %lld ms: %s", at, fails_in_row + 1, (long long)((t1 - t0) / 1000), first,
+                (long long)((t2 - t1) / 1000), lc_conn_errstr(conn));
     return ok;
+}
+
+/* Runs a probe and updates the status: down after SVC_HEALTH_DOWN_AFTER
+ * failures in a row (at once when it has never been up), up with the
+ * first success. */
+static void probe_and_update(void)
+{
+    int up = atomic_load(&status_up);
+    if (probe()) {
+        fails_in_row = 0;
+        if (!up) {
+            atomic_store(&status_up, 1);
+            svc_log(SVC_INFO, "redis: up");
+        }
+    } else if (++fails_in_row >= SVC_HEALTH_DOWN_AFTER && up) {
+        atomic_store(&status_up, 0);
+        svc_log(SVC_WARN, "redis: down (%d failed probes in a row)", fails_in_row);
+    }
 }
 
 static void *health_main(void *arg)
 {
-    int up = init_up;
     (void)arg;
     SVC_PT(pthread_mutex_lock(&mu));
     while (!stop) {
         struct timespec ts;
         SVC_PT(pthread_mutex_unlock(&mu));
-        up = probe(up);
+        probe_and_update();
         /* svc_now_us is CLOCK_MONOTONIC, the condition variable's clock */
         int64_t due_us = svc_now_us() + SVC_HEALTH_PERIOD_MS * 1000;
         ts.tv_sec = (time_t)(due_us / 1000000);
@@ -74,10 +105,10 @@ static void *health_main(void *arg)
             rc = pthread_cond_timedwait(&cv, &mu, &ts);
             SVC_ASSERT(rc == 0 || rc == ETIMEDOUT);
         }
-        /* A probe that starts this late lets the status go stale with Redis
-         * fine: say so, it is the other way /healthz can turn 503. */
+        /* A late probe no longer turns /healthz 503, but it delays seeing
+         * a real failure: say so. */
         int64_t late_ms = (svc_now_us() - due_us) / 1000;
-        if (!stop && late_ms >= SVC_HEALTH_STALE_MS / 2)
+        if (!stop && late_ms >= SVC_HEALTH_PERIOD_MS * 2)
             svc_log(SVC_WARN, "redis: the probe thread woke %lld ms late (CPU starved?)",
                     (long long)late_ms);
     }
@@ -106,8 +137,12 @@ int svc_health_start(const lc_options *lo)
     SVC_PT(pthread_cond_init(&cv, &ca));
     SVC_PT(pthread_condattr_destroy(&ca));
     /* A failure is logged; the service starts anyway and answers 503 until
-     * Redis is up. */
-    init_up = probe(1);
+     * Redis is up (the first probe sets the status either way). */
+    int ok = probe();
+    fails_in_row = ok ? 0 : SVC_HEALTH_DOWN_AFTER;
+    atomic_store(&status_up, ok);
+    if (!ok)
+        svc_log(SVC_WARN, "redis: down (the first probe failed)");
     if (pthread_create(&thread, NULL, health_main, NULL) != 0) {
         lc_conn_free(conn);
         conn = NULL;
@@ -121,8 +156,7 @@ int svc_health_start(const lc_options *lo)
 
 int svc_health_up(void)
 {
-    int64_t t = atomic_load_explicit(&last_ok_us, memory_order_relaxed);
-    return t >= 0 && svc_now_us() - t < SVC_HEALTH_STALE_MS * 1000;
+    return atomic_load_explicit(&status_up, memory_order_relaxed);
 }
 
 void svc_health_stop(void)
@@ -134,6 +168,7 @@ void svc_health_stop(void)
     SVC_PT(pthread_cond_signal(&cv));
     SVC_PT(pthread_mutex_unlock(&mu));
     SVC_PT(pthread_join(thread, NULL));
+    atomic_store(&status_up, 0);
     lc_conn_free(conn);
     conn = NULL;
     lc_client_free(client);

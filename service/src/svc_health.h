@@ -1,25 +1,32 @@
-/* svc_health.h — a background thread that PINGs Redis every
+/* svc_health.h — a background thread that probes Redis every
  * SVC_HEALTH_PERIOD_MS on its own connection, so GET /healthz answers from
- * memory (no Redis round trip per request) with a status at most
- * SVC_HEALTH_STALE_MS old. A failed PING is retried once on a new
- * connection before the status turns down; each attempt's connect and
- * command timeouts are capped at SVC_HEALTH_TIMEOUT_MS so that both fit in
- * the staleness window. */
+ * memory (no Redis round trip per request). A probe is one PING and, when
+ * it fails, one more on a new connection; each attempt's connect and
+ * command timeouts are capped at SVC_HEALTH_TIMEOUT_MS, so a probe lasts at
+ * most about 2 x that. The status turns down only after
+ * SVC_HEALTH_DOWN_AFTER failed probes in a row (a stopped Redis: within
+ * about 1.5 s), and up again with the first good one. It does not go stale
+ * by itself: a probe thread starved of CPU under load leaves the last
+ * status standing instead of reporting Redis down while it answers PING.
+ * Every probe's start time and timings are logged at DEBUG, a failed one
+ * at WARN. */
 #ifndef MIAOSHA_SVC_HEALTH_H
 #define MIAOSHA_SVC_HEALTH_H
 
 #include "svc.h"
 
-#define SVC_HEALTH_PERIOD_MS 200
-#define SVC_HEALTH_STALE_MS 1000
-#define SVC_HEALTH_TIMEOUT_MS 300
+#define SVC_HEALTH_PERIOD_MS 200   /* between the end of a probe and the next */
+#define SVC_HEALTH_DOWN_AFTER 2    /* failed probes in a row before "down" */
+#define SVC_HEALTH_TIMEOUT_MS 300  /* cap on each attempt's connect and command timeout */
 
 /* Starts the probe on a private lc_client made from lo (the service's Redis
  * options; lo is copied, the caller keeps it). The first probe runs before
- * it returns. Main thread only. 0, or -1 when the client or the thread
- * cannot be created. */
+ * it returns and sets the first status (down when it failed: there is no
+ * earlier good probe to trust). Main thread only. 0, or -1 when the client
+ * or the thread cannot be created. */
 int svc_health_start(const lc_options *lo);
-/* 1 when the last PING succeeded less than SVC_HEALTH_STALE_MS ago. Any
+/* 1 unless the last SVC_HEALTH_DOWN_AFTER probes all failed (or the first
+ * one did and none has succeeded since); 0 before svc_health_start. Any
  * thread; lock-free. */
 int svc_health_up(void);
 void svc_health_stop(void);

@@ -63,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "svc_check.h"
 #include "svc_clock.h"
@@ -90,6 +91,8 @@ static const char prom_type[] = "text/plain; version=0.0.4; charset=utf-8";
 
 /* ---- replies ---- */
 
+static void count_reply(svc_req *r, unsigned status, const char *method, const char *url);
+
 /* Queues r's stored reply. */
 static enum MHD_Result send_reply(svc_req *r, const char *method, const char *url)
 {
@@ -112,10 +115,50 @@ static enum MHD_Result send_reply(svc_req *r, const char *method, const char *ur
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (svc_shutting_down())
+    /* After a 413 the rest of the body is never read, so the connection
+     * cannot carry another request. */
+    if (svc_shutting_down() || r->body_over)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
+    count_reply(r, status, method, url);
+    return ret;
+}
+
+/* A body without Content-Length (chunked) that has crossed
+ * listen.max_body_bytes: 413 now, not after reading the body to its end (a
+ * client could stream gigabytes first). libmicrohttpd 0.9.75 accepts a
+ * reply only before the body is read or after all of it, so this one is
+ * written to the socket here, followed by a FIN; the handler then returns
+ * MHD_NO and libmicrohttpd closes the connection without reading further
+ * (it logs "Application reported internal error"). The reply is a few
+ * hundred bytes into an idle socket: one non-blocking write takes it. */
+static enum MHD_Result refuse_body_now(svc_req *r, const char *method, const char *url)
+{
+    char head[256];
+    svc_reply_error(r, 413, "body_too_large", "request body over listen.max_body_bytes", NULL);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci != NULL && r->resp != NULL) {
+        int n = snprintf(head, sizeof head,
+                         "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n"
+                         "Content-Type: %s\r\nCache-Control: no-store\r\n"
+                         "Content-Length: %zu\r\n\r\n", json_type, r->resp_len);
+        struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = iov;
+        mh.msg_iovlen = 2;
+        if (sendmsg(ci->connect_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+            shutdown(ci->connect_fd, SHUT_WR);
+    }
+    count_reply(r, 413, method, url);
+    return MHD_NO;
+}
+
+/* Counts a reply that was sent and writes its access-log line. */
+static void count_reply(svc_req *r, unsigned status, const char *method, const char *url)
+{
     svc_stats_http(status);
     if (r->s->access_log) {
         /* The URL is decoded: "%0A" would end the line and forge another. */
@@ -125,7 +168,6 @@ static enum MHD_Result send_reply(svc_req *r, const char *method, const char *ur
         svc_log(SVC_INFO, "access %s %s %u %.3fms", m, u, status,
                 (double)(svc_now_us() - r->t0_us) / 1000.0);
     }
-    return ret;
 }
 
 static enum MHD_Result error_now(svc_req *r, unsigned status, const char *error,
@@ -162,6 +204,11 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
     r->job = job;
     r->suspended = 1;
     r->queued_us = svc_now_us();
+    /* Read here, on the connection's own thread: the worker only peeks at
+     * the socket to see whether the client left (svc_client_gone). */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->client_fd = ci != NULL ? (int)ci->connect_fd : -1;
     if (pool == purchase_pool)
         svc_stats_inflight(1); /* until svc_http_purchase_done */
     MHD_suspend_connection(r->conn);
@@ -250,6 +297,12 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (!r->s->faults_enabled)
             return reject_purchase(r, 403, "faults_disabled",
                                    "fault injection needs faults.enabled=true", method, url);
+        /* A fault ends the process: as privileged as a stock reset. */
+        if (check_admin(r) != 0) {
+            svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, 0,
+                               -1);
+            return send_reply(r, method, url);
+        }
         if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);
@@ -371,6 +424,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     if (r != NULL) {
         r->conn = c;
         r->s = cls;
+        r->client_fd = -1;
         r->t0_us = svc_now_us();
         if (uri != NULL) {
             const char *q = strchr(uri, '?');
@@ -476,12 +530,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size != 0) {
+        if (r->status != 0) { /* the 413 is queued: drop what still comes */
+            *upload_size = 0;
+            return MHD_YES;
+        }
         if (!r->body_over) {
             if (r->body_len + *upload_size > r->s->max_body) {
+                /* No Content-Length (chunked), and over the limit now:
+                 * see refuse_body_now. */
                 r->body_over = 1;
                 free(r->body);
                 r->body = NULL;
                 r->body_len = 0;
+                *upload_size = 0;
+                return refuse_body_now(r, method, url);
             } else {
                 char *b = realloc(r->body, r->body_len + *upload_size + 1);
                 if (b == NULL)

@@ -25,6 +25,25 @@
  *                                            logged at ERROR (partial write)
  *   - no reply (connection lost, timeout)  → 503 redis_unavailable "commit
  *                                            outcome unknown", with order_id
+ *   - EXEC answered nil: PUT /stock reset  → 409 stock_reset, nothing written
+ *     the SKU after the stock was read
+ * A connection Redis closed while the purchase slept work_ms is found
+ * before the commit is sent (redis_unfit): 503 redis_unavailable, nothing
+ * written, no order id.
+ *
+ * Stock resets: PUT /stock increments miaosha:{sku}:epoch in its
+ * transaction, and the purchase WATCHes that key in the round trip of its
+ * GET stock. A reset between the read and the commit therefore voids the
+ * commit (EXEC answers nil): a purchase in flight never writes its old
+ * stock-1 over the new stock, and the reset's deletion of the held lock
+ * cannot let two buyers both commit on one stock read.
+ *
+ * The client: a purchase peeks at its client's socket before taking the
+ * lock and again just before the commit; when the client has closed its
+ * connection (its FIN arrived) the purchase does nothing more, releases
+ * what it holds and ends 499 client_gone (nobody reads that reply). A
+ * client that leaves after the commit was sent, or whose FIN has not
+ * arrived yet, still buys.
  *
  * Waiting: time spent in the worker queue counts against the request's
  * wait_ms (lc_acquire gets what is left, never below 0 = try once); a
@@ -36,9 +55,11 @@
  */
 #include "svc_routes.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <uuid/uuid.h>
@@ -65,6 +86,8 @@ typedef enum {
     PR_SHUTTING_DOWN,
     PR_OVERLOADED,         /* queued for a worker beyond any use */
     PR_OUT_OF_MEMORY,
+    PR_CLIENT_GONE,        /* the client closed its connection: nothing done */
+    PR_STOCK_RESET,        /* PUT /stock reset the SKU meanwhile: nothing written */
     PR_COUNT
 } purchase_result;
 
@@ -84,6 +107,10 @@ static const struct {
     [PR_SHUTTING_DOWN] = {503, "shutting_down", SVC_OUT_ERROR, 0},
     [PR_OVERLOADED] = {503, "overloaded", SVC_OUT_ERROR, 0},
     [PR_OUT_OF_MEMORY] = {503, "out_of_memory", SVC_OUT_ERROR, 0},
+    /* nginx's "client closed request": nobody reads it, but the access log
+     * and miaosha_http_responses_total{code="499"} show it */
+    [PR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
+    [PR_STOCK_RESET] = {409, "stock_reset", SVC_OUT_STOCK_RESET, 0},
 };
 
 typedef struct purchase {
@@ -152,7 +179,14 @@ static void respond(purchase *pu, purchase_result res)
 }
 
 /* Releases held[n-1..0]; sets lock_lost when a release says the lock had
- * already gone (token lease ran out, watchdog found it lost).
+ * already gone (token lease ran out, watchdog found it lost), and when the
+ * outer lock's fixed lease had certainly run out before its release
+ * (lease_gone_us): the holder lost its lock then, whatever the release
+ * found afterwards. For token the release says so itself (not owner); for
+ * setnx the DEL may instead succeed on a later holder's key, and without
+ * the clock the late holder would report its lock kept while only its
+ * victim reported lock_lost — the per-mode lock_lost counts of setnx and
+ * token would then not compare.
  *
  * Sets deleted_other_lock when the outer release reported success although
  * its fixed lease had certainly run out: the key expired at the latest
@@ -168,6 +202,8 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
             pu->lock_lost = 1;
         int late = i == 0 && pu->lease_gone_us > 0 && svc_now_us() > pu->lease_gone_us;
         lc_status st = lc_release(conn, held[i]);
+        if (late)
+            pu->lock_lost = 1;
         if (late && st == LC_OK)
             pu->deleted_other_lock = 1;
         if (st == LC_NOT_OWNER || st == LC_LOST) {
@@ -186,7 +222,36 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
                 "holder's lock", lc_mode_name(pu->r->mode), pu->r->sku);
 }
 
-typedef enum { COMMIT_OK, COMMIT_REFUSED, COMMIT_PARTIAL, COMMIT_UNKNOWN } commit_result;
+/* Whether the Redis connection is still fit to carry the commit after the
+ * purchase slept work_ms on it: NULL when it is, else why not. Redis may
+ * have closed it meanwhile (CLIENT KILL, a restart, its idle timeout): the
+ * socket then reads end of stream or an error. Unread bytes would put the
+ * commit's replies out of step. In every case nothing of the commit has
+ * been sent, so the purchase can say "nothing written" instead of "outcome
+ * unknown"; the next lockcore call on the connection reconnects (it peeks
+ * the same way). */
+static const char *redis_unfit(const redisContext *ctx)
+{
+    char c;
+    if (ctx->err)
+        return ctx->errstr[0] ? ctx->errstr : "connection failed";
+    ssize_t n = recv(ctx->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return "connection closed by Redis";
+    if (n > 0)
+        return "unexpected bytes on the connection";
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return NULL;
+    return strerror(errno);
+}
+
+typedef enum {
+    COMMIT_OK,
+    COMMIT_REFUSED,
+    COMMIT_PARTIAL,
+    COMMIT_UNKNOWN,
+    COMMIT_RESET /* EXEC answered nil: the watched epoch changed */
+} commit_result;
 
 /* The transaction's writes, in EXEC's order. */
 static const char *const write_names[3] = {"SET stock", "INCR sold", "RPUSH orders"};
@@ -210,6 +275,10 @@ static commit_result read_commit(purchase *pu, redisContext *ctx)
         snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
                  ctx->errstr[0] ? ctx->errstr : "no reply");
         res = COMMIT_UNKNOWN;
+    } else if (exec->type == REDIS_REPLY_NIL) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "the SKU's stock was reset (PUT /stock) during the purchase; nothing was written");
+        res = COMMIT_RESET;
     } else if (exec->type == REDIS_REPLY_ARRAY && exec->elements == 3) {
         char failed[200] = "", applied[64] = "";
         for (size_t k = 0; k < 3; k++) {
@@ -229,8 +298,8 @@ static commit_result read_commit(purchase *pu, redisContext *ctx)
             res = COMMIT_PARTIAL;
         }
     } else {
-        /* EXECABORT (or a nil EXEC): Redis discarded the transaction. Name
-         * the command refused while queuing when there is one. */
+        /* EXECABORT: Redis discarded the transaction. Name the command
+         * refused while queuing when there is one. */
         const char *why = exec->type == REDIS_REPLY_ERROR ? exec->str : "transaction discarded";
         for (int i = 0; i < 4; i++)
             if (reps[i]->type == REDIS_REPLY_ERROR) {
@@ -281,8 +350,9 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
 {
     svc_req *r = pu->r;
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
+    char epoch_key[SVC_KEY_MAX];
     redisContext *ctx = lc_conn_redis(conn);
-    redisReply *rep;
+    redisReply *rep, *pre[2] = {NULL, NULL};
     long long before = 0;
 
     if (ctx == NULL) {
@@ -292,12 +362,43 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
     svc_key(stock_key, r->sku, "stock");
     svc_key(sold_key, r->sku, "sold");
     svc_key(orders_key, r->sku, "orders");
+    svc_key(epoch_key, r->sku, "epoch");
 
-    rep = redisCommand(ctx, "GET %s", stock_key);
-    if (rep == NULL) {
-        snprintf(pu->detail, sizeof pu->detail, "%s", ctx->errstr);
-        return PR_REDIS_UNAVAILABLE;
+    /* One round trip, as the plain GET was: UNWATCH drops a watch an
+     * earlier purchase on this connection left (it ended without EXEC),
+     * WATCH epoch makes the commit's EXEC void if PUT /stock resets the
+     * SKU from here on (it increments the epoch), then the stock. */
+    redisAppendCommand(ctx, "UNWATCH");
+    redisAppendCommand(ctx, "WATCH %s", epoch_key);
+    redisAppendCommand(ctx, "GET %s", stock_key);
+    rep = NULL;
+    for (int i = 0; i < 3; i++) {
+        void *got = NULL;
+        if (redisGetReply(ctx, &got) != REDIS_OK || got == NULL)
+            break;
+        if (i < 2)
+            pre[i] = got;
+        else
+            rep = got;
     }
+    const char *pre_err = NULL;
+    for (int i = 0; i < 2 && pre_err == NULL; i++)
+        if (pre[i] != NULL && pre[i]->type == REDIS_REPLY_ERROR)
+            pre_err = pre[i]->str;
+    if (rep == NULL || pre_err != NULL) {
+        purchase_result res = rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
+        if (rep == NULL)
+            snprintf(pu->detail, sizeof pu->detail, "%s",
+                     ctx->errstr[0] ? ctx->errstr : "no reply");
+        else
+            snprintf(pu->detail, sizeof pu->detail, "WATCH epoch: %.200s", pre_err);
+        freeReplyObject(pre[0]);
+        freeReplyObject(pre[1]);
+        freeReplyObject(rep);
+        return res;
+    }
+    freeReplyObject(pre[0]);
+    freeReplyObject(pre[1]);
     if (rep->type == REDIS_REPLY_STRING) {
         char *end = NULL;
         before = strtoll(rep->str, &end, 10);
@@ -324,6 +425,22 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
     if (work_ms > 0 && svc_sleep_work(work_ms) != 0) {
         snprintf(pu->detail, sizeof pu->detail, "server shutting down; nothing was written");
         return PR_SHUTTING_DOWN;
+    }
+    /* A buyer who left during work_ms would never see its order: buy
+     * nothing for it (its lock is released by the caller). */
+    if (svc_client_gone(r)) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "client closed its connection before the commit; nothing was written");
+        return PR_CLIENT_GONE;
+    }
+    /* The connection was checked before the GET, not since: re-check it,
+     * or a connection Redis closed during work_ms would turn into a false
+     * "commit outcome unknown" with an order id that was never sent. */
+    const char *unfit = redis_unfit(ctx);
+    if (unfit != NULL) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "Redis connection lost before the commit (%.200s); nothing was written", unfit);
+        return PR_REDIS_UNAVAILABLE;
     }
 
     memcpy(pu->order_id, pu->new_order_id, sizeof pu->order_id);
@@ -353,6 +470,9 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
         return PR_REDIS_ERROR;
     case COMMIT_UNKNOWN:
         return PR_REDIS_UNAVAILABLE; /* with the order id */
+    case COMMIT_RESET:
+        pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
+        return PR_STOCK_RESET;
     }
     pu->stock_left = before - 1;
     pu->has_stock_left = 1;
@@ -397,7 +517,16 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         return;
     }
 
-    svc_key(lock_key, r->sku, "lock");
+    /* A client that gave up while queued (its FIN has arrived) gets nothing
+     * done: taking the lock for it would only delay the buyers still there. */
+    if (svc_client_gone(r)) {
+        snprintf(pu.detail, sizeof pu.detail,
+                 "client closed its connection while queued; nothing was tried");
+        respond(&pu, PR_CLIENT_GONE);
+        return;
+    }
+
+    svc_lock_key(lock_key, r->sku, r->mode);
     uuid_generate_random(u);
     uuid_unparse_lower(u, owner);
     /* The order id too, so that the critical section does not wait for it. */

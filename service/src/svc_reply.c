@@ -1,9 +1,11 @@
 /* svc_reply.c — storing a request's reply (see svc_reply.h). */
 #include "svc_reply.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 cJSON *svc_json_add_int(cJSON *o, const char *key, long long v)
 {
@@ -51,4 +53,15 @@ void svc_reply_error(svc_req *r, unsigned status, const char *error, const char 
     }
     cJSON_Delete(extra);
     svc_reply_json(r, status, o);
+}
+
+int svc_client_gone(const svc_req *r)
+{
+    char c;
+    if (r->client_fd < 0)
+        return 0;
+    ssize_t n = recv(r->client_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return 1;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }

@@ -41,6 +41,9 @@ struct svc_req {
     int suspended;            /* handed to a worker (reply expected) */
     int64_t t0_us;            /* request start, monotonic */
     int64_t queued_us;        /* when it was handed to a worker pool */
+    int client_fd;            /* the client's socket, read by the MHD thread
+                                 when r is handed to a worker (-1: unknown);
+                                 only peeked at (svc_client_gone) */
 
     /* routing result */
     lc_mode mode;             /* purchase routes */
@@ -83,5 +86,13 @@ void svc_reply_error(svc_req *r, unsigned status, const char *error, const char 
  * the member; the caller's reply is still valid JSON). key is copied. Any
  * thread. */
 cJSON *svc_json_add_int(cJSON *o, const char *key, long long v);
+
+/* 1 when r's client has certainly gone: a non-blocking recv(MSG_PEEK) on
+ * r->client_fd reads end of stream (the peer's FIN arrived) or a socket
+ * error (reset). 0 while the client may still be there: nothing to read,
+ * bytes waiting (a pipelined request), or no socket known. Reads nothing
+ * off the socket. Only while r's connection is suspended (libmicrohttpd
+ * then neither reads nor closes the socket); the thread that owns r. */
+int svc_client_gone(const svc_req *r);
 
 #endif

@@ -190,7 +190,7 @@ void svc_stats_inflight(int delta)
 /* ---- rendering ---- */
 
 static const char *out_names[SVC_OUT_COUNT] = {"sold", "sold_out", "lock_busy", "errors",
-                                               "bad_requests"};
+                                               "bad_requests", "client_gone", "stock_reset"};
 
 static uint64_t ld(_Atomic uint64_t *a)
 {
@@ -351,7 +351,11 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "Purchases that found no stock (HTTP 409).",
         "Purchases that did not get the lock within wait_ms (HTTP 429).",
         "Purchases answered 503: Redis unavailable or error, overloaded, shutting down.",
-        "Purchases rejected by validation (HTTP 400/403)."};
+        "Purchases rejected by validation (HTTP 400/401/403).",
+        "Purchases whose client had closed its connection before the lock or the commit (HTTP "
+        "499, nothing written).",
+        "Purchases whose commit a stock reset (PUT /stock) voided (HTTP 409 stock_reset, "
+        "nothing written)."};
 
     for (int o = 0; o < SVC_OUT_COUNT; o++)
         put_cell_counter(&b, out_names[o], help[o], cell_outcome, o, nskus);

@@ -41,7 +41,9 @@ typedef enum {
     SVC_OUT_SOLD_OUT,     /* 409 */
     SVC_OUT_LOCK_BUSY,    /* 429 */
     SVC_OUT_ERROR,        /* 503: Redis unavailable/error, overloaded, shutting down */
-    SVC_OUT_BAD_REQUEST,  /* rejected by validation (400/403) */
+    SVC_OUT_BAD_REQUEST,  /* rejected by validation (400/401/403) */
+    SVC_OUT_CLIENT_GONE,  /* 499: the client left before the lock or the commit */
+    SVC_OUT_STOCK_RESET,  /* 409 stock_reset: PUT /stock voided the commit */
     SVC_OUT_COUNT
 } svc_outcome;
 
@@ -74,7 +76,8 @@ void svc_stats_inflight(int delta);
 
 /* The GET /stats body: {"ok":true,"instance":...,"uptime_s":...,
  * "redis_errors":...,"inflight":...,"modes":{<mode>:{requests, one count
- * per outcome, lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
+ * per outcome (sold, sold_out, lock_busy, errors, bad_requests,
+ * client_gone, stock_reset), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
  * {count,p50,p90,p99,max}}}}. instance is JSON-escaped. Returns a malloc'd
  * NUL-terminated string the caller frees, with its length in *len; NULL on
  * out of memory (*len untouched). */

@@ -1,6 +1,7 @@
 /* svc_stock.c — stock administration and the audit:
  *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders and
- *                       the lock key: one MULTI/EXEC round trip
+ *                       the lock keys, bump the epoch (voiding purchases
+ *                       in flight): one MULTI/EXEC round trip
  *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
  *                       oversold = max(0, sold - (initial - stock))
  *                       undersold = max(0, (initial - stock) - sold)
@@ -45,10 +46,12 @@ static redisContext *job_redis(svc_req *r, lc_conn *conn)
     return ctx;
 }
 
-/* A SKU's keys, all under its {sku} hash tag (svc_key). */
+/* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
+ * the modes that keep one in Redis (svc_lock_key). */
 typedef struct sku_keys {
-    char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX],
-        lock[SVC_KEY_MAX];
+    char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX];
+    char epoch[SVC_KEY_MAX];
+    char lock_setnx[SVC_KEY_MAX], lock_token[SVC_KEY_MAX], lock_reentrant[SVC_KEY_MAX];
 } sku_keys;
 
 static void sku_keys_init(sku_keys *k, const char *sku)
@@ -57,7 +60,10 @@ static void sku_keys_init(sku_keys *k, const char *sku)
     svc_key(k->initial, sku, "initial");
     svc_key(k->sold, sku, "sold");
     svc_key(k->orders, sku, "orders");
-    svc_key(k->lock, sku, "lock");
+    svc_key(k->epoch, sku, "epoch");
+    svc_lock_key(k->lock_setnx, sku, LC_SETNX);
+    svc_lock_key(k->lock_token, sku, LC_TOKEN);
+    svc_lock_key(k->lock_reentrant, sku, LC_REENTRANT);
 }
 
 /* Reads n pipelined replies into reps (all of them, so the connection stays
@@ -142,7 +148,7 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
     char why[256];
-    redisReply *reps[6];
+    redisReply *reps[7];
     long long n = (long long)r->p.stock;
     sku_keys k;
     redisContext *ctx = job_redis(r, conn);
@@ -153,14 +159,18 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
     redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
     redisAppendCommand(ctx, "SET %s 0", k.sold);
-    redisAppendCommand(ctx, "DEL %s %s", k.orders, k.lock);
+    redisAppendCommand(ctx, "DEL %s %s %s %s", k.orders, k.lock_setnx, k.lock_token,
+                       k.lock_reentrant);
+    /* Voids the commit of every purchase that read the old stock (they
+     * WATCH this key): see svc_purchase.c. */
+    redisAppendCommand(ctx, "INCR %s", k.epoch);
     redisAppendCommand(ctx, "EXEC");
-    if (read_replies(ctx, reps, 6, why, sizeof why) != 0) {
+    if (read_replies(ctx, reps, 7, why, sizeof why) != 0) {
         redis_fail(r, why);
         return;
     }
-    int ok = reps[5]->type == REDIS_REPLY_ARRAY && reps[5]->elements == 4;
-    for (int i = 0; i < 6; i++)
+    int ok = reps[6]->type == REDIS_REPLY_ARRAY && reps[6]->elements == 5;
+    for (int i = 0; i < 7; i++)
         freeReplyObject(reps[i]);
     if (!ok) {
         redis_fail(r, "transaction aborted");

@@ -78,6 +78,13 @@ int main(void)
         expect_invalid(a, "no.such_key");
     }
     {
+        /* Not loopback and no admin_token: refused before anything binds
+         * (port 0, in case it were not). */
+        const char *a[] = {"--listen", "0.0.0.0", "--port", "0", NULL};
+        expect_invalid(a, "listen.allow_open");
+        expect_invalid(a, "admin_token");
+    }
+    {
         const char *a[] = {"--set", "purchase.sku=bad sku!", NULL};
         expect_invalid(a, "purchase.sku");
     }

@@ -60,7 +60,7 @@ static void test_success_and_record(svc_server *s)
         TU_CHECK(buy(s, modes[m], q, &r) == 409, "%s sold out %ld", modes[m], r.status);
         svc_resp_free(&r);
         char key[128];
-        snprintf(key, sizeof key, "miaosha:{%s}:lock", sku);
+        snprintf(key, sizeof key, "miaosha:{%s}:lock:%s", sku, modes[m]);
         TU_CHECK(tu_redis_int(s->redis_port, "EXISTS %s", key) == 0, "%s lock released", modes[m]);
     }
 }
@@ -72,7 +72,7 @@ static void test_reenter(svc_server *s)
     TU_CHECK(buy(s, "reentrant", "sku=reent&reenter=2&wait_ms=200", &r) == 200,
              "reentrant reenter=2: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
-    TU_CHECK(tu_redis_int(s->redis_port, "EXISTS miaosha:{reent}:lock") == 0, "released fully");
+    TU_CHECK(tu_redis_int(s->redis_port, "EXISTS miaosha:{reent}:lock:reentrant") == 0, "released fully");
     TU_CHECK(buy(s, "none", "sku=reent&reenter=2", &r) == 200, "none reenter %ld", r.status);
     svc_resp_free(&r);
     const char *blocking[] = {"token", "setnx", "mutex"};
@@ -84,7 +84,7 @@ static void test_reenter(svc_server *s)
         TU_CHECK(svc_jstr(r.json, "error") && !strcmp(svc_jstr(r.json, "error"), "lock_busy"),
                  "lock_busy");
         svc_resp_free(&r);
-        TU_CHECK(tu_redis_int(s->redis_port, "EXISTS miaosha:{reent}:lock") == 0,
+        TU_CHECK(tu_redis_int(s->redis_port, "EXISTS miaosha:{reent}:lock:%s", blocking[i]) == 0,
                  "%s: the outer lock was released", blocking[i]);
         TU_CHECK(buy(s, blocking[i], "sku=reent", &r) == 200, "%s usable afterwards %ld",
                  blocking[i], r.status);
@@ -150,7 +150,7 @@ static void test_slow_holder_release(svc_server *s)
     for (int m = 0; m < 2; m++) {
         char sku[32], key[64];
         snprintf(sku, sizeof sku, "slow_%s", pair[m]);
-        snprintf(key, sizeof key, "miaosha:{%s}:lock", sku);
+        snprintf(key, sizeof key, "miaosha:{%s}:lock:%s", sku, pair[m]);
         TU_CHECK(svc_set_stock(s, sku, 5, NULL) == 200, "stock %s", sku);
         async_buy a = {.s = s}, b = {.s = s};
         snprintf(a.path, sizeof a.path, "/miaosha/%s?sku=%s&lease_ms=200&work_ms=400", pair[m], sku);
@@ -168,8 +168,9 @@ static void test_slow_holder_release(svc_server *s)
         int a_deleted = svc_jbool(a.r.json, "deleted_other_lock"), a_lost = svc_jbool(a.r.json, "lock_lost");
         int b_deleted = svc_jbool(b.r.json, "deleted_other_lock"), b_lost = svc_jbool(b.r.json, "lock_lost");
         if (m == 0)
-            TU_CHECK(a_deleted == 1 && a_lost == 0 && b_deleted == 0 && b_lost == 1,
-                     "setnx: A's late DEL deleted B's lock, B found it gone: %s | %s", B(&a.r), B(&b.r));
+            TU_CHECK(a_deleted == 1 && a_lost == 1 && b_deleted == 0 && b_lost == 1,
+                     "setnx: A lost its lock (lease ran out) and its late DEL deleted B's, B "
+                     "found it gone: %s | %s", B(&a.r), B(&b.r));
         else
             TU_CHECK(a_deleted == 0 && a_lost == 1 && b_deleted == 0 && b_lost == 0,
                      "token: A's late release refused, B's lock kept: %s | %s", B(&a.r), B(&b.r));
@@ -197,6 +198,37 @@ static void test_slow_holder_release(svc_server *s)
     svc_resp_free(&st);
 }
 
+/* With an admin token configured, ?fault= needs it as PUT /stock does:
+ * 401 without (WWW-Authenticate: Bearer), 403 with a wrong one, and
+ * nothing happens; with the right one the fault runs. */
+static void test_fault_auth(int redis_port)
+{
+    svc_server f;
+    svc_resp r = {0};
+    const char *extra[] = {"--set", "faults.enabled=true", "--set", "admin_token=f4ult-t0k",
+                           "--instance-id", "faults-auth", NULL};
+    const char *path = "/miaosha/token?sku=fault2&fault=crash_in_section";
+    TU_REQUIRE(svc_start(&f, redis_port, extra) == 0, "faults server with a token");
+    TU_CHECK(svc_set_stock(&f, "fault2", 5, "Bearer f4ult-t0k") == 200, "stock");
+    svc_req(&f, "GET", path, NULL, NULL, &r);
+    TU_CHECK(r.status == 401 && svc_jerr_is(&r, "unauthorized"), "no token: %ld %s", r.status,
+             B(&r));
+    svc_resp_free(&r);
+    svc_req(&f, "GET", path, NULL, "Bearer wrong", &r);
+    TU_CHECK(r.status == 403 && svc_jerr_is(&r, "forbidden"), "wrong token: %ld %s", r.status,
+             B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_req(&f, "GET", "/healthz", NULL, NULL, &r) == 0 && r.status == 200,
+             "still running after the refused faults: %ld", r.status);
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(redis_port, "EXISTS miaosha:{fault2}:lock:token") == 0,
+             "the refused faults took no lock");
+    svc_req(&f, "GET", path, NULL, "Bearer f4ult-t0k", &r);
+    svc_resp_free(&r);
+    TU_CHECK(svc_wait_exit(&f, 5000) == 3, "with the token the fault runs: exit 3");
+    tu_redis_int(redis_port, "DEL miaosha:{fault2}:lock:token");
+}
+
 static void test_faults(int redis_port)
 {
     svc_server f;
@@ -212,20 +244,20 @@ static void test_faults(int redis_port)
     svc_resp_free(&r);
     TU_CHECK(svc_wait_exit(&f, 5000) == 3, "crash_in_section exits with 3");
     TU_CHECK(svc_log_has(&f, "fault crash_in_section"), "logged before exiting");
-    int64_t ttl = tu_redis_int(redis_port, "PTTL miaosha:{fault1}:lock");
+    int64_t ttl = tu_redis_int(redis_port, "PTTL miaosha:{fault1}:lock:token");
     TU_CHECK(ttl > 0, "the dead holder's token lock keeps its lease: pttl %lld", (long long)ttl);
-    tu_redis_int(redis_port, "DEL miaosha:{fault1}:lock");
+    tu_redis_int(redis_port, "DEL miaosha:{fault1}:lock:token");
 
     TU_REQUIRE(svc_start(&f, redis_port, extra) == 0, "faults server again");
     buy(&f, "setnx", "sku=fault1&fault=crash_before_expire", &r);
     svc_resp_free(&r);
     TU_CHECK(svc_wait_exit(&f, 5000) == 3, "crash_before_expire exits with 3");
-    TU_CHECK(tu_redis_int(redis_port, "PTTL miaosha:{fault1}:lock") == -1,
+    TU_CHECK(tu_redis_int(redis_port, "PTTL miaosha:{fault1}:lock:setnx") == -1,
              "setnx lock left without a TTL");
     TU_REQUIRE(svc_start(&f, redis_port, extra) == 0, "faults server third time");
     TU_CHECK(buy(&f, "setnx", "sku=fault1&wait_ms=100", &r) == 429, "stuck: %ld", r.status);
     svc_resp_free(&r);
-    tu_redis_int(redis_port, "DEL miaosha:{fault1}:lock");
+    tu_redis_int(redis_port, "DEL miaosha:{fault1}:lock:setnx");
     TU_CHECK(svc_stop(&f, 6000) == 0, "faults server stops");
 }
 
@@ -268,6 +300,7 @@ int main(void)
     test_slow_holder_release(&s);
     test_two_instances(&s, port);
     test_faults(port);
+    test_fault_auth(port);
     TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
     if (tu_failed)
         svc_dump_log(&s);

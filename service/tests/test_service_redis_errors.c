@@ -3,7 +3,10 @@
  * says what was written. A command refused while queuing (OOM) aborts the
  * whole transaction: nothing written. A command failing inside EXEC
  * (WRONGTYPE on :sold) fails alone: a partial write, named, logged at
- * ERROR. A private redis-server, since maxmemory is changed. */
+ * ERROR. The worker's connection killed during work_ms: nothing was sent,
+ * so a plain 503 without an order id. A private redis-server, since
+ * maxmemory is changed and connections are killed. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +18,12 @@ static long buy(const char *path, svc_resp *r)
 {
     svc_req(&srv, "GET", path, NULL, NULL, r);
     return r->status;
+}
+
+static void *slow_buy(void *r)
+{
+    buy("/miaosha/token?sku=we4&work_ms=800", r);
+    return NULL;
 }
 
 int main(void)
@@ -32,7 +41,7 @@ int main(void)
     TU_CHECK(buy("/miaosha/token?sku=we1", &r) == 503 && svc_jerr_is(&r, "redis_error") &&
                  svc_jdetail_has(&r, "WRONGTYPE"), "GET stock WRONGTYPE: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
-    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we1}:lock") == 0, "we1 lock released");
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we1}:lock:token") == 0, "we1 lock released");
 
     /* :sold is a list: INCR fails inside EXEC, SET and RPUSH apply. */
     TU_CHECK(svc_set_stock(&srv, "we2", 5, NULL) == 200, "stock we2");
@@ -47,7 +56,7 @@ int main(void)
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(rp, "GET miaosha:{we2}:stock") == 4, "SET stock applied");
     TU_CHECK(tu_redis_int(rp, "LLEN miaosha:{we2}:orders") == 1, "RPUSH orders applied");
-    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we2}:lock") == 0, "we2 lock released");
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we2}:lock:token") == 0, "we2 lock released");
     TU_CHECK(svc_log_has(&srv, "ERROR") && svc_log_has(&srv, "partial write"),
              "logged at ERROR");
 
@@ -69,6 +78,30 @@ int main(void)
     TU_CHECK(strstr(B(&r), "miaosha_redis_errors_total 3") != NULL, "3 Redis errors counted");
     svc_resp_free(&r);
     TU_CHECK(buy("/miaosha/token?sku=we3", &r) == 200, "buy after: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+
+    /* The worker's connection is killed from outside during work_ms: the
+     * commit was never sent, so it is a plain 503 with no order named (it
+     * used to be "commit outcome unknown" with an order id). */
+    TU_CHECK(svc_set_stock(&srv, "we4", 5, NULL) == 200, "stock we4");
+    pthread_t th;
+    TU_REQUIRE(pthread_create(&th, NULL, slow_buy, &r) == 0, "thread");
+    tu_sleep_ms(300);
+    TU_CHECK(tu_redis_int(rp, "CLIENT KILL TYPE normal") >= 1, "connections killed");
+    pthread_join(th, NULL);
+    TU_CHECK(r.status == 503 && svc_jerr_is(&r, "redis_unavailable") &&
+                 svc_jdetail_has(&r, "nothing was written") &&
+                 !svc_jdetail_has(&r, "outcome unknown"),
+             "killed during work_ms: %ld %s", r.status, B(&r));
+    TU_CHECK(svc_jstr(r.json, "order_id") == NULL, "no order id: %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(rp, "GET miaosha:{we4}:stock") == 5 &&
+                 tu_redis_int(rp, "GET miaosha:{we4}:sold") == 0 &&
+                 tu_redis_int(rp, "LLEN miaosha:{we4}:orders") == 0, "we4: nothing written");
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we4}:lock:token") == 0,
+             "we4 lock released on a new connection");
+    TU_CHECK(buy("/miaosha/token?sku=we4", &r) == 200, "buy after the kill: %ld %s", r.status,
+             B(&r));
     svc_resp_free(&r);
     TU_CHECK(svc_stop(&srv, 6000) == 0, "SIGTERM exit 0");
     tu_redis_stop(&rd);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -243,7 +244,8 @@ static void test_purchase(void)
 
     /* 429: another holder has the lock. */
     TU_CHECK(svc_set_stock(&srv, "rt2", 5, TOKEN) == 200, "stock rt2");
-    tu_redis_int(srv.redis_port, "SET miaosha:{rt2}:lock someone-else PX 20000");
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt2}:lock:token someone-else PX 20000");
+    tu_redis_int(srv.redis_port, "SET miaosha:{rt2}:lock:setnx someone-else PX 20000");
     TU_CHECK(req("GET", "/miaosha/token?sku=rt2&wait_ms=100", NULL, NULL, &r) == 429, "busy %ld %s",
              r.status, B(&r));
     TU_CHECK(svc_jstr(r.json, "error") && strcmp(svc_jstr(r.json, "error"), "lock_busy") == 0,
@@ -252,15 +254,15 @@ static void test_purchase(void)
     TU_CHECK(r.ms >= 90, "waited %.1f ms for the lock", r.ms);
     svc_resp_free(&r);
     char holder[64];
-    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{rt2}:lock");
+    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{rt2}:lock:token");
     TU_CHECK(strcmp(holder, "someone-else") == 0, "the other holder's lock is untouched");
     expect("GET", "/miaosha/setnx?sku=rt2", NULL, NULL, 429, "lock_busy", NULL);
     /* reentrant locks are hashes of "<instance>:<owner>" -> count. */
-    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock");
-    tu_redis_int(srv.redis_port, "HSET miaosha:{rt2}:lock other:owner 1");
-    tu_redis_int(srv.redis_port, "PEXPIRE miaosha:{rt2}:lock 20000");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock:token miaosha:{rt2}:lock:setnx");
+    tu_redis_int(srv.redis_port, "HSET miaosha:{rt2}:lock:reentrant other:owner 1");
+    tu_redis_int(srv.redis_port, "PEXPIRE miaosha:{rt2}:lock:reentrant 20000");
     expect("GET", "/miaosha/reentrant?sku=rt2&wait_ms=50", NULL, NULL, 429, "lock_busy", NULL);
-    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{rt2}:lock:reentrant");
     expect("GET", "/miaosha/token?sku=rt2", NULL, NULL, 200, NULL, NULL);
 
     /* 414: a URI over listen.max_uri_bytes (2048 by default). */
@@ -499,6 +501,81 @@ static void test_metrics_labels(void)
     svc_resp_free(&r);
 }
 
+/* Reads a reply's head (up to the blank line) into buf; returns its length
+ * (0 when nothing came before the connection closed or timed out). */
+static size_t read_head(int fd, char *buf, size_t len)
+{
+    size_t got = 0;
+    while (got + 1 < len) {
+        ssize_t n = read(fd, buf + got, len - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = '\0';
+        if (strstr(buf, "\r\n\r\n") != NULL)
+            break;
+    }
+    buf[got] = '\0';
+    return got;
+}
+
+/* A body over listen.max_body_bytes (4096) is refused at once, chunked or
+ * not, with Connection: close: a chunked upload that keeps sending (4 KiB
+ * chunks, bounded by 64 MiB or 5 s) gets its 413 as soon as the body
+ * crosses the limit. It used to be read to its end (5.7 GB in 2 s) before
+ * the 413, which then came without Connection: close. */
+static void test_body_limit_early(void)
+{
+    enum { CHUNK = 4096, MAX_BODY = 4096 };
+    char head[4096];
+    /* Content-Length over the limit: refused before the body is read. */
+    int fd = connect_srv();
+    const char *cl = "POST /miaosha/token?sku=rt1 HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Length: 100000\r\n\r\n";
+    TU_CHECK(write(fd, cl, strlen(cl)) > 0, "write");
+    read_head(fd, head, sizeof head);
+    int status = 0;
+    sscanf(head, "HTTP/1.%*d %d", &status);
+    TU_CHECK(status == 413, "Content-Length over the limit: %d %s", status, head);
+    TU_CHECK(strcasestr(head, "\r\nConnection: close\r\n") != NULL,
+             "413 (Content-Length) says Connection: close: %s", head);
+    close(fd);
+
+    fd = connect_srv();
+    const char *ch = "POST /miaosha/token?sku=rt1 HTTP/1.1\r\nHost: x\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n";
+    TU_CHECK(write(fd, ch, strlen(ch)) > 0, "write");
+    static char chunk[CHUNK + 16];
+    int n = snprintf(chunk, sizeof chunk, "%x\r\n", CHUNK);
+    memset(chunk + n, 'a', CHUNK);
+    memcpy(chunk + n + CHUNK, "\r\n", 2);
+    size_t clen = (size_t)n + CHUNK + 2;
+    long long sent = 0;
+    int answered = 0;
+    int64_t t0 = tu_now_ms();
+    while (sent < 64LL << 20 && tu_now_ms() - t0 < 5000) {
+        if (send(fd, chunk, clen, MSG_NOSIGNAL) != (ssize_t)clen)
+            break; /* the server closed: its reply is waiting */
+        sent += CHUNK;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, (int)tu_slack(50)) > 0) {
+            answered = 1;
+            break;
+        }
+    }
+    size_t got = read_head(fd, head, sizeof head);
+    status = 0;
+    sscanf(head, "HTTP/1.%*d %d", &status);
+    printf("chunked upload: %lld body bytes sent in %lld ms, reply %s\n", sent,
+           (long long)(tu_now_ms() - t0), answered ? "came while sending" : "did not come");
+    TU_CHECK(got > 0 && status == 413, "chunked body over the limit: %d %s", status, head);
+    TU_CHECK(sent <= MAX_BODY + 3 * CHUNK,
+             "413 before much more than the limit was sent: %lld bytes", sent);
+    TU_CHECK(strcasestr(head, "\r\nConnection: close\r\n") != NULL,
+             "413 (chunked) says Connection: close: %s", head);
+    close(fd);
+}
+
 /* A client that never finishes its headers is dropped after
  * listen.connection_timeout_s (2 s here). (An idle timeout: one that
  * trickles a byte now and then is not; see service/README.md.) */
@@ -522,7 +599,8 @@ int main(void)
                            "--instance-id", "routes-1", NULL};
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
     tu_redis_int(srv.redis_port, "DEL miaosha:{rt1}:stock miaosha:{rt1}:initial miaosha:{rt1}:sold "
-                                 "miaosha:{rt1}:orders miaosha:{rt1}:lock");
+                                 "miaosha:{rt1}:orders miaosha:{rt1}:lock:setnx miaosha:{rt1}:lock:token "
+                                 "miaosha:{rt1}:lock:reentrant");
     tu_redis_int(srv.redis_port, "DEL miaosha:{never_stocked}:stock");
     test_local_routes();
     test_admin();
@@ -532,6 +610,7 @@ int main(void)
     test_access_log_escaped();
     test_metrics_labels();
     test_slowloris();
+    test_body_limit_early();
     /* Still healthy after all of that: never a 500, never a crash. */
     svc_resp r = {0};
     TU_CHECK(req("GET", "/healthz", NULL, NULL, &r) == 200, "still healthy");

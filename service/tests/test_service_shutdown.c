@@ -37,7 +37,8 @@ int main(void)
     TU_CHECK(svc_set_stock(&srv, "sd3", 5, NULL) == 200, "stock");
     TU_CHECK(svc_set_stock(&srv, "sd4", 5, NULL) == 200, "stock");
     /* sd3's lock is held by someone else for a minute. */
-    tu_redis_int(srv.redis_port, "SET miaosha:{sd3}:lock outsider PX 60000");
+    tu_redis_int(srv.redis_port, "SET miaosha:{sd3}:lock:token outsider PX 60000");
+    tu_redis_int(srv.redis_port, "SET miaosha:{sd3}:lock:setnx outsider PX 60000");
 
     job a = {"/miaosha/token?sku=sd1&work_ms=800", {0}, 0};
     job b = {"/miaosha/reentrant?sku=sd2&work_ms=20000", {0}, 0};
@@ -52,12 +53,12 @@ int main(void)
     /* All hold their locks (sd3: the outsider) and the waiters wait. */
     int64_t t0 = tu_now_ms();
     while (tu_now_ms() - t0 < 3000 &&
-           (tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock") != 1 ||
-            tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock") != 1 ||
-            tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock") != 1))
+           (tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock:token") != 1 ||
+            tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock:reentrant") != 1 ||
+            tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") != 1))
         tu_sleep_ms(5);
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock") == 1, "sd1 held");
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock") == 1, "sd4 outer held");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock:token") == 1, "sd1 held");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") == 1, "sd4 outer held");
     tu_sleep_ms(300); /* the waiters are inside lc_acquire */
     t0 = tu_now_ms();
     kill(srv.pid, SIGTERM);
@@ -87,23 +88,25 @@ int main(void)
     TU_CHECK(n.done_ms - t0 < tu_slack(1000), "nested waiter answered after %lld ms",
              (long long)(n.done_ms - t0));
     svc_resp_free(&n.r);
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock") == 0,
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") == 0,
              "the outer lock of the nested waiter was released");
     char holder[64];
-    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{sd3}:lock");
+    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{sd3}:lock:token");
     TU_CHECK(strcmp(holder, "outsider") == 0, "the outsider's lock is untouched: %s", holder);
+    tu_redis_str(srv.redis_port, holder, sizeof holder, "GET miaosha:{sd3}:lock:setnx");
+    TU_CHECK(strcmp(holder, "outsider") == 0, "the outsider's setnx lock is untouched: %s", holder);
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd3}:sold") == 0 &&
                  tu_redis_int(srv.redis_port, "GET miaosha:{sd4}:sold") == 0,
              "the canceled purchases wrote nothing");
-    tu_redis_int(srv.redis_port, "DEL miaosha:{sd3}:lock");
+    tu_redis_int(srv.redis_port, "DEL miaosha:{sd3}:lock:token miaosha:{sd3}:lock:setnx");
     TU_CHECK(still_running, "the server was still draining when the new connection came");
     TU_CHECK(rc == 0, "exit status %d", rc);
     TU_CHECK(dt < 5000, "exited in %lld ms", (long long)dt);
     TU_CHECK(a.r.status == 200, "in-flight purchase finished: %ld %s", a.r.status, B(&a.r));
     TU_CHECK(b.r.status == 503, "20 s purchase cut short: %ld %s", b.r.status, B(&b.r));
     TU_CHECK(svc_jerr_is(&b.r, "shutting_down"), "shutting_down");
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock") == 0, "sd1 lock released");
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock") == 0, "sd2 lock released");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock:token") == 0, "sd1 lock released");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock:reentrant") == 0, "sd2 lock released");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd1}:sold") == 1, "sd1 sold 1");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd2}:sold") == 0, "sd2 wrote nothing");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd2}:stock") == 5, "sd2 stock intact");
