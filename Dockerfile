@@ -33,7 +33,10 @@ COPY --from=build /src/build/docker-root/etc/miaosha/miaosha.json /etc/miaosha/m
 USER miaosha
 WORKDIR /tmp
 # Inside a container the service must listen on every interface; everything
-# else comes from /etc/miaosha/miaosha.json and MIAOSHA_* variables.
+# else comes from /etc/miaosha/miaosha.json and MIAOSHA_* variables. On a
+# non-loopback address the server refuses to start without an admin token
+# (PUT /stock wipes a sale): docker run -e MIAOSHA_ADMIN_TOKEN=... (or, for a
+# throwaway demo, -e MIAOSHA_LISTEN_ALLOW_OPEN=true).
 ENV MIAOSHA_CONFIG=/etc/miaosha/miaosha.json \
     MIAOSHA_LISTEN_ADDRESS=0.0.0.0 \
     MIAOSHA_LISTEN_PORT=8080

@@ -30,6 +30,8 @@ ids=$(grep -o 'MIAOSHA_INSTANCE_ID: app[0-9]' <<<"$cfg" | sort -u | wc -l)
 ck "three distinct instance ids ($ids)" -- test "$ids" = 3
 n=$(grep -c "MIAOSHA_LISTEN_ADDRESS: 0.0.0.0" <<<"$cfg")
 ck "the instances listen on 0.0.0.0 inside their containers ($n)" -- test "$n" -ge 3
+n=$(grep -c "MIAOSHA_ADMIN_TOKEN: " <<<"$cfg")
+ck "so they, and the matrix that starts instances, have an admin token ($n)" -- test "$n" -ge 5
 ck "nginx: official image" -- has "image: nginx:"
 ck "nginx: the template from config/ is mounted where the image fills it" -- \
   has "$SRC/config/nginx.conf.template:/etc/nginx/templates/default.conf.template"

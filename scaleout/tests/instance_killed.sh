@@ -44,7 +44,7 @@ load_bg "$T_DIR/load.json" --mode "$MODE" --sku "$SKU" --stock $STOCK --requests
   --expect safe --duration-limit 60
 require "burst started selling" -- wait_until $(( $(now_ms) + 20000 )) sold_at_least "$SKU" 3
 
-LOCK="miaosha:{$SKU}:lock"
+LOCK="miaosha:{$SKU}:lock:$MODE"
 if [ "$MODE" = token ]; then
   # app1 acquires (waiting its turn like every buyer) and exits inside the lock.
   http POST "$CLUSTER_APP1_URL/miaosha/token?sku=$SKU&work_ms=20&wait_ms=30000&lease_ms=$LEASE&fault=crash_in_section&user=crasher" 35

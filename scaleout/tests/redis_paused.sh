@@ -44,7 +44,7 @@ while [ $(( $(now_ms) - t_stop )) -lt $PAUSE_MS ]; do sleep 0.02; done
 kill -CONT "$rpid"
 t_cont=$(now_ms)
 say "SIGCONT after $(( t_cont - t_stop )) ms"
-pttl=$(rcli pttl "miaosha:{$SKU}:lock")
+pttl=$(rcli pttl "miaosha:{$SKU}:lock:token")
 ck "after the pause the lock (if any) has at most its lease left (pttl $pttl <= $LEASE)" -- test "$pttl" -le $LEASE
 sold_cont=$(rcli get "miaosha:{$SKU}:sold")
 sold_grew() { [ "$(rcli get "miaosha:{$SKU}:sold")" -gt "$sold_cont" ]; }

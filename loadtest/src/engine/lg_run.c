@@ -139,9 +139,13 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
             n += snprintf(q + n, sizeof q - (size_t)n, "&fault=%s", cfg->fault);
         int pl = snprintf(x->prefix[t], REQ_PART, "%s %s/miaosha/%s?%s&user=u", cfg->method,
                           u->prefix, cfg->mode, q);
+        /* fault= needs the admin token when the server has one. */
+        int auth = cfg->fault && cfg->admin_token && cfg->admin_token[0];
         int sl = snprintf(x->suffix[t], REQ_PART,
-                          " HTTP/1.1\r\nHost: %s:%d\r\n%s\r\n", u->host, u->port,
-                          strcmp(cfg->method, "GET") == 0 ? "" : "Content-Length: 0\r\n");
+                          " HTTP/1.1\r\nHost: %s:%d\r\n%s%s%s%s\r\n", u->host, u->port,
+                          strcmp(cfg->method, "GET") == 0 ? "" : "Content-Length: 0\r\n",
+                          auth ? "Authorization: Bearer " : "", auth ? cfg->admin_token : "",
+                          auth ? "\r\n" : "");
         if (pl < 0 || pl >= REQ_PART || sl < 0 || sl >= REQ_PART) {
             snprintf(err, errlen, "run: request line too long");
             free(x);

@@ -51,7 +51,9 @@ typedef struct lg_run_cfg {
     const char *method;        /* "POST" (default) or "GET" */
     lg_url targets[LG_MAX_TARGETS]; /* targets[0] also answers the admin calls */
     int ntargets;              /* 1..LG_MAX_TARGETS */
-    const char *admin_token;   /* NULL: no Authorization header */
+    const char *admin_token;   /* Bearer token for PUT /stock and, with fault,
+                                  for every purchase (the server asks for it
+                                  on fault= when it has one); NULL: none */
     int64_t deadline_ms;       /* hard bound of the burst, ms; <= 0: 120000 */
     int threads;               /* 0: engine default */
     int skip_audit;            /* 1: no audit / orders (the matrix's probes) */

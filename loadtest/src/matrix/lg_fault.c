@@ -729,7 +729,7 @@ int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance 
                  : mode == LG_MODE_REENTRANT              ? F_WATCHDOG_MS
                                                     : 0;
     snprintf(f->sku, sizeof f->sku, "mx-%s-%s", lg_scen_names[scen], lg_mode_names[mode]);
-    snprintf(f->k_lock, sizeof f->k_lock, "miaosha:{%s}:lock", f->sku);
+    snprintf(f->k_lock, sizeof f->k_lock, "miaosha:{%s}:lock:%s", f->sku, lg_mode_names[mode]);
     snprintf(f->k_sold, sizeof f->k_sold, "miaosha:{%s}:sold", f->sku);
     snprintf(f->k_stock, sizeof f->k_stock, "miaosha:{%s}:stock", f->sku);
     c->ran = 1;

@@ -194,7 +194,7 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
              in->base, m, sku, lease, fault);
     long st = 0;
     char *body = NULL, e2[256];
-    int rc = lg_http_call("POST", url, NULL, NULL, 5000, &st, &body, e2, sizeof e2);
+    int rc = lg_http_call("POST", url, x->cfg->admin_token, NULL, 5000, &st, &body, e2, sizeof e2);
     long long t_crash = lg_now_ms();
     if (rc == 0) {
         snprintf(c->outcome, sizeof c->outcome, "error");
