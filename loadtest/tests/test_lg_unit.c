@@ -487,7 +487,8 @@ static void test_report_lang(void)
     TU_CHECK(lg_text_width("") == 0 && lg_text_width("redis-pause") == 11, "ascii");
     TU_CHECK(lg_text_width("超卖") == 4 && lg_text_width("Redis 重启") == 10, "CJK: 2 columns");
     TU_CHECK(lg_text_width("（快速）") == 8 && lg_text_width("、") == 2, "CJK punctuation");
-    TU_CHECK(lg_text_width("—") == 1 && lg_text_width("\xff") == 1 && lg_text_width("\xe8\xb6") == 1,
+    TU_CHECK(lg_text_width("—") == 1 && lg_text_width("\xff") == 1 &&
+                 lg_text_width("\xe8\xb6") == 2 && lg_text_width("a\xe8\xb6" "b") == 4,
              "em dash narrow, invalid bytes one column each");
 }
 
@@ -530,13 +531,16 @@ static void test_report_zh(void)
     for (size_t i = 0; i < sizeof english / sizeof english[0]; i++)
         TU_CHECK(strstr(table, english[i]) == NULL, "no '%s' in the zh table:\n%s", english[i],
                  table);
-    const char *md_words[] = {"# miaosha 超卖矩阵（快速）\n",
-                              "| 模式 | 并发竞争（1 个实例） | 持锁时崩溃 | Redis 暂停 2 秒 |\n",
-                              "| `none` | **符合 超卖 61/20** | 符合 恢复 35ms | **符合 超卖 95/20** |\n",
-                              "| `token` | 符合 准确 20/20 | **不符 卡死** | 符合 安全 503 646ms |\n",
-                              "| 持锁崩溃 | token | 恢复 | 卡死 **不符** | 0 / 20 |",
-                              "卡死 > 3000", "| Redis 暂停 | token | 安全或卡死 | 安全 |",
-                              "## 故障场景的格子", "\n1 个格子与预期不符。\n"};
+    const char *md_words[] = {
+        "# miaosha 超卖矩阵（快速）\n",
+        "| 模式 | 并发竞争（1 个实例） | 持锁时崩溃 | Redis 暂停 2 秒 |\n",
+        "| `none` | **符合 超卖 61/20** | 符合 恢复 35ms | **符合 超卖 95/20** |\n",
+        "| `token` | 符合 准确 20/20 | **不符 卡死** | 符合 安全 503 646ms |\n",
+        "| 持锁崩溃 | token | 恢复 | 卡死 **不符** | 0 / 20 |",
+        "卡死 > 3000",
+        "| Redis 暂停 | token | 安全或卡死 | 安全 |",
+        "## 故障场景的格子",
+        "\n1 个格子与预期不符。\n"};
     for (size_t i = 0; i < sizeof md_words / sizeof md_words[0]; i++)
         TU_CHECK(strstr(zh.md, md_words[i]) != NULL, "zh matrix.md has '%s':\n%s", md_words[i],
                  zh.md);

@@ -11,15 +11,16 @@
 /* The words of one language. Mode names and the CSV are never translated
  * (they are what the URLs and programs use). */
 typedef struct words {
-    const char *scen_short[LG_NSCEN]; /* the text table, the md cells, SVG tooltips */
-    const char *scen_title[LG_NSCEN]; /* the md table's header, the SVG group labels */
+    const char *scen_short[LG_NSCEN]; /* the text table, the md cells, SVG tooltips; NULL:
+                                         the command line's names (lg_scen_names) */
+    const char *scen_title[LG_NSCEN]; /* the md table's header (and the Chinese SVG's labels) */
     const char *ok, *diff;            /* a cell's verdict */
     const char *freed, *back;         /* fault headlines: lock freed after, serving again after */
     const char *mode;
 } words;
 
 static const words words_en = {
-    {"race", "multi", "slow", "crash", "nested", "kill", "redis-restart", "redis-pause"},
+    {NULL},
     {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
      "nested (reenter=2)", "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s"},
     "ok", "DIFF", "freed", "back", "mode"};
@@ -36,6 +37,12 @@ static const words words_zh = {
 static const words *words_of(lg_report_lang lang)
 {
     return lang == LG_LANG_ZH ? &words_zh : &words_en;
+}
+
+/* A scenario's short name: English uses the command line's. */
+static const char *scen_short(const words *w, lg_scenario s)
+{
+    return w->scen_short[s] ? w->scen_short[s] : lg_scen_names[s];
 }
 
 /* A measured or expected outcome in the report's language; unknown words
@@ -126,8 +133,8 @@ size_t lg_text_width(const char *s)
         int k = 1;
         for (; k < n && (p[k] & 0xC0) == 0x80; k++)
             cp = cp << 6 | (p[k] & 0x3F);
-        if (k < n) { /* truncated sequence */
-            w++;
+        if (k < n) { /* a truncated sequence: one column per byte, as above */
+            w += (size_t)k;
             p += k;
             continue;
         }
@@ -236,7 +243,7 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         if (cfg->scen_on[s]) {
             fputs(" | ", o);
-            put_left(o, w->scen_short[s], 24);
+            put_left(o, scen_short(w, s), 24);
         }
     fputc('\n', o);
     for (lg_mode m = 0; m < LG_NMODES; m++) {
@@ -272,7 +279,7 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
             if (!c->ran)
                 continue;
             char e[64];
-            put_left(o, w->scen_short[s], 13);
+            put_left(o, scen_short(w, s), 13);
             fputc(' ', o);
             put_left(o, lg_mode_names[m], 9);
             fputc(' ', o);
@@ -306,7 +313,7 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
                                        c->reconnect_ms, c->resume_ms};
                 for (int k = 0; k < 5; k++)
                     fmt_ms(v[k], sizeof v[k], ms[k]);
-                put_left(o, w->scen_short[s], 13);
+                put_left(o, scen_short(w, s), 13);
                 fputc(' ', o);
                 put_left(o, lg_mode_names[m], 9);
                 fprintf(o, " %6llu %7llu %8s %8s %8s %9s %6s\n", (unsigned long long)c->n503,
@@ -425,9 +432,11 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
             if (!c->ran)
                 continue;
             char e[64];
+            const char *diff = zh ? " **不符**" : " **DIFF**";
             fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | ",
-                    w->scen_short[s], lg_mode_names[m], expected_text(lang, c->expected, e, sizeof e),
-                    outcome_word(lang, c->outcome), c->pass ? "" : zh ? " **不符**" : " **DIFF**",
+                    scen_short(w, s), lg_mode_names[m],
+                    expected_text(lang, c->expected, e, sizeof e), outcome_word(lang, c->outcome),
+                    c->pass ? "" : diff,
                     (long long)c->sold, (long long)c->stock, (long long)c->oversold,
                     (long long)c->undersold, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock);
@@ -460,7 +469,7 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                 const lg_cell *c = &r->cell[s][m];
                 if (!c->ran)
                     continue;
-                fprintf(f, "| %s | %s | %llu | %llu |", w->scen_short[s], lg_mode_names[m],
+                fprintf(f, "| %s | %s | %llu | %llu |", scen_short(w, s), lg_mode_names[m],
                         (unsigned long long)c->n503, (unsigned long long)c->unacked);
                 const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
                                        c->reconnect_ms, c->resume_ms};
@@ -656,7 +665,7 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
                 h = 2;
             fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
                        "<title>%s / %s: ",
-                    x, top + ph - h, bw, h, color, w->scen_short[s], lg_mode_names[m]);
+                    x, top + ph - h, bw, h, color, scen_short(w, s), lg_mode_names[m]);
             xml_text(f, c->reason);
             fputs("</title></rect>\n", f);
             fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%lld/%lld"
