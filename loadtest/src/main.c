@@ -83,6 +83,8 @@ static const char *matrix_help =
     "  --out DIR            write matrix.md, matrix.csv, matrix.svg and logs/ (default\n"
     "                       ./matrix-out)\n"
     "  --quick              smaller stock and bursts (the test suite's form)\n"
+    "  --lang LANG          en (default) or zh: the language of the table, matrix.md\n"
+    "                       and matrix.svg (mode names and matrix.csv stay as they are)\n"
     "  --modes LIST         comma list of modes (default all five)\n"
     "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default)\n"
     "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
@@ -395,7 +397,7 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_matrix(int argc, char **argv, const char *argv0)
 {
     enum { O_SERVER = 256, O_REDIS, O_REDIS_SERVER, O_OUT, O_QUICK, O_MODES, O_SCEN, O_SARG,
-           O_FAULTS, O_TFACTOR, O_TARGET, O_CONFIG, O_TOKEN, O_HELP };
+           O_FAULTS, O_TFACTOR, O_TARGET, O_CONFIG, O_TOKEN, O_LANG, O_HELP };
     static const struct option opts[] = {
         {"server", required_argument, 0, O_SERVER}, {"redis", required_argument, 0, O_REDIS},
         {"redis-server", required_argument, 0, O_REDIS_SERVER},
@@ -404,11 +406,12 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         {"server-arg", required_argument, 0, O_SARG}, {"faults", no_argument, 0, O_FAULTS},
         {"time-factor", required_argument, 0, O_TFACTOR}, {"target", required_argument, 0, O_TARGET},
         {"config", required_argument, 0, O_CONFIG}, {"admin-token", required_argument, 0, O_TOKEN},
-        {"help", no_argument, 0, O_HELP},
+        {"lang", required_argument, 0, O_LANG}, {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0}};
     lg_matrix_cfg cfg;
     lg_matrix_cfg_init(&cfg);
     cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");
+    lg_report_lang lang = LG_LANG_EN;
     char err[512];
     int c, faults = 0, scenarios = 0;
     const char *tf = getenv("MIAOSHA_TEST_TIME_FACTOR");
@@ -436,6 +439,12 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         }
         case O_OUT: cfg.out_dir = optarg; break;
         case O_QUICK: cfg.quick = 1; break;
+        case O_LANG:
+            if (lg_report_lang_parse(optarg, &lang) < 0) {
+                fprintf(stderr, "miaosha-load: --lang: '%s' is not en|zh\n", optarg);
+                return 2;
+            }
+            break;
         case O_MODES:
             if (lg_matrix_select(&cfg, optarg, NULL, err, sizeof err) < 0) {
                 fprintf(stderr, "miaosha-load: --modes: %s\n", err);
@@ -509,14 +518,15 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         free(res);
         return g_stop ? 130 : 3;
     }
-    lg_matrix_print(stdout, &cfg, res);
-    if (lg_matrix_write_files(&cfg, res, err, sizeof err) < 0) {
+    lg_matrix_print(stdout, &cfg, res, lang);
+    if (lg_matrix_write_files(&cfg, res, lang, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: matrix: %s\n", err);
         free(res);
         return 3;
     }
-    printf("wrote %s/matrix.md, %s/matrix.csv, %s/matrix.svg\n", cfg.out_dir, cfg.out_dir,
-           cfg.out_dir);
+    printf(lang == LG_LANG_ZH ? "已写入 %s/matrix.md、%s/matrix.csv、%s/matrix.svg\n"
+                              : "wrote %s/matrix.md, %s/matrix.csv, %s/matrix.svg\n",
+           cfg.out_dir, cfg.out_dir, cfg.out_dir);
     int status = res->mismatches ? 1 : 0;
     if (res->mismatches)
         fprintf(stderr, "miaosha-load: matrix: %d cell(s) differ from the expected outcome\n",

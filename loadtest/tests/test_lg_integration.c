@@ -7,7 +7,8 @@
  *                               and a short bench of /healthz
  *   test_lg_integration matrix  `matrix --quick`: exit 0 means every cell
  *                               showed its expected outcome; the three
- *                               files are written
+ *                               files are written; `--lang xx` is a usage
+ *                               error
  *   test_lg_integration faults  `matrix --faults --quick` (the faults kill,
  *                               redis-restart, redis-pause over all five
  *                               modes): exit 0, and each cell's measured
@@ -197,10 +198,17 @@ static void test_matrix(void)
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
     static char out[1 << 16];
     char cmd[4096];
+    /* --lang is en or zh; anything else is a usage error before anything runs */
+    snprintf(cmd, sizeof cmd, "%s matrix --lang xx --out %s 2>&1", load, dir);
+    int rc = sh(cmd, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "--lang: 'xx' is not en|zh"), "--lang xx: exit %d\n%s", rc,
+             out);
+    snprintf(cmd, sizeof cmd, "%s matrix --help", load);
+    TU_CHECK(sh(cmd, out, sizeof out) == 0 && strstr(out, "--lang LANG"), "matrix --help: --lang");
     snprintf(cmd, sizeof cmd,
              "%s matrix --quick --server %s --redis 127.0.0.1:%d --out %s", load, server,
              redis_port, dir);
-    int rc = sh(cmd, out, sizeof out);
+    rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0, "matrix --quick exit %d\n%s", rc, out);
     const char *files[] = {"matrix.md", "matrix.csv", "matrix.svg"};
     for (int i = 0; i < 3; i++) {

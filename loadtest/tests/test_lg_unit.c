@@ -1,13 +1,17 @@
 /* test_lg_unit.c — miaosha-load's pieces that need no server: the HTTP
  * response parser (Content-Length, chunked, split reads, keep-alive rules,
  * errors), the URL parser, the latency histogram's percentiles against
- * exact ones, the order-id set, and the purchase-body parser. */
+ * exact ones, the order-id set, the purchase-body parser, and the matrix
+ * report in English (byte for byte as before) and in Chinese (--lang zh:
+ * the words, the CSV unchanged, columns aligned by display width). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lg_admin.h"
 #include "lg_hist.h"
 #include "lg_http.h"
+#include "lg_matrix_report.h"
 #include "tu.h"
 
 /* Feeds s to a parser in pieces of `step` bytes, as reads would. */
@@ -233,6 +237,363 @@ static void test_purchase_body(void)
     TU_CHECK(lg_parse_purchase("nope", 4, oid, code, &lost, &deleted) < 0, "not json");
 }
 
+
+/* --- the matrix report ---------------------------------------------------- */
+
+/* A small matrix that never ran: modes none and token; scenarios race,
+ * crash and redis-pause (a fault, so the fault table shows); one DIFF, one
+ * stuck cell, an expectation with alternatives, a reason with | and <. */
+static void fake_matrix(lg_matrix_cfg *cfg, lg_matrix_result *r, const char *dir)
+{
+    lg_matrix_cfg_init(cfg);
+    cfg->out_dir = dir;
+    cfg->quick = 1;
+    char err[64];
+    TU_REQUIRE(lg_matrix_select(cfg, "none,token", "race,crash,redis-pause", err, sizeof err) == 0,
+               "select: %s", err);
+    memset(r, 0, sizeof *r);
+    r->elapsed_s = 21.5;
+    snprintf(r->redis, sizeof r->redis, "127.0.0.1:6390");
+    r->mismatches = 1;
+    static const struct {
+        lg_scenario s;
+        lg_mode m;
+        const char *exp, *out;
+        int64_t sold, rec, ms;
+    } k[] = {
+        {LG_SCEN_RACE, LG_MODE_NONE, "oversell", "oversell", 61, -1, -1},
+        {LG_SCEN_RACE, LG_MODE_TOKEN, "exact", "exact", 20, -1, -1},
+        {LG_SCEN_CRASH, LG_MODE_NONE, "recovers", "recovers", 1, 35, -1},
+        {LG_SCEN_CRASH, LG_MODE_TOKEN, "recovers", "stuck", 0, -1, -1},
+        {LG_SCEN_REDIS_PAUSE, LG_MODE_NONE, "oversell", "oversell", 95, -1, 310},
+        {LG_SCEN_REDIS_PAUSE, LG_MODE_TOKEN, "safe|stuck", "safe", 20, -1, 646},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        lg_cell *c = &r->cell[k[i].s][k[i].m];
+        c->ran = 1;
+        c->expected = k[i].exp;
+        snprintf(c->outcome, sizeof c->outcome, "%s", k[i].out);
+        c->pass = strcmp(k[i].out, "stuck") != 0;
+        c->stock = 20;
+        c->sold = k[i].sold;
+        c->oversold = c->sold > 20 ? c->sold - 20 : 0;
+        c->lock_busy = 3 * i;
+        c->lock_lost = i;
+        c->deleted_other_lock = i / 2;
+        c->recovery_ms = k[i].rec;
+        c->stuck = !strcmp(k[i].out, "stuck");
+        c->window_ms = 3000;
+        c->fault_ms = k[i].ms >= 0 ? 2003 : -1;
+        c->freed_ms = -1;
+        c->failfast_ms = k[i].ms;
+        c->reconnect_ms = -1;
+        c->resume_ms = k[i].ms >= 0 ? 1502 : -1;
+        c->n503 = k[i].ms >= 0 ? 4 : 0;
+        snprintf(c->reason, sizeof c->reason, "cell %zu: a|b <c>", i);
+    }
+}
+
+/* The English output of fake_matrix, as the report printed it before it
+ * learnt Chinese: English must stay byte for byte the same. */
+static const char golden_en_text[] =
+    "\n"
+    "miaosha oversell matrix (quick) — redis 127.0.0.1:6390 — 21.5 s\n"
+    "mode       | race                     | crash                    | redis-pause  "
+    "           \n"
+    "none       | ok oversell 61/20        | ok recovers 35ms         | ok oversell "
+    "95/20       \n"
+    "token      | ok exact 20/20           | DIFF stuck               | ok safe 503 "
+    "646ms       \n"
+    "(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n"
+    "\n"
+    "scenario      mode      expected   measured oversold undersold lock_busy "
+    "lock_lost del_other reason\n"
+    "race          none      oversell   oversell       41         0         0        "
+    " 0         0 cell 0: a|b <c>\n"
+    "race          token     exact      exact           0         0         3        "
+    " 1         0 cell 1: a|b <c>\n"
+    "crash         none      recovers   recovers        0         0         6        "
+    " 2         1 cell 2: a|b <c>\n"
+    "crash         token     recovers   stuck           0         0         9        "
+    " 3         1 cell 3: a|b <c>\n"
+    "redis-pause   none      oversell   oversell       75         0        12        "
+    " 4         2 cell 4: a|b <c>\n"
+    "redis-pause   token     safe|stuck safe            0         0        15        "
+    " 5         2 cell 5: a|b <c>\n"
+    "\n"
+    "fault         mode      503s   unacked fault_ms freed_ms failfast reconnect "
+    "resume (ms; - = n/a)\n"
+    "redis-pause   none           4       0     2003        -      310         -   1502\n"
+    "redis-pause   token          4       0     2003        -      646         -   1502\n"
+    "\n"
+    "1 cell(s) differ from the expected outcome\n";
+
+static const char golden_en_md[] =
+    "# miaosha oversell matrix (quick)\n"
+    "\n"
+    "Measured by `miaosha-load matrix` in 21.5 s against real `miaosha-server` "
+    "processes on Redis 127.0.0.1:6390. Every cell is a measurement; **DIFF** marks "
+    "a cell whose outcome is not the expected one.\n"
+    "\n"
+    "| mode | race (1 instance) | crash while holding | Redis paused 2 s |\n"
+    "|---|---|---|---|\n"
+    "| `none` | **ok oversell 61/20** | ok recovers 35ms | **ok oversell 95/20** |\n"
+    "| `token` | ok exact 20/20 | **DIFF stuck** | ok safe 503 646ms |\n"
+    "\n"
+    "## Cells\n"
+    "\n"
+    "| scenario | mode | expected | measured | sold / stock | oversold | undersold | "
+    "lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| race | none | oversell | oversell | 61 / 20 | 41 | 0 | 0 | 0 | 0 |  | cell 0: "
+    "a\\|b <c> |\n"
+    "| race | token | exact | exact | 20 / 20 | 0 | 0 | 3 | 1 | 0 |  | cell 1: a\\|b <c> |\n"
+    "| crash | none | recovers | recovers | 1 / 20 | 0 | 0 | 6 | 2 | 1 | 35 | cell "
+    "2: a\\|b <c> |\n"
+    "| crash | token | recovers | stuck **DIFF** | 0 / 20 | 0 | 0 | 9 | 3 | 1 | "
+    "stuck > 3000 | cell 3: a\\|b <c> |\n"
+    "| redis-pause | none | oversell | oversell | 95 / 20 | 75 | 0 | 12 | 4 | 2 |  | "
+    "cell 4: a\\|b <c> |\n"
+    "| redis-pause | token | safe|stuck | safe | 20 / 20 | 0 | 0 | 15 | 5 | 2 |  | "
+    "cell 5: a\\|b <c> |\n"
+    "\n"
+    "## Fault cells\n"
+    "\n"
+    "Times in ms (— = not applicable): how long the fault lasted, when the dead "
+    "holder's lock was gone after the kill, the slowest 503 while Redis was "
+    "unavailable, when every instance answered without 503 after Redis was back, the "
+    "first sale after the fault ended.\n"
+    "\n"
+    "| scenario | mode | 503s | unacknowledged | fault | lock freed | 503 within | "
+    "reconnect | next sale |\n"
+    "|---|---|---|---|---|---|---|---|---|\n"
+    "| redis-pause | none | 4 | 0 | 2003 | — | 310 | — | 1502 |\n"
+    "| redis-pause | token | 4 | 0 | 2003 | — | 646 | — | 1502 |\n"
+    "\n"
+    "1 cell(s) differ from the expected outcome.\n";
+
+typedef struct rendered {
+    char *text, *md, *csv, *svg; /* malloc'd, NUL-terminated */
+} rendered;
+
+static char *slurp(const char *dir, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "r");
+    TU_REQUIRE(f != NULL, "open %s", p);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    TU_REQUIRE(m != NULL, "open_memstream");
+    int ch;
+    while ((ch = fgetc(f)) != EOF)
+        fputc(ch, m);
+    fclose(f);
+    fclose(m);
+    unlink(p);
+    return buf;
+}
+
+static void render(lg_report_lang lang, rendered *out)
+{
+    char dir[] = "/tmp/miaosha-lg-report-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    lg_matrix_cfg cfg;
+    static lg_matrix_result r;
+    fake_matrix(&cfg, &r, dir);
+    size_t len = 0;
+    FILE *m = open_memstream(&out->text, &len);
+    TU_REQUIRE(m != NULL, "open_memstream");
+    lg_matrix_print(m, &cfg, &r, lang);
+    fclose(m);
+    char err[256];
+    TU_REQUIRE(lg_matrix_write_files(&cfg, &r, lang, err, sizeof err) == 0, "write: %s", err);
+    out->md = slurp(dir, "matrix.md");
+    out->csv = slurp(dir, "matrix.csv");
+    out->svg = slurp(dir, "matrix.svg");
+    rmdir(dir);
+}
+
+static void rendered_free(rendered *r)
+{
+    free(r->text);
+    free(r->md);
+    free(r->csv);
+    free(r->svg);
+}
+
+/* Terminal columns of s's first n bytes, by the test's own reckoning (the
+ * characters a Chinese report uses: CJK ideographs, CJK and fullwidth
+ * punctuation are 2 columns), not by lg_text_width. */
+static size_t columns(const char *s, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char b = (unsigned char)s[i];
+        if (b < 0x80) {
+            w++;
+            i++;
+            continue;
+        }
+        size_t len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+        unsigned long cp = len == 2 ? (b & 0x1Fu) : len == 3 ? (b & 0x0Fu) : (b & 0x07u);
+        for (size_t k = 1; k < len; k++)
+            cp = cp << 6 | ((unsigned char)s[i + k] & 0x3Fu);
+        w += (cp >= 0x3000 && cp <= 0x303F) || (cp >= 0x4E00 && cp <= 0x9FFF) ||
+                     (cp >= 0xFF00 && cp <= 0xFF60)
+                 ? 2
+                 : 1;
+        i += len;
+    }
+    return w;
+}
+
+/* The line of text that starts with prefix (at a line start), copied into
+ * buf; 0 when there is none. */
+static int line_starting(const char *text, const char *prefix, char *buf, size_t len)
+{
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, prefix, strlen(prefix)))
+            continue;
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        snprintf(buf, len, "%.*s", (int)n, p);
+        return 1;
+    }
+    return 0;
+}
+
+/* The display columns at which each " | " of line starts. */
+static int bar_columns(const char *line, size_t *cols, int max)
+{
+    int n = 0;
+    for (const char *p = strstr(line, " | "); p && n < max; p = strstr(p + 3, " | "))
+        cols[n++] = columns(line, (size_t)(p - line));
+    return n;
+}
+
+static void test_report_lang(void)
+{
+    lg_report_lang l = LG_LANG_ZH;
+    TU_CHECK(lg_report_lang_parse("en", &l) == 0 && l == LG_LANG_EN, "en");
+    TU_CHECK(lg_report_lang_parse("zh", &l) == 0 && l == LG_LANG_ZH, "zh");
+    const char *bad[] = {"xx", "ZH", "zh-CN", "", "en ", NULL};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        l = LG_LANG_ZH;
+        TU_CHECK(lg_report_lang_parse(bad[i], &l) == -1 && l == LG_LANG_ZH, "'%s' refused",
+                 bad[i] ? bad[i] : "(null)");
+    }
+    TU_CHECK(lg_text_width("") == 0 && lg_text_width("redis-pause") == 11, "ascii");
+    TU_CHECK(lg_text_width("超卖") == 4 && lg_text_width("Redis 重启") == 10, "CJK: 2 columns");
+    TU_CHECK(lg_text_width("（快速）") == 8 && lg_text_width("、") == 2, "CJK punctuation");
+    TU_CHECK(lg_text_width("—") == 1 && lg_text_width("\xff") == 1 &&
+                 lg_text_width("\xe8\xb6") == 2 && lg_text_width("a\xe8\xb6" "b") == 4,
+             "em dash narrow, invalid bytes one column each");
+}
+
+static void test_report_en(void)
+{
+    rendered en;
+    render(LG_LANG_EN, &en);
+    TU_CHECK(!strcmp(en.text, golden_en_text), "English table as before:\n%s", en.text);
+    TU_CHECK(!strcmp(en.md, golden_en_md), "English matrix.md as before:\n%s", en.md);
+    /* no XML declaration, one plain font, English words */
+    TU_CHECK(!strncmp(en.svg, "<svg xmlns=", 11) &&
+                 strstr(en.svg, "font-family=\"sans-serif\" font-size=\"11\">\n") &&
+                 strstr(en.svg, ">miaosha: sold vs stock per lock mode and scenario (quick)<") &&
+                 strstr(en.svg, ">token (DIFF)<") && strstr(en.svg, ">stuck<"),
+             "English svg as before:\n%.600s", en.svg);
+    TU_CHECK(!strncmp(en.csv, "scenario,mode,expected,measured,pass,", 37) &&
+                 strstr(en.csv, "\nredis-pause,token,safe|stuck,safe,true,20,20,"),
+             "csv:\n%s", en.csv);
+    rendered_free(&en);
+}
+
+static void test_report_zh(void)
+{
+    rendered en, zh;
+    render(LG_LANG_EN, &en);
+    render(LG_LANG_ZH, &zh);
+    /* the words */
+    const char *text_words[] = {"miaosha 超卖矩阵（快速） — redis 127.0.0.1:6390 — 21.5 秒\n",
+                                "并发竞争", "持锁崩溃", "Redis 暂停", "符合 超卖 61/20",
+                                "符合 准确 20/20", "符合 恢复 35ms", "不符 卡死",
+                                "符合 安全 503 646ms", "安全或卡死", "锁失效", "误删他锁",
+                                "\n1 个格子与预期不符\n"};
+    for (size_t i = 0; i < sizeof text_words / sizeof text_words[0]; i++)
+        TU_CHECK(strstr(zh.text, text_words[i]) != NULL, "zh table has '%s':\n%s", text_words[i],
+                 zh.text);
+    const char *english[] = {"ok ", "DIFF", "oversell", "exact", "recovers", "stuck", "scenario"};
+    char table[4096];
+    const char *end = strstr(zh.text, "场景");
+    snprintf(table, sizeof table, "%.*s", end ? (int)(end - zh.text) : 0, zh.text);
+    for (size_t i = 0; i < sizeof english / sizeof english[0]; i++)
+        TU_CHECK(strstr(table, english[i]) == NULL, "no '%s' in the zh table:\n%s", english[i],
+                 table);
+    const char *md_words[] = {
+        "# miaosha 超卖矩阵（快速）\n",
+        "| 模式 | 并发竞争（1 个实例） | 持锁时崩溃 | Redis 暂停 2 秒 |\n",
+        "| `none` | **符合 超卖 61/20** | 符合 恢复 35ms | **符合 超卖 95/20** |\n",
+        "| `token` | 符合 准确 20/20 | **不符 卡死** | 符合 安全 503 646ms |\n",
+        "| 持锁崩溃 | token | 恢复 | 卡死 **不符** | 0 / 20 |",
+        "卡死 > 3000",
+        "| Redis 暂停 | token | 安全或卡死 | 安全 |",
+        "## 故障场景的格子",
+        "\n1 个格子与预期不符。\n"};
+    for (size_t i = 0; i < sizeof md_words / sizeof md_words[0]; i++)
+        TU_CHECK(strstr(zh.md, md_words[i]) != NULL, "zh matrix.md has '%s':\n%s", md_words[i],
+                 zh.md);
+    TU_CHECK(!strncmp(zh.svg, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 44),
+             "zh svg declares UTF-8:\n%.200s", zh.svg);
+    TU_CHECK(strstr(zh.svg, "font-family=\"'Noto Sans CJK SC', ") &&
+                 strstr(zh.svg, "'WenQuanYi Micro Hei', ") && strstr(zh.svg, "sans-serif\" "),
+             "zh svg names CJK fonts, then sans-serif");
+    TU_CHECK(strstr(zh.svg, "售出量与库存（快速）") && strstr(zh.svg, ">并发竞争（1 个实例）<") &&
+                 strstr(zh.svg, ">token（不符）<") && strstr(zh.svg, ">卡死<") &&
+                 strstr(zh.svg, "标注：崩溃后第一笔成交") && strstr(zh.svg, "#d62728"),
+             "zh svg words:\n%s", zh.svg);
+    /* programs read the csv: the same bytes in every language */
+    TU_CHECK(!strcmp(zh.csv, en.csv), "csv identical in zh and en");
+    /* columns aligned by display width: every row's " | " at the header's
+     * column; the reason column and the fault figures end where their
+     * headings do */
+    char hdr[1024], row[1024];
+    size_t hc[8], rc[8];
+    TU_REQUIRE(line_starting(zh.text, "模式", hdr, sizeof hdr), "zh header:\n%s", zh.text);
+    int nh = bar_columns(hdr, hc, 8);
+    TU_CHECK(nh == 3 && hc[0] == 10 && hc[1] == 10 + 3 + 24 && hc[2] == 10 + 2 * (3 + 24),
+             "header bars at %zu %zu %zu", hc[0], hc[1], hc[2]);
+    const char *rows[] = {"none ", "token "};
+    for (size_t i = 0; i < 2; i++) {
+        TU_REQUIRE(line_starting(zh.text, rows[i], row, sizeof row), "row %s", rows[i]);
+        int nr = bar_columns(row, rc, 8);
+        TU_CHECK(nr == nh && !memcmp(hc, rc, sizeof hc[0] * (size_t)nh) &&
+                     columns(row, strlen(row)) == columns(hdr, strlen(hdr)),
+                 "row '%s' aligned with '%s'", row, hdr);
+    }
+    TU_REQUIRE(line_starting(zh.text, "场景", hdr, sizeof hdr), "zh cells header");
+    size_t reason_col = columns(hdr, (size_t)(strstr(hdr, "原因") - hdr));
+    int cells = 0;
+    for (const char *p = zh.text; (p = strstr(p, "cell ")) != NULL; p += 5) {
+        const char *bol = p;
+        while (bol > zh.text && bol[-1] != '\n')
+            bol--;
+        TU_CHECK(columns(bol, (size_t)(p - bol)) == reason_col, "reason at column %zu, not %zu",
+                 columns(bol, (size_t)(p - bol)), reason_col);
+        cells++;
+    }
+    TU_CHECK(cells == 6, "6 cell lines (%d)", cells);
+    TU_REQUIRE(line_starting(zh.text, "故障 ", hdr, sizeof hdr), "zh fault header");
+    size_t resume_end = columns(hdr, (size_t)(strstr(hdr, "恢复") - hdr)) + 4;
+    TU_REQUIRE(line_starting(zh.text, "Redis 暂停    token          4 ", row, sizeof row),
+               "fault row");
+    TU_CHECK(columns(row, strlen(row)) == resume_end, "fault figures end at %zu, heading at %zu",
+             columns(row, strlen(row)), resume_end);
+    rendered_free(&en);
+    rendered_free(&zh);
+}
+
 int main(void)
 {
     test_content_length();
@@ -243,5 +604,8 @@ int main(void)
     test_hist();
     test_idset();
     test_purchase_body();
+    test_report_lang();
+    test_report_en();
+    test_report_zh();
     return tu_done();
 }

@@ -1,43 +1,218 @@
-/* lg_matrix_report.c — see lg_matrix_report.h. */
+/* lg_matrix_report.c — see lg_matrix_report.h. Every sentence exists in
+ * English and in Chinese; the English output is the reference the tests
+ * and the README's table were written against, so the Chinese one changes
+ * words and never the layout: the same cells, columns and colours. */
 #include "lg_matrix_report.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 
-static const char *const scen_titles[LG_NSCEN] = {
-    "race (1 instance)",   "multi-instance (3)", "slow holder (work > lease)",
-    "crash while holding", "nested (reenter=2)", "instance kill -9 (3)",
-    "Redis restart (AOF)", "Redis paused 2 s"};
+/* The words of one language. Mode names and the CSV are never translated
+ * (they are what the URLs and programs use). */
+typedef struct words {
+    const char *scen_short[LG_NSCEN]; /* the text table, the md cells, SVG tooltips; NULL:
+                                         the command line's names (lg_scen_names) */
+    const char *scen_title[LG_NSCEN]; /* the md table's header (and the Chinese SVG's labels) */
+    const char *ok, *diff;            /* a cell's verdict */
+    const char *freed, *back;         /* fault headlines: lock freed after, serving again after */
+    const char *mode;
+} words;
 
-static void cell_short(lg_scenario s, const lg_cell *c, char *buf, size_t len)
+static const words words_en = {
+    {NULL},
+    {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
+     "nested (reenter=2)", "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s"},
+    "ok", "DIFF", "freed", "back", "mode"};
+
+/* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
+static const words words_zh = {
+    {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "实例 kill -9", "Redis 重启",
+     "Redis 暂停"},
+    {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
+     "嵌套加锁（reenter=2）", "实例被 kill -9（3 个实例）", "Redis 重启（AOF）",
+     "Redis 暂停 2 秒"},
+    "符合", "不符", "释放", "重连", "模式"};
+
+static const words *words_of(lg_report_lang lang)
 {
+    return lang == LG_LANG_ZH ? &words_zh : &words_en;
+}
+
+/* A scenario's short name: English uses the command line's. */
+static const char *scen_short(const words *w, lg_scenario s)
+{
+    return w->scen_short[s] ? w->scen_short[s] : lg_scen_names[s];
+}
+
+/* A measured or expected outcome in the report's language; unknown words
+ * stay as they are. */
+static const char *outcome_word(lg_report_lang lang, const char *o)
+{
+    static const char *const zh[][2] = {
+        {"oversell", "超卖"}, {"exact", "准确"},      {"stuck", "卡死"},    {"recovers", "恢复"},
+        {"sells", "正常售出"}, {"blocks", "阻塞"},     {"safe", "安全"},     {"late", "超时"},
+        {"missed", "错过"},    {"short", "未售罄"},   {"unsafe", "不安全"}, {"error", "出错"}};
+    if (lang != LG_LANG_ZH)
+        return o;
+    for (size_t i = 0; i < sizeof zh / sizeof zh[0]; i++)
+        if (!strcmp(o, zh[i][0]))
+            return zh[i][1];
+    return o;
+}
+
+/* An expected outcome, which may list alternatives ("safe|stuck"): English
+ * keeps the list as the runner wrote it, Chinese says 安全或卡死. */
+static const char *expected_text(lg_report_lang lang, const char *e, char *buf, size_t len)
+{
+    if (lang != LG_LANG_ZH)
+        return e;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const char *p = e; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        char one[24];
+        snprintf(one, sizeof one, "%.*s", (int)n, p);
+        int w = snprintf(buf + used, len - used, "%s%s", used ? "或" : "", outcome_word(lang, one));
+        if (w < 0 || (size_t)w >= len - used)
+            break;
+        used += (size_t)w;
+        p += n + (bar != NULL);
+    }
+    return buf;
+}
+
+int lg_report_lang_parse(const char *s, lg_report_lang *out)
+{
+    if (s && !strcmp(s, "en"))
+        *out = LG_LANG_EN;
+    else if (s && !strcmp(s, "zh"))
+        *out = LG_LANG_ZH;
+    else
+        return -1;
+    return 0;
+}
+
+/* East Asian Wide and Fullwidth ranges (Unicode's EastAsianWidth W and F,
+ * the blocks a report can contain), as a terminal draws them: 2 columns. */
+static int wide(unsigned long cp)
+{
+    return (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0x303E) ||
+           (cp >= 0x3041 && cp <= 0x33FF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+           (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xA000 && cp <= 0xA4CF) ||
+           (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+           (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+           (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x20000 && cp <= 0x3FFFD);
+}
+
+size_t lg_text_width(const char *s)
+{
+    size_t w = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned long cp;
+        int n;
+        if (*p < 0x80) {
+            cp = *p;
+            n = 1;
+        } else if ((*p & 0xE0) == 0xC0) {
+            cp = *p & 0x1F;
+            n = 2;
+        } else if ((*p & 0xF0) == 0xE0) {
+            cp = *p & 0x0F;
+            n = 3;
+        } else if ((*p & 0xF8) == 0xF0) {
+            cp = *p & 0x07;
+            n = 4;
+        } else { /* a stray continuation or invalid byte: one column, as a replacement char */
+            w++;
+            p++;
+            continue;
+        }
+        int k = 1;
+        for (; k < n && (p[k] & 0xC0) == 0x80; k++)
+            cp = cp << 6 | (p[k] & 0x3F);
+        if (k < n) { /* a truncated sequence: one column per byte, as above */
+            w += (size_t)k;
+            p += k;
+            continue;
+        }
+        w += wide(cp) ? 2 : 1;
+        p += n;
+    }
+    return w;
+}
+
+/* s, then spaces up to width terminal columns (printf's %-*s counts bytes,
+ * which misaligns every CJK character); never truncates. */
+static void put_left(FILE *o, const char *s, size_t width)
+{
+    fputs(s, o);
+    for (size_t w = lg_text_width(s); w < width; w++)
+        fputc(' ', o);
+}
+
+/* Spaces, then s, ending at width terminal columns. */
+static void put_right(FILE *o, const char *s, size_t width)
+{
+    for (size_t w = lg_text_width(s); w < width; w++)
+        fputc(' ', o);
+    fputs(s, o);
+}
+
+/* One heading row of the text table: labels separated by one space, each
+ * padded to its column; the last one unpadded. */
+typedef struct col {
+    const char *label;
+    size_t width;
+    int right;
+} col;
+
+static void put_header(FILE *o, const col *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fputc(' ', o);
+        if (i + 1 == n)
+            fputs(c[i].label, o);
+        else if (c[i].right)
+            put_right(o, c[i].label, c[i].width);
+        else
+            put_left(o, c[i].label, c[i].width);
+    }
+}
+
+static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf,
+                       size_t len)
+{
+    const words *w = words_of(lang);
     if (!c->ran) {
         snprintf(buf, len, "-");
         return;
     }
-    const char *verdict = c->pass ? "ok" : "DIFF";
+    const char *verdict = c->pass ? w->ok : w->diff;
+    const char *outcome = outcome_word(lang, c->outcome);
     if (lg_scen_is_fault(s) && (!strcmp(c->outcome, "safe") || !strcmp(c->outcome, "late"))) {
         /* the fault's headline figure; sold/stock is the stock by definition */
         if (s == LG_SCEN_KILL)
-            snprintf(buf, len, "%s %s freed %lldms", verdict, c->outcome, (long long)c->freed_ms);
+            snprintf(buf, len, "%s %s %s %lldms", verdict, outcome, w->freed,
+                     (long long)c->freed_ms);
         else if (s == LG_SCEN_REDIS_RESTART)
-            snprintf(buf, len, "%s %s back %lldms", verdict, c->outcome,
+            snprintf(buf, len, "%s %s %s %lldms", verdict, outcome, w->back,
                      (long long)c->reconnect_ms);
         else
-            snprintf(buf, len, "%s %s 503 %lldms", verdict, c->outcome,
-                     (long long)c->failfast_ms);
+            snprintf(buf, len, "%s %s 503 %lldms", verdict, outcome, (long long)c->failfast_ms);
         return;
     }
     if (!strcmp(c->expected, "stuck") || !strcmp(c->expected, "recovers")) {
         if (c->recovery_ms >= 0)
-            snprintf(buf, len, "%s %s %lldms", c->pass ? "ok" : "DIFF", c->outcome,
-                     (long long)c->recovery_ms);
+            snprintf(buf, len, "%s %s %lldms", verdict, outcome, (long long)c->recovery_ms);
         else
-            snprintf(buf, len, "%s %s", c->pass ? "ok" : "DIFF", c->outcome);
+            snprintf(buf, len, "%s %s", verdict, outcome);
         return;
     }
-    snprintf(buf, len, "%s %s %lld/%lld", c->pass ? "ok" : "DIFF", c->outcome, (long long)c->sold,
+    snprintf(buf, len, "%s %s %lld/%lld", verdict, outcome, (long long)c->sold,
              (long long)c->stock);
 }
 
@@ -50,49 +225,84 @@ static void fmt_ms(char *buf, size_t len, int64_t ms)
         snprintf(buf, len, "%lld", (long long)ms);
 }
 
-void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *r)
+void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *r,
+                     lg_report_lang lang)
 {
-    fprintf(o, "\nmiaosha oversell matrix%s — redis %s — %.1f s\n", cfg->quick ? " (quick)" : "",
-            r->redis, r->elapsed_s);
+    const words *w = words_of(lang);
+    const int zh = lang == LG_LANG_ZH;
+    if (zh)
+        fprintf(o, "\nmiaosha 超卖矩阵%s — redis %s — %.1f 秒\n", cfg->quick ? "（快速）" : "",
+                r->redis, r->elapsed_s);
+    else
+        fprintf(o, "\nmiaosha oversell matrix%s — redis %s — %.1f s\n",
+                cfg->quick ? " (quick)" : "", r->redis, r->elapsed_s);
     if (cfg->target && cfg->scen_on[LG_SCEN_MULTI])
-        fprintf(o, "multi-instance scenario through %s\n", cfg->target);
-    fprintf(o, "%-10s", "mode");
+        fprintf(o, zh ? "多实例场景经由 %s\n" : "multi-instance scenario through %s\n",
+                cfg->target);
+    put_left(o, w->mode, 10);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
-        if (cfg->scen_on[s])
-            fprintf(o, " | %-24s", lg_scen_names[s]);
+        if (cfg->scen_on[s]) {
+            fputs(" | ", o);
+            put_left(o, scen_short(w, s), 24);
+        }
     fputc('\n', o);
     for (lg_mode m = 0; m < LG_NMODES; m++) {
         if (!cfg->mode_on[m])
             continue;
-        fprintf(o, "%-10s", lg_mode_names[m]);
+        put_left(o, lg_mode_names[m], 10);
         for (lg_scenario s = 0; s < LG_NSCEN; s++) {
             if (!cfg->scen_on[s])
                 continue;
             char b[64];
-            cell_short(s, &r->cell[s][m], b, sizeof b);
-            fprintf(o, " | %-24s", b);
+            cell_short(lang, s, &r->cell[s][m], b, sizeof b);
+            fputs(" | ", o);
+            put_left(o, b, 24);
         }
         fputc('\n', o);
     }
-    fputs("(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n\n", o);
-    fputs("scenario      mode      expected   measured oversold undersold lock_busy lock_lost "
-          "del_other reason\n",
+    fputs(zh ? "（格子：符合/不符 = 是否与预期一致，实测结果，售出/库存或恢复耗时）\n\n"
+             : "(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n\n",
           o);
+    static const col cells_en[] = {
+        {"scenario", 13, 0}, {"mode", 9, 0},       {"expected", 10, 0},  {"measured", 8, 0},
+        {"oversold", 8, 1},  {"undersold", 9, 1},  {"lock_busy", 9, 1},  {"lock_lost", 9, 1},
+        {"del_other", 9, 1}, {"reason", 0, 0}};
+    static const col cells_zh[] = {
+        {"场景", 13, 0}, {"模式", 9, 0}, {"预期", 10, 0},   {"实测", 8, 0},
+        {"超卖", 8, 1},  {"少卖", 9, 1}, {"锁忙", 9, 1},    {"锁失效", 9, 1},
+        {"误删他锁", 9, 1}, {"原因（英文）", 0, 0}};
+    put_header(o, zh ? cells_zh : cells_en, sizeof cells_en / sizeof cells_en[0]);
+    fputc('\n', o);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
-            fprintf(o, "%-13s %-9s %-10s %-8s %8lld %9lld %9llu %9llu %9llu %s\n",
-                    lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome, (long long)c->oversold,
+            char e[64];
+            put_left(o, scen_short(w, s), 13);
+            fputc(' ', o);
+            put_left(o, lg_mode_names[m], 9);
+            fputc(' ', o);
+            put_left(o, expected_text(lang, c->expected, e, sizeof e), 10);
+            fputc(' ', o);
+            put_left(o, outcome_word(lang, c->outcome), 8);
+            fprintf(o, " %8lld %9lld %9llu %9llu %9llu %s\n", (long long)c->oversold,
                     (long long)c->undersold, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
                     c->reason);
         }
     if (lg_matrix_has_faults(cfg)) {
-        fputs("\nfault         mode      503s   unacked fault_ms freed_ms failfast reconnect "
-              "resume (ms; - = n/a)\n",
-              o);
+        static const col faults_en[] = {
+            {"fault", 13, 0},    {"mode", 9, 0},     {"503s", 6, 0},      {"unacked", 7, 1},
+            {"fault_ms", 8, 1},  {"freed_ms", 8, 1}, {"failfast", 8, 1},  {"reconnect", 9, 1},
+            {"resume", 6, 1},    {"(ms; - = n/a)", 0, 0}};
+        static const col faults_zh[] = {
+            {"故障", 13, 0},     {"模式", 9, 0},     {"503 次", 6, 1},    {"未确认", 7, 1},
+            {"故障时长", 8, 1},  {"锁释放", 8, 1},   {"503耗时", 8, 1},   {"重连", 9, 1},
+            {"恢复", 6, 1},      {"（毫秒；- = 不适用；恢复 = 故障结束后第一笔成交）", 0, 0}};
+        fputc('\n', o);
+        put_header(o, zh ? faults_zh : faults_en, sizeof faults_en / sizeof faults_en[0]);
+        fputc('\n', o);
         for (lg_scenario s = LG_SCEN_KILL; s < LG_NSCEN; s++)
             for (lg_mode m = 0; m < LG_NMODES; m++) {
                 const lg_cell *c = &r->cell[s][m];
@@ -103,12 +313,17 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
                                        c->reconnect_ms, c->resume_ms};
                 for (int k = 0; k < 5; k++)
                     fmt_ms(v[k], sizeof v[k], ms[k]);
-                fprintf(o, "%-13s %-9s %6llu %7llu %8s %8s %8s %9s %6s\n", lg_scen_names[s],
-                        lg_mode_names[m], (unsigned long long)c->n503,
+                put_left(o, scen_short(w, s), 13);
+                fputc(' ', o);
+                put_left(o, lg_mode_names[m], 9);
+                fprintf(o, " %6llu %7llu %8s %8s %8s %9s %6s\n", (unsigned long long)c->n503,
                         (unsigned long long)c->unacked, v[0], v[1], v[2], v[3], v[4]);
             }
     }
-    fprintf(o, "\n%d cell(s) differ from the expected outcome\n", r->mismatches);
+    if (zh)
+        fprintf(o, "\n%d 个格子与预期不符\n", r->mismatches);
+    else
+        fprintf(o, "\n%d cell(s) differ from the expected outcome\n", r->mismatches);
 }
 
 static void csv_field(FILE *f, const char *s)
@@ -145,25 +360,40 @@ static void md_text(FILE *f, const char *s)
     }
 }
 
-static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_result *r)
+static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_result *r,
+                    lg_report_lang lang)
 {
+    const words *w = words_of(lang);
+    const int zh = lang == LG_LANG_ZH;
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "# miaosha oversell matrix%s\n\n", cfg->quick ? " (quick)" : "");
-    fprintf(f, "Measured by `miaosha-load matrix` in %.1f s against real `miaosha-server` "
-               "processes on Redis %s. Every cell is a measurement; **DIFF** marks a cell whose "
-               "outcome is not the expected one.\n\n",
-            r->elapsed_s, r->redis);
+    if (zh) {
+        fprintf(f, "# miaosha 超卖矩阵%s\n\n", cfg->quick ? "（快速）" : "");
+        fprintf(f, "由 `miaosha-load matrix` 对真实的 `miaosha-server` 进程实测，Redis 为 %s，"
+                   "用时 %.1f 秒。每个格子都是测出来的，不是写死的；标为 **不符** 的格子，"
+                   "实测结果与预期不一致。\n\n",
+                r->redis, r->elapsed_s);
+    } else {
+        fprintf(f, "# miaosha oversell matrix%s\n\n", cfg->quick ? " (quick)" : "");
+        fprintf(f, "Measured by `miaosha-load matrix` in %.1f s against real `miaosha-server` "
+                   "processes on Redis %s. Every cell is a measurement; **DIFF** marks a cell "
+                   "whose outcome is not the expected one.\n\n",
+                r->elapsed_s, r->redis);
+    }
     if (cfg->target && cfg->scen_on[LG_SCEN_MULTI])
-        fprintf(f, "The multi-instance scenario went through `%s` (a balancer in front of the "
-                   "instances), not through instances of the matrix's own.\n\n",
+        fprintf(f, zh ? "多实例场景经由 `%s`（挡在多个实例前面的负载均衡器），"
+                        "而不是矩阵自己启动的实例。\n\n"
+                      : "The multi-instance scenario went through `%s` (a balancer in front "
+                        "of the instances), not through instances of the matrix's own.\n\n",
                 cfg->target);
-    fputs("| mode |", f);
+    fprintf(f, "| %s |", w->mode);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         if (cfg->scen_on[s])
-            fprintf(f, " %s |", s == LG_SCEN_MULTI && cfg->target ? "multi-instance (via --target)"
-                                                             : scen_titles[s]);
+            fprintf(f, " %s |",
+                    s == LG_SCEN_MULTI && cfg->target
+                        ? (zh ? "多实例（经 --target）" : "multi-instance (via --target)")
+                        : w->scen_title[s]);
     fputs("\n|---|", f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         if (cfg->scen_on[s])
@@ -178,50 +408,68 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                 continue;
             const lg_cell *c = &r->cell[s][m];
             char b[64];
-            cell_short(s, c, b, sizeof b);
+            cell_short(lang, s, c, b, sizeof b);
             int bad = !strcmp(c->outcome, "oversell") || !strcmp(c->outcome, "stuck") ||
                       !strcmp(c->outcome, "blocks");
             fprintf(f, " %s%s%s |", bad ? "**" : "", b, bad ? "**" : "");
         }
         fputc('\n', f);
     }
-    fputs("\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
-          "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-          f);
+    if (zh)
+        fputs("\n## 每个格子的明细\n\n原因一栏由矩阵按英文写出。\n\n"
+              "| 场景 | 模式 | 预期 | 实测 | 售出 / 库存 | 超卖 | 少卖 | 锁忙（429） | 锁失效 | "
+              "误删他人的锁 | 恢复耗时 ms | 原因 |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              f);
+    else
+        fputs("\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
+              "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
+            char e[64];
+            const char *diff = zh ? " **不符**" : " **DIFF**";
             fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | ",
-                    lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome,
-                    c->pass ? "" : " **DIFF**", (long long)c->sold, (long long)c->stock,
-                    (long long)c->oversold, (long long)c->undersold,
-                    (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->deleted_other_lock);
+                    scen_short(w, s), lg_mode_names[m],
+                    expected_text(lang, c->expected, e, sizeof e), outcome_word(lang, c->outcome),
+                    c->pass ? "" : diff,
+                    (long long)c->sold, (long long)c->stock, (long long)c->oversold,
+                    (long long)c->undersold, (unsigned long long)c->lock_busy,
+                    (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock);
             if (c->recovery_ms >= 0)
                 fprintf(f, "%lld", (long long)c->recovery_ms);
             else if (c->stuck)
-                fprintf(f, "stuck > %lld", (long long)c->window_ms);
+                fprintf(f, zh ? "卡死 > %lld" : "stuck > %lld", (long long)c->window_ms);
             fputs(" | ", f);
             md_text(f, c->reason);
             fputs(" |\n", f);
         }
     if (lg_matrix_has_faults(cfg)) {
-        fputs("\n## Fault cells\n\nTimes in ms (— = not applicable): how long the fault "
-              "lasted, when the dead holder's lock was gone after the kill, the slowest 503 "
-              "while Redis was unavailable, when every instance answered without 503 after "
-              "Redis was back, the first sale after the fault ended.\n\n"
-              "| scenario | mode | 503s | unacknowledged | fault | lock freed | 503 within | "
-              "reconnect | next sale |\n|---|---|---|---|---|---|---|---|---|\n",
-              f);
+        if (zh)
+            fputs("\n## 故障场景的格子\n\n时间单位为毫秒（— = 不适用），依次是：故障持续多久；"
+                  "实例被杀后，死去的持锁者留下的锁过了多久才消失；Redis 不可用期间最慢的一次 "
+                  "503；Redis 恢复后，所有实例多久之后不再返回 503；故障结束后的第一笔成交。\n\n"
+                  "| 场景 | 模式 | 503 次数 | 未确认的订单 | 故障时长 | 锁释放 | 503 耗时 | "
+                  "重连 | 下一笔成交 |\n|---|---|---|---|---|---|---|---|---|\n",
+                  f);
+        else
+            fputs("\n## Fault cells\n\nTimes in ms (— = not applicable): how long the fault "
+                  "lasted, when the dead holder's lock was gone after the kill, the slowest 503 "
+                  "while Redis was unavailable, when every instance answered without 503 after "
+                  "Redis was back, the first sale after the fault ended.\n\n"
+                  "| scenario | mode | 503s | unacknowledged | fault | lock freed | 503 within | "
+                  "reconnect | next sale |\n|---|---|---|---|---|---|---|---|---|\n",
+                  f);
         for (lg_scenario s = LG_SCEN_KILL; s < LG_NSCEN; s++)
             for (lg_mode m = 0; m < LG_NMODES; m++) {
                 const lg_cell *c = &r->cell[s][m];
                 if (!c->ran)
                     continue;
-                fprintf(f, "| %s | %s | %llu | %llu |", lg_scen_names[s], lg_mode_names[m],
+                fprintf(f, "| %s | %s | %llu | %llu |", scen_short(w, s), lg_mode_names[m],
                         (unsigned long long)c->n503, (unsigned long long)c->unacked);
                 const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
                                        c->reconnect_ms, c->resume_ms};
@@ -233,7 +481,10 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                 fputc('\n', f);
             }
     }
-    fprintf(f, "\n%d cell(s) differ from the expected outcome.\n", r->mismatches);
+    if (zh)
+        fprintf(f, "\n%d 个格子与预期不符。\n", r->mismatches);
+    else
+        fprintf(f, "\n%d cell(s) differ from the expected outcome.\n", r->mismatches);
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -285,13 +536,17 @@ static int write_csv(const char *path, const lg_matrix_result *r)
 
 /* What the small label above a bar measures, per scenario (shown under the
  * scenario's name). */
-static const char *svg_note_caption(lg_scenario s)
+static const char *svg_note_caption(lg_report_lang lang, lg_scenario s)
 {
+    const int zh = lang == LG_LANG_ZH;
     switch (s) {
-    case LG_SCEN_CRASH: return "label: first sale after the crash";
-    case LG_SCEN_KILL: return "label: dead holder's lock freed after";
-    case LG_SCEN_REDIS_RESTART: return "label: all instances serve again after";
-    case LG_SCEN_REDIS_PAUSE: return "label: 503 while paused within";
+    case LG_SCEN_CRASH: return zh ? "标注：崩溃后第一笔成交" : "label: first sale after the crash";
+    case LG_SCEN_KILL:
+        return zh ? "标注：死去持锁者的锁在此后释放" : "label: dead holder's lock freed after";
+    case LG_SCEN_REDIS_RESTART:
+        return zh ? "标注：所有实例在此后恢复服务" : "label: all instances serve again after";
+    case LG_SCEN_REDIS_PAUSE:
+        return zh ? "标注：暂停期间 503 的耗时上限" : "label: 503 while paused within";
     default: return NULL;
     }
 }
@@ -299,7 +554,7 @@ static const char *svg_note_caption(lg_scenario s)
 /* The small label above a bar: the crash's recovery time, the fault's
  * headline figure (not on an oversold bar), or "stuck". 0 when there is
  * none. */
-static int svg_note(lg_scenario s, const lg_cell *c, char *b, size_t len)
+static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *b, size_t len)
 {
     int64_t ms = s == LG_SCEN_CRASH           ? c->recovery_ms
                  : s == LG_SCEN_KILL          ? c->freed_ms
@@ -307,7 +562,7 @@ static int svg_note(lg_scenario s, const lg_cell *c, char *b, size_t len)
                  : s == LG_SCEN_REDIS_PAUSE   ? c->failfast_ms
                                         : -1;
     if (!strcmp(c->outcome, "stuck"))
-        snprintf(b, len, "stuck");
+        snprintf(b, len, "%s", outcome_word(lang, "stuck"));
     else if (ms >= 0 && c->oversold == 0)
         snprintf(b, len, "%lldms", (long long)ms);
     else
@@ -317,9 +572,14 @@ static int svg_note(lg_scenario s, const lg_cell *c, char *b, size_t len)
 
 /* Grouped bars: one group per scenario, one bar per mode, height =
  * sold / stock (the dashed line is the stock); red = oversold, green =
- * exactly the stock, grey = nothing sold (stuck / blocks), orange = other. */
-static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_result *r)
+ * exactly the stock, grey = nothing sold (stuck / blocks), orange = other.
+ * The Chinese one declares UTF-8 and names CJK fonts first: an SVG viewer
+ * whose plain sans-serif has no CJK glyphs would draw boxes. */
+static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_result *r,
+                     lg_report_lang lang)
 {
+    const words *w = words_of(lang);
+    const int zh = lang == LG_LANG_ZH;
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
@@ -342,16 +602,31 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
     int width = left + (nscen ? nscen : 1) * gw + 20, height = top + ph + 110;
     if (width < 780)
         width = 780; /* the subtitle */
+    if (zh)
+        fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
-            width, height, width, height);
+               "viewBox=\"0 0 %d %d\" font-family=\"%s\" font-size=\"11\">\n",
+            width, height, width, height,
+            zh ? "'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', "
+                 "'PingFang SC', 'Microsoft YaHei', sans-serif"
+               : "sans-serif");
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha: sold vs "
-               "stock per lock mode and scenario%s</text>\n",
-            left, cfg->quick ? " (quick)" : "");
-    fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555\">bar = sold / stock; dashed line = stock; "
-               "red = oversold, green = exact, grey = nothing sold, orange = other</text>\n",
-            left);
+    if (zh) {
+        fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha："
+                   "各锁模式在各场景下的售出量与库存%s</text>\n",
+                left, cfg->quick ? "（快速）" : "");
+        fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555\">柱高 = 售出 / 库存；虚线 = 库存；"
+                   "红 = 超卖，绿 = 准确（恰好卖完库存），灰 = 一件没卖出，橙 = 其他</text>\n",
+                left);
+    } else {
+        fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha: sold "
+                   "vs stock per lock mode and scenario%s</text>\n",
+                left, cfg->quick ? " (quick)" : "");
+        fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555\">bar = sold / stock; dashed line = "
+                   "stock; red = oversold, green = exact, grey = nothing sold, orange = "
+                   "other</text>\n",
+                left);
+    }
     /* axis */
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, top, left,
             top + ph);
@@ -390,46 +665,49 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
                 h = 2;
             fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
                        "<title>%s / %s: ",
-                    x, top + ph - h, bw, h, color, lg_scen_names[s], lg_mode_names[m]);
+                    x, top + ph - h, bw, h, color, scen_short(w, s), lg_mode_names[m]);
             xml_text(f, c->reason);
             fputs("</title></rect>\n", f);
             fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%lld/%lld"
                        "</text>\n",
                     x + bw / 2, top + ph - h - 4, (long long)c->sold, (long long)c->stock);
             char b[32];
-            if (svg_note(s, c, b, sizeof b)) {
+            if (svg_note(lang, s, c, b, sizeof b)) {
                 fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\" "
                            "fill=\"#333\">%s</text>\n",
                         x + bw / 2, top + ph - h - 15, b);
             }
             fprintf(f, "<text transform=\"translate(%d,%d) rotate(45)\" font-size=\"10\">%s%s"
                        "</text>\n",
-                    x + 8, top + ph + 8, lg_mode_names[m], c->pass ? "" : " (DIFF)");
+                    x + 8, top + ph + 8, lg_mode_names[m],
+                    c->pass ? "" : zh ? "（不符）" : " (DIFF)");
         }
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n",
-                gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 90, lg_scen_names[s]);
-        if (svg_note_caption(s))
+                gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 90,
+                zh ? w->scen_title[s] : lg_scen_names[s]);
+        if (svg_note_caption(lang, s))
             fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"9\" "
                        "fill=\"#555\">%s</text>\n",
-                    gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 103, svg_note_caption(s));
+                    gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 103,
+                    svg_note_caption(lang, s));
         g++;
     }
     fputs("</svg>\n", f);
     return fclose(f) == 0 ? 0 : -1;
 }
 
-int lg_matrix_write_files(const lg_matrix_cfg *cfg, const lg_matrix_result *r, char *err,
-                          size_t errlen)
+int lg_matrix_write_files(const lg_matrix_cfg *cfg, const lg_matrix_result *r,
+                          lg_report_lang lang, char *err, size_t errlen)
 {
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/matrix.md", cfg->out_dir);
-    if (write_md(p, cfg, r) < 0)
+    if (write_md(p, cfg, r, lang) < 0)
         goto fail;
     snprintf(p, sizeof p, "%s/matrix.csv", cfg->out_dir);
     if (write_csv(p, r) < 0)
         goto fail;
     snprintf(p, sizeof p, "%s/matrix.svg", cfg->out_dir);
-    if (write_svg(p, cfg, r) < 0)
+    if (write_svg(p, cfg, r, lang) < 0)
         goto fail;
     return 0;
 fail:
