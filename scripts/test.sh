@@ -5,7 +5,7 @@
 # the whole suite three times:
 #   build/ci     -Wall -Wextra -Werror, every test
 #   build/asan   ASan + UBSan, every test
-#   build/tsan   TSan, the lock core's threaded tests (ctest label "tsan")
+#   build/tsan   TSan, the threaded tests: lock core and service (ctest label "tsan")
 # Each ctest run starts its own private redis-server on a free loopback port.
 # Environment: MIAOSHA_TEST_ONLY=ci|asan|tsan runs one build; JOBS=N.
 set -euo pipefail
