@@ -191,15 +191,17 @@ static void test_run(void)
     lg_stop(s2, 5000);
 }
 
-static void test_matrix(void)
+/* extra: more matrix arguments (the pipeline-off run passes a server
+ * argument), "" for none. */
+static void test_matrix(const char *extra)
 {
     char dir[] = "/tmp/miaosha-lg-matrix-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
     static char out[1 << 16];
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
-             "%s matrix --quick --server %s --redis 127.0.0.1:%d --out %s", load, server,
-             redis_port, dir);
+             "%s matrix --quick --server %s --redis 127.0.0.1:%d --out %s %s", load, server,
+             redis_port, dir, extra);
     int rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0, "matrix --quick exit %d\n%s", rc, out);
     const char *files[] = {"matrix.md", "matrix.csv", "matrix.svg"};
@@ -467,7 +469,7 @@ int main(int argc, char **argv)
     if (!strcmp(what, "run"))
         test_run();
     else if (!strcmp(what, "matrix"))
-        test_matrix();
+        test_matrix(argc > 2 ? argv[2] : "");
     else if (!strcmp(what, "faults"))
         test_faults();
     else
