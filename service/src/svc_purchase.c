@@ -166,8 +166,10 @@ static void respond(purchase *pu, purchase_result res)
                        svc_now_us() - pu->r->t0_us, pu->wait_us >= 0 ? pu->wait_us : pu->gave_up_us);
 }
 
-/* Releases held[n-1..0]; sets lock_lost when a release says the lock had
- * already gone (token lease ran out, watchdog found it lost).
+/* Releases one hold (outer: the first acquisition), p's commands (NULL:
+ * none) riding in the release's write just before it; sets lock_lost when
+ * the release says the lock had already gone (token lease ran out,
+ * watchdog found it lost). release_all releases held[n-1..0].
  *
  * Sets deleted_other_lock when the outer release reported success although
  * its fixed lease had certainly run out: the key expired at the latest
