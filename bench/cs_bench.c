@@ -1,7 +1,7 @@
 /* cs_bench — the service's purchase critical section, straight on the lock
  * core, with no HTTP and no JSON: the reference for /miaosha/token.
  *
- *   cs_bench PORT THREADS SECONDS [WAIT_MS [MODE]]
+ *   cs_bench PORT THREADS SECONDS [WAIT_MS [MODE [pipeline|plain]]]
  *
  * THREADS threads, each with its own lc_conn (as each service worker has),
  * loop exactly what service/src/svc_purchase.c does per purchase:
@@ -12,6 +12,11 @@
  *   one pipelined round trip: MULTI; SET stock <read-1>; INCR sold;
  *                             RPUSH orders <~200-byte record>; EXEC
  *   lc_release
+ *
+ * "plain" is that; "pipeline" (the default, as the service's
+ * purchase.pipeline) sends the GET in the acquire's round trip
+ * (lc_acquire_pipe) and the transaction in the release's (lc_release_pipe):
+ * two round trips a purchase instead of four.
  *
  * The stock starts at 10^9 so it never sells out. The order record is a
  * fixed string of the service's record size (the service builds it with
@@ -41,6 +46,7 @@
 
 static lc_client *cli;
 static lc_mode mode = LC_TOKEN;
+static bool pipelined = true;
 static long long wait_ms = 1000;
 static atomic_bool stop_flag;
 
@@ -97,6 +103,59 @@ static int section(lc_conn *conn, char *rec, size_t reclen)
     return read_pipeline(c);
 }
 
+/* Appends the transaction to p; 0, or -1 when out of memory. */
+static int append_commit(lc_pipe *p, long long before, char *rec, size_t reclen)
+{
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, rec + 13);
+    rec[13 + 36] = '"';
+    if (lc_pipe_append(p, "MULTI") != LC_OK ||
+        lc_pipe_append(p, "SET %s %lld", KEY_STOCK, before - 1) != LC_OK ||
+        lc_pipe_append(p, "INCR %s", KEY_SOLD) != LC_OK ||
+        lc_pipe_append(p, "RPUSH %s %b", KEY_ORDERS, rec, reclen) != LC_OK ||
+        lc_pipe_append(p, "EXEC") != LC_OK)
+        return -1;
+    return 0;
+}
+
+/* One pipelined purchase: the GET in the acquire's write, the transaction
+ * in the release's. Returns the acquire's status (LC_OK: *ok tells whether
+ * the purchase and the release both succeeded). */
+static lc_status purchase_pipelined(lc_conn *conn, const lc_lock_args *a, char *rec, size_t reclen,
+                                    bool *ok)
+{
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_guard *g = NULL;
+    if (lc_pipe_append(&p, "GET %s", KEY_STOCK) != LC_OK)
+        return LC_NOMEM;
+    lc_status st = lc_acquire_pipe(conn, a, &p, &g);
+    redisReply *r = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
+    lc_pipe_clear(&p);
+    if (st != LC_OK)
+        return st;
+    long long before = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    if (r)
+        freeReplyObject(r);
+    *ok = true;
+    if (before > 0 && append_commit(&p, before, rec, reclen) != 0)
+        *ok = false;
+    /* sold out: nothing to commit, the release goes alone */
+    lc_status rs = lc_release_pipe(conn, g, &p);
+    if (before > 0) {
+        redisReply *exec = lc_pipe_take(&p, 4);
+        if (!exec || exec->type != REDIS_REPLY_ARRAY || exec->elements != 3)
+            *ok = false;
+        if (exec)
+            freeReplyObject(exec);
+    }
+    lc_pipe_clear(&p);
+    if (rs != LC_OK)
+        *ok = false;
+    return LC_OK;
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -127,6 +186,17 @@ static void *worker_main(void *arg)
         uuid_generate_random(u);
         uuid_unparse_lower(u, owner);
         lc_guard *g = NULL;
+        if (pipelined) {
+            bool ok = false;
+            lc_status st = purchase_pipelined(conn, &a, rec, reclen, &ok);
+            if (st == LC_BUSY)
+                w->busy++;
+            else if (st == LC_OK && ok)
+                w->done++;
+            else
+                w->errors++;
+            continue;
+        }
         lc_status st = lc_acquire(conn, &a, &g);
         if (st == LC_BUSY) {
             w->busy++;
@@ -171,7 +241,7 @@ static int redis_setup(int port, int reset)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: cs_bench PORT THREADS SECONDS [WAIT_MS [MODE]]\n");
+        fprintf(stderr, "usage: cs_bench PORT THREADS SECONDS [WAIT_MS [MODE [pipeline|plain]]]\n");
         return 2;
     }
     int port = atoi(argv[1]);
@@ -183,6 +253,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "cs_bench: unknown mode '%s'\n", argv[5]);
         return 2;
     }
+    if (argc > 6 && strcmp(argv[6], "pipeline") != 0 && strcmp(argv[6], "plain") != 0) {
+        fprintf(stderr, "cs_bench: the section is 'pipeline' or 'plain', not '%s'\n", argv[6]);
+        return 2;
+    }
+    if (argc > 6)
+        pipelined = strcmp(argv[6], "pipeline") == 0;
     if (port <= 0 || port > 65535 || threads < 1 || threads > MAX_THREADS || seconds <= 0 || seconds > 3600 ||
         wait_ms < 0) {
         fprintf(stderr, "cs_bench: bad arguments (threads 1..%d, seconds (0, 3600])\n", MAX_THREADS);
@@ -221,9 +297,9 @@ int main(int argc, char **argv)
     double elapsed = now_s() - t0;
     lc_client_free(cli);
     redis_setup(port, 0); /* drop the order list, keep Redis small */
-    printf("cs_bench mode=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld sections_per_s=%.0f "
+    printf("cs_bench mode=%s section=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld sections_per_s=%.0f "
            "fairness=%.2f busy=%ld errors=%ld\n",
-           lc_mode_name(mode), threads, wait_ms, elapsed, total, total / elapsed, mx ? (double)mn / (double)mx : 0.0,
+           lc_mode_name(mode), pipelined ? "pipeline" : "plain", threads, wait_ms, elapsed, total, total / elapsed, mx ? (double)mn / (double)mx : 0.0,
            busy, errors);
     return errors > 0 && total == 0 ? 1 : 0;
 }

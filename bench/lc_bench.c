@@ -1,6 +1,6 @@
 /* lc_bench — the lock core against the round-trip bound, in one run.
  *
- *   lc_bench PORT [SECONDS]
+ *   lc_bench PORT [SECONDS [all|peer]]
  *
  * Part 1, uncontended: per mode, acquire+release cycles/s on one thread, and
  * in the same run a raw hiredis loop sending the very same commands (the
@@ -13,10 +13,17 @@
  * per thread, and what Redis says the run cost it per section (commands,
  * including those scripts call, and µs spent in scripts: see redis_work).
  * token and reentrant, the pair the target compares, alternate three times
- * (medians).
+ * (medians). Then the same pair with the pipelined section: GET in the
+ * acquire's round trip (lc_acquire_pipe), SET in the release's
+ * (lc_release_pipe), as the service's purchase.pipeline does.
+ *
+ * Part "peer" (alone): token acquire+release cycles/s, 8 threads on one key
+ * (wait 1000 ms), the figure bench/run.sh sets against redis-py's Lock
+ * (bench/redis_py_lock.py) with 8 threads on the same key pattern.
  *
  * Targets (bench/README.md): each Redis mode >= 0.9x its raw loop; with 8
- * and 32 threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3.
+ * and 32 threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3;
+ * pipelined, reentrant >= 0.8x token with fairness >= 0.5.
  */
 #include "lockcore.h"
 
@@ -170,9 +177,34 @@ static void uncontended(void)
 typedef struct worker {
     lc_mode mode;
     int id;
+    int section;      /* 0 none (acquire+release), 1 GET/SET, 2 pipelined GET/SET */
+    const char *key;
     atomic_bool *stop;
     long done, failed;
 } worker;
+
+/* The pipelined critical section: GET with the acquire, SET with the
+ * release. */
+static int pipelined_section(lc_conn *conn, const lc_lock_args *a)
+{
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "GET bench:{cs}:stock");
+    lc_guard *g;
+    if (lc_acquire_pipe(conn, a, &p, &g) != LC_OK) {
+        lc_pipe_clear(&p);
+        return -1;
+    }
+    redisReply *r = lc_pipe_take(&p, 0);
+    long v = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
+    if (r)
+        freeReplyObject(r);
+    lc_pipe_clear(&p);
+    lc_pipe_append(&p, "SET bench:{cs}:stock %ld", v + 1);
+    lc_release_pipe(conn, g, &p);
+    lc_pipe_clear(&p);
+    return 0;
+}
 
 static void *worker_main(void *arg)
 {
@@ -184,12 +216,30 @@ static void *worker_main(void *arg)
     lc_lock_args a;
     memset(&a, 0, sizeof a);
     a.mode = w->mode;
-    a.key = "bench:{cs}:lock";
+    a.key = w->key;
     a.owner = owner;
     a.lease_ms = w->mode == LC_REENTRANT ? 0 : 5000;
     a.wait_ms = 1000;
     while (!atomic_load(w->stop)) {
         lc_guard *g;
+        if (w->section == 2) {
+            if (pipelined_section(conn, &a) != 0)
+                w->failed++;
+            else
+                w->done++;
+            continue;
+        }
+        if (w->section == 0) {
+            if (lc_acquire(conn, &a, &g) != LC_OK) {
+                w->failed++;
+                continue;
+            }
+            if (lc_release(conn, g) != LC_OK)
+                w->failed++;
+            else
+                w->done++;
+            continue;
+        }
         if (lc_acquire(conn, &a, &g) != LC_OK) {
             w->failed++;
             continue;
@@ -243,7 +293,8 @@ static redisContext *stats_conn;
 
 /* One contended run of mode: critical sections/s; fairness and Redis's
  * script microseconds per section through *fair and *script_us. */
-static double contended_run(lc_mode mode, int threads, double *fair, double *script_us)
+static double contended_run(lc_mode mode, int threads, int section, double *fair,
+                            double *script_us)
 {
     redis_work before = redis_work_now(stats_conn);
     worker ws[64];
@@ -251,7 +302,8 @@ static double contended_run(lc_mode mode, int threads, double *fair, double *scr
     atomic_bool stop = false;
     double t0 = now_s();
     for (int k = 0; k < threads; k++) {
-        ws[k] = (worker){mode, k, &stop, 0, 0};
+        ws[k] = (worker){mode, k, section, section ? "bench:{cs}:lock" : "bench:{peer}:lock", &stop,
+                         0, 0};
         pthread_create(&th[k], NULL, worker_main, &ws[k]);
     }
     struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
@@ -287,12 +339,12 @@ static void contended(int threads)
     printf("  %-10s %12s %10s %8s %10s %12s\n", "mode", "sections/s", "fairness", "failed", "redis cmds",
            "script us");
     double fair, script;
-    contended_run(LC_MUTEX, threads, &fair, &script);
-    contended_run(LC_SETNX, threads, &fair, &script);
+    contended_run(LC_MUTEX, threads, 1, &fair, &script);
+    contended_run(LC_SETNX, threads, 1, &fair, &script);
     double tok[3], re[3], ref[3], tscript[3], rscript[3];
     for (int k = 0; k < 3; k++) {
-        tok[k] = contended_run(LC_TOKEN, threads, &fair, &tscript[k]);
-        re[k] = contended_run(LC_REENTRANT, threads, &fair, &rscript[k]);
+        tok[k] = contended_run(LC_TOKEN, threads, 1, &fair, &tscript[k]);
+        re[k] = contended_run(LC_REENTRANT, threads, 1, &fair, &rscript[k]);
         ref[k] = fair;
     }
     qsort(tok, 3, sizeof *tok, cmp_double);
@@ -305,6 +357,30 @@ static void contended(int threads)
            tok[1], re[1], tscript[1], rscript[1]);
     printf("  reentrant/token = %.2f (target >= 1.0), reentrant fairness %.2f (worst %.2f; target >= 0.3): %s\n",
            re[1] / tok[1], ref[1], ref[0], re[1] >= tok[1] && ref[0] >= 0.3 ? "ok" : "MISSED");
+
+    printf("pipelined critical sections (acquire+GET in one round trip, SET+release in one), %d "
+           "threads\n", threads);
+    for (int k = 0; k < 3; k++) {
+        tok[k] = contended_run(LC_TOKEN, threads, 2, &fair, &tscript[k]);
+        re[k] = contended_run(LC_REENTRANT, threads, 2, &fair, &rscript[k]);
+        ref[k] = fair;
+    }
+    qsort(tok, 3, sizeof *tok, cmp_double);
+    qsort(re, 3, sizeof *re, cmp_double);
+    qsort(ref, 3, sizeof *ref, cmp_double);
+    printf("  pipelined: token %.0f, reentrant %.0f sections/s\n", tok[1], re[1]);
+    printf("  pipelined: reentrant vs token %.2f (target >= 0.8), reentrant fairness %.2f (worst %.2f; "
+           "target >= 0.5): %s\n",
+           re[1] / tok[1], ref[1], ref[0], re[1] >= 0.8 * tok[1] && ref[0] >= 0.5 ? "ok" : "MISSED");
+}
+
+/* Token acquire+release on one key from 8 threads, for the peer
+ * comparison (bench/redis_py_lock.py does the same with redis-py). */
+static void peer(void)
+{
+    double fair, script;
+    double rate = contended_run(LC_TOKEN, 8, 0, &fair, &script);
+    printf("peer token threads=8 cycles_per_s=%.0f fairness=%.2f\n", rate, fair);
 }
 
 int main(int argc, char **argv)
@@ -316,6 +392,11 @@ int main(int argc, char **argv)
     port = atoi(argv[1]);
     if (argc > 2)
         seconds = atof(argv[2]);
+    int only_peer = argc > 3 && strcmp(argv[3], "peer") == 0;
+    if (argc > 3 && !only_peer && strcmp(argv[3], "all") != 0) {
+        fprintf(stderr, "usage: lc_bench PORT [SECONDS [all|peer]]\n");
+        return 2;
+    }
     lc_options o;
     lc_options_init(&o);
     o.redis_port = port;
@@ -324,15 +405,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "lc_bench: %s\n", err);
         return 1;
     }
-    uncontended();
+    if (!only_peer)
+        uncontended();
     struct timeval tv = {2, 0};
     stats_conn = redisConnectWithTimeout("127.0.0.1", port, tv);
     if (!stats_conn || stats_conn->err) {
         fprintf(stderr, "lc_bench: cannot connect to 127.0.0.1:%d\n", port);
         return 1;
     }
-    contended(8);
-    contended(32);
+    if (only_peer) {
+        printf("  %-10s %12s %10s %8s %10s %12s\n", "mode", "cycles/s", "fairness", "failed",
+               "redis cmds", "script us");
+        peer();
+    } else {
+        contended(8);
+        contended(32);
+    }
     redisFree(stats_conn);
     lc_client_free(cli);
     return 0;

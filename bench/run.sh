@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|service|load|scaleout]... [--seconds N] [--rounds N]
+# bench/run.sh [all|lockcore|service|pipeline|load|scaleout]... [--seconds N] [--rounds N]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -28,7 +28,7 @@ usage() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|service|load|scaleout) parts+=("$1") ;;
+    all|lockcore|service|pipeline|load|scaleout) parts+=("$1") ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -160,10 +160,13 @@ EOF
   echo "nginx (static file, $(wc -c <"$1") bytes): 127.0.0.1:$NGINX_PORT pid $NGINX_PID"
 }
 
-# wrk_run URL -> sets WRK_RPS WRK_REQ WRK_SECS WRK_NON2XX WRK_ERRS
+# wrk_run URL [CONNECTIONS] -> sets WRK_RPS WRK_REQ WRK_SECS WRK_NON2XX WRK_ERRS WRK_P50_US
 wrk_run() {
-  local out
-  out=$(timeout $((DUR + 30)) wrk -t2 -c64 -d"${DUR}s" "$1" 2>&1)
+  local out c=${2:-64}
+  out=$(timeout $((DUR + 30)) wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d"${DUR}s" --latency "$1" 2>&1)
+  # "     50%  312.00us" in the latency distribution, in microseconds
+  WRK_P50_US=$(printf '%s\n' "$out" | awk '$1 == "50%" { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+    print (u == "us") ? v : (u == "ms") ? v * 1000 : (u == "s") ? v * 1000000 : v; exit }')
   WRK_RPS=$(printf '%s\n' "$out" | awk '/^Requests\/sec:/ {print $2}')
   WRK_REQ=$(printf '%s\n' "$out" | awk '/ requests in / {print $1}')
   WRK_SECS=$(printf '%s\n' "$out" | awk '/ requests in / {sub(/s,$/, "", $4); print $4}')
@@ -185,23 +188,25 @@ load_run() {
   [ -n "$LOAD_RPS" ] || { log "bench: miaosha-load bench failed: $out"; LOAD_RPS=0; }
 }
 
-# purchase_wrk PORT MODE -> sets BUY_RPS (successful purchases/s from the audit)
+# purchase_wrk PORT MODE [QUERY [CONNECTIONS]] -> sets BUY_RPS (successful
+# purchases/s from the audit); QUERY is appended ("&pipeline=0")
 BENCH_SKU=bench
 purchase_wrk() {
   local port=$1 mode=$2 r sold
   r=$(http PUT "$port" "/stock/$BENCH_SKU?stock=1000000000")
   case "$r" in 200*) ;; *) log "bench: stock reset failed on port $port: $r"; BUY_RPS=0; return ;; esac
-  wrk_run "http://127.0.0.1:$port/miaosha/$mode?sku=$BENCH_SKU&wait_ms=$WAIT_MS"
+  wrk_run "http://127.0.0.1:$port/miaosha/$mode?sku=$BENCH_SKU&wait_ms=$WAIT_MS${3:-}" "${4:-64}"
   r=$(http GET "$port" "/stock/$BENCH_SKU")
   sold=$(printf '%s\n' "$r" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
   BUY_RPS=$(awk -v s="${sold:-0}" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
   BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
 }
 
-# cs_run THREADS -> sets CS_RPS
+# cs_run THREADS [pipeline|plain] -> sets CS_RPS (the section as the
+# service's default, purchase.pipeline=true, unless told)
 cs_run() {
   local out
-  out=$(timeout $((DUR + 30)) "$BUILD/bench/cs_bench" "$REDIS_PORT" "$1" "$DUR" "$WAIT_MS" token 2>&1)
+  out=$(timeout $((DUR + 30)) "$BUILD/bench/cs_bench" "$REDIS_PORT" "$1" "$DUR" "$WAIT_MS" token "${2:-pipeline}" 2>&1)
   CS_RPS=$(printf '%s\n' "$out" | sed -n 's/.*sections_per_s=\([0-9.]*\).*/\1/p')
   CS_NOTE=$(printf '%s\n' "$out" | sed -n 's/.*\(fairness=.*\)/\1/p')
   [ -n "$CS_RPS" ] || { log "bench: cs_bench failed: $out"; CS_RPS=0; }
@@ -309,6 +314,33 @@ if want lockcore; then
       "$(ratio "$rs" "$ts")" - "measured (no target)"
   done <"$WORK/lc_contended"
   [ -s "$WORK/lc_contended" ] || row lockcore "lc_bench" - - - - "MISSED (no output)"
+  # pipelined section: reentrant vs token with fairness, 8 and 32 threads
+  printf '%s\n' "$out" | awk '
+    /^pipelined critical sections/ && match($0, /, [0-9]+ threads/) { th = substr($0, RSTART + 2, RLENGTH - 2); sub(/ threads/, "", th) }
+    /pipelined: token/ { tok = $3; sub(/,/, "", tok); re = $5 }
+    /pipelined: reentrant vs token/ && match($0, /worst [0-9.]+/) { print th, re, tok, substr($0, RSTART + 6, RLENGTH - 6) }' >"$WORK/lc_piped"
+  while read -r th re tok fair; do
+    target_row lockcore "pipelined section, $th threads: reentrant vs token sections/s" "$re" "$tok" ">=" 0.8
+    row lockcore "pipelined section, $th threads: reentrant fairness (worst of 3)" "-" "-" "$fair" ">= 0.5" "$(judge "$fair" ">=" 0.5)"
+  done <"$WORK/lc_piped"
+
+  # token acquire+release, 8 threads on one key: lockcore vs redis-py's Lock
+  # (the same algorithm; polling every 1 ms), alternating
+  PY=""
+  for p in /usr/bin/python3 python3; do "$p" -c 'import redis' 2>/dev/null && { PY=$p; break; }; done
+  if [ -z "$PY" ]; then
+    row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" - - - ">= 1.5" "MISSED (python3 redis package not installed: python3-redis)"
+  else
+    echo "token acquire+release, 8 threads, one key, ${LC_SECS}s, alternating: lc_bench peer, redis-py Lock (sleep=0.001)"
+    pl=() pr=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+      o=$(timeout 120 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" peer 2>&1 | grep '^peer')
+      pl+=("$(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"); echo "  round $r: $o"
+      o=$(timeout 120 "$PY" "$ROOT/bench/redis_py_lock.py" "$REDIS_PORT" "$LC_SECS" 8 2>&1 | grep '^peer')
+      pr+=("$(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"); echo "  round $r: $o"
+    done
+    target_row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" "$(median "${pl[@]}")" "$(median "${pr[@]}")" ">=" 1.5
+  fi
 fi
 
 # ---------------------------------------------------------------- service --
@@ -372,7 +404,7 @@ if want service; then
   start_server w64 --set server.workers=64 || exit 1; W64_PORT=$SERVER_PORT
   DEF_WORKERS=$("$SRV" --print-config | sed -n 's/.*"workers": *\([0-9]*\).*/\1/p')
   echo "/miaosha/token?wait_ms=$WAIT_MS successful purchases/s (wrk -t2 -c64 -d${DUR}s; sold from the audit),"
-  echo "vs cs_bench (the same critical section on lockcore, no HTTP), alternating"
+  echo "vs cs_bench (the same critical section on lockcore, no HTTP; both pipelined, the default), alternating"
   c64=() sd=() s64=() c8=() s8=()
   for ((r = 1; r <= ROUNDS; r++)); do
     cs_run 64; c64+=("$CS_RPS"); echo "  round $r: cs_bench 64 threads    $CS_RPS/s ($CS_NOTE)"
@@ -387,6 +419,38 @@ if want service; then
   info_row service "token buys/s: workers=64 vs cs_bench 64 threads" "$m_s64" "$m_c64"
   target_row service "token buys/s: workers=8 vs cs_bench 8 threads" "$m_s8" "$m_c8" ">=" 0.8
   info_row service "token buys/s: workers=8 vs workers=64" "$m_s8" "$m_s64"
+fi
+
+# --------------------------------------------------------------- pipeline --
+# The purchase's pipelined section (purchase.pipeline, ?pipeline=0|1) against
+# the four-round-trip one, on the same server, alternating.
+if want pipeline; then
+  section "pipeline: /miaosha/{token,reentrant} with ?pipeline=1 vs ?pipeline=0"
+  [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
+  for mode in token reentrant; do
+    for c in 8 64; do
+      echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, $c connections (wrk -c$c -d${DUR}s), alternating: off, on"
+      pon=() poff=()
+      for ((r = 1; r <= ROUNDS; r++)); do
+        purchase_wrk "$SVC_PORT" "$mode" "&pipeline=0" "$c"; poff+=("$BUY_RPS"); echo "  round $r: pipeline off $BUY_RPS/s ($BUY_NOTE)"
+        purchase_wrk "$SVC_PORT" "$mode" "&pipeline=1" "$c"; pon+=("$BUY_RPS"); echo "  round $r: pipeline on  $BUY_RPS/s ($BUY_NOTE)"
+      done
+      if [ "$c" = 64 ]; then
+        target_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$(median "${pon[@]}")" "$(median "${poff[@]}")" ">=" "$([ "$mode" = token ] && echo 1.6 || echo 1.5)"
+      else
+        info_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$(median "${pon[@]}")" "$(median "${poff[@]}")"
+      fi
+    done
+  done
+  echo "/miaosha/token, one buyer at a time (wrk -t1 -c1 -d${DUR}s), p50 latency, alternating: off, on"
+  lon=() loff=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    purchase_wrk "$SVC_PORT" token "&pipeline=0" 1; loff+=("$WRK_P50_US"); echo "  round $r: pipeline off p50 ${WRK_P50_US}us ($BUY_RPS/s)"
+    purchase_wrk "$SVC_PORT" token "&pipeline=1" 1; lon+=("$WRK_P50_US"); echo "  round $r: pipeline on  p50 ${WRK_P50_US}us ($BUY_RPS/s)"
+  done
+  m_on=$(median "${lon[@]}") m_off=$(median "${loff[@]}")
+  rt=$(ratio "$m_on" "$m_off")
+  row pipeline "token p50 latency (us), 1 connection: pipeline on vs off" "$(fmt "$m_on")" "$(fmt "$m_off")" "$rt" "<= 0.6" "$(judge "$rt" "<=" 0.6)"
 fi
 
 # ------------------------------------------------------------------- load --

@@ -167,6 +167,10 @@ typedef struct cfg_config {
                                         purchase.max_work_ms] */
         int64_t max_work_ms;         /* cap on ?work_ms= [60000, 0..600000] */
         int max_reenter;             /* cap on ?reenter= [8, 0..64] */
+        bool pipeline;               /* send the stock read with the acquire
+                                        and the commit with the release, two
+                                        round trips a purchase, when the
+                                        request has no ?pipeline= [true] */
     } purchase;
     struct {
         int64_t lease_ms;            /* setnx/token lease, and the reentrant

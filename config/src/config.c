@@ -157,6 +157,9 @@ static const key_def KEYS[] = {
           "cap on ?work_ms="),
     K_NUM("purchase.max_reenter", purchase.max_reenter, 0, 64, 8, NULL, "",
           "cap on ?reenter="),
+    K_BOOL("purchase.pipeline", purchase.pipeline, 1,
+           "send the stock read with the lock's acquire and the commit with its release "
+           "(two round trips a purchase) when a request has no ?pipeline="),
 
     K_NUM("lock.lease_ms", lock.lease_ms, 1, MS_PER_DAY, 5000, "lock.max_lease_ms", "ms",
           "lease of setnx and token locks when a request has no ?lease_ms="),

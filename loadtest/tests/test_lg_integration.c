@@ -192,7 +192,9 @@ static void test_run(void)
     lg_stop(s2, 5000);
 }
 
-static void test_matrix(void)
+/* extra: more matrix arguments (the pipeline-off run passes a server
+ * argument), "" for none. */
+static void test_matrix(const char *extra)
 {
     char dir[] = "/tmp/miaosha-lg-matrix-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
@@ -206,8 +208,8 @@ static void test_matrix(void)
     snprintf(cmd, sizeof cmd, "%s matrix --help", load);
     TU_CHECK(sh(cmd, out, sizeof out) == 0 && strstr(out, "--lang LANG"), "matrix --help: --lang");
     snprintf(cmd, sizeof cmd,
-             "%s matrix --quick --server %s --redis 127.0.0.1:%d --out %s", load, server,
-             redis_port, dir);
+             "%s matrix --quick --server %s --redis 127.0.0.1:%d --out %s %s", load, server,
+             redis_port, dir, extra);
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0, "matrix --quick exit %d\n%s", rc, out);
     const char *files[] = {"matrix.md", "matrix.csv", "matrix.svg"};
@@ -475,7 +477,7 @@ int main(int argc, char **argv)
     if (!strcmp(what, "run"))
         test_run();
     else if (!strcmp(what, "matrix"))
-        test_matrix();
+        test_matrix(argc > 2 ? argv[2] : "");
     else if (!strcmp(what, "faults"))
         test_faults();
     else

@@ -292,6 +292,117 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  * The thread that owns conn. */
 lc_status lc_release(lc_conn *conn, lc_guard *g);
 
+/* --- the caller's commands in the lock's round trip --------------------- */
+
+/* Redis runs one connection's commands in the order they arrive, so a
+ * caller's commands can travel in the same write as an acquire (after it)
+ * or as a release (before it) without changing what any mode guarantees:
+ * the lock is held from the acquire's execution to the release's. A locked
+ * read-then-write then costs two round trips instead of four, and the lock
+ * is held for one round trip less. The lock core does not know what the
+ * commands do; it writes them, reads their replies in order and hands them
+ * back.
+ *
+ * Rules for the commands:
+ *   - formatted with lc_pipe_append (redisFormatCommand's format) or
+ *     lc_pipe_append_argv; at most LC_PIPE_MAX of them;
+ *   - with an acquire: read-only commands (WATCH and UNWATCH count as
+ *     such: lockcore never sends EXEC, so a watch cannot change what its
+ *     own commands do). They run on every attempt,
+ *     whether or not that attempt takes the lock (the lock command runs
+ *     first, the caller's right after it, in the same write);
+ *   - with a release: any complete commands, writes included — a MULTI
+ *     must be closed by its EXEC (or DISCARD) within the pipe;
+ *   - never a blocking command (BLPOP, WAIT...), SUBSCRIBE, MONITOR or
+ *     anything else that changes the connection's state (SELECT, AUTH,
+ *     CLIENT REPLY): the connection must come back as it went.
+ *
+ * The lc_pipe is a plain structure so that it can live on the stack; its
+ * fields belong to these functions. One lc_pipe is used by one thread at a
+ * time. */
+#define LC_PIPE_MAX 16 /* commands per pipe */
+
+typedef struct lc_pipe {
+    int n;                          /* commands appended */
+    char *cmd[LC_PIPE_MAX];         /* RESP text (redisFormatCommand's) */
+    size_t len[LC_PIPE_MAX];        /* bytes */
+    redisReply *reply[LC_PIPE_MAX]; /* reply i after a call, or NULL */
+} lc_pipe;
+
+/* Empties *p (no commands, no replies); call once before first use. Any
+ * thread. */
+void lc_pipe_init(lc_pipe *p);
+
+/* Appends one command, formatted as redisFormatCommand does ("GET %s",
+ * "%b" for binary). Returns LC_OK; LC_MISUSE when p already has
+ * LC_PIPE_MAX commands or the format is invalid; LC_NOMEM. The thread that
+ * uses p. */
+lc_status lc_pipe_append(lc_pipe *p, const char *fmt, ...);
+
+/* The same with an argument vector (argvlen NULL: strlen of each). */
+lc_status lc_pipe_append_argv(lc_pipe *p, int argc, const char **argv, const size_t *argvlen);
+
+/* Hands over reply i (0-based, in append order) of the last call that
+ * carried p: the caller owns it and frees it with freeReplyObject. NULL
+ * when there is none (no such command, not sent, no reply came, or already
+ * taken). The thread that uses p. */
+redisReply *lc_pipe_take(lc_pipe *p, int i);
+
+/* Frees the commands and every reply not taken; *p is then as after
+ * lc_pipe_init and may be reused. NULL-safe. The thread that uses p. */
+void lc_pipe_clear(lc_pipe *p);
+
+/* p's commands alone, in one write, every reply read: the same round trip
+ * without a lock (the caller's own transaction when it holds no lock in
+ * Redis). p then holds every reply that came, NULL for one that did not.
+ * LC_OK when every reply came (error replies included); LC_IO otherwise,
+ * the reason in lc_conn_errstr, and the connection reconnects on the next
+ * call; LC_MISUSE for a NULL argument. Not counted in lc_stats.io_errors.
+ * The thread that owns conn. */
+lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
+
+/* lc_acquire, with p's commands (NULL or empty: exactly lc_acquire) in the
+ * same write as the lock command of every attempt, right after it:
+ *   none       p's commands alone: one round trip
+ *   mutex      the in-process lock, then p's commands: one round trip
+ *   setnx      SETNX alone (the fault point after_setnx stays between it
+ *              and PEXPIRE, the mode's flaw); when it succeeded, PEXPIRE
+ *              and p's commands in one write: two round trips
+ *   token      SET NX PX and p's commands: one round trip
+ *   reentrant  the acquire script and p's commands: one round trip (a
+ *              NOSCRIPT answer costs a second, EVAL with p's commands)
+ * A waiting acquire (wait_ms > 0) sends p's commands again with each
+ * attempt; the reentrant line of waiters and its pub/sub wake-ups work as
+ * in lc_acquire, since only attempts carry the commands.
+ * On LC_OK, p holds the replies of the attempt that took the lock (take
+ * them with lc_pipe_take; an error reply to one of the caller's commands is
+ * a reply like any other, not a failure). On every other status p holds no
+ * reply: the replies of attempts that did not take the lock, and of a call
+ * that failed, are read (so the connection stays in step) and freed by
+ * lockcore. LC_IO also when a reply of p's did not come (timeout, broken
+ * connection): the connection then reconnects on the next call, and a lock
+ * taken by that attempt stays in Redis until its lease runs out, as with
+ * any timed-out acquire. Same statuses, guard and threads as lc_acquire. */
+lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out);
+
+/* lc_release, with p's commands (NULL or empty: exactly lc_release) in the
+ * same write as the release command, right before it, so they run while
+ * the lock is still held:
+ *   none, mutex  p's commands alone (mutex: the in-process lock is let go
+ *                after their replies came)
+ *   setnx        p's commands and DEL
+ *   token        p's commands and the release script
+ *   reentrant    p's commands and the unlock script
+ * p then holds every reply that came, in order, whatever the status: a
+ * NULL reply means it did not come (the connection broke or timed out) and
+ * the command's outcome is unknown. The status is the release's, as in
+ * lc_release, except LC_IO also when one of p's replies did not come (the
+ * lease then frees the lock). A NOSCRIPT answer to the release script
+ * costs a second round trip (EVAL alone; p's commands are not sent again).
+ * With a NULL conn nothing is sent (LC_MISUSE, as lc_release). The thread
+ * that owns conn. */
+lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p);
+
 /* token only: compare-and-PEXPIRE — sets the lease to lease_ms (> 0) if the
  * key still holds this guard's token. LC_OK, LC_NOT_OWNER, LC_IO,
  * LC_MISUSE (another mode, bad lease). The thread that owns conn. */

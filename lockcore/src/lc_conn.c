@@ -63,6 +63,17 @@ lc_status lc_conn_ping(lc_conn *conn)
     return s;
 }
 
+lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
+{
+    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
+        return LC_MISUSE;
+    lc_pipe_drop_replies(p);
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    return lc_trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
+}
+
 const char *lc_conn_errstr(const lc_conn *conn)
 {
     return conn->err;
@@ -167,4 +178,63 @@ redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nk
         return NULL;
     }
     return r;
+}
+
+/* --- the caller's commands in a lock's round trip (lc_conn.h) ----------- */
+
+void lc_pipe_drop_replies(lc_pipe *p)
+{
+    if (!p)
+        return;
+    for (int i = 0; i < p->n && i < LC_PIPE_MAX; i++) {
+        if (p->reply[i])
+            freeReplyObject(p->reply[i]);
+        p->reply[i] = NULL;
+    }
+}
+
+int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+            redisReply **rep, char *err)
+{
+    int np = p ? p->n : 0;
+    lc_pipe_drop_replies(p);
+    if (rep)
+        *rep = NULL;
+    /* Appending only fills hiredis's output buffer; the first read writes it
+     * all, so every command leaves in one write. */
+    int ok = REDIS_OK;
+    for (int i = 0; ok == REDIS_OK && p_first && i < np; i++)
+        ok = redisAppendFormattedCommand(ctx, p->cmd[i], p->len[i]);
+    if (ok == REDIS_OK && argc > 0)
+        ok = redisAppendCommandArgv(ctx, argc, argv, NULL);
+    for (int i = 0; ok == REDIS_OK && !p_first && i < np; i++)
+        ok = redisAppendFormattedCommand(ctx, p->cmd[i], p->len[i]);
+    if (ok != REDIS_OK) {
+        /* Nothing was written, but the output buffer may hold part of the
+         * batch: the context must not be used again. */
+        lc_seterr(err, "redis: %s", ctx->err ? ctx->errstr : "out of memory");
+        if (!ctx->err)
+            ctx->err = REDIS_ERR_OOM;
+        return -1;
+    }
+    int total = np + (argc > 0 ? 1 : 0);
+    for (int k = 0; k < total; k++) {
+        void *r = NULL;
+        if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+            lc_seterr(err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
+            if (!ctx->err)
+                ctx->err = REDIS_ERR_EOF;
+            return -1;
+        }
+        int pi = p_first ? k : k - (argc > 0 ? 1 : 0); /* index into p, or -1: the command */
+        if (p_first && k == np)
+            pi = -1;
+        if (pi >= 0)
+            p->reply[pi] = r;
+        else if (rep)
+            *rep = r;
+        else
+            freeReplyObject(r);
+    }
+    return 0;
 }

@@ -10,6 +10,8 @@
 
 #include "lockcore.h"
 
+#include <stdbool.h>
+
 struct lc_conn {
     lc_client *client;
     redisContext *ctx;
@@ -32,5 +34,18 @@ redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err);
  * (caller frees) or NULL on I/O or an error reply, with the reason in err. */
 redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys,
                     int nargs, const char **args, char *err);
+
+/* One write, every reply read: the command argv (argc 0: none) with p's
+ * commands (NULL: none) after it, or before it when p_first. p's replies go
+ * to p->reply (freeing any left from a former call), the command's to *rep
+ * (NULL when argc is 0); an error reply is a reply. Returns 0 when every
+ * reply came; -1 when one did not (ctx->err set, so the next lc_redis_reuse
+ * reconnects; the reason in err): the replies that came are stored even
+ * then, the rest are NULL. */
+int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+            redisReply **rep, char *err);
+
+/* Frees every reply p holds (none: nothing). */
+void lc_pipe_drop_replies(lc_pipe *p);
 
 #endif

@@ -19,7 +19,9 @@
  *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub
  *   lc_watchdog, lc_pubsub -> lc_conn, lc_util
  *   lc_conn, lc_mutex      -> lc_util
- *   lc_util      -> nothing in lockcore
+ *   lc_util, lc_pipe       -> nothing in lockcore
+ * (lc_pipe.c formats the caller's commands; lc_conn.c's lc_trip sends them
+ * with a lock command, reading the lc_pipe fields directly.)
  * No file uses a function of a file that uses one of its own: keep it so
  * (README.md, "Sources", has the command that checks it).
  */

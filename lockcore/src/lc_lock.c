@@ -78,10 +78,63 @@ static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
     return LC_OK;
 }
 
-/* --- one attempt per mode ----------------------------------------------- */
-/* Each returns LC_OK (with *got telling whether the lock was taken) or LC_IO. */
+/* --- the caller's commands (lc_pipe) ------------------------------------ */
 
-static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, bool *got)
+/* none and mutex: the caller's commands alone, one round trip (none when
+ * there are no commands). */
+static lc_status pipe_alone(lc_conn *conn, lc_pipe *p)
+{
+    if (!p || p->n == 0)
+        return LC_OK;
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    return lc_trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
+}
+
+/* A script by EVALSHA (EVAL on NOSCRIPT, as lc_eval) with p's commands
+ * after it (acquire) or before it (p_first: release). Returns the script's
+ * reply, or NULL on I/O or an error reply (reason in conn->err). On
+ * NOSCRIPT an acquire's commands go again with the EVAL (the first ones ran
+ * without the lock: their replies are dropped); a release's have run, and
+ * keep their replies. */
+static redisReply *eval_trip(lc_conn *conn, redisContext *ctx, const char *sha, const char *body,
+                             int nkeys, int nargs, const char **args, lc_pipe *p, bool p_first)
+{
+    const char *argv[16];
+    char nk[16];
+    LC_ASSERT(nargs <= 13);
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = sha;
+    argv[2] = nk;
+    for (int i = 0; i < nargs; i++)
+        argv[3 + i] = args[i];
+    redisReply *r = NULL;
+    int t = lc_trip(ctx, 3 + nargs, argv, p, p_first, &r, conn->err);
+    if (t == 0 && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(r);
+        r = NULL;
+        argv[0] = "EVAL";
+        argv[1] = body;
+        t = lc_trip(ctx, 3 + nargs, argv, p_first ? NULL : p, p_first, &r, conn->err);
+    }
+    if (t != 0 || r->type == REDIS_REPLY_ERROR) {
+        if (r && r->type == REDIS_REPLY_ERROR)
+            lc_seterr(conn->err, "redis: %s", r->str);
+        if (r)
+            freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* --- one attempt per mode ----------------------------------------------- */
+/* Each returns LC_OK (with *got telling whether the lock was taken) or LC_IO;
+ * p (may be NULL) rides with the attempt, its replies kept only when the
+ * lock was taken. */
+
+static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, bool *got)
 {
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
@@ -100,11 +153,15 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, bool *got)
     if (a->after_setnx)
         a->after_setnx(a->after_setnx_arg);
     /* The second command is the flaw: a crash before it (or its failure)
-     * leaves a lock with no TTL, held by nobody, forever. */
-    r = redisCommand(ctx, "PEXPIRE %s %lld", a->key, (long long)a->lease_ms);
-    if (!r || r->type != REDIS_REPLY_INTEGER) {
+     * leaves a lock with no TTL, held by nobody, forever. The caller's
+     * commands may ride with it: the gap stays where it was. */
+    char lease_s[24];
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
+    const char *argv[] = {"PEXPIRE", a->key, lease_s};
+    r = NULL;
+    if (lc_trip(ctx, 3, argv, p, false, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
         lc_seterr(conn->err, "redis PEXPIRE after SETNX (lock left without TTL): %s",
-                  r ? r->str : ctx->errstr);
+                  r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
         if (r)
             freeReplyObject(r);
         return LC_IO;
@@ -113,26 +170,34 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, bool *got)
     return LC_OK;
 }
 
-static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *token, bool *got)
+static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
+                           bool *got)
 {
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
-    redisReply *r = redisCommand(ctx, "SET %s %s NX PX %lld", a->key, token, (long long)a->lease_ms);
-    if (!r || (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)) {
-        lc_seterr(conn->err, "redis SET NX PX: %s", r ? r->str : ctx->errstr);
+    char lease_s[24];
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
+    const char *argv[] = {"SET", a->key, token, "NX", "PX", lease_s};
+    redisReply *r = NULL;
+    if (lc_trip(ctx, 6, argv, p, false, &r, conn->err) != 0 ||
+        (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)) {
+        lc_seterr(conn->err, "redis SET NX PX: %s",
+                  r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
         if (r)
             freeReplyObject(r);
         return LC_IO;
     }
     *got = r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);
+    if (!*got)
+        lc_pipe_drop_replies(p);
     return LC_OK;
 }
 
 /* *ttl: the holder's PTTL when not acquired (Redisson's return value). */
 static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field, int64_t lease,
-                               bool *got, int64_t *ttl)
+                               lc_pipe *p, bool *got, int64_t *ttl)
 {
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
@@ -140,13 +205,15 @@ static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field
     char lease_s[24];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
     const char *args[] = {key, lease_s, field};
-    redisReply *r = lc_eval(ctx, LC_SCRIPT_REENTRANT_ACQUIRE_SHA, LC_SCRIPT_REENTRANT_ACQUIRE, 1, 3,
-                            args, conn->err);
+    redisReply *r = eval_trip(conn, ctx, LC_SCRIPT_REENTRANT_ACQUIRE_SHA, LC_SCRIPT_REENTRANT_ACQUIRE,
+                              1, 3, args, p, false);
     if (!r)
         return LC_IO;
     *got = r->type == REDIS_REPLY_NIL;
     *ttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     freeReplyObject(r);
+    if (!*got)
+        lc_pipe_drop_replies(p);
     return LC_OK;
 }
 
@@ -156,12 +223,13 @@ static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field
  * waiters that started together do not retry in lockstep), and try one last
  * time at the deadline. */
 static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,
-                              int64_t deadline)
+                              lc_pipe *p, int64_t deadline)
 {
     int64_t step = conn->client->retry_interval_ms;
     for (;;) {
         bool got = false;
-        lc_status s = a->mode == LC_SETNX ? setnx_try(conn, a, &got) : token_try(conn, a, token, &got);
+        lc_status s = a->mode == LC_SETNX ? setnx_try(conn, a, p, &got)
+                                          : token_try(conn, a, token, p, &got);
         if (s != LC_OK)
             return s;
         if (got)
@@ -191,7 +259,7 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
  * the head sleeps: a release message only marks it (lc_pubsub.c). An owner
  * that already holds the lock always re-enters at once. */
 static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const char *field,
-                                   int64_t lease, int64_t deadline)
+                                   int64_t lease, lc_pipe *p, int64_t deadline)
 {
     lc_client *c = conn->client;
     char channel[LC_KEY_MAX + 64];
@@ -201,7 +269,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     lc_status s;
     if (a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
         !lc_pubsub_head_starving(c, channel)) {
-        if ((s = reentrant_try(conn, a->key, field, lease, &got, &ttl)) != LC_OK || got)
+        if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
             return s;
         if (a->wait_ms == 0 || lc_now_ms() >= deadline)
             return LC_BUSY;
@@ -214,7 +282,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     bool try_now = head; /* a release may have slipped in before the subscription */
     for (;;) {
         if (try_now) {
-            if ((s = reentrant_try(conn, a->key, field, lease, &got, &ttl)) != LC_OK || got)
+            if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
                 break;
         }
         int64_t now = lc_now_ms();
@@ -241,15 +309,23 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     return s;
 }
 
-static lc_status release_redis(lc_conn *conn, lc_guard *g);
+static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p);
 
 /* --- public ------------------------------------------------------------- */
 
 lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
 {
+    return lc_acquire_pipe(conn, a, NULL, out);
+}
+
+lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out)
+{
+    lc_pipe_drop_replies(p);
     if (!out)
         return misuse(conn, "NULL out");
     *out = NULL;
+    if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
+        return misuse(conn, "lc_pipe not initialised");
     lc_status s = check_args(conn, a);
     if (s != LC_OK)
         return s;
@@ -267,30 +343,33 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
 
     switch (a->mode) {
     case LC_NONE:
+        s = pipe_alone(conn, p);
         break;
     case LC_MUTEX:
         s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, a->cancel, &g->mx);
+        if (s == LC_OK && (s = pipe_alone(conn, p)) != LC_OK)
+            lc_mutex_release(&c->mutexes, g->mx);
         break;
     case LC_SETNX:
         snprintf(g->owner_token, sizeof g->owner_token, "1");
-        s = poll_acquire(conn, a, NULL, deadline);
+        s = poll_acquire(conn, a, NULL, p, deadline);
         break;
     case LC_TOKEN: {
         uuid_t u;
         uuid_generate(u);
         uuid_unparse_lower(u, g->owner_token);
-        s = poll_acquire(conn, a, g->owner_token, deadline);
+        s = poll_acquire(conn, a, g->owner_token, p, deadline);
         break;
     }
     case LC_REENTRANT: {
         g->watchdog = a->lease_ms == 0;
         g->lease_ms = g->watchdog ? c->watchdog_timeout_ms : a->lease_ms;
         snprintf(g->owner_token, sizeof g->owner_token, "%s:%s", c->instance_id, a->owner);
-        s = reentrant_acquire(conn, a, g->owner_token, g->lease_ms, deadline);
+        s = reentrant_acquire(conn, a, g->owner_token, g->lease_ms, p, deadline);
         if (s == LC_OK && !(g->hold = lc_hold_add(c, a->key, g->owner_token, g->watchdog))) {
             /* No memory, or no watchdog thread: give the lock back rather
              * than hold it unrenewed. */
-            (void)release_redis(conn, g);
+            (void)release_redis(conn, g, NULL);
             s = LC_NOMEM;
         }
         break;
@@ -300,6 +379,7 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
     }
 
     if (s != LC_OK) {
+        lc_pipe_drop_replies(p); /* replies only ever go with the lock */
         free(g);
         if (s == LC_BUSY)
             atomic_fetch_add(&c->busy, 1);
@@ -313,7 +393,8 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
     return LC_OK;
 }
 
-static lc_status release_redis(lc_conn *conn, lc_guard *g)
+/* p (may be NULL) goes before the release command, in the same write. */
+static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p)
 {
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
@@ -322,16 +403,18 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g)
     lc_status s = LC_OK;
     if (g->mode == LC_SETNX) {
         /* Plain DEL: no owner check, so it deletes whoever holds it now. */
-        r = redisCommand(ctx, "DEL %s", g->key);
-        if (!r || r->type != REDIS_REPLY_INTEGER) {
-            lc_seterr(conn->err, "redis DEL: %s", r ? r->str : ctx->errstr);
+        const char *argv[] = {"DEL", g->key};
+        if (lc_trip(ctx, 2, argv, p, true, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
+            lc_seterr(conn->err, "redis DEL: %s",
+                      r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
             s = LC_IO;
         } else {
             s = r->integer == 1 ? LC_OK : LC_NOT_OWNER;
         }
     } else if (g->mode == LC_TOKEN) {
         const char *args[] = {g->key, g->owner_token};
-        r = lc_eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args, conn->err);
+        r = eval_trip(conn, ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args, p,
+                      true);
         if (!r)
             s = LC_IO;
         else if (!(r->type == REDIS_REPLY_INTEGER && r->integer == 1))
@@ -341,8 +424,8 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g)
         channel_name(g->key, channel, sizeof channel);
         snprintf(lease, sizeof lease, "%lld", (long long)g->lease_ms);
         const char *args[] = {g->key, channel, LC_UNLOCK_MESSAGE, lease, g->owner_token};
-        r = lc_eval(ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA, LC_SCRIPT_REENTRANT_RELEASE, 2, 5, args,
-                    conn->err);
+        r = eval_trip(conn, ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA, LC_SCRIPT_REENTRANT_RELEASE, 2, 5,
+                      args, p, true);
         if (!r)
             s = LC_IO;
         else if (r->type == REDIS_REPLY_NIL)
@@ -358,14 +441,26 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g)
 
 lc_status lc_release(lc_conn *conn, lc_guard *g)
 {
+    return lc_release_pipe(conn, g, NULL);
+}
+
+lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
+{
+    lc_pipe_drop_replies(p);
     if (!g)
         return misuse(conn, "NULL guard");
+    if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
+        p = NULL; /* not initialised: send nothing of it (misuse below) */
     lc_status s = LC_OK;
     lc_client *c = g->client;
+    bool have_cmds = p && p->n > 0;
     switch (g->mode) {
     case LC_NONE:
+        s = !have_cmds ? LC_OK : conn ? pipe_alone(conn, p) : LC_MISUSE;
         break;
     case LC_MUTEX:
+        /* The caller's commands run while the lock is held. */
+        s = !have_cmds ? LC_OK : conn ? pipe_alone(conn, p) : LC_MISUSE;
         lc_mutex_release(&c->mutexes, g->mx);
         break;
     case LC_REENTRANT:
@@ -373,12 +468,12 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
          * next, even on misuse: a hold left behind would be renewed for
          * the life of the process. */
         lc_hold_begin_release(c, g->hold);
-        s = conn ? release_redis(conn, g) : LC_MISUSE;
+        s = conn ? release_redis(conn, g, p) : LC_MISUSE;
         if (lc_hold_drop(c, g->hold, g->watchdog) && s == LC_NOT_OWNER)
             s = LC_LOST;
         break;
     default:
-        s = conn ? release_redis(conn, g) : LC_MISUSE;
+        s = conn ? release_redis(conn, g, p) : LC_MISUSE;
     }
     if (s == LC_IO)
         (void)fail_io(conn); /* LC_IO only comes from release_redis: conn is set */

@@ -62,6 +62,7 @@ static void settings_from(const cfg_config *c, svc_settings *s)
     s->lease_ms = c->lock.lease_ms;
     s->wait_ms = c->lock.wait_ms;
     s->work_ms = c->purchase.work_ms;
+    s->pipeline = c->purchase.pipeline;
     s->admin_token = c->admin_token;
     s->faults_enabled = c->faults.enabled;
     s->instance_id = c->instance_id;

@@ -35,6 +35,7 @@ typedef struct svc_settings {
     int64_t lease_ms;         /* setnx/token default lease */
     int64_t wait_ms;          /* default lock wait */
     int64_t work_ms;          /* default simulated work */
+    int pipeline;             /* default: lock and Redis commands share round trips */
     const char *admin_token;  /* NULL or "" = no admin auth */
     int faults_enabled;
     const char *instance_id;

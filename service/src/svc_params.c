@@ -93,7 +93,7 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         {"sku", SVC_P_SKU},         {"user", SVC_P_USER},       {"work_ms", SVC_P_WORK_MS},
         {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS}, {"reenter", SVC_P_REENTER},
         {"fault", SVC_P_FAULT},     {"stock", SVC_P_STOCK},     {"offset", SVC_P_OFFSET},
-        {"limit", SVC_P_LIMIT},
+        {"limit", SVC_P_LIMIT},     {"pipeline", SVC_P_PIPELINE},
     };
     unsigned bit = 0;
     (void)kind;
@@ -131,6 +131,12 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         int64_t v = 0;
         enum MHD_Result r = int_param(p, name, value, 0, p->s->max_reenter, &v);
         p->out->reenter = (int)v;
+        return r;
+    }
+    case SVC_P_PIPELINE: {
+        int64_t v = 0;
+        enum MHD_Result r = int_param(p, name, value, 0, 1, &v);
+        p->out->pipeline = (int)v;
         return r;
     }
     case SVC_P_FAULT:

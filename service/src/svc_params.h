@@ -22,10 +22,11 @@ enum {
     SVC_P_STOCK = 1u << 7,
     SVC_P_OFFSET = 1u << 8,
     SVC_P_LIMIT = 1u << 9,
+    SVC_P_PIPELINE = 1u << 10,
 };
 
 #define SVC_P_PURCHASE (SVC_P_SKU | SVC_P_USER | SVC_P_WORK_MS | SVC_P_LEASE_MS | \
-                        SVC_P_WAIT_MS | SVC_P_REENTER | SVC_P_FAULT)
+                        SVC_P_WAIT_MS | SVC_P_REENTER | SVC_P_FAULT | SVC_P_PIPELINE)
 
 /* Bounds (inclusive); work_ms, lease_ms, wait_ms and reenter are capped by
  * the configuration (purchase.max_work_ms, lock.max_lease_ms,
@@ -44,6 +45,7 @@ typedef struct svc_params {
     char user[SVC_SKU_MAX + 1];
     int64_t work_ms, lease_ms, wait_ms, stock, offset, limit;
     int reenter;
+    int pipeline;                  /* ?pipeline=0|1 */
     svc_fault fault;
 } svc_params;
 

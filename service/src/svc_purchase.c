@@ -9,6 +9,16 @@
  *   MULTI; SET stock <read-1>; INCR sold; RPUSH orders <record>; EXEC
  *   →  release  →  respond
  *
+ * Pipelined (purchase.pipeline, ?pipeline=1; the default) the GET travels
+ * in the acquire's write, right after the lock command, and the
+ * transaction in the release's, right before it (lc_acquire_pipe,
+ * lc_release_pipe): Redis runs one connection's commands in order, so the
+ * lock is still held from the acquire's execution to the release's, and a
+ * read whose acquire failed is dropped by the lock core. A locked purchase
+ * then costs two round trips instead of four (setnx three: its PEXPIRE
+ * stays apart, the flaw), and the lock is held for one round trip less.
+ * Same code, same outcomes; the reply says which path ran ("pipeline").
+ *
  * The GET→SET race is the bug the locks exist to fix, and it stays. The
  * MULTI makes the three writes one unit against crashes and restarts: a
  * process or Redis failure leaves all three writes or none (a purchase
@@ -127,6 +137,12 @@ typedef struct purchase {
     int64_t busy_wait_ms;     /* >= 0: echo wait_ms in a 429 */
     long long stock_left;
     int has_stock_left;
+    int pipeline;             /* the read rides with the acquire, the commit
+                                 with the innermost release */
+    redisReply *read_rep[3];  /* the replies of UNWATCH, WATCH epoch and GET
+                                 stock (append_read) once sent: with the
+                                 acquire when pipelining, else by section() */
+    int read_sent;            /* read_rep holds what came of them */
     char order_id[SVC_UUID_LEN];  /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
@@ -156,6 +172,7 @@ static void respond(purchase *pu, purchase_result res)
                 cJSON_AddStringToObject(o, "detail", pu->detail);
         }
         cJSON_AddStringToObject(o, "mode", lc_mode_name(pu->r->mode));
+        cJSON_AddBoolToObject(o, "pipeline", pu->pipeline);
         cJSON_AddStringToObject(o, "sku", pu->r->sku);
         if (pu->order_id[0])
             cJSON_AddStringToObject(o, "order_id", pu->order_id);
@@ -178,15 +195,17 @@ static void respond(purchase *pu, purchase_result res)
                        svc_now_us() - pu->r->t0_us, pu->wait_us >= 0 ? pu->wait_us : pu->gave_up_us);
 }
 
-/* Releases held[n-1..0]; sets lock_lost when a release says the lock had
- * already gone (token lease ran out, watchdog found it lost), and when the
- * outer lock's fixed lease had certainly run out before its release
- * (lease_gone_us): the holder lost its lock then, whatever the release
- * found afterwards. For token the release says so itself (not owner); for
- * setnx the DEL may instead succeed on a later holder's key, and without
- * the clock the late holder would report its lock kept while only its
- * victim reported lock_lost — the per-mode lock_lost counts of setnx and
- * token would then not compare.
+/* Releases one hold (outer: the first acquisition), p's commands (NULL:
+ * none) riding in the release's write just before it; sets lock_lost when
+ * the release says the lock had already gone (token lease ran out,
+ * watchdog found it lost), and when the outer lock's fixed lease had
+ * certainly run out before its release (lease_gone_us): the holder lost its
+ * lock then, whatever the release found afterwards. For token the release
+ * says so itself (not owner); for setnx the DEL may instead succeed on a
+ * later holder's key, and without the clock the late holder would report
+ * its lock kept while only its victim reported lock_lost — the per-mode
+ * lock_lost counts of setnx and token would then not compare.
+ * release_all releases held[n-1..0].
  *
  * Sets deleted_other_lock when the outer release reported success although
  * its fixed lease had certainly run out: the key expired at the latest
@@ -195,25 +214,29 @@ static void respond(purchase *pu, purchase_result res)
  * reentrant's scripts check the owner and answer not-owner instead); the
  * lock core cannot tell, as the article's plain DEL cannot, so the service
  * measures it by the clock (lease_gone_us). */
+static void release_one(purchase *pu, lc_conn *conn, lc_guard *g, int outer, lc_pipe *p)
+{
+    if (lc_guard_lost(g))
+        pu->lock_lost = 1;
+    int late = outer && pu->lease_gone_us > 0 && svc_now_us() > pu->lease_gone_us;
+    lc_status st = lc_release_pipe(conn, g, p);
+    if (late)
+        pu->lock_lost = 1;
+    if (late && st == LC_OK)
+        pu->deleted_other_lock = 1;
+    if (st == LC_NOT_OWNER || st == LC_LOST) {
+        pu->lock_lost = 1;
+    } else if (st == LC_IO) {
+        svc_stats_redis_error();
+        svc_log(SVC_WARN, "release %s lock for sku %s failed (%s); its lease will free it",
+                lc_mode_name(pu->r->mode), pu->r->sku, lc_conn_errstr(conn));
+    }
+}
+
 static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
 {
-    for (int i = n - 1; i >= 0; i--) {
-        if (lc_guard_lost(held[i]))
-            pu->lock_lost = 1;
-        int late = i == 0 && pu->lease_gone_us > 0 && svc_now_us() > pu->lease_gone_us;
-        lc_status st = lc_release(conn, held[i]);
-        if (late)
-            pu->lock_lost = 1;
-        if (late && st == LC_OK)
-            pu->deleted_other_lock = 1;
-        if (st == LC_NOT_OWNER || st == LC_LOST) {
-            pu->lock_lost = 1;
-        } else if (st == LC_IO) {
-            svc_stats_redis_error();
-            svc_log(SVC_WARN, "release %s lock for sku %s failed (%s); its lease will free it",
-                    lc_mode_name(pu->r->mode), pu->r->sku, lc_conn_errstr(conn));
-        }
-    }
+    for (int i = n - 1; i >= 0; i--)
+        release_one(pu, conn, held[i], i == 0, NULL);
     if (pu->lock_lost)
         svc_log(SVC_WARN, "%s lock for sku %s was lost while held", lc_mode_name(pu->r->mode),
                 pu->r->sku);
@@ -256,24 +279,24 @@ typedef enum {
 /* The transaction's writes, in EXEC's order. */
 static const char *const write_names[3] = {"SET stock", "INCR sold", "RPUSH orders"};
 
-/* Reads the five replies of MULTI, the three writes and EXEC (every one
- * that comes, so the connection stays in step) and classifies the outcome;
- * on anything but COMMIT_OK the reason is in pu->detail. */
-static commit_result read_commit(purchase *pu, redisContext *ctx)
+/* Takes the five replies of MULTI, the three writes and EXEC from p (the
+ * lock core read every one that came, so the connection stays in step) and
+ * classifies the outcome; on anything but COMMIT_OK the reason is in
+ * pu->detail (errstr: why replies are missing). */
+static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
 {
     redisReply *reps[5] = {NULL};
     int got = 0;
     commit_result res = COMMIT_OK;
     for (; got < 5; got++) {
-        void *rep = NULL;
-        if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL)
-            break; /* connection broken: the rest will not come */
-        reps[got] = rep;
+        reps[got] = lc_pipe_take(p, got);
+        if (reps[got] == NULL)
+            break; /* connection broken: the rest did not come */
     }
     const redisReply *exec = got == 5 ? reps[4] : NULL;
     if (exec == NULL) {
         snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
-                 ctx->errstr[0] ? ctx->errstr : "no reply");
+                 errstr[0] ? errstr : "no reply");
         res = COMMIT_UNKNOWN;
     } else if (exec->type == REDIS_REPLY_NIL) {
         snprintf(pu->detail, sizeof pu->detail,
@@ -344,43 +367,104 @@ static char *order_record(purchase *pu, long long before)
     return txt;
 }
 
-/* GET stock and, when there is some, sleep work_ms and commit. Returns the
- * outcome; the reason of a failure is in pu->detail. */
-static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
+/* The stock read, after the epoch watch: UNWATCH drops a watch an earlier
+ * purchase on this connection left behind (it ended without EXEC), WATCH
+ * epoch makes the commit's EXEC void if PUT /stock resets the SKU from here
+ * on (the reset increments the epoch), then GET stock. Three commands, one
+ * write: with the acquire when pipelining (WATCH changes nothing lockcore
+ * relies on: it never sends EXEC), alone otherwise. */
+#define READ_CMDS 3
+static lc_status append_read(const purchase *pu, lc_pipe *p)
+{
+    char stock_key[SVC_KEY_MAX], epoch_key[SVC_KEY_MAX];
+    svc_key(stock_key, pu->r->sku, "stock");
+    svc_key(epoch_key, pu->r->sku, "epoch");
+    lc_status st = lc_pipe_append(p, "UNWATCH");
+    if (st == LC_OK)
+        st = lc_pipe_append(p, "WATCH %s", epoch_key);
+    if (st == LC_OK)
+        st = lc_pipe_append(p, "GET %s", stock_key);
+    return st;
+}
+
+static void take_read(purchase *pu, lc_pipe *p)
+{
+    for (int i = 0; i < READ_CMDS; i++)
+        pu->read_rep[i] = lc_pipe_take(p, i);
+    pu->read_sent = 1;
+}
+
+static void free_read(purchase *pu)
+{
+    for (int i = 0; i < READ_CMDS; i++) {
+        freeReplyObject(pu->read_rep[i]);
+        pu->read_rep[i] = NULL;
+    }
+}
+
+/* The outer acquisition: with the stock read in its round trip when
+ * pipelining (the replies kept in pu->read_rep for section()), else alone. */
+static lc_status acquire_reading(purchase *pu, lc_conn *conn, const lc_lock_args *a, lc_guard **g)
+{
+    if (!pu->pipeline)
+        return lc_acquire(conn, a, g);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_status st = append_read(pu, &p);
+    if (st == LC_OK && (st = lc_acquire_pipe(conn, a, &p, g)) == LC_OK)
+        take_read(pu, &p);
+    lc_pipe_clear(&p);
+    return st;
+}
+
+/* Sends the transaction in p and classifies its replies: with the
+ * innermost lock's release when pipelining (that lock is then released and
+ * dropped from held), else alone. */
+static commit_result commit_releasing(purchase *pu, lc_conn *conn, lc_pipe *p, lc_guard **held,
+                                      int *nheld)
+{
+    if (pu->pipeline && *nheld > 0) {
+        (*nheld)--;
+        release_one(pu, conn, held[*nheld], *nheld == 0, p);
+    } else {
+        (void)lc_conn_pipe(conn, p); /* a missing reply is read_commit's */
+    }
+    return read_commit(pu, p, lc_conn_errstr(conn));
+}
+
+/* The stock read (or the one that rode with the acquire) and, when there is
+ * some, sleep work_ms and commit (pipelining: with the release of
+ * held[*nheld-1]). Returns the outcome; the reason of a failure is in
+ * pu->detail. */
+static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_guard **held,
+                               int *nheld)
 {
     svc_req *r = pu->r;
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
-    char epoch_key[SVC_KEY_MAX];
-    redisContext *ctx = lc_conn_redis(conn);
-    redisReply *rep, *pre[2] = {NULL, NULL};
+    redisContext *ctx = NULL;
+    redisReply *rep;
     long long before = 0;
 
-    if (ctx == NULL) {
-        snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
-        return PR_REDIS_UNAVAILABLE;
-    }
     svc_key(stock_key, r->sku, "stock");
     svc_key(sold_key, r->sku, "sold");
     svc_key(orders_key, r->sku, "orders");
-    svc_key(epoch_key, r->sku, "epoch");
 
-    /* One round trip, as the plain GET was: UNWATCH drops a watch an
-     * earlier purchase on this connection left (it ended without EXEC),
-     * WATCH epoch makes the commit's EXEC void if PUT /stock resets the
-     * SKU from here on (it increments the epoch), then the stock. */
-    redisAppendCommand(ctx, "UNWATCH");
-    redisAppendCommand(ctx, "WATCH %s", epoch_key);
-    redisAppendCommand(ctx, "GET %s", stock_key);
-    rep = NULL;
-    for (int i = 0; i < 3; i++) {
-        void *got = NULL;
-        if (redisGetReply(ctx, &got) != REDIS_OK || got == NULL)
-            break;
-        if (i < 2)
-            pre[i] = got;
-        else
-            rep = got;
+    if (!pu->read_sent) { /* not pipelined: the read's own round trip */
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_status st = append_read(pu, &p);
+        if (st == LC_OK)
+            (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+        take_read(pu, &p);
+        lc_pipe_clear(&p);
+        if (st != LC_OK) {
+            snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+            return PR_OUT_OF_MEMORY;
+        }
     }
+    redisReply **pre = pu->read_rep;
+    rep = pu->read_rep[2];
+    pu->read_rep[2] = NULL;
     const char *pre_err = NULL;
     for (int i = 0; i < 2 && pre_err == NULL; i++)
         if (pre[i] != NULL && pre[i]->type == REDIS_REPLY_ERROR)
@@ -389,16 +473,21 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
         purchase_result res = rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
         if (rep == NULL)
             snprintf(pu->detail, sizeof pu->detail, "%s",
-                     ctx->errstr[0] ? ctx->errstr : "no reply");
+                     lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
         else
             snprintf(pu->detail, sizeof pu->detail, "WATCH epoch: %.200s", pre_err);
-        freeReplyObject(pre[0]);
-        freeReplyObject(pre[1]);
+        free_read(pu);
         freeReplyObject(rep);
         return res;
     }
-    freeReplyObject(pre[0]);
-    freeReplyObject(pre[1]);
+    free_read(pu);
+    /* The context that carried the WATCH, for the check before the commit
+     * (lc_conn_redis only replaces a context that is already broken). */
+    if ((ctx = lc_conn_redis(conn)) == NULL) {
+        snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
+        freeReplyObject(rep);
+        return PR_REDIS_UNAVAILABLE;
+    }
     if (rep->type == REDIS_REPLY_STRING) {
         char *end = NULL;
         before = strtoll(rep->str, &end, 10);
@@ -452,13 +541,23 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms)
     }
     /* One round trip: the transaction's replies are +OK, +QUEUED x3, then
      * EXEC's array. */
-    redisAppendCommand(ctx, "MULTI");
-    redisAppendCommand(ctx, "SET %s %lld", stock_key, before - 1);
-    redisAppendCommand(ctx, "INCR %s", sold_key);
-    redisAppendCommand(ctx, "RPUSH %s %b", orders_key, rec, strlen(rec));
-    redisAppendCommand(ctx, "EXEC");
+    lc_pipe tx;
+    lc_pipe_init(&tx);
+    if (lc_pipe_append(&tx, "MULTI") != LC_OK ||
+        lc_pipe_append(&tx, "SET %s %lld", stock_key, before - 1) != LC_OK ||
+        lc_pipe_append(&tx, "INCR %s", sold_key) != LC_OK ||
+        lc_pipe_append(&tx, "RPUSH %s %b", orders_key, rec, strlen(rec)) != LC_OK ||
+        lc_pipe_append(&tx, "EXEC") != LC_OK) {
+        free(rec);
+        lc_pipe_clear(&tx);
+        pu->order_id[0] = '\0';
+        snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+        return PR_OUT_OF_MEMORY;
+    }
     free(rec);
-    switch (read_commit(pu, ctx)) {
+    commit_result cr = commit_releasing(pu, conn, &tx, held, nheld);
+    lc_pipe_clear(&tx);
+    switch (cr) {
     case COMMIT_OK:
         break;
     case COMMIT_REFUSED:
@@ -508,6 +607,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     }
     int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
     int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
+    pu.pipeline = (p->seen & SVC_P_PIPELINE) ? p->pipeline : s->pipeline;
     int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
     if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
         snprintf(pu.detail, sizeof pu.detail,
@@ -552,7 +652,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
      * owner, each with the request's wait_ms less the time it queued. */
     int64_t t = svc_now_us();
     lc_guard *g = NULL;
-    lc_status st = lc_acquire(conn, &a, &g);
+    lc_status st = acquire_reading(&pu, conn, &a, &g);
     if (st == LC_OK) {
         int64_t now = svc_now_us();
         pu.wait_us = now - t;
@@ -599,12 +699,13 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
             snprintf(pu.detail, sizeof pu.detail, "lock %s: %s", lc_status_name(st),
                      lc_conn_errstr(conn));
         }
+        free_read(&pu); /* read with the outer acquire, but a nested one failed */
         release_all(&pu, conn, held, nheld);
         respond(&pu, res);
         return;
     }
 
-    purchase_result res = section(&pu, conn, work_ms);
+    purchase_result res = section(&pu, conn, work_ms, held, &nheld);
     release_all(&pu, conn, held, nheld);
     respond(&pu, res);
 }

@@ -1,7 +1,9 @@
 /* test_service_modes.c — each mode's success path and order record, the
  * reentrancy demo (reenter=2), lock_lost, the slow holder's late release
  * (deleted_other_lock), the teaching faults, and two instances side by side
- * on one Redis. */
+ * on one Redis. All of it twice, on a fresh server each time (the /stats
+ * counts are per server): with ?pipeline=0 (lock and Redis commands in
+ * separate round trips), then with the default, the pipelined section. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +13,23 @@
 
 static const char *modes[] = {"none", "mutex", "setnx", "token", "reentrant"};
 
+/* This pass: "&pipeline=0", or "" for the server's default (on). */
+static const char *pipe_q = "";
+
+/* A purchase reply says which path ran. */
+static void check_path(const svc_resp *r)
+{
+    if (r->status == 200 || r->status == 409 || r->status == 429)
+        TU_CHECK(svc_jbool(r->json, "pipeline") == (pipe_q[0] ? 0 : 1), "pipeline%s: %s",
+                 pipe_q, B(r));
+}
+
 static long buy(const svc_server *s, const char *mode, const char *query, svc_resp *r)
 {
     char path[512];
-    snprintf(path, sizeof path, "/miaosha/%s?%s", mode, query);
+    snprintf(path, sizeof path, "/miaosha/%s?%s%s", mode, query, pipe_q);
     svc_req(s, "GET", path, NULL, NULL, r);
+    check_path(r);
     return r->status;
 }
 
@@ -153,9 +167,11 @@ static void test_slow_holder_release(svc_server *s)
         snprintf(key, sizeof key, "miaosha:{%s}:lock:%s", sku, pair[m]);
         TU_CHECK(svc_set_stock(s, sku, 5, NULL) == 200, "stock %s", sku);
         async_buy a = {.s = s}, b = {.s = s};
-        snprintf(a.path, sizeof a.path, "/miaosha/%s?sku=%s&lease_ms=200&work_ms=400", pair[m], sku);
-        snprintf(b.path, sizeof b.path, "/miaosha/%s?sku=%s&lease_ms=5000&work_ms=400&wait_ms=5000",
-                 pair[m], sku);
+        snprintf(a.path, sizeof a.path, "/miaosha/%s?sku=%s&lease_ms=200&work_ms=400%s", pair[m],
+                 sku, pipe_q);
+        snprintf(b.path, sizeof b.path,
+                 "/miaosha/%s?sku=%s&lease_ms=5000&work_ms=400&wait_ms=5000%s", pair[m], sku,
+                 pipe_q);
         pthread_t th;
         TU_REQUIRE(pthread_create(&th, NULL, buy_thread, &a) == 0, "thread");
         int64_t limit = tu_now_ms() + 5000;
@@ -163,6 +179,8 @@ static void test_slow_holder_release(svc_server *s)
             ;
         buy_thread(&b);
         pthread_join(th, NULL);
+        check_path(&a.r);
+        check_path(&b.r);
         TU_CHECK(a.r.status == 200 && b.r.status == 200, "%s: A %ld %s | B %ld %s", pair[m],
                  a.r.status, B(&a.r), b.r.status, B(&b.r));
         int a_deleted = svc_jbool(a.r.json, "deleted_other_lock"), a_lost = svc_jbool(a.r.json, "lock_lost");
@@ -293,16 +311,20 @@ int main(void)
     svc_server s;
     int port = tu_redis_port();
     const char *extra[] = {"--instance-id", "modes-A", NULL};
-    TU_REQUIRE(svc_start(&s, port, extra) == 0, "server starts");
-    test_success_and_record(&s);
-    test_reenter(&s);
-    test_lock_lost(&s);
-    test_slow_holder_release(&s);
-    test_two_instances(&s, port);
-    test_faults(port);
-    test_fault_auth(port);
-    TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
-    if (tu_failed)
-        svc_dump_log(&s);
+    const char *passes[] = {"&pipeline=0", ""};
+    for (int pass = 0; pass < 2; pass++) {
+        pipe_q = passes[pass];
+        TU_REQUIRE(svc_start(&s, port, extra) == 0, "server starts");
+        test_success_and_record(&s);
+        test_reenter(&s);
+        test_lock_lost(&s);
+        test_slow_holder_release(&s);
+        test_two_instances(&s, port);
+        test_faults(port);
+        test_fault_auth(port);
+        TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
+        if (tu_failed)
+            svc_dump_log(&s);
+    }
     return tu_done();
 }

@@ -127,7 +127,7 @@ static void test_params_good(void)
     svc_params p;
     char detail[160];
     const char *all[] = {"sku=demo-1", "user=u_2", "work_ms=0", "lease_ms=1", "wait_ms=60000",
-                         "reenter=64", "fault=crash_in_section"};
+                         "reenter=64", "fault=crash_in_section", "pipeline=1"};
     TU_CHECK(parse(all, COUNT(all), SVC_P_PURCHASE, &p, detail, sizeof detail) == 0,
              "every purchase parameter at its bound: %s", detail);
     TU_CHECK(p.seen == SVC_P_PURCHASE, "seen %#x", p.seen);
@@ -135,6 +135,7 @@ static void test_params_good(void)
     TU_CHECK(p.work_ms == 0 && p.lease_ms == 1 && p.wait_ms == 60000 && p.reenter == 64,
              "numbers");
     TU_CHECK(p.fault == SVC_FAULT_CRASH_IN_SECTION, "fault");
+    TU_CHECK(p.pipeline == 1, "pipeline");
 
     const char *before[] = {"fault=crash_before_expire"};
     TU_CHECK(parse(before, 1, SVC_P_PURCHASE, &p, detail, sizeof detail) == 0 &&
@@ -210,6 +211,8 @@ static void test_params_hostile(void)
         {{"wait_ms=60001"}, 1, SVC_P_PURCHASE, "wait_ms: must be an integer in 0..60000"},
         {{"reenter=65"}, 1, SVC_P_PURCHASE, "reenter: must be an integer in 0..64"},
         {{"reenter=99999999999999999999"}, 1, SVC_P_PURCHASE, "reenter: must be an integer"},
+        {{"pipeline=2"}, 1, SVC_P_PURCHASE, "pipeline: must be an integer in 0..1"},
+        {{"pipeline=true"}, 1, SVC_P_PURCHASE, "pipeline: must be an integer"},
         {{"fault=crash"}, 1, SVC_P_PURCHASE, "fault: must be crash_before_expire or"},
         {{"fault="}, 1, SVC_P_PURCHASE, "fault: must be"},
         {{"fault=CRASH_IN_SECTION"}, 1, SVC_P_PURCHASE, "fault: must be"},

@@ -1,0 +1,313 @@
+/* test_lc_pipe — the caller's commands in a lock's round trip (lc_pipe,
+ * lc_acquire_pipe, lc_release_pipe) against a real Redis: replies come back
+ * in order and run under the lock in every mode; a busy or failed acquire
+ * discards them and leaves the connection in step; a waiting acquire sends
+ * them with each attempt; a timed-out call leaves a connection the next call
+ * can use; a reentrant (and a token) waiter woken by a release reads what
+ * the holder wrote in its release's round trip. */
+#include "lc_test.h"
+
+#include <pthread.h>
+
+static int port;
+static lc_client *cli;
+static lc_conn *c1, *c2;
+
+static const lc_mode all[] = {LC_NONE, LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
+static const lc_mode locking[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
+
+static int in_redis(lc_mode m)
+{
+    return m == LC_SETNX || m == LC_TOKEN || m == LC_REENTRANT;
+}
+
+static void data_key(char *buf, size_t len, const char *lock_key, const char *what)
+{
+    /* Same hash tag as the lock key. */
+    snprintf(buf, len, "%.*s%s", (int)(strchr(lock_key, '}') - lock_key + 1), lock_key, what);
+}
+
+/* A string reply equal to want? Frees r. */
+static int is_str(redisReply *r, const char *want)
+{
+    int ok = r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
+             strcmp(r->str, want) == 0;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+static int is_int(redisReply *r, long long want)
+{
+    int ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == want;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* The connection answers the next command with its own reply (in step). */
+static int in_step(lc_conn *conn)
+{
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return 0;
+    return is_str(redisCommand(ctx, "ECHO %s", "in-step"), "in-step");
+}
+
+static void test_replies_in_order(void)
+{
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        lc_mode m = all[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], stock[160];
+        lct_key(key, sizeof key, "pipe-order", m);
+        data_key(stock, sizeof stock, key, ":stock");
+        tu_redis_int(port, "SET %s 7", stock);
+        lc_lock_args a = lct_args(m, key, "o", m == LC_REENTRANT ? 0 : 5000, 0);
+        lc_pipe p;
+        lc_pipe_init(&p);
+        TU_REQUIRE(lc_pipe_append(&p, "GET %s", stock) == LC_OK, "append");
+        TU_REQUIRE(lc_pipe_append(&p, "ECHO %s", "hi") == LC_OK, "append");
+        TU_REQUIRE(lc_pipe_append(&p, "EXISTS %s", key) == LC_OK, "append");
+        lc_guard *g = NULL;
+        TU_REQUIRE(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK && g, "%s: acquire", mn);
+        TU_CHECK(is_str(lc_pipe_take(&p, 0), "7"), "%s: GET reply first", mn);
+        TU_CHECK(is_str(lc_pipe_take(&p, 1), "hi"), "%s: ECHO reply second", mn);
+        /* The read ran after the lock command: the lock key existed. */
+        TU_CHECK(is_int(lc_pipe_take(&p, 2), in_redis(m) ? 1 : 0), "%s: EXISTS lock", mn);
+        TU_CHECK(lc_pipe_take(&p, 2) == NULL && lc_pipe_take(&p, 3) == NULL, "%s: taken once", mn);
+        if (in_redis(m))
+            TU_CHECK(tu_redis_int(port, "PTTL %s", key) > 0, "%s: lease set", mn);
+        lc_pipe_clear(&p);
+
+        TU_REQUIRE(lc_pipe_append(&p, "MULTI") == LC_OK, "append");
+        TU_REQUIRE(lc_pipe_append(&p, "SET %s %d", stock, 6) == LC_OK, "append");
+        TU_REQUIRE(lc_pipe_append(&p, "EXISTS %s", key) == LC_OK, "append");
+        TU_REQUIRE(lc_pipe_append(&p, "EXEC") == LC_OK, "append");
+        TU_CHECK(lc_release_pipe(c1, g, &p) == LC_OK, "%s: release", mn);
+        TU_CHECK(is_str(lc_pipe_take(&p, 0), "OK"), "%s: MULTI", mn);
+        TU_CHECK(is_str(lc_pipe_take(&p, 1), "QUEUED") && is_str(lc_pipe_take(&p, 2), "QUEUED"),
+                 "%s: QUEUED", mn);
+        redisReply *exec = lc_pipe_take(&p, 3);
+        /* EXEC ran before the release: the lock key still existed. */
+        TU_CHECK(exec && exec->type == REDIS_REPLY_ARRAY && exec->elements == 2 &&
+                     exec->element[1]->type == REDIS_REPLY_INTEGER &&
+                     exec->element[1]->integer == (in_redis(m) ? 1 : 0),
+                 "%s: EXEC under the lock", mn);
+        if (exec)
+            freeReplyObject(exec);
+        lc_pipe_clear(&p);
+        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "%s: released", mn);
+        TU_CHECK(tu_redis_int(port, "GET %s", stock) == 6, "%s: written", mn);
+        TU_CHECK(in_step(c1), "%s: connection in step", mn);
+    }
+}
+
+/* A busy acquire hands back no reply; a waiting one resends the commands
+ * with each attempt (token, reentrant) — setnx sends them only with the
+ * PEXPIRE of a won SETNX, mutex only once the lock is held. */
+static void test_busy_discards(void)
+{
+    for (size_t i = 0; i < sizeof locking / sizeof *locking; i++) {
+        lc_mode m = locking[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], stock[160], count[160];
+        lc_conn *hc = NULL;
+        lc_guard *held = lct_hold(cli, m, "pipe-busy", key, sizeof key, &hc);
+        data_key(stock, sizeof stock, key, ":stock");
+        data_key(count, sizeof count, key, ":count");
+        tu_redis_int(port, "SET %s 5", stock);
+        lc_lock_args a = lct_args(m, key, "second", m == LC_REENTRANT ? 0 : 5000, 0);
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_pipe_append(&p, "GET %s", stock);
+        lc_guard *g = NULL;
+        TU_CHECK(lc_acquire_pipe(c2, &a, &p, &g) == LC_BUSY && !g, "%s: busy", mn);
+        TU_CHECK(lc_pipe_take(&p, 0) == NULL, "%s: no reply on busy", mn);
+        TU_CHECK(in_step(c2), "%s: in step after busy", mn);
+        lc_pipe_clear(&p);
+
+        /* A write, only to count the attempts (real callers send reads). */
+        lc_pipe_append(&p, "INCR %s", count);
+        a.wait_ms = 80;
+        TU_CHECK(lc_acquire_pipe(c2, &a, &p, &g) == LC_BUSY && !g, "%s: busy after wait", mn);
+        TU_CHECK(lc_pipe_take(&p, 0) == NULL, "%s: no reply after wait", mn);
+        int64_t sent = tu_redis_int(port, "GET %s", count);
+        if (m == LC_TOKEN || m == LC_REENTRANT)
+            TU_CHECK(sent >= 2, "%s: sent with every attempt (%lld)", mn, (long long)sent);
+        else
+            TU_CHECK(sent == -1, "%s: never sent without the lock (%lld)", mn, (long long)sent);
+        TU_CHECK(in_step(c2), "%s: in step after waiting", mn);
+        lc_pipe_clear(&p);
+
+        TU_CHECK(lc_release(hc, held) == LC_OK, "%s: holder release", mn);
+        lc_pipe_append(&p, "GET %s", stock);
+        a.wait_ms = 0;
+        TU_CHECK(lc_acquire_pipe(c2, &a, &p, &g) == LC_OK, "%s: acquire after release", mn);
+        TU_CHECK(is_str(lc_pipe_take(&p, 0), "5"), "%s: reply after release", mn);
+        if (g)
+            TU_CHECK(lc_release(c2, g) == LC_OK, "%s: release", mn);
+        lc_pipe_clear(&p);
+        lc_conn_free(hc);
+    }
+}
+
+/* An error reply to the lock command is LC_IO with nothing handed back and
+ * the connection in step; an error reply to the caller's command is the
+ * caller's reply. */
+static void test_errors(void)
+{
+    char key[128], hash[160];
+    lct_key(key, sizeof key, "pipe-err", LC_REENTRANT);
+    tu_redis_int(port, "SET %s not-a-hash", key);
+    lc_lock_args a = lct_args(LC_REENTRANT, key, "o", 0, 0);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "ECHO %s", "x");
+    lc_guard *g = NULL;
+    TU_CHECK(lc_acquire_pipe(c1, &a, &p, &g) == LC_IO && !g, "WRONGTYPE script: io");
+    TU_CHECK(lc_pipe_take(&p, 0) == NULL, "no reply on io");
+    TU_CHECK(in_step(c1), "in step after an error reply");
+    lc_pipe_clear(&p);
+
+    lct_key(key, sizeof key, "pipe-err2", LC_TOKEN);
+    data_key(hash, sizeof hash, key, ":hash");
+    tu_redis_int(port, "HSET %s f 1", hash);
+    a = lct_args(LC_TOKEN, key, "o", 5000, 0);
+    lc_pipe_append(&p, "GET %s", hash);
+    TU_CHECK(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK, "caller's error reply: ok");
+    redisReply *r = lc_pipe_take(&p, 0);
+    TU_CHECK(r && r->type == REDIS_REPLY_ERROR, "caller's error reply handed back");
+    if (r)
+        freeReplyObject(r);
+    TU_CHECK(lc_release_pipe(c1, g, &p) == LC_OK, "release resends nothing it was not given");
+    lc_pipe_clear(&p);
+
+    for (int k = 0; k < LC_PIPE_MAX; k++)
+        TU_REQUIRE(lc_pipe_append(&p, "PING") == LC_OK, "append %d", k);
+    TU_CHECK(lc_pipe_append(&p, "PING") == LC_MISUSE, "full pipe");
+    const char *argv[] = {"PING"};
+    TU_CHECK(lc_pipe_append_argv(&p, 1, argv, NULL) == LC_MISUSE, "full pipe (argv)");
+    lc_pipe_clear(&p);
+    TU_CHECK(lc_pipe_append_argv(&p, 0, argv, NULL) == LC_MISUSE, "no argument");
+    lc_pipe_clear(NULL);
+}
+
+/* A paused Redis: the acquire times out (LC_IO, no reply); the next call
+ * on the same handle reconnects and gets its own replies, not stale ones. */
+static void test_timeout(void)
+{
+    lc_client *fast = lct_client_t(port, 0, 200);
+    lc_conn *c = lct_conn(fast);
+    char key[128], stock[160];
+    lct_key(key, sizeof key, "pipe-timeout", LC_TOKEN);
+    data_key(stock, sizeof stock, key, ":stock");
+    tu_redis_int(port, "SET %s 3", stock);
+    TU_REQUIRE(in_step(c), "connected");
+    lc_lock_args a = lct_args(LC_TOKEN, key, "o", 300, 0);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "GET %s", stock);
+    char ok[16];
+    TU_REQUIRE(tu_redis_str(port, ok, sizeof ok, "CLIENT PAUSE 600 ALL") == 0, "pause");
+    lc_guard *g = NULL;
+    TU_CHECK(lc_acquire_pipe(c, &a, &p, &g) == LC_IO && !g, "paused: io");
+    TU_CHECK(lc_pipe_take(&p, 0) == NULL, "paused: no reply");
+    tu_sleep_ms(700);
+    /* The timed-out SET NX ran when the pause ended: its lease frees it. */
+    a.wait_ms = 2000;
+    TU_CHECK(lc_acquire_pipe(c, &a, &p, &g) == LC_OK, "after the pause: ok (%s)",
+             lc_conn_errstr(c));
+    TU_CHECK(is_str(lc_pipe_take(&p, 0), "3"), "after the pause: its own reply");
+    if (g)
+        TU_CHECK(lc_release(c, g) == LC_OK, "release");
+    TU_CHECK(in_step(c), "in step");
+    lc_pipe_clear(&p);
+    lc_conn_free(c);
+    lc_client_free(fast);
+}
+
+/* A waiter woken by the holder's release reads, in its acquire's round
+ * trip, what the holder wrote in its release's. */
+typedef struct pipe_waiter {
+    lc_mode mode;
+    const char *key, *stock;
+    lc_status status;
+    char got[32];
+    int64_t end;
+} pipe_waiter;
+
+static void *pipe_waiter_main(void *arg)
+{
+    pipe_waiter *w = arg;
+    lc_conn *conn = lct_conn(cli);
+    lc_lock_args a = lct_args(w->mode, w->key, "waiter", w->mode == LC_REENTRANT ? 0 : 30000, 5000);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "GET %s", w->stock);
+    lc_guard *g = NULL;
+    w->status = lc_acquire_pipe(conn, &a, &p, &g);
+    w->end = tu_now_ms();
+    redisReply *r = lc_pipe_take(&p, 0);
+    if (r && r->type == REDIS_REPLY_STRING)
+        snprintf(w->got, sizeof w->got, "%s", r->str);
+    if (r)
+        freeReplyObject(r);
+    lc_pipe_clear(&p);
+    if (g)
+        lc_release(conn, g);
+    lc_conn_free(conn);
+    return NULL;
+}
+
+static void test_waiter_reads_release_write(void)
+{
+    const lc_mode modes[] = {LC_REENTRANT, LC_TOKEN};
+    for (size_t i = 0; i < 2; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], stock[160];
+        lc_conn *hc = NULL;
+        lc_guard *held = lct_hold(cli, m, "pipe-wait", key, sizeof key, &hc);
+        data_key(stock, sizeof stock, key, ":stock");
+        tu_redis_int(port, "SET %s 42", stock);
+        pipe_waiter w = {.mode = m, .key = key, .stock = stock};
+        pthread_t th;
+        TU_REQUIRE(pthread_create(&th, NULL, pipe_waiter_main, &w) == 0, "thread");
+        tu_sleep_ms(150);
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_pipe_append(&p, "SET %s %d", stock, 41);
+        int64_t released = tu_now_ms();
+        TU_CHECK(lc_release_pipe(hc, held, &p) == LC_OK, "%s: release", mn);
+        TU_CHECK(is_str(lc_pipe_take(&p, 0), "OK"), "%s: SET reply", mn);
+        lc_pipe_clear(&p);
+        pthread_join(th, NULL);
+        TU_CHECK(w.status == LC_OK, "%s: waiter acquired (%s)", mn, lc_status_name(w.status));
+        TU_CHECK(strcmp(w.got, "41") == 0, "%s: waiter read the holder's write (%s)", mn, w.got);
+        /* reentrant: woken by the release (not its 100 ms retry); token:
+         * its next poll (5 ms + jitter). */
+        TU_CHECK(w.end - released <= tu_slack(60), "%s: woken %lld ms after release", mn,
+                 (long long)(w.end - released));
+        lc_conn_free(hc);
+    }
+    lc_stats st = lct_settled_stats(cli, tu_slack(1000));
+    TU_CHECK(st.pubsub_waiters == 0 && st.pubsub_channels == 0, "no waiter, no channel left");
+}
+
+int main(void)
+{
+    port = tu_redis_port();
+    cli = lct_client(port, 0);
+    c1 = lct_conn(cli);
+    c2 = lct_conn(cli);
+    test_replies_in_order();
+    test_busy_discards();
+    test_errors();
+    test_waiter_reads_release_write();
+    test_timeout();
+    lc_conn_free(c1);
+    lc_conn_free(c2);
+    lc_client_free(cli);
+    return tu_done();
+}
