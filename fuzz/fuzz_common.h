@@ -14,13 +14,12 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-#define FZ_CHECK(cond, what)                                                          \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: contract broken: %s (%s)\n", __FILE__, __LINE__, \
-                    what, #cond);                                                     \
-            abort();                                                                  \
-        }                                                                             \
+#define FZ_CHECK(cond, what)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: contract broken: %s (%s)\n", __FILE__, __LINE__, what, #cond); \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* A message buffer of dlen bytes followed by a guard: the callee must write

@@ -101,7 +101,8 @@ static inline void fz_config_check(cfg_status rc, const cfg_config *c, const cha
         cfg_config d;
         FZ_CHECK(err[0] != '\0', "a failure names its reason");
         cfg_defaults(&d);
-        char *j1 = cfg_to_json(c, CFG_JSON_SHOW_SECRETS), *j2 = cfg_to_json(&d, CFG_JSON_SHOW_SECRETS);
+        char *j1 = cfg_to_json(c, CFG_JSON_SHOW_SECRETS),
+             *j2 = cfg_to_json(&d, CFG_JSON_SHOW_SECRETS);
         FZ_CHECK(j1 && j2 && strcmp(j1, j2) == 0, "a failed load leaves the defaults");
         free(j1);
         free(j2);

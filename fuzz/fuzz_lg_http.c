@@ -75,8 +75,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(once.p.body_off == piece.p.body_off, "both runs agree on the body offset");
         FZ_CHECK(once.p.consumed == piece.p.consumed, "both runs agree on consumed");
         FZ_CHECK(once.p.body_len == piece.p.body_len, "both runs agree on the body length");
-        FZ_CHECK(memcmp(once.buf + once.p.body_off, piece.buf + piece.p.body_off,
-                        once.p.body_len) == 0, "both runs decode the same body");
+        FZ_CHECK(
+            memcmp(once.buf + once.p.body_off, piece.buf + piece.p.body_off, once.p.body_len) == 0,
+            "both runs decode the same body");
     }
     free(once.buf);
     free(piece.buf);

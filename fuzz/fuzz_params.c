@@ -13,9 +13,9 @@ static const struct {
     const char *name;
     unsigned bit;
 } known[] = {
-    {"sku", SVC_P_SKU},       {"user", SVC_P_USER},       {"work_ms", SVC_P_WORK_MS},
+    {"sku", SVC_P_SKU},           {"user", SVC_P_USER},       {"work_ms", SVC_P_WORK_MS},
     {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS}, {"reenter", SVC_P_REENTER},
-    {"fault", SVC_P_FAULT},   {"stock", SVC_P_STOCK},     {"offset", SVC_P_OFFSET},
+    {"fault", SVC_P_FAULT},       {"stock", SVC_P_STOCK},     {"offset", SVC_P_OFFSET},
     {"limit", SVC_P_LIMIT},
 };
 
@@ -89,14 +89,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(svc_valid_id(out.user), "user matches [A-Za-z0-9_-]{1,64}");
         FZ_CHECK(out.work_ms >= 0 && out.work_ms <= s.max_work_ms, "work_ms in bounds");
         FZ_CHECK(out.lease_ms >= ((seen & SVC_P_LEASE_MS) ? 1 : 0) &&
-                     out.lease_ms <= s.max_lease_ms, "lease_ms in bounds");
+                     out.lease_ms <= s.max_lease_ms,
+                 "lease_ms in bounds");
         FZ_CHECK(out.wait_ms >= 0 && out.wait_ms <= s.max_wait_ms, "wait_ms in bounds");
         FZ_CHECK(out.reenter >= 0 && out.reenter <= s.max_reenter, "reenter in bounds");
         FZ_CHECK(out.stock >= 0 && out.stock <= SVC_STOCK_MAX, "stock in bounds");
         FZ_CHECK(out.offset >= 0 && out.offset <= SVC_OFFSET_MAX, "offset in bounds");
         FZ_CHECK(out.limit >= 1 && out.limit <= SVC_LIMIT_MAX, "limit in bounds");
         FZ_CHECK(out.fault == SVC_FAULT_NONE || out.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE ||
-                     out.fault == SVC_FAULT_CRASH_IN_SECTION, "fault in its enum");
+                     out.fault == SVC_FAULT_CRASH_IN_SECTION,
+                 "fault in its enum");
         FZ_CHECK((seen & SVC_P_FAULT) || out.fault == SVC_FAULT_NONE, "fault only when given");
     }
     free(q);

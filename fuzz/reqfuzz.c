@@ -62,11 +62,11 @@ static int g_port, g_redis_port;
 static pid_t g_server_pid, g_redis_pid;
 static char g_dir[256];
 
-static atomic_llong g_next;     /* requests handed out */
+static atomic_llong g_next; /* requests handed out */
 static atomic_int g_stop;
 static atomic_llong g_status[1000];
-static atomic_llong g_connect_fail, g_closed, g_unparsable, g_bad_noreply, g_bad_stalled, g_timeouts, g_fresh,
-    g_reused;
+static atomic_llong g_connect_fail, g_closed, g_unparsable, g_bad_noreply, g_bad_stalled,
+    g_timeouts, g_fresh, g_reused;
 static atomic_int g_recorded_500, g_recorded_timeout, g_recorded_unparsable, g_recorded_stall,
     g_recorded_closed, g_recorded_503;
 static pthread_mutex_t g_print = PTHREAD_MUTEX_INITIALIZER;
@@ -109,8 +109,7 @@ static void putn(buf *b, const void *d, size_t n)
     b->p[b->len] = '\0';
 }
 
-__attribute__((format(printf, 2, 3)))
-static void put(buf *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void put(buf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -149,12 +148,12 @@ static unsigned below(uint64_t *s, unsigned n)
 /* ---- request generation ---- */
 
 enum {
-    R_KEEP = 1,       /* well-formed: the connection may be reused */
-    R_FRESH = 2,      /* send on a new connection */
-    R_HALF_CLOSE = 4, /* shut down our side after sending (maybe incomplete) */
-    R_NO_REPLY_OK = 8,/* malformed: the server may close without a reply */
-    R_HEAD = 16,      /* HEAD: the reply has no body; read its header only */
-    R_TWO = 32,       /* two pipelined requests: two replies */
+    R_KEEP = 1,        /* well-formed: the connection may be reused */
+    R_FRESH = 2,       /* send on a new connection */
+    R_HALF_CLOSE = 4,  /* shut down our side after sending (maybe incomplete) */
+    R_NO_REPLY_OK = 8, /* malformed: the server may close without a reply */
+    R_HEAD = 16,       /* HEAD: the reply has no body; read its header only */
+    R_TWO = 32,        /* two pipelined requests: two replies */
 };
 
 static const char *const modes[] = {"none", "mutex", "setnx", "token", "reentrant"};
@@ -162,9 +161,30 @@ static const char *const modes[] = {"none", "mutex", "setnx", "token", "reentran
 static void query_value(uint64_t *s, buf *b)
 {
     static const char *const odd[] = {
-        "", "-1", "1e3", "0x10", " 1", "1 ", "+5", "999999999999", "9999999999999",
-        "18446744073709551616", "%00", "%zz", "%", "a%00b", "%C3%A9", "%FF", "..", "1.5",
-        "null", "[]", "%20", "demo%2Fx", "%0d%0aX-Injected:%201", "\xff",
+        "",
+        "-1",
+        "1e3",
+        "0x10",
+        " 1",
+        "1 ",
+        "+5",
+        "999999999999",
+        "9999999999999",
+        "18446744073709551616",
+        "%00",
+        "%zz",
+        "%",
+        "a%00b",
+        "%C3%A9",
+        "%FF",
+        "..",
+        "1.5",
+        "null",
+        "[]",
+        "%20",
+        "demo%2Fx",
+        "%0d%0aX-Injected:%201",
+        "\xff",
     };
     if (below(s, 2))
         put(b, "%u", below(s, 3) ? below(s, 10) : (unsigned)rnd(s));
@@ -189,8 +209,8 @@ static void purchase_query(uint64_t *s, buf *b, int valid)
         return;
     }
     static const char *const names[] = {
-        "sku", "user", "work_ms", "lease_ms", "wait_ms", "reenter", "fault", "stock", "offset",
-        "limit", "x", "SKU", "sku%00", "", "&", "=", "a[]", "%73ku",
+        "sku",   "user", "work_ms", "lease_ms", "wait_ms", "reenter", "fault", "stock", "offset",
+        "limit", "x",    "SKU",     "sku%00",   "",        "&",       "=",     "a[]",   "%73ku",
     };
     unsigned n = below(s, 5) == 0 ? 30 + below(s, 10) : 1 + below(s, 5);
     for (unsigned i = 0; i < n; i++) {
@@ -212,27 +232,45 @@ static void path_for(uint64_t *s, buf *b, int valid)
         put(b, "/miaosha/%s", PICK(s, modes));
         purchase_query(s, b, valid);
         break;
-    case 2:
-        put(b, "/stock/%s", SKU);
-        break;
-    case 3:
-        put(b, "/orders/%s?offset=%u&limit=%u", SKU, below(s, 50), 1 + below(s, 20));
-        break;
-    case 4:
-        put(b, "%s", below(s, 2) ? "/healthz" : below(s, 2) ? "/stats" : "/metrics");
-        break;
+    case 2: put(b, "/stock/%s", SKU); break;
+    case 3: put(b, "/orders/%s?offset=%u&limit=%u", SKU, below(s, 50), 1 + below(s, 20)); break;
+    case 4: put(b, "%s", below(s, 2) ? "/healthz" : below(s, 2) ? "/stats" : "/metrics"); break;
     default: {
         static const char *const odd[] = {
-            "/", "*", "//miaosha//token", "/miaosha/token/", "/miaosha/", "/miaosha/TOKEN",
-            "/miaosha/../stock/fz", "/stock/", "/stock/fz/extra", "/stock/fz%00evil",
-            "/stock/%zz", "/stock/a%2Fb", "/orders/fz?limit=0", "/orders/fz?limit=1001",
-            "/orders/fz?offset=-1", "/orders/fz?offset=&limit=", "/orders/fz?limit",
-            "/healthz?x=1", "/healthz#frag", "http://127.0.0.1/healthz", "/%", "/\xc3\xa9",
-            "/stock/" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-            "/miaosha/token?sku=fz&sku=fz", "/miaosha/token?fault=crash_in_section",
-            "/miaosha/setnx?fault=crash_before_expire", "/miaosha/none?&&&", "/miaosha/none?=",
-            "/metrics?%00", "/stats/", "/ stock", "/miaosha/mutex?reenter=9",
-            "/miaosha/token?work_ms=60001", "/miaosha/token?lease_ms=0",
+            "/",
+            "*",
+            "//miaosha//token",
+            "/miaosha/token/",
+            "/miaosha/",
+            "/miaosha/TOKEN",
+            "/miaosha/../stock/fz",
+            "/stock/",
+            "/stock/fz/extra",
+            "/stock/fz%00evil",
+            "/stock/%zz",
+            "/stock/a%2Fb",
+            "/orders/fz?limit=0",
+            "/orders/fz?limit=1001",
+            "/orders/fz?offset=-1",
+            "/orders/fz?offset=&limit=",
+            "/orders/fz?limit",
+            "/healthz?x=1",
+            "/healthz#frag",
+            "http://127.0.0.1/healthz",
+            "/%",
+            "/\xc3\xa9",
+            "/stock/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /* 65 */
+            "/miaosha/token?sku=fz&sku=fz",
+            "/miaosha/token?fault=crash_in_section",
+            "/miaosha/setnx?fault=crash_before_expire",
+            "/miaosha/none?&&&",
+            "/miaosha/none?=",
+            "/metrics?%00",
+            "/stats/",
+            "/ stock",
+            "/miaosha/mutex?reenter=9",
+            "/miaosha/token?work_ms=60001",
+            "/miaosha/token?lease_ms=0",
             "/miaosha/token?wait_ms=60001",
         };
         put(b, "%s", PICK(s, odd));
@@ -240,9 +278,7 @@ static void path_for(uint64_t *s, buf *b, int valid)
             size_t n, target;
             put(b, "%cpad=", strchr(b->p + start, '?') ? '&' : '?');
             switch (below(s, O.no_pool_edge ? 2 : 3)) {
-            case 0: /* around the URI limit */
-                n = 1900 + below(s, 300);
-                break;
+            case 0: /* around the URI limit */ n = 1900 + below(s, 300); break;
             case 1: /* past it, up to past the connection's memory pool */
                 n = 2048 + below(s, O.no_pool_edge ? 28000 : 40000);
                 break;
@@ -296,7 +332,9 @@ static unsigned gen_valid(uint64_t *s, buf *b)
         put(b, "%s ", m);
         switch (below(s, 5)) {
         case 0: put(b, "/stock/%s", SKU); break;
-        case 1: put(b, "/orders/%s?offset=%u&limit=%u", SKU, below(s, 100), 1 + below(s, 20)); break;
+        case 1:
+            put(b, "/orders/%s?offset=%u&limit=%u", SKU, below(s, 100), 1 + below(s, 20));
+            break;
         case 2: put(b, "/healthz"); break;
         case 3: put(b, "/stats"); break;
         default: put(b, "/metrics"); break;
@@ -308,7 +346,8 @@ static unsigned gen_valid(uint64_t *s, buf *b)
         return flags;
     }
     /* A reset: keeps the stock up and the order list short. */
-    put(b, "PUT /stock/%s HTTP/1.1\r\nAuthorization: Bearer " TOKEN "\r\n", below(s, 4) ? SKU : "fz2");
+    put(b, "PUT /stock/%s HTTP/1.1\r\nAuthorization: Bearer " TOKEN "\r\n",
+        below(s, 4) ? SKU : "fz2");
     char body[64];
     int n = snprintf(body, sizeof body, "{\"stock\":%u}", 1000000u);
     put(b, "Content-Type: application/json\r\nContent-Length: %d\r\n", n);
@@ -336,7 +375,10 @@ static void chunked_body(uint64_t *s, buf *b, unsigned *flags)
         }
         put(b, "0\r\n\r\n");
         break;
-    case 6: put(b, "ffffffffffffffffffffffff\r\n\r\n"); *flags |= R_HALF_CLOSE; break;
+    case 6:
+        put(b, "ffffffffffffffffffffffff\r\n\r\n");
+        *flags |= R_HALF_CLOSE;
+        break;
     default: put(b, "0\r\n\r\n"); break;
     }
 }
@@ -351,8 +393,8 @@ static unsigned gen_bad(uint64_t *s, buf *b, const buf *valid)
     switch (below(s, 8)) {
     case 0: { /* methods */
         static const char *const m[] = {
-            "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "PROPFIND", "get", "Get",
-            "POSTX", "G\x01T", "PUT\x00", "M-SEARCH", "BREW", "PRI",
+            "DELETE", "PATCH", "OPTIONS", "TRACE",   "CONNECT",  "PROPFIND", "get",
+            "Get",    "POSTX", "G\x01T",  "PUT\x00", "M-SEARCH", "BREW",     "PRI",
         };
         const char *mm = PICK(s, m);
         if (below(s, 10) == 0) {
@@ -383,7 +425,11 @@ static unsigned gen_bad(uint64_t *s, buf *b, const buf *valid)
         path_for(s, b, 1);
         put(b, " HTTP/1.1\r\n");
         switch (below(s, 10)) {
-        case 0: put(b, "X-Big: "); putrep(b, 'h', 8000 + below(s, 40000)); put(b, "\r\n"); break;
+        case 0:
+            put(b, "X-Big: ");
+            putrep(b, 'h', 8000 + below(s, 40000));
+            put(b, "\r\n");
+            break;
         case 1:
             for (unsigned i = 0, n = 100 + below(s, 600); i < n; i++)
                 put(b, "X-H%u: %u\r\n", i, i);
@@ -429,9 +475,17 @@ static unsigned gen_bad(uint64_t *s, buf *b, const buf *valid)
             break;
         case 3: { /* odd JSON */
             static const char *const j[] = {
-                "{\"stock\":-1}", "{\"stock\":1e999}", "{\"stock\":1.5}", "{\"stock\":\"5\"}",
-                "{\"stock\":1,\"stock\":2}", "[1]", "{\"stock\":1} x", "{", "\"\\u0000\"",
-                "{\"stock\":1000000001}", "{\"a\":{\"b\":{\"c\":[[[[[[[[]]]]]]]]}}}",
+                "{\"stock\":-1}",
+                "{\"stock\":1e999}",
+                "{\"stock\":1.5}",
+                "{\"stock\":\"5\"}",
+                "{\"stock\":1,\"stock\":2}",
+                "[1]",
+                "{\"stock\":1} x",
+                "{",
+                "\"\\u0000\"",
+                "{\"stock\":1000000001}",
+                "{\"a\":{\"b\":{\"c\":[[[[[[[[]]]]]]]]}}}",
             };
             const char *body = PICK(s, j);
             put(b, "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
@@ -448,13 +502,22 @@ static unsigned gen_bad(uint64_t *s, buf *b, const buf *valid)
     }
     case 4: { /* broken request lines */
         static const char *const l[] = {
-            "GET\r\n\r\n", "GET /healthz\r\n\r\n", "GET /healthz HTTP/1.1 extra\r\n\r\n",
-            "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", "GET /healthz HTTP/1.1\n\n",
-            "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "\r\n\r\n", " / HTTP/1.1\r\n\r\n",
-            "GET  /healthz  HTTP/1.1\r\n\r\n", "GET /healthz HTTP/1.1\r\r\n\r\n",
-            "GET /healthz http/1.1\r\n\r\n", "GET /healthz HTTP/2.0\r\n\r\n",
-            "GET /healthz HTTP/1.10\r\n\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-            "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "GET /healthz HTTP/1.1\r\n",
+            "GET\r\n\r\n",
+            "GET /healthz\r\n\r\n",
+            "GET /healthz HTTP/1.1 extra\r\n\r\n",
+            "GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n",
+            "GET /healthz HTTP/1.1\n\n",
+            "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            "\r\n\r\n",
+            " / HTTP/1.1\r\n\r\n",
+            "GET  /healthz  HTTP/1.1\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\r\n\r\n",
+            "GET /healthz http/1.1\r\n\r\n",
+            "GET /healthz HTTP/2.0\r\n\r\n",
+            "GET /healthz HTTP/1.10\r\n\r\n",
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+            "GET /healthz HTTP/1.1\r\n",
             "GET /healthz\tHTTP/1.1\r\n\r\n",
         };
         static const char nul_line[] = "GET /heal\0thz HTTP/1.1\r\n\r\n";
@@ -612,8 +675,7 @@ typedef struct worker {
  * reused, 0 when it must be closed. */
 static int exchange(worker *w, int fd, unsigned flags)
 {
-    int64_t deadline =
-        now_ms() + ((flags & R_NO_REPLY_OK) ? BAD_WAIT_MS : WELL_FORMED_TIMEOUT_MS);
+    int64_t deadline = now_ms() + ((flags & R_NO_REPLY_OK) ? BAD_WAIT_MS : WELL_FORMED_TIMEOUT_MS);
     int sent = send_all(fd, w->req.p, w->req.len, deadline);
     if (sent == -2 && !(flags & R_NO_REPLY_OK))
         atomic_fetch_add(&g_timeouts, 1);
@@ -887,7 +949,8 @@ static int simple_get(int port, const char *path)
             close(fd);
         return 0;
     }
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     path);
     int64_t deadline = now_ms() + 5000;
     if (send_all(fd, req, (size_t)n, deadline) == 0) {
         lg_http_parser p;
@@ -970,8 +1033,8 @@ static int start_servers(void)
     for (int attempt = 0; attempt < 5 && g_redis_pid == 0; attempt++) {
         g_redis_port = free_port();
         snprintf(rport, sizeof rport, "%d", g_redis_port);
-        const char *rargv[] = {O.redis, "--port", rport, "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", dir_arg, NULL};
+        const char *rargv[] = {O.redis, "--port",       rport, "--bind", "127.0.0.1", "--save",
+                               "",      "--appendonly", "no",  "--dir",  dir_arg,     NULL};
         pid_t pid = spawn(rargv, rlog);
         for (int i = 0; i < 250; i++) { /* 5 s */
             if (waitpid(pid, NULL, WNOHANG) == pid) {
@@ -995,9 +1058,19 @@ static int start_servers(void)
         return -1;
     }
     snprintf(redis_addr, sizeof redis_addr, "127.0.0.1:%d", g_redis_port);
-    const char *sargv[] = {O.server, "--listen", "127.0.0.1", "--port", "0", "--redis",
-                           redis_addr, "--set", "admin_token=" TOKEN, "--set",
-                           "purchase.sku=" SKU, "--set", "purchase.initial_stock=1000000",
+    const char *sargv[] = {O.server,
+                           "--listen",
+                           "127.0.0.1",
+                           "--port",
+                           "0",
+                           "--redis",
+                           redis_addr,
+                           "--set",
+                           "admin_token=" TOKEN,
+                           "--set",
+                           "purchase.sku=" SKU,
+                           "--set",
+                           "purchase.initial_stock=1000000",
                            NULL};
     g_server_pid = spawn(sargv, slog);
     for (int i = 0; i < 500; i++) { /* 10 s */
@@ -1046,16 +1119,15 @@ static int stop_child(pid_t pid)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: miaosha-reqfuzz --server PATH [--redis-server PATH] [--requests N]\n"
-            "         [--max-seconds S] [--threads T] [--seed N] [--rss-growth-mb M]\n"
-            "         [--no-pool-edge] [-v]\n"
-            "Starts redis-server and miaosha-server on free loopback ports and sends them\n"
-            "N (default 1000000) generated valid and malformed requests from T (2)\n"
-            "threads, for at most S (300) seconds. Exit 0 pass, 1 a finding, 2 setup.\n"
-            "RSS may grow by M MiB (32) after the warm-up. --no-pool-edge: no request\n"
-            "URI longer than 32 KiB (none near the end of libmicrohttpd's connection\n"
-            "pool). -v: print malformed requests left unanswered and 503s too.\n");
+    fprintf(f, "usage: miaosha-reqfuzz --server PATH [--redis-server PATH] [--requests N]\n"
+               "         [--max-seconds S] [--threads T] [--seed N] [--rss-growth-mb M]\n"
+               "         [--no-pool-edge] [-v]\n"
+               "Starts redis-server and miaosha-server on free loopback ports and sends them\n"
+               "N (default 1000000) generated valid and malformed requests from T (2)\n"
+               "threads, for at most S (300) seconds. Exit 0 pass, 1 a finding, 2 setup.\n"
+               "RSS may grow by M MiB (32) after the warm-up. --no-pool-edge: no request\n"
+               "URI longer than 32 KiB (none near the end of libmicrohttpd's connection\n"
+               "pool). -v: print malformed requests left unanswered and 503s too.\n");
 }
 
 int main(int argc, char **argv)
@@ -1109,7 +1181,8 @@ int main(int argc, char **argv)
         return 2;
     }
     printf("reqfuzz: miaosha-server pid %d port %d, redis-server pid %d port %d, seed %u, "
-           "logs in %s\n", (int)g_server_pid, g_port, (int)g_redis_pid, g_redis_port, O.seed, g_dir);
+           "logs in %s\n",
+           (int)g_server_pid, g_port, (int)g_redis_pid, g_redis_port, O.seed, g_dir);
     fflush(stdout);
 
     long rss_boot = rss_kib(g_server_pid), rss_start = -1, rss_mid = -1, rss_end = -1,
@@ -1165,9 +1238,6 @@ int main(int argc, char **argv)
     long long sent = atomic_load(&g_next);
     if (sent > O.requests)
         sent = O.requests;
-    if (died) {
-        /* threads stopped early: count what was handed out */
-    }
     int fail = 0, health = 0, exit_status = 0;
     if (!died) {
         rss_end = rss_kib(g_server_pid);
@@ -1199,8 +1269,8 @@ int main(int argc, char **argv)
            "%lld; well-formed requests closed without a reply: %lld; unparsable replies: %lld; "
            "well-formed requests without a reply in 10 s: %lld\n",
            (long long)atomic_load(&g_bad_noreply), (long long)atomic_load(&g_bad_stalled),
-           (long long)atomic_load(&g_closed),
-           (long long)atomic_load(&g_unparsable), (long long)atomic_load(&g_timeouts));
+           (long long)atomic_load(&g_closed), (long long)atomic_load(&g_unparsable),
+           (long long)atomic_load(&g_timeouts));
     printf("reqfuzz: 500 responses: %lld\n", n500);
     if (died) {
         printf("reqfuzz: FAIL: miaosha-server died (%s %d); the end of its log:\n",
@@ -1214,8 +1284,8 @@ int main(int argc, char **argv)
     }
     long growth = rss_end - rss_start;
     printf("reqfuzz: server RSS KiB: at start %ld, after warm-up (10%%) %ld, middle %ld, "
-           "end %ld, max %ld; growth after warm-up %ld KiB (bound %d MiB)\n", rss_boot, rss_start,
-           rss_mid, rss_end, rss_max, growth, O.rss_growth_mb);
+           "end %ld, max %ld; growth after warm-up %ld KiB (bound %d MiB)\n",
+           rss_boot, rss_start, rss_mid, rss_end, rss_max, growth, O.rss_growth_mb);
     printf("reqfuzz: /healthz at the end: %d; exit status on SIGTERM: %d\n", health, exit_status);
     if (n500 > 0) {
         printf("reqfuzz: FAIL: %lld responses with status 500 (requests above)\n", n500);
@@ -1226,7 +1296,8 @@ int main(int argc, char **argv)
         fail = 1;
     }
     if (atomic_load(&g_connect_fail) > 0) {
-        printf("reqfuzz: FAIL: %lld connections refused\n", (long long)atomic_load(&g_connect_fail));
+        printf("reqfuzz: FAIL: %lld connections refused\n",
+               (long long)atomic_load(&g_connect_fail));
         fail = 1;
     }
     if (atomic_load(&g_closed) > 0 || atomic_load(&g_unparsable) > 0) {
