@@ -677,8 +677,11 @@ static int exchange(worker *w, int fd, unsigned flags)
 {
     int64_t deadline = now_ms() + ((flags & R_NO_REPLY_OK) ? BAD_WAIT_MS : WELL_FORMED_TIMEOUT_MS);
     int sent = send_all(fd, w->req.p, w->req.len, deadline);
-    if (sent == -2 && !(flags & R_NO_REPLY_OK))
+    if (sent == -2 && !(flags & R_NO_REPLY_OK)) { /* the server stopped reading */
         atomic_fetch_add(&g_timeouts, 1);
+        record(&g_recorded_timeout, "request not taken within 10 s", &w->req, NULL, 0);
+        return 0;
+    }
     if (flags & R_HALF_CLOSE)
         shutdown(fd, SHUT_WR);
     int replies = (flags & R_TWO) ? 2 : 1, reuse = 0;
