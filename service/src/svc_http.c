@@ -416,11 +416,59 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
 
 /* ---- libmicrohttpd callbacks ---- */
 
+/* A connection's slot (libmicrohttpd's socket context): the request
+ * context on_uri made that the access handler has not seen yet.
+ * libmicrohttpd calls the completion callback (which frees a context) only
+ * for requests that reached the access handler; a request head that never
+ * completes — the connection's memory pool ran out just before its end, or
+ * the client stopped sending — ends with its connection, and its context
+ * is freed here instead of leaking. One connection's callbacks all run on
+ * its daemon thread. */
+typedef struct conn_slot {
+    svc_req *unseen;
+} conn_slot;
+
+static conn_slot *slot_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+static void free_req(svc_req *r)
+{
+    free(r->body);
+    free(r->resp);
+    free(r);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)cls;
+    (void)c;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = calloc(1, sizeof(conn_slot)); /* NULL: untracked */
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_slot *slot = *socket_context;
+        if (slot != NULL && slot->unseen != NULL)
+            free_req(slot->unseen);
+        free(slot);
+        *socket_context = NULL;
+    }
+}
+
 /* Called with the raw (still percent-encoded) request target; cls is the
  * settings the request runs under. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     svc_req *r = calloc(1, sizeof *r);
+    conn_slot *slot = slot_of(c);
+    if (slot != NULL) {
+        if (slot->unseen != NULL) /* its head never completed; nobody else has it */
+            free_req(slot->unseen);
+        slot->unseen = r;
+    }
     if (r != NULL) {
         r->conn = c;
         r->s = cls;
@@ -487,7 +535,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     svc_req *r = *con_cls;
     (void)cls;
-    (void)c;
     (void)toe;
     if (r == NULL)
         return;
@@ -495,9 +542,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         long before = atomic_fetch_sub(&pending, 1);
         SVC_ASSERT(before > 0);
     }
-    free(r->body);
-    free(r->resp);
-    free(r);
+    conn_slot *slot = slot_of(c);
+    if (slot != NULL && slot->unseen == r)
+        slot->unseen = NULL;
+    free_req(r);
     *con_cls = NULL;
 }
 
@@ -514,6 +562,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = r;
     }
     if (!r->seen) {
+        conn_slot *slot = slot_of(c);
+        if (slot != NULL && slot->unseen == r) /* on_completed frees it from now on */
+            slot->unseen = NULL;
         /* First call: headers only. Reply on a later call (keep-alive), but
          * refuse a bad request head, or an announced oversized body, before
          * reading anything more (the connection then closes). */
@@ -564,6 +615,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return dispatch(r, url, method);
 }
 
+__attribute__((format(printf, 2, 0)))
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512], shown[600];
@@ -656,6 +708,7 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, (void *)s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
         MHD_OPTION_END);
     int saved = errno;
     freeaddrinfo(ai);
