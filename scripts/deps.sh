@@ -3,13 +3,16 @@
 #
 # Build: compiler, CMake, pkg-config and the -dev packages of hiredis,
 # libmicrohttpd, cJSON, libuuid and libcurl; redis-server and nginx for the
-# tests (docker-compose only validates docker-compose.yml). --with-tools adds the load tools of the benchmarks (wrk, ab).
+# tests (docker-compose only validates docker-compose.yml); clang-format for
+# the formatter check, clang and libFuzzer's runtime for the fuzz targets.
+# --with-tools adds the tools of the benchmarks (wrk, ab, redis-py).
 # As root it runs apt-get; otherwise it prints the exact apt-get line.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git ca-certificates procps
       libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev
-      redis-server redis-tools nginx-light docker-compose)
-[ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils)
+      redis-server redis-tools nginx-light docker-compose
+      clang-format clang libclang-rt-dev)
+[ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils python3-redis)
 
 missing=()
 for p in "${pkgs[@]}"; do
