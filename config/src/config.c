@@ -82,6 +82,8 @@ typedef struct key_def {
     const char *desc;
 } key_def;
 
+/* clang-format off: the formatter would spread each initializer over four
+ * lines and realign the continuations */
 #define TYPE_OF(m)                                                           \
     _Generic((((cfg_config *)0)->m), int: T_INT, int64_t: T_I64,             \
              bool: T_BOOL, char *: T_STR, default: T_ENUM)
@@ -99,6 +101,7 @@ typedef struct key_def {
 #define K_STR(path, m, kind, lo, def, flags, desc)                            \
     {path, MEMBER(m), lo, (int64_t)sizeof(((cfg_config *)0)->m) - 1, 0, def, \
      kind, flags, NULL, 1, "", desc}
+/* clang-format on */
 
 /* The only enum key is log.level; T_ENUM reads these names. */
 static const char *const LOG_LEVELS[] = {"error", "warn", "info", "debug"};

@@ -104,6 +104,7 @@ const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
 
 void lg_fault_instances(instance ins[3])
 {
+    /* clang-format off: one flag and its value per line */
     static const char *const extra[] = {
         "--set", "faults.enabled=true",
         "--set", "lock.lease_ms=" STR(F_LEASE_MS),
@@ -111,6 +112,7 @@ void lg_fault_instances(instance ins[3])
         "--set", "redis.command_timeout_ms=" STR(F_CMD_TIMEOUT_MS),
         "--set", "redis.connect_timeout_ms=" STR(F_CMD_TIMEOUT_MS),
         "--set", "server.workers=16"};
+    /* clang-format on */
     _Static_assert(sizeof extra / sizeof extra[0] <= LG_INSTANCE_MAX_EXTRA, "extra fits");
     for (int i = 0; i < 3; i++) {
         snprintf(ins[i].id, sizeof ins[i].id, "mx-fault-%d", i);
