@@ -82,8 +82,8 @@ typedef struct key_def {
     const char *desc;
 } key_def;
 
-/* clang-format off: the formatter would spread each initializer over four
- * lines and realign the continuations */
+/* The formatter would spread each initializer over four lines. */
+/* clang-format off */
 #define TYPE_OF(m)                                                           \
     _Generic((((cfg_config *)0)->m), int: T_INT, int64_t: T_I64,             \
              bool: T_BOOL, char *: T_STR, default: T_ENUM)

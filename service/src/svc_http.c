@@ -697,7 +697,8 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     errno = 0;
-    /* clang-format off: one option and its values per line */
+    /* One option and its values per line. */
+    /* clang-format off */
     daemon_ = MHD_start_daemon(
         flags, (uint16_t)s->port, on_accept, NULL, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,

@@ -104,7 +104,8 @@ const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
 
 void lg_fault_instances(instance ins[3])
 {
-    /* clang-format off: one flag and its value per line */
+    /* One flag and its value per line. */
+    /* clang-format off */
     static const char *const extra[] = {
         "--set", "faults.enabled=true",
         "--set", "lock.lease_ms=" STR(F_LEASE_MS),
