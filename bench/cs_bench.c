@@ -71,7 +71,8 @@ static int read_pipeline(redisContext *c)
         if (redisGetReply(c, &v) != REDIS_OK || v == NULL)
             return -1;
         redisReply *r = v;
-        if (r->type == REDIS_REPLY_ERROR || (i == 4 && (r->type != REDIS_REPLY_ARRAY || r->elements != 3)))
+        if (r->type == REDIS_REPLY_ERROR ||
+            (i == 4 && (r->type != REDIS_REPLY_ARRAY || r->elements != 3)))
             ok = 0;
         freeReplyObject(r);
     }
@@ -259,9 +260,10 @@ int main(int argc, char **argv)
     }
     if (argc > 6)
         pipelined = strcmp(argv[6], "pipeline") == 0;
-    if (port <= 0 || port > 65535 || threads < 1 || threads > MAX_THREADS || seconds <= 0 || seconds > 3600 ||
-        wait_ms < 0) {
-        fprintf(stderr, "cs_bench: bad arguments (threads 1..%d, seconds (0, 3600])\n", MAX_THREADS);
+    if (port <= 0 || port > 65535 || threads < 1 || threads > MAX_THREADS || seconds <= 0 ||
+        seconds > 3600 || wait_ms < 0) {
+        fprintf(stderr, "cs_bench: bad arguments (threads 1..%d, seconds (0, 3600])\n",
+                MAX_THREADS);
         return 2;
     }
     if (redis_setup(port, 1) != 0)
@@ -297,9 +299,10 @@ int main(int argc, char **argv)
     double elapsed = now_s() - t0;
     lc_client_free(cli);
     redis_setup(port, 0); /* drop the order list, keep Redis small */
-    printf("cs_bench mode=%s section=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld sections_per_s=%.0f "
+    printf("cs_bench mode=%s section=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld "
+           "sections_per_s=%.0f "
            "fairness=%.2f busy=%ld errors=%ld\n",
-           lc_mode_name(mode), pipelined ? "pipeline" : "plain", threads, wait_ms, elapsed, total, total / elapsed, mx ? (double)mn / (double)mx : 0.0,
-           busy, errors);
+           lc_mode_name(mode), pipelined ? "pipeline" : "plain", threads, wait_ms, elapsed, total,
+           total / elapsed, mx ? (double)mn / (double)mx : 0.0, busy, errors);
     return errors > 0 && total == 0 ? 1 : 0;
 }

@@ -66,14 +66,19 @@ static char sha_token_release[41], sha_acquire[41], sha_release[41];
 
 static void load_scripts(redisContext *c)
 {
-    static const char *tr = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
-    static const char *ra = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
-                            "redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+    static const char *tr = "if redis.call('get', KEYS[1]) == ARGV[1] then return "
+                            "redis.call('del', KEYS[1]) end return 0";
+    static const char *ra = "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', "
+                            "KEYS[1], ARGV[2]) == 1)) then "
+                            "redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', "
+                            "KEYS[1], ARGV[1]); return nil; end; "
                             "return redis.call('pttl', KEYS[1]);";
-    static const char *rr = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
-                            "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-                            "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
-                            "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
+    static const char *rr =
+        "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+        "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+        "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+        "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; "
+        "return nil;";
     redisReply *r = cmd_or_die(c, "SCRIPT LOAD %s", tr);
     snprintf(sha_token_release, 41, "%s", r->str);
     freeReplyObject(r);
@@ -103,7 +108,8 @@ static double raw_rate(redisContext *c, lc_mode mode)
             } else {
                 const char *field = "6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f:bench";
                 freeReplyObject(cmd_or_die(c, "EVALSHA %s 1 %s 30000 %s", sha_acquire, key, field));
-                freeReplyObject(cmd_or_die(c, "EVALSHA %s 2 %s redisson_lock__channel:%s 0 30000 %s",
+                freeReplyObject(cmd_or_die(c,
+                                           "EVALSHA %s 2 %s redisson_lock__channel:%s 0 30000 %s",
                                            sha_release, key, key, field));
             }
         }
@@ -125,7 +131,8 @@ static double mode_rate(lc_conn *conn, lc_mode mode)
         for (int i = 0; i < 50; i++, n++) {
             lc_guard *g;
             if (lc_acquire(conn, &a, &g) != LC_OK || lc_release(conn, g) != LC_OK) {
-                fprintf(stderr, "lc_bench: %s cycle failed: %s\n", lc_mode_name(mode), lc_conn_errstr(conn));
+                fprintf(stderr, "lc_bench: %s cycle failed: %s\n", lc_mode_name(mode),
+                        lc_conn_errstr(conn));
                 exit(1);
             }
         }
@@ -150,7 +157,8 @@ static void uncontended(void)
     load_scripts(raw);
     lc_conn *conn;
     lc_conn_new(cli, &conn);
-    printf("uncontended acquire+release, 1 thread, %.1f s x 3 alternating runs, medians\n", seconds);
+    printf("uncontended acquire+release, 1 thread, %.1f s x 3 alternating runs, medians\n",
+           seconds);
     printf("  %-10s %12s %12s %8s %s\n", "mode", "cycles/s", "raw loop/s", "ratio", "target");
     const lc_mode modes[] = {LC_NONE, LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
     for (int i = 0; i < 5; i++) {
@@ -163,8 +171,8 @@ static void uncontended(void)
         qsort(m, 3, sizeof *m, cmp_double);
         qsort(r, 3, sizeof *r, cmp_double);
         if (modes[i] >= LC_SETNX)
-            printf("  %-10s %12.0f %12.0f %8.2f %s\n", lc_mode_name(modes[i]), m[1], r[1], m[1] / r[1],
-                   m[1] / r[1] >= 0.9 ? ">= 0.9 ok" : ">= 0.9 MISSED");
+            printf("  %-10s %12.0f %12.0f %8.2f %s\n", lc_mode_name(modes[i]), m[1], r[1],
+                   m[1] / r[1], m[1] / r[1] >= 0.9 ? ">= 0.9 ok" : ">= 0.9 MISSED");
         else
             printf("  %-10s %12.0f %12s %8s (no Redis)\n", lc_mode_name(modes[i]), m[1], "-", "-");
     }
@@ -177,7 +185,7 @@ static void uncontended(void)
 typedef struct worker {
     lc_mode mode;
     int id;
-    int section;      /* 0 none (acquire+release), 1 GET/SET, 2 pipelined GET/SET */
+    int section; /* 0 none (acquire+release), 1 GET/SET, 2 pipelined GET/SET */
     const char *key;
     atomic_bool *stop;
     long done, failed;
@@ -293,8 +301,7 @@ static redisContext *stats_conn;
 
 /* One contended run of mode: critical sections/s; fairness and Redis's
  * script microseconds per section through *fair and *script_us. */
-static double contended_run(lc_mode mode, int threads, int section, double *fair,
-                            double *script_us)
+static double contended_run(lc_mode mode, int threads, int section, double *fair, double *script_us)
 {
     redis_work before = redis_work_now(stats_conn);
     worker ws[64];
@@ -302,8 +309,8 @@ static double contended_run(lc_mode mode, int threads, int section, double *fair
     atomic_bool stop = false;
     double t0 = now_s();
     for (int k = 0; k < threads; k++) {
-        ws[k] = (worker){mode, k, section, section ? "bench:{cs}:lock" : "bench:{peer}:lock", &stop,
-                         0, 0};
+        ws[k] = (worker){mode,  k, section, section ? "bench:{cs}:lock" : "bench:{peer}:lock",
+                         &stop, 0, 0};
         pthread_create(&th[k], NULL, worker_main, &ws[k]);
     }
     struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
@@ -334,10 +341,10 @@ static double contended_run(lc_mode mode, int threads, int section, double *fair
  * machine's speed drifts within seconds (bench/README.md, "Noise"). */
 static void contended(int threads)
 {
-    printf("contended critical sections (acquire, GET, SET, release), %d threads, %.1f s per run\n", threads,
-           seconds);
-    printf("  %-10s %12s %10s %8s %10s %12s\n", "mode", "sections/s", "fairness", "failed", "redis cmds",
-           "script us");
+    printf("contended critical sections (acquire, GET, SET, release), %d threads, %.1f s per run\n",
+           threads, seconds);
+    printf("  %-10s %12s %10s %8s %10s %12s\n", "mode", "sections/s", "fairness", "failed",
+           "redis cmds", "script us");
     double fair, script;
     contended_run(LC_MUTEX, threads, 1, &fair, &script);
     contended_run(LC_SETNX, threads, 1, &fair, &script);
@@ -352,14 +359,17 @@ static void contended(int threads)
     qsort(ref, 3, sizeof *ref, cmp_double);
     qsort(tscript, 3, sizeof *tscript, cmp_double);
     qsort(rscript, 3, sizeof *rscript, cmp_double);
-    printf("  medians: token %.0f, reentrant %.0f sections/s; Redis script time per section: token %.1f us, "
+    printf("  medians: token %.0f, reentrant %.0f sections/s; Redis script time per section: token "
+           "%.1f us, "
            "reentrant %.1f us\n",
            tok[1], re[1], tscript[1], rscript[1]);
-    printf("  reentrant/token = %.2f (target >= 1.0), reentrant fairness %.2f (worst %.2f; target >= 0.3): %s\n",
+    printf("  reentrant/token = %.2f (target >= 1.0), reentrant fairness %.2f (worst %.2f; target "
+           ">= 0.3): %s\n",
            re[1] / tok[1], ref[1], ref[0], re[1] >= tok[1] && ref[0] >= 0.3 ? "ok" : "MISSED");
 
     printf("pipelined critical sections (acquire+GET in one round trip, SET+release in one), %d "
-           "threads\n", threads);
+           "threads\n",
+           threads);
     for (int k = 0; k < 3; k++) {
         tok[k] = contended_run(LC_TOKEN, threads, 2, &fair, &tscript[k]);
         re[k] = contended_run(LC_REENTRANT, threads, 2, &fair, &rscript[k]);
@@ -369,9 +379,11 @@ static void contended(int threads)
     qsort(re, 3, sizeof *re, cmp_double);
     qsort(ref, 3, sizeof *ref, cmp_double);
     printf("  pipelined: token %.0f, reentrant %.0f sections/s\n", tok[1], re[1]);
-    printf("  pipelined: reentrant vs token %.2f (target >= 0.8), reentrant fairness %.2f (worst %.2f; "
+    printf("  pipelined: reentrant vs token %.2f (target >= 0.8), reentrant fairness %.2f (worst "
+           "%.2f; "
            "target >= 0.5): %s\n",
-           re[1] / tok[1], ref[1], ref[0], re[1] >= 0.8 * tok[1] && ref[0] >= 0.5 ? "ok" : "MISSED");
+           re[1] / tok[1], ref[1], ref[0],
+           re[1] >= 0.8 * tok[1] && ref[0] >= 0.5 ? "ok" : "MISSED");
 }
 
 /* Token acquire+release on one key from 8 threads, for the peer

@@ -62,34 +62,34 @@ extern "C" {
 #endif
 
 /* Sizes of the string fields, in bytes including the terminating NUL. */
-#define CFG_ADDR_LEN 64        /* numeric IPv4/IPv6 literal (INET6_ADDRSTRLEN 46) */
-#define CFG_HOST_LEN 256       /* Redis host name or address */
-#define CFG_SECRET_LEN 256     /* redis.password, admin_token */
-#define CFG_SKU_LEN 65         /* [A-Za-z0-9_-]{1,64}, like the ?sku= parameter */
-#define CFG_ID_LEN 64          /* instance id; = lockcore's LC_ID_LEN */
-#define CFG_PATH_LEN 1024      /* the config file's path as given */
+#define CFG_ADDR_LEN 64    /* numeric IPv4/IPv6 literal (INET6_ADDRSTRLEN 46) */
+#define CFG_HOST_LEN 256   /* Redis host name or address */
+#define CFG_SECRET_LEN 256 /* redis.password, admin_token */
+#define CFG_SKU_LEN 65     /* [A-Za-z0-9_-]{1,64}, like the ?sku= parameter */
+#define CFG_ID_LEN 64      /* instance id; = lockcore's LC_ID_LEN */
+#define CFG_PATH_LEN 1024  /* the config file's path as given */
 
 /* A sensible caller buffer for cfg_load's err (messages are cut to fit). */
 #define CFG_ERR_LEN 512
 
 /* Status codes of cfg_load, cfg_set and cfg_validate. */
 typedef enum cfg_status {
-    CFG_OK = 0,          /* loaded and valid: run the service */
-    CFG_EXIT_HELP = 1,   /* --help/-h was given: the caller prints
-                            cfg_print_help(stdout) and exits 0. Nothing else
-                            was loaded or checked. */
-    CFG_EXIT_VERSION = 2,/* --version/-V: the caller prints
-                            cfg_print_version(stdout) and exits 0. */
-    CFG_EXIT_PRINT = 3,  /* --print-config: the configuration was loaded and
-                            is valid (*c is filled as for CFG_OK); the caller
-                            prints cfg_to_json(c, CFG_JSON_PRETTY) and exits 0 */
-    CFG_INVALID = 4,     /* a bad key, value, type or flag: err names the key
-                            (or flag), the value and the allowed range or
-                            form. Exit status 2. */
-    CFG_IO = 5,          /* the config file cannot be opened or read, or is
-                            larger than 1 MiB; err names the path and errno
-                            text. Exit status 2. */
-    CFG_NOMEM = 6        /* out of memory. Exit status 1. */
+    CFG_OK = 0,           /* loaded and valid: run the service */
+    CFG_EXIT_HELP = 1,    /* --help/-h was given: the caller prints
+                             cfg_print_help(stdout) and exits 0. Nothing else
+                             was loaded or checked. */
+    CFG_EXIT_VERSION = 2, /* --version/-V: the caller prints
+                             cfg_print_version(stdout) and exits 0. */
+    CFG_EXIT_PRINT = 3,   /* --print-config: the configuration was loaded and
+                             is valid (*c is filled as for CFG_OK); the caller
+                             prints cfg_to_json(c, CFG_JSON_PRETTY) and exits 0 */
+    CFG_INVALID = 4,      /* a bad key, value, type or flag: err names the key
+                             (or flag), the value and the allowed range or
+                             form. Exit status 2. */
+    CFG_IO = 5,           /* the config file cannot be opened or read, or is
+                             larger than 1 MiB; err names the path and errno
+                             text. Exit status 2. */
+    CFG_NOMEM = 6         /* out of memory. Exit status 1. */
 } cfg_status;
 
 typedef enum cfg_log_level {
@@ -105,72 +105,72 @@ typedef enum cfg_log_level {
  * copy it freely. */
 typedef struct cfg_config {
     struct {
-        char address[CFG_ADDR_LEN];  /* numeric IPv4 or IPv6 address to bind
-                                        ["127.0.0.1"]; "0.0.0.0" = all IPv4 */
-        int port;                    /* TCP port [8080, 0..65535]; 0 = any
-                                        free port (the service reports it) */
-        int max_connections;         /* open connections at once [4096,
-                                        1..1000000]; more are refused */
-        int connection_timeout_s;    /* idle seconds before a connection is
-                                        closed [10, 1..3600]. An idle timeout:
-                                        a client that trickles a byte now and
-                                        then is not cut (nginx in front is the
-                                        slowloris guard) */
-        int64_t max_body_bytes;      /* request body limit; larger → 413
-                                        [4096, 0..1048576] */
-        int max_uri_bytes;           /* request URI limit; longer → 414
-                                        [2048, 64..65536, and <= half of
-                                        max_header_bytes] */
-        int max_header_bytes;        /* request line + headers, each header
-                                        line and query parameter counted 64
-                                        bytes more (libmicrohttpd's record
-                                        of one field); larger →
-                                        431 [16384, 4096..1048576]. The
-                                        service gives libmicrohttpd twice
-                                        this plus 4 KiB per connection */
-        bool allow_open;             /* run on a non-loopback address with
-                                        an empty admin_token (PUT /stock and
-                                        ?fault= open to anyone who can
-                                        connect) [false]: without it such a
-                                        configuration is CFG_INVALID */
+        char address[CFG_ADDR_LEN]; /* numeric IPv4 or IPv6 address to bind
+                                       ["127.0.0.1"]; "0.0.0.0" = all IPv4 */
+        int port;                   /* TCP port [8080, 0..65535]; 0 = any
+                                       free port (the service reports it) */
+        int max_connections;        /* open connections at once [4096,
+                                       1..1000000]; more are refused */
+        int connection_timeout_s;   /* idle seconds before a connection is
+                                       closed [10, 1..3600]. An idle timeout:
+                                       a client that trickles a byte now and
+                                       then is not cut (nginx in front is the
+                                       slowloris guard) */
+        int64_t max_body_bytes;     /* request body limit; larger → 413
+                                       [4096, 0..1048576] */
+        int max_uri_bytes;          /* request URI limit; longer → 414
+                                       [2048, 64..65536, and <= half of
+                                       max_header_bytes] */
+        int max_header_bytes;       /* request line + headers, each header
+                                       line and query parameter counted 64
+                                       bytes more (libmicrohttpd's record
+                                       of one field); larger →
+                                       431 [16384, 4096..1048576]. The
+                                       service gives libmicrohttpd twice
+                                       this plus 4 KiB per connection */
+        bool allow_open;            /* run on a non-loopback address with
+                                       an empty admin_token (PUT /stock and
+                                       ?fault= open to anyone who can
+                                       connect) [false]: without it such a
+                                       configuration is CFG_INVALID */
     } listen;
     struct {
-        int io_threads;              /* HTTP threads that accept and parse
-                                        (libmicrohttpd's thread pool) [2,
-                                        1..64] */
-        int workers;                 /* worker threads for requests that may
-                                        block (purchases waiting on a lock or
-                                        sleeping work_ms) [16, 1..4096] */
-        int max_queue;               /* requests waiting for a free worker,
-                                        per pool; more get 503 overloaded
-                                        [1024, 0..1000000] */
+        int io_threads; /* HTTP threads that accept and parse
+                           (libmicrohttpd's thread pool) [2,
+                           1..64] */
+        int workers;    /* worker threads for requests that may
+                           block (purchases waiting on a lock or
+                           sleeping work_ms) [16, 1..4096] */
+        int max_queue;  /* requests waiting for a free worker,
+                           per pool; more get 503 overloaded
+                           [1024, 0..1000000] */
     } server;
     struct {
-        char host[CFG_HOST_LEN];     /* host name or address ["127.0.0.1"] */
-        int port;                    /* [6379, 1..65535] */
+        char host[CFG_HOST_LEN];       /* host name or address ["127.0.0.1"] */
+        int port;                      /* [6379, 1..65535] */
         char password[CFG_SECRET_LEN]; /* AUTH password; "" = no AUTH [""].
                                         Masked in cfg_to_json. */
-        int db;                      /* SELECT db when > 0 [0, 0..255] */
-        int connect_timeout_ms;      /* [1000, 1..60000] */
-        int command_timeout_ms;      /* per command round trip [1000,
-                                        1..60000]; bounds a 503's latency */
+        int db;                        /* SELECT db when > 0 [0, 0..255] */
+        int connect_timeout_ms;        /* [1000, 1..60000] */
+        int command_timeout_ms;        /* per command round trip [1000,
+                                          1..60000]; bounds a 503's latency */
     } redis;
     struct {
-        char sku[CFG_SKU_LEN];       /* SKU when the request has no ?sku=
-                                        ["demo"], [A-Za-z0-9_-]{1,64} */
-        int64_t initial_stock;       /* stock the service seeds at start when
-                                        the SKU has none in Redis [100,
-                                        0..1000000000] */
-        int64_t work_ms;             /* simulated business time inside the
-                                        critical section when the request has
-                                        no ?work_ms= [0, 0..600000, and <=
-                                        purchase.max_work_ms] */
-        int64_t max_work_ms;         /* cap on ?work_ms= [60000, 0..600000] */
-        int max_reenter;             /* cap on ?reenter= [8, 0..64] */
-        bool pipeline;               /* send the stock read with the acquire
-                                        and the commit with the release, two
-                                        round trips a purchase, when the
-                                        request has no ?pipeline= [true] */
+        char sku[CFG_SKU_LEN]; /* SKU when the request has no ?sku=
+                                  ["demo"], [A-Za-z0-9_-]{1,64} */
+        int64_t initial_stock; /* stock the service seeds at start when
+                                  the SKU has none in Redis [100,
+                                  0..1000000000] */
+        int64_t work_ms;       /* simulated business time inside the
+                                  critical section when the request has
+                                  no ?work_ms= [0, 0..600000, and <=
+                                  purchase.max_work_ms] */
+        int64_t max_work_ms;   /* cap on ?work_ms= [60000, 0..600000] */
+        int max_reenter;       /* cap on ?reenter= [8, 0..64] */
+        bool pipeline;         /* send the stock read with the acquire
+                                  and the commit with the release, two
+                                  round trips a purchase, when the
+                                  request has no ?pipeline= [true] */
     } purchase;
     struct {
         int64_t lease_ms;            /* setnx/token lease, and the reentrant
@@ -190,25 +190,25 @@ typedef struct cfg_config {
         int64_t max_wait_ms;         /* cap on ?wait_ms= [60000, 0..86400000] */
     } lock;
     struct {
-        bool enabled;                /* allow ?fault= (teaching only) [false] */
+        bool enabled; /* allow ?fault= (teaching only) [false] */
     } faults;
     struct {
-        cfg_log_level level;         /* "error" | "warn" | "info" | "debug"
-                                        ["info"] */
-        bool access;                 /* one access-log line per request
-                                        [false] */
+        cfg_log_level level; /* "error" | "warn" | "info" | "debug"
+                                ["info"] */
+        bool access;         /* one access-log line per request
+                                [false] */
     } log;
-    char admin_token[CFG_SECRET_LEN];/* bearer token PUT /stock requires;
-                                        "" = no check [""]. Printable ASCII.
-                                        Masked in cfg_to_json. */
-    char instance_id[CFG_ID_LEN];    /* this process's id in order records and
-                                        reentrant lock fields, [A-Za-z0-9._-]
-                                        {0,63}. Default "": cfg_load replaces
-                                        an empty id by a fresh libuuid string
-                                        (36 characters). */
+    char admin_token[CFG_SECRET_LEN]; /* bearer token PUT /stock requires;
+                                         "" = no check [""]. Printable ASCII.
+                                         Masked in cfg_to_json. */
+    char instance_id[CFG_ID_LEN];     /* this process's id in order records and
+                                         reentrant lock fields, [A-Za-z0-9._-]
+                                         {0,63}. Default "": cfg_load replaces
+                                         an empty id by a fresh libuuid string
+                                         (36 characters). */
 
     /* Not settings: where the values came from, filled by cfg_load. */
-    char config_path[CFG_PATH_LEN];  /* the file loaded, "" when none */
+    char config_path[CFG_PATH_LEN]; /* the file loaded, "" when none */
 } cfg_config;
 
 /* Fills *c with the built-in defaults (instance_id and config_path empty).
@@ -254,8 +254,7 @@ cfg_status cfg_load(cfg_config *c, int argc, char **argv, char *err, size_t errl
  * between keys are left to cfg_validate). On failure *c is unchanged.
  * Returns CFG_OK or CFG_INVALID (err names the key, value and bounds; an
  * unknown key gets a "did you mean" hint). Any thread, on its own *c. */
-cfg_status cfg_set(cfg_config *c, const char *key, const char *value, char *err,
-                   size_t errlen);
+cfg_status cfg_set(cfg_config *c, const char *key, const char *value, char *err, size_t errlen);
 
 /* Checks every key's bounds and the rules between keys, e.g. after a caller
  * changed fields directly. An empty instance_id is valid here (cfg_load
@@ -264,16 +263,19 @@ cfg_status cfg_set(cfg_config *c, const char *key, const char *value, char *err,
 cfg_status cfg_validate(const cfg_config *c, char *err, size_t errlen);
 
 /* Flags for cfg_to_json. */
-#define CFG_JSON_PRETTY 0x1       /* indented with two spaces, one key per
-                                     line; else one line */
-#define CFG_JSON_SHOW_SECRETS 0x2 /* print redis.password and admin_token as
-                                     they are; else a non-empty secret is
-                                     "***" (an empty one stays "", so one can
-                                     still see whether it is set) */
-#define CFG_JSON_DOC 0x4          /* before every key K add "_K": a one-line
-                                     description with its default, bounds and
-                                     environment variable (the format of
-                                     config/miaosha.json) */
+#define CFG_JSON_PRETTY                                                                            \
+    0x1 /* indented with two spaces, one key per                                                   \
+           line; else one line */
+#define CFG_JSON_SHOW_SECRETS                                                                      \
+    0x2 /* print redis.password and admin_token as                                                 \
+           they are; else a non-empty secret is                                                    \
+           "***" (an empty one stays "", so one can                                                \
+           still see whether it is set) */
+#define CFG_JSON_DOC                                                                               \
+    0x4 /* before every key K add "_K": a one-line                                                 \
+           description with its default, bounds and                                                \
+           environment variable (the format of                                                     \
+           config/miaosha.json) */
 
 /* The settings as a nested JSON document in the file's format, every key
  * in table order, so the output (with CFG_JSON_SHOW_SECRETS) is itself a

@@ -56,29 +56,29 @@ typedef enum key_type { T_INT, T_I64, T_BOOL, T_STR, T_ENUM } key_type;
  * service accepts in URLs and what is safe inside Redis key names and the
  * reentrant lock's "<instance>:<owner>" hash field (hence no ':'). */
 typedef enum str_kind {
-    S_ADDR,   /* numeric IPv4/IPv6: the service binds it without DNS */
-    S_HOST,   /* a DNS name or address literal */
-    S_SKU,    /* [A-Za-z0-9_-]{1,64} */
-    S_ID,     /* [A-Za-z0-9._-]{0,63}; empty = generate one */
-    S_PRINT,  /* printable ASCII including space (passwords) */
-    S_TOKEN   /* printable ASCII without space (a Bearer token) */
+    S_ADDR,  /* numeric IPv4/IPv6: the service binds it without DNS */
+    S_HOST,  /* a DNS name or address literal */
+    S_SKU,   /* [A-Za-z0-9_-]{1,64} */
+    S_ID,    /* [A-Za-z0-9._-]{0,63}; empty = generate one */
+    S_PRINT, /* printable ASCII including space (passwords) */
+    S_TOKEN  /* printable ASCII without space (a Bearer token) */
 } str_kind;
 
 #define F_SECRET 0x1 /* never echoed in errors, masked in cfg_to_json */
 
 typedef struct key_def {
-    const char *path;     /* JSON path, also --set name and env name source */
+    const char *path; /* JSON path, also --set name and env name source */
     key_type type;
-    size_t offset;        /* into cfg_config */
-    size_t size;          /* the member's size (strings: the array) */
-    int64_t min, max;     /* integers: bounds; strings: length bounds */
-    int64_t def_int;      /* integers, booleans, enums (index) */
-    const char *def_str;  /* strings */
-    str_kind kind;        /* strings */
+    size_t offset;       /* into cfg_config */
+    size_t size;         /* the member's size (strings: the array) */
+    int64_t min, max;    /* integers: bounds; strings: length bounds */
+    int64_t def_int;     /* integers, booleans, enums (index) */
+    const char *def_str; /* strings */
+    str_kind kind;       /* strings */
     unsigned flags;
-    const char *le;       /* another key this one must not exceed, or NULL */
-    int le_div;           /* ... divided by this (1, or 2 for "at most half of") */
-    const char *unit;     /* "ms", "s", "bytes", "" */
+    const char *le;   /* another key this one must not exceed, or NULL */
+    int le_div;       /* ... divided by this (1, or 2 for "at most half of") */
+    const char *unit; /* "ms", "s", "bytes", "" */
     const char *desc;
 } key_def;
 
@@ -121,8 +121,7 @@ static const key_def KEYS[] = {
     K_NUM("listen.max_body_bytes", listen.max_body_bytes, 0, 1048576, 4096, NULL, "bytes",
           "request body limit; a larger body gets 413"),
     K_NUM_DIV("listen.max_uri_bytes", listen.max_uri_bytes, 64, 65536, 2048,
-              "listen.max_header_bytes", 2, "bytes",
-              "request URI limit; a longer URI gets 414"),
+              "listen.max_header_bytes", 2, "bytes", "request URI limit; a longer URI gets 414"),
     K_NUM("listen.max_header_bytes", listen.max_header_bytes, 4096, 1048576, 16384, NULL, "bytes",
           "request line + headers limit, each header line and query parameter counted "
           "64 bytes more; a larger request gets 431"),
@@ -138,8 +137,7 @@ static const key_def KEYS[] = {
     K_NUM("server.max_queue", server.max_queue, 0, 1000000, 1024, NULL, "",
           "requests waiting for a free worker, per pool; more get 503 overloaded"),
 
-    K_STR("redis.host", redis.host, S_HOST, 1, "127.0.0.1", 0,
-          "Redis host name or address"),
+    K_STR("redis.host", redis.host, S_HOST, 1, "127.0.0.1", 0, "Redis host name or address"),
     K_NUM("redis.port", redis.port, 1, 65535, 6379, NULL, "", "Redis TCP port"),
     K_STR("redis.password", redis.password, S_PRINT, 0, "", F_SECRET,
           "AUTH password; empty = no AUTH"),
@@ -150,16 +148,14 @@ static const key_def KEYS[] = {
     K_NUM("redis.command_timeout_ms", redis.command_timeout_ms, 1, 60000, 1000, NULL, "ms",
           "Redis round-trip timeout per command; bounds how late a 503 comes"),
 
-    K_STR("purchase.sku", purchase.sku, S_SKU, 1, "demo", 0,
-          "SKU when a request has no ?sku="),
+    K_STR("purchase.sku", purchase.sku, S_SKU, 1, "demo", 0, "SKU when a request has no ?sku="),
     K_NUM("purchase.initial_stock", purchase.initial_stock, 0, 1000000000, 100, NULL, "",
           "stock seeded at start for purchase.sku when Redis has none"),
     K_NUM("purchase.work_ms", purchase.work_ms, 0, 600000, 0, "purchase.max_work_ms", "ms",
           "simulated business time in the critical section when a request has no ?work_ms="),
     K_NUM("purchase.max_work_ms", purchase.max_work_ms, 0, 600000, 60000, NULL, "ms",
           "cap on ?work_ms="),
-    K_NUM("purchase.max_reenter", purchase.max_reenter, 0, 64, 8, NULL, "",
-          "cap on ?reenter="),
+    K_NUM("purchase.max_reenter", purchase.max_reenter, 0, 64, 8, NULL, "", "cap on ?reenter="),
     K_BOOL("purchase.pipeline", purchase.pipeline, 1,
            "send the stock read with the lock's acquire and the commit with its release "
            "(two round trips a purchase) when a request has no ?pipeline="),
@@ -192,61 +188,97 @@ static const key_def KEYS[] = {
 
 /* --- small helpers ------------------------------------------------------ */
 
-static void *member(cfg_config *c, const key_def *k) { return (char *)c + k->offset; }
-static const void *cmember(const cfg_config *c, const key_def *k) {
+static void *member(cfg_config *c, const key_def *k)
+{
+    return (char *)c + k->offset;
+}
+static const void *cmember(const cfg_config *c, const key_def *k)
+{
     return (const char *)c + k->offset;
 }
 
-static int64_t get_int(const cfg_config *c, const key_def *k) {
+static int64_t get_int(const cfg_config *c, const key_def *k)
+{
     const void *p = cmember(c, k);
     switch (k->type) {
-    case T_INT: case T_ENUM: { int v; memcpy(&v, p, sizeof v); return v; }
-    case T_I64: { int64_t v; memcpy(&v, p, sizeof v); return v; }
-    case T_BOOL: { bool v; memcpy(&v, p, sizeof v); return v; }
+    case T_INT:
+    case T_ENUM: {
+        int v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case T_I64: {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case T_BOOL: {
+        bool v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
     case T_STR: break;
     }
     return 0;
 }
 
-static void put_int(cfg_config *c, const key_def *k, int64_t v) {
+static void put_int(cfg_config *c, const key_def *k, int64_t v)
+{
     void *p = member(c, k);
     switch (k->type) {
-    case T_INT: case T_ENUM: { int x = (int)v; memcpy(p, &x, sizeof x); break; }
+    case T_INT:
+    case T_ENUM: {
+        int x = (int)v;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
     case T_I64: memcpy(p, &v, sizeof v); break;
-    case T_BOOL: { bool x = v != 0; memcpy(p, &x, sizeof x); break; }
+    case T_BOOL: {
+        bool x = v != 0;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
     case T_STR: break;
     }
 }
 
 /* Strings are stored in fixed arrays, so a value is copied whole or not at
  * all (validation has already bounded its length). */
-static void put_str(cfg_config *c, const key_def *k, const char *s) {
+static void put_str(cfg_config *c, const key_def *k, const char *s)
+{
     size_t n = strlen(s);
     char *p = member(c, k);
-    if (n >= k->size) n = k->size - 1;
+    if (n >= k->size)
+        n = k->size - 1;
     memcpy(p, s, n);
     p[n] = '\0';
 }
 
-static const key_def *find_key(const char *path) {
+static const key_def *find_key(const char *path)
+{
     for (size_t i = 0; i < KEY_COUNT; i++)
-        if (strcmp(KEYS[i].path, path) == 0) return &KEYS[i];
+        if (strcmp(KEYS[i].path, path) == 0)
+            return &KEYS[i];
     return NULL;
 }
 
 /* MIAOSHA_ + the path upper-cased with '.' → '_'. */
-static void env_name(const key_def *k, char *buf, size_t len) {
+static void env_name(const key_def *k, char *buf, size_t len)
+{
     size_t n = (size_t)snprintf(buf, len, "%s", ENV_PREFIX);
     for (const char *s = k->path; *s && n + 1 < len; s++, n++)
         buf[n] = *s == '.' ? '_' : (char)toupper((unsigned char)*s);
-    if (n < len) buf[n] = '\0';
+    if (n < len)
+        buf[n] = '\0';
 }
 
 static void append(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void append(char *buf, size_t len, const char *fmt, ...) {
+static void append(char *buf, size_t len, const char *fmt, ...)
+{
     size_t used = strlen(buf);
-    if (used + 1 >= len) return;
+    if (used + 1 >= len)
+        return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf + used, len - used, fmt, ap);
@@ -254,13 +286,17 @@ static void append(char *buf, size_t len, const char *fmt, ...) {
 }
 
 /* The allowed values of a key in words, for errors, --help and the docs. */
-static void bounds_text(const key_def *k, char *buf, size_t len) {
+static void bounds_text(const key_def *k, char *buf, size_t len)
+{
     buf[0] = '\0';
     switch (k->type) {
-    case T_INT: case T_I64:
+    case T_INT:
+    case T_I64:
         append(buf, len, "%" PRId64 "..%" PRId64, k->min, k->max);
-        if (k->le) append(buf, len, " and <= %s", k->le);
-        if (k->le && k->le_div > 1) append(buf, len, " / %d", k->le_div);
+        if (k->le)
+            append(buf, len, " and <= %s", k->le);
+        if (k->le && k->le_div > 1)
+            append(buf, len, " / %d", k->le_div);
         break;
     case T_BOOL: append(buf, len, "true|false"); break;
     case T_ENUM:
@@ -282,7 +318,8 @@ static void bounds_text(const key_def *k, char *buf, size_t len) {
     }
 }
 
-static const char *type_name(const key_def *k) {
+static const char *type_name(const key_def *k)
+{
     switch (k->type) {
     case T_INT: return "int";
     case T_I64: return "int64";
@@ -295,7 +332,8 @@ static const char *type_name(const key_def *k) {
 
 /* A value as it may appear in a message: secrets hidden, control bytes
  * escaped, long values cut, so a hostile value cannot forge log lines. */
-static void show_text(const key_def *k, const char *s, char *buf, size_t len) {
+static void show_text(const key_def *k, const char *s, char *buf, size_t len)
+{
     if (k && (k->flags & F_SECRET)) {
         snprintf(buf, len, "(hidden, %zu bytes)", strlen(s));
         return;
@@ -313,7 +351,8 @@ static void show_text(const key_def *k, const char *s, char *buf, size_t len) {
     append(buf, len, "%s'", s[i] ? "..." : "");
 }
 
-static void show_json(const key_def *k, const cJSON *item, char *buf, size_t len) {
+static void show_json(const key_def *k, const cJSON *item, char *buf, size_t len)
+{
     if (k && (k->flags & F_SECRET) && cJSON_IsString(item)) {
         show_text(k, item->valuestring, buf, len);
         return;
@@ -324,25 +363,32 @@ static void show_json(const key_def *k, const cJSON *item, char *buf, size_t len
         return;
     }
     size_t n = strlen(txt);
-    if (n > 64) snprintf(buf, len, "%.64s...", txt);
-    else snprintf(buf, len, "%s", txt);
+    if (n > 64)
+        snprintf(buf, len, "%.64s...", txt);
+    else
+        snprintf(buf, len, "%s", txt);
     cJSON_free(txt);
 }
 
 /* Levenshtein distance, for "did you mean" on unknown keys. */
-static size_t edit_distance(const char *a, const char *b) {
+static size_t edit_distance(const char *a, const char *b)
+{
     size_t la = strlen(a), lb = strlen(b);
-    if (la > 127 || lb > 127) return SIZE_MAX;
+    if (la > 127 || lb > 127)
+        return SIZE_MAX;
     size_t row[128];
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
     for (size_t i = 1; i <= la; i++) {
         size_t diag = row[0];
         row[0] = i;
         for (size_t j = 1; j <= lb; j++) {
             size_t up = row[j];
             size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            if (up + 1 < best)
+                best = up + 1;
             row[j] = best;
             diag = up;
         }
@@ -350,7 +396,8 @@ static size_t edit_distance(const char *a, const char *b) {
     return row[lb];
 }
 
-static const char *nearest_key(const char *path) {
+static const char *nearest_key(const char *path)
+{
     const char *best = NULL;
     size_t best_d = SIZE_MAX;
     for (size_t i = 0; i < KEY_COUNT; i++) {
@@ -375,10 +422,13 @@ typedef struct ctx {
 
 static cfg_status fail(const ctx *x, cfg_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static cfg_status fail(const ctx *x, cfg_status st, const char *fmt, ...) {
-    if (!x->err || x->errlen == 0) return st;
+static cfg_status fail(const ctx *x, cfg_status st, const char *fmt, ...)
+{
+    if (!x->err || x->errlen == 0)
+        return st;
     x->err[0] = '\0';
-    if (x->src && *x->src) append(x->err, x->errlen, "%s: ", x->src);
+    if (x->src && *x->src)
+        append(x->err, x->errlen, "%s: ", x->src);
     size_t used = strlen(x->err);
     if (used + 1 < x->errlen) {
         va_list ap;
@@ -389,7 +439,8 @@ static cfg_status fail(const ctx *x, cfg_status st, const char *fmt, ...) {
     return st;
 }
 
-static cfg_status fail_unknown(const ctx *x, const char *path) {
+static cfg_status fail_unknown(const ctx *x, const char *path)
+{
     const char *near = nearest_key(path);
     char shown[96];
     show_text(NULL, path, shown, sizeof shown);
@@ -400,8 +451,10 @@ static cfg_status fail_unknown(const ctx *x, const char *path) {
 
 /* --- validation and storing ---------------------------------------------- */
 
-static int in_set(unsigned char ch, str_kind kind) {
-    if (isalnum(ch)) return 1;
+static int in_set(unsigned char ch, str_kind kind)
+{
+    if (isalnum(ch))
+        return 1;
     switch (kind) {
     case S_HOST: return ch == '.' || ch == ':' || ch == '_' || ch == '-';
     case S_SKU: return ch == '_' || ch == '-';
@@ -414,7 +467,8 @@ static int in_set(unsigned char ch, str_kind kind) {
 }
 
 /* NULL when s is a valid value of k, else why not (into why). */
-static const char *check_str(const key_def *k, const char *s, char *why, size_t len) {
+static const char *check_str(const key_def *k, const char *s, char *why, size_t len)
+{
     size_t n = strlen(s);
     if ((int64_t)n > k->max) {
         snprintf(why, len, "is %zu bytes, longer than %" PRId64, n, k->max);
@@ -445,7 +499,8 @@ static const char *check_str(const key_def *k, const char *s, char *why, size_t 
 }
 
 static cfg_status apply_int(cfg_config *c, const key_def *k, int64_t v, const char *shown,
-                            const ctx *x) {
+                            const ctx *x)
+{
     if (v < k->min || v > k->max) {
         char b[128];
         bounds_text(k, b, sizeof b);
@@ -456,7 +511,8 @@ static cfg_status apply_int(cfg_config *c, const key_def *k, int64_t v, const ch
 }
 
 static cfg_status apply_str(cfg_config *c, const key_def *k, const char *s, const char *shown,
-                            const ctx *x) {
+                            const ctx *x)
+{
     char why[128];
     if (check_str(k, s, why, sizeof why)) {
         char b[128];
@@ -467,7 +523,8 @@ static cfg_status apply_str(cfg_config *c, const key_def *k, const char *s, cons
     return CFG_OK;
 }
 
-static int enum_index(const char *s, int64_t *out) {
+static int enum_index(const char *s, int64_t *out)
+{
     for (size_t i = 0; i < LOG_LEVEL_COUNT; i++)
         if (strcasecmp(s, LOG_LEVELS[i]) == 0) {
             *out = (int64_t)i;
@@ -476,8 +533,8 @@ static int enum_index(const char *s, int64_t *out) {
     return -1;
 }
 
-static cfg_status bad_type(const key_def *k, const char *shown, const char *what,
-                           const ctx *x) {
+static cfg_status bad_type(const key_def *k, const char *shown, const char *what, const ctx *x)
+{
     char b[128];
     bounds_text(k, b, sizeof b);
     return fail(x, CFG_INVALID, "%s = %s %s (allowed %s)", k->path, shown, what, b);
@@ -485,12 +542,15 @@ static cfg_status bad_type(const key_def *k, const char *shown, const char *what
 
 /* Decimal only, optional '-', no spaces, no suffix: "1e3", " 5", "0x10"
  * and "5ms" are all errors rather than guesses. */
-static int parse_i64(const char *s, int64_t *out, int *overflow) {
+static int parse_i64(const char *s, int64_t *out, int *overflow)
+{
     *overflow = 0;
     const char *p = s[0] == '-' ? s + 1 : s;
-    if (!*p) return -1;
+    if (!*p)
+        return -1;
     for (const char *q = p; *q; q++)
-        if (*q < '0' || *q > '9') return -1;
+        if (*q < '0' || *q > '9')
+            return -1;
     errno = 0;
     long long v = strtoll(s, NULL, 10);
     if (errno == ERANGE) {
@@ -501,22 +561,31 @@ static int parse_i64(const char *s, int64_t *out, int *overflow) {
     return 0;
 }
 
-static int parse_bool(const char *s, bool *out) {
+static int parse_bool(const char *s, bool *out)
+{
     static const char *const yes[] = {"true", "1", "yes", "on"};
     static const char *const no[] = {"false", "0", "no", "off"};
     for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) { *out = true; return 0; }
-        if (strcasecmp(s, no[i]) == 0) { *out = false; return 0; }
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
     }
     return -1;
 }
 
 /* A value from text: the environment, --set and the other flags. */
-static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, const ctx *x) {
+static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, const ctx *x)
+{
     char shown[160];
     show_text(k, s, shown, sizeof shown);
     switch (k->type) {
-    case T_INT: case T_I64: {
+    case T_INT:
+    case T_I64: {
         int64_t v = 0;
         int overflow;
         if (parse_i64(s, &v, &overflow) != 0)
@@ -532,55 +601,65 @@ static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, con
     }
     case T_ENUM: {
         int64_t v;
-        if (enum_index(s, &v) != 0) return bad_type(k, shown, "is not a known value", x);
+        if (enum_index(s, &v) != 0)
+            return bad_type(k, shown, "is not a known value", x);
         put_int(c, k, v);
         return CFG_OK;
     }
-    case T_STR:
-        return apply_str(c, k, s, shown, x);
+    case T_STR: return apply_str(c, k, s, shown, x);
     }
     return CFG_INVALID;
 }
 
 /* A value from the JSON file: the JSON type must match the key's type. */
-static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item, const ctx *x) {
+static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item, const ctx *x)
+{
     char shown[160];
     show_json(k, item, shown, sizeof shown);
     switch (k->type) {
-    case T_INT: case T_I64: {
-        if (!cJSON_IsNumber(item)) return bad_type(k, shown, "is not a number", x);
+    case T_INT:
+    case T_I64: {
+        if (!cJSON_IsNumber(item))
+            return bad_type(k, shown, "is not a number", x);
         double d = item->valuedouble;
         /* Check the range on the double first: converting an out-of-range
          * double to int64_t is undefined behaviour. */
         if (!(d >= (double)k->min && d <= (double)k->max))
             return bad_type(k, shown, "is out of range", x);
-        if (d != (double)(int64_t)d) return bad_type(k, shown, "is not an integer", x);
+        if (d != (double)(int64_t)d)
+            return bad_type(k, shown, "is not an integer", x);
         return apply_int(c, k, (int64_t)d, shown, x);
     }
     case T_BOOL:
-        if (!cJSON_IsBool(item)) return bad_type(k, shown, "is not true or false", x);
+        if (!cJSON_IsBool(item))
+            return bad_type(k, shown, "is not true or false", x);
         put_int(c, k, cJSON_IsTrue(item));
         return CFG_OK;
     case T_ENUM: {
         int64_t v;
-        if (!cJSON_IsString(item)) return bad_type(k, shown, "is not a string", x);
+        if (!cJSON_IsString(item))
+            return bad_type(k, shown, "is not a string", x);
         if (enum_index(item->valuestring, &v) != 0)
             return bad_type(k, shown, "is not a known value", x);
         put_int(c, k, v);
         return CFG_OK;
     }
     case T_STR:
-        if (!cJSON_IsString(item)) return bad_type(k, shown, "is not a string", x);
+        if (!cJSON_IsString(item))
+            return bad_type(k, shown, "is not a string", x);
         return apply_str(c, k, item->valuestring, shown, x);
     }
     return CFG_INVALID;
 }
 
 /* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z (listen.address is numeric). */
-static int is_loopback(const char *addr) {
+static int is_loopback(const char *addr)
+{
     unsigned char b[16];
-    if (inet_pton(AF_INET, addr, b) == 1) return b[0] == 127;
-    if (inet_pton(AF_INET6, addr, b) != 1) return 0;
+    if (inet_pton(AF_INET, addr, b) == 1)
+        return b[0] == 127;
+    if (inet_pton(AF_INET6, addr, b) != 1)
+        return 0;
     static const unsigned char v6_loop[16] = {[15] = 1};
     static const unsigned char v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
     return memcmp(b, v6_loop, 16) == 0 || (memcmp(b, v4_mapped, 12) == 0 && b[12] == 127);
@@ -588,25 +667,28 @@ static int is_loopback(const char *addr) {
 
 /* Rules between keys, checked once every source has been applied, since the
  * two keys of a rule may come from different sources. */
-static cfg_status check_relations(const cfg_config *c, const ctx *x) {
+static cfg_status check_relations(const cfg_config *c, const ctx *x)
+{
     for (size_t i = 0; i < KEY_COUNT; i++) {
         const key_def *k = &KEYS[i];
-        if (!k->le) continue;
+        if (!k->le)
+            continue;
         const key_def *cap = find_key(k->le);
         int64_t v = get_int(c, k), capv = cap ? get_int(c, cap) : INT64_MAX;
         if (v > capv / k->le_div) {
             char b[128];
             bounds_text(k, b, sizeof b);
-            return fail(x, CFG_INVALID, "%s = %" PRId64 " is larger than %s%s = %" PRId64
-                        " (allowed %s)", k->path, v, k->le_div == 2 ? "half of " : "", k->le,
-                        capv, b);
+            return fail(x, CFG_INVALID,
+                        "%s = %" PRId64 " is larger than %s%s = %" PRId64 " (allowed %s)", k->path,
+                        v, k->le_div == 2 ? "half of " : "", k->le, capv, b);
         }
     }
     /* Open by default no more: reachable from other hosts, an empty admin
      * token would let anyone reset the stock or (faults.enabled) end the
      * process. Running open must be asked for. */
     if (!c->listen.allow_open && c->admin_token[0] == '\0' && !is_loopback(c->listen.address))
-        return fail(x, CFG_INVALID, "listen.address = %s is not a loopback address and "
+        return fail(x, CFG_INVALID,
+                    "listen.address = %s is not a loopback address and "
                     "admin_token is empty: PUT /stock and ?fault= would be open to anyone who "
                     "can connect (set admin_token, or listen.allow_open = true to run open)",
                     c->listen.address);
@@ -615,28 +697,35 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x) {
 
 /* --- public: defaults, set, validate --------------------------------------- */
 
-void cfg_defaults(cfg_config *c) {
+void cfg_defaults(cfg_config *c)
+{
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < KEY_COUNT; i++) {
-        if (KEYS[i].type == T_STR) put_str(c, &KEYS[i], KEYS[i].def_str);
-        else put_int(c, &KEYS[i], KEYS[i].def_int);
+        if (KEYS[i].type == T_STR)
+            put_str(c, &KEYS[i], KEYS[i].def_str);
+        else
+            put_int(c, &KEYS[i], KEYS[i].def_int);
     }
 }
 
-static void clear_err(char *err, size_t errlen) {
-    if (err && errlen) err[0] = '\0';
+static void clear_err(char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
 }
 
-cfg_status cfg_set(cfg_config *c, const char *key, const char *value, char *err,
-                   size_t errlen) {
+cfg_status cfg_set(cfg_config *c, const char *key, const char *value, char *err, size_t errlen)
+{
     ctx x = {"", err, errlen};
     clear_err(err, errlen);
     const key_def *k = find_key(key);
-    if (!k) return fail_unknown(&x, key);
+    if (!k)
+        return fail_unknown(&x, key);
     return apply_text(c, k, value, &x);
 }
 
-cfg_status cfg_validate(const cfg_config *c, char *err, size_t errlen) {
+cfg_status cfg_validate(const cfg_config *c, char *err, size_t errlen)
+{
     ctx x = {"", err, errlen};
     clear_err(err, errlen);
     /* Re-apply every stored value to a scratch copy: the same checks as the
@@ -665,17 +754,20 @@ cfg_status cfg_validate(const cfg_config *c, char *err, size_t errlen) {
             snprintf(shown, sizeof shown, "%" PRId64, get_int(c, k));
             st = apply_int(&scratch, k, get_int(c, k), shown, &x);
         }
-        if (st != CFG_OK) return st;
+        if (st != CFG_OK)
+            return st;
     }
     return check_relations(c, &x);
 }
 
 /* --- the JSON file -------------------------------------------------------- */
 
-static cfg_status read_file(const char *path, char **out, size_t *outlen, const ctx *x) {
+static cfg_status read_file(const char *path, char **out, size_t *outlen, const ctx *x)
+{
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(x, CFG_IO, "cannot open config file: %s", strerror(errno));
+    if (!f)
+        return fail(x, CFG_IO, "cannot open config file: %s", strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int e = errno;
@@ -688,8 +780,8 @@ static cfg_status read_file(const char *path, char **out, size_t *outlen, const 
     }
     if (st.st_size > MAX_FILE_BYTES) {
         fclose(f);
-        return fail(x, CFG_IO, "config file is %lld bytes, larger than %d",
-                    (long long)st.st_size, MAX_FILE_BYTES);
+        return fail(x, CFG_IO, "config file is %lld bytes, larger than %d", (long long)st.st_size,
+                    MAX_FILE_BYTES);
     }
     size_t cap = (size_t)st.st_size;
     char *buf = malloc(cap + 1);
@@ -710,12 +802,16 @@ static cfg_status read_file(const char *path, char **out, size_t *outlen, const 
     return CFG_OK;
 }
 
-static cfg_status syntax_error(const char *buf, size_t len, const char *end, const ctx *x) {
+static cfg_status syntax_error(const char *buf, size_t len, const char *end, const ctx *x)
+{
     size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
     size_t line = 1, col = 1;
     for (size_t i = 0; i < off; i++) {
-        if (buf[i] == '\n') { line++; col = 1; }
-        else col++;
+        if (buf[i] == '\n') {
+            line++;
+            col = 1;
+        } else
+            col++;
     }
     char near[96];
     char frag[24];
@@ -727,34 +823,45 @@ static cfg_status syntax_error(const char *buf, size_t len, const char *end, con
     return fail(x, CFG_INVALID, "line %zu, column %zu: invalid JSON near %s", line, col, near);
 }
 
-static int is_comment(const char *name) { return name && name[0] == '_'; }
+static int is_comment(const char *name)
+{
+    return name && name[0] == '_';
+}
 
 /* A name at the top level is a section when some key lives under it. */
-static int is_section(const char *name) {
+static int is_section(const char *name)
+{
     size_t n = strlen(name);
     for (size_t i = 0; i < KEY_COUNT; i++)
-        if (strncmp(KEYS[i].path, name, n) == 0 && KEYS[i].path[n] == '.') return 1;
+        if (strncmp(KEYS[i].path, name, n) == 0 && KEYS[i].path[n] == '.')
+            return 1;
     return 0;
 }
 
 static cfg_status apply_member(cfg_config *c, const char *path, const cJSON *item, bool *seen,
-                               const ctx *x) {
+                               const ctx *x)
+{
     const key_def *k = find_key(path);
-    if (!k) return fail_unknown(x, path);
+    if (!k)
+        return fail_unknown(x, path);
     size_t i = (size_t)(k - KEYS);
-    if (seen[i]) return fail(x, CFG_INVALID, "duplicate key '%s'", path);
+    if (seen[i])
+        return fail(x, CFG_INVALID, "duplicate key '%s'", path);
     seen[i] = true;
     return apply_json(c, k, item, x);
 }
 
-static cfg_status apply_tree(cfg_config *c, const cJSON *root, const ctx *x) {
+static cfg_status apply_tree(cfg_config *c, const cJSON *root, const ctx *x)
+{
     if (!cJSON_IsObject(root))
         return fail(x, CFG_INVALID, "the top level must be a JSON object");
     bool seen[KEY_COUNT] = {false};
     const cJSON *item;
-    cJSON_ArrayForEach(item, root) {
+    cJSON_ArrayForEach(item, root)
+    {
         const char *name = item->string;
-        if (is_comment(name)) continue;
+        if (is_comment(name))
+            continue;
         if (is_section(name)) {
             if (!cJSON_IsObject(item)) {
                 char shown[96];
@@ -767,12 +874,15 @@ static cfg_status apply_tree(cfg_config *c, const cJSON *root, const ctx *x) {
                 if (prev->string && strcmp(prev->string, name) == 0)
                     return fail(x, CFG_INVALID, "duplicate section '%s'", name);
             const cJSON *sub;
-            cJSON_ArrayForEach(sub, item) {
-                if (is_comment(sub->string)) continue;
+            cJSON_ArrayForEach(sub, item)
+            {
+                if (is_comment(sub->string))
+                    continue;
                 char path[256];
                 snprintf(path, sizeof path, "%s.%s", name, sub->string);
                 cfg_status st = apply_member(c, path, sub, seen, x);
-                if (st != CFG_OK) return st;
+                if (st != CFG_OK)
+                    return st;
             }
             continue;
         }
@@ -781,22 +891,27 @@ static cfg_status apply_tree(cfg_config *c, const cJSON *root, const ctx *x) {
             char shown[96];
             show_text(NULL, name, shown, sizeof shown);
             if (find_key(name))
-                return fail(x, CFG_INVALID, "key %s: a dotted key must be written as nested "
-                            "objects in the file, e.g. {\"lock\":{\"lease_ms\":200}}", shown);
+                return fail(x, CFG_INVALID,
+                            "key %s: a dotted key must be written as nested "
+                            "objects in the file, e.g. {\"lock\":{\"lease_ms\":200}}",
+                            shown);
             return fail_unknown(x, name);
         }
         cfg_status st = apply_member(c, name, item, seen, x);
-        if (st != CFG_OK) return st;
+        if (st != CFG_OK)
+            return st;
     }
     return CFG_OK;
 }
 
-static cfg_status load_file(cfg_config *c, const char *path, char *err, size_t errlen) {
+static cfg_status load_file(cfg_config *c, const char *path, char *err, size_t errlen)
+{
     ctx x = {path, err, errlen};
     char *buf = NULL;
     size_t len = 0;
     cfg_status st = read_file(path, &buf, &len, &x);
-    if (st != CFG_OK) return st;
+    if (st != CFG_OK)
+        return st;
     if (strlen(buf) != len) {
         size_t at = strlen(buf);
         free(buf);
@@ -817,24 +932,30 @@ static cfg_status load_file(cfg_config *c, const char *path, char *err, size_t e
 
 /* --- environment ---------------------------------------------------------- */
 
-static cfg_status load_env(cfg_config *c, char *err, size_t errlen) {
+static cfg_status load_env(cfg_config *c, char *err, size_t errlen)
+{
     for (size_t i = 0; i < KEY_COUNT; i++) {
         char name[96];
         env_name(&KEYS[i], name, sizeof name);
         const char *v = getenv(name);
-        if (!v) continue;
+        if (!v)
+            continue;
         ctx x = {name, err, errlen};
         cfg_status st = apply_text(c, &KEYS[i], v, &x);
-        if (st != CFG_OK) return st;
+        if (st != CFG_OK)
+            return st;
     }
     return CFG_OK;
 }
 
-size_t cfg_unknown_env(char *buf, size_t len) {
+size_t cfg_unknown_env(char *buf, size_t len)
+{
     size_t count = 0;
-    if (buf && len) buf[0] = '\0';
+    if (buf && len)
+        buf[0] = '\0';
     for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, ENV_PREFIX, strlen(ENV_PREFIX)) != 0) continue;
+        if (strncmp(*e, ENV_PREFIX, strlen(ENV_PREFIX)) != 0)
+            continue;
         const char *eq = strchr(*e, '=');
         size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
         int known = strlen(ENV_CONFIG) == n && strncmp(*e, ENV_CONFIG, n) == 0;
@@ -843,8 +964,10 @@ size_t cfg_unknown_env(char *buf, size_t len) {
             env_name(&KEYS[i], name, sizeof name);
             known = strlen(name) == n && strncmp(*e, name, n) == 0;
         }
-        if (known) continue;
-        if (buf && len) append(buf, len, "%s%.*s", count ? "," : "", (int)n, *e);
+        if (known)
+            continue;
+        if (buf && len)
+            append(buf, len, "%s%.*s", count ? "," : "", (int)n, *e);
         count++;
     }
     return count;
@@ -853,16 +976,23 @@ size_t cfg_unknown_env(char *buf, size_t len) {
 /* --- flags ---------------------------------------------------------------- */
 
 typedef enum flag_id {
-    FL_CONFIG, FL_PORT, FL_LISTEN, FL_REDIS, FL_INSTANCE, FL_SET,
-    FL_PRINT, FL_HELP, FL_VERSION
+    FL_CONFIG,
+    FL_PORT,
+    FL_LISTEN,
+    FL_REDIS,
+    FL_INSTANCE,
+    FL_SET,
+    FL_PRINT,
+    FL_HELP,
+    FL_VERSION
 } flag_id;
 
 typedef struct flag_def {
     const char *name;
-    const char *alias;   /* short form or NULL */
+    const char *alias; /* short form or NULL */
     flag_id id;
-    const char *arg;     /* NULL: takes no value */
-    const char *key;     /* the key a one-key flag sets */
+    const char *arg; /* NULL: takes no value */
+    const char *key; /* the key a one-key flag sets */
     const char *help;
 } flag_def;
 
@@ -884,8 +1014,9 @@ static const flag_def FLAGS[] = {
 
 /* Matches argv[*i] against the flags; sets *val for a flag with a value
  * ("--f=V" or "--f V", advancing *i). NULL *fd = not a known flag. */
-static cfg_status next_flag(int argc, char **argv, int *i, const flag_def **fd,
-                            const char **val, const ctx *x) {
+static cfg_status next_flag(int argc, char **argv, int *i, const flag_def **fd, const char **val,
+                            const ctx *x)
+{
     const char *a = argv[*i];
     *fd = NULL;
     *val = NULL;
@@ -896,10 +1027,12 @@ static cfg_status next_flag(int argc, char **argv, int *i, const flag_def **fd,
             *fd = d;
             return CFG_OK;
         }
-        if (strncmp(a, d->name, n) != 0 || (a[n] != '\0' && a[n] != '=')) continue;
+        if (strncmp(a, d->name, n) != 0 || (a[n] != '\0' && a[n] != '='))
+            continue;
         *fd = d;
         if (!d->arg) {
-            if (a[n] == '=') return fail(x, CFG_INVALID, "option %s takes no value", d->name);
+            if (a[n] == '=')
+                return fail(x, CFG_INVALID, "option %s takes no value", d->name);
             return CFG_OK;
         }
         if (a[n] == '=') {
@@ -919,7 +1052,8 @@ static cfg_status next_flag(int argc, char **argv, int *i, const flag_def **fd,
 
 /* "host:port" or "[v6addr]:port". An unbracketed IPv6 address is refused
  * because its last ':' cannot be told from the port separator. */
-static cfg_status apply_redis_flag(cfg_config *c, const char *v, const ctx *x) {
+static cfg_status apply_redis_flag(cfg_config *c, const char *v, const ctx *x)
+{
     char shown[96];
     show_text(NULL, v, shown, sizeof shown);
     char host[CFG_HOST_LEN];
@@ -942,22 +1076,29 @@ static cfg_status apply_redis_flag(cfg_config *c, const char *v, const ctx *x) {
         if (memchr(v, ':', n))
             return fail(x, CFG_INVALID, "%s is ambiguous: write an IPv6 host as [ADDR]:PORT",
                         shown);
-        if (n == 0) return fail(x, CFG_INVALID, "%s has an empty host", shown);
-        if (n >= sizeof host) return fail(x, CFG_INVALID, "%s has a too long host", shown);
+        if (n == 0)
+            return fail(x, CFG_INVALID, "%s has an empty host", shown);
+        if (n >= sizeof host)
+            return fail(x, CFG_INVALID, "%s has a too long host", shown);
         memcpy(host, v, n);
         host[n] = '\0';
         port = colon + 1;
     }
     cfg_config tmp = *c;
     cfg_status st = apply_text(&tmp, find_key("redis.host"), host, x);
-    if (st == CFG_OK) st = apply_text(&tmp, find_key("redis.port"), port, x);
-    if (st == CFG_OK) *c = tmp;
+    if (st == CFG_OK)
+        st = apply_text(&tmp, find_key("redis.port"), port, x);
+    if (st == CFG_OK)
+        *c = tmp;
     return st;
 }
 
-static cfg_status apply_flag(cfg_config *c, const flag_def *d, const char *v, const ctx *x) {
-    if (d->key) return apply_text(c, find_key(d->key), v, x);
-    if (d->id == FL_REDIS) return apply_redis_flag(c, v, x);
+static cfg_status apply_flag(cfg_config *c, const flag_def *d, const char *v, const ctx *x)
+{
+    if (d->key)
+        return apply_text(c, find_key(d->key), v, x);
+    if (d->id == FL_REDIS)
+        return apply_redis_flag(c, v, x);
     if (d->id == FL_SET) {
         const char *eq = strchr(v, '=');
         if (!eq) {
@@ -967,11 +1108,13 @@ static cfg_status apply_flag(cfg_config *c, const flag_def *d, const char *v, co
         }
         char key[128];
         size_t n = (size_t)(eq - v);
-        if (n >= sizeof key) n = sizeof key - 1;
+        if (n >= sizeof key)
+            n = sizeof key - 1;
         memcpy(key, v, n);
         key[n] = '\0';
         const key_def *k = find_key(key);
-        if (!k) return fail_unknown(x, key);
+        if (!k)
+            return fail_unknown(x, key);
         return apply_text(c, k, eq + 1, x);
     }
     return CFG_OK; /* --config, --print-config: handled by the first pass */
@@ -980,8 +1123,10 @@ static cfg_status apply_flag(cfg_config *c, const flag_def *d, const char *v, co
 /* --- cfg_load -------------------------------------------------------------- */
 
 /* Several instances share one Redis, so an unset id must still be unique. */
-static void fill_instance_id(cfg_config *c) {
-    if (c->instance_id[0]) return;
+static void fill_instance_id(cfg_config *c)
+{
+    if (c->instance_id[0])
+        return;
     uuid_t u;
     char text[37];
     uuid_generate(u);
@@ -990,7 +1135,8 @@ static void fill_instance_id(cfg_config *c) {
     memcpy(c->instance_id, text, sizeof text);
 }
 
-static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t errlen) {
+static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t errlen)
+{
     const char *file = NULL;
     bool print = false;
 
@@ -1004,18 +1150,25 @@ static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t e
         cfg_status st = next_flag(argc, argv, &i, &d, &v, &x);
         /* A malformed flag (a missing value) makes the rest of the line
          * unreadable, so it is reported even before --help. */
-        if (st != CFG_OK) return st;
-        if (!d) continue;
-        if (d->id == FL_HELP) return CFG_EXIT_HELP;
-        if (d->id == FL_VERSION) return CFG_EXIT_VERSION;
-        if (d->id == FL_CONFIG) file = v;
-        if (d->id == FL_PRINT) print = true;
+        if (st != CFG_OK)
+            return st;
+        if (!d)
+            continue;
+        if (d->id == FL_HELP)
+            return CFG_EXIT_HELP;
+        if (d->id == FL_VERSION)
+            return CFG_EXIT_VERSION;
+        if (d->id == FL_CONFIG)
+            file = v;
+        if (d->id == FL_PRINT)
+            print = true;
     }
     clear_err(err, errlen);
 
     if (!file) {
         const char *e = getenv(ENV_CONFIG);
-        if (e && *e) file = e;
+        if (e && *e)
+            file = e;
     }
     if (file) {
         if (strlen(file) >= sizeof c->config_path) {
@@ -1024,12 +1177,14 @@ static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t e
                         sizeof c->config_path - 1);
         }
         cfg_status st = load_file(c, file, err, errlen);
-        if (st != CFG_OK) return st;
+        if (st != CFG_OK)
+            return st;
         snprintf(c->config_path, sizeof c->config_path, "%s", file);
     }
 
     cfg_status st = load_env(c, err, errlen);
-    if (st != CFG_OK) return st;
+    if (st != CFG_OK)
+        return st;
 
     for (int i = 1; i < argc; i++) {
         const flag_def *d;
@@ -1037,7 +1192,8 @@ static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t e
         const char *arg = argv[i];
         ctx x = {"", err, errlen};
         st = next_flag(argc, argv, &i, &d, &v, &x);
-        if (st != CFG_OK) return st;
+        if (st != CFG_OK)
+            return st;
         if (!d) {
             char shown[96];
             show_text(NULL, arg, shown, sizeof shown);
@@ -1047,32 +1203,40 @@ static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t e
         }
         ctx fx = {d->name, err, errlen};
         st = apply_flag(c, d, v, &fx);
-        if (st != CFG_OK) return st;
+        if (st != CFG_OK)
+            return st;
     }
 
     ctx x = {"", err, errlen};
     st = check_relations(c, &x);
-    if (st != CFG_OK) return st;
+    if (st != CFG_OK)
+        return st;
     fill_instance_id(c);
     return print ? CFG_EXIT_PRINT : CFG_OK;
 }
 
-cfg_status cfg_load(cfg_config *c, int argc, char **argv, char *err, size_t errlen) {
+cfg_status cfg_load(cfg_config *c, int argc, char **argv, char *err, size_t errlen)
+{
     clear_err(err, errlen);
-    if (argc < 0 || (argc > 0 && !argv)) argc = 0;
+    if (argc < 0 || (argc > 0 && !argv))
+        argc = 0;
     cfg_config work;
     cfg_defaults(&work);
     cfg_status st = load(&work, argc, argv, err, errlen);
-    if (st == CFG_OK || st == CFG_EXIT_PRINT) *c = work;
-    else cfg_defaults(c);
+    if (st == CFG_OK || st == CFG_EXIT_PRINT)
+        *c = work;
+    else
+        cfg_defaults(c);
     return st;
 }
 
 /* --- output ---------------------------------------------------------------- */
 
-static void default_text(const key_def *k, char *buf, size_t len) {
+static void default_text(const key_def *k, char *buf, size_t len)
+{
     switch (k->type) {
-    case T_INT: case T_I64: snprintf(buf, len, "%" PRId64, k->def_int); break;
+    case T_INT:
+    case T_I64: snprintf(buf, len, "%" PRId64, k->def_int); break;
     case T_BOOL: snprintf(buf, len, "%s", k->def_int ? "true" : "false"); break;
     case T_ENUM: snprintf(buf, len, "\"%s\"", LOG_LEVELS[k->def_int]); break;
     case T_STR: snprintf(buf, len, "\"%s\"", k->def_str); break;
@@ -1081,7 +1245,8 @@ static void default_text(const key_def *k, char *buf, size_t len) {
 
 /* One line per key for the documented file: meaning, type, default, bounds
  * and environment variable. */
-static void doc_line(const key_def *k, char *buf, size_t len) {
+static void doc_line(const key_def *k, char *buf, size_t len)
+{
     char b[128], d[96], e[96];
     bounds_text(k, b, sizeof b);
     default_text(k, d, sizeof d);
@@ -1093,17 +1258,23 @@ static void doc_line(const key_def *k, char *buf, size_t len) {
 /* cJSON's pretty printer indents with tabs and puts a tab after ':'. Tabs
  * never occur inside its strings (they are escaped as \t), so every tab is
  * layout and can be rewritten as spaces. */
-static char *detab(const char *s) {
+static char *detab(const char *s)
+{
     size_t n = 0;
-    for (const char *p = s; *p; p++) n += *p == '\t' ? 2 : 1;
+    for (const char *p = s; *p; p++)
+        n += *p == '\t' ? 2 : 1;
     char *out = malloc(n + 2);
-    if (!out) return NULL;
+    if (!out)
+        return NULL;
     char *o = out;
     int line_start = 1;
     for (const char *p = s; *p; p++) {
         if (*p == '\t') {
-            if (line_start) { *o++ = ' '; *o++ = ' '; }
-            else *o++ = ' ';
+            if (line_start) {
+                *o++ = ' ';
+                *o++ = ' ';
+            } else
+                *o++ = ' ';
             continue;
         }
         line_start = *p == '\n';
@@ -1114,15 +1285,18 @@ static char *detab(const char *s) {
     return out;
 }
 
-char *cfg_to_json(const cfg_config *c, unsigned flags) {
+char *cfg_to_json(const cfg_config *c, unsigned flags)
+{
     cJSON *root = cJSON_CreateObject();
-    if (!root) return NULL;
+    if (!root)
+        return NULL;
     int ok = 1;
     if (flags & CFG_JSON_DOC)
-        ok &= cJSON_AddStringToObject(root, "_comment",
-            "miaosha configuration: every key with its default. Keys starting with '_' are "
-            "comments. Precedence: built-in defaults < this file < MIAOSHA_* environment < "
-            "command-line flags. See config/README.md.") != NULL;
+        ok &= cJSON_AddStringToObject(
+                  root, "_comment",
+                  "miaosha configuration: every key with its default. Keys starting with '_' are "
+                  "comments. Precedence: built-in defaults < this file < MIAOSHA_* environment < "
+                  "command-line flags. See config/README.md.") != NULL;
     for (size_t i = 0; i < KEY_COUNT && ok; i++) {
         const key_def *k = &KEYS[i];
         cJSON *obj = root;
@@ -1132,8 +1306,12 @@ char *cfg_to_json(const cfg_config *c, unsigned flags) {
             char sec[64];
             snprintf(sec, sizeof sec, "%.*s", (int)(dot - k->path), k->path);
             obj = cJSON_GetObjectItemCaseSensitive(root, sec);
-            if (!obj) obj = cJSON_AddObjectToObject(root, sec);
-            if (!obj) { ok = 0; break; }
+            if (!obj)
+                obj = cJSON_AddObjectToObject(root, sec);
+            if (!obj) {
+                ok = 0;
+                break;
+            }
             leaf = dot + 1;
         }
         if (flags & CFG_JSON_DOC) {
@@ -1143,12 +1321,9 @@ char *cfg_to_json(const cfg_config *c, unsigned flags) {
             ok &= cJSON_AddStringToObject(obj, name, doc) != NULL;
         }
         switch (k->type) {
-        case T_INT: case T_I64:
-            ok &= cJSON_AddNumberToObject(obj, leaf, (double)get_int(c, k)) != NULL;
-            break;
-        case T_BOOL:
-            ok &= cJSON_AddBoolToObject(obj, leaf, get_int(c, k) != 0) != NULL;
-            break;
+        case T_INT:
+        case T_I64: ok &= cJSON_AddNumberToObject(obj, leaf, (double)get_int(c, k)) != NULL; break;
+        case T_BOOL: ok &= cJSON_AddBoolToObject(obj, leaf, get_int(c, k) != 0) != NULL; break;
         case T_ENUM:
             ok &= cJSON_AddStringToObject(obj, leaf,
                                           cfg_log_level_name((cfg_log_level)get_int(c, k))) != NULL;
@@ -1163,22 +1338,22 @@ char *cfg_to_json(const cfg_config *c, unsigned flags) {
         }
         }
     }
-    char *txt = ok ? ((flags & CFG_JSON_PRETTY) ? cJSON_Print(root)
-                                                : cJSON_PrintUnformatted(root))
+    char *txt = ok ? ((flags & CFG_JSON_PRETTY) ? cJSON_Print(root) : cJSON_PrintUnformatted(root))
                    : NULL;
     cJSON_Delete(root);
-    if (!txt) return NULL;
+    if (!txt)
+        return NULL;
     /* Our own copy, so the caller frees with free() whatever cJSON's hooks. */
     char *out = (flags & CFG_JSON_PRETTY) ? detab(txt) : strdup(txt);
     cJSON_free(txt);
     return out;
 }
 
-void cfg_print_help(FILE *out) {
-    fprintf(out,
-            "Usage: miaosha-server [OPTION]...\n"
-            "A seckill (flash-sale) inventory service that shows how a stock counter gets\n"
-            "oversold and how each kind of lock fixes it.\n\nOptions:\n");
+void cfg_print_help(FILE *out)
+{
+    fprintf(out, "Usage: miaosha-server [OPTION]...\n"
+                 "A seckill (flash-sale) inventory service that shows how a stock counter gets\n"
+                 "oversold and how each kind of lock fixes it.\n\nOptions:\n");
     for (size_t f = 0; f < FLAG_COUNT; f++) {
         char left[64];
         snprintf(left, sizeof left, "%s%s%s%s%s", FLAGS[f].alias ? FLAGS[f].alias : "",
@@ -1186,9 +1361,8 @@ void cfg_print_help(FILE *out) {
                  FLAGS[f].arg ? FLAGS[f].arg : "");
         fprintf(out, "  %-24s %s\n", left, FLAGS[f].help);
     }
-    fprintf(out,
-            "\nSettings (JSON path, also the --set KEY; environment variable; type;\n"
-            "default; allowed values):\n");
+    fprintf(out, "\nSettings (JSON path, also the --set KEY; environment variable; type;\n"
+                 "default; allowed values):\n");
     for (size_t i = 0; i < KEY_COUNT; i++) {
         const key_def *k = &KEYS[i];
         char b[128], d[96], e[96];
@@ -1198,36 +1372,46 @@ void cfg_print_help(FILE *out) {
         fprintf(out, "  %-28s %s\n      %s%s%s%s, default %s, allowed %s\n      %s\n", k->path, e,
                 type_name(k), *k->unit ? " (" : "", k->unit, *k->unit ? ")" : "", d, b, k->desc);
     }
-    fprintf(out,
-            "\nPrecedence, lowest first: built-in defaults < the JSON file < MIAOSHA_*\n"
-            "environment variables < command-line flags (left to right). The file is\n"
-            "nested by the dots of the path: {\"lock\":{\"lease_ms\":200}}; keys starting\n"
-            "with '_' are comments; unknown keys are errors. In the environment and on\n"
-            "the command line integers are decimal and booleans true/false, 1/0, yes/no\n"
-            "or on/off.\n"
-            "An invalid configuration exits with status 2 and names the key, the value\n"
-            "and the allowed range.\n\n"
-            "Examples:\n"
-            "  miaosha-server --config config/miaosha.json --port 8081\n"
-            "  MIAOSHA_REDIS_HOST=10.0.0.5 miaosha-server --set lock.lease_ms=200\n"
-            "  miaosha-server --redis [::1]:6380 --instance-id node-b --print-config\n");
+    fprintf(out, "\nPrecedence, lowest first: built-in defaults < the JSON file < MIAOSHA_*\n"
+                 "environment variables < command-line flags (left to right). The file is\n"
+                 "nested by the dots of the path: {\"lock\":{\"lease_ms\":200}}; keys starting\n"
+                 "with '_' are comments; unknown keys are errors. In the environment and on\n"
+                 "the command line integers are decimal and booleans true/false, 1/0, yes/no\n"
+                 "or on/off.\n"
+                 "An invalid configuration exits with status 2 and names the key, the value\n"
+                 "and the allowed range.\n\n"
+                 "Examples:\n"
+                 "  miaosha-server --config config/miaosha.json --port 8081\n"
+                 "  MIAOSHA_REDIS_HOST=10.0.0.5 miaosha-server --set lock.lease_ms=200\n"
+                 "  miaosha-server --redis [::1]:6380 --instance-id node-b --print-config\n");
 }
 
-void cfg_print_version(FILE *out) { fprintf(out, "miaosha %s\n", MIAOSHA_VERSION); }
+void cfg_print_version(FILE *out)
+{
+    fprintf(out, "miaosha %s\n", MIAOSHA_VERSION);
+}
 
-const char *cfg_version(void) { return MIAOSHA_VERSION; }
+const char *cfg_version(void)
+{
+    return MIAOSHA_VERSION;
+}
 
-int cfg_exit_code(cfg_status status) {
+int cfg_exit_code(cfg_status status)
+{
     switch (status) {
     case CFG_OK: return -1;
-    case CFG_EXIT_HELP: case CFG_EXIT_VERSION: case CFG_EXIT_PRINT: return 0;
-    case CFG_INVALID: case CFG_IO: return 2;
+    case CFG_EXIT_HELP:
+    case CFG_EXIT_VERSION:
+    case CFG_EXIT_PRINT: return 0;
+    case CFG_INVALID:
+    case CFG_IO: return 2;
     case CFG_NOMEM: return 1;
     }
     return 1;
 }
 
-const char *cfg_status_name(cfg_status status) {
+const char *cfg_status_name(cfg_status status)
+{
     switch (status) {
     case CFG_OK: return "ok";
     case CFG_EXIT_HELP: return "exit_help";
@@ -1240,6 +1424,7 @@ const char *cfg_status_name(cfg_status status) {
     return "?";
 }
 
-const char *cfg_log_level_name(cfg_log_level level) {
+const char *cfg_log_level_name(cfg_log_level level)
+{
     return (unsigned)level < LOG_LEVEL_COUNT ? LOG_LEVELS[level] : "?";
 }

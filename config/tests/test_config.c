@@ -28,25 +28,29 @@ static const char *shipped_path;
 
 /* Every MIAOSHA_* variable of the caller's shell out of the way, so the
  * defaults are the defaults. */
-static void clear_miaosha_env(void) {
+static void clear_miaosha_env(void)
+{
     for (;;) {
         char name[256] = "";
         for (char **e = environ; *e; e++) {
             if (strncmp(*e, "MIAOSHA_", 8) == 0) {
                 const char *eq = strchr(*e, '=');
                 size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
-                if (n >= sizeof name) n = sizeof name - 1;
+                if (n >= sizeof name)
+                    n = sizeof name - 1;
                 memcpy(name, *e, n);
                 name[n] = '\0';
                 break;
             }
         }
-        if (!name[0]) return;
+        if (!name[0])
+            return;
         unsetenv(name);
     }
 }
 
-static const char *write_file(const char *name, const char *text) {
+static const char *write_file(const char *name, const char *text)
+{
     static char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
     FILE *f = fopen(path, "wb");
@@ -57,34 +61,39 @@ static const char *write_file(const char *name, const char *text) {
 }
 
 /* cfg_load with argv built from a NULL-terminated list of flags. */
-static cfg_status load(cfg_config *c, char *err, ...) {
+static cfg_status load(cfg_config *c, char *err, ...)
+{
     static char prog[] = "miaosha-server";
     char *argv[32];
     int argc = 0;
     argv[argc++] = prog;
     va_list ap;
     va_start(ap, err);
-    for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;) argv[argc++] = a;
+    for (char *a; (a = va_arg(ap, char *)) != NULL && argc < 31;)
+        argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
     return cfg_load(c, argc, argv, err, CFG_ERR_LEN);
 }
 
-static int has(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
+static int has(const char *hay, const char *needle)
+{
+    return strstr(hay, needle) != NULL;
+}
 
 /* The error names the key, the value and the range. */
-#define CHECK_ERR(st, err, key, value, range)                                       \
-    do {                                                                            \
-        TU_CHECK((st) == CFG_INVALID, "status %s, err '%s'", cfg_status_name(st),   \
-                 err);                                                              \
-        TU_CHECK(has(err, key), "err '%s' lacks key '%s'", err, key);               \
-        TU_CHECK(has(err, value), "err '%s' lacks value '%s'", err, value);         \
-        TU_CHECK(has(err, range), "err '%s' lacks range '%s'", err, range);         \
+#define CHECK_ERR(st, err, key, value, range)                                                      \
+    do {                                                                                           \
+        TU_CHECK((st) == CFG_INVALID, "status %s, err '%s'", cfg_status_name(st), err);            \
+        TU_CHECK(has(err, key), "err '%s' lacks key '%s'", err, key);                              \
+        TU_CHECK(has(err, value), "err '%s' lacks value '%s'", err, value);                        \
+        TU_CHECK(has(err, range), "err '%s' lacks range '%s'", err, range);                        \
     } while (0)
 
 /* Equal settings: the struct bytes minus the fields a load is allowed to
  * differ in (generated instance id, the file path). */
-static int same_settings(const cfg_config *a, const cfg_config *b) {
+static int same_settings(const cfg_config *a, const cfg_config *b)
+{
     cfg_config x = *a, y = *b;
     memset(x.instance_id, 0, sizeof x.instance_id);
     memset(y.instance_id, 0, sizeof y.instance_id);
@@ -94,7 +103,8 @@ static int same_settings(const cfg_config *a, const cfg_config *b) {
 }
 
 /* The key paths, taken from cfg_to_json so the test follows the table. */
-static int key_paths(char paths[][64], int max) {
+static int key_paths(char paths[][64], int max)
+{
     cfg_config d;
     cfg_defaults(&d);
     char *j = cfg_to_json(&d, 0);
@@ -102,11 +112,14 @@ static int key_paths(char paths[][64], int max) {
     free(j);
     int n = 0;
     const cJSON *it;
-    cJSON_ArrayForEach(it, root) {
+    cJSON_ArrayForEach(it, root)
+    {
         if (cJSON_IsObject(it)) {
             const cJSON *sub;
-            cJSON_ArrayForEach(sub, it) {
-                if (n < max) snprintf(paths[n++], 64, "%s.%s", it->string, sub->string);
+            cJSON_ArrayForEach(sub, it)
+            {
+                if (n < max)
+                    snprintf(paths[n++], 64, "%s.%s", it->string, sub->string);
             }
         } else if (n < max) {
             snprintf(paths[n++], 64, "%s", it->string);
@@ -116,7 +129,8 @@ static int key_paths(char paths[][64], int max) {
     return n;
 }
 
-static void env_of(const char *path, char *out, size_t len) {
+static void env_of(const char *path, char *out, size_t len)
+{
     size_t n = (size_t)snprintf(out, len, "MIAOSHA_");
     for (const char *p = path; *p && n + 1 < len; p++)
         out[n++] = *p == '.' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
@@ -125,7 +139,8 @@ static void env_of(const char *path, char *out, size_t len) {
 
 /* --- tests ------------------------------------------------------------------- */
 
-static void test_defaults(void) {
+static void test_defaults(void)
+{
     cfg_config c;
     memset(&c, 0x5a, sizeof c);
     cfg_defaults(&c);
@@ -157,26 +172,27 @@ static void test_defaults(void) {
     TU_CHECK(cfg_validate(&c, err, sizeof err) == CFG_OK, "defaults invalid: %s", err);
 }
 
-static void test_load_no_sources(void) {
+static void test_load_no_sources(void)
+{
     cfg_config a, b, d;
     char err[CFG_ERR_LEN];
     cfg_defaults(&d);
     TU_CHECK(load(&a, err, NULL) == CFG_OK, "%s", err);
     TU_CHECK(err[0] == '\0', "err not cleared: %s", err);
     TU_CHECK(same_settings(&a, &d), "plain load differs from defaults");
-    TU_CHECK(strlen(a.instance_id) == 36 && a.instance_id[8] == '-', "uuid '%s'",
-             a.instance_id);
+    TU_CHECK(strlen(a.instance_id) == 36 && a.instance_id[8] == '-', "uuid '%s'", a.instance_id);
     TU_CHECK(cfg_load(&b, 0, NULL, err, sizeof err) == CFG_OK, "argc 0: %s", err);
-    TU_CHECK(strcmp(a.instance_id, b.instance_id) != 0, "two loads share id %s",
-             a.instance_id);
+    TU_CHECK(strcmp(a.instance_id, b.instance_id) != 0, "two loads share id %s", a.instance_id);
     TU_CHECK(load(&a, err, "--instance-id", "node-a", NULL) == CFG_OK, "%s", err);
     TU_CHECK(strcmp(a.instance_id, "node-a") == 0, "id %s", a.instance_id);
 }
 
-static void test_file(void) {
+static void test_file(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
-    const char *p = write_file("a.json",
+    const char *p = write_file(
+        "a.json",
         "{\n  \"_comment\": \"ignored\",\n"
         "  \"listen\": {\"port\": 9001, \"_port\": [1, 2], \"address\": \"::1\"},\n"
         "  \"redis\": {\"host\": \"redis.example\", \"password\": \"s3cret\", \"db\": 3},\n"
@@ -214,12 +230,13 @@ static void test_file(void) {
     TU_CHECK(load(&c, err, "--config", q, NULL) == CFG_OK && c.listen.port == 8100, "%s", err);
 }
 
-static void test_precedence(void) {
+static void test_precedence(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
-    const char *p = write_file("prec.json",
-        "{\"listen\":{\"port\":9001},\"redis\":{\"host\":\"file-host\",\"port\":7001},"
-        "\"lock\":{\"lease_ms\":111,\"wait_ms\":5}}");
+    const char *p = write_file(
+        "prec.json", "{\"listen\":{\"port\":9001},\"redis\":{\"host\":\"file-host\",\"port\":7001},"
+                     "\"lock\":{\"lease_ms\":111,\"wait_ms\":5}}");
     /* file only */
     TU_CHECK(load(&c, err, "--config", p, NULL) == CFG_OK, "%s", err);
     TU_CHECK(c.listen.port == 9001 && c.lock.lease_ms == 111, "file");
@@ -234,18 +251,22 @@ static void test_precedence(void) {
     TU_CHECK(c.lock.lease_ms == 222 && c.lock.wait_ms == 5, "lock %lld/%lld",
              (long long)c.lock.lease_ms, (long long)c.lock.wait_ms);
     /* flags beat env; later flags beat earlier ones */
-    TU_CHECK(load(&c, err, "--config", p, "--port", "9003", "--redis", "flag-host:7003",
-                  "--set", "lock.lease_ms=333", NULL) == CFG_OK, "%s", err);
+    TU_CHECK(load(&c, err, "--config", p, "--port", "9003", "--redis", "flag-host:7003", "--set",
+                  "lock.lease_ms=333", NULL) == CFG_OK,
+             "%s", err);
     TU_CHECK(c.listen.port == 9003, "flag over env: %d", c.listen.port);
     TU_CHECK(strcmp(c.redis.host, "flag-host") == 0 && c.redis.port == 7003, "--redis");
     TU_CHECK(c.lock.lease_ms == 333, "--set over env");
     TU_CHECK(load(&c, err, "--port", "9003", "--set", "listen.port=9004", NULL) == CFG_OK &&
-                 c.listen.port == 9004, "left to right: %d", c.listen.port);
+                 c.listen.port == 9004,
+             "left to right: %d", c.listen.port);
     TU_CHECK(load(&c, err, "--set", "listen.port=9004", "--port=9005", NULL) == CFG_OK &&
-                 c.listen.port == 9005, "left to right: %d", c.listen.port);
+                 c.listen.port == 9005,
+             "left to right: %d", c.listen.port);
     /* a flag that appears before --config still beats the file */
     TU_CHECK(load(&c, err, "--port", "9006", "--config", p, NULL) == CFG_OK &&
-                 c.listen.port == 9006, "flag before --config: %d", c.listen.port);
+                 c.listen.port == 9006,
+             "flag before --config: %d", c.listen.port);
     unsetenv("MIAOSHA_LISTEN_PORT");
     unsetenv("MIAOSHA_REDIS_HOST");
     unsetenv("MIAOSHA_LOCK_LEASE_MS");
@@ -272,11 +293,16 @@ static void test_precedence(void) {
         }
         /* A text form that differs from the default, where one exists. */
         char text[128] = "";
-        if (cJSON_IsBool(v)) snprintf(text, sizeof text, "%s", cJSON_IsTrue(v) ? "no" : "yes");
-        else if (cJSON_IsNumber(v)) snprintf(text, sizeof text, "%.0f", v->valuedouble + 1);
-        else if (strcmp(paths[i], "log.level") == 0) snprintf(text, sizeof text, "WARN");
-        else if (strcmp(paths[i], "listen.address") == 0) snprintf(text, sizeof text, "0.0.0.0");
-        else snprintf(text, sizeof text, "x-1");
+        if (cJSON_IsBool(v))
+            snprintf(text, sizeof text, "%s", cJSON_IsTrue(v) ? "no" : "yes");
+        else if (cJSON_IsNumber(v))
+            snprintf(text, sizeof text, "%.0f", v->valuedouble + 1);
+        else if (strcmp(paths[i], "log.level") == 0)
+            snprintf(text, sizeof text, "WARN");
+        else if (strcmp(paths[i], "listen.address") == 0)
+            snprintf(text, sizeof text, "0.0.0.0");
+        else
+            snprintf(text, sizeof text, "x-1");
         /* Bump a key's cap alongside it, so the cross-key rules hold. */
         setenv("MIAOSHA_LOCK_MAX_LEASE_MS", "400000", 1);
         setenv("MIAOSHA_LOCK_MAX_WAIT_MS", "70000", 1);
@@ -298,7 +324,8 @@ static void test_precedence(void) {
     cJSON_Delete(droot);
 }
 
-static void test_file_errors(void) {
+static void test_file_errors(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
     cfg_status st;
@@ -306,8 +333,8 @@ static void test_file_errors(void) {
 
     p = write_file("e1.json", "{\"redis\":{\"hots\":\"x\"}}");
     st = load(&c, err, "--config", p, NULL);
-    TU_CHECK(st == CFG_INVALID && has(err, "redis.hots") && has(err, "redis.host") &&
-                 has(err, p), "unknown key: %s", err);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.hots") && has(err, "redis.host") && has(err, p),
+             "unknown key: %s", err);
 
     p = write_file("e2.json", "{\"bogus\":1}");
     st = load(&c, err, "--config", p, NULL);
@@ -316,7 +343,8 @@ static void test_file_errors(void) {
     p = write_file("e3.json", "{\"redis.host\":\"x\"}");
     st = load(&c, err, "--config", p, NULL);
     TU_CHECK(st == CFG_INVALID && has(err, "redis.host") && has(err, "nested") &&
-                 !has(err, "did you mean"), "dotted top level: %s", err);
+                 !has(err, "did you mean"),
+             "dotted top level: %s", err);
 
     p = write_file("e4.json", "{\"listen\":{\"port\":\"8080\"}}");
     st = load(&c, err, "--config", p, NULL);
@@ -388,8 +416,8 @@ static void test_file_errors(void) {
     /* secrets: rejected, never echoed */
     p = write_file("e20.json", "{\"admin_token\":\"has space-SECRETVALUE\"}");
     st = load(&c, err, "--config", p, NULL);
-    TU_CHECK(st == CFG_INVALID && has(err, "admin_token") && !has(err, "SECRETVALUE"),
-             "secret: %s", err);
+    TU_CHECK(st == CFG_INVALID && has(err, "admin_token") && !has(err, "SECRETVALUE"), "secret: %s",
+             err);
 
     p = write_file("e21.json", "{\"listen\":{\"port\":8080},\"listen\":{\"port\":8081}}");
     st = load(&c, err, "--config", p, NULL);
@@ -413,7 +441,8 @@ static void test_file_errors(void) {
     TU_CHECK(st == CFG_IO, "directory: %s %s", cfg_status_name(st), err);
 }
 
-static void test_env_errors(void) {
+static void test_env_errors(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
     cfg_status st;
@@ -465,7 +494,8 @@ static void test_env_errors(void) {
     unsetenv("MIAOSHA_REDIS_HOST");
 }
 
-static void test_flag_errors(void) {
+static void test_flag_errors(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
     cfg_status st;
@@ -498,8 +528,9 @@ static void test_flag_errors(void) {
     /* rules between keys, whichever sources the two values came from */
     st = load(&c, err, "--set", "lock.lease_ms=400000", NULL);
     CHECK_ERR(st, err, "lock.lease_ms", "400000", "lock.max_lease_ms");
-    TU_CHECK(load(&c, err, "--set", "lock.lease_ms=400000", "--set",
-                  "lock.max_lease_ms=400000", NULL) == CFG_OK, "%s", err);
+    TU_CHECK(load(&c, err, "--set", "lock.lease_ms=400000", "--set", "lock.max_lease_ms=400000",
+                  NULL) == CFG_OK,
+             "%s", err);
     st = load(&c, err, "--set", "lock.wait_ms=1000", "--set", "lock.max_wait_ms=999", NULL);
     CHECK_ERR(st, err, "lock.wait_ms", "1000", "lock.max_wait_ms = 999");
     setenv("MIAOSHA_PURCHASE_MAX_WORK_MS", "10", 1);
@@ -513,7 +544,8 @@ static void test_flag_errors(void) {
               "listen.max_uri_bytes=4097", NULL);
     CHECK_ERR(st, err, "listen.max_uri_bytes", "4097", "half of listen.max_header_bytes = 8192");
     TU_CHECK(load(&c, err, "--set", "listen.max_header_bytes=8192", "--set",
-                  "listen.max_uri_bytes=4096", NULL) == CFG_OK, "%s", err);
+                  "listen.max_uri_bytes=4096", NULL) == CFG_OK,
+             "%s", err);
     st = load(&c, err, "--set", "listen.max_header_bytes=4096", "--set",
               "listen.max_uri_bytes=2049", NULL);
     CHECK_ERR(st, err, "listen.max_uri_bytes", "2049", "and <= listen.max_header_bytes / 2");
@@ -530,12 +562,14 @@ static void test_flag_errors(void) {
     st = load(&c, err, "--port", "--set", "log.level=debug", NULL);
     TU_CHECK(st == CFG_INVALID && has(err, "--port") && has(err, "needs a value"), "%s", err);
     TU_CHECK(load(&c, err, "--instance-id=--x", NULL) == CFG_OK &&
-                 strcmp(c.instance_id, "--x") == 0, "--flag=VALUE takes any value: %s", err);
+                 strcmp(c.instance_id, "--x") == 0,
+             "--flag=VALUE takes any value: %s", err);
 }
 
 /* A non-loopback listen.address with an empty admin_token is refused,
  * naming the keys, unless listen.allow_open says to run open. */
-static void test_open_listen(void) {
+static void test_open_listen(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
     cfg_status st;
@@ -548,8 +582,7 @@ static void test_open_listen(void) {
         st = load(&c, err, "--listen", open_addrs[i], "--set", "admin_token=s3cret", NULL);
         TU_CHECK(st == CFG_OK, "%s with admin_token: %s", open_addrs[i], err);
         st = load(&c, err, "--listen", open_addrs[i], "--set", "listen.allow_open=true", NULL);
-        TU_CHECK(st == CFG_OK && c.listen.allow_open, "%s with allow_open: %s", open_addrs[i],
-                 err);
+        TU_CHECK(st == CFG_OK && c.listen.allow_open, "%s with allow_open: %s", open_addrs[i], err);
     }
     const char *loopback[] = {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"};
     for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++) {
@@ -563,7 +596,8 @@ static void test_open_listen(void) {
              "cfg_validate: %s", err);
 }
 
-static void test_redis_flag(void) {
+static void test_redis_flag(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
     TU_CHECK(load(&c, err, "--redis", "10.0.0.5:6380", NULL) == CFG_OK, "%s", err);
@@ -574,9 +608,9 @@ static void test_redis_flag(void) {
     TU_CHECK(strcmp(c.redis.host, "::1") == 0 && c.redis.port == 6379, "v6 %s", c.redis.host);
 
     static const char *const bad[] = {
-        "localhost", ":6379", "localhost:", "localhost:abc", "localhost:0",
-        "localhost:65536", "::1:6379", "[::1]6379", "[]:6379", "[::1", "bad host:1",
-        "h:-1", "h:6379:1",
+        "localhost",       ":6379",    "localhost:", "localhost:abc", "localhost:0",
+        "localhost:65536", "::1:6379", "[::1]6379",  "[]:6379",       "[::1",
+        "bad host:1",      "h:-1",     "h:6379:1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cfg_status st = load(&c, err, "--redis", bad[i], NULL);
@@ -589,20 +623,23 @@ static void test_redis_flag(void) {
     CHECK_ERR(st, err, "redis.port", "70000", "1..65535");
 }
 
-static void test_exits(void) {
+static void test_exits(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
     /* help and version win even over a broken config and bad flags */
-    TU_CHECK(load(&c, err, "--config", "/nonexistent", "--bogus", "--help", NULL) ==
-                 CFG_EXIT_HELP, "--help");
+    TU_CHECK(load(&c, err, "--config", "/nonexistent", "--bogus", "--help", NULL) == CFG_EXIT_HELP,
+             "--help");
     TU_CHECK(load(&c, err, "-h", NULL) == CFG_EXIT_HELP, "-h");
     TU_CHECK(load(&c, err, "--version", NULL) == CFG_EXIT_VERSION, "--version");
     TU_CHECK(load(&c, err, "-V", "--help", NULL) == CFG_EXIT_VERSION, "first wins");
     /* a value that looks like a flag is a value */
     TU_CHECK(load(&c, err, "--set", "admin_token=--help", NULL) == CFG_OK &&
-                 strcmp(c.admin_token, "--help") == 0, "value --help: %s", err);
+                 strcmp(c.admin_token, "--help") == 0,
+             "value --help: %s", err);
     TU_CHECK(cfg_exit_code(CFG_EXIT_HELP) == 0 && cfg_exit_code(CFG_EXIT_VERSION) == 0 &&
-                 cfg_exit_code(CFG_OK) == -1 && cfg_exit_code(CFG_NOMEM) == 1, "exit codes");
+                 cfg_exit_code(CFG_OK) == -1 && cfg_exit_code(CFG_NOMEM) == 1,
+             "exit codes");
 
     cfg_status st = load(&c, err, "--print-config", "--port", "8123", NULL);
     TU_CHECK(st == CFG_EXIT_PRINT && c.listen.port == 8123 && c.instance_id[0],
@@ -629,7 +666,8 @@ static void test_exits(void) {
         snprintf(needle, sizeof needle, "  %-28.63s %.95s\n", paths[i], env);
         const char *at = strstr(text, needle);
         TU_CHECK(at != NULL, "help lacks '%s'", needle);
-        if (!at) continue;
+        if (!at)
+            continue;
         const char *dot = strchr(paths[i], '.');
         char sec[64];
         const cJSON *v;
@@ -649,7 +687,8 @@ static void test_exits(void) {
         cJSON_free(vt);
     }
     TU_CHECK(has(text, "--redis HOST:PORT") && has(text, "--set KEY=VALUE") &&
-                 has(text, "--config FILE") && has(text, "MIAOSHA_CONFIG"), "flags in help");
+                 has(text, "--config FILE") && has(text, "MIAOSHA_CONFIG"),
+             "flags in help");
     cJSON_Delete(droot);
     free(text);
 
@@ -661,12 +700,14 @@ static void test_exits(void) {
     free(text);
 }
 
-static void test_json_out(void) {
+static void test_json_out(void)
+{
     cfg_config c;
     char err[CFG_ERR_LEN];
     TU_CHECK(load(&c, err, "--set", "redis.password=pw", "--set", "admin_token=tok", "--set",
-                  "log.level=warn", "--set", "lock.wait_ms=77", "--set",
-                  "purchase.sku=apple_1", NULL) == CFG_OK, "%s", err);
+                  "log.level=warn", "--set", "lock.wait_ms=77", "--set", "purchase.sku=apple_1",
+                  NULL) == CFG_OK,
+             "%s", err);
     char *masked = cfg_to_json(&c, 0);
     TU_REQUIRE(masked != NULL, "cfg_to_json");
     TU_CHECK(!has(masked, "\"pw\"") && !has(masked, "\"tok\"") && has(masked, "\"***\""),
@@ -696,10 +737,12 @@ static void test_json_out(void) {
     cfg_config s;
     cfg_defaults(&s);
     TU_CHECK(cfg_set(&s, "redis.db", "7", err, sizeof err) == CFG_OK && s.redis.db == 7, "set");
-    TU_CHECK(cfg_set(&s, "redis.db", "256", err, sizeof err) == CFG_INVALID &&
-                 s.redis.db == 7 && has(err, "0..255"), "set bounds: %s", err);
+    TU_CHECK(cfg_set(&s, "redis.db", "256", err, sizeof err) == CFG_INVALID && s.redis.db == 7 &&
+                 has(err, "0..255"),
+             "set bounds: %s", err);
     TU_CHECK(cfg_set(&s, "redis.dbb", "1", err, sizeof err) == CFG_INVALID &&
-                 has(err, "redis.db'?"), "set unknown: %s", err);
+                 has(err, "redis.db'?"),
+             "set unknown: %s", err);
     s.listen.connection_timeout_s = 0;
     cfg_status st = cfg_validate(&s, err, sizeof err);
     CHECK_ERR(st, err, "listen.connection_timeout_s", "0", "1..3600");
@@ -709,21 +752,21 @@ static void test_json_out(void) {
     CHECK_ERR(st, err, "lock.lease_ms", "300001", "lock.max_lease_ms");
     cfg_defaults(&s);
     s.log.level = (cfg_log_level)9;
-    TU_CHECK(cfg_validate(&s, err, sizeof err) == CFG_INVALID && has(err, "log.level"), "%s",
-             err);
+    TU_CHECK(cfg_validate(&s, err, sizeof err) == CFG_INVALID && has(err, "log.level"), "%s", err);
     cfg_defaults(&s);
     memset(s.redis.host, 'a', sizeof s.redis.host);
-    TU_CHECK(cfg_validate(&s, err, sizeof err) == CFG_INVALID && has(err, "redis.host"), "%s",
-             err);
+    TU_CHECK(cfg_validate(&s, err, sizeof err) == CFG_INVALID && has(err, "redis.host"), "%s", err);
     /* err may be absent */
     TU_CHECK(cfg_set(&s, "nope", "1", NULL, 0) == CFG_INVALID, "NULL err");
     /* a short err buffer is cut, not overrun (ASan watches) */
     char tiny[8];
     TU_CHECK(cfg_set(&s, "nope", "1", tiny, sizeof tiny) == CFG_INVALID &&
-                 strlen(tiny) == sizeof tiny - 1, "tiny '%s'", tiny);
+                 strlen(tiny) == sizeof tiny - 1,
+             "tiny '%s'", tiny);
 }
 
-static void test_shipped_file(void) {
+static void test_shipped_file(void)
+{
     cfg_config c, d;
     char err[CFG_ERR_LEN];
     cfg_defaults(&d);
@@ -744,14 +787,16 @@ static void test_shipped_file(void) {
     buf[n] = '\0';
     char *expect = cfg_to_json(&d, CFG_JSON_PRETTY | CFG_JSON_DOC);
     cJSON *a = cJSON_Parse(buf), *b = cJSON_Parse(expect);
-    TU_CHECK(a && b && cJSON_Compare(a, b, 1), "config/miaosha.json is out of date with the "
+    TU_CHECK(a && b && cJSON_Compare(a, b, 1),
+             "config/miaosha.json is out of date with the "
              "key table: run config_test --print-example > config/miaosha.json");
     cJSON_Delete(a);
     cJSON_Delete(b);
     free(expect);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc == 2 && strcmp(argv[1], "--print-example") == 0) {
         cfg_config d;
         cfg_defaults(&d);
@@ -786,6 +831,7 @@ int main(int argc, char **argv) {
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
     return tu_done();
 }

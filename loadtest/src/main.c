@@ -157,21 +157,49 @@ static void progress_clear(progress_state *p)
 
 static int cmd_run(int argc, char **argv)
 {
-    enum { O_MODE = 256, O_REQ, O_CONC, O_STOCK, O_SKU, O_WORK, O_LEASE, O_WAIT, O_REENTER,
-           O_USERS, O_TARGET, O_TOKEN, O_EXPECT, O_JSON, O_CSV, O_DEADLINE, O_FAULT, O_METHOD,
-           O_THREADS, O_HELP };
-    static const struct option opts[] = {
-        {"mode", required_argument, 0, O_MODE}, {"requests", required_argument, 0, O_REQ},
-        {"concurrency", required_argument, 0, O_CONC}, {"stock", required_argument, 0, O_STOCK},
-        {"sku", required_argument, 0, O_SKU}, {"work-ms", required_argument, 0, O_WORK},
-        {"lease-ms", required_argument, 0, O_LEASE}, {"wait-ms", required_argument, 0, O_WAIT},
-        {"reenter", required_argument, 0, O_REENTER}, {"users", required_argument, 0, O_USERS},
-        {"target", required_argument, 0, O_TARGET}, {"admin-token", required_argument, 0, O_TOKEN},
-        {"expect", required_argument, 0, O_EXPECT}, {"json", no_argument, 0, O_JSON},
-        {"csv", no_argument, 0, O_CSV}, {"duration-limit", required_argument, 0, O_DEADLINE},
-        {"fault", required_argument, 0, O_FAULT}, {"method", required_argument, 0, O_METHOD},
-        {"threads", required_argument, 0, O_THREADS}, {"help", no_argument, 0, O_HELP},
-        {0, 0, 0, 0}};
+    enum {
+        O_MODE = 256,
+        O_REQ,
+        O_CONC,
+        O_STOCK,
+        O_SKU,
+        O_WORK,
+        O_LEASE,
+        O_WAIT,
+        O_REENTER,
+        O_USERS,
+        O_TARGET,
+        O_TOKEN,
+        O_EXPECT,
+        O_JSON,
+        O_CSV,
+        O_DEADLINE,
+        O_FAULT,
+        O_METHOD,
+        O_THREADS,
+        O_HELP
+    };
+    static const struct option opts[] = {{"mode", required_argument, 0, O_MODE},
+                                         {"requests", required_argument, 0, O_REQ},
+                                         {"concurrency", required_argument, 0, O_CONC},
+                                         {"stock", required_argument, 0, O_STOCK},
+                                         {"sku", required_argument, 0, O_SKU},
+                                         {"work-ms", required_argument, 0, O_WORK},
+                                         {"lease-ms", required_argument, 0, O_LEASE},
+                                         {"wait-ms", required_argument, 0, O_WAIT},
+                                         {"reenter", required_argument, 0, O_REENTER},
+                                         {"users", required_argument, 0, O_USERS},
+                                         {"target", required_argument, 0, O_TARGET},
+                                         {"admin-token", required_argument, 0, O_TOKEN},
+                                         {"expect", required_argument, 0, O_EXPECT},
+                                         {"json", no_argument, 0, O_JSON},
+                                         {"csv", no_argument, 0, O_CSV},
+                                         {"duration-limit", required_argument, 0, O_DEADLINE},
+                                         {"fault", required_argument, 0, O_FAULT},
+                                         {"method", required_argument, 0, O_METHOD},
+                                         {"threads", required_argument, 0, O_THREADS},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {0, 0, 0, 0}};
     lg_run_cfg cfg;
     lg_run_cfg_init(&cfg);
     cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");
@@ -186,43 +214,52 @@ static int cmd_run(int argc, char **argv)
         case O_MODE:
             if (strcmp(optarg, "none") && strcmp(optarg, "mutex") && strcmp(optarg, "setnx") &&
                 strcmp(optarg, "token") && strcmp(optarg, "reentrant")) {
-                fprintf(stderr, "miaosha-load: --mode: '%s' is not none|mutex|setnx|token|reentrant\n",
+                fprintf(stderr,
+                        "miaosha-load: --mode: '%s' is not none|mutex|setnx|token|reentrant\n",
                         optarg);
                 return 2;
             }
             cfg.mode = optarg;
             break;
         case O_REQ:
-            if (parse_i64("--requests", optarg, 1, 10000000, &v)) return 2;
+            if (parse_i64("--requests", optarg, 1, 10000000, &v))
+                return 2;
             cfg.requests = (uint64_t)v;
             break;
         case O_CONC:
-            if (parse_i64("--concurrency", optarg, 1, 20000, &v)) return 2;
+            if (parse_i64("--concurrency", optarg, 1, 20000, &v))
+                return 2;
             cfg.concurrency = (int)v;
             break;
         case O_STOCK:
-            if (parse_i64("--stock", optarg, -1, 1000000000, &v)) return 2;
+            if (parse_i64("--stock", optarg, -1, 1000000000, &v))
+                return 2;
             cfg.stock = v;
             break;
         case O_SKU: cfg.sku = optarg; break;
         case O_WORK:
-            if (parse_i64("--work-ms", optarg, 0, 60000, &v)) return 2;
+            if (parse_i64("--work-ms", optarg, 0, 60000, &v))
+                return 2;
             cfg.work_ms = v;
             break;
         case O_LEASE:
-            if (parse_i64("--lease-ms", optarg, 1, 86400000, &v)) return 2;
+            if (parse_i64("--lease-ms", optarg, 1, 86400000, &v))
+                return 2;
             cfg.lease_ms = v;
             break;
         case O_WAIT:
-            if (parse_i64("--wait-ms", optarg, 0, 86400000, &v)) return 2;
+            if (parse_i64("--wait-ms", optarg, 0, 86400000, &v))
+                return 2;
             cfg.wait_ms = v;
             break;
         case O_REENTER:
-            if (parse_i64("--reenter", optarg, 0, 8, &v)) return 2;
+            if (parse_i64("--reenter", optarg, 0, 8, &v))
+                return 2;
             cfg.reenter = v;
             break;
         case O_USERS:
-            if (parse_i64("--users", optarg, 1, 1000000000, &v)) return 2;
+            if (parse_i64("--users", optarg, 1, 1000000000, &v))
+                return 2;
             cfg.users = (uint64_t)v;
             break;
         case O_TARGET:
@@ -250,7 +287,8 @@ static int cmd_run(int argc, char **argv)
         case O_JSON: json = 1; break;
         case O_CSV: csv = 1; break;
         case O_DEADLINE:
-            if (parse_i64("--duration-limit", optarg, 1, 86400, &v)) return 2;
+            if (parse_i64("--duration-limit", optarg, 1, 86400, &v))
+                return 2;
             cfg.deadline_ms = v * 1000;
             break;
         case O_FAULT: cfg.fault = optarg; break;
@@ -262,7 +300,8 @@ static int cmd_run(int argc, char **argv)
             cfg.method = optarg;
             break;
         case O_THREADS:
-            if (parse_i64("--threads", optarg, 1, 64, &v)) return 2;
+            if (parse_i64("--threads", optarg, 1, 64, &v))
+                return 2;
             cfg.threads = (int)v;
             break;
         case O_HELP: fputs(run_help, stdout); return 0;
@@ -315,11 +354,14 @@ static int cmd_run(int argc, char **argv)
 static int cmd_bench(int argc, char **argv)
 {
     enum { O_TARGET = 256, O_PATH, O_CONC, O_DUR, O_THREADS, O_JSON, O_HELP };
-    static const struct option opts[] = {
-        {"target", required_argument, 0, O_TARGET}, {"path", required_argument, 0, O_PATH},
-        {"concurrency", required_argument, 0, O_CONC}, {"duration", required_argument, 0, O_DUR},
-        {"threads", required_argument, 0, O_THREADS}, {"json", no_argument, 0, O_JSON},
-        {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"target", required_argument, 0, O_TARGET},
+                                         {"path", required_argument, 0, O_PATH},
+                                         {"concurrency", required_argument, 0, O_CONC},
+                                         {"duration", required_argument, 0, O_DUR},
+                                         {"threads", required_argument, 0, O_THREADS},
+                                         {"json", no_argument, 0, O_JSON},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {0, 0, 0, 0}};
     lg_bench_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     char err[512];
@@ -340,7 +382,8 @@ static int cmd_bench(int argc, char **argv)
             break;
         case O_PATH: cfg.path = optarg; break;
         case O_CONC:
-            if (parse_i64("--concurrency", optarg, 1, 20000, &v)) return 2;
+            if (parse_i64("--concurrency", optarg, 1, 20000, &v))
+                return 2;
             cfg.concurrency = (int)v;
             break;
         case O_DUR: {
@@ -354,7 +397,8 @@ static int cmd_bench(int argc, char **argv)
             break;
         }
         case O_THREADS:
-            if (parse_i64("--threads", optarg, 1, 64, &v)) return 2;
+            if (parse_i64("--threads", optarg, 1, 64, &v))
+                return 2;
             cfg.threads = (int)v;
             break;
         case O_JSON: json = 1; break;
@@ -396,18 +440,39 @@ static int cmd_bench(int argc, char **argv)
 
 static int cmd_matrix(int argc, char **argv, const char *argv0)
 {
-    enum { O_SERVER = 256, O_REDIS, O_REDIS_SERVER, O_OUT, O_QUICK, O_MODES, O_SCEN, O_SARG,
-           O_FAULTS, O_TFACTOR, O_TARGET, O_CONFIG, O_TOKEN, O_LANG, O_HELP };
-    static const struct option opts[] = {
-        {"server", required_argument, 0, O_SERVER}, {"redis", required_argument, 0, O_REDIS},
-        {"redis-server", required_argument, 0, O_REDIS_SERVER},
-        {"out", required_argument, 0, O_OUT}, {"quick", no_argument, 0, O_QUICK},
-        {"modes", required_argument, 0, O_MODES}, {"scenarios", required_argument, 0, O_SCEN},
-        {"server-arg", required_argument, 0, O_SARG}, {"faults", no_argument, 0, O_FAULTS},
-        {"time-factor", required_argument, 0, O_TFACTOR}, {"target", required_argument, 0, O_TARGET},
-        {"config", required_argument, 0, O_CONFIG}, {"admin-token", required_argument, 0, O_TOKEN},
-        {"lang", required_argument, 0, O_LANG}, {"help", no_argument, 0, O_HELP},
-        {0, 0, 0, 0}};
+    enum {
+        O_SERVER = 256,
+        O_REDIS,
+        O_REDIS_SERVER,
+        O_OUT,
+        O_QUICK,
+        O_MODES,
+        O_SCEN,
+        O_SARG,
+        O_FAULTS,
+        O_TFACTOR,
+        O_TARGET,
+        O_CONFIG,
+        O_TOKEN,
+        O_LANG,
+        O_HELP
+    };
+    static const struct option opts[] = {{"server", required_argument, 0, O_SERVER},
+                                         {"redis", required_argument, 0, O_REDIS},
+                                         {"redis-server", required_argument, 0, O_REDIS_SERVER},
+                                         {"out", required_argument, 0, O_OUT},
+                                         {"quick", no_argument, 0, O_QUICK},
+                                         {"modes", required_argument, 0, O_MODES},
+                                         {"scenarios", required_argument, 0, O_SCEN},
+                                         {"server-arg", required_argument, 0, O_SARG},
+                                         {"faults", no_argument, 0, O_FAULTS},
+                                         {"time-factor", required_argument, 0, O_TFACTOR},
+                                         {"target", required_argument, 0, O_TARGET},
+                                         {"config", required_argument, 0, O_CONFIG},
+                                         {"admin-token", required_argument, 0, O_TOKEN},
+                                         {"lang", required_argument, 0, O_LANG},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {0, 0, 0, 0}};
     lg_matrix_cfg cfg;
     lg_matrix_cfg_init(&cfg);
     cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");

@@ -50,8 +50,7 @@ static pid_t start_server(int *port, const char *id)
         *port = lg_free_port();
         snprintf(ports, sizeof ports, "%d", *port);
         snprintf(redis, sizeof redis, "127.0.0.1:%d", redis_port);
-        const char *argv[] = {server, "--port", ports, "--redis", redis, "--instance-id", id,
-                        NULL};
+        const char *argv[] = {server, "--port", ports, "--redis", redis, "--instance-id", id, NULL};
         char logp[256];
         snprintf(logp, sizeof logp, "/tmp/miaosha-lg-test-%s.log", id);
         pid_t pid = lg_spawn(argv, logp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
@@ -160,8 +159,7 @@ static void test_run(void)
              "http://127.0.0.1:%d --target http://127.0.0.1:%d --expect safe --json",
              load, p1, p2);
     rc = sh(cmd, out, sizeof out);
-    TU_CHECK(rc == 0 && json_num(out, "sold") == 15, "token over 2 instances exit %d\n%s", rc,
-             out);
+    TU_CHECK(rc == 0 && json_num(out, "sold") == 15, "token over 2 instances exit %d\n%s", rc, out);
 
     /* a dead target: requests fail as connect errors, the run still ends */
     int dead = lg_free_port();
@@ -207,9 +205,8 @@ static void test_matrix(const char *extra)
              out);
     snprintf(cmd, sizeof cmd, "%s matrix --help", load);
     TU_CHECK(sh(cmd, out, sizeof out) == 0 && strstr(out, "--lang LANG"), "matrix --help: --lang");
-    snprintf(cmd, sizeof cmd,
-             "%s matrix --quick --server %s --redis 127.0.0.1:%d --out %s %s", load, server,
-             redis_port, dir, extra);
+    snprintf(cmd, sizeof cmd, "%s matrix --quick --server %s --redis 127.0.0.1:%d --out %s %s",
+             load, server, redis_port, dir, extra);
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0, "matrix --quick exit %d\n%s", rc, out);
     const char *files[] = {"matrix.md", "matrix.csv", "matrix.svg"};
@@ -311,10 +308,8 @@ static void check_fault_row(const csv_row *h, const csv_row *r)
         match = strlen(got) == len && !strncmp(w, got, len);
         w += len + (w[len] == '|');
     }
-    TU_CHECK(match, "%s: measured %s, expected %s (%s)", cell, got, want,
-             csv_get(h, r, "reason"));
-    TU_CHECK(!strcmp(csv_get(h, r, "pass"), "true"), "%s: the matrix judged it as expected",
-             cell);
+    TU_CHECK(match, "%s: measured %s, expected %s (%s)", cell, got, want, csv_get(h, r, "reason"));
+    TU_CHECK(!strcmp(csv_get(h, r, "pass"), "true"), "%s: the matrix judged it as expected", cell);
     if (!strcmp(want, "oversell")) {
         TU_CHECK(csv_num(h, r, "oversold") > 0, "%s oversold", cell);
         return;
@@ -350,10 +345,8 @@ static void check_fault_row(const csv_row *h, const csv_row *r)
                  csv_num(h, r, "fault_ms"));
     } else {
         long long ff = csv_num(h, r, "failfast_ms");
-        TU_CHECK(ff >= 0 && ff <= tu_slack(1000), "%s: 503 within %lld ms while paused", cell,
-                 ff);
-        TU_CHECK(csv_num(h, r, "redis_unavailable") > 0, "%s: buyers saw 503s while paused",
-                 cell);
+        TU_CHECK(ff >= 0 && ff <= tu_slack(1000), "%s: 503 within %lld ms while paused", cell, ff);
+        TU_CHECK(csv_num(h, r, "redis_unavailable") > 0, "%s: buyers saw 503s while paused", cell);
         if (!strcmp(got, "safe"))
             TU_CHECK(csv_num(h, r, "resume_ms") <= hold + tu_slack(1000),
                      "%s: sales resumed %lld ms after SIGCONT (no lock beyond its lease)", cell,
@@ -369,8 +362,8 @@ static void test_faults_interrupt(void)
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
     char errp[600], err[64];
     snprintf(errp, sizeof errp, "%s/stderr", dir);
-    const char *argv[] = {load, "matrix", "--scenarios", "redis-pause", "--modes", "token", "--quick",
-                    "--server", server, "--out", dir, NULL};
+    const char *argv[] = {load,      "matrix",   "--scenarios", "redis-pause", "--modes", "token",
+                          "--quick", "--server", server,        "--out",       dir,       NULL};
     pid_t pid = lg_spawn(argv, errp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     TU_REQUIRE(pid > 0, "matrix started");
     /* the private Redis's port, from the matrix's first log line */

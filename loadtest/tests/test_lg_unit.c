@@ -73,25 +73,37 @@ static void test_keepalive_rules(void)
     char buf[512];
     lg_http_parser p;
     TU_CHECK(feed(&p, buf, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-                  7) == LG_HTTP_DONE && p.keep_alive == 0, "1.1 close");
+                  7) == LG_HTTP_DONE &&
+                 p.keep_alive == 0,
+             "1.1 close");
     TU_CHECK(feed(&p, buf, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 64) == LG_HTTP_DONE &&
-                 p.keep_alive == 0, "1.0 default close");
-    TU_CHECK(feed(&p, buf, "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nok",
-                  64) == LG_HTTP_DONE && p.keep_alive == 1, "1.0 keep-alive");
+                 p.keep_alive == 0,
+             "1.0 default close");
+    TU_CHECK(feed(&p, buf,
+                  "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nok",
+                  64) == LG_HTTP_DONE &&
+                 p.keep_alive == 1,
+             "1.0 keep-alive");
     TU_CHECK(feed(&p, buf, "HTTP/1.1 204 No Content\r\n\r\n", 64) == LG_HTTP_DONE &&
-                 p.body_len == 0, "204 no body");
+                 p.body_len == 0,
+             "204 no body");
     /* 100 Continue then the real answer */
-    TU_CHECK(feed(&p, buf, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nx",
-                  64) == LG_HTTP_DONE && p.status == 201 && p.body_len == 1, "100 skipped");
+    TU_CHECK(feed(&p, buf,
+                  "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 1\r\n\r\nx",
+                  64) == LG_HTTP_DONE &&
+                 p.status == 201 && p.body_len == 1,
+             "100 skipped");
     /* body until close */
     const char *eofr = "HTTP/1.1 200 OK\r\n\r\nhello";
     TU_CHECK(feed(&p, buf, eofr, 64) == LG_HTTP_INCOMPLETE, "until close: incomplete");
     TU_CHECK(lg_http_eof(&p, buf, strlen(eofr)) == LG_HTTP_DONE && p.body_len == 5 &&
-                 p.keep_alive == 0, "until close: done at eof");
+                 p.keep_alive == 0,
+             "until close: done at eof");
     /* truncated Content-Length body at eof is an error */
     const char *trunc = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc";
     TU_CHECK(feed(&p, buf, trunc, 64) == LG_HTTP_INCOMPLETE &&
-                 lg_http_eof(&p, buf, strlen(trunc)) == LG_HTTP_ERROR, "truncated");
+                 lg_http_eof(&p, buf, strlen(trunc)) == LG_HTTP_ERROR,
+             "truncated");
     /* pipelined bytes after the response are not consumed */
     const char *two = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 200 OK\r\n";
     TU_CHECK(feed(&p, buf, two, 200) == LG_HTTP_DONE && p.consumed == 39, "consumed %zu",
@@ -107,9 +119,11 @@ static void test_errors(void)
     TU_CHECK(feed(&p, buf, "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", 64) == LG_HTTP_ERROR,
              "bad length");
     TU_CHECK(feed(&p, buf, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
-                  64) == LG_HTTP_ERROR, "conflicting lengths");
+                  64) == LG_HTTP_ERROR,
+             "conflicting lengths");
     TU_CHECK(feed(&p, buf, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 64) ==
-                 LG_HTTP_ERROR, "bad chunk size");
+                 LG_HTTP_ERROR,
+             "bad chunk size");
     TU_CHECK(feed(&p, buf, "HTTP/1.1 200 OK\r\nBadHeader\r\n\r\n", 64) == LG_HTTP_ERROR,
              "header without colon");
     /* a header larger than the limit */
@@ -226,17 +240,17 @@ static void test_purchase_body(void)
     TU_CHECK(lg_parse_purchase(ok, strlen(ok), oid, code, &lost, &deleted) == 0 &&
                  !strcmp(oid, "0b5d") && lost == 1 && deleted == 0 && code[0] == 0,
              "200 body");
-    const char *del = "{\"ok\":true,\"mode\":\"setnx\",\"lock_lost\":false,\"deleted_other_lock\":true}";
+    const char *del =
+        "{\"ok\":true,\"mode\":\"setnx\",\"lock_lost\":false,\"deleted_other_lock\":true}";
     TU_CHECK(lg_parse_purchase(del, strlen(del), oid, code, &lost, &deleted) == 0 && lost == 0 &&
                  deleted == 1,
              "deleted_other_lock");
     const char *so = "{\"ok\":false,\"error\":\"sold_out\"}xyz";
-    TU_CHECK(lg_parse_purchase(so, 31, oid, code, &lost, &deleted) == 0 && !strcmp(code, "sold_out") &&
-                 oid[0] == 0 && lost == 0 && deleted == 0,
+    TU_CHECK(lg_parse_purchase(so, 31, oid, code, &lost, &deleted) == 0 &&
+                 !strcmp(code, "sold_out") && oid[0] == 0 && lost == 0 && deleted == 0,
              "409 body, not NUL-terminated");
     TU_CHECK(lg_parse_purchase("nope", 4, oid, code, &lost, &deleted) < 0, "not json");
 }
-
 
 /* --- the matrix report ---------------------------------------------------- */
 
@@ -488,7 +502,9 @@ static void test_report_lang(void)
     TU_CHECK(lg_text_width("超卖") == 4 && lg_text_width("Redis 重启") == 10, "CJK: 2 columns");
     TU_CHECK(lg_text_width("（快速）") == 8 && lg_text_width("、") == 2, "CJK punctuation");
     TU_CHECK(lg_text_width("—") == 1 && lg_text_width("\xff") == 1 &&
-                 lg_text_width("\xe8\xb6") == 2 && lg_text_width("a\xe8\xb6" "b") == 4,
+                 lg_text_width("\xe8\xb6") == 2 &&
+                 lg_text_width("a\xe8\xb6"
+                               "b") == 4,
              "em dash narrow, invalid bytes one column each");
 }
 
@@ -517,9 +533,17 @@ static void test_report_zh(void)
     render(LG_LANG_ZH, &zh);
     /* the words */
     const char *text_words[] = {"miaosha 超卖矩阵（快速） — redis 127.0.0.1:6390 — 21.5 秒\n",
-                                "并发竞争", "持锁崩溃", "Redis 暂停", "符合 超卖 61/20",
-                                "符合 准确 20/20", "符合 恢复 35ms", "不符 卡死",
-                                "符合 安全 503 646ms", "安全或卡死", "锁失效", "误删他锁",
+                                "并发竞争",
+                                "持锁崩溃",
+                                "Redis 暂停",
+                                "符合 超卖 61/20",
+                                "符合 准确 20/20",
+                                "符合 恢复 35ms",
+                                "不符 卡死",
+                                "符合 安全 503 646ms",
+                                "安全或卡死",
+                                "锁失效",
+                                "误删他锁",
                                 "\n1 个格子与预期不符\n"};
     for (size_t i = 0; i < sizeof text_words / sizeof text_words[0]; i++)
         TU_CHECK(strstr(zh.text, text_words[i]) != NULL, "zh table has '%s':\n%s", text_words[i],

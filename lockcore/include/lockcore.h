@@ -84,18 +84,18 @@ typedef enum lc_mode {
 } lc_mode;
 
 typedef enum lc_status {
-    LC_OK = 0,       /* acquired, released or extended */
-    LC_BUSY = 1,     /* not acquired within wait_ms (contention, not an error) */
-    LC_NOT_OWNER = 2,/* release/extend: this owner does not hold the lock any
-                        more (its lease ran out, or another owner took it) */
-    LC_LOST = 3,     /* reentrant release: the lock was gone, and the
-                        watchdog's renewal had already found it gone while
-                        it was held (rather than, say, an explicit lease
-                        simply running out: that is LC_NOT_OWNER) */
-    LC_IO = 4,       /* Redis unreachable, timed out, or answered an error */
-    LC_MISUSE = 5,   /* bad arguments, or a call the mode does not offer */
-    LC_NOMEM = 6,    /* out of memory, or a background thread could not start */
-    LC_CANCELED = 7  /* the caller's cancel flag was raised while waiting */
+    LC_OK = 0,        /* acquired, released or extended */
+    LC_BUSY = 1,      /* not acquired within wait_ms (contention, not an error) */
+    LC_NOT_OWNER = 2, /* release/extend: this owner does not hold the lock any
+                         more (its lease ran out, or another owner took it) */
+    LC_LOST = 3,      /* reentrant release: the lock was gone, and the
+                         watchdog's renewal had already found it gone while
+                         it was held (rather than, say, an explicit lease
+                         simply running out: that is LC_NOT_OWNER) */
+    LC_IO = 4,        /* Redis unreachable, timed out, or answered an error */
+    LC_MISUSE = 5,    /* bad arguments, or a call the mode does not offer */
+    LC_NOMEM = 6,     /* out of memory, or a background thread could not start */
+    LC_CANCELED = 7   /* the caller's cancel flag was raised while waiting */
 } lc_status;
 
 /* The mode's public name ("none", "mutex", "setnx", "token", "reentrant"),
@@ -114,22 +114,22 @@ const char *lc_status_name(lc_status status);
 /* --- client ------------------------------------------------------------ */
 
 typedef struct lc_options {
-    const char *redis_host;       /* default "127.0.0.1" */
-    int redis_port;               /* default 6379 */
-    const char *redis_password;   /* NULL or "" = no AUTH */
-    int redis_db;                 /* SELECT on connect when > 0; default 0 */
-    int connect_timeout_ms;       /* default 1000, > 0 */
-    int command_timeout_ms;       /* per command round trip; default 1000, > 0 */
-    int64_t watchdog_timeout_ms;  /* reentrant lease without an explicit one;
-                                     renewed every watchdog_timeout_ms / 3.
-                                     Default 30000 (Redisson's
-                                     lockWatchdogTimeout); >= 30 */
-    int64_t retry_interval_ms;    /* setnx/token polling interval while
-                                     waiting, plus 0..interval/2 of jitter;
-                                     default 10, >= 1 */
-    const char *instance_id;      /* reentrant hash fields are
-                                     "<instance_id>:<owner>"; NULL = a fresh
-                                     libuuid. At most LC_ID_LEN-1 bytes. */
+    const char *redis_host;      /* default "127.0.0.1" */
+    int redis_port;              /* default 6379 */
+    const char *redis_password;  /* NULL or "" = no AUTH */
+    int redis_db;                /* SELECT on connect when > 0; default 0 */
+    int connect_timeout_ms;      /* default 1000, > 0 */
+    int command_timeout_ms;      /* per command round trip; default 1000, > 0 */
+    int64_t watchdog_timeout_ms; /* reentrant lease without an explicit one;
+                                    renewed every watchdog_timeout_ms / 3.
+                                    Default 30000 (Redisson's
+                                    lockWatchdogTimeout); >= 30 */
+    int64_t retry_interval_ms;   /* setnx/token polling interval while
+                                    waiting, plus 0..interval/2 of jitter;
+                                    default 10, >= 1 */
+    const char *instance_id;     /* reentrant hash fields are
+                                    "<instance_id>:<owner>"; NULL = a fresh
+                                    libuuid. At most LC_ID_LEN-1 bytes. */
 } lc_options;
 
 /* Fills *o with the defaults above. Any thread. */

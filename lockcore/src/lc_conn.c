@@ -111,8 +111,7 @@ redisContext *lc_redis_connect(lc_client *c, char *err)
         for (int i = 0; i < n; i++) {
             redisReply *r = NULL;
             if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR) {
-                lc_seterr(err, "redis %s:%d: %s", c->host, c->port,
-                          r ? r->str : ctx->errstr);
+                lc_seterr(err, "redis %s:%d: %s", c->host, c->port, r ? r->str : ctx->errstr);
                 if (r)
                     freeReplyObject(r);
                 redisFree(ctx);

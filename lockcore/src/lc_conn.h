@@ -32,8 +32,8 @@ redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err);
 /* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT (a flushed or
  * restarted Redis). At most 13 arguments (keys included). Returns the reply
  * (caller frees) or NULL on I/O or an error reply, with the reason in err. */
-redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys,
-                    int nargs, const char **args, char *err);
+redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
+                    const char **args, char *err);
 
 /* One write, every reply read: the command argv (argc 0: none) with p's
  * commands (NULL: none) after it, or before it when p_first. p's replies go

@@ -19,16 +19,16 @@
 
 #define LC_MAX_DURATION_MS 86400000LL /* 24 h bounds every lease and wait */
 #define LC_CHANNEL_PREFIX "redisson_lock__channel"
-#define LC_UNLOCK_MESSAGE "0"         /* Redisson's LockPubSub.UNLOCK_MESSAGE */
+#define LC_UNLOCK_MESSAGE "0" /* Redisson's LockPubSub.UNLOCK_MESSAGE */
 
 struct lc_guard {
     lc_mode mode;
     lc_client *client;
-    int64_t lease_ms;  /* the lease set in Redis (reentrant: the watchdog's) */
+    int64_t lease_ms; /* the lease set in Redis (reentrant: the watchdog's) */
     int64_t wait_ms;
     lc_mutex_entry *mx;
     lc_hold *hold;
-    bool watchdog;     /* reentrant without an explicit lease */
+    bool watchdog; /* reentrant without an explicit lease */
     atomic_int lost;
     char owner_token[2 * LC_ID_LEN + 2];
     char key[];
@@ -71,7 +71,8 @@ static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
         return misuse(conn, "owner must be 1..63 bytes");
     if (a->wait_ms < 0 || a->wait_ms > LC_MAX_DURATION_MS)
         return misuse(conn, "wait_ms must be 0..86400000");
-    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN) && (a->lease_ms <= 0 || a->lease_ms > LC_MAX_DURATION_MS))
+    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN) &&
+        (a->lease_ms <= 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 1..86400000 for setnx and token");
     if (a->mode == LC_REENTRANT && (a->lease_ms < 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 0..86400000 for reentrant");
@@ -205,8 +206,8 @@ static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field
     char lease_s[24];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
     const char *args[] = {key, lease_s, field};
-    redisReply *r = eval_trip(conn, ctx, LC_SCRIPT_REENTRANT_ACQUIRE_SHA, LC_SCRIPT_REENTRANT_ACQUIRE,
-                              1, 3, args, p, false);
+    redisReply *r = eval_trip(conn, ctx, LC_SCRIPT_REENTRANT_ACQUIRE_SHA,
+                              LC_SCRIPT_REENTRANT_ACQUIRE, 1, 3, args, p, false);
     if (!r)
         return LC_IO;
     *got = r->type == REDIS_REPLY_NIL;
@@ -222,8 +223,8 @@ static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field
 /* setnx and token: try, then poll every retry interval plus jitter (so
  * waiters that started together do not retry in lockstep), and try one last
  * time at the deadline. */
-static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,
-                              lc_pipe *p, int64_t deadline)
+static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
+                              int64_t deadline)
 {
     int64_t step = conn->client->retry_interval_ms;
     for (;;) {
@@ -342,9 +343,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     g->lease_ms = a->lease_ms;
 
     switch (a->mode) {
-    case LC_NONE:
-        s = pipe_alone(conn, p);
-        break;
+    case LC_NONE: s = pipe_alone(conn, p); break;
     case LC_MUTEX:
         s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, a->cancel, &g->mx);
         if (s == LC_OK && (s = pipe_alone(conn, p)) != LC_OK)
@@ -374,8 +373,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
         }
         break;
     }
-    default:
-        s = LC_MISUSE;
+    default: s = LC_MISUSE;
     }
 
     if (s != LC_OK) {
@@ -413,8 +411,8 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p)
         }
     } else if (g->mode == LC_TOKEN) {
         const char *args[] = {g->key, g->owner_token};
-        r = eval_trip(conn, ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args, p,
-                      true);
+        r = eval_trip(conn, ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args,
+                      p, true);
         if (!r)
             s = LC_IO;
         else if (!(r->type == REDIS_REPLY_INTEGER && r->integer == 1))
@@ -455,9 +453,7 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     lc_client *c = g->client;
     bool have_cmds = p && p->n > 0;
     switch (g->mode) {
-    case LC_NONE:
-        s = !have_cmds ? LC_OK : conn ? pipe_alone(conn, p) : LC_MISUSE;
-        break;
+    case LC_NONE: s = !have_cmds ? LC_OK : conn ? pipe_alone(conn, p) : LC_MISUSE; break;
     case LC_MUTEX:
         /* The caller's commands run while the lock is held. */
         s = !have_cmds ? LC_OK : conn ? pipe_alone(conn, p) : LC_MISUSE;
@@ -472,8 +468,7 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
         if (lc_hold_drop(c, g->hold, g->watchdog) && s == LC_NOT_OWNER)
             s = LC_LOST;
         break;
-    default:
-        s = conn ? release_redis(conn, g, p) : LC_MISUSE;
+    default: s = conn ? release_redis(conn, g, p) : LC_MISUSE;
     }
     if (s == LC_IO)
         (void)fail_io(conn); /* LC_IO only comes from release_redis: conn is set */
@@ -495,7 +490,8 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms)
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     const char *args[] = {g->key, g->owner_token, lease};
-    redisReply *r = lc_eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args, conn->err);
+    redisReply *r = lc_eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args,
+                            conn->err);
     if (!r)
         return fail_io(conn);
     lc_status s = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? LC_OK : LC_NOT_OWNER;

@@ -47,9 +47,9 @@ struct lc_ps_channel {
     char *name;
     int nwaiters;
     lc_ps_waiter *head, *tail;
-    bool sent;       /* the last command sent for it was SUBSCRIBE */
-    bool subscribed; /* Redis confirmed the subscription */
-    int pending;     /* (UN)SUBSCRIBE commands not confirmed yet */
+    bool sent;             /* the last command sent for it was SUBSCRIBE */
+    bool subscribed;       /* Redis confirmed the subscription */
+    int pending;           /* (UN)SUBSCRIBE commands not confirmed yet */
     int64_t head_since_ms; /* when the current head got to the front */
     struct lc_ps_channel *next;
 };
@@ -143,8 +143,8 @@ static void drop_connection(lc_client *c)
 static void handle_reply(lc_client *c, redisReply *r)
 {
     lc_pubsub *p = &c->ps;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[1]->type != REDIS_REPLY_STRING)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str;
     lc_ps_channel *ch = find(p, r->element[1]->str, r->element[1]->len);

@@ -70,11 +70,11 @@ _Noreturn void lc_abort(const char *file, int line, const char *what, int rc);
  * held, or one locked twice: continuing would corrupt the tables those
  * mutexes guard. pthread_create is not checked this way: it may fail for
  * lack of resources, which callers report as LC_NOMEM. */
-#define LC_PTHREAD(call)                                 \
-    do {                                                 \
-        int lc_rc_ = (call);                             \
-        if (lc_rc_ != 0)                                 \
-            lc_abort(__FILE__, __LINE__, #call, lc_rc_); \
+#define LC_PTHREAD(call)                                                                           \
+    do {                                                                                           \
+        int lc_rc_ = (call);                                                                       \
+        if (lc_rc_ != 0)                                                                           \
+            lc_abort(__FILE__, __LINE__, #call, lc_rc_);                                           \
     } while (0)
 
 /* LC_ASSERT(cond): an internal invariant (a hold count above zero, an entry
@@ -83,10 +83,10 @@ _Noreturn void lc_abort(const char *file, int line, const char *what, int rc);
  * release build that went on past a broken invariant could renew a lock
  * forever or free memory a watchdog still reads, which is worse for a lock
  * than stopping. */
-#define LC_ASSERT(cond)                                                    \
-    do {                                                                   \
-        if (!(cond))                                                       \
-            lc_abort(__FILE__, __LINE__, "assertion " #cond " failed", 0); \
+#define LC_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            lc_abort(__FILE__, __LINE__, "assertion " #cond " failed", 0);                         \
     } while (0)
 
 #endif

@@ -62,7 +62,8 @@ static inline lc_lock_args lct_args(lc_mode mode, const char *key, const char *o
 /* A fresh key per test and mode, so tests never see each other's locks. */
 static inline void lct_key(char *buf, size_t len, const char *test, lc_mode mode)
 {
-    snprintf(buf, len, "lctest:{%s-%s-%d}:lock", test, lc_mode_name(mode), (int)(tu_now_ms() % 1000000));
+    snprintf(buf, len, "lctest:{%s-%s-%d}:lock", test, lc_mode_name(mode),
+             (int)(tu_now_ms() % 1000000));
 }
 
 /* Takes the lock of a fresh key (written to key, keylen bytes) as owner
@@ -105,14 +106,15 @@ typedef struct lct_waiter {
     int64_t wait_ms;
     const atomic_int *cancel; /* NULL: none */
     lc_status status;
-    int64_t start, end;       /* tu_now_ms() around lc_acquire */
+    int64_t start, end; /* tu_now_ms() around lc_acquire */
 } lct_waiter;
 
 static inline void *lct_waiter_main(void *arg)
 {
     lct_waiter *w = arg;
     lc_conn *conn = lct_conn(w->cli);
-    lc_lock_args a = lct_args(w->mode, w->key, "waiter", w->mode == LC_REENTRANT ? 0 : 30000, w->wait_ms);
+    lc_lock_args a = lct_args(w->mode, w->key, "waiter", w->mode == LC_REENTRANT ? 0 : 30000,
+                              w->wait_ms);
     a.cancel = w->cancel;
     lc_guard *g = NULL;
     w->start = tu_now_ms();

@@ -167,7 +167,8 @@ static int count_messages(redisContext *sub, int64_t ms)
              * needed for counting — stop once the window is over */
             break;
         }
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 && strcmp(r->element[0]->str, "message") == 0)
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+            strcmp(r->element[0]->str, "message") == 0)
             n++;
         freeReplyObject(r);
     }
@@ -207,8 +208,10 @@ static void test_reentrancy(void)
     tu_sleep_ms(150);
     TU_CHECK(lc_release(c1, g[1]) == LC_OK, "release 2");
     ttl = tu_redis_int(port, "PTTL %s", key);
-    TU_CHECK(ttl >= 1900 && ttl <= 2000, "lease reset again on the second release (~1850 "
-             "without): %lld", (long long)ttl);
+    TU_CHECK(ttl >= 1900 && ttl <= 2000,
+             "lease reset again on the second release (~1850 "
+             "without): %lld",
+             (long long)ttl);
     TU_CHECK(tu_redis_int(port, "HGET %s %s", key, field) == 1, "hold count 1");
     TU_CHECK(count_messages(sub, 200) == 0, "no message before the last release");
     redisFree(sub);
@@ -230,12 +233,14 @@ static void test_setnx_crash(void)
     snprintf(cmd, sizeof cmd, "%s/lockcore/tests/lc_holder", getenv("MIAOSHA_BUILD_DIR"));
     pid_t pid = fork();
     if (pid == 0) {
-        execl(cmd, cmd, portstr, "setnx", key, "30000", "5000", "crash_before_expire", (char *)NULL);
+        execl(cmd, cmd, portstr, "setnx", key, "30000", "5000", "crash_before_expire",
+              (char *)NULL);
         _exit(127);
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    TU_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "holder exited in the hook (%d)", status);
+    TU_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "holder exited in the hook (%d)",
+             status);
     TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 1, "the lock exists");
     TU_CHECK(tu_redis_int(port, "PTTL %s", key) == -1, "and has no TTL: stuck forever");
     lc_lock_args a = lct_args(LC_SETNX, key, "late", 1000, 50);

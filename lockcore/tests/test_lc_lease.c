@@ -58,10 +58,11 @@ static void test_expiry_without_watchdog(lc_client *cli)
         lc_status rs = lc_release(conn, g);
         int64_t exists = tu_redis_int(port, "EXISTS %s", key);
         pthread_join(th, NULL);
-        TU_CHECK(w.status == LC_OK, "%s: waiter acquired (%s)", lc_mode_name(m), lc_status_name(w.status));
+        TU_CHECK(w.status == LC_OK, "%s: waiter acquired (%s)", lc_mode_name(m),
+                 lc_status_name(w.status));
         int64_t took = w.acquired_at - t0;
-        TU_CHECK(took >= 280 && took <= tu_slack(350), "%s: waiter in after %lld ms (lease 300)", lc_mode_name(m),
-                 (long long)took);
+        TU_CHECK(took >= 280 && took <= tu_slack(350), "%s: waiter in after %lld ms (lease 300)",
+                 lc_mode_name(m), (long long)took);
         if (m == LC_SETNX) {
             TU_CHECK(rs == LC_OK, "setnx: the late DEL 'succeeds' (%s)", lc_status_name(rs));
             TU_CHECK(exists == 0, "setnx: the late release deleted the new holder's lock");
@@ -230,8 +231,10 @@ static void test_release_races_renewal(void)
     lc_stats s;
     lc_client_stats(cli, &s);
     TU_CHECK(bad == 0, "every cycle clean (%d bad)", bad);
-    TU_CHECK(s.watchdog_lost == 0, "no false loss reported (%llu)", (unsigned long long)s.watchdog_lost);
-    TU_CHECK(s.watchdog_renewals > 0, "renewals ran (%llu)", (unsigned long long)s.watchdog_renewals);
+    TU_CHECK(s.watchdog_lost == 0, "no false loss reported (%llu)",
+             (unsigned long long)s.watchdog_lost);
+    TU_CHECK(s.watchdog_renewals > 0, "renewals ran (%llu)",
+             (unsigned long long)s.watchdog_renewals);
     lc_conn_free(conn);
     lc_client_free(cli);
 }
@@ -356,7 +359,8 @@ static void test_release_races_same_owner_reentry(void)
             expired++;
         }
     }
-    TU_CHECK(expired == 0, "every re-entered lock was renewed (%d of %d expired)", expired, (int)ROUNDS);
+    TU_CHECK(expired == 0, "every re-entered lock was renewed (%d of %d expired)", expired,
+             (int)ROUNDS);
     lc_stats s;
     lc_client_stats(cli, &s);
     TU_CHECK(s.watchdog_lost == 0, "no loss reported (%llu)", (unsigned long long)s.watchdog_lost);
@@ -399,7 +403,8 @@ static void test_watchdog_reentry_inside_lease(void)
         tu_sleep_ms(20);
     TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "then its lease runs out");
     lc_status st = lc_release(conn, outer);
-    TU_CHECK(st == LC_NOT_OWNER, "the explicit hold's release finds it gone (%s)", lc_status_name(st));
+    TU_CHECK(st == LC_NOT_OWNER, "the explicit hold's release finds it gone (%s)",
+             lc_status_name(st));
 
     lct_key(key, sizeof key, "lease-in-wd", LC_REENTRANT);
     TU_REQUIRE(lc_acquire(conn, &wd, &outer) == LC_OK, "watchdog-mode hold");

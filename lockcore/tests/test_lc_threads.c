@@ -27,7 +27,8 @@ static void *incr_main(void *arg)
     char owner[32];
     for (int i = 0; i < j->iterations; i++) {
         snprintf(owner, sizeof owner, "t%p-%d", (void *)&owner, i);
-        lc_lock_args a = lct_args(j->mode, j->key, owner, j->mode == LC_REENTRANT ? 0 : 10000, 20000);
+        lc_lock_args a = lct_args(j->mode, j->key, owner, j->mode == LC_REENTRANT ? 0 : 10000,
+                                  20000);
         lc_guard *g;
         if (lc_acquire(conn, &a, &g) != LC_OK) {
             j->failures++;
@@ -51,7 +52,8 @@ static void *incr_main(void *arg)
     return NULL;
 }
 
-static long run_increments(lc_mode mode, int threads, int iterations, int64_t window_us, int *failures)
+static long run_increments(lc_mode mode, int threads, int iterations, int64_t window_us,
+                           int *failures)
 {
     char key[128], counter[160];
     lct_key(key, sizeof key, "excl", mode);
@@ -107,9 +109,10 @@ static void test_wake_on_release(void)
         int64_t released = tu_now_ms();
         TU_CHECK(lc_release(conn, g) == LC_OK, "release");
         pthread_join(th, NULL);
-        TU_CHECK(t.status == LC_OK, "%s waiter acquired (%s)", lc_mode_name(modes[i]), lc_status_name(t.status));
-        TU_CHECK(t.end - released <= tu_slack(50), "%s waiter in %lld ms after release", lc_mode_name(modes[i]),
-                 (long long)(t.end - released));
+        TU_CHECK(t.status == LC_OK, "%s waiter acquired (%s)", lc_mode_name(modes[i]),
+                 lc_status_name(t.status));
+        TU_CHECK(t.end - released <= tu_slack(50), "%s waiter in %lld ms after release",
+                 lc_mode_name(modes[i]), (long long)(t.end - released));
         lc_conn_free(conn);
     }
 }
@@ -126,9 +129,10 @@ static void test_wait_accuracy(void)
         pthread_t th;
         pthread_create(&th, NULL, lct_waiter_main, &t);
         pthread_join(th, NULL);
-        TU_CHECK(t.status == LC_BUSY, "%s: busy (%s)", lc_mode_name(modes[i]), lc_status_name(t.status));
-        TU_CHECK(t.end - t.start >= 300 && t.end - t.start <= tu_slack(400), "%s: busy after %lld ms",
-                 lc_mode_name(modes[i]), (long long)(t.end - t.start));
+        TU_CHECK(t.status == LC_BUSY, "%s: busy (%s)", lc_mode_name(modes[i]),
+                 lc_status_name(t.status));
+        TU_CHECK(t.end - t.start >= 300 && t.end - t.start <= tu_slack(400),
+                 "%s: busy after %lld ms", lc_mode_name(modes[i]), (long long)(t.end - t.start));
         lc_release(conn, g);
         lc_conn_free(conn);
     }
@@ -148,7 +152,8 @@ static void *storm_main(void *arg)
     char owner[32];
     snprintf(owner, sizeof owner, "storm-%p", (void *)j);
     for (int i = 0; i < j->iterations; i++) {
-        lc_lock_args a = lct_args(j->mode, j->key, owner, j->mode == LC_REENTRANT ? 0 : 10000, 60000);
+        lc_lock_args a = lct_args(j->mode, j->key, owner, j->mode == LC_REENTRANT ? 0 : 10000,
+                                  60000);
         lc_guard *g;
         int64_t t0 = tu_now_ms();
         lc_status s = lc_acquire(conn, &a, &g);
@@ -191,26 +196,28 @@ static void test_storm(void)
                 max_wait = jobs[k].max_wait_ms;
         }
         int64_t ms = tu_now_ms() - t0;
-        printf("storm %-9s %d cycles in %lld ms, longest acquisition %lld ms\n", lc_mode_name(modes[i]),
-               ok, (long long)ms, (long long)max_wait);
+        printf("storm %-9s %d cycles in %lld ms, longest acquisition %lld ms\n",
+               lc_mode_name(modes[i]), ok, (long long)ms, (long long)max_wait);
         /* A stalled line (a lost wake-up) shows as an acquisition that took
          * seconds although the lock changed hands every few ms. */
-        TU_CHECK(max_wait <= tu_slack(3000), "%s: longest acquisition %lld ms", lc_mode_name(modes[i]),
-                 (long long)max_wait);
-        TU_CHECK(ok == 16 * iterations && other == 0, "%s storm: %d ok, %d failed", lc_mode_name(modes[i]),
-                 ok, other);
+        TU_CHECK(max_wait <= tu_slack(3000), "%s: longest acquisition %lld ms",
+                 lc_mode_name(modes[i]), (long long)max_wait);
+        TU_CHECK(ok == 16 * iterations && other == 0, "%s storm: %d ok, %d failed",
+                 lc_mode_name(modes[i]), ok, other);
         lc_stats s = lct_settled_stats(cli, 2000);
         TU_CHECK(s.pubsub_channels == 0 && s.pubsub_waiters == 0, "%s: no subscription left (%llu)",
                  lc_mode_name(modes[i]), (unsigned long long)s.pubsub_channels);
         TU_CHECK(s.watchdog_active == 0, "%s: no renewal left", lc_mode_name(modes[i]));
         redisContext *rc = redisConnect("127.0.0.1", port);
         redisReply *r = redisCommand(rc, "PUBSUB NUMSUB %s", channel);
-        TU_CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer == 0,
+        TU_CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                     r->element[1]->integer == 0,
                  "%s: PUBSUB NUMSUB is 0", lc_mode_name(modes[i]));
         if (r)
             freeReplyObject(r);
         redisFree(rc);
-        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "%s: lock key gone", lc_mode_name(modes[i]));
+        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "%s: lock key gone",
+                 lc_mode_name(modes[i]));
     }
 }
 

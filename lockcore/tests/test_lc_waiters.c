@@ -61,7 +61,8 @@ static void test_line(void)
     for (int i = 0; i < 9; i++) {
         pthread_join(th[i], NULL);
         if (i == 4) {
-            TU_CHECK(ws[i].status == LC_BUSY, "the impatient waiter gave up (%s)", lc_status_name(ws[i].status));
+            TU_CHECK(ws[i].status == LC_BUSY, "the impatient waiter gave up (%s)",
+                     lc_status_name(ws[i].status));
             continue;
         }
         TU_CHECK(ws[i].status == LC_OK, "waiter %d acquired (%s)", i, lc_status_name(ws[i].status));
@@ -69,7 +70,8 @@ static void test_line(void)
             last = ws[i].got_at - released;
     }
     /* 8 x 20 ms of holding plus a handoff each: far from any deadline */
-    TU_CHECK(last <= tu_slack(8 * 20 + 8 * 30 + 100), "the line drained in %lld ms", (long long)last);
+    TU_CHECK(last <= tu_slack(8 * 20 + 8 * 30 + 100), "the line drained in %lld ms",
+             (long long)last);
     lc_conn_free(conn);
 }
 
@@ -166,17 +168,21 @@ static void test_cancel(void)
         lc_conn *conn;
         lc_guard *g = lct_hold(cli, modes[i], "cancel", key, sizeof key, &conn);
         atomic_int flag = 0;
-        lct_waiter j = {.cli = cli, .mode = modes[i], .key = key, .wait_ms = 10000, .cancel = &flag};
+        lct_waiter j = {
+            .cli = cli, .mode = modes[i], .key = key, .wait_ms = 10000, .cancel = &flag};
         pthread_t th;
         pthread_create(&th, NULL, lct_waiter_main, &j);
         tu_sleep_ms(200);
         int64_t raised = tu_now_ms();
         atomic_store(&flag, 1);
         pthread_join(th, NULL);
-        TU_CHECK(j.status == LC_CANCELED, "%s: canceled (%s)", lc_mode_name(modes[i]), lc_status_name(j.status));
-        TU_CHECK(j.end - raised <= tu_slack(LC_CANCEL_LATENCY_MS + 30), "%s: gave up %lld ms after the flag",
-                 lc_mode_name(modes[i]), (long long)(j.end - raised));
-        TU_CHECK(lc_release(conn, g) == LC_OK, "%s: the holder still held it", lc_mode_name(modes[i]));
+        TU_CHECK(j.status == LC_CANCELED, "%s: canceled (%s)", lc_mode_name(modes[i]),
+                 lc_status_name(j.status));
+        TU_CHECK(j.end - raised <= tu_slack(LC_CANCEL_LATENCY_MS + 30),
+                 "%s: gave up %lld ms after the flag", lc_mode_name(modes[i]),
+                 (long long)(j.end - raised));
+        TU_CHECK(lc_release(conn, g) == LC_OK, "%s: the holder still held it",
+                 lc_mode_name(modes[i]));
         lc_conn_free(conn);
     }
     lc_stats s;

@@ -95,14 +95,9 @@ int main(int argc, char **argv)
 
     cfg_status cst = cfg_load(&cfg, argc, argv, err, sizeof err);
     switch (cst) {
-    case CFG_OK:
-        break;
-    case CFG_EXIT_HELP:
-        cfg_print_help(stdout);
-        return 0;
-    case CFG_EXIT_VERSION:
-        cfg_print_version(stdout);
-        return 0;
+    case CFG_OK: break;
+    case CFG_EXIT_HELP: cfg_print_help(stdout); return 0;
+    case CFG_EXIT_VERSION: cfg_print_version(stdout); return 0;
     case CFG_EXIT_PRINT: {
         char *txt = cfg_to_json(&cfg, CFG_JSON_PRETTY);
         if (txt == NULL)
@@ -182,8 +177,8 @@ int main(int argc, char **argv)
     svc_log(SVC_INFO,
             "miaosha-server %s instance %s listening on %s port %d (io_threads %d, workers %d, "
             "redis %s:%d, faults %s, admin token %s)",
-            cfg_version(), s.instance_id, s.listen_addr, svc_http_port(), s.http_threads,
-            s.workers, cfg.redis.host, cfg.redis.port, s.faults_enabled ? "enabled" : "disabled",
+            cfg_version(), s.instance_id, s.listen_addr, svc_http_port(), s.http_threads, s.workers,
+            cfg.redis.host, cfg.redis.port, s.faults_enabled ? "enabled" : "disabled",
             s.admin_token[0] ? "set" : "not set");
 
     int sig = wait_signal();

@@ -10,9 +10,9 @@
 
 #include "svc_log.h"
 
-#define SVC_SKU_MAX 64     /* [A-Za-z0-9_-]{1,64} */
-#define SVC_KEY_MAX 96     /* "miaosha:{<sku>}:initial" fits */
-#define SVC_UUID_LEN 37    /* 36 characters + NUL */
+#define SVC_SKU_MAX 64  /* [A-Za-z0-9_-]{1,64} */
+#define SVC_KEY_MAX 96  /* "miaosha:{<sku>}:initial" fits */
+#define SVC_UUID_LEN 37 /* 36 characters + NUL */
 
 /* Everything the service reads from the configuration, in the service's own
  * terms (main.c fills it from cfg_config). Read-only after start; every
@@ -20,27 +20,27 @@
 typedef struct svc_settings {
     const char *listen_addr;
     int port;
-    int http_threads;         /* libmicrohttpd thread pool */
-    int workers;              /* purchase worker threads */
-    int admin_workers;        /* stock/audit/orders worker threads */
-    int max_queue;            /* per pool: requests waiting for a worker */
+    int http_threads;  /* libmicrohttpd thread pool */
+    int workers;       /* purchase worker threads */
+    int admin_workers; /* stock/audit/orders worker threads */
+    int max_queue;     /* per pool: requests waiting for a worker */
     int max_connections;
     int connection_timeout_s;
-    size_t header_limit;      /* request line + headers (+64 per field); 431 above */
-    size_t max_body;          /* 413 above this */
-    size_t max_uri;           /* 414 above this */
-    int command_timeout_ms;   /* Redis round-trip timeout per command */
+    size_t header_limit;    /* request line + headers (+64 per field); 431 above */
+    size_t max_body;        /* 413 above this */
+    size_t max_uri;         /* 414 above this */
+    int command_timeout_ms; /* Redis round-trip timeout per command */
     const char *default_sku;
-    long long initial_stock;  /* seeded for default_sku when absent; < 0 = never */
-    int64_t lease_ms;         /* setnx/token default lease */
-    int64_t wait_ms;          /* default lock wait */
-    int64_t work_ms;          /* default simulated work */
-    int pipeline;             /* default: lock and Redis commands share round trips */
-    const char *admin_token;  /* NULL or "" = no admin auth */
+    long long initial_stock; /* seeded for default_sku when absent; < 0 = never */
+    int64_t lease_ms;        /* setnx/token default lease */
+    int64_t wait_ms;         /* default lock wait */
+    int64_t work_ms;         /* default simulated work */
+    int pipeline;            /* default: lock and Redis commands share round trips */
+    const char *admin_token; /* NULL or "" = no admin auth */
     int faults_enabled;
     const char *instance_id;
     int access_log;
-    svc_level log_level;      /* lines below it are dropped */
+    svc_level log_level; /* lines below it are dropped */
     /* caps on the per-request overrides (inclusive) */
     int64_t max_work_ms;
     int64_t max_lease_ms;

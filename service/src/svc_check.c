@@ -7,7 +7,7 @@
 
 void svc_check_fail(const char *what, int err, const char *file, int line)
 {
-    fprintf(stderr, "miaosha-server: %s:%d: %s failed%s%s\n", file, line, what,
-            err ? ": " : "", err ? strerror(err) : "");
+    fprintf(stderr, "miaosha-server: %s:%d: %s failed%s%s\n", file, line, what, err ? ": " : "",
+            err ? strerror(err) : "");
     abort();
 }

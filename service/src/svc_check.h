@@ -16,17 +16,17 @@
  * to stderr and aborts; err 0 prints no error text. */
 _Noreturn void svc_check_fail(const char *what, int err, const char *file, int line);
 
-#define SVC_PT(call)                                                  \
-    do {                                                              \
-        int svc_pt_rc_ = (call);                                      \
-        if (svc_pt_rc_ != 0)                                          \
-            svc_check_fail(#call, svc_pt_rc_, __FILE__, __LINE__);    \
+#define SVC_PT(call)                                                                               \
+    do {                                                                                           \
+        int svc_pt_rc_ = (call);                                                                   \
+        if (svc_pt_rc_ != 0)                                                                       \
+            svc_check_fail(#call, svc_pt_rc_, __FILE__, __LINE__);                                 \
     } while (0)
 
-#define SVC_ASSERT(cond)                                              \
-    do {                                                              \
-        if (!(cond))                                                  \
-            svc_check_fail("assertion " #cond, 0, __FILE__, __LINE__); \
+#define SVC_ASSERT(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            svc_check_fail("assertion " #cond, 0, __FILE__, __LINE__);                             \
     } while (0)
 
 #endif

@@ -16,10 +16,10 @@ static int started;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static int stop;
-static _Atomic int status_up;  /* what /healthz answers */
-static lc_client *client; /* the probe's own, with its short timeouts */
+static _Atomic int status_up; /* what /healthz answers */
+static lc_client *client;     /* the probe's own, with its short timeouts */
 static lc_conn *conn;
-static int fails_in_row;  /* probe thread only (and start, before it runs) */
+static int fails_in_row; /* probe thread only (and start, before it runs) */
 
 /* "2024-05-01T12:00:00.000Z" for a wall-clock time in ms. */
 static void wall_text(int64_t ms, char *buf, size_t len)
@@ -59,12 +59,13 @@ static int probe(void)
     else if (ok)
         svc_log(SVC_WARN,
                 "redis: probe at %s: PING failed after %lld ms (%s); a retry on a new "
-                "connection answered in %lld ms", at, (long long)((t1 - t0) / 1000), first,
-                (long long)((t2 - t1) / 1000));
+                "connection answered in %lld ms",
+                at, (long long)((t1 - t0) / 1000), first, (long long)((t2 - t1) / 1000));
     else
         svc_log(SVC_WARN,
                 "redis: probe at %s failed (%d in a row): PING after %lld ms: %s; retry "
-                "after %lld ms: %s", at, fails_in_row + 1, (long long)((t1 - t0) / 1000), first,
+                "after %lld ms: %s",
+                at, fails_in_row + 1, (long long)((t1 - t0) / 1000), first,
                 (long long)((t2 - t1) / 1000), lc_conn_errstr(conn));
     return ok;
 }

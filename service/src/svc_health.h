@@ -15,9 +15,9 @@
 
 #include "svc.h"
 
-#define SVC_HEALTH_PERIOD_MS 200   /* between the end of a probe and the next */
-#define SVC_HEALTH_DOWN_AFTER 2    /* failed probes in a row before "down" */
-#define SVC_HEALTH_TIMEOUT_MS 300  /* cap on each attempt's connect and command timeout */
+#define SVC_HEALTH_PERIOD_MS 200  /* between the end of a probe and the next */
+#define SVC_HEALTH_DOWN_AFTER 2   /* failed probes in a row before "down" */
+#define SVC_HEALTH_TIMEOUT_MS 300 /* cap on each attempt's connect and command timeout */
 
 /* Starts the probe on a private lc_client made from lo (the service's Redis
  * options; lo is copied, the caller keeps it). The first probe runs before

@@ -12,8 +12,8 @@ int svc_valid_id(const char *s)
         return 0;
     for (; s[n] != '\0'; n++) {
         char ch = s[n];
-        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '-';
         if (!ok || n >= SVC_SKU_MAX)
             return 0;
     }
@@ -58,8 +58,7 @@ static void printable(char *dst, size_t len, const char *src)
     dst[i] = '\0';
 }
 
-__attribute__((format(printf, 2, 3)))
-static enum MHD_Result bad(parse_ctx *p, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static enum MHD_Result bad(parse_ctx *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -69,12 +68,12 @@ static enum MHD_Result bad(parse_ctx *p, const char *fmt, ...)
     return MHD_NO;
 }
 
-static enum MHD_Result int_param(parse_ctx *p, const char *name, const char *v,
-                                 int64_t lo, int64_t hi, int64_t *dst)
+static enum MHD_Result int_param(parse_ctx *p, const char *name, const char *v, int64_t lo,
+                                 int64_t hi, int64_t *dst)
 {
     if (svc_parse_int(v, lo, hi, dst) != 0) {
-        snprintf(p->detail, p->dlen, "%s: must be an integer in %lld..%lld", name,
-                 (long long)lo, (long long)hi);
+        snprintf(p->detail, p->dlen, "%s: must be an integer in %lld..%lld", name, (long long)lo,
+                 (long long)hi);
         p->failed = 1;
         return MHD_NO;
     }
@@ -90,10 +89,10 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         const char *name;
         unsigned bit;
     } known[] = {
-        {"sku", SVC_P_SKU},         {"user", SVC_P_USER},       {"work_ms", SVC_P_WORK_MS},
-        {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS}, {"reenter", SVC_P_REENTER},
-        {"fault", SVC_P_FAULT},     {"stock", SVC_P_STOCK},     {"offset", SVC_P_OFFSET},
-        {"limit", SVC_P_LIMIT},     {"pipeline", SVC_P_PIPELINE},
+        {"sku", SVC_P_SKU},           {"user", SVC_P_USER},         {"work_ms", SVC_P_WORK_MS},
+        {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS},   {"reenter", SVC_P_REENTER},
+        {"fault", SVC_P_FAULT},       {"stock", SVC_P_STOCK},       {"offset", SVC_P_OFFSET},
+        {"limit", SVC_P_LIMIT},       {"pipeline", SVC_P_PIPELINE},
     };
     unsigned bit = 0;
     (void)kind;
@@ -121,12 +120,9 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
             return bad(p, "%s: must match [A-Za-z0-9_-]{1,64}", name);
         strcpy(bit == SVC_P_SKU ? p->out->sku : p->out->user, value);
         return MHD_YES;
-    case SVC_P_WORK_MS:
-        return int_param(p, name, value, 0, p->s->max_work_ms, &p->out->work_ms);
-    case SVC_P_LEASE_MS:
-        return int_param(p, name, value, 1, p->s->max_lease_ms, &p->out->lease_ms);
-    case SVC_P_WAIT_MS:
-        return int_param(p, name, value, 0, p->s->max_wait_ms, &p->out->wait_ms);
+    case SVC_P_WORK_MS: return int_param(p, name, value, 0, p->s->max_work_ms, &p->out->work_ms);
+    case SVC_P_LEASE_MS: return int_param(p, name, value, 1, p->s->max_lease_ms, &p->out->lease_ms);
+    case SVC_P_WAIT_MS: return int_param(p, name, value, 0, p->s->max_wait_ms, &p->out->wait_ms);
     case SVC_P_REENTER: {
         int64_t v = 0;
         enum MHD_Result r = int_param(p, name, value, 0, p->s->max_reenter, &v);
@@ -147,14 +143,10 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         else
             return bad(p, "%s: must be crash_before_expire or crash_in_section", name);
         return MHD_YES;
-    case SVC_P_STOCK:
-        return int_param(p, name, value, 0, SVC_STOCK_MAX, &p->out->stock);
-    case SVC_P_OFFSET:
-        return int_param(p, name, value, 0, SVC_OFFSET_MAX, &p->out->offset);
-    case SVC_P_LIMIT:
-        return int_param(p, name, value, 1, SVC_LIMIT_MAX, &p->out->limit);
-    default:
-        return bad(p, "unknown parameter '%s'", name);
+    case SVC_P_STOCK: return int_param(p, name, value, 0, SVC_STOCK_MAX, &p->out->stock);
+    case SVC_P_OFFSET: return int_param(p, name, value, 0, SVC_OFFSET_MAX, &p->out->offset);
+    case SVC_P_LIMIT: return int_param(p, name, value, 1, SVC_LIMIT_MAX, &p->out->limit);
+    default: return bad(p, "unknown parameter '%s'", name);
     }
 }
 
@@ -169,8 +161,8 @@ int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned a
 }
 
 int svc_params_parse_pairs(const char *const *keys, const char *const *values, size_t n,
-                           const svc_settings *s, unsigned allowed, svc_params *out,
-                           char *detail, size_t dlen)
+                           const svc_settings *s, unsigned allowed, svc_params *out, char *detail,
+                           size_t dlen)
 {
     parse_ctx p = {s, allowed, out, detail, dlen, 0, 0};
     memset(out, 0, sizeof *out);

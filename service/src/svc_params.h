@@ -25,27 +25,32 @@ enum {
     SVC_P_PIPELINE = 1u << 10,
 };
 
-#define SVC_P_PURCHASE (SVC_P_SKU | SVC_P_USER | SVC_P_WORK_MS | SVC_P_LEASE_MS | \
-                        SVC_P_WAIT_MS | SVC_P_REENTER | SVC_P_FAULT | SVC_P_PIPELINE)
+#define SVC_P_PURCHASE                                                                             \
+    (SVC_P_SKU | SVC_P_USER | SVC_P_WORK_MS | SVC_P_LEASE_MS | SVC_P_WAIT_MS | SVC_P_REENTER |     \
+     SVC_P_FAULT | SVC_P_PIPELINE)
 
 /* Bounds (inclusive); work_ms, lease_ms, wait_ms and reenter are capped by
  * the configuration (purchase.max_work_ms, lock.max_lease_ms,
  * lock.max_wait_ms, purchase.max_reenter). */
-#define SVC_MAX_ARGS 32  /* query parameters per request */
+#define SVC_MAX_ARGS 32 /* query parameters per request */
 #define SVC_STOCK_MAX 1000000000LL
 #define SVC_OFFSET_MAX 1000000000LL
 #define SVC_LIMIT_MAX 1000
 #define SVC_LIMIT_DEFAULT 100
 
-typedef enum { SVC_FAULT_NONE = 0, SVC_FAULT_CRASH_BEFORE_EXPIRE, SVC_FAULT_CRASH_IN_SECTION } svc_fault;
+typedef enum {
+    SVC_FAULT_NONE = 0,
+    SVC_FAULT_CRASH_BEFORE_EXPIRE,
+    SVC_FAULT_CRASH_IN_SECTION
+} svc_fault;
 
 typedef struct svc_params {
-    unsigned seen;                 /* SVC_P_* bits present in the query */
+    unsigned seen; /* SVC_P_* bits present in the query */
     char sku[SVC_SKU_MAX + 1];
     char user[SVC_SKU_MAX + 1];
     int64_t work_ms, lease_ms, wait_ms, stock, offset, limit;
     int reenter;
-    int pipeline;                  /* ?pipeline=0|1 */
+    int pipeline; /* ?pipeline=0|1 */
     svc_fault fault;
 } svc_params;
 
@@ -72,7 +77,7 @@ int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned a
  * values[i] NULL is an argument without '='. For callers without a
  * libmicrohttpd connection (the unit tests). Any thread. */
 int svc_params_parse_pairs(const char *const *keys, const char *const *values, size_t n,
-                           const svc_settings *s, unsigned allowed, svc_params *out,
-                           char *detail, size_t dlen);
+                           const svc_settings *s, unsigned allowed, svc_params *out, char *detail,
+                           size_t dlen);
 
 #endif

@@ -19,8 +19,8 @@ struct svc_pool {
     svc_req *head, *tail;
     int stop;
     int nthreads;
-    long capacity;            /* nthreads running + max_queue waiting */
-    _Atomic long busy;        /* reserved, queued or running */
+    long capacity;     /* nthreads running + max_queue waiting */
+    _Atomic long busy; /* reserved, queued or running */
     pthread_t *threads;
 };
 

@@ -89,15 +89,15 @@ typedef enum {
     PR_SOLD,
     PR_SOLD_OUT,
     PR_LOCK_BUSY,
-    PR_REDIS_UNAVAILABLE,  /* no connection, no reply, or a lock call failed on Redis */
-    PR_REDIS_ERROR,        /* Redis answered with an error (data or transaction) */
-    PR_BAD_STOCK_VALUE,    /* the stock key holds a non-integer */
-    PR_LOCK_ERROR,         /* lc_acquire refused otherwise (misuse, no memory) */
+    PR_REDIS_UNAVAILABLE, /* no connection, no reply, or a lock call failed on Redis */
+    PR_REDIS_ERROR,       /* Redis answered with an error (data or transaction) */
+    PR_BAD_STOCK_VALUE,   /* the stock key holds a non-integer */
+    PR_LOCK_ERROR,        /* lc_acquire refused otherwise (misuse, no memory) */
     PR_SHUTTING_DOWN,
-    PR_OVERLOADED,         /* queued for a worker beyond any use */
+    PR_OVERLOADED, /* queued for a worker beyond any use */
     PR_OUT_OF_MEMORY,
-    PR_CLIENT_GONE,        /* the client closed its connection: nothing done */
-    PR_STOCK_RESET,        /* PUT /stock reset the SKU meanwhile: nothing written */
+    PR_CLIENT_GONE, /* the client closed its connection: nothing done */
+    PR_STOCK_RESET, /* PUT /stock reset the SKU meanwhile: nothing written */
     PR_COUNT
 } purchase_result;
 
@@ -105,7 +105,7 @@ static const struct {
     unsigned status;
     const char *error;
     svc_outcome out;
-    int redis_error;       /* counted in miaosha_redis_errors_total */
+    int redis_error; /* counted in miaosha_redis_errors_total */
 } result_info[PR_COUNT] = {
     [PR_SOLD] = {200, NULL, SVC_OUT_SOLD, 0},
     [PR_SOLD_OUT] = {409, "sold_out", SVC_OUT_SOLD_OUT, 0},
@@ -127,31 +127,33 @@ typedef struct purchase {
     svc_req *r;
     const svc_settings *s;
     int slot;
-    int64_t wait_us;          /* -1 until the outer lock is held */
-    int64_t gave_up_us;       /* -1, or how long a 429 waited for the lock */
+    int64_t wait_us;    /* -1 until the outer lock is held */
+    int64_t gave_up_us; /* -1, or how long a 429 waited for the lock */
     int64_t lock_wait_ms;
     int lock_lost;
-    int deleted_other_lock;   /* a release deleted a later holder's lock */
-    int64_t lease_gone_us;    /* setnx, token: when the outer lock's key has
-                                 certainly expired (monotonic); 0 = n/a */
-    int64_t busy_wait_ms;     /* >= 0: echo wait_ms in a 429 */
+    int deleted_other_lock; /* a release deleted a later holder's lock */
+    int64_t lease_gone_us;  /* setnx, token: when the outer lock's key has
+                               certainly expired (monotonic); 0 = n/a */
+    int64_t busy_wait_ms;   /* >= 0: echo wait_ms in a 429 */
     long long stock_left;
     int has_stock_left;
-    int pipeline;             /* the read rides with the acquire, the commit
-                                 with the innermost release */
-    redisReply *read_rep[3];  /* the replies of UNWATCH, WATCH epoch and GET
-                                 stock (append_read) once sent: with the
-                                 acquire when pipelining, else by section() */
-    int read_sent;            /* read_rep holds what came of them */
-    char order_id[SVC_UUID_LEN];  /* set once the order is being written */
+    int pipeline;                    /* the read rides with the acquire, the commit
+                                        with the innermost release */
+    redisReply *read_rep[3];         /* the replies of UNWATCH, WATCH epoch and GET
+                                        stock (append_read) once sent: with the
+                                        acquire when pipelining, else by section() */
+    int read_sent;                   /* read_rep holds what came of them */
+    char order_id[SVC_UUID_LEN];     /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
 } purchase;
 
 static void crash_before_expire(void *arg)
 {
-    svc_log(SVC_ERROR, "fault crash_before_expire: exiting between SETNX and PEXPIRE; "
-                       "lock %s is left without a TTL", (const char *)arg);
+    svc_log(SVC_ERROR,
+            "fault crash_before_expire: exiting between SETNX and PEXPIRE; "
+            "lock %s is left without a TTL",
+            (const char *)arg);
     _exit(3);
 }
 
@@ -191,8 +193,8 @@ static void respond(purchase *pu, purchase_result res)
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
     svc_stats_purchase(pu->r->mode, pu->slot, result_info[res].out, pu->lock_lost,
-                       pu->deleted_other_lock,
-                       svc_now_us() - pu->r->t0_us, pu->wait_us >= 0 ? pu->wait_us : pu->gave_up_us);
+                       pu->deleted_other_lock, svc_now_us() - pu->r->t0_us,
+                       pu->wait_us >= 0 ? pu->wait_us : pu->gave_up_us);
 }
 
 /* Releases one hold (outer: the first acquisition), p's commands (NULL:
@@ -241,8 +243,10 @@ static void release_all(purchase *pu, lc_conn *conn, lc_guard **held, int n)
         svc_log(SVC_WARN, "%s lock for sku %s was lost while held", lc_mode_name(pu->r->mode),
                 pu->r->sku);
     if (pu->deleted_other_lock)
-        svc_log(SVC_WARN, "%s release for sku %s came after its lease and deleted a later "
-                "holder's lock", lc_mode_name(pu->r->mode), pu->r->sku);
+        svc_log(SVC_WARN,
+                "%s release for sku %s came after its lease and deleted a later "
+                "holder's lock",
+                lc_mode_name(pu->r->mode), pu->r->sku);
 }
 
 /* Whether the Redis connection is still fit to carry the commit after the
@@ -310,14 +314,14 @@ static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
             size_t size = e->type == REDIS_REPLY_ERROR ? sizeof failed : sizeof applied;
             size_t used = strlen(list);
             if (e->type == REDIS_REPLY_ERROR)
-                snprintf(list + used, size - used, "%s%s (%.60s)", used ? ", " : "",
-                         write_names[k], e->str);
+                snprintf(list + used, size - used, "%s%s (%.60s)", used ? ", " : "", write_names[k],
+                         e->str);
             else
                 snprintf(list + used, size - used, "%s%s", used ? ", " : "", write_names[k]);
         }
         if (failed[0]) {
-            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %s; applied %s",
-                     failed, applied[0] ? applied : "nothing");
+            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %s; applied %s", failed,
+                     applied[0] ? applied : "nothing");
             res = COMMIT_PARTIAL;
         }
     } else {
@@ -558,8 +562,7 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
     commit_result cr = commit_releasing(pu, conn, &tx, held, nheld);
     lc_pipe_clear(&tx);
     switch (cr) {
-    case COMMIT_OK:
-        break;
+    case COMMIT_OK: break;
     case COMMIT_REFUSED:
         pu->order_id[0] = '\0'; /* no such order anywhere */
         return PR_REDIS_ERROR;
@@ -567,8 +570,7 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         /* The order id goes back with the 503 so a client can reconcile. */
         svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, pu->order_id, pu->detail);
         return PR_REDIS_ERROR;
-    case COMMIT_UNKNOWN:
-        return PR_REDIS_UNAVAILABLE; /* with the order id */
+    case COMMIT_UNKNOWN: return PR_REDIS_UNAVAILABLE; /* with the order id */
     case COMMIT_RESET:
         pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
         return PR_STOCK_RESET;
@@ -612,7 +614,8 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
         snprintf(pu.detail, sizeof pu.detail,
                  "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
-                 "was tried", (long long)queued_ms, QUEUE_GRACE_MS);
+                 "was tried",
+                 (long long)queued_ms, QUEUE_GRACE_MS);
         respond(&pu, PR_OVERLOADED);
         return;
     }
@@ -641,7 +644,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         a.lease_ms = p->lease_ms;
     else
         a.lease_ms = r->mode == LC_REENTRANT ? 0 : s->lease_ms; /* 0 = watchdog */
-    a.wait_ms = wait_ms > queued_ms ? wait_ms - queued_ms : 0; /* the queue ate the rest */
+    a.wait_ms = wait_ms > queued_ms ? wait_ms - queued_ms : 0;  /* the queue ate the rest */
     a.cancel = svc_cancel_flag();
     if (p->fault == SVC_FAULT_CRASH_BEFORE_EXPIRE) {
         a.after_setnx = crash_before_expire;
@@ -670,15 +673,16 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
             _exit(3);
         }
         a.after_setnx = NULL;
-        for (int i = 0; i < p->reenter && st == LC_OK && nheld < (int)(sizeof held / sizeof held[0]); i++) {
+        for (int i = 0;
+             i < p->reenter && st == LC_OK && nheld < (int)(sizeof held / sizeof held[0]); i++) {
             st = lc_acquire(conn, &a, &g);
             if (st == LC_OK)
                 held[nheld++] = g;
             else if (st == LC_BUSY)
                 snprintf(pu.detail, sizeof pu.detail,
                          "nested acquisition %d of %d not granted within %lld ms "
-                         "(mode %s is not reentrant)", i + 1, p->reenter,
-                         (long long)a.wait_ms, lc_mode_name(r->mode));
+                         "(mode %s is not reentrant)",
+                         i + 1, p->reenter, (long long)a.wait_ms, lc_mode_name(r->mode));
         }
     } else if (st == LC_BUSY) {
         pu.gave_up_us = svc_now_us() - t;

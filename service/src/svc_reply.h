@@ -31,24 +31,24 @@ typedef void (*svc_job_fn)(svc_req *r, lc_conn *conn);
  * the MHD thread's read). */
 struct svc_req {
     struct MHD_Connection *conn;
-    const svc_settings *s;    /* the settings it runs under (read-only) */
-    svc_req *next;            /* worker-pool queue link */
-    svc_job_fn job;           /* what the worker runs */
-    size_t uri_len;           /* raw request target length, query included */
-    int uri_nul;              /* the raw target holds "%00" (any case) */
-    int uri_fields;           /* '&'-separated fields in the raw query */
-    int seen;                 /* first access-handler call happened */
-    int suspended;            /* handed to a worker (reply expected) */
-    int64_t t0_us;            /* request start, monotonic */
-    int64_t queued_us;        /* when it was handed to a worker pool */
-    int client_fd;            /* the client's socket, read by the MHD thread
-                                 when r is handed to a worker (-1: unknown);
-                                 only peeked at (svc_client_gone) */
+    const svc_settings *s; /* the settings it runs under (read-only) */
+    svc_req *next;         /* worker-pool queue link */
+    svc_job_fn job;        /* what the worker runs */
+    size_t uri_len;        /* raw request target length, query included */
+    int uri_nul;           /* the raw target holds "%00" (any case) */
+    int uri_fields;        /* '&'-separated fields in the raw query */
+    int seen;              /* first access-handler call happened */
+    int suspended;         /* handed to a worker (reply expected) */
+    int64_t t0_us;         /* request start, monotonic */
+    int64_t queued_us;     /* when it was handed to a worker pool */
+    int client_fd;         /* the client's socket, read by the MHD thread
+                              when r is handed to a worker (-1: unknown);
+                              only peeked at (svc_client_gone) */
 
     /* routing result */
-    lc_mode mode;             /* purchase routes */
-    char sku[SVC_SKU_MAX + 1];/* purchase/stock/orders */
-    int is_put;               /* PUT /stock */
+    lc_mode mode;              /* purchase routes */
+    char sku[SVC_SKU_MAX + 1]; /* purchase/stock/orders */
+    int is_put;                /* PUT /stock */
     svc_params p;
 
     /* body */
@@ -60,8 +60,8 @@ struct svc_req {
     unsigned status;
     char *resp;
     size_t resp_len;
-    const char *allow;        /* static string or NULL */
-    const char *ctype;        /* static string or NULL = application/json */
+    const char *allow; /* static string or NULL */
+    const char *ctype; /* static string or NULL = application/json */
 };
 
 /* Stores a reply: prints obj (unformatted) and deletes it (obj may be NULL,

@@ -29,7 +29,6 @@ int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err,
  * field, a stock that is not a number, negative, fractional or over the
  * maximum. Returns 0 with *stock set, or -1 with *stock untouched. Any
  * thread (cJSON's parser is serialized inside). */
-int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail,
-                         size_t dlen);
+int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail, size_t dlen);
 
 #endif

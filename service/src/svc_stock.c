@@ -236,8 +236,7 @@ int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err,
     /* Seeds only a SKU that has neither stock nor initial, atomically, so
      * instances starting together (or a restart) never reset a sale. */
     redisReply *rep = redisCommand(
-        ctx,
-        "EVAL %s 3 %s %s %s %lld",
+        ctx, "EVAL %s 3 %s %s %s %lld",
         "if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then "
         "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); "
         "redis.call('SET', KEYS[3], 0); return 1 end return 0",
@@ -254,8 +253,7 @@ int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err,
 }
 
 /* PUT body: {"stock":N} and nothing else. */
-int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail,
-                         size_t dlen)
+int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail, size_t dlen)
 {
     const char *end = NULL;
     cJSON *doc;
@@ -285,7 +283,8 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
         } else if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
                    it->valuedouble > (double)SVC_STOCK_MAX ||
                    it->valuedouble != (double)(long long)it->valuedouble) {
-            snprintf(detail, dlen, "stock: must be an integer in 0..%lld", (long long)SVC_STOCK_MAX);
+            snprintf(detail, dlen, "stock: must be an integer in 0..%lld",
+                     (long long)SVC_STOCK_MAX);
             rc = -1;
         } else {
             v = (int64_t)it->valuedouble;

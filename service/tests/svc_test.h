@@ -15,7 +15,7 @@ typedef struct svc_server {
     pid_t pid;
     int port;
     int redis_port;
-    char dir[256];     /* temp dir: server.log */
+    char dir[256]; /* temp dir: server.log */
     char log[300];
 } svc_server;
 
@@ -27,10 +27,9 @@ typedef struct svc_server {
  * the server dies with the test, also when the test crashes. Call from the
  * test's main thread (the kit's child table is not locked). */
 int svc_start(svc_server *s, int redis_port, const char *const *extra);
-/* SIGTERM (and SIGCONT, in case a test paused it), then waits up to timeout_ms; returns the exit status, or -1
- * (killed with SIGKILL) when it did not exit in time, -2 for a signal.
- * Once the child is gone (here or in svc_wait_exit), a ThreadSanitizer
- * report in its log is a test failure. */
+/* SIGTERM (and SIGCONT, in case a test paused it), then waits up to timeout_ms; returns the exit
+ * status, or -1 (killed with SIGKILL) when it did not exit in time, -2 for a signal. Once the child
+ * is gone (here or in svc_wait_exit), a ThreadSanitizer report in its log is a test failure. */
 int svc_stop(svc_server *s, int timeout_ms);
 /* Waits (up to timeout_ms) for the child to exit by itself; exit status as
  * svc_stop, or -1 on timeout (the child is then left running). */
@@ -41,13 +40,13 @@ void svc_dump_log(const svc_server *s);
 int svc_log_has(const svc_server *s, const char *needle);
 
 typedef struct svc_resp {
-    long status;       /* 0 when the request failed */
-    char *body;        /* NUL-terminated, malloc'd */
+    long status; /* 0 when the request failed */
+    char *body;  /* NUL-terminated, malloc'd */
     size_t len;
-    char allow[128];   /* Allow header */
-    char ctype[128];   /* Content-Type header */
-    double ms;         /* total time */
-    cJSON *json;       /* parsed body or NULL */
+    char allow[128]; /* Allow header */
+    char ctype[128]; /* Content-Type header */
+    double ms;       /* total time */
+    cJSON *json;     /* parsed body or NULL */
 } svc_resp;
 
 /* One request. method "GET", "POST", "PUT", "DELETE", "HEAD"; body may be

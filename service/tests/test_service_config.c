@@ -142,13 +142,15 @@ int main(void)
         TU_CHECK(write(fd, cfg, strlen(cfg)) > 0, "write config");
         close(fd);
         int rport = tu_redis_port();
-        tu_redis_int(rport, "DEL miaosha:{cfgsku}:stock miaosha:{cfgsku}:initial miaosha:{cfgsku}:sold");
+        tu_redis_int(rport,
+                     "DEL miaosha:{cfgsku}:stock miaosha:{cfgsku}:initial miaosha:{cfgsku}:sold");
         svc_server s;
         const char *extra[] = {"--config", path, NULL};
         TU_REQUIRE(svc_start(&s, rport, extra) == 0, "server with config file");
         svc_resp r = {0};
         svc_req(&s, "GET", "/miaosha/token", NULL, NULL, &r);
-        TU_CHECK(r.status == 200 && svc_jstr(r.json, "sku") && !strcmp(svc_jstr(r.json, "sku"), "cfgsku"),
+        TU_CHECK(r.status == 200 && svc_jstr(r.json, "sku") &&
+                     !strcmp(svc_jstr(r.json, "sku"), "cfgsku"),
                  "default sku from file: %s", B(&r));
         TU_CHECK(svc_jnum(r.json, "stock_left") == 6, "seeded with 7: %s", B(&r));
         TU_CHECK(svc_jstr(r.json, "instance") && !strcmp(svc_jstr(r.json, "instance"), "from-file"),

@@ -18,8 +18,8 @@
 
 #define BUYERS 200
 
-/* The bound under test (/healthz answers within 50 ms under load), widened by MIAOSHA_TEST_TIME_FACTOR in
- * sanitizer builds (tu_slack). */
+/* The bound under test (/healthz answers within 50 ms under load), widened by
+ * MIAOSHA_TEST_TIME_FACTOR in sanitizer builds (tu_slack). */
 #define HEALTHZ_MAX_MS 50
 
 static svc_server srv;
@@ -92,8 +92,8 @@ static void test_healthz_saturated(void)
            atomic_load(&ping_worst_ms), atomic_load(&ping_failed));
     TU_CHECK(ok > 1000, "the load was real: %ld answers", ok);
     TU_CHECK(atomic_load(&ping_failed) == 0, "Redis answered every PING of the watcher");
-    TU_CHECK(down == 0 && other == 0, "no 503 while Redis answers PING: %ld 503, %ld other",
-             down, other);
+    TU_CHECK(down == 0 && other == 0, "no 503 while Redis answers PING: %ld 503, %ld other", down,
+             other);
     TU_CHECK(svc_log_has(&srv, "DEBUG redis: probe at "), "every probe is logged with its time");
 }
 
@@ -115,8 +115,8 @@ static void *burst_main(void *arg)
 int main(void)
 {
     static svc_resp out[BUYERS];
-    const char *extra[] = {"--set", "server.workers=200", "--set", "log.level=debug",
-                           "--instance-id", "hz", NULL};
+    const char *extra[] = {
+        "--set", "server.workers=200", "--set", "log.level=debug", "--instance-id", "hz", NULL};
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
     for (int i = 0; i < BUYERS; i++) {
         char sku[16];

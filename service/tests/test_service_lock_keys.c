@@ -78,8 +78,8 @@ int main(void)
                 {"/miaosha/reentrant?sku=mx3&wait_ms=2000&work_ms=800", 100, {0}}};
     run(c, 2);
     TU_CHECK(c[0].r.status == 200, "setnx: %ld %s", c[0].r.status, B(&c[0].r));
-    TU_CHECK(svc_jbool(c[0].r.json, "deleted_other_lock") == 0,
-             "setnx deleted no other lock: %s", B(&c[0].r));
+    TU_CHECK(svc_jbool(c[0].r.json, "deleted_other_lock") == 0, "setnx deleted no other lock: %s",
+             B(&c[0].r));
     TU_CHECK(c[1].r.status == 200 && svc_jbool(c[1].r.json, "lock_lost") == 0,
              "reentrant kept its lock: %ld %s", c[1].r.status, B(&c[1].r));
     TU_CHECK(svc_jnum(c[1].r.json, "lock_wait_ms") < 200,

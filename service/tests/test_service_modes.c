@@ -20,8 +20,8 @@ static const char *pipe_q = "";
 static void check_path(const svc_resp *r)
 {
     if (r->status == 200 || r->status == 409 || r->status == 429)
-        TU_CHECK(svc_jbool(r->json, "pipeline") == (pipe_q[0] ? 0 : 1), "pipeline%s: %s",
-                 pipe_q, B(r));
+        TU_CHECK(svc_jbool(r->json, "pipeline") == (pipe_q[0] ? 0 : 1), "pipeline%s: %s", pipe_q,
+                 B(r));
 }
 
 static long buy(const svc_server *s, const char *mode, const char *query, svc_resp *r)
@@ -86,7 +86,8 @@ static void test_reenter(svc_server *s)
     TU_CHECK(buy(s, "reentrant", "sku=reent&reenter=2&wait_ms=200", &r) == 200,
              "reentrant reenter=2: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
-    TU_CHECK(tu_redis_int(s->redis_port, "EXISTS miaosha:{reent}:lock:reentrant") == 0, "released fully");
+    TU_CHECK(tu_redis_int(s->redis_port, "EXISTS miaosha:{reent}:lock:reentrant") == 0,
+             "released fully");
     TU_CHECK(buy(s, "none", "sku=reent&reenter=2", &r) == 200, "none reenter %ld", r.status);
     svc_resp_free(&r);
     const char *blocking[] = {"token", "setnx", "mutex"};
@@ -183,12 +184,15 @@ static void test_slow_holder_release(svc_server *s)
         check_path(&b.r);
         TU_CHECK(a.r.status == 200 && b.r.status == 200, "%s: A %ld %s | B %ld %s", pair[m],
                  a.r.status, B(&a.r), b.r.status, B(&b.r));
-        int a_deleted = svc_jbool(a.r.json, "deleted_other_lock"), a_lost = svc_jbool(a.r.json, "lock_lost");
-        int b_deleted = svc_jbool(b.r.json, "deleted_other_lock"), b_lost = svc_jbool(b.r.json, "lock_lost");
+        int a_deleted = svc_jbool(a.r.json, "deleted_other_lock"),
+            a_lost = svc_jbool(a.r.json, "lock_lost");
+        int b_deleted = svc_jbool(b.r.json, "deleted_other_lock"),
+            b_lost = svc_jbool(b.r.json, "lock_lost");
         if (m == 0)
             TU_CHECK(a_deleted == 1 && a_lost == 1 && b_deleted == 0 && b_lost == 1,
                      "setnx: A lost its lock (lease ran out) and its late DEL deleted B's, B "
-                     "found it gone: %s | %s", B(&a.r), B(&b.r));
+                     "found it gone: %s | %s",
+                     B(&a.r), B(&b.r));
         else
             TU_CHECK(a_deleted == 0 && a_lost == 1 && b_deleted == 0 && b_lost == 0,
                      "token: A's late release refused, B's lock kept: %s | %s", B(&a.r), B(&b.r));
@@ -205,14 +209,18 @@ static void test_slow_holder_release(svc_server *s)
     svc_resp st = {0};
     svc_req(s, "GET", "/stats", NULL, NULL, &st);
     cJSON *modes_o = cJSON_GetObjectItemCaseSensitive(st.json, "modes");
-    TU_CHECK(svc_jnum(cJSON_GetObjectItemCaseSensitive(modes_o, "setnx"), "deleted_other_lock") == 1 &&
-                 svc_jnum(cJSON_GetObjectItemCaseSensitive(modes_o, "token"), "deleted_other_lock") == 0,
-             "stats count deleted_other_lock: %s", B(&st));
+    TU_CHECK(
+        svc_jnum(cJSON_GetObjectItemCaseSensitive(modes_o, "setnx"), "deleted_other_lock") == 1 &&
+            svc_jnum(cJSON_GetObjectItemCaseSensitive(modes_o, "token"), "deleted_other_lock") == 0,
+        "stats count deleted_other_lock: %s", B(&st));
     svc_resp_free(&st);
     svc_req(s, "GET", "/metrics", NULL, NULL, &st);
-    TU_CHECK(strstr(B(&st), "miaosha_purchase_deleted_other_lock_total{mode=\"setnx\",sku=\"slow_setnx\"} 1\n") !=
-                 NULL,
-             "metrics count deleted_other_lock");
+    TU_CHECK(
+        strstr(
+            B(&st),
+            "miaosha_purchase_deleted_other_lock_total{mode=\"setnx\",sku=\"slow_setnx\"} 1\n") !=
+            NULL,
+        "metrics count deleted_other_lock");
     svc_resp_free(&st);
 }
 
@@ -223,8 +231,8 @@ static void test_fault_auth(int redis_port)
 {
     svc_server f;
     svc_resp r = {0};
-    const char *extra[] = {"--set", "faults.enabled=true", "--set", "admin_token=f4ult-t0k",
-                           "--instance-id", "faults-auth", NULL};
+    const char *extra[] = {"--set",         "faults.enabled=true", "--set", "admin_token=f4ult-t0k",
+                           "--instance-id", "faults-auth",         NULL};
     const char *path = "/miaosha/token?sku=fault2&fault=crash_in_section";
     TU_REQUIRE(svc_start(&f, redis_port, extra) == 0, "faults server with a token");
     TU_CHECK(svc_set_stock(&f, "fault2", 5, "Bearer f4ult-t0k") == 200, "stock");

@@ -25,8 +25,8 @@ static void *one(void *arg)
 
 int main(void)
 {
-    const char *extra[] = {"--set", "server.workers=1", "--set", "server.max_queue=1",
-                           "--instance-id", "overload", NULL};
+    const char *extra[] = {"--set",         "server.workers=1", "--set", "server.max_queue=1",
+                           "--instance-id", "overload",         NULL};
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
     const char *skus[] = {"ov1", "ov2", "ov3"};
     for (int i = 0; i < 3; i++)
@@ -79,7 +79,8 @@ int main(void)
     svc_resp m = {0};
     svc_req(&srv, "GET", "/metrics", NULL, NULL, &m);
     TU_CHECK(strstr(B(&m), "miaosha_purchase_errors_total{mode=\"none\",sku=\"ov3\"} 1") != NULL &&
-                 strstr(B(&m), "miaosha_purchase_errors_total{mode=\"none\",sku=\"ov2\"} 1") != NULL,
+                 strstr(B(&m), "miaosha_purchase_errors_total{mode=\"none\",sku=\"ov2\"} 1") !=
+                     NULL,
              "errors counted");
     TU_CHECK(strstr(B(&m), "code=\"503\"} 2") != NULL, "two 503s");
     svc_resp_free(&m);

@@ -25,8 +25,8 @@ static void run(svc_server *s, const char *mode, int pipeline)
     for (int i = 0; i < BUYERS; i++) {
         paths[i] = malloc(256);
         snprintf(paths[i], 256,
-                 "/miaosha/%s?sku=%s&user=buyer%d&work_ms=20&wait_ms=20000&pipeline=%d", mode,
-                 sku, i, pipeline);
+                 "/miaosha/%s?sku=%s&user=buyer%d&work_ms=20&wait_ms=20000&pipeline=%d", mode, sku,
+                 i, pipeline);
     }
     svc_burst(s, "GET", paths, BUYERS, out);
     for (int i = 0; i < BUYERS; i++) {
@@ -45,8 +45,8 @@ static void run(svc_server *s, const char *mode, int pipeline)
     svc_audit a;
     TU_CHECK(svc_get_audit(s, sku, &a) == 200, "audit");
     printf("%-9s p%d 200=%d 409=%d other=%d | stock %lld sold %lld orders %lld oversold %lld "
-           "undersold %lld\n", mode, pipeline, ok, sold_out, other, a.stock, a.sold, a.orders, a.oversold,
-           a.undersold);
+           "undersold %lld\n",
+           mode, pipeline, ok, sold_out, other, a.stock, a.sold, a.orders, a.oversold, a.undersold);
 
     /* Every acknowledged order id is in the list, and ids are unique. */
     char path[128];

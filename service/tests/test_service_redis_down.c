@@ -38,8 +38,13 @@ int main(void)
     svc_resp r = {0};
     memset(&rd, 0, sizeof rd);
     TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis");
-    const char *extra[] = {"--set", "redis.command_timeout_ms=300", "--set",
-                           "redis.connect_timeout_ms=300", "--instance-id", "down", NULL};
+    const char *extra[] = {"--set",
+                           "redis.command_timeout_ms=300",
+                           "--set",
+                           "redis.connect_timeout_ms=300",
+                           "--instance-id",
+                           "down",
+                           NULL};
     TU_REQUIRE(svc_start(&s, rd.port, extra) == 0, "server starts");
     TU_CHECK(svc_set_stock(&s, "down", 10, NULL) == 200, "stock");
     TU_CHECK(get(&s, "/miaosha/token?sku=down", &r) == 200, "buy while up %ld", r.status);
@@ -55,7 +60,8 @@ int main(void)
         long st = get(&s, path, &r);
         int64_t dt = tu_now_ms() - t0;
         TU_CHECK(st == 503, "%s while down: %ld %s", modes[m], st, B(&r));
-        TU_CHECK(svc_jstr(r.json, "error") && !strcmp(svc_jstr(r.json, "error"), "redis_unavailable"),
+        TU_CHECK(svc_jstr(r.json, "error") &&
+                     !strcmp(svc_jstr(r.json, "error"), "redis_unavailable"),
                  "%s: redis_unavailable: %s", modes[m], B(&r));
         TU_CHECK(dt < tu_slack(1500), "%s: answered in %lld ms", modes[m], (long long)dt);
         svc_resp_free(&r);
@@ -67,7 +73,8 @@ int main(void)
     int64_t t0 = tu_now_ms();
     long hs = wait_healthz(&s, 503, 3000);
     TU_CHECK(hs == 503, "healthz 503 while down");
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "healthz turned 503 in %lld ms", (long long)(tu_now_ms() - t0));
+    TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "healthz turned 503 in %lld ms",
+             (long long)(tu_now_ms() - t0));
     TU_CHECK(get(&s, "/stats", &r) == 200, "stats still answer");
     svc_resp_free(&r);
     TU_CHECK(get(&s, "/metrics", &r) == 200 && strstr(B(&r), "miaosha_redis_up 0"),
@@ -79,7 +86,8 @@ int main(void)
     t0 = tu_now_ms();
     hs = wait_healthz(&s, 200, 5000);
     TU_CHECK(hs == 200, "healthz 200 again");
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "recovered in %lld ms", (long long)(tu_now_ms() - t0));
+    TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "recovered in %lld ms",
+             (long long)(tu_now_ms() - t0));
     TU_CHECK(svc_set_stock(&s, "down", 3, NULL) == 200, "stock after recovery");
     for (int m = 0; m < 5; m++) {
         char path[128];
@@ -90,7 +98,8 @@ int main(void)
     }
     svc_audit a;
     TU_CHECK(svc_get_audit(&s, "down", &a) == 200 && a.sold == 3 && a.oversold == 0 &&
-                 a.undersold == 0, "clean audit after recovery");
+                 a.undersold == 0,
+             "clean audit after recovery");
 
     /* Redis paused (SIGSTOP) 2 s: requests fail fast with 503 after the
      * command timeout instead of hanging; /healthz turns 503; then back. */

@@ -39,7 +39,8 @@ int main(void)
     /* The stock key is a list: GET answers WRONGTYPE. */
     tu_redis_int(rp, "RPUSH miaosha:{we1}:stock x");
     TU_CHECK(buy("/miaosha/token?sku=we1", &r) == 503 && svc_jerr_is(&r, "redis_error") &&
-                 svc_jdetail_has(&r, "WRONGTYPE"), "GET stock WRONGTYPE: %ld %s", r.status, B(&r));
+                 svc_jdetail_has(&r, "WRONGTYPE"),
+             "GET stock WRONGTYPE: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we1}:lock:token") == 0, "we1 lock released");
 
@@ -49,7 +50,8 @@ int main(void)
     tu_redis_int(rp, "RPUSH miaosha:{we2}:sold x");
     TU_CHECK(buy("/miaosha/token?sku=we2&user=u1", &r) == 503 && svc_jerr_is(&r, "redis_error"),
              "partial write: %ld %s", r.status, B(&r));
-    TU_CHECK(svc_jdetail_has(&r, "failed INCR sold") && svc_jdetail_has(&r, "applied SET stock, RPUSH orders"),
+    TU_CHECK(svc_jdetail_has(&r, "failed INCR sold") &&
+                 svc_jdetail_has(&r, "applied SET stock, RPUSH orders"),
              "names what failed and what applied: %s", B(&r));
     const char *oid = svc_jstr(r.json, "order_id");
     TU_CHECK(oid != NULL && strlen(oid) == 36, "the order id comes back: %s", B(&r));
@@ -57,21 +59,22 @@ int main(void)
     TU_CHECK(tu_redis_int(rp, "GET miaosha:{we2}:stock") == 4, "SET stock applied");
     TU_CHECK(tu_redis_int(rp, "LLEN miaosha:{we2}:orders") == 1, "RPUSH orders applied");
     TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we2}:lock:token") == 0, "we2 lock released");
-    TU_CHECK(svc_log_has(&srv, "ERROR") && svc_log_has(&srv, "partial write"),
-             "logged at ERROR");
+    TU_CHECK(svc_log_has(&srv, "ERROR") && svc_log_has(&srv, "partial write"), "logged at ERROR");
 
     /* maxmemory reached: SET is refused while queuing, EXEC aborts. */
     TU_CHECK(svc_set_stock(&srv, "we3", 5, NULL) == 200, "stock we3");
     tu_redis_int(rp, "CONFIG SET maxmemory-policy noeviction");
     tu_redis_int(rp, "CONFIG SET maxmemory 1");
     TU_CHECK(buy("/miaosha/none?sku=we3", &r) == 503 && svc_jerr_is(&r, "redis_error") &&
-                 svc_jdetail_has(&r, "nothing written"), "EXECABORT: %ld %s", r.status, B(&r));
+                 svc_jdetail_has(&r, "nothing written"),
+             "EXECABORT: %ld %s", r.status, B(&r));
     TU_CHECK(svc_jstr(r.json, "order_id") == NULL, "no order id for nothing written");
     svc_resp_free(&r);
     tu_redis_int(rp, "CONFIG SET maxmemory 0");
     TU_CHECK(tu_redis_int(rp, "GET miaosha:{we3}:stock") == 5 &&
                  tu_redis_int(rp, "GET miaosha:{we3}:sold") == 0 &&
-                 tu_redis_int(rp, "LLEN miaosha:{we3}:orders") == 0, "we3: nothing written");
+                 tu_redis_int(rp, "LLEN miaosha:{we3}:orders") == 0,
+             "we3: nothing written");
 
     /* Counted as Redis errors; the service is fine afterwards. */
     svc_req(&srv, "GET", "/metrics", NULL, NULL, &r);
@@ -97,7 +100,8 @@ int main(void)
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(rp, "GET miaosha:{we4}:stock") == 5 &&
                  tu_redis_int(rp, "GET miaosha:{we4}:sold") == 0 &&
-                 tu_redis_int(rp, "LLEN miaosha:{we4}:orders") == 0, "we4: nothing written");
+                 tu_redis_int(rp, "LLEN miaosha:{we4}:orders") == 0,
+             "we4: nothing written");
     TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{we4}:lock:token") == 0,
              "we4 lock released on a new connection");
     TU_CHECK(buy("/miaosha/token?sku=we4", &r) == 200, "buy after the kill: %ld %s", r.status,

@@ -1,8 +1,8 @@
 /* test_service_routes.c — every route and every status code the service
- * documents (service/README.md, "Routes"; except 503, see test_service_redis_down.c): 200, 400, 401, 403, 404, 405,
- * 409, 413, 414, 429, 431, plus the idle connection timeout, the limits on
- * the request head (every refusal a JSON reply, nothing written), "%00",
- * the access log's escaping and the metrics' SKU labels. */
+ * documents (service/README.md, "Routes"; except 503, see test_service_redis_down.c): 200, 400,
+ * 401, 403, 404, 405, 409, 413, 414, 429, 431, plus the idle connection timeout, the limits on the
+ * request head (every refusal a JSON reply, nothing written), "%00", the access log's escaping and
+ * the metrics' SKU labels. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -32,15 +32,15 @@ static void expect(const char *method, const char *path, const char *body, const
 {
     svc_resp r = {0};
     req(method, path, body, auth, &r);
-    TU_CHECK(r.status == status, "%s %s: status %ld, want %ld (%s)", method, path, r.status,
-             status, B(&r));
+    TU_CHECK(r.status == status, "%s %s: status %ld, want %ld (%s)", method, path, r.status, status,
+             B(&r));
     if (error != NULL) {
         const char *e = svc_jstr(r.json, "error");
         TU_CHECK(e && strcmp(e, error) == 0, "%s %s: error %s, want %s", method, path,
                  e ? e : "(none)", error);
         TU_CHECK(svc_jbool(r.json, "ok") == 0, "%s %s: ok must be false", method, path);
-        TU_CHECK(strncmp(r.ctype, "application/json", 16) == 0, "%s %s: content type %s",
-                 method, path, r.ctype);
+        TU_CHECK(strncmp(r.ctype, "application/json", 16) == 0, "%s %s: content type %s", method,
+                 path, r.ctype);
     }
     if (detail_part != NULL) {
         const char *d = svc_jstr(r.json, "detail");
@@ -100,12 +100,13 @@ static void test_admin(void)
     TU_CHECK(req("PUT", "/stock/rt1", "{\"stock\":3}", TOKEN, &r) == 200, "put %ld %s", r.status,
              B(&r));
     TU_CHECK(svc_jnum(r.json, "stock") == 3 && svc_jnum(r.json, "initial") == 3 &&
-                 svc_jnum(r.json, "sold") == 0, "put reply %s", B(&r));
+                 svc_jnum(r.json, "sold") == 0,
+             "put reply %s", B(&r));
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:stock") == 3, "stock key");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:initial") == 3, "initial key");
-    TU_CHECK(req("PUT", "/stock/rt1?stock=2", NULL, TOKEN, &r) == 200, "put query %ld %s",
-             r.status, B(&r));
+    TU_CHECK(req("PUT", "/stock/rt1?stock=2", NULL, TOKEN, &r) == 200, "put query %ld %s", r.status,
+             B(&r));
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:stock") == 2, "stock key 2");
     expect("PUT", "/stock/rt1?stock=2", "{\"stock\":2}", TOKEN, 400, "bad_request", "not both");
@@ -113,7 +114,8 @@ static void test_admin(void)
     expect("PUT", "/stock/rt1", "{\"stock\":-1}", TOKEN, 400, "bad_request", "stock");
     expect("PUT", "/stock/rt1", "{\"stock\":1.5}", TOKEN, 400, "bad_request", "stock");
     expect("PUT", "/stock/rt1", "{\"stock\":\"3\"}", TOKEN, 400, "bad_request", "stock");
-    expect("PUT", "/stock/rt1", "{\"stock\":1,\"x\":1}", TOKEN, 400, "bad_request", "unknown field");
+    expect("PUT", "/stock/rt1", "{\"stock\":1,\"x\":1}", TOKEN, 400, "bad_request",
+           "unknown field");
     expect("PUT", "/stock/rt1", NULL, TOKEN, 400, "bad_request", "stock: required");
     expect("PUT", "/stock/rt1?stock=abc", NULL, TOKEN, 400, "bad_request", "stock");
     expect("PUT", "/stock/rt1?stock=1000000001", NULL, TOKEN, 400, "bad_request", "stock");
@@ -140,8 +142,8 @@ static void test_admin(void)
 static void test_purchase(void)
 {
     svc_resp r = {0};
-    TU_CHECK(req("GET", "/miaosha/token?sku=rt1&user=alice", NULL, NULL, &r) == 200,
-             "buy 1 %ld %s", r.status, B(&r));
+    TU_CHECK(req("GET", "/miaosha/token?sku=rt1&user=alice", NULL, NULL, &r) == 200, "buy 1 %ld %s",
+             r.status, B(&r));
     TU_CHECK(svc_jbool(r.json, "ok") == 1, "ok true");
     TU_CHECK(svc_jstr(r.json, "mode") && strcmp(svc_jstr(r.json, "mode"), "token") == 0, "mode");
     TU_CHECK(svc_jstr(r.json, "sku") && strcmp(svc_jstr(r.json, "sku"), "rt1") == 0, "sku");
@@ -166,8 +168,9 @@ static void test_purchase(void)
     svc_audit a;
     TU_CHECK(svc_get_audit(&srv, "rt1", &a) == 200, "audit");
     TU_CHECK(a.stock == 0 && a.initial == 2 && a.sold == 2 && a.orders == 2 && a.oversold == 0 &&
-                 a.undersold == 0, "audit %lld %lld %lld %lld %lld %lld", a.stock, a.initial,
-             a.sold, a.orders, a.oversold, a.undersold);
+                 a.undersold == 0,
+             "audit %lld %lld %lld %lld %lld %lld", a.stock, a.initial, a.sold, a.orders,
+             a.oversold, a.undersold);
     TU_CHECK(req("HEAD", "/stock/rt1", NULL, NULL, &r) == 200, "HEAD stock");
     svc_resp_free(&r);
     /* An oversold SKU, made by hand: the audit formulas. */
@@ -175,8 +178,7 @@ static void test_purchase(void)
     tu_redis_int(srv.redis_port, "SET miaosha:{rt3}:stock 7");
     tu_redis_int(srv.redis_port, "SET miaosha:{rt3}:sold 5");
     svc_get_audit(&srv, "rt3", &a);
-    TU_CHECK(a.oversold == 2 && a.undersold == 0, "oversold = 5 - (10 - 7) = 2: %lld",
-             a.oversold);
+    TU_CHECK(a.oversold == 2 && a.undersold == 0, "oversold = 5 - (10 - 7) = 2: %lld", a.oversold);
     tu_redis_int(srv.redis_port, "SET miaosha:{rt3}:sold 1");
     svc_get_audit(&srv, "rt3", &a);
     TU_CHECK(a.oversold == 0 && a.undersold == 2, "undersold = (10 - 7) - 1 = 2: %lld",
@@ -235,7 +237,8 @@ static void test_purchase(void)
         snprintf(path, sizeof path, "/miaosha/token?%s", bad[i].q);
         expect("GET", path, NULL, NULL, 400, "bad_request", bad[i].detail);
     }
-    expect("GET", "/miaosha/token?fault=crash_in_section", NULL, NULL, 403, "faults_disabled", NULL);
+    expect("GET", "/miaosha/token?fault=crash_in_section", NULL, NULL, 403, "faults_disabled",
+           NULL);
     expect("GET", "/miaosha/setnx?fault=crash_before_expire", NULL, NULL, 403, "faults_disabled",
            NULL);
     req("PUT", "/miaosha/token", NULL, NULL, &r);
@@ -294,12 +297,17 @@ static void test_purchase(void)
     TU_CHECK(strstr(B(&r), "miaosha_purchase_sold_total{mode=\"token\",sku=\"rt1\"} 2") != NULL,
              "metrics sold for rt1");
     /* A (mode, sku) pair that has seen a request exports its zeros too. */
-    TU_CHECK(strstr(B(&r), "miaosha_purchase_lock_lost_total{mode=\"token\",sku=\"rt1\"} 0\n") != NULL &&
-                 strstr(B(&r), "miaosha_purchase_errors_total{mode=\"token\",sku=\"rt1\"} 0\n") != NULL,
-             "zero-valued counters of a seen pair are exported");
+    TU_CHECK(
+        strstr(B(&r), "miaosha_purchase_lock_lost_total{mode=\"token\",sku=\"rt1\"} 0\n") != NULL &&
+            strstr(B(&r), "miaosha_purchase_errors_total{mode=\"token\",sku=\"rt1\"} 0\n") != NULL,
+        "zero-valued counters of a seen pair are exported");
     TU_CHECK(strstr(B(&r), "mode=\"mutex\",sku=\"rt1\"") == NULL, "no series for an unseen pair");
-    TU_CHECK(strstr(B(&r), "miaosha_purchase_duration_seconds_bucket{mode=\"token\",sku=\"rt1\",le=\"+Inf\"}") != NULL,
-             "metrics histogram");
+    TU_CHECK(
+        strstr(
+            B(&r),
+            "miaosha_purchase_duration_seconds_bucket{mode=\"token\",sku=\"rt1\",le=\"+Inf\"}") !=
+            NULL,
+        "metrics histogram");
     TU_CHECK(strstr(B(&r), "miaosha_http_responses_total{code=\"429\"}") != NULL, "429 counted");
     svc_resp_free(&r);
 }
@@ -497,7 +505,8 @@ static void test_metrics_labels(void)
     TU_CHECK(strstr(B(&r), "miaosha_purchase_sold_total{mode=\"token\",sku=\"lbl1\"} 1") != NULL,
              "a valid purchase still gets its label");
     TU_CHECK(strstr(B(&r), "miaosha_purchase_bad_requests_total{mode=\"token\",sku=\"_other\"}") !=
-                 NULL, "bad requests counted under _other");
+                 NULL,
+             "bad requests counted under _other");
     svc_resp_free(&r);
 }
 
@@ -594,13 +603,15 @@ static void test_slowloris(void)
 
 int main(void)
 {
-    const char *extra[] = {"--set", "admin_token=s3cret-token", "--set",
-                           "listen.connection_timeout_s=2", "--set", "log.access=true",
-                           "--instance-id", "routes-1", NULL};
+    const char *extra[] = {
+        "--set", "admin_token=s3cret-token", "--set",         "listen.connection_timeout_s=2",
+        "--set", "log.access=true",          "--instance-id", "routes-1",
+        NULL};
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
-    tu_redis_int(srv.redis_port, "DEL miaosha:{rt1}:stock miaosha:{rt1}:initial miaosha:{rt1}:sold "
-                                 "miaosha:{rt1}:orders miaosha:{rt1}:lock:setnx miaosha:{rt1}:lock:token "
-                                 "miaosha:{rt1}:lock:reentrant");
+    tu_redis_int(srv.redis_port,
+                 "DEL miaosha:{rt1}:stock miaosha:{rt1}:initial miaosha:{rt1}:sold "
+                 "miaosha:{rt1}:orders miaosha:{rt1}:lock:setnx miaosha:{rt1}:lock:token "
+                 "miaosha:{rt1}:lock:reentrant");
     tu_redis_int(srv.redis_port, "DEL miaosha:{never_stocked}:stock");
     test_local_routes();
     test_admin();

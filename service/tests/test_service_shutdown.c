@@ -58,7 +58,8 @@ int main(void)
             tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") != 1))
         tu_sleep_ms(5);
     TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock:token") == 1, "sd1 held");
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") == 1, "sd4 outer held");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") == 1,
+             "sd4 outer held");
     tu_sleep_ms(300); /* the waiters are inside lc_acquire */
     t0 = tu_now_ms();
     kill(srv.pid, SIGTERM);
@@ -69,8 +70,9 @@ int main(void)
     memset(&late, 0, sizeof late);
     int late_rc = svc_req(&srv, "GET", "/healthz", NULL, NULL, &late);
     int still_running = kill(srv.pid, 0) == 0;
-    TU_CHECK(late_rc != 0 && late.status == 0, "a new connection while draining: rc %d, status %ld %s",
-             late_rc, late.status, B(&late));
+    TU_CHECK(late_rc != 0 && late.status == 0,
+             "a new connection while draining: rc %d, status %ld %s", late_rc, late.status,
+             B(&late));
     svc_resp_free(&late);
     int rc = svc_wait_exit(&srv, 8000);
     int64_t dt = tu_now_ms() - t0;
@@ -105,8 +107,10 @@ int main(void)
     TU_CHECK(a.r.status == 200, "in-flight purchase finished: %ld %s", a.r.status, B(&a.r));
     TU_CHECK(b.r.status == 503, "20 s purchase cut short: %ld %s", b.r.status, B(&b.r));
     TU_CHECK(svc_jerr_is(&b.r, "shutting_down"), "shutting_down");
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock:token") == 0, "sd1 lock released");
-    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock:reentrant") == 0, "sd2 lock released");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock:token") == 0,
+             "sd1 lock released");
+    TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock:reentrant") == 0,
+             "sd2 lock released");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd1}:sold") == 1, "sd1 sold 1");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd2}:sold") == 0, "sd2 wrote nothing");
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{sd2}:stock") == 5, "sd2 stock intact");

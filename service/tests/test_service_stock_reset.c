@@ -62,8 +62,7 @@ int main(void)
     TU_CHECK(svc_get_audit(&srv, "rs1", &a) == 200, "audit");
     printf("sold %d, stock_reset %d, other %d; audit stock %lld initial %lld sold %lld orders "
            "%lld oversold %lld undersold %lld\n",
-           n_sold, n_reset, n_other, a.stock, a.initial, a.sold, a.orders, a.oversold,
-           a.undersold);
+           n_sold, n_reset, n_other, a.stock, a.initial, a.sold, a.orders, a.oversold, a.undersold);
     TU_CHECK(a.initial == 1004, "the last reset's stock: %lld", a.initial);
     TU_CHECK(a.oversold == 0 && a.undersold == 0,
              "a clean audit after resets under load: oversold %lld undersold %lld", a.oversold,
@@ -84,7 +83,8 @@ int main(void)
     svc_resp_free(&st);
     svc_resp m;
     svc_req(&srv, "GET", "/metrics", NULL, NULL, &m);
-    TU_CHECK(strstr(B(&m), "miaosha_purchase_stock_reset_total{mode=\"token\",sku=\"rs1\"}") != NULL,
+    TU_CHECK(strstr(B(&m), "miaosha_purchase_stock_reset_total{mode=\"token\",sku=\"rs1\"}") !=
+                 NULL,
              "/metrics counts stock_reset");
     svc_resp_free(&m);
 

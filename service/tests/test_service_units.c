@@ -49,10 +49,10 @@ static void test_valid_id(void)
         const char *s;
         int ok;
     } t[] = {
-        {"demo", 1}, {"A-z_09", 1}, {"-", 1}, {"_", 1},
-        {"", 0}, {" demo", 0}, {"demo ", 0}, {"de mo", 0}, {"demo\n", 0}, {"a/b", 0},
-        {"a.b", 0}, {"a%00", 0}, {"a\"b", 0}, {"a'b", 0}, {"d\xc3\xa9j\xc3\xa0", 0},
-        {"\x7f", 0}, {"\x01", 0}, {"a\\b", 0}, {"{demo}", 0}, {"a:b", 0},
+        {"demo", 1},  {"A-z_09", 1}, {"-", 1},     {"_", 1},      {"", 0},
+        {" demo", 0}, {"demo ", 0},  {"de mo", 0}, {"demo\n", 0}, {"a/b", 0},
+        {"a.b", 0},   {"a%00", 0},   {"a\"b", 0},  {"a'b", 0},    {"d\xc3\xa9j\xc3\xa0", 0},
+        {"\x7f", 0},  {"\x01", 0},   {"a\\b", 0},  {"{demo}", 0}, {"a:b", 0},
     };
     TU_CHECK(svc_valid_id(NULL) == 0, "NULL");
     for (size_t i = 0; i < COUNT(t); i++)
@@ -84,7 +84,7 @@ static void test_parse_int(void)
         {"1.0", 0, 10, -1, 0},
         {"1e3", 0, 10000, -1, 0},
         {"0x10", 0, 100, -1, 0},
-        {"1000000000000", 0, INT64_MAX, -1, 0},        /* 13 digits */
+        {"1000000000000", 0, INT64_MAX, -1, 0},           /* 13 digits */
         {"99999999999999999999999", 0, INT64_MAX, -1, 0}, /* would overflow */
         {"\xef\xbc\x91", 0, 10, -1, 0},                   /* fullwidth 1 */
         {"1\n", 0, 10, -1, 0},
@@ -126,20 +126,26 @@ static void test_params_good(void)
 {
     svc_params p;
     char detail[160];
-    const char *all[] = {"sku=demo-1", "user=u_2", "work_ms=0", "lease_ms=1", "wait_ms=60000",
-                         "reenter=64", "fault=crash_in_section", "pipeline=1"};
+    const char *all[] = {"sku=demo-1",
+                         "user=u_2",
+                         "work_ms=0",
+                         "lease_ms=1",
+                         "wait_ms=60000",
+                         "reenter=64",
+                         "fault=crash_in_section",
+                         "pipeline=1"};
     TU_CHECK(parse(all, COUNT(all), SVC_P_PURCHASE, &p, detail, sizeof detail) == 0,
              "every purchase parameter at its bound: %s", detail);
     TU_CHECK(p.seen == SVC_P_PURCHASE, "seen %#x", p.seen);
     TU_CHECK(strcmp(p.sku, "demo-1") == 0 && strcmp(p.user, "u_2") == 0, "sku/user");
-    TU_CHECK(p.work_ms == 0 && p.lease_ms == 1 && p.wait_ms == 60000 && p.reenter == 64,
-             "numbers");
+    TU_CHECK(p.work_ms == 0 && p.lease_ms == 1 && p.wait_ms == 60000 && p.reenter == 64, "numbers");
     TU_CHECK(p.fault == SVC_FAULT_CRASH_IN_SECTION, "fault");
     TU_CHECK(p.pipeline == 1, "pipeline");
 
     const char *before[] = {"fault=crash_before_expire"};
     TU_CHECK(parse(before, 1, SVC_P_PURCHASE, &p, detail, sizeof detail) == 0 &&
-                 p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE, "crash_before_expire");
+                 p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE,
+             "crash_before_expire");
 
     /* Nothing given: defaults, limit 100. */
     memset(&p, 0x5a, sizeof p);
@@ -160,7 +166,8 @@ static void test_params_good(void)
              "paging maxima");
     const char *stock[] = {"stock=1000000000"};
     TU_CHECK(parse(stock, 1, SVC_P_STOCK, &p, detail, sizeof detail) == 0 &&
-                 p.stock == SVC_STOCK_MAX, "stock maximum");
+                 p.stock == SVC_STOCK_MAX,
+             "stock maximum");
     const char *zero[] = {"stock=0"};
     TU_CHECK(parse(zero, 1, SVC_P_STOCK, &p, detail, sizeof detail) == 0 && p.stock == 0,
              "stock 0");
@@ -170,7 +177,8 @@ static void test_params_good(void)
     sku64[4 + SVC_SKU_MAX] = '\0';
     const char *longest[] = {sku64};
     TU_CHECK(parse(longest, 1, SVC_P_SKU, &p, detail, sizeof detail) == 0 &&
-                 strlen(p.sku) == SVC_SKU_MAX, "64-character sku");
+                 strlen(p.sku) == SVC_SKU_MAX,
+             "64-character sku");
 }
 
 static void test_params_hostile(void)
@@ -246,11 +254,13 @@ static void test_params_hostile(void)
     /* An argument without '=' for a paging parameter keeps its default. */
     const char *lim[] = {"limit"};
     TU_CHECK(parse(lim, 1, SVC_P_LIMIT, &p, detail, sizeof detail) == 0 &&
-                 p.limit == SVC_LIMIT_DEFAULT, "?limit");
+                 p.limit == SVC_LIMIT_DEFAULT,
+             "?limit");
 
     const char *huge[] = {big};
     TU_CHECK(parse(huge, 1, SVC_P_PURCHASE, &p, detail, sizeof detail) == -1 &&
-                 strstr(detail, "work_ms: must be an integer") != NULL, "291-digit work_ms");
+                 strstr(detail, "work_ms: must be an integer") != NULL,
+             "291-digit work_ms");
     const char *s65[] = {sku65};
     TU_CHECK(parse(s65, 1, SVC_P_PURCHASE, &p, detail, sizeof detail) == -1, "65-character sku");
 
@@ -263,13 +273,14 @@ static void test_params_hostile(void)
             clean = 0;
     TU_CHECK(clean && strstr(detail, "'a?\?[31mb?\?\?'") != NULL, "detail printable: %s", detail);
     const char *ln[] = {longname};
-    TU_CHECK(parse(ln, 1, SVC_P_PURCHASE, &p, detail, sizeof detail) == -1 &&
-                 strlen(detail) < 70, "a 150-byte name is cut: %s", detail);
+    TU_CHECK(parse(ln, 1, SVC_P_PURCHASE, &p, detail, sizeof detail) == -1 && strlen(detail) < 70,
+             "a 150-byte name is cut: %s", detail);
 
     /* It stops at the first bad argument: what follows is not read. */
     const char *stop[] = {"foo=1", "sku=demo"};
     TU_CHECK(parse(stop, 2, SVC_P_PURCHASE, &p, detail, sizeof detail) == -1 &&
-                 (p.seen & SVC_P_SKU) == 0, "stops at the first bad argument");
+                 (p.seen & SVC_P_SKU) == 0,
+             "stops at the first bad argument");
 
     /* More than SVC_MAX_ARGS arguments. */
     const char *many[SVC_MAX_ARGS + 1];
@@ -283,7 +294,8 @@ static void test_params_hostile(void)
     memset(small, 'x', sizeof small);
     const char *bad[] = {"foo=1"};
     TU_CHECK(parse(bad, 1, SVC_P_PURCHASE, &p, small, sizeof small) == -1 &&
-                 memchr(small, '\0', sizeof small) != NULL, "8-byte detail terminated");
+                 memchr(small, '\0', sizeof small) != NULL,
+             "8-byte detail terminated");
 }
 
 /* ---- svc_stock_parse_body ---- */
@@ -325,7 +337,9 @@ static void test_stock_body(void)
         {"{\"stock\":5,\"stock\":6}", -1, 0, "body: duplicate field 'stock'"},
         {"{\"stock\":5,\"x\":1}", -1, 0, "body: unknown field 'x'"},
         {"{\"Stock\":5}", -1, 0, "body: unknown field 'Stock'"},
-        {"{\"st\xc3\xb6" "ck\":5}", -1, 0, "body: unknown field"},
+        {"{\"st\xc3\xb6"
+         "ck\":5}",
+         -1, 0, "body: unknown field"},
         {"{\"a\\\"b\":5}", -1, 0, "body: unknown field 'a\"b'"},
         {"{\"\":5}", -1, 0, "body: unknown field ''"},
     };
@@ -339,18 +353,20 @@ static void test_stock_body(void)
             TU_CHECK(v == t[i].v, "body %s -> stock %lld", t[i].body, (long long)v);
         else
             TU_CHECK(v == -7 && strstr(detail, t[i].detail) != NULL,
-                     "body %s: *stock untouched, detail \"%s\" contains \"%s\"", t[i].body,
-                     detail, t[i].detail);
+                     "body %s: *stock untouched, detail \"%s\" contains \"%s\"", t[i].body, detail,
+                     t[i].detail);
     }
 
     int64_t v = -7;
     TU_CHECK(svc_stock_parse_body(NULL, 0, &v, detail, sizeof detail) == -1 && v == -7 &&
-                 strstr(detail, "stock: required") != NULL, "no body");
+                 strstr(detail, "stock: required") != NULL,
+             "no body");
     TU_CHECK(svc_stock_parse_body("", 0, &v, detail, sizeof detail) == -1 && v == -7, "empty");
     /* A NUL inside the announced length: refused, not cut there. */
     static const char nul[] = "{\"stock\":5}\0{\"x\":1}";
     TU_CHECK(svc_stock_parse_body(nul, sizeof nul - 1, &v, detail, sizeof detail) == -1 &&
-                 v == -7 && strstr(detail, "NUL byte") != NULL, "NUL inside the body");
+                 v == -7 && strstr(detail, "NUL byte") != NULL,
+             "NUL inside the body");
 
     /* Huge: 1 MiB of whitespace around a valid object, and a deep nest. */
     size_t n = 1 << 20;
@@ -374,7 +390,8 @@ static void test_stock_body(void)
     char small[6];
     memset(small, 'x', sizeof small);
     TU_CHECK(svc_stock_parse_body("[]", 2, &v, small, sizeof small) == -1 &&
-                 memchr(small, '\0', sizeof small) != NULL, "6-byte detail terminated");
+                 memchr(small, '\0', sizeof small) != NULL,
+             "6-byte detail terminated");
 }
 
 /* ---- svc_log_escape ---- */
@@ -475,9 +492,15 @@ static void test_log_escape(void)
     /* Every length, every hostile shape: never an unterminated buffer, a
      * control byte, a split \xNN or a line break. */
     static const char *const hostile[] = {
-        "abcdefghijklmnopqrstuvwxyz", "\n\n\n\n\n\n\n\n", "a\nb\nc\nd\ne\nf",
-        "\\\\\\\\\\\\", "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", "x\x01y\x02z\x03", "...",
-        "%00%0a%0d", NULL,
+        "abcdefghijklmnopqrstuvwxyz",
+        "\n\n\n\n\n\n\n\n",
+        "a\nb\nc\nd\ne\nf",
+        "\\\\\\\\\\\\",
+        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+        "x\x01y\x02z\x03",
+        "...",
+        "%00%0a%0d",
+        NULL,
     };
     for (size_t i = 0; i < COUNT(hostile); i++)
         for (size_t len = 1; len <= 48; len++)
@@ -553,7 +576,8 @@ static void test_reply(void)
         cJSON *doc = r.resp ? cJSON_ParseWithLength(r.resp, r.resp_len) : NULL;
         cJSON *d = doc ? cJSON_GetObjectItemCaseSensitive(doc, "detail") : NULL;
         TU_CHECK(r.status == 400 && doc != NULL && cJSON_IsFalse(cJSON_GetObjectItem(doc, "ok")) &&
-                     strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(doc, "error")), "bad_request") == 0 &&
+                     strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(doc, "error")),
+                            "bad_request") == 0 &&
                      d != NULL && strcmp(cJSON_GetStringValue(d), details[i]) == 0,
                  "error reply %zu round-trips", i);
         TU_CHECK(r.resp != NULL && strlen(r.resp) == r.resp_len, "resp_len");
@@ -591,7 +615,8 @@ static void test_reply(void)
     char *body = strdup("x 1\n");
     svc_reply_text(&r, 200, body, 4, "text/plain");
     TU_CHECK(r.status == 200 && r.resp == body && r.resp_len == 4 &&
-                 strcmp(r.ctype, "text/plain") == 0, "text reply");
+                 strcmp(r.ctype, "text/plain") == 0,
+             "text reply");
     svc_reply_text(&r, 200, NULL, 0, "text/plain");
     TU_CHECK(r.status == 503 && r.resp == NULL && r.ctype == NULL, "NULL text: 503");
     free(r.resp);

@@ -22,19 +22,20 @@ extern _Atomic long tu_passed;
 extern _Atomic long tu_failed;
 
 /* TU_CHECK(cond, fmt, ...) records a pass or a failure (with file:line). */
-#define TU_CHECK(cond, ...) ((void)tu_check_((cond) ? 1 : 0, #cond, __FILE__, __LINE__, __VA_ARGS__))
+#define TU_CHECK(cond, ...)                                                                        \
+    ((void)tu_check_((cond) ? 1 : 0, #cond, __FILE__, __LINE__, __VA_ARGS__))
 
 /* Records one result; returns ok. The condition is evaluated exactly once. */
 int tu_check_(int ok, const char *expr, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
 /* TU_REQUIRE: like TU_CHECK, but a failure ends the test at once (exit 1). */
-#define TU_REQUIRE(cond, ...)                                                 \
-    do {                                                                      \
-        if (!tu_check_((cond) ? 1 : 0, #cond, __FILE__, __LINE__, __VA_ARGS__)) { \
-            tu_done();                                                        \
-            _exit(1);                                                         \
-        }                                                                     \
+#define TU_REQUIRE(cond, ...)                                                                      \
+    do {                                                                                           \
+        if (!tu_check_((cond) ? 1 : 0, #cond, __FILE__, __LINE__, __VA_ARGS__)) {                  \
+            tu_done();                                                                             \
+            _exit(1);                                                                              \
+        }                                                                                          \
     } while (0)
 
 /* Prints "<name>: N passed, N failed"; returns 0 when nothing failed, else 1. */

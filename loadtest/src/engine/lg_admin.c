@@ -182,8 +182,8 @@ int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, si
         goto out;
     }
     j = lg_json_parse(resp, resp ? strlen(resp) : 0);
-    if (!cJSON_IsObject(j) || get_i64(j, "stock", &a->stock) || get_i64(j, "initial", &a->initial) ||
-        get_i64(j, "sold", &a->sold)) {
+    if (!cJSON_IsObject(j) || get_i64(j, "stock", &a->stock) ||
+        get_i64(j, "initial", &a->initial) || get_i64(j, "sold", &a->sold)) {
         snprintf(err, errlen, "GET %s: not an audit: %.200s", url, resp);
         goto out;
     }

@@ -28,11 +28,11 @@ typedef struct conn {
     int fd;
     int target;
     enum cstate state;
-    int in_flight;       /* a request is claimed and not yet ended */
-    int had_response;    /* the connection completed at least one response */
+    int in_flight;    /* a request is claimed and not yet ended */
+    int had_response; /* the connection completed at least one response */
     uint64_t idx;
-    int64_t t_start;     /* ns */
-    int64_t retry_at;    /* C_WAIT: ns; C_CONNECTING: deadline ns */
+    int64_t t_start;  /* ns */
+    int64_t retry_at; /* C_WAIT: ns; C_CONNECTING: deadline ns */
     const char *req;
     size_t req_len, req_off;
     char *sbuf;
@@ -93,7 +93,7 @@ typedef struct shared {
     const lg_engine_cfg *cfg;
     _Atomic uint64_t next;
     gate start;
-    int64_t end_ns;        /* absolute deadline */
+    int64_t end_ns; /* absolute deadline */
     struct sockaddr_in *addrs;
 } shared;
 
@@ -103,10 +103,10 @@ typedef struct worker {
     int nconns;
     conn *conns;
     int ep;
-    _Atomic uint64_t done;  /* for progress */
+    _Atomic uint64_t done; /* for progress */
     int64_t t0, t1;
-    int64_t now;     /* cached clock: set after each response and event */
-    int64_t end_ns;  /* this thread's end: barrier exit + duration */
+    int64_t now;    /* cached clock: set after each response and event */
+    int64_t end_ns; /* this thread's end: barrier exit + duration */
     lg_engine_result r;
     char pad[64];
 } worker;
@@ -305,8 +305,8 @@ static void start_connect(worker *w, conn *c)
         return;
     }
     c->state = C_CONNECTING;
-    c->retry_at = now_ns() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000) *
-                                 1000000LL;
+    c->retry_at = now_ns() +
+                  (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000) * 1000000LL;
 }
 
 static int check_connect(conn *c)
@@ -478,8 +478,9 @@ static void *worker_main(void *arg)
             c->retry_at = now_ns(); /* try again right after the start */
         }
     }
-    int64_t limit = now_ns() + (sh->cfg->connect_timeout_ms > 0 ? sh->cfg->connect_timeout_ms
-                                                                 : 2000) * 1000000LL;
+    int64_t limit = now_ns() +
+                    (sh->cfg->connect_timeout_ms > 0 ? sh->cfg->connect_timeout_ms : 2000) *
+                        1000000LL;
     for (;;) {
         int pending = 0;
         for (int i = 0; i < w->nconns; i++)

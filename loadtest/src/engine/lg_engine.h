@@ -34,11 +34,11 @@
 
 typedef enum lg_err {
     LG_ERR_NONE = 0,
-    LG_ERR_CONNECT,  /* connect refused / failed / timed out */
-    LG_ERR_CLOSED,   /* the peer closed or reset before the whole response */
-    LG_ERR_PARSE,    /* not a valid HTTP response */
-    LG_ERR_TIMEOUT,  /* still in flight at the deadline */
-    LG_ERR_IO,       /* another socket error */
+    LG_ERR_CONNECT, /* connect refused / failed / timed out */
+    LG_ERR_CLOSED,  /* the peer closed or reset before the whole response */
+    LG_ERR_PARSE,   /* not a valid HTTP response */
+    LG_ERR_TIMEOUT, /* still in flight at the deadline */
+    LG_ERR_IO,      /* another socket error */
     LG_ERR_COUNT
 } lg_err;
 
@@ -66,30 +66,30 @@ typedef void (*lg_progress_fn)(void *ud, uint64_t done, uint64_t total, double e
 typedef struct lg_engine_cfg {
     const lg_url *targets;
     int ntargets;
-    int concurrency;           /* connections, >= 1 */
-    int threads;               /* 0 = min(2, online CPUs, concurrency) */
-    uint64_t requests;         /* 0 = unbounded: stop after duration_ms */
-    int64_t duration_ms;       /* > 0: hard end of the load (the deadline) */
-    int64_t connect_timeout_ms;/* 0 = 2000 */
+    int concurrency;            /* connections, >= 1 */
+    int threads;                /* 0 = min(2, online CPUs, concurrency) */
+    uint64_t requests;          /* 0 = unbounded: stop after duration_ms */
+    int64_t duration_ms;        /* > 0: hard end of the load (the deadline) */
+    int64_t connect_timeout_ms; /* 0 = 2000 */
     lg_build_fn build;
     void *build_ud;
-    lg_done_fn done;           /* may be NULL */
+    lg_done_fn done; /* may be NULL */
     void *done_ud;
-    lg_progress_fn progress;   /* may be NULL */
+    lg_progress_fn progress; /* may be NULL */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero ends the load */
 } lg_engine_cfg;
 
 typedef struct lg_engine_result {
-    uint64_t claimed;             /* requests sent (or failed to connect) */
-    uint64_t completed;           /* with an HTTP status */
-    uint64_t errors[LG_ERR_COUNT];/* by kind; timeout = in flight at the end */
-    uint64_t status[600];         /* completed responses by status code */
-    uint64_t reconnects;          /* connections reopened after a close */
-    int deadline_hit;             /* duration ended before the request count */
-    int stopped;                  /* *stop ended it */
-    double elapsed_s;             /* from the barrier to the last response */
-    lg_hist hist;                 /* latency of completed responses, us */
+    uint64_t claimed;              /* requests sent (or failed to connect) */
+    uint64_t completed;            /* with an HTTP status */
+    uint64_t errors[LG_ERR_COUNT]; /* by kind; timeout = in flight at the end */
+    uint64_t status[600];          /* completed responses by status code */
+    uint64_t reconnects;           /* connections reopened after a close */
+    int deadline_hit;              /* duration ended before the request count */
+    int stopped;                   /* *stop ended it */
+    double elapsed_s;              /* from the barrier to the last response */
+    lg_hist hist;                  /* latency of completed responses, us */
 } lg_engine_result;
 
 /* Runs one load. Returns 0 (the result is filled, whatever the servers

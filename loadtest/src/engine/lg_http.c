@@ -257,15 +257,10 @@ static lg_http_rc parse_rel(lg_http_parser *p, char *buf, size_t len)
             p->rconsumed = p->hoff + p->body_len;
             p->phase = 4;
             return LG_HTTP_DONE;
-        case 2:
-            return parse_chunks(p, buf, len);
-        case 3:
-            p->body_len = len - p->hoff;
-            return LG_HTTP_INCOMPLETE;
-        case 4:
-            return LG_HTTP_DONE;
-        default:
-            return LG_HTTP_ERROR;
+        case 2: return parse_chunks(p, buf, len);
+        case 3: p->body_len = len - p->hoff; return LG_HTTP_INCOMPLETE;
+        case 4: return LG_HTTP_DONE;
+        default: return LG_HTTP_ERROR;
         }
     }
 }

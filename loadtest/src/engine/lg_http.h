@@ -27,25 +27,25 @@ typedef enum lg_http_rc {
 typedef struct lg_http_parser {
     /* results, valid after LG_HTTP_DONE (status and keep_alive also once the
      * header is complete) */
-    int status;           /* 100..999 */
-    int keep_alive;       /* 1 when the connection may be reused */
-    size_t body_off;      /* body = buf + body_off, body_len bytes */
+    int status;      /* 100..999 */
+    int keep_alive;  /* 1 when the connection may be reused */
+    size_t body_off; /* body = buf + body_off, body_len bytes */
     size_t body_len;
-    size_t consumed;      /* bytes of buf that belong to this response (the
-                             raw length, before chunk decoding); bytes after
-                             it are the start of the next response */
+    size_t consumed; /* bytes of buf that belong to this response (the
+                        raw length, before chunk decoding); bytes after
+                        it are the start of the next response */
     /* private state */
-    int phase;            /* 0 header, 1 fixed body, 2 chunked, 3 until close,
-                             4 done */
-    int minor;            /* HTTP/1.minor */
-    size_t skip;          /* bytes of skipped 1xx responses before this one */
-    size_t hoff;          /* body offset after skip */
-    size_t rconsumed;     /* consumed, after skip */
+    int phase;        /* 0 header, 1 fixed body, 2 chunked, 3 until close,
+                         4 done */
+    int minor;        /* HTTP/1.minor */
+    size_t skip;      /* bytes of skipped 1xx responses before this one */
+    size_t hoff;      /* body offset after skip */
+    size_t rconsumed; /* consumed, after skip */
     int64_t content_length;
-    size_t scan;          /* header: where to resume looking for CRLFCRLF;
-                             chunked: raw position of the next chunk header */
-    size_t out;           /* chunked: decoded bytes written after body_off */
-    size_t max_header;    /* header bytes limit */
+    size_t scan;       /* header: where to resume looking for CRLFCRLF;
+                          chunked: raw position of the next chunk header */
+    size_t out;        /* chunked: decoded bytes written after body_off */
+    size_t max_header; /* header bytes limit */
 } lg_http_parser;
 
 /* Starts a new response. max_header 0 means 64 KiB. */
@@ -67,11 +67,11 @@ lg_http_rc lg_http_eof(lg_http_parser *p, char *buf, size_t len);
  * compose service name such as "nginx" works. The prefix (without trailing
  * '/') is prepended to every path. */
 typedef struct lg_url {
-    char host[64];      /* as written */
-    char ip[16];        /* dotted IPv4 */
-    int port;           /* default 80 */
-    char prefix[256];   /* "" or "/something" */
-    char base[400];     /* "http://host:port/prefix" normalised */
+    char host[64];    /* as written */
+    char ip[16];      /* dotted IPv4 */
+    int port;         /* default 80 */
+    char prefix[256]; /* "" or "/something" */
+    char base[400];   /* "http://host:port/prefix" normalised */
 } lg_url;
 
 /* Parses and resolves url into *out (caller's storage). Returns 0, or -1

@@ -40,8 +40,7 @@ void lg_run_cfg_init(lg_run_cfg *c)
     c->deadline_ms = 120000;
 }
 
-static const char *build_req(void *ud, uint64_t idx, int target, char *buf, size_t cap,
-                             size_t *len)
+static const char *build_req(void *ud, uint64_t idx, int target, char *buf, size_t cap, size_t *len)
 {
     run_ctx *x = ud;
     size_t pl = x->prefix_len[target], sl = x->suffix_len[target];
@@ -78,8 +77,7 @@ static void on_done(void *ud, uint64_t idx, int status, lg_err err, const char *
     if (lg_parse_purchase(body, blen, oid, code, &lost, &deleted) == 0) {
         s->lock_lost = (uint8_t)lost;
         s->deleted_other_lock = (uint8_t)deleted;
-        if (status == 200)
-        {
+        if (status == 200) {
             size_t l = strnlen(oid, sizeof s->order_id - 1);
             memcpy(s->order_id, oid, l);
             s->order_id[l] = 0;
@@ -141,11 +139,10 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
                           u->prefix, cfg->mode, q);
         /* fault= needs the admin token when the server has one. */
         int auth = cfg->fault && cfg->admin_token && cfg->admin_token[0];
-        int sl = snprintf(x->suffix[t], REQ_PART,
-                          " HTTP/1.1\r\nHost: %s:%d\r\n%s%s%s%s\r\n", u->host, u->port,
-                          strcmp(cfg->method, "GET") == 0 ? "" : "Content-Length: 0\r\n",
-                          auth ? "Authorization: Bearer " : "", auth ? cfg->admin_token : "",
-                          auth ? "\r\n" : "");
+        int sl = snprintf(
+            x->suffix[t], REQ_PART, " HTTP/1.1\r\nHost: %s:%d\r\n%s%s%s%s\r\n", u->host, u->port,
+            strcmp(cfg->method, "GET") == 0 ? "" : "Content-Length: 0\r\n",
+            auth ? "Authorization: Bearer " : "", auth ? cfg->admin_token : "", auth ? "\r\n" : "");
         if (pl < 0 || pl >= REQ_PART || sl < 0 || sl >= REQ_PART) {
             snprintf(err, errlen, "run: request line too long");
             free(x);
@@ -192,7 +189,8 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
     res->sold_out = e->status[409];
     res->lock_busy = e->status[429];
     res->redis_unavailable = e->status[503];
-    res->other_http = e->completed - res->ok - res->sold_out - res->lock_busy - res->redis_unavailable;
+    res->other_http = e->completed - res->ok - res->sold_out - res->lock_busy -
+                      res->redis_unavailable;
     for (int k = 1; k < LG_ERR_COUNT; k++)
         res->transport_errors += e->errors[k];
     res->not_sent = cfg->requests > e->claimed ? cfg->requests - e->claimed : 0;
@@ -312,9 +310,12 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
         fputc(')', o);
     }
     fputc('\n', o);
-    fprintf(o, "  %-18s %llu (503 + other HTTP + transport)\n", "errors", (unsigned long long)lg_run_errors(r));
+    fprintf(o, "  %-18s %llu (503 + other HTTP + transport)\n", "errors",
+            (unsigned long long)lg_run_errors(r));
     fprintf(o, "  %-18s %.1f req/s (%.3f s)%s\n", "throughput", rps, g->elapsed_s,
-            g->deadline_hit ? "  DEADLINE HIT" : g->stopped ? "  STOPPED" : "");
+            g->deadline_hit ? "  DEADLINE HIT"
+            : g->stopped    ? "  STOPPED"
+                            : "");
     fprintf(o, "  %-18s p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", "latency ms",
             ms(lg_hist_percentile(&g->hist, 50)), ms(lg_hist_percentile(&g->hist, 90)),
             ms(lg_hist_percentile(&g->hist, 99)), ms(g->hist.max));
@@ -446,7 +447,10 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
     else
         fputs(",,,,,,,,", o);
     fprintf(o, "%llu,%s,%s,%s,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
-            expect_name(e), e == LG_EXPECT_NONE ? "" : lg_run_check(r, e) ? "false" : "true",
+            expect_name(e),
+            e == LG_EXPECT_NONE  ? ""
+            : lg_run_check(r, e) ? "false"
+                                 : "true",
             (unsigned long long)lg_run_errors(r), (unsigned long long)r->deleted_other_lock);
 }
 
@@ -526,8 +530,7 @@ void lg_report_bench(FILE *o, const lg_bench_cfg *c, const lg_engine_result *r, 
     fprintf(o, "miaosha-load bench: GET %s%s, %d connections, %.2f s\n", c->target.base, c->path,
             c->concurrency, r->elapsed_s);
     fprintf(o, "  requests      %llu (non-2xx %llu, errors %llu)\n",
-            (unsigned long long)r->completed, (unsigned long long)non2xx,
-            (unsigned long long)errs);
+            (unsigned long long)r->completed, (unsigned long long)non2xx, (unsigned long long)errs);
     fprintf(o, "  requests/s    %.1f\n", rps);
     fprintf(o, "  latency ms    p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
             ms(lg_hist_percentile(&r->hist, 50)), ms(lg_hist_percentile(&r->hist, 90)),

@@ -39,25 +39,25 @@ typedef enum lg_expect {
 } lg_expect;
 
 typedef struct lg_run_cfg {
-    const char *mode;          /* URL segment: none|mutex|setnx|token|reentrant */
-    const char *sku;           /* default "demo"; [A-Za-z0-9_-]{1,64} */
-    uint64_t requests;         /* 1..10000000 purchases, each sent at most once */
-    int concurrency;           /* keep-alive connections */
-    int64_t stock;             /* < 0: do not reset (keep what is there) */
+    const char *mode;                   /* URL segment: none|mutex|setnx|token|reentrant */
+    const char *sku;                    /* default "demo"; [A-Za-z0-9_-]{1,64} */
+    uint64_t requests;                  /* 1..10000000 purchases, each sent at most once */
+    int concurrency;                    /* keep-alive connections */
+    int64_t stock;                      /* < 0: do not reset (keep what is there) */
     int64_t work_ms, lease_ms, wait_ms; /* ms; < 0: parameter not sent */
-    int64_t reenter;           /* times the lock is taken again; < 0: not sent */
-    uint64_t users;            /* 0: one distinct user per request */
-    const char *fault;         /* NULL: not sent */
-    const char *method;        /* "POST" (default) or "GET" */
-    lg_url targets[LG_MAX_TARGETS]; /* targets[0] also answers the admin calls */
-    int ntargets;              /* 1..LG_MAX_TARGETS */
-    const char *admin_token;   /* Bearer token for PUT /stock and, with fault,
-                                  for every purchase (the server asks for it
-                                  on fault= when it has one); NULL: none */
-    int64_t deadline_ms;       /* hard bound of the burst, ms; <= 0: 120000 */
-    int threads;               /* 0: engine default */
-    int skip_audit;            /* 1: no audit / orders (the matrix's probes) */
-    lg_progress_fn progress;   /* may be NULL; on the calling thread */
+    int64_t reenter;                    /* times the lock is taken again; < 0: not sent */
+    uint64_t users;                     /* 0: one distinct user per request */
+    const char *fault;                  /* NULL: not sent */
+    const char *method;                 /* "POST" (default) or "GET" */
+    lg_url targets[LG_MAX_TARGETS];     /* targets[0] also answers the admin calls */
+    int ntargets;                       /* 1..LG_MAX_TARGETS */
+    const char *admin_token;            /* Bearer token for PUT /stock and, with fault,
+                                           for every purchase (the server asks for it
+                                           on fault= when it has one); NULL: none */
+    int64_t deadline_ms;                /* hard bound of the burst, ms; <= 0: 120000 */
+    int threads;                        /* 0: engine default */
+    int skip_audit;                     /* 1: no audit / orders (the matrix's probes) */
+    lg_progress_fn progress;            /* may be NULL; on the calling thread */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
                                     another thread) ends the burst early */
@@ -65,24 +65,24 @@ typedef struct lg_run_cfg {
 
 typedef struct lg_run_result {
     lg_engine_result eng;
-    uint64_t requests;         /* asked for */
+    uint64_t requests; /* asked for */
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
-    uint64_t not_sent;         /* never sent: the deadline came first */
-    uint64_t lock_lost;        /* responses that carried "lock_lost":true */
+    uint64_t not_sent;           /* never sent: the deadline came first */
+    uint64_t lock_lost;          /* responses that carried "lock_lost":true */
     uint64_t deleted_other_lock; /* ... "deleted_other_lock":true (setnx: a late
                                   release deleted a later holder's lock) */
-    uint64_t ok_without_id;    /* 200s with no order_id */
-    uint64_t dup_ok_ids;       /* an order id acknowledged twice */
-    int audited;               /* audit and orders were read */
+    uint64_t ok_without_id;      /* 200s with no order_id */
+    uint64_t dup_ok_ids;         /* an order id acknowledged twice */
+    int audited;                 /* audit and orders were read */
     lg_audit audit;
-    uint64_t orders_listed;    /* records in GET /orders */
-    uint64_t dup_orders;       /* repeated ids in the order list */
-    uint64_t missing;          /* acknowledged ids absent from the list */
-    uint64_t unacknowledged;   /* listed orders no 200 reported (e.g. a
-                                  response lost to a crash or a timeout) */
-    char audit_error[256];     /* why the audit could not be read */
-    int oversold_seen;         /* audit.oversold > 0 */
-    int safe;                  /* no oversell, undersell, duplicate, missing */
+    uint64_t orders_listed;  /* records in GET /orders */
+    uint64_t dup_orders;     /* repeated ids in the order list */
+    uint64_t missing;        /* acknowledged ids absent from the list */
+    uint64_t unacknowledged; /* listed orders no 200 reported (e.g. a
+                                response lost to a crash or a timeout) */
+    char audit_error[256];   /* why the audit could not be read */
+    int oversold_seen;       /* audit.oversold > 0 */
+    int safe;                /* no oversell, undersell, duplicate, missing */
 } lg_run_result;
 
 /* Defaults: mode token, sku "demo", 1000 requests over 100 connections,
@@ -121,10 +121,10 @@ void lg_report_csv(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_
 /* bench */
 typedef struct lg_bench_cfg {
     lg_url target;
-    const char *path;          /* NULL or "": "/healthz"; else starts with '/' */
-    int concurrency;           /* keep-alive connections */
-    double duration_s;         /* seconds, in (0, 3600] */
-    int threads;               /* 0: engine default */
+    const char *path;  /* NULL or "": "/healthz"; else starts with '/' */
+    int concurrency;   /* keep-alive connections */
+    double duration_s; /* seconds, in (0, 3600] */
+    int threads;       /* 0: engine default */
     volatile sig_atomic_t *stop;
     lg_progress_fn progress;
     void *progress_ud;

@@ -61,17 +61,17 @@
 #define STR_(v) #v
 #define STR(v) STR_(v)
 
-#define F_LEASE_MS 1500        /* setnx/token lease: lock.lease_ms */
-#define F_WATCHDOG_MS 1000     /* reentrant: lock.watchdog_timeout_ms */
-#define F_CMD_TIMEOUT_MS 300   /* redis.command_timeout_ms = connect timeout */
-#define F_DOWN_MS 1000         /* redis-restart: down this long */
-#define F_PAUSE_MS 2000        /* redis-pause: frozen this long */
+#define F_LEASE_MS 1500      /* setnx/token lease: lock.lease_ms */
+#define F_WATCHDOG_MS 1000   /* reentrant: lock.watchdog_timeout_ms */
+#define F_CMD_TIMEOUT_MS 300 /* redis.command_timeout_ms = connect timeout */
+#define F_DOWN_MS 1000       /* redis-restart: down this long */
+#define F_PAUSE_MS 2000      /* redis-pause: frozen this long */
 #define F_WORK_MS 20
 #define F_WAIT_MS 30000
-#define F_CONCURRENCY 24       /* 8 connections per instance */
-#define F_REQUESTS 200000      /* an upper bound: the burst is stopped once sold out */
-#define F_SOLD_BEFORE 3        /* sales before the fault */
-#define F_CRASHERS 8           /* kill token/setnx: crash_in_section requests */
+#define F_CONCURRENCY 24  /* 8 connections per instance */
+#define F_REQUESTS 200000 /* an upper bound: the burst is stopped once sold out */
+#define F_SOLD_BEFORE 3   /* sales before the fault */
+#define F_CRASHERS 8      /* kill token/setnx: crash_in_section requests */
 #define F_POLL_MS 5
 
 const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
@@ -129,10 +129,10 @@ typedef struct fcell {
     lg_cell *c;
     lg_scenario scen;
     lg_mode mode;
-    instance *ins;             /* [3] */
-    instance *victim;          /* kill: the instance killed (restarted after) */
+    instance *ins;    /* [3] */
+    instance *victim; /* kill: the instance killed (restarted after) */
     char sku[64], k_lock[96], k_sold[96], k_stock[96];
-    long long hold_ms;         /* lease / watchdog timeout; 0 = no Redis lock */
+    long long hold_ms; /* lease / watchdog timeout; 0 = no Redis lock */
     /* the burst, on its own thread */
     lg_run_cfg rc;
     lg_run_result *r;
@@ -142,17 +142,17 @@ typedef struct fcell {
     int brc;
     char berr[256];
     /* measured */
-    long long t_end;           /* the fault ended: kill / Redis up / SIGCONT */
+    long long t_end; /* the fault ended: kill / Redis up / SIGCONT */
     long long t_kill;
     long long sold_at_fault;
-    char holder[128];          /* kill: token value or reentrant hash field */
+    char holder[128]; /* kill: token value or reentrant hash field */
     long long pttl_at_kill;
-    int victim_down;           /* kill: the victim is restarting */
+    int victim_down; /* kill: the victim is restarting */
     int stuck, sold_out;
     uint64_t probes_503;
-    char why[200];             /* the fault could not be injected */
-    char note[200];            /* what happened, for the reason */
-    char checks[200];          /* bounds not met */
+    char why[200];    /* the fault could not be injected */
+    char note[200];   /* what happened, for the reason */
+    char checks[200]; /* bounds not met */
 } fcell;
 
 static void addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -414,8 +414,8 @@ static int inject_kill(fcell *f)
 {
     f->victim = &f->ins[2];
     int r = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_SETNX ? crash_victim(f, f->victim)
-            : f->mode == LG_MODE_REENTRANT                 ? kill_reentrant_holder(f)
-                                                     : kill_busy(f, f->victim);
+            : f->mode == LG_MODE_REENTRANT                       ? kill_reentrant_holder(f)
+                                                                 : kill_busy(f, f->victim);
     if (r < 0)
         return -1;
     instance *v = f->victim;
@@ -516,8 +516,7 @@ static int inject_redis_restart(fcell *f)
                 lg_sleep_ms(10);
         }
         if (back < 0) {
-            addf(f->checks, sizeof f->checks, "; %s still 503 after Redis came back",
-                 f->ins[i].id);
+            addf(f->checks, sizeof f->checks, "; %s still 503 after Redis came back", f->ins[i].id);
             worst = -1;
             break;
         }
@@ -528,7 +527,8 @@ static int inject_redis_restart(fcell *f)
     if (worst > lg_mx_bound(x, 1000))
         addf(f->checks, sizeof f->checks, "; reconnect took %lld ms > %lld", worst,
              lg_mx_bound(x, 1000));
-    snprintf(f->note, sizeof f->note, "Redis SIGKILLed at sold %lld, down %lld ms: %llu/3 probes "
+    snprintf(f->note, sizeof f->note,
+             "Redis SIGKILLed at sold %lld, down %lld ms: %llu/3 probes "
              "503 (max %lld ms), all instances back %lld ms after it answered PING",
              f->sold_at_fault, (long long)f->c->fault_ms, (unsigned long long)f->probes_503,
              (long long)(f->c->failfast_ms > 0 ? f->c->failfast_ms : 0), worst);
@@ -549,8 +549,9 @@ static int inject_redis_pause(fcell *f)
         return -1;
     f->t_end = lg_now_ms();
     f->c->fault_ms = f->t_end - t_stop;
-    snprintf(f->note, sizeof f->note, "Redis SIGSTOPped at sold %lld for %lld ms: ",
-             f->sold_at_fault, (long long)f->c->fault_ms);
+    snprintf(f->note, sizeof f->note,
+             "Redis SIGSTOPped at sold %lld for %lld ms: ", f->sold_at_fault,
+             (long long)f->c->fault_ms);
     if (f->probes_503)
         addf(f->note, sizeof f->note, "probe 503 in %lld ms", (long long)f->c->failfast_ms);
     else
@@ -699,8 +700,7 @@ static int instances_ready(mctx *x, instance ins[3], char *err, size_t errlen)
     for (int i = 0; i < 3; i++) {
         long long end = lg_now_ms() + lg_mx_bound(x, 10000);
         int st;
-        while ((st = lg_mx_instance_poll(&ins[i])) == 0 && lg_now_ms() < end &&
-               !lg_mx_stopped(x))
+        while ((st = lg_mx_instance_poll(&ins[i])) == 0 && lg_now_ms() < end && !lg_mx_stopped(x))
             lg_sleep_ms(20);
         if (st == 1)
             continue;
@@ -711,8 +711,8 @@ static int instances_ready(mctx *x, instance ins[3], char *err, size_t errlen)
     return 0;
 }
 
-int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance ins[3],
-                  char *err, size_t errlen)
+int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance ins[3], char *err,
+                  size_t errlen)
 {
     fcell *f = calloc(1, sizeof *f);
     lg_run_result *r = calloc(1, sizeof *r);
@@ -729,15 +729,15 @@ int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance 
     f->ins = ins;
     f->r = r;
     f->hold_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN ? F_LEASE_MS
-                 : mode == LG_MODE_REENTRANT              ? F_WATCHDOG_MS
-                                                    : 0;
+                 : mode == LG_MODE_REENTRANT                    ? F_WATCHDOG_MS
+                                                                : 0;
     snprintf(f->sku, sizeof f->sku, "mx-%s-%s", lg_scen_names[scen], lg_mode_names[mode]);
     snprintf(f->k_lock, sizeof f->k_lock, "miaosha:{%s}:lock:%s", f->sku, lg_mode_names[mode]);
     snprintf(f->k_sold, sizeof f->k_sold, "miaosha:{%s}:sold", f->sku);
     snprintf(f->k_stock, sizeof f->k_stock, "miaosha:{%s}:stock", f->sku);
     c->ran = 1;
-    c->recovery_ms = c->fault_ms = c->freed_ms = c->failfast_ms = c->reconnect_ms =
-        c->resume_ms = -1;
+    c->recovery_ms = c->fault_ms = c->freed_ms = c->failfast_ms = c->reconnect_ms = c->resume_ms =
+        -1;
     c->stock = x->cfg->quick ? 40 : 80;
     int rc = -1;
     /* a failed restart in an earlier cell may have left Redis or an
@@ -766,8 +766,8 @@ int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance 
     if (injected == 0)
         watch(f);
     else if (!f->why[0])
-        snprintf(f->why, sizeof f->why, "%s", lg_mx_stopped(x) ? "interrupted"
-                                                               : "the burst ended early");
+        snprintf(f->why, sizeof f->why, "%s",
+                 lg_mx_stopped(x) ? "interrupted" : "the burst ended early");
     burst_stop(f);
     if (f->brc < 0) {
         snprintf(err, errlen, "%.200s", f->berr);

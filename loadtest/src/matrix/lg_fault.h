@@ -22,7 +22,7 @@ void lg_fault_instances(instance ins[3]);
  * starts and joins its own load thread; blocks up to about a minute. 0 with
  * the cell filled (its outcome may be "error" with a reason), or -1 when it
  * could not run at all, with a reason in err (errlen bytes). */
-int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance ins[3],
-                  char *err, size_t errlen);
+int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance ins[3], char *err,
+                  size_t errlen);
 
 #endif

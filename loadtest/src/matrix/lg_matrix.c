@@ -67,8 +67,7 @@ static const char *expected_of(lg_scenario s, lg_mode m)
     case LG_SCEN_SLOW:
         return m == LG_MODE_NONE || m == LG_MODE_SETNX || m == LG_MODE_TOKEN ? "oversell" : "exact";
     case LG_SCEN_CRASH: return m == LG_MODE_SETNX ? "stuck" : "recovers";
-    case LG_SCEN_NESTED:
-        return m == LG_MODE_NONE || m == LG_MODE_REENTRANT ? "sells" : "blocks";
+    case LG_SCEN_NESTED: return m == LG_MODE_NONE || m == LG_MODE_REENTRANT ? "sells" : "blocks";
     default: return lg_fault_expected(s, m);
     }
 }
@@ -89,18 +88,17 @@ static void classify_burst(lg_cell *c, const lg_run_result *r, lg_scenario scen)
     }
     if (c->oversold > 0) {
         snprintf(c->outcome, sizeof c->outcome, "oversell");
-        snprintf(c->reason, sizeof c->reason,
-                 "sold %lld of %lld (+%lld oversold), %llu lock_lost", (long long)c->sold,
-                 (long long)c->stock, (long long)c->oversold, (unsigned long long)c->lock_lost);
+        snprintf(c->reason, sizeof c->reason, "sold %lld of %lld (+%lld oversold), %llu lock_lost",
+                 (long long)c->sold, (long long)c->stock, (long long)c->oversold,
+                 (unsigned long long)c->lock_lost);
         return;
     }
     int clean = c->undersold == 0 && c->dup == 0 && c->missing == 0 && r->ok_without_id == 0;
     if (!clean) {
         snprintf(c->outcome, sizeof c->outcome, "unsafe");
         snprintf(c->reason, sizeof c->reason,
-                 "undersold %lld, duplicate ids %llu, missing orders %llu",
-                 (long long)c->undersold, (unsigned long long)c->dup,
-                 (unsigned long long)c->missing);
+                 "undersold %lld, duplicate ids %llu, missing orders %llu", (long long)c->undersold,
+                 (unsigned long long)c->dup, (unsigned long long)c->missing);
         return;
     }
     if (c->sold == c->stock && c->stock_left == 0) {
@@ -118,9 +116,9 @@ static void classify_burst(lg_cell *c, const lg_run_result *r, lg_scenario scen)
         return;
     }
     snprintf(c->outcome, sizeof c->outcome, "short");
-    snprintf(c->reason, sizeof c->reason,
-             "sold %lld of %lld: %llu lock_busy, %llu errors", (long long)c->sold,
-             (long long)c->stock, (unsigned long long)c->lock_busy, (unsigned long long)c->errors);
+    snprintf(c->reason, sizeof c->reason, "sold %lld of %lld: %llu lock_busy, %llu errors",
+             (long long)c->sold, (long long)c->stock, (unsigned long long)c->lock_busy,
+             (unsigned long long)c->errors);
 }
 
 typedef struct burst {
@@ -198,8 +196,9 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
     long long t_crash = lg_now_ms();
     if (rc == 0) {
         snprintf(c->outcome, sizeof c->outcome, "error");
-        snprintf(c->reason, sizeof c->reason, "fault request answered %ld instead of crashing: %.120s%s",
-                 st, body ? body : "", st == 403 ? " (faults.enabled not set?)" : "");
+        snprintf(c->reason, sizeof c->reason,
+                 "fault request answered %ld instead of crashing: %.120s%s", st, body ? body : "",
+                 st == 403 ? " (faults.enabled not set?)" : "");
         free(body);
         return 0;
     }
@@ -303,8 +302,7 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
         if ((c->deleted_other_lock > 0) != want) {
             c->pass = 0;
             l = strlen(c->reason);
-            snprintf(c->reason + l, sizeof c->reason - l, " — expected %s",
-                     want ? "some" : "none");
+            snprintf(c->reason + l, sizeof c->reason - l, " — expected %s", want ? "some" : "none");
         }
     }
     if (c->pass && scen == LG_SCEN_CRASH && (mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT)) {
@@ -342,8 +340,9 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     }
     int faults = lg_matrix_has_faults(cfg);
     if (faults && cfg->redis) {
-        snprintf(err, errlen, "the fault scenarios kill, pause and restart Redis: they run on "
-                              "the private redis-server only (drop --redis)");
+        snprintf(err, errlen,
+                 "the fault scenarios kill, pause and restart Redis: they run on "
+                 "the private redis-server only (drop --redis)");
         return -1;
     }
     x.redis_aof = faults;
@@ -373,8 +372,7 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
 
     if (lg_mx_redis_start(&x, err, errlen) < 0)
         goto out;
-    snprintf(res->redis, sizeof res->redis, "%s%s", x.redis_addr,
-             cfg->redis ? "" : " (private)");
+    snprintf(res->redis, sizeof res->redis, "%s%s", x.redis_addr, cfg->redis ? "" : " (private)");
     lg_mx_log(&x, "redis at %s; server %s; logs in %s", res->redis, cfg->server, x.logdir);
 
     int q = cfg->quick;

@@ -33,7 +33,7 @@ typedef enum lg_scenario {
     LG_SCEN_SLOW,
     LG_SCEN_CRASH,
     LG_SCEN_NESTED,
-    LG_SCEN_KILL,          /* the first fault */
+    LG_SCEN_KILL, /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
     LG_NSCEN /* how many */
@@ -56,50 +56,50 @@ extern const char *const lg_scen_names[LG_NSCEN];
 #define LG_MATRIX_URL_MAX 64 /* bytes, NUL included: an instance's or --target's URL */
 
 typedef struct lg_matrix_cfg {
-    const char *server;        /* miaosha-server binary */
-    const char *redis;         /* "host:port" or NULL = private redis-server */
-    const char *redis_server;  /* binary for the private one */
+    const char *server;       /* miaosha-server binary */
+    const char *redis;        /* "host:port" or NULL = private redis-server */
+    const char *redis_server; /* binary for the private one */
     const char *out_dir;
     int quick;
-    int mode_on[LG_NMODES];    /* indexed by lg_mode: 1 = run it */
-    int scen_on[LG_NSCEN];     /* indexed by lg_scenario */
-    const char *target;        /* NULL, or a balancer's URL ("http://host:port",
-                                  < LG_MATRIX_URL_MAX bytes) in front of several instances on
-                                  one Redis: the multi scenario goes through
-                                  it instead of three instances of its own */
-    const char *admin_token;   /* Bearer token for PUT /stock, or NULL */
+    int mode_on[LG_NMODES];  /* indexed by lg_mode: 1 = run it */
+    int scen_on[LG_NSCEN];   /* indexed by lg_scenario */
+    const char *target;      /* NULL, or a balancer's URL ("http://host:port",
+                                < LG_MATRIX_URL_MAX bytes) in front of several instances on
+                                one Redis: the multi scenario goes through
+                                it instead of three instances of its own */
+    const char *admin_token; /* Bearer token for PUT /stock, or NULL */
     const char *server_args[LG_MATRIX_MAX_ARGS];
     int nserver_args;
-    double time_factor;        /* >= 1: scales the fault scenarios' upper time
-                                  bounds (sanitizer builds run slower) */
+    double time_factor; /* >= 1: scales the fault scenarios' upper time
+                           bounds (sanitizer builds run slower) */
     volatile sig_atomic_t *stop;
-    FILE *log;                 /* progress lines; NULL = quiet */
+    FILE *log; /* progress lines; NULL = quiet */
 } lg_matrix_cfg;
 
 typedef struct lg_cell {
     int ran;
-    const char *expected;      /* "oversell", "exact", "stuck", "recovers", "sells", "blocks",
-                                  "safe" (faults) */
-    char outcome[24];          /* measured, same vocabulary, or "short", "unsafe", "error" */
+    const char *expected; /* "oversell", "exact", "stuck", "recovers", "sells", "blocks",
+                             "safe" (faults) */
+    char outcome[24];     /* measured, same vocabulary, or "short", "unsafe", "error" */
     int pass;
     int64_t stock, sold, stock_left, oversold, undersold;
     uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
-    int stuck;                 /* crash: no sale within the window */
-    int64_t recovery_ms;       /* crash: first sale after the crash; -1 none */
-    int64_t window_ms;         /* crash: observation window */
+    int stuck;                   /* crash: no sale within the window */
+    int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */
+    int64_t window_ms;           /* crash: observation window */
     double elapsed_s;
     /* fault scenarios (-1 = not measured / not applicable) */
-    int64_t fault_ms;          /* how long the fault lasted: instance down until
-                                  healthy again, Redis down, Redis paused */
-    int64_t freed_ms;          /* kill: the dead holder's lock gone after the kill */
-    int64_t failfast_ms;       /* redis-*: slowest 503 of the probes during the fault */
-    int64_t reconnect_ms;      /* redis-restart: every instance answers a purchase
-                                  without 503 again, after Redis answered PING */
-    int64_t resume_ms;         /* first sale after the fault ended */
-    uint64_t n503;             /* 503 redis_unavailable seen by the burst */
-    uint64_t unacked;          /* orders recorded whose response never came */
-    char reason[240];          /* short, measured */
+    int64_t fault_ms;     /* how long the fault lasted: instance down until
+                             healthy again, Redis down, Redis paused */
+    int64_t freed_ms;     /* kill: the dead holder's lock gone after the kill */
+    int64_t failfast_ms;  /* redis-*: slowest 503 of the probes during the fault */
+    int64_t reconnect_ms; /* redis-restart: every instance answers a purchase
+                             without 503 again, after Redis answered PING */
+    int64_t resume_ms;    /* first sale after the fault ended */
+    uint64_t n503;        /* 503 redis_unavailable seen by the burst */
+    uint64_t unacked;     /* orders recorded whose response never came */
+    char reason[240];     /* short, measured */
 } lg_cell;
 
 typedef struct lg_matrix_result {

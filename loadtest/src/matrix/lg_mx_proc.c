@@ -131,8 +131,13 @@ static int redis_spawn(mctx *x, int attempts, char *err, size_t errlen)
     snprintf(logp, sizeof logp, "%s/redis.log", x->logdir);
     /* AOF for the fault scenarios: a restart must reload every write that
      * was acknowledged (appendfsync always) */
-    const char *args[] = {"--appendonly", x->redis_aof ? "yes" : "no", "--appendfsync", "always",
-                          "--maxclients", "10000", NULL};
+    const char *args[] = {"--appendonly",
+                          x->redis_aof ? "yes" : "no",
+                          "--appendfsync",
+                          "always",
+                          "--maxclients",
+                          "10000",
+                          NULL};
     lg_redis_opts o;
     lg_redis_opts_init(&o);
     o.server = x->cfg->redis_server;

@@ -24,8 +24,8 @@
  * "<id>-g<generation>" (a restarted process is a new holder) and keeps its
  * port when it can. */
 typedef struct instance {
-    pid_t pid;                 /* 0 when not running */
-    int port;                  /* 0: pick a free one at the next start */
+    pid_t pid;                    /* 0 when not running */
+    int port;                     /* 0: pick a free one at the next start */
     char base[LG_MATRIX_URL_MAX]; /* "http://127.0.0.1:<port>" once spawned */
     char id[48];
     const char *extra[LG_INSTANCE_MAX_EXTRA]; /* "--set", "k=v" pairs */
@@ -35,12 +35,12 @@ typedef struct instance {
 
 typedef struct mctx {
     const lg_matrix_cfg *cfg;
-    char redis_addr[64];       /* "host:port" the instances get */
+    char redis_addr[64]; /* "host:port" the instances get */
     int redis_port;
-    pid_t redis_pid;           /* private redis-server, 0 when not ours or down */
-    int redis_aof;             /* private one runs with appendonly yes, fsync always */
-    char redis_dir[256];       /* its working directory (mkdtemp), "" when none */
-    char logdir[PATH_MAX];     /* every child's log: <logdir>/<id>.log, redis.log */
+    pid_t redis_pid;       /* private redis-server, 0 when not ours or down */
+    int redis_aof;         /* private one runs with appendonly yes, fsync always */
+    char redis_dir[256];   /* its working directory (mkdtemp), "" when none */
+    char logdir[PATH_MAX]; /* every child's log: <logdir>/<id>.log, redis.log */
 } mctx;
 
 /* One progress line "matrix: ..." to cfg->log (nothing when it is NULL). */

@@ -72,8 +72,7 @@ int lg_free_port(void)
     return port;
 }
 
-pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *err,
-               size_t errlen)
+pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *err, size_t errlen)
 {
     int out = open(logpath ? logpath : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
                    0644);
@@ -233,8 +232,8 @@ pid_t lg_redis_start(const lg_redis_opts *o, int *port, char *err, size_t errlen
         char ports[16];
         snprintf(ports, sizeof ports, "%d", p);
         /* --daemonize no: a daemon calls setsid() (see lg_proc.h) */
-        const char *argv[64] = {server, "--port", ports, "--bind", "127.0.0.1", "--dir", o->dir,
-                                "--save", "", "--daemonize", "no"};
+        const char *argv[64] = {server, "--port", ports, "--bind",      "127.0.0.1", "--dir",
+                                o->dir, "--save", "",    "--daemonize", "no"};
         int n = 11;
         for (int i = 0; o->args && o->args[i] && n < 63; i++)
             argv[n++] = o->args[i];
@@ -256,7 +255,9 @@ pid_t lg_redis_start(const lg_redis_opts *o, int *port, char *err, size_t errlen
         if (!exited)
             lg_stop(pid, 1000); /* never a reaped pid: it may be another process's now */
         snprintf(err, errlen, "could not start %s on port %d: %s (see %s)", server, p,
-                 exited ? "it exited" : stopped(o) ? "interrupted" : "no PING answer",
+                 exited       ? "it exited"
+                 : stopped(o) ? "interrupted"
+                              : "no PING answer",
                  o->logpath ? o->logpath : "no log");
     }
     return -1;
@@ -269,8 +270,7 @@ static int append_scalar(const redisReply *e, char *out, size_t outlen, size_t *
     const char *v;
     size_t len;
     switch (e->type) {
-    case REDIS_REPLY_NIL:
-        return 0;
+    case REDIS_REPLY_NIL: return 0;
     case REDIS_REPLY_STRING:
     case REDIS_REPLY_STATUS:
         v = e->str;
@@ -280,8 +280,7 @@ static int append_scalar(const redisReply *e, char *out, size_t outlen, size_t *
         len = (size_t)snprintf(num, sizeof num, "%lld", e->integer);
         v = num;
         break;
-    default:
-        return -1;
+    default: return -1;
     }
     size_t room = outlen - *used - 1;
     if (len > room)

@@ -34,11 +34,12 @@ struct redisContext; /* hiredis */
 int lg_free_port(void);
 
 /* lg_spawn flags. */
-#define LG_SPAWN_DIE_WITH_PARENT 1 /* the kernel SIGKILLs the child when the
-                                      thread that spawned it ends
-                                      (PR_SET_PDEATHSIG): a test's servers
-                                      never outlive a test that crashed or
-                                      was killed by its timeout */
+#define LG_SPAWN_DIE_WITH_PARENT                                                                   \
+    1 /* the kernel SIGKILLs the child when the                                                    \
+         thread that spawned it ends                                                               \
+         (PR_SET_PDEATHSIG): a test's servers                                                      \
+         never outlive a test that crashed or                                                      \
+         was killed by its timeout */
 
 /* Starts argv[0] (searched in PATH when it has no '/'; argv NULL-terminated,
  * not modified) with stdin from /dev/null, stdout and stderr appended to
@@ -47,8 +48,7 @@ int lg_free_port(void);
  * with a reason in err (errlen bytes): the log file cannot be opened, or
  * fork failed. An exec failure shows as the child exiting with status 127
  * (its reason in the log). */
-pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *err,
-               size_t errlen);
+pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *err, size_t errlen);
 
 /* 1 when the child pid has exited and is now reaped (a zombie counts as
  * exited: this reaps it; so does a pid that is not our child), 0 when it
@@ -78,21 +78,21 @@ void lg_proc_kill_all(int grace_ms);
 
 /* A private redis-server: lg_redis_start's options. */
 typedef struct lg_redis_opts {
-    const char *server;         /* binary, PATH searched; NULL: "redis-server" */
-    int port;                   /* > 0: exactly this port (a restart keeps its
-                                   port); 0: a free port per attempt */
-    const char *dir;            /* --dir (exists; the AOF or RDB goes there) */
-    const char *const *args;    /* more arguments after the kit's own
-                                   (--port --bind 127.0.0.1 --dir --save ""
-                                   --daemonize no), which they may override;
-                                   NULL-terminated, may be NULL */
-    const char *logpath;        /* its output, appended; NULL: /dev/null */
-    int flags;                  /* lg_spawn flags */
-    int attempts;               /* >= 1 (default 1) */
-    int timeout_ms;             /* per attempt, until PING answers (default 10000) */
-    int retry_pause_ms;         /* before another attempt on the same port: its
-                                   old socket may linger (default 200) */
-    volatile sig_atomic_t *stop;/* may be NULL; non-zero ends the wait (failure) */
+    const char *server;          /* binary, PATH searched; NULL: "redis-server" */
+    int port;                    /* > 0: exactly this port (a restart keeps its
+                                    port); 0: a free port per attempt */
+    const char *dir;             /* --dir (exists; the AOF or RDB goes there) */
+    const char *const *args;     /* more arguments after the kit's own
+                                    (--port --bind 127.0.0.1 --dir --save ""
+                                    --daemonize no), which they may override;
+                                    NULL-terminated, may be NULL */
+    const char *logpath;         /* its output, appended; NULL: /dev/null */
+    int flags;                   /* lg_spawn flags */
+    int attempts;                /* >= 1 (default 1) */
+    int timeout_ms;              /* per attempt, until PING answers (default 10000) */
+    int retry_pause_ms;          /* before another attempt on the same port: its
+                                    old socket may linger (default 200) */
+    volatile sig_atomic_t *stop; /* may be NULL; non-zero ends the wait (failure) */
 } lg_redis_opts;
 
 /* The defaults above. */

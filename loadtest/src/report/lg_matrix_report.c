@@ -23,16 +23,23 @@ static const words words_en = {
     {NULL},
     {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
      "nested (reenter=2)", "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s"},
-    "ok", "DIFF", "freed", "back", "mode"};
+    "ok",
+    "DIFF",
+    "freed",
+    "back",
+    "mode"};
 
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
-static const words words_zh = {
-    {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "实例 kill -9", "Redis 重启",
-     "Redis 暂停"},
-    {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
-     "嵌套加锁（reenter=2）", "实例被 kill -9（3 个实例）", "Redis 重启（AOF）",
-     "Redis 暂停 2 秒"},
-    "符合", "不符", "释放", "重连", "模式"};
+static const words words_zh = {{"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁",
+                                "实例 kill -9", "Redis 重启", "Redis 暂停"},
+                               {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）",
+                                "持锁时崩溃", "嵌套加锁（reenter=2）", "实例被 kill -9（3 个实例）",
+                                "Redis 重启（AOF）", "Redis 暂停 2 秒"},
+                               "符合",
+                               "不符",
+                               "释放",
+                               "重连",
+                               "模式"};
 
 static const words *words_of(lg_report_lang lang)
 {
@@ -50,9 +57,9 @@ static const char *scen_short(const words *w, lg_scenario s)
 static const char *outcome_word(lg_report_lang lang, const char *o)
 {
     static const char *const zh[][2] = {
-        {"oversell", "超卖"}, {"exact", "准确"},      {"stuck", "卡死"},    {"recovers", "恢复"},
-        {"sells", "正常售出"}, {"blocks", "阻塞"},     {"safe", "安全"},     {"late", "超时"},
-        {"missed", "错过"},    {"short", "未售罄"},   {"unsafe", "不安全"}, {"error", "出错"}};
+        {"oversell", "超卖"},  {"exact", "准确"},   {"stuck", "卡死"},    {"recovers", "恢复"},
+        {"sells", "正常售出"}, {"blocks", "阻塞"},  {"safe", "安全"},     {"late", "超时"},
+        {"missed", "错过"},    {"short", "未售罄"}, {"unsafe", "不安全"}, {"error", "出错"}};
     if (lang != LG_LANG_ZH)
         return o;
     for (size_t i = 0; i < sizeof zh / sizeof zh[0]; i++)
@@ -183,8 +190,7 @@ static void put_header(FILE *o, const col *c, size_t n)
     }
 }
 
-static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf,
-                       size_t len)
+static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf, size_t len)
 {
     const words *w = words_of(lang);
     if (!c->ran) {
@@ -263,14 +269,14 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
     fputs(zh ? "（格子：符合/不符 = 是否与预期一致，实测结果，售出/库存或恢复耗时）\n\n"
              : "(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n\n",
           o);
-    static const col cells_en[] = {
-        {"scenario", 13, 0}, {"mode", 9, 0},       {"expected", 10, 0},  {"measured", 8, 0},
-        {"oversold", 8, 1},  {"undersold", 9, 1},  {"lock_busy", 9, 1},  {"lock_lost", 9, 1},
-        {"del_other", 9, 1}, {"reason", 0, 0}};
-    static const col cells_zh[] = {
-        {"场景", 13, 0}, {"模式", 9, 0}, {"预期", 10, 0},   {"实测", 8, 0},
-        {"超卖", 8, 1},  {"少卖", 9, 1}, {"锁忙", 9, 1},    {"锁失效", 9, 1},
-        {"误删他锁", 9, 1}, {"原因（英文）", 0, 0}};
+    static const col cells_en[] = {{"scenario", 13, 0}, {"mode", 9, 0},      {"expected", 10, 0},
+                                   {"measured", 8, 0},  {"oversold", 8, 1},  {"undersold", 9, 1},
+                                   {"lock_busy", 9, 1}, {"lock_lost", 9, 1}, {"del_other", 9, 1},
+                                   {"reason", 0, 0}};
+    static const col cells_zh[] = {{"场景", 13, 0},       {"模式", 9, 0},   {"预期", 10, 0},
+                                   {"实测", 8, 0},        {"超卖", 8, 1},   {"少卖", 9, 1},
+                                   {"锁忙", 9, 1},        {"锁失效", 9, 1}, {"误删他锁", 9, 1},
+                                   {"原因（英文）", 0, 0}};
     put_header(o, zh ? cells_zh : cells_en, sizeof cells_en / sizeof cells_en[0]);
     fputc('\n', o);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
@@ -293,13 +299,15 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
         }
     if (lg_matrix_has_faults(cfg)) {
         static const col faults_en[] = {
-            {"fault", 13, 0},    {"mode", 9, 0},     {"503s", 6, 0},      {"unacked", 7, 1},
-            {"fault_ms", 8, 1},  {"freed_ms", 8, 1}, {"failfast", 8, 1},  {"reconnect", 9, 1},
-            {"resume", 6, 1},    {"(ms; - = n/a)", 0, 0}};
+            {"fault", 13, 0},   {"mode", 9, 0},         {"503s", 6, 0},     {"unacked", 7, 1},
+            {"fault_ms", 8, 1}, {"freed_ms", 8, 1},     {"failfast", 8, 1}, {"reconnect", 9, 1},
+            {"resume", 6, 1},   {"(ms; - = n/a)", 0, 0}};
         static const col faults_zh[] = {
-            {"故障", 13, 0},     {"模式", 9, 0},     {"503 次", 6, 1},    {"未确认", 7, 1},
-            {"故障时长", 8, 1},  {"锁释放", 8, 1},   {"503耗时", 8, 1},   {"重连", 9, 1},
-            {"恢复", 6, 1},      {"（毫秒；- = 不适用；恢复 = 故障结束后第一笔成交）", 0, 0}};
+            {"故障", 13, 0},    {"模式", 9, 0},
+            {"503 次", 6, 1},   {"未确认", 7, 1},
+            {"故障时长", 8, 1}, {"锁释放", 8, 1},
+            {"503耗时", 8, 1},  {"重连", 9, 1},
+            {"恢复", 6, 1},     {"（毫秒；- = 不适用；恢复 = 故障结束后第一笔成交）", 0, 0}};
         fputc('\n', o);
         put_header(o, zh ? faults_zh : faults_en, sizeof faults_en / sizeof faults_en[0]);
         fputc('\n', o);
@@ -309,8 +317,8 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
                 if (!c->ran)
                     continue;
                 char v[5][24];
-                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
-                                       c->reconnect_ms, c->resume_ms};
+                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms, c->reconnect_ms,
+                                       c->resume_ms};
                 for (int k = 0; k < 5; k++)
                     fmt_ms(v[k], sizeof v[k], ms[k]);
                 put_left(o, scen_short(w, s), 13);
@@ -370,22 +378,25 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
         return -1;
     if (zh) {
         fprintf(f, "# miaosha 超卖矩阵%s\n\n", cfg->quick ? "（快速）" : "");
-        fprintf(f, "由 `miaosha-load matrix` 对真实的 `miaosha-server` 进程实测，Redis 为 %s，"
-                   "用时 %.1f 秒。每个格子都是测出来的，不是写死的；标为 **不符** 的格子，"
-                   "实测结果与预期不一致。\n\n",
+        fprintf(f,
+                "由 `miaosha-load matrix` 对真实的 `miaosha-server` 进程实测，Redis 为 %s，"
+                "用时 %.1f 秒。每个格子都是测出来的，不是写死的；标为 **不符** 的格子，"
+                "实测结果与预期不一致。\n\n",
                 r->redis, r->elapsed_s);
     } else {
         fprintf(f, "# miaosha oversell matrix%s\n\n", cfg->quick ? " (quick)" : "");
-        fprintf(f, "Measured by `miaosha-load matrix` in %.1f s against real `miaosha-server` "
-                   "processes on Redis %s. Every cell is a measurement; **DIFF** marks a cell "
-                   "whose outcome is not the expected one.\n\n",
+        fprintf(f,
+                "Measured by `miaosha-load matrix` in %.1f s against real `miaosha-server` "
+                "processes on Redis %s. Every cell is a measurement; **DIFF** marks a cell "
+                "whose outcome is not the expected one.\n\n",
                 r->elapsed_s, r->redis);
     }
     if (cfg->target && cfg->scen_on[LG_SCEN_MULTI])
-        fprintf(f, zh ? "多实例场景经由 `%s`（挡在多个实例前面的负载均衡器），"
-                        "而不是矩阵自己启动的实例。\n\n"
-                      : "The multi-instance scenario went through `%s` (a balancer in front "
-                        "of the instances), not through instances of the matrix's own.\n\n",
+        fprintf(f,
+                zh ? "多实例场景经由 `%s`（挡在多个实例前面的负载均衡器），"
+                     "而不是矩阵自己启动的实例。\n\n"
+                   : "The multi-instance scenario went through `%s` (a balancer in front "
+                     "of the instances), not through instances of the matrix's own.\n\n",
                 cfg->target);
     fprintf(f, "| %s |", w->mode);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
@@ -422,10 +433,11 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
               "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               f);
     else
-        fputs("\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
-              "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-              f);
+        fputs(
+            "\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
+            "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
@@ -436,10 +448,10 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
             fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | ",
                     scen_short(w, s), lg_mode_names[m],
                     expected_text(lang, c->expected, e, sizeof e), outcome_word(lang, c->outcome),
-                    c->pass ? "" : diff,
-                    (long long)c->sold, (long long)c->stock, (long long)c->oversold,
-                    (long long)c->undersold, (unsigned long long)c->lock_busy,
-                    (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock);
+                    c->pass ? "" : diff, (long long)c->sold, (long long)c->stock,
+                    (long long)c->oversold, (long long)c->undersold,
+                    (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
+                    (unsigned long long)c->deleted_other_lock);
             if (c->recovery_ms >= 0)
                 fprintf(f, "%lld", (long long)c->recovery_ms);
             else if (c->stuck)
@@ -471,8 +483,8 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                     continue;
                 fprintf(f, "| %s | %s | %llu | %llu |", scen_short(w, s), lg_mode_names[m],
                         (unsigned long long)c->n503, (unsigned long long)c->unacked);
-                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
-                                       c->reconnect_ms, c->resume_ms};
+                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms, c->reconnect_ms,
+                                       c->resume_ms};
                 for (int k = 0; k < 5; k++) {
                     char v[24];
                     fmt_ms(v, sizeof v, ms[k]);
@@ -504,8 +516,9 @@ static int write_csv(const char *path, const lg_matrix_result *r)
             const lg_cell *c = &r->cell[s][m];
             if (!c->ran)
                 continue;
-            fprintf(f, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
-                       "%llu,%llu,%llu,%d,%lld,%.3f,",
+            fprintf(f,
+                    "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
+                    "%llu,%llu,%llu,%d,%lld,%.3f,",
                     lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome,
                     c->pass ? "true" : "false", (long long)c->stock, (long long)c->sold,
                     (long long)c->stock_left, (long long)c->oversold, (long long)c->undersold,
@@ -513,11 +526,11 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                     (unsigned long long)c->sold_out, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->errors, (unsigned long long)c->lock_lost,
                     (unsigned long long)c->deleted_other_lock, (unsigned long long)c->dup,
-                    (unsigned long long)c->missing, c->stuck,
-                    (long long)c->recovery_ms, c->elapsed_s);
+                    (unsigned long long)c->missing, c->stuck, (long long)c->recovery_ms,
+                    c->elapsed_s);
             if (lg_scen_is_fault(s)) {
-                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
-                                       c->reconnect_ms, c->resume_ms};
+                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms, c->reconnect_ms,
+                                       c->resume_ms};
                 fprintf(f, "%llu,%llu,", (unsigned long long)c->n503,
                         (unsigned long long)c->unacked);
                 for (int k = 0; k < 5; k++)
@@ -560,7 +573,7 @@ static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *
                  : s == LG_SCEN_KILL          ? c->freed_ms
                  : s == LG_SCEN_REDIS_RESTART ? c->reconnect_ms
                  : s == LG_SCEN_REDIS_PAUSE   ? c->failfast_ms
-                                        : -1;
+                                              : -1;
     if (!strcmp(c->outcome, "stuck"))
         snprintf(b, len, "%s", outcome_word(lang, "stuck"));
     else if (ms >= 0 && c->oversold == 0)
@@ -604,41 +617,48 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
         width = 780; /* the subtitle */
     if (zh)
         fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"%s\" font-size=\"11\">\n",
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"%s\" font-size=\"11\">\n",
             width, height, width, height,
             zh ? "'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', "
                  "'PingFang SC', 'Microsoft YaHei', sans-serif"
                : "sans-serif");
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     if (zh) {
-        fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha："
-                   "各锁模式在各场景下的售出量与库存%s</text>\n",
+        fprintf(f,
+                "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha："
+                "各锁模式在各场景下的售出量与库存%s</text>\n",
                 left, cfg->quick ? "（快速）" : "");
-        fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555\">柱高 = 售出 / 库存；虚线 = 库存；"
-                   "红 = 超卖，绿 = 准确（恰好卖完库存），灰 = 一件没卖出，橙 = 其他</text>\n",
+        fprintf(f,
+                "<text x=\"%d\" y=\"42\" fill=\"#555\">柱高 = 售出 / 库存；虚线 = 库存；"
+                "红 = 超卖，绿 = 准确（恰好卖完库存），灰 = 一件没卖出，橙 = 其他</text>\n",
                 left);
     } else {
-        fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha: sold "
-                   "vs stock per lock mode and scenario%s</text>\n",
+        fprintf(f,
+                "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha: sold "
+                "vs stock per lock mode and scenario%s</text>\n",
                 left, cfg->quick ? " (quick)" : "");
-        fprintf(f, "<text x=\"%d\" y=\"42\" fill=\"#555\">bar = sold / stock; dashed line = "
-                   "stock; red = oversold, green = exact, grey = nothing sold, orange = "
-                   "other</text>\n",
+        fprintf(f,
+                "<text x=\"%d\" y=\"42\" fill=\"#555\">bar = sold / stock; dashed line = "
+                "stock; red = oversold, green = exact, grey = nothing sold, orange = "
+                "other</text>\n",
                 left);
     }
     /* axis */
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, top, left,
-            top + ph);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, top,
+            left, top + ph);
     for (int t = 0; t <= (int)maxratio; t++) {
         double y = top + ph - ph * (double)t / maxratio;
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%dx</text>\n", left - 6, y + 4, t);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", left,
-                y, width - 20, y);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%dx</text>\n", left - 6, y + 4,
+                t);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", left, y,
+                width - 20, y);
     }
     double ystock = top + ph - ph * 1.0 / maxratio;
-    fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
-               "stroke-dasharray=\"6,4\"/>\n",
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
+            "stroke-dasharray=\"6,4\"/>\n",
             left, ystock, width - 20, ystock);
     int g = 0;
     for (lg_scenario s = 0; s < LG_NSCEN; s++) {
@@ -657,47 +677,54 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
             double ratio = c->stock > 0 ? (double)c->sold / (double)c->stock : 0;
             double shown = ratio > maxratio ? maxratio : ratio;
             double h = ph * shown / maxratio;
-            const char *color = c->oversold > 0        ? "#d62728"
-                                : c->sold == 0         ? "#9e9e9e"
-                                : c->sold == c->stock  ? "#2ca02c"
-                                                       : "#ff7f0e";
+            const char *color = c->oversold > 0       ? "#d62728"
+                                : c->sold == 0        ? "#9e9e9e"
+                                : c->sold == c->stock ? "#2ca02c"
+                                                      : "#ff7f0e";
             if (h < 2)
                 h = 2;
-            fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
-                       "<title>%s / %s: ",
+            fprintf(f,
+                    "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
+                    "<title>%s / %s: ",
                     x, top + ph - h, bw, h, color, scen_short(w, s), lg_mode_names[m]);
             xml_text(f, c->reason);
             fputs("</title></rect>\n", f);
-            fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%lld/%lld"
-                       "</text>\n",
+            fprintf(f,
+                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%lld/%lld"
+                    "</text>\n",
                     x + bw / 2, top + ph - h - 4, (long long)c->sold, (long long)c->stock);
             char b[32];
             if (svg_note(lang, s, c, b, sizeof b)) {
-                fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\" "
-                           "fill=\"#333\">%s</text>\n",
+                fprintf(f,
+                        "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\" "
+                        "fill=\"#333\">%s</text>\n",
                         x + bw / 2, top + ph - h - 15, b);
             }
-            fprintf(f, "<text transform=\"translate(%d,%d) rotate(45)\" font-size=\"10\">%s%s"
-                       "</text>\n",
+            fprintf(f,
+                    "<text transform=\"translate(%d,%d) rotate(45)\" font-size=\"10\">%s%s"
+                    "</text>\n",
                     x + 8, top + ph + 8, lg_mode_names[m],
-                    c->pass ? "" : zh ? "（不符）" : " (DIFF)");
+                    c->pass ? ""
+                    : zh    ? "（不符）"
+                            : " (DIFF)");
         }
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n",
+        fprintf(f,
+                "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n",
                 gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 90,
                 zh ? w->scen_title[s] : lg_scen_names[s]);
         if (svg_note_caption(lang, s))
-            fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"9\" "
-                       "fill=\"#555\">%s</text>\n",
-                    gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 103,
-                    svg_note_caption(lang, s));
+            fprintf(f,
+                    "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"9\" "
+                    "fill=\"#555\">%s</text>\n",
+                    gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 103, svg_note_caption(lang, s));
         g++;
     }
     fputs("</svg>\n", f);
     return fclose(f) == 0 ? 0 : -1;
 }
 
-int lg_matrix_write_files(const lg_matrix_cfg *cfg, const lg_matrix_result *r,
-                          lg_report_lang lang, char *err, size_t errlen)
+int lg_matrix_write_files(const lg_matrix_cfg *cfg, const lg_matrix_result *r, lg_report_lang lang,
+                          char *err, size_t errlen)
 {
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/matrix.md", cfg->out_dir);
