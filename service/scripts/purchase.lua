@@ -17,15 +17,22 @@
 --   Idempotency-Key: GET miaosha:{sku}:idem:<key> -> when set, return
 --     {3, <the stored order>} instead of buying again; after the RPUSH,
 --     SET it to the order id with a TTL.
+
+-- An integer as DECR and INCR take it: canonical, at most 18 digits (so it
+-- cannot overflow), else a write would fail after another had applied.
+local function int(v)
+    local digits = string.gsub(v, '^%-', '')
+    return v == '0' or (#digits <= 18 and string.match(v, '^%-?[1-9]%d*$') ~= nil)
+end
 local s = redis.call('GET', KEYS[1])
 if not s then
     return {0, 0}
 end
-if not string.match(s, '^%-?%d+$') then
+if not int(s) then
     return {-1, 0}
 end
 local sold = redis.call('GET', KEYS[2])
-if sold and not string.match(sold, '^%-?%d+$') then
+if sold and not int(sold) then
     return {-2, 0}
 end
 local t = redis.call('TYPE', KEYS[3])['ok']

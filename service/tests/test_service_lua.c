@@ -228,6 +228,21 @@ static void test_corrupt(void)
     TU_CHECK(tu_redis_int(rp, "GET miaosha:{lbad2}:stock") == 5 &&
                  tu_redis_int(rp, "GET miaosha:{lbad2}:sold") == 0,
              "all or nothing: the stock and sold untouched");
+    /* "007" is digits, but DECR refuses it: refused before any write */
+    TU_REQUIRE(svc_set_stock(&srv, "lbad4", 5, NULL) == 200, "stock 5");
+    tu_redis_int(rp, "SET miaosha:{lbad4}:sold 007");
+    TU_CHECK(svc_req(&srv, "GET", "/miaosha/lua?sku=lbad4", NULL, NULL, &r) == 0 &&
+                 r.status == 503 && svc_jerr_is(&r, "redis_error"),
+             "sold not canonical: 503 redis_error: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(rp, "GET miaosha:{lbad4}:stock") == 5 &&
+                 tu_redis_int(rp, "LLEN miaosha:{lbad4}:orders") == 0,
+             "all or nothing: the stock and orders untouched");
+    tu_redis_int(rp, "SET miaosha:{lbad4}:stock 99999999999999999999");
+    TU_CHECK(svc_req(&srv, "GET", "/miaosha/lua?sku=lbad4", NULL, NULL, &r) == 0 &&
+                 r.status == 503 && svc_jerr_is(&r, "bad_stock_value"),
+             "stock beyond 64 bits: 503 bad_stock_value: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
     tu_redis_int(rp, "DEL miaosha:{lbad3}:stock");
     tu_redis_int(rp, "RPUSH miaosha:{lbad3}:stock x");
     TU_CHECK(svc_req(&srv, "GET", "/miaosha/lua?sku=lbad3", NULL, NULL, &r) == 0 &&
