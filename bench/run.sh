@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|service|pipeline|load|scaleout]... [--seconds N] [--rounds N]
+# bench/run.sh [all|lockcore|service|pipeline|lua|load|scaleout]... [--seconds N] [--rounds N]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -28,7 +28,7 @@ usage() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|service|pipeline|load|scaleout) parts+=("$1") ;;
+    all|lockcore|service|pipeline|lua|load|scaleout) parts+=("$1") ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -451,6 +451,21 @@ if want pipeline; then
   m_on=$(median "${lon[@]}") m_off=$(median "${loff[@]}")
   rt=$(ratio "$m_on" "$m_off")
   row pipeline "token p50 latency (us), 1 connection: pipeline on vs off" "$(fmt "$m_on")" "$(fmt "$m_off")" "$rt" "<= 0.6" "$(judge "$rt" "<=" 0.6)"
+fi
+
+# -------------------------------------------------------------------- lua --
+# The best lock is no lock: the purchase as one atomic script (/miaosha/lua)
+# against the token lock's, on the same server, alternating.
+if want lua; then
+  section "lua: /miaosha/lua vs /miaosha/token"
+  [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
+  echo "successful purchases/s, 64 connections (wrk -c64 -d${DUR}s; sold from the audit), alternating: token, lua"
+  btok=() blua=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    purchase_wrk "$SVC_PORT" token; btok+=("$BUY_RPS"); echo "  round $r: token $BUY_RPS/s ($BUY_NOTE)"
+    purchase_wrk "$SVC_PORT" lua; blua+=("$BUY_RPS"); echo "  round $r: lua   $BUY_RPS/s ($BUY_NOTE)"
+  done
+  target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$(median "${blua[@]}")" "$(median "${btok[@]}")" ">=" 10
 fi
 
 # ------------------------------------------------------------------- load --

@@ -285,9 +285,8 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         r->allow = "GET, POST";
         return error_now(r, 405, "method_not_allowed", "use GET or POST", method, url);
     }
-    if (lc_mode_parse(seg, &r->mode) != 0) {
-        snprintf(detail, sizeof detail,
-                 "unknown mode '%.32s' (none, mutex, setnx, token, reentrant)", seg);
+    if (svc_mode_parse(seg, &r->mode) != 0) {
+        snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);
     }
     int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
@@ -308,7 +307,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);
     }
-    if (submit(r, purchase_pool, svc_purchase_job) != 0) {
+    if (submit(r, purchase_pool, svc_mode_is_lock(r->mode) ? svc_purchase_job : svc_lua_job) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,
                            svc_now_us() - r->t0_us, -1);
         return send_reply(r, method, url);

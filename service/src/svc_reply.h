@@ -15,6 +15,7 @@
 #include <microhttpd.h>
 
 #include "svc.h"
+#include "svc_mode.h"
 #include "svc_params.h"
 
 typedef struct svc_req svc_req;
@@ -46,7 +47,7 @@ struct svc_req {
                               only peeked at (svc_client_gone) */
 
     /* routing result */
-    lc_mode mode;              /* purchase routes */
+    svc_mode mode;             /* purchase routes */
     char sku[SVC_SKU_MAX + 1]; /* purchase/stock/orders */
     int is_put;                /* PUT /stock */
     svc_params p;

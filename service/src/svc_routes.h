@@ -9,6 +9,10 @@
  * validated; r->s gives the defaults for what the query leaves out. */
 void svc_purchase_job(svc_req *r, lc_conn *conn);
 
+/* POST|GET /miaosha/lua (svc_lua.c): the same request, reply, statuses and
+ * order record without a lock, one atomic script. r->mode is SVC_MODE_LUA. */
+void svc_lua_job(svc_req *r, lc_conn *conn);
+
 /* GET /stock/{sku} and PUT /stock/{sku} (r->is_put, r->p.stock), and
  * GET /orders/{sku} (svc_stock.c). */
 void svc_stock_get_job(svc_req *r, lc_conn *conn);

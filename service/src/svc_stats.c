@@ -101,8 +101,8 @@ typedef struct cell {
     prom_hist latency, wait;
 } cell;
 
-static cell cells[LC_MODE_COUNT][SVC_STATS_SKUS + 1];
-static fine_hist mode_latency[LC_MODE_COUNT], mode_wait[LC_MODE_COUNT];
+static cell cells[SVC_MODE_COUNT][SVC_STATS_SKUS + 1];
+static fine_hist mode_latency[SVC_MODE_COUNT], mode_wait[SVC_MODE_COUNT];
 
 static char sku_names[SVC_STATS_SKUS][SVC_SKU_MAX + 1];
 static _Atomic int sku_count;
@@ -146,10 +146,10 @@ int svc_stats_sku_slot(const char *sku)
     return slot;
 }
 
-void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
+void svc_stats_purchase(svc_mode mode, int slot, svc_outcome out, int lock_lost,
                         int deleted_other_lock, int64_t latency_us, int64_t lock_wait_us)
 {
-    if ((int)mode < 0 || mode >= LC_MODE_COUNT || slot < 0 || slot > SVC_STATS_SKUS ||
+    if (mode < 0 || mode >= SVC_MODE_COUNT || slot < 0 || slot > SVC_STATS_SKUS ||
         out >= SVC_OUT_COUNT)
         return;
     cell *c = &cells[mode][slot];
@@ -226,7 +226,7 @@ char *svc_stats_json(const char *instance, size_t *len)
     svc_buf_printf(&b, "\",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,\"modes\":{",
                    (double)(svc_now_us() - started_us) / 1e6, (unsigned long long)ld(&redis_errors),
                    atomic_load(&inflight));
-    for (int m = 0; m < LC_MODE_COUNT; m++) {
+    for (int m = 0; m < SVC_MODE_COUNT; m++) {
         uint64_t out[SVC_OUT_COUNT] = {0}, lost = 0, deleted = 0, requests = 0;
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             for (int o = 0; o < SVC_OUT_COUNT; o++)
@@ -236,7 +236,7 @@ char *svc_stats_json(const char *instance, size_t *len)
         }
         for (int o = 0; o < SVC_OUT_COUNT; o++)
             requests += out[o];
-        svc_buf_printf(&b, "%s\"%s\":{\"requests\":%llu", m ? "," : "", lc_mode_name((lc_mode)m),
+        svc_buf_printf(&b, "%s\"%s\":{\"requests\":%llu", m ? "," : "", svc_mode_name(m),
                        (unsigned long long)requests);
         for (int o = 0; o < SVC_OUT_COUNT; o++)
             svc_buf_printf(&b, ",\"%s\":%llu", out_names[o], (unsigned long long)out[o]);
@@ -258,7 +258,7 @@ char *svc_stats_json(const char *instance, size_t *len)
 
 static void put_labels(svc_buf *b, int m, int s)
 {
-    svc_buf_printf(b, "mode=\"%s\",sku=\"", lc_mode_name((lc_mode)m));
+    svc_buf_printf(b, "mode=\"%s\",sku=\"", svc_mode_name(m));
     put_escaped(b, s < SVC_STATS_SKUS ? sku_names[s] : "_other");
     svc_buf_printf(b, "\"");
 }
@@ -266,7 +266,7 @@ static void put_labels(svc_buf *b, int m, int s)
 static void put_prom_hist(svc_buf *b, const char *name, int which, int nskus)
 {
     svc_buf_printf(b, "# TYPE %s histogram\n", name);
-    for (int m = 0; m < LC_MODE_COUNT; m++) {
+    for (int m = 0; m < SVC_MODE_COUNT; m++) {
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             if (s >= nskus && s < SVC_STATS_SKUS)
                 continue;
@@ -331,7 +331,7 @@ static void put_cell_counter(svc_buf *b, const char *name, const char *help,
     svc_buf_printf(
         b, "# HELP miaosha_purchase_%s_total %s\n# TYPE miaosha_purchase_%s_total counter\n", name,
         help, name);
-    for (int m = 0; m < LC_MODE_COUNT; m++)
+    for (int m = 0; m < SVC_MODE_COUNT; m++)
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s, 0) == 0)
                 continue;

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "svc.h"
+#include "svc_mode.h"
 
 #define SVC_STATS_SKUS 64
 
@@ -62,8 +63,9 @@ int svc_stats_sku_find(const char *sku);
  * from the request's arrival to its reply (< 0 counts as 0; not recorded
  * for SVC_OUT_BAD_REQUEST). lock_wait_us: time spent acquiring when the
  * purchase got the lock or gave up with a 429; < 0 otherwise (rejected, no
- * connection, Redis error or shutdown while acquiring). */
-void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
+ * connection, Redis error or shutdown while acquiring, and every purchase
+ * of a mode that takes no lock: lua). */
+void svc_stats_purchase(svc_mode mode, int slot, svc_outcome out, int lock_lost,
                         int deleted_other_lock, int64_t latency_us, int64_t lock_wait_us);
 /* One HTTP response with this status (600 and above are ignored;
  * /metrics shows 100..599). */

@@ -33,6 +33,9 @@
  *              stock is gone.
  *   none/mutex no Redis lock: SIGKILL when mx-fault-2's /stats shows a
  *              purchase in flight.
+ *   lua        no lock at all, killed the same way: a purchase killed before
+ *              its script wrote nothing, one whose script was sent is Redis's
+ *              to run, whole.
  * The victim is restarted on its port at once (new instance id), and the
  * dead holder's lock is watched until it is gone: it must go by expiry —
  * not before its PTTL at the kill (nobody may release it) and not much
@@ -99,6 +102,8 @@ const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
         return "oversell";
     if (mode == LG_MODE_SETNX && scen != LG_SCEN_KILL)
         return "safe|stuck";
+    /* token, reentrant, and lua: no lock to lose, a purchase is one atomic
+     * script that Redis runs whole or not at all */
     return "safe";
 }
 

@@ -16,13 +16,16 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* The lock modes, in the order of the service's URL segments. */
+/* The purchase modes, in the order of the service's URL segments: the lock
+ * modes, then lua (no lock: one atomic script, the row every lock is
+ * measured against). */
 typedef enum lg_mode {
     LG_MODE_NONE,
     LG_MODE_MUTEX,
     LG_MODE_SETNX,
     LG_MODE_TOKEN,
     LG_MODE_REENTRANT,
+    LG_MODE_LUA,
     LG_NMODES /* how many */
 } lg_mode;
 
@@ -49,7 +52,8 @@ static inline int lg_scen_is_fault(lg_scenario s)
 }
 
 /* The names used on the command line, in files and in SKUs, indexed by
- * lg_mode / lg_scenario: "none" .. "reentrant", "race" .. "redis-pause". */
+ * lg_mode / lg_scenario: "none" .. "reentrant", "lua", "race" ..
+ * "redis-pause". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
 

@@ -1,0 +1,321 @@
+/* svc_lua.c — POST|GET /miaosha/lua: "the best lock is no lock".
+ *
+ * A stock counter needs no lock: one Lua script (scripts/purchase.lua)
+ * checks the stock and, when there is some, decrements it, increments sold
+ * and appends the order record, all in one atomic step and one round trip.
+ * Nothing can run between its read and its writes, so it cannot oversell
+ * under any load, on any number of instances, and a PUT /stock reset
+ * cannot interleave with it (the epoch WATCH of the lock modes has nothing
+ * to guard here).
+ *
+ *   sleep work_ms  →  EVALSHA purchase.lua (NOSCRIPT: EVAL)  →  respond
+ *
+ * work_ms is spent before the script: there is no critical section to
+ * widen, and the script's atomicity is the whole point. The request, its
+ * parameters, the statuses, the reply's JSON and the order record are the
+ * lock modes' (svc_purchase.c); lease_ms, wait_ms (except for the queue
+ * bound), reenter and pipeline are accepted and have nothing to act on: the
+ * reply says lock_wait_ms 0, lock_lost false, pipeline true (one round trip
+ * is all there is). fault=crash_in_section exits the process before the
+ * script, where a lock mode would hold its lock: nothing is written and
+ * nothing is left behind.
+ *
+ * The script's text and SHA1 are compiled in (service/CMakeLists.txt), so
+ * the first call needs no SCRIPT LOAD; after SCRIPT FLUSH or a Redis restart
+ * the EVALSHA answers NOSCRIPT and the same script goes again as EVAL,
+ * which caches it for the next purchase.
+ */
+#include "svc_routes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uuid/uuid.h>
+
+#include "svc_check.h"
+#include "svc_clock.h"
+#include "svc_keys.h"
+#include "svc_scripts.h"
+#include "svc_shutdown.h"
+#include "svc_stats.h"
+
+#define QUEUE_GRACE_MS 1000 /* as svc_purchase.c */
+
+/* Every way a lua purchase ends; the statuses and codes are the lock
+ * modes'. */
+typedef enum {
+    LR_SOLD,
+    LR_SOLD_OUT,
+    LR_REDIS_UNAVAILABLE,
+    LR_REDIS_ERROR,
+    LR_BAD_STOCK_VALUE,
+    LR_SHUTTING_DOWN,
+    LR_OVERLOADED,
+    LR_OUT_OF_MEMORY,
+    LR_CLIENT_GONE,
+    LR_COUNT
+} lua_result;
+
+static const struct {
+    unsigned status;
+    const char *error;
+    svc_outcome out;
+    int redis_error; /* counted in miaosha_redis_errors_total */
+} lua_info[LR_COUNT] = {
+    [LR_SOLD] = {200, NULL, SVC_OUT_SOLD, 0},
+    [LR_SOLD_OUT] = {409, "sold_out", SVC_OUT_SOLD_OUT, 0},
+    [LR_REDIS_UNAVAILABLE] = {503, "redis_unavailable", SVC_OUT_ERROR, 1},
+    [LR_REDIS_ERROR] = {503, "redis_error", SVC_OUT_ERROR, 1},
+    [LR_BAD_STOCK_VALUE] = {503, "bad_stock_value", SVC_OUT_ERROR, 0},
+    [LR_SHUTTING_DOWN] = {503, "shutting_down", SVC_OUT_ERROR, 0},
+    [LR_OVERLOADED] = {503, "overloaded", SVC_OUT_ERROR, 0},
+    [LR_OUT_OF_MEMORY] = {503, "out_of_memory", SVC_OUT_ERROR, 0},
+    [LR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
+};
+
+typedef struct lua_purchase {
+    svc_req *r;
+    int slot;
+    long long stock_left;
+    int has_stock_left;
+    char order_id[SVC_UUID_LEN]; /* set once the script carrying it is sent */
+    char detail[LC_ERRSTR_LEN + 64];
+} lua_purchase;
+
+static void respond(lua_purchase *lp, lua_result res)
+{
+    SVC_ASSERT(res >= 0 && res < LR_COUNT);
+    svc_req *r = lp->r;
+    unsigned status = lua_info[res].status;
+    const char *error = lua_info[res].error;
+    if (lua_info[res].redis_error)
+        svc_stats_redis_error();
+    cJSON *o = cJSON_CreateObject();
+    if (o != NULL) {
+        cJSON_AddBoolToObject(o, "ok", status == 200);
+        if (error != NULL) {
+            cJSON_AddStringToObject(o, "error", error);
+            if (lp->detail[0])
+                cJSON_AddStringToObject(o, "detail", lp->detail);
+        }
+        cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
+        cJSON_AddBoolToObject(o, "pipeline", 1);
+        cJSON_AddStringToObject(o, "sku", r->sku);
+        if (lp->order_id[0])
+            cJSON_AddStringToObject(o, "order_id", lp->order_id);
+        if (lp->has_stock_left)
+            svc_json_add_int(o, "stock_left", lp->stock_left);
+        /* the lock modes' fields, so every mode's reply has one shape */
+        svc_json_add_int(o, "lock_wait_ms", 0);
+        cJSON_AddBoolToObject(o, "lock_lost", 0);
+        cJSON_AddBoolToObject(o, "deleted_other_lock", 0);
+        cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+    }
+    svc_reply_json(r, status, o);
+    svc_stats_purchase(r->mode, lp->slot, lua_info[res].out, 0, 0, svc_now_us() - r->t0_us, -1);
+}
+
+/* The order record as the lock modes write it (svc_purchase.c), without
+ * its end: `{...,"stock_before":` — the script appends the stock it read
+ * and the closing brace. malloc'd; NULL when out of memory. */
+static char *record_head(const lua_purchase *lp)
+{
+    const svc_req *r = lp->r;
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        return NULL;
+    cJSON_AddStringToObject(o, "order_id", lp->order_id);
+    cJSON_AddStringToObject(o, "sku", r->sku);
+    if (r->p.seen & SVC_P_USER)
+        cJSON_AddStringToObject(o, "user", r->p.user);
+    else
+        cJSON_AddNullToObject(o, "user");
+    cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
+    cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+    int64_t now_ms = svc_wall_ms();
+    svc_json_add_int(o, "received_ms", (long long)(now_ms - (svc_now_us() - r->t0_us) / 1000));
+    svc_json_add_int(o, "ts_ms", (long long)now_ms);
+    svc_json_add_int(o, "lock_wait_ms", 0);
+    char *txt = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (txt == NULL)
+        return NULL;
+    static const char tail[] = ",\"stock_before\":";
+    size_t n = strlen(txt); /* ends with '}' */
+    char *head = realloc(txt, n + sizeof tail);
+    if (head == NULL) {
+        free(txt);
+        return NULL;
+    }
+    memcpy(head + n - 1, tail, sizeof tail);
+    return head;
+}
+
+/* One call of the script: EVALSHA, or EVAL with its text (eval). The reply
+ * (caller frees), or NULL with the reason in detail; *sent is 0 when the
+ * command could not even be built (out of memory: nothing went to Redis). */
+static redisReply *call_script(lua_purchase *lp, lc_conn *conn, const char *rec, int eval,
+                               int *sent)
+{
+    char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
+    svc_key(stock_key, lp->r->sku, "stock");
+    svc_key(sold_key, lp->r->sku, "sold");
+    svc_key(orders_key, lp->r->sku, "orders");
+    const char *argv[] = {eval ? "EVAL" : "EVALSHA",
+                          eval ? SVC_SCRIPT_PURCHASE : SVC_SCRIPT_PURCHASE_SHA,
+                          "3",
+                          stock_key,
+                          sold_key,
+                          orders_key,
+                          rec};
+    lc_pipe p;
+    lc_pipe_init(&p);
+    *sent = lc_pipe_append_argv(&p, (int)(sizeof argv / sizeof argv[0]), argv, NULL) == LC_OK;
+    if (*sent)
+        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+    redisReply *rep = *sent ? lc_pipe_take(&p, 0) : NULL;
+    lc_pipe_clear(&p);
+    if (rep == NULL)
+        snprintf(lp->detail, sizeof lp->detail, "%.200s",
+                 !*sent                    ? "out of memory; nothing was written"
+                 : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
+                                           : "no reply");
+    return rep;
+}
+
+static int is_noscript(const redisReply *rep)
+{
+    return rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Runs the script and maps its reply. */
+static lua_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
+{
+    int sent;
+    redisReply *rep = call_script(lp, conn, rec, 0, &sent);
+    if (rep != NULL && is_noscript(rep)) {
+        /* SCRIPT FLUSH or a restarted Redis: nothing ran, send the text */
+        freeReplyObject(rep);
+        rep = call_script(lp, conn, rec, 1, &sent);
+    }
+    if (rep == NULL && !sent) {
+        lp->order_id[0] = '\0';
+        return LR_OUT_OF_MEMORY;
+    }
+    if (rep == NULL) {
+        /* The script may have run: the order id goes back with the 503 so
+         * a client can look for it in GET /orders. */
+        char why[sizeof lp->detail];
+        memcpy(why, lp->detail, sizeof why);
+        snprintf(lp->detail, sizeof lp->detail, "purchase outcome unknown: %.200s", why);
+        return LR_REDIS_UNAVAILABLE;
+    }
+    lua_result res = LR_REDIS_ERROR;
+    if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(lp->detail, sizeof lp->detail, "purchase script: %.200s; nothing was written",
+                 rep->str);
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+               rep->element[0]->type == REDIS_REPLY_INTEGER &&
+               rep->element[1]->type == REDIS_REPLY_INTEGER) {
+        long long code = rep->element[0]->integer, n = rep->element[1]->integer;
+        if (code == 1) {
+            lp->stock_left = n;
+            lp->has_stock_left = 1;
+            res = LR_SOLD;
+        } else if (code == 0) {
+            lp->stock_left = n < 0 ? n : 0;
+            lp->has_stock_left = 1;
+            res = LR_SOLD_OUT;
+        } else if (code == -1) {
+            snprintf(lp->detail, sizeof lp->detail, "stock key holds a non-integer value");
+            res = LR_BAD_STOCK_VALUE;
+        } else {
+            snprintf(lp->detail, sizeof lp->detail,
+                     "sold or orders key holds the wrong kind of value; nothing was written");
+        }
+    } else {
+        snprintf(lp->detail, sizeof lp->detail, "purchase script: unexpected reply type %d",
+                 rep->type);
+    }
+    freeReplyObject(rep);
+    if (res != LR_SOLD)
+        lp->order_id[0] = '\0'; /* nothing was written: no such order */
+    return res;
+}
+
+void svc_lua_job(svc_req *r, lc_conn *conn)
+{
+    lua_purchase lp;
+    const svc_settings *s = r->s;
+    const svc_params *p = &r->p;
+    memset(&lp, 0, sizeof lp);
+    lp.r = r;
+    lp.slot = svc_stats_sku_slot(r->sku);
+    if (conn == NULL) {
+        snprintf(lp.detail, sizeof lp.detail, "no Redis connection");
+        respond(&lp, LR_REDIS_UNAVAILABLE);
+        return;
+    }
+    if (svc_abort_work()) {
+        snprintf(lp.detail, sizeof lp.detail, "server shutting down");
+        respond(&lp, LR_SHUTTING_DOWN);
+        return;
+    }
+    int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
+    int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
+    int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
+    if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
+        snprintf(lp.detail, sizeof lp.detail,
+                 "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
+                 "was tried",
+                 (long long)queued_ms, QUEUE_GRACE_MS);
+        respond(&lp, LR_OVERLOADED);
+        return;
+    }
+    if (svc_client_gone(r)) {
+        snprintf(lp.detail, sizeof lp.detail,
+                 "client closed its connection while queued; nothing was tried");
+        respond(&lp, LR_CLIENT_GONE);
+        return;
+    }
+    if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {
+        svc_log(SVC_ERROR,
+                "fault crash_in_section: exiting before the lua purchase of sku %s; no lock "
+                "to leave behind",
+                r->sku);
+        _exit(3);
+    }
+    if (work_ms > 0 && svc_sleep_work(work_ms) != 0) {
+        snprintf(lp.detail, sizeof lp.detail, "server shutting down; nothing was written");
+        respond(&lp, LR_SHUTTING_DOWN);
+        return;
+    }
+    if (svc_client_gone(r)) {
+        snprintf(lp.detail, sizeof lp.detail,
+                 "client closed its connection before the purchase; nothing was written");
+        respond(&lp, LR_CLIENT_GONE);
+        return;
+    }
+    /* Connect first, so that "Redis unreachable" is told apart from "sent,
+     * no answer" (outcome unknown). */
+    if (lc_conn_redis(conn) == NULL) {
+        snprintf(lp.detail, sizeof lp.detail, "%s; nothing was written", lc_conn_errstr(conn));
+        respond(&lp, LR_REDIS_UNAVAILABLE);
+        return;
+    }
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, lp.order_id);
+    char *rec = record_head(&lp);
+    if (rec == NULL) {
+        lp.order_id[0] = '\0';
+        snprintf(lp.detail, sizeof lp.detail, "out of memory; nothing was written");
+        respond(&lp, LR_OUT_OF_MEMORY);
+        return;
+    }
+    lua_result res = run_script(&lp, conn, rec);
+    free(rec);
+    respond(&lp, res);
+}

@@ -1,0 +1,51 @@
+/* svc_mode.c — the purchase modes' names (svc_mode.h). */
+#include "svc_mode.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *svc_mode_name(svc_mode mode)
+{
+    if (svc_mode_is_lock(mode))
+        return lc_mode_name((lc_mode)mode);
+    if (mode == SVC_MODE_LUA)
+        return "lua";
+    return "?";
+}
+
+int svc_mode_parse(const char *name, svc_mode *out)
+{
+    lc_mode m;
+    if (name == NULL)
+        return -1;
+    if (lc_mode_parse(name, &m) == 0) {
+        *out = (svc_mode)m;
+        return 0;
+    }
+    if (strcmp(name, "lua") == 0) {
+        *out = SVC_MODE_LUA;
+        return 0;
+    }
+    return -1;
+}
+
+static char list[128];
+static pthread_once_t list_once = PTHREAD_ONCE_INIT;
+
+static void list_init(void)
+{
+    size_t used = 0;
+    for (svc_mode m = 0; m < SVC_MODE_COUNT && used < sizeof list; m++) {
+        int n = snprintf(list + used, sizeof list - used, "%s%s", m ? ", " : "", svc_mode_name(m));
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+const char *svc_mode_list(void)
+{
+    (void)pthread_once(&list_once, list_init);
+    return list;
+}
