@@ -9,6 +9,7 @@
 #include "lc_internal.h"
 
 #include "lc_conn.h"
+#include "lc_reaper.h"
 #include "lc_scripts.h"
 #include "lc_util.h"
 
@@ -300,6 +301,9 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
     }
 
     if (s != LC_OK) {
+        if (s == LC_IO) /* the timed-out command may still run: lc_reaper.c */
+            lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode, .key = g->key,
+                                                   .owner = g->owner_token, .lease_ms = g->lease_ms});
         free(g);
         if (s == LC_BUSY)
             atomic_fetch_add(&c->busy, 1);
@@ -380,8 +384,11 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
     default:
         s = conn ? release_redis(conn, g) : LC_MISUSE;
     }
-    if (s == LC_IO)
-        (void)fail_io(conn); /* LC_IO only comes from release_redis: conn is set */
+    if (s == LC_IO) { /* LC_IO only comes from release_redis: conn is set */
+        lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode, .release = true, .key = g->key,
+                                               .owner = g->owner_token, .lease_ms = g->lease_ms});
+        (void)fail_io(conn);
+    }
     free(g);
     return s;
 }
