@@ -192,7 +192,10 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
 
 /* Stops the background threads and frees the client. NULL-safe. Every
  * lc_conn and lc_guard of this client must be freed/released first. Not
- * concurrently with any other call on the client. */
+ * concurrently with any other call on the client. Waits for no late reply
+ * of the orphan cleanup (below): at most for one round trip it has under
+ * way (connect + command timeout); the connections it still held are
+ * closed and the leases end what their commands may still do. */
 void lc_client_free(lc_client *c);
 
 /* The instance id (static for the client's life). Any thread. */

@@ -121,9 +121,9 @@ void lc_client_free(lc_client *c)
 {
     if (!c)
         return;
+    lc_reaper_shutdown(c); /* first: it may still wake waiters through the pub/sub part */
     lc_watchdog_shutdown(c);
     lc_pubsub_shutdown(c);
-    lc_reaper_shutdown(c);
     lc_mutex_table_destroy(&c->mutexes);
     free(c);
 }
