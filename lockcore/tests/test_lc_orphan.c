@@ -252,6 +252,49 @@ static void test_late_release(lc_client *cli, lc_mode mode)
     lc_conn_free(conn);
 }
 
+/* The server closes the connection before answering: CLIENT PAUSE WRITE
+ * holds the acquire inside Redis (read, not run), CLIENT KILL frees its
+ * client, so it never runs. The reaper sees EOF and cannot tell whether it
+ * ran: token sends its compare-and-delete on a fresh connection (nothing
+ * to delete here); reentrant leaves it to the lease (counted unresolved).
+ * Either way nothing is left, and no other connection's lock is touched. */
+static void test_server_closed(lc_client *cli, lc_mode mode)
+{
+    const char *m = lc_mode_name(mode);
+    char key[128];
+    lct_key(key, sizeof key, "closed", mode);
+    lc_conn *conn = lct_conn(cli);
+    TU_REQUIRE(lc_conn_ping(conn) == LC_OK, "%s: ping", m);
+    lc_stats before = stats(cli);
+    char ok[16];
+    TU_REQUIRE(tu_redis_str(r.port, ok, sizeof ok, "CLIENT PAUSE 5000 WRITE") == 0 && !strcmp(ok, "OK"),
+               "CLIENT PAUSE");
+    lc_lock_args a = lct_args(mode, key, "closed", mode == LC_REENTRANT ? 0 : 30000, 0);
+    lc_guard *g = NULL;
+    lc_status s = lc_acquire(conn, &a, &g);
+    TU_CHECK(s == LC_IO, "%s: held by the pause: %s", m, lc_status_name(s));
+    TU_CHECK(tu_redis_int(r.port, "CLIENT KILL TYPE normal SKIPME yes") >= 1, "%s: killed", m);
+    TU_CHECK(tu_redis_str(r.port, ok, sizeof ok, "CLIENT UNPAUSE") == 0 && !strcmp(ok, "OK"),
+             "%s: unpaused", m);
+    uint64_t want = before.orphans_unresolved + (mode == LC_REENTRANT);
+    int64_t t0 = tu_now_ms();
+    while (tu_now_ms() - t0 < tu_slack(1000) && stats(cli).orphans_unresolved < want)
+        tu_sleep_ms(10);
+    tu_sleep_ms(100); /* token: the fresh compare-and-delete */
+    lc_stats after = stats(cli);
+    TU_CHECK(after.orphans_adopted == before.orphans_adopted + 1, "%s: adopted", m);
+    TU_CHECK(after.orphans_unresolved == want && after.orphans_released == before.orphans_released,
+             "%s: unresolved +%llu, released +%llu", m,
+             (unsigned long long)(after.orphans_unresolved - before.orphans_unresolved),
+             (unsigned long long)(after.orphans_released - before.orphans_released));
+    TU_CHECK(tu_redis_int(r.port, "EXISTS %s", key) == 0, "%s: the killed acquire never ran", m);
+    s = lc_acquire(conn, &a, &g);
+    TU_CHECK(s == LC_OK, "%s: the handle reconnects: %s", m, lc_status_name(s));
+    if (g)
+        lc_release(conn, g);
+    lc_conn_free(conn);
+}
+
 /* Freeing the client while an adopted command still waits for Redis: the
  * reaper stops at once (the lease ends the lock). */
 static void test_shutdown(void)
@@ -293,6 +336,7 @@ int main(void)
         test_not_granted(cli, modes[i]);
         test_race(cli, modes[i]);
         test_late_release(cli, modes[i]);
+        test_server_closed(cli, modes[i]);
     }
     lc_client_free(cli);
     test_shutdown();
