@@ -81,8 +81,8 @@
  * released within one more round trip; the reaper's own release sees the
  * lock state after the late command, never before. Limits, where the lease
  * ends the lock as before: (a) no reply within 60 s, or the client freed
- * first: the connection is closed, and Redis may still run the command
- * after that; (b) the server closed the connection (EOF or reset) before
+ * first: the reaper closes the connection, which (a close by the client, as
+ * above) does not stop Redis from running the command later; (b) the server closed the connection (EOF or reset) before
  * the reply: the server has freed that client, so the command either ran
  * already or never will — which is unknown (a reply can be lost after the
  * command ran: CLIENT KILL, a crash, a restart). token then sends the
@@ -90,10 +90,10 @@
  * runs any more; idempotent); reentrant sends nothing (one unlock too many
  * would take a re-entering owner's real hold); (c) setnx keeps its flaw (no
  * owner to compare) and lc_extend is not covered (it only extends a lock
- * its guard still holds); (d) a caller that reuses one owner id for two
- * concurrent reentrant acquisitions shares one field, and the cleanup's
- * unlock takes back one hold of that field — the hold the late acquire
- * added, however the two are interleaved. Counted in lc_stats.orphans_*.
+ * its guard still holds). The unlock-once rule stays right when one owner
+ * id is used by several acquisitions at once (they share the field): each
+ * late grant added one hold, and each cleanup takes back one. Counted in
+ * lc_stats.orphans_*.
  *
  * Cluster: the caller passes the lock key. Keep every key of one SKU on one
  * slot with a hash tag — "miaosha:{sku}:lock", "miaosha:{sku}:stock" — so a
@@ -218,7 +218,9 @@ typedef struct lc_stats {
                                    timed out and whose connection the reaper
                                    took over (see "Orphan cleanup") */
     uint64_t orphans_released;  /* locks the reaper gave back: a stalled
-                                   acquire that was granted late, undone */
+                                   acquire that was granted late, undone
+                                   (or a stalled release answered NOSCRIPT,
+                                   re-sent) */
     uint64_t orphans_unresolved;/* adopted commands whose outcome stayed
                                    unknown (no reply within 60 s, the
                                    connection closed with a reentrant
