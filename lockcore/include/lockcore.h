@@ -62,8 +62,9 @@
  * which nothing runs), lockcore takes that connection away from the lc_conn
  * (which reconnects on its next use) and hands it to the client's reaper
  * thread (one per client, started on first need, stopped by
- * lc_client_free). The reaper waits up to 60 s for the late reply, on that
- * same connection, and:
+ * lc_client_free; it holds at most 256 such connections, beyond which a
+ * timed-out command is left to its lease). The reaper waits up to 60 s for
+ * the late reply, on that same connection, and:
  *   - acquire granted late (token: SET NX answered OK; reentrant: the
  *     acquire script answered nil): sends the mode's release on the SAME
  *     connection — token: the compare-and-delete of this acquisition's
@@ -221,11 +222,13 @@ typedef struct lc_stats {
                                    acquire that was granted late, undone
                                    (or a stalled release answered NOSCRIPT,
                                    re-sent) */
-    uint64_t orphans_unresolved;/* adopted commands whose outcome stayed
+    uint64_t orphans_unresolved;/* timed-out commands whose outcome stayed
                                    unknown (no reply within 60 s, the
                                    connection closed with a reentrant
-                                   command unanswered, the client freed):
-                                   the lease ends what they left */
+                                   command unanswered, the client freed,
+                                   or not adopted: 256 connections held
+                                   already, no memory): the lease ends what
+                                   they left */
 } lc_stats;
 
 /* A snapshot of the client's counters (C11 atomics; each field is exact,

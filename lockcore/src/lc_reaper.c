@@ -102,6 +102,16 @@ static void orphan_free(lc_orphan *o)
     free(o);
 }
 
+/* The thread is done with an adopted orphan. */
+static void orphan_release(lc_reaper *rp, lc_orphan *o)
+{
+    orphan_free(o);
+    LC_PTHREAD(pthread_mutex_lock(&rp->mu));
+    LC_ASSERT(rp->held > 0);
+    rp->held--;
+    LC_PTHREAD(pthread_mutex_unlock(&rp->mu));
+}
+
 static bool orphan_done(const lc_orphan *o)
 {
     return o->skip_before == 0 && !o->lock_pending && o->skip_after == 0 && !o->undo_pending &&
@@ -309,7 +319,7 @@ static void *reaper_main(void *arg)
             lc_orphan *o = fresh;
             fresh = o->next;
             if (!stop && take_over(c, o, &own)) {
-                orphan_free(o);
+                orphan_release(rp, o);
             } else {
                 o->next = list;
                 list = o;
@@ -370,7 +380,7 @@ static void *reaper_main(void *arg)
             i++;
             if (finished) {
                 *pp = o->next;
-                orphan_free(o);
+                orphan_release(rp, o);
             } else {
                 pp = &o->next;
             }
@@ -382,7 +392,7 @@ static void *reaper_main(void *arg)
         list = o->next;
         if (o->lock_pending || o->undo_pending || o->undo_failed)
             atomic_fetch_add(&c->orphans_unresolved, 1);
-        orphan_free(o);
+        orphan_release(rp, o);
     }
     if (own)
         redisFree(own);
@@ -413,6 +423,7 @@ void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
     lc_orphan *o = calloc(1, sizeof *o);
     if (!o || !(o->key = strdup(cmd->key))) {
         free(o);
+        atomic_fetch_add(&c->orphans_unresolved, 1);
         return;
     }
     o->mode = cmd->mode;
@@ -432,8 +443,9 @@ void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
         if (rp->wake_fd >= 0 && pthread_create(&rp->thread, NULL, reaper_main, c) == 0)
             rp->started = true;
     }
-    bool ok = rp->started && !rp->stop;
+    bool ok = rp->started && !rp->stop && rp->held < LC_REAPER_MAX;
     if (ok) {
+        rp->held++;
         o->ctx = ctx;
         conn->ctx = NULL; /* conn reconnects on its next use */
         o->next = rp->incoming;
@@ -446,6 +458,7 @@ void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
     LC_PTHREAD(pthread_mutex_unlock(&rp->mu));
     if (!ok) {
         orphan_free(o);
+        atomic_fetch_add(&c->orphans_unresolved, 1);
         return;
     }
     atomic_fetch_add(&c->orphans_adopted, 1);
@@ -468,7 +481,7 @@ void lc_reaper_shutdown(lc_client *c)
         LC_PTHREAD(pthread_join(rp->thread, NULL));
     /* The thread took every orphan queued before stop; none can be queued
      * after it (adopt checks stop). */
-    LC_ASSERT(rp->incoming == NULL);
+    LC_ASSERT(rp->incoming == NULL && rp->held == 0);
     if (rp->wake_fd >= 0)
         close(rp->wake_fd);
     LC_PTHREAD(pthread_mutex_destroy(&rp->mu));

@@ -27,8 +27,15 @@ typedef struct lc_reaper {
     pthread_t thread;
     bool started, stop;
     int wake_fd;        /* eventfd: a new orphan, or stop */
+    int held;           /* orphans adopted and not freed yet (<= LC_REAPER_MAX) */
     lc_orphan *incoming;
 } lc_reaper;
+
+/* At most this many connections are held at once: a Redis paused for long
+ * under load would otherwise collect one socket per timed-out request for
+ * up to 60 s each, and run the process out of file descriptors. Beyond it
+ * a timed-out command is left to its lease (counted unresolved). */
+#define LC_REAPER_MAX 256
 
 /* The lock command that timed out, as lc_lock.c sent it. */
 typedef struct lc_orphan_cmd {
@@ -58,7 +65,8 @@ void lc_reaper_shutdown(lc_client *c);
  * on its next use) and hands it to the reaper thread. Does nothing for
  * modes other than token and reentrant, when no context was connected, or
  * when Redis answered (an error reply: the command did not run). When
- * memory or the thread cannot be had it does nothing either: the context
+ * memory or the thread cannot be had, or LC_REAPER_MAX connections are
+ * held already, it does nothing either (counted unresolved): the context
  * stays with conn (freed on its next use) and the lease ends the orphan,
  * as before the cleanup existed. Never blocks on Redis. */
 void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd);
