@@ -83,8 +83,8 @@
  * lock state after the late command, never before. Limits, where the lease
  * ends the lock as before: (a) no reply within 60 s, or the client freed
  * first: the reaper closes the connection, which (a close by the client, as
- * above) does not stop Redis from running the command later; (b) the server closed the connection (EOF or reset) before
- * the reply: the server has freed that client, so the command either ran
+ * above) does not stop Redis from running the command later; (b) the server closed the connection
+ * (EOF or reset) before the reply: the server has freed that client, so the command either ran
  * already or never will — which is unknown (a reply can be lost after the
  * command ran: CLIENT KILL, a crash, a restart). token then sends the
  * compare-and-delete on a fresh connection (safe: nothing of the old one
@@ -130,18 +130,18 @@ typedef enum lc_mode {
 } lc_mode;
 
 typedef enum lc_status {
-    LC_OK = 0,       /* acquired, released or extended */
-    LC_BUSY = 1,     /* not acquired within wait_ms (contention, not an error) */
-    LC_NOT_OWNER = 2,/* release/extend: this owner does not hold the lock any
-                        more (its lease ran out, or another owner took it) */
-    LC_LOST = 3,     /* reentrant release: the lock was gone, and the
-                        watchdog's renewal had already found it gone while
-                        it was held (rather than, say, an explicit lease
-                        simply running out: that is LC_NOT_OWNER) */
-    LC_IO = 4,       /* Redis unreachable, timed out, or answered an error */
-    LC_MISUSE = 5,   /* bad arguments, or a call the mode does not offer */
-    LC_NOMEM = 6,    /* out of memory, or a background thread could not start */
-    LC_CANCELED = 7  /* the caller's cancel flag was raised while waiting */
+    LC_OK = 0,        /* acquired, released or extended */
+    LC_BUSY = 1,      /* not acquired within wait_ms (contention, not an error) */
+    LC_NOT_OWNER = 2, /* release/extend: this owner does not hold the lock any
+                         more (its lease ran out, or another owner took it) */
+    LC_LOST = 3,      /* reentrant release: the lock was gone, and the
+                         watchdog's renewal had already found it gone while
+                         it was held (rather than, say, an explicit lease
+                         simply running out: that is LC_NOT_OWNER) */
+    LC_IO = 4,        /* Redis unreachable, timed out, or answered an error */
+    LC_MISUSE = 5,    /* bad arguments, or a call the mode does not offer */
+    LC_NOMEM = 6,     /* out of memory, or a background thread could not start */
+    LC_CANCELED = 7   /* the caller's cancel flag was raised while waiting */
 } lc_status;
 
 /* The mode's public name ("none", "mutex", "setnx", "token", "reentrant"),
@@ -160,22 +160,22 @@ const char *lc_status_name(lc_status status);
 /* --- client ------------------------------------------------------------ */
 
 typedef struct lc_options {
-    const char *redis_host;       /* default "127.0.0.1" */
-    int redis_port;               /* default 6379 */
-    const char *redis_password;   /* NULL or "" = no AUTH */
-    int redis_db;                 /* SELECT on connect when > 0; default 0 */
-    int connect_timeout_ms;       /* default 1000, > 0 */
-    int command_timeout_ms;       /* per command round trip; default 1000, > 0 */
-    int64_t watchdog_timeout_ms;  /* reentrant lease without an explicit one;
-                                     renewed every watchdog_timeout_ms / 3.
-                                     Default 30000 (Redisson's
-                                     lockWatchdogTimeout); >= 30 */
-    int64_t retry_interval_ms;    /* setnx/token polling interval while
-                                     waiting, plus 0..interval/2 of jitter;
-                                     default 10, >= 1 */
-    const char *instance_id;      /* reentrant hash fields are
-                                     "<instance_id>:<owner>"; NULL = a fresh
-                                     libuuid. At most LC_ID_LEN-1 bytes. */
+    const char *redis_host;      /* default "127.0.0.1" */
+    int redis_port;              /* default 6379 */
+    const char *redis_password;  /* NULL or "" = no AUTH */
+    int redis_db;                /* SELECT on connect when > 0; default 0 */
+    int connect_timeout_ms;      /* default 1000, > 0 */
+    int command_timeout_ms;      /* per command round trip; default 1000, > 0 */
+    int64_t watchdog_timeout_ms; /* reentrant lease without an explicit one;
+                                    renewed every watchdog_timeout_ms / 3.
+                                    Default 30000 (Redisson's
+                                    lockWatchdogTimeout); >= 30 */
+    int64_t retry_interval_ms;   /* setnx/token polling interval while
+                                    waiting, plus 0..interval/2 of jitter;
+                                    default 10, >= 1 */
+    const char *instance_id;     /* reentrant hash fields are
+                                    "<instance_id>:<owner>"; NULL = a fresh
+                                    libuuid. At most LC_ID_LEN-1 bytes. */
 } lc_options;
 
 /* Fills *o with the defaults above. Any thread. */
@@ -203,32 +203,32 @@ void lc_client_free(lc_client *c);
 const char *lc_client_instance_id(const lc_client *c);
 
 typedef struct lc_stats {
-    uint64_t acquired;          /* successful acquisitions, all modes */
-    uint64_t busy;              /* acquisitions that returned LC_BUSY */
-    uint64_t io_errors;         /* lock calls (acquire, release, extend)
-                                   that returned LC_IO */
-    uint64_t watchdog_renewals; /* renew scripts that returned 1 */
-    uint64_t watchdog_lost;     /* renew scripts that returned 0 while the
-                                   lock was held and no release of it was
-                                   under way (lock lost) */
-    uint64_t watchdog_active;   /* (key, owner) pairs the watchdog renews now
-                                   (held in watchdog mode, not lost) */
-    uint64_t pubsub_channels;   /* channels the subscriber is subscribed to now */
-    uint64_t pubsub_waiters;    /* threads waiting on a reentrant lock now */
-    uint64_t orphans_adopted;   /* token/reentrant acquires and releases that
-                                   timed out and whose connection the reaper
-                                   took over (see "Orphan cleanup") */
-    uint64_t orphans_released;  /* locks the reaper gave back: a stalled
-                                   acquire that was granted late, undone
-                                   (or a stalled release answered NOSCRIPT,
-                                   re-sent) */
-    uint64_t orphans_unresolved;/* timed-out commands whose outcome stayed
-                                   unknown (no reply within 60 s, the
-                                   connection closed with a reentrant
-                                   command unanswered, the client freed,
-                                   or not adopted: 256 connections held
-                                   already, no memory): the lease ends what
-                                   they left */
+    uint64_t acquired;           /* successful acquisitions, all modes */
+    uint64_t busy;               /* acquisitions that returned LC_BUSY */
+    uint64_t io_errors;          /* lock calls (acquire, release, extend)
+                                    that returned LC_IO */
+    uint64_t watchdog_renewals;  /* renew scripts that returned 1 */
+    uint64_t watchdog_lost;      /* renew scripts that returned 0 while the
+                                    lock was held and no release of it was
+                                    under way (lock lost) */
+    uint64_t watchdog_active;    /* (key, owner) pairs the watchdog renews now
+                                    (held in watchdog mode, not lost) */
+    uint64_t pubsub_channels;    /* channels the subscriber is subscribed to now */
+    uint64_t pubsub_waiters;     /* threads waiting on a reentrant lock now */
+    uint64_t orphans_adopted;    /* token/reentrant acquires and releases that
+                                    timed out and whose connection the reaper
+                                    took over (see "Orphan cleanup") */
+    uint64_t orphans_released;   /* locks the reaper gave back: a stalled
+                                    acquire that was granted late, undone
+                                    (or a stalled release answered NOSCRIPT,
+                                    re-sent) */
+    uint64_t orphans_unresolved; /* timed-out commands whose outcome stayed
+                                    unknown (no reply within 60 s, the
+                                    connection closed with a reentrant
+                                    command unanswered, the client freed,
+                                    or not adopted: 256 connections held
+                                    already, no memory): the lease ends what
+                                    they left */
 } lc_stats;
 
 /* A snapshot of the client's counters (C11 atomics; each field is exact,

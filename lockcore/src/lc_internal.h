@@ -60,19 +60,19 @@ void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
 typedef struct lc_hold {
     char *key;
     char *field;
-    int holds;            /* local acquisitions not yet released */
-    int watchdog_holds;   /* of those, taken without an explicit lease: the
-                             lock is renewed while this is > 0 and it is not
-                             lost (Redisson renews while a watchdog-mode
-                             acquisition is held, not while any is) */
-    int releasing;        /* releases under way (begin_release .. drop);
-                             == holds: the last is under way, not renewed */
-    unsigned releases;    /* releases ever begun: a renewal that answered 0
-                             while one overlapped it may have raced a DEL */
+    int holds;          /* local acquisitions not yet released */
+    int watchdog_holds; /* of those, taken without an explicit lease: the
+                           lock is renewed while this is > 0 and it is not
+                           lost (Redisson renews while a watchdog-mode
+                           acquisition is held, not while any is) */
+    int releasing;      /* releases under way (begin_release .. drop);
+                           == holds: the last is under way, not renewed */
+    unsigned releases;  /* releases ever begun: a renewal that answered 0
+                           while one overlapped it may have raced a DEL */
     int64_t next_renew_ms;
-    bool renewing;        /* the watchdog thread is renewing it right now */
-    bool unlinked;        /* holds reached 0 while renewing: thread frees it */
-    atomic_int lost;      /* the renew script returned 0 while held */
+    bool renewing;   /* the watchdog thread is renewing it right now */
+    bool unlinked;   /* holds reached 0 while renewing: thread frees it */
+    atomic_int lost; /* the renew script returned 0 while held */
     struct lc_hold *next;
 } lc_hold;
 
@@ -119,7 +119,7 @@ typedef struct lc_pubsub {
     pthread_cond_t subscribed_cv; /* broadcast on every SUBSCRIBE confirmation */
     pthread_t thread;
     bool started, stop;
-    int wake_fd;                  /* eventfd: tells the thread to (un)subscribe */
+    int wake_fd; /* eventfd: tells the thread to (un)subscribe */
     lc_ps_channel *channels;
     redisContext *ctx;
 } lc_pubsub;

@@ -20,16 +20,16 @@
 
 #define LC_MAX_DURATION_MS 86400000LL /* 24 h bounds every lease and wait */
 #define LC_CHANNEL_PREFIX "redisson_lock__channel"
-#define LC_UNLOCK_MESSAGE "0"         /* Redisson's LockPubSub.UNLOCK_MESSAGE */
+#define LC_UNLOCK_MESSAGE "0" /* Redisson's LockPubSub.UNLOCK_MESSAGE */
 
 struct lc_guard {
     lc_mode mode;
     lc_client *client;
-    int64_t lease_ms;  /* the lease set in Redis (reentrant: the watchdog's) */
+    int64_t lease_ms; /* the lease set in Redis (reentrant: the watchdog's) */
     int64_t wait_ms;
     lc_mutex_entry *mx;
     lc_hold *hold;
-    bool watchdog;     /* reentrant without an explicit lease */
+    bool watchdog; /* reentrant without an explicit lease */
     atomic_int lost;
     char owner_token[2 * LC_ID_LEN + 2];
     char key[];
@@ -72,7 +72,8 @@ static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
         return misuse(conn, "owner must be 1..63 bytes");
     if (a->wait_ms < 0 || a->wait_ms > LC_MAX_DURATION_MS)
         return misuse(conn, "wait_ms must be 0..86400000");
-    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN) && (a->lease_ms <= 0 || a->lease_ms > LC_MAX_DURATION_MS))
+    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN) &&
+        (a->lease_ms <= 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 1..86400000 for setnx and token");
     if (a->mode == LC_REENTRANT && (a->lease_ms < 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 0..86400000 for reentrant");
@@ -119,7 +120,8 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
-    redisReply *r = redisCommand(ctx, "SET %s %s NX PX %lld", a->key, token, (long long)a->lease_ms);
+    redisReply *r = redisCommand(ctx, "SET %s %s NX PX %lld", a->key, token,
+                                 (long long)a->lease_ms);
     if (!r || (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)) {
         lc_seterr(conn->err, "redis SET NX PX: %s", r ? r->str : ctx->errstr);
         if (r)
@@ -162,7 +164,8 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
     int64_t step = conn->client->retry_interval_ms;
     for (;;) {
         bool got = false;
-        lc_status s = a->mode == LC_SETNX ? setnx_try(conn, a, &got) : token_try(conn, a, token, &got);
+        lc_status s = a->mode == LC_SETNX ? setnx_try(conn, a, &got)
+                                          : token_try(conn, a, token, &got);
         if (s != LC_OK)
             return s;
         if (got)
@@ -267,11 +270,8 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
     g->lease_ms = a->lease_ms;
 
     switch (a->mode) {
-    case LC_NONE:
-        break;
-    case LC_MUTEX:
-        s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, a->cancel, &g->mx);
-        break;
+    case LC_NONE: break;
+    case LC_MUTEX: s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, a->cancel, &g->mx); break;
     case LC_SETNX:
         snprintf(g->owner_token, sizeof g->owner_token, "1");
         s = poll_acquire(conn, a, NULL, deadline);
@@ -296,14 +296,15 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
         }
         break;
     }
-    default:
-        s = LC_MISUSE;
+    default: s = LC_MISUSE;
     }
 
     if (s != LC_OK) {
         if (s == LC_IO) /* the timed-out command may still run: lc_reaper.c */
-            lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode, .key = g->key,
-                                                   .owner = g->owner_token, .lease_ms = g->lease_ms});
+            lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
+                                                   .key = g->key,
+                                                   .owner = g->owner_token,
+                                                   .lease_ms = g->lease_ms});
         free(g);
         if (s == LC_BUSY)
             atomic_fetch_add(&c->busy, 1);
@@ -335,7 +336,8 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g)
         }
     } else if (g->mode == LC_TOKEN) {
         const char *args[] = {g->key, g->owner_token};
-        r = lc_eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args, conn->err);
+        r = lc_eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args,
+                    conn->err);
         if (!r)
             s = LC_IO;
         else if (!(r->type == REDIS_REPLY_INTEGER && r->integer == 1))
@@ -367,11 +369,8 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
     lc_status s = LC_OK;
     lc_client *c = g->client;
     switch (g->mode) {
-    case LC_NONE:
-        break;
-    case LC_MUTEX:
-        lc_mutex_release(&c->mutexes, g->mx);
-        break;
+    case LC_NONE: break;
+    case LC_MUTEX: lc_mutex_release(&c->mutexes, g->mx); break;
     case LC_REENTRANT:
         /* The watchdog stops at the last local release whatever happens
          * next, even on misuse: a hold left behind would be renewed for
@@ -381,12 +380,14 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
         if (lc_hold_drop(c, g->hold, g->watchdog) && s == LC_NOT_OWNER)
             s = LC_LOST;
         break;
-    default:
-        s = conn ? release_redis(conn, g) : LC_MISUSE;
+    default: s = conn ? release_redis(conn, g) : LC_MISUSE;
     }
     if (s == LC_IO) { /* LC_IO only comes from release_redis: conn is set */
-        lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode, .release = true, .key = g->key,
-                                               .owner = g->owner_token, .lease_ms = g->lease_ms});
+        lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
+                                               .release = true,
+                                               .key = g->key,
+                                               .owner = g->owner_token,
+                                               .lease_ms = g->lease_ms});
         (void)fail_io(conn);
     }
     free(g);
@@ -407,7 +408,8 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms)
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     const char *args[] = {g->key, g->owner_token, lease};
-    redisReply *r = lc_eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args, conn->err);
+    redisReply *r = lc_eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args,
+                            conn->err);
     if (!r)
         return fail_io(conn);
     lc_status s = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? LC_OK : LC_NOT_OWNER;

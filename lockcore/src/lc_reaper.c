@@ -72,14 +72,14 @@
 struct lc_orphan {
     redisContext *ctx;
     lc_mode mode;
-    bool release;         /* the lock command was a release */
-    bool lock_pending;    /* its reply is not read yet */
-    bool undo_pending;    /* our release was sent, its reply not read yet */
-    bool undo_failed;     /* granted, but our release could not be sent */
-    int skip_before;      /* unread replies ahead of the lock command's */
-    int skip_after;       /* unread replies after it (before our release's) */
+    bool release;      /* the lock command was a release */
+    bool lock_pending; /* its reply is not read yet */
+    bool undo_pending; /* our release was sent, its reply not read yet */
+    bool undo_failed;  /* granted, but our release could not be sent */
+    int skip_before;   /* unread replies ahead of the lock command's */
+    int skip_after;    /* unread replies after it (before our release's) */
     int64_t lease_ms;
-    int64_t deadline;     /* lc_now_ms() time */
+    int64_t deadline; /* lc_now_ms() time */
     char *key;
     char owner[2 * LC_ID_LEN + 2];
     struct lc_orphan *next;
@@ -128,8 +128,8 @@ static bool closed_by_server(const redisContext *ctx, int err_no)
 
 /* The mode's release of this acquisition: EVAL arguments after the script
  * (keys first). Returns the number of keys; *nargs gets the count. */
-static int undo_args(const lc_orphan *o, const char **args, int *nargs, char *channel,
-                     size_t chlen, char *lease, size_t leaselen)
+static int undo_args(const lc_orphan *o, const char **args, int *nargs, char *channel, size_t chlen,
+                     char *lease, size_t leaselen)
 {
     if (o->mode == LC_TOKEN) {
         args[0] = o->key;
@@ -201,8 +201,8 @@ static bool undo_fresh(lc_client *c, const lc_orphan *o, redisContext **own)
     redisReply *r = o->mode == LC_TOKEN
                         ? lc_eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, nkeys,
                                   nargs, args, err)
-                        : lc_eval(ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA,
-                                  LC_SCRIPT_REENTRANT_RELEASE, nkeys, nargs, args, err);
+                        : lc_eval(ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA, LC_SCRIPT_REENTRANT_RELEASE,
+                                  nkeys, nargs, args, err);
     if (!r)
         return false;
     count_undo(c, o, r);
@@ -417,7 +417,7 @@ void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
      * error kinds (a protocol error) leave the reply stream unusable. */
     if (!ctx || (ctx->err != REDIS_ERR_IO && ctx->err != REDIS_ERR_EOF))
         return;
-    if (strlen(cmd->owner) >= sizeof ((lc_orphan *)0)->owner)
+    if (strlen(cmd->owner) >= sizeof((lc_orphan *)0)->owner)
         return;
     lc_client *c = conn->client;
     lc_orphan *o = calloc(1, sizeof *o);

@@ -26,8 +26,8 @@ typedef struct lc_reaper {
     pthread_mutex_t mu;
     pthread_t thread;
     bool started, stop;
-    int wake_fd;        /* eventfd: a new orphan, or stop */
-    int held;           /* orphans adopted and not freed yet (<= LC_REAPER_MAX) */
+    int wake_fd; /* eventfd: a new orphan, or stop */
+    int held;    /* orphans adopted and not freed yet (<= LC_REAPER_MAX) */
     lc_orphan *incoming;
 } lc_reaper;
 
@@ -39,17 +39,17 @@ typedef struct lc_reaper {
 
 /* The lock command that timed out, as lc_lock.c sent it. */
 typedef struct lc_orphan_cmd {
-    lc_mode mode;          /* token or reentrant; other modes are ignored */
-    bool release;          /* false: an acquire (SET NX PX / acquire script);
-                              true: a release (compare-and-delete / unlock) */
+    lc_mode mode; /* token or reentrant; other modes are ignored */
+    bool release; /* false: an acquire (SET NX PX / acquire script);
+                     true: a release (compare-and-delete / unlock) */
     const char *key;
-    const char *owner;     /* the token, or the reentrant hash field */
-    int64_t lease_ms;      /* the lease the command set (reentrant: the one
-                              its unlock script re-applies) */
-    int replies_before;    /* unread replies queued ahead of the lock
-                              command on the connection (pipelined caller
-                              commands); 0 normally */
-    int replies_after;     /* unread replies queued after it; 0 normally */
+    const char *owner;  /* the token, or the reentrant hash field */
+    int64_t lease_ms;   /* the lease the command set (reentrant: the one
+                           its unlock script re-applies) */
+    int replies_before; /* unread replies queued ahead of the lock
+                           command on the connection (pipelined caller
+                           commands); 0 normally */
+    int replies_after;  /* unread replies queued after it; 0 normally */
 } lc_orphan_cmd;
 
 void lc_reaper_init(lc_reaper *r);

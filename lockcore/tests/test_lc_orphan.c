@@ -14,8 +14,8 @@
 #include <signal.h>
 #include <stdbool.h>
 
-#define PAUSE_MS 1200   /* how long Redis stays stopped */
-#define TIMEOUT_MS 200  /* the client's command timeout */
+#define PAUSE_MS 1200  /* how long Redis stays stopped */
+#define TIMEOUT_MS 200 /* the client's command timeout */
 
 static tu_redis r;
 
@@ -120,7 +120,8 @@ static void test_not_granted(lc_client *cli, lc_mode mode)
                  (long long)tu_redis_int(r.port, "HGET %s %s", key, lc_guard_owner_token(held)));
         snprintf(before_val, sizeof before_val, "1");
     }
-    TU_CHECK(strcmp(after_val, before_val) == 0, "%s: the holder's lock is intact (%s)", m, after_val);
+    TU_CHECK(strcmp(after_val, before_val) == 0, "%s: the holder's lock is intact (%s)", m,
+             after_val);
     TU_CHECK(tu_redis_int(r.port, "PTTL %s", key) > 20000, "%s: with its lease", m);
     lc_stats after = stats(cli);
     TU_CHECK(after.orphans_adopted == before.orphans_adopted + 1 &&
@@ -158,7 +159,8 @@ static void *stall_main(void *p)
     pthread_barrier_wait(s->stopped);
     s->status = LC_MISUSE;
     if (up) {
-        lc_lock_args a = lct_args(s->mode, s->key, s->owner, s->mode == LC_REENTRANT ? 0 : 30000, 0);
+        lc_lock_args a = lct_args(s->mode, s->key, s->owner, s->mode == LC_REENTRANT ? 0 : 30000,
+                                  0);
         lc_guard *g = NULL;
         s->status = lc_acquire(conn, &a, &g);
         if (g)
@@ -267,7 +269,8 @@ static void test_server_closed(lc_client *cli, lc_mode mode)
     TU_REQUIRE(lc_conn_ping(conn) == LC_OK, "%s: ping", m);
     lc_stats before = stats(cli);
     char ok[16];
-    TU_REQUIRE(tu_redis_str(r.port, ok, sizeof ok, "CLIENT PAUSE 5000 WRITE") == 0 && !strcmp(ok, "OK"),
+    TU_REQUIRE(tu_redis_str(r.port, ok, sizeof ok, "CLIENT PAUSE 5000 WRITE") == 0 &&
+                   !strcmp(ok, "OK"),
                "CLIENT PAUSE");
     lc_lock_args a = lct_args(mode, key, "closed", mode == LC_REENTRANT ? 0 : 30000, 0);
     lc_guard *g = NULL;
@@ -312,7 +315,8 @@ static void test_shutdown(void)
     int64_t t0 = tu_now_ms();
     lc_client_free(cli);
     int64_t took = tu_now_ms() - t0;
-    TU_CHECK(took < tu_slack(200), "lc_client_free with an orphan pending took %lld ms", (long long)took);
+    TU_CHECK(took < tu_slack(200), "lc_client_free with an orphan pending took %lld ms",
+             (long long)took);
     resume_at(stopped);
 }
 

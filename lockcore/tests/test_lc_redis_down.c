@@ -30,7 +30,8 @@ int main(void)
         lc_status s = lc_acquire(conn, &a, &g);
         int64_t took = tu_now_ms() - t0;
         TU_CHECK(s == LC_IO && g == NULL, "%s down: %s", lc_mode_name(modes[i]), lc_status_name(s));
-        TU_CHECK(took <= tu_slack(600), "%s down: answered in %lld ms", lc_mode_name(modes[i]), (long long)took);
+        TU_CHECK(took <= tu_slack(600), "%s down: answered in %lld ms", lc_mode_name(modes[i]),
+                 (long long)took);
         TU_CHECK(lc_conn_errstr(conn)[0] != 0, "errstr set: %s", lc_conn_errstr(conn));
     }
     TU_CHECK(lc_conn_ping(conn) == LC_IO, "ping down");
@@ -69,7 +70,8 @@ int main(void)
     int64_t took = tu_now_ms() - t0;
     kill(r.pid, SIGCONT);
     TU_CHECK(s == LC_IO, "paused: %s", lc_status_name(s));
-    TU_CHECK(took >= 450 && took <= tu_slack(800), "paused: answered after %lld ms (timeout 500)", (long long)took);
+    TU_CHECK(took >= 450 && took <= tu_slack(800), "paused: answered after %lld ms (timeout 500)",
+             (long long)took);
     /* The timed-out SET NX PX was still executed once Redis resumed: a
      * lock nobody holds. The orphan cleanup gives it back as soon as Redis
      * answers it (test_lc_orphan.c holds that to 1 s); the wait here also

@@ -137,13 +137,14 @@ static enum MHD_Result refuse_body_now(svc_req *r, const char *method, const cha
 {
     char head[256];
     svc_reply_error(r, 413, "body_too_large", "request body over listen.max_body_bytes", NULL);
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn,
+                                                                 MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci != NULL && r->resp != NULL) {
         int n = snprintf(head, sizeof head,
                          "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n"
                          "Content-Type: %s\r\nCache-Control: no-store\r\n"
-                         "Content-Length: %zu\r\n\r\n", json_type, r->resp_len);
+                         "Content-Length: %zu\r\n\r\n",
+                         json_type, r->resp_len);
         struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
         struct msghdr mh;
         memset(&mh, 0, sizeof mh);
@@ -170,8 +171,8 @@ static void count_reply(svc_req *r, unsigned status, const char *method, const c
     }
 }
 
-static enum MHD_Result error_now(svc_req *r, unsigned status, const char *error,
-                                 const char *detail, const char *method, const char *url)
+static enum MHD_Result error_now(svc_req *r, unsigned status, const char *error, const char *detail,
+                                 const char *method, const char *url)
 {
     svc_reply_error(r, status, error, detail, NULL);
     return send_reply(r, method, url);
@@ -206,8 +207,8 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
     r->queued_us = svc_now_us();
     /* Read here, on the connection's own thread: the worker only peeks at
      * the socket to see whether the client left (svc_client_gone). */
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn,
+                                                                 MHD_CONNECTION_INFO_CONNECTION_FD);
     r->client_fd = ci != NULL ? (int)ci->connect_fd : -1;
     if (pool == purchase_pool)
         svc_stats_inflight(1); /* until svc_http_purchase_done */
@@ -285,8 +286,8 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         return error_now(r, 405, "method_not_allowed", "use GET or POST", method, url);
     }
     if (lc_mode_parse(seg, &r->mode) != 0) {
-        snprintf(detail, sizeof detail, "unknown mode '%.32s' (none, mutex, setnx, token, reentrant)",
-                 seg);
+        snprintf(detail, sizeof detail,
+                 "unknown mode '%.32s' (none, mutex, setnx, token, reentrant)", seg);
         return error_now(r, 404, "not_found", detail, method, url);
     }
     int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
@@ -315,8 +316,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     return MHD_YES;
 }
 
-static enum MHD_Result route_stock(svc_req *r, const char *seg, const char *method,
-                                   const char *url)
+static enum MHD_Result route_stock(svc_req *r, const char *seg, const char *method, const char *url)
 {
     char detail[160];
     int get = method_is(method, "GET") || method_is(method, "HEAD");
@@ -335,10 +335,10 @@ static enum MHD_Result route_stock(svc_req *r, const char *seg, const char *meth
     if (put) {
         int in_query = (r->p.seen & SVC_P_STOCK) != 0;
         if (in_query && r->body_len > 0)
-            return error_now(r, 400, "bad_request", "stock: give it in the query or the body, not both",
-                             method, url);
-        if (!in_query && svc_stock_parse_body(r->body, r->body_len, &r->p.stock, detail,
-                                              sizeof detail) != 0)
+            return error_now(r, 400, "bad_request",
+                             "stock: give it in the query or the body, not both", method, url);
+        if (!in_query &&
+            svc_stock_parse_body(r->body, r->body_len, &r->p.stock, detail, sizeof detail) != 0)
             return error_now(r, 400, "bad_request", detail, method, url);
     }
     if (submit(r, admin_pool, put ? svc_stock_put_job : svc_stock_get_job) != 0)
@@ -357,7 +357,8 @@ static enum MHD_Result route_orders(svc_req *r, const char *seg, const char *met
     if (!svc_valid_id(seg))
         return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}", method, url);
     snprintf(r->sku, sizeof r->sku, "%s", seg);
-    if (svc_params_parse(r->conn, r->s, SVC_P_OFFSET | SVC_P_LIMIT, &r->p, detail, sizeof detail) != 0)
+    if (svc_params_parse(r->conn, r->s, SVC_P_OFFSET | SVC_P_LIMIT, &r->p, detail, sizeof detail) !=
+        0)
         return error_now(r, 400, "bad_request", detail, method, url);
     if (submit(r, admin_pool, svc_orders_job) != 0)
         return send_reply(r, method, url);
@@ -397,8 +398,8 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
 {
     const char *seg;
     if (r->body_over)
-        return error_now(r, 413, "body_too_large", "request body over listen.max_body_bytes", method,
-                         url);
+        return error_now(r, 413, "body_too_large", "request body over listen.max_body_bytes",
+                         method, url);
     if (strcmp(url, "/healthz") == 0)
         return route_local(r, 0, method, url);
     if (strcmp(url, "/stats") == 0)
@@ -465,7 +466,8 @@ static int check_head(svc_req *r, const char *method, const char *version)
     if (head > r->s->header_limit) {
         snprintf(detail, sizeof detail,
                  "request line and headers take %zu bytes (%d per field included), over "
-                 "listen.max_header_bytes = %zu", head, FIELD_COST, r->s->header_limit);
+                 "listen.max_header_bytes = %zu",
+                 head, FIELD_COST, r->s->header_limit);
         svc_reply_error(r, 431, "headers_too_large", detail, NULL);
         return -1;
     }
@@ -502,8 +504,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     svc_req *r = *con_cls;
     (void)cls;
@@ -646,17 +648,14 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
         flags |= MHD_USE_IPv6;
     errno = 0;
     daemon_ = MHD_start_daemon(
-        flags, (uint16_t)s->port, on_accept, NULL, on_request, NULL,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(s->http_threads > 1 ? s->http_threads : 0),
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES(s->header_limit),
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, (void *)s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_END);
+        flags, (uint16_t)s->port, on_accept, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)(s->http_threads > 1 ? s->http_threads : 0), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)s->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)s->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)POOL_BYTES(s->header_limit), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, (void *)s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        NULL, MHD_OPTION_END);
     int saved = errno;
     freeaddrinfo(ai);
     if (daemon_ == NULL) {
@@ -669,8 +668,9 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
 
 int svc_http_port(void)
 {
-    const union MHD_DaemonInfo *info =
-        daemon_ ? MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+    const union MHD_DaemonInfo *info = daemon_
+                                           ? MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT)
+                                           : NULL;
     return info ? (int)info->port : -1;
 }
 

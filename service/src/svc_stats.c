@@ -12,7 +12,7 @@
 #include "svc_clock.h"
 
 /* ---- fine log-scale histogram: percentiles ---- */
-#define FINE_EXP 37                    /* 2^0 .. 2^36 us (~19 h) */
+#define FINE_EXP 37 /* 2^0 .. 2^36 us (~19 h) */
 #define FINE_BUCKETS (1 + FINE_EXP * 4)
 
 typedef struct fine_hist {
@@ -46,9 +46,8 @@ static void fine_add(fine_hist *h, uint64_t us)
     atomic_fetch_add_explicit(&h->b[fine_index(us)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
     uint64_t m = atomic_load_explicit(&h->max_us, memory_order_relaxed);
-    while (us > m && !atomic_compare_exchange_weak_explicit(&h->max_us, &m, us,
-                                                            memory_order_relaxed,
-                                                            memory_order_relaxed)) {
+    while (us > m && !atomic_compare_exchange_weak_explicit(
+                         &h->max_us, &m, us, memory_order_relaxed, memory_order_relaxed)) {
     }
 }
 
@@ -79,7 +78,7 @@ static double fine_pct(fine_hist *h, double p)
 
 /* ---- Prometheus histogram per (mode, sku) ---- */
 static const double prom_le_s[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                   0.25,   0.5,   1,      2.5,   5,    10,    30,    60};
+                                   0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
 #define PROM_N (sizeof prom_le_s / sizeof prom_le_s[0])
 
 typedef struct prom_hist {
@@ -147,8 +146,8 @@ int svc_stats_sku_slot(const char *sku)
     return slot;
 }
 
-void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost, int deleted_other_lock,
-                        int64_t latency_us, int64_t lock_wait_us)
+void svc_stats_purchase(lc_mode mode, int slot, svc_outcome out, int lock_lost,
+                        int deleted_other_lock, int64_t latency_us, int64_t lock_wait_us)
 {
     if ((int)mode < 0 || mode >= LC_MODE_COUNT || slot < 0 || slot > SVC_STATS_SKUS ||
         out >= SVC_OUT_COUNT)
@@ -189,8 +188,8 @@ void svc_stats_inflight(int delta)
 
 /* ---- rendering ---- */
 
-static const char *out_names[SVC_OUT_COUNT] = {"sold", "sold_out", "lock_busy", "errors",
-                                               "bad_requests", "client_gone", "stock_reset"};
+static const char *out_names[SVC_OUT_COUNT] = {
+    "sold", "sold_out", "lock_busy", "errors", "bad_requests", "client_gone", "stock_reset"};
 
 static uint64_t ld(_Atomic uint64_t *a)
 {
@@ -215,9 +214,8 @@ static void put_escaped(svc_buf *b, const char *s)
 static void put_pcts(svc_buf *b, const char *name, fine_hist *h)
 {
     svc_buf_printf(b, "\"%s\":{\"count\":%llu,\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f}",
-                   name, (unsigned long long)ld(&h->count), fine_pct(h, 0.50),
-                   fine_pct(h, 0.90), fine_pct(h, 0.99),
-                   (double)ld(&h->max_us) / 1000.0);
+                   name, (unsigned long long)ld(&h->count), fine_pct(h, 0.50), fine_pct(h, 0.90),
+                   fine_pct(h, 0.99), (double)ld(&h->max_us) / 1000.0);
 }
 
 char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
@@ -230,12 +228,13 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
     svc_buf_printf(&b, "{\"ok\":true,\"instance\":\"");
     put_escaped(&b, instance);
     svc_buf_printf(&b, "\",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,",
-                   (double)(svc_now_us() - started_us) / 1e6,
-                   (unsigned long long)ld(&redis_errors), atomic_load(&inflight));
+                   (double)(svc_now_us() - started_us) / 1e6, (unsigned long long)ld(&redis_errors),
+                   atomic_load(&inflight));
     /* Locks a timed-out acquire took after its request had answered 503,
      * and what lockcore's cleanup did about them (lockcore.h). */
-    svc_buf_printf(&b, "\"orphan_locks\":{\"adopted\":%llu,\"released\":%llu,\"unresolved\":%llu},"
-                       "\"modes\":{",
+    svc_buf_printf(&b,
+                   "\"orphan_locks\":{\"adopted\":%llu,\"released\":%llu,\"unresolved\":%llu},"
+                   "\"modes\":{",
                    (unsigned long long)ls.orphans_adopted, (unsigned long long)ls.orphans_released,
                    (unsigned long long)ls.orphans_unresolved);
     for (int m = 0; m < LC_MODE_COUNT; m++) {
@@ -252,8 +251,8 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
                        (unsigned long long)requests);
         for (int o = 0; o < SVC_OUT_COUNT; o++)
             svc_buf_printf(&b, ",\"%s\":%llu", out_names[o], (unsigned long long)out[o]);
-        svc_buf_printf(&b, ",\"lock_lost\":%llu,\"deleted_other_lock\":%llu,", (unsigned long long)lost,
-                       (unsigned long long)deleted);
+        svc_buf_printf(&b, ",\"lock_lost\":%llu,\"deleted_other_lock\":%llu,",
+                       (unsigned long long)lost, (unsigned long long)deleted);
         put_pcts(&b, "latency_ms", &mode_latency[m]);
         svc_buf_printf(&b, ",");
         put_pcts(&b, "lock_wait_ms", &mode_wait[m]);
@@ -340,8 +339,9 @@ static uint64_t cell_deleted_other_lock(int m, int s, int unused)
 static void put_cell_counter(svc_buf *b, const char *name, const char *help,
                              uint64_t (*value)(int m, int s, int arg), int arg, int nskus)
 {
-    svc_buf_printf(b, "# HELP miaosha_purchase_%s_total %s\n# TYPE miaosha_purchase_%s_total counter\n",
-                   name, help, name);
+    svc_buf_printf(
+        b, "# HELP miaosha_purchase_%s_total %s\n# TYPE miaosha_purchase_%s_total counter\n", name,
+        help, name);
     for (int m = 0; m < LC_MODE_COUNT; m++)
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             if ((s >= nskus && s < SVC_STATS_SKUS) || cell_requests(m, s, 0) == 0)
@@ -370,12 +370,14 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
     for (int o = 0; o < SVC_OUT_COUNT; o++)
         put_cell_counter(&b, out_names[o], help[o], cell_outcome, o, nskus);
     put_cell_counter(&b, "requests", "Purchase requests, every outcome.", cell_requests, 0, nskus);
-    put_cell_counter(&b, "lock_lost", "Purchases whose lock was lost while held.", cell_lock_lost, 0,
-                     nskus);
-    put_cell_counter(&b, "deleted_other_lock",
-                     "Purchases whose release came after their lease and deleted a later holder's lock (setnx).",
-                     cell_deleted_other_lock, 0, nskus);
-    svc_buf_printf(&b, "# HELP miaosha_purchase_duration_seconds Purchase latency inside the service.\n");
+    put_cell_counter(&b, "lock_lost", "Purchases whose lock was lost while held.", cell_lock_lost,
+                     0, nskus);
+    put_cell_counter(
+        &b, "deleted_other_lock",
+        "Purchases whose release came after their lease and deleted a later holder's lock (setnx).",
+        cell_deleted_other_lock, 0, nskus);
+    svc_buf_printf(
+        &b, "# HELP miaosha_purchase_duration_seconds Purchase latency inside the service.\n");
     put_prom_hist(&b, "miaosha_purchase_duration_seconds", 0, nskus);
     svc_buf_printf(&b, "# HELP miaosha_lock_wait_seconds Time spent acquiring the lock.\n");
     put_prom_hist(&b, "miaosha_lock_wait_seconds", 1, nskus);
@@ -392,32 +394,38 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
     memset(&ls, 0, sizeof ls);
     if (client != NULL)
         lc_client_stats(client, &ls);
-    svc_buf_printf(&b,
-                   "# HELP miaosha_redis_errors_total Redis failures seen by the service's requests.\n"
-                   "# TYPE miaosha_redis_errors_total counter\nmiaosha_redis_errors_total %llu\n"
-                   "# HELP miaosha_redis_up 1 when the background probe reached Redis.\n"
-                   "# TYPE miaosha_redis_up gauge\nmiaosha_redis_up %d\n"
-                   "# HELP miaosha_inflight_purchases Purchases handed to workers, not finished.\n"
-                   "# TYPE miaosha_inflight_purchases gauge\nmiaosha_inflight_purchases %ld\n",
-                   (unsigned long long)ld(&redis_errors), redis_up ? 1 : 0,
-                   atomic_load(&inflight));
+    svc_buf_printf(
+        &b,
+        "# HELP miaosha_redis_errors_total Redis failures seen by the service's requests.\n"
+        "# TYPE miaosha_redis_errors_total counter\nmiaosha_redis_errors_total %llu\n"
+        "# HELP miaosha_redis_up 1 when the background probe reached Redis.\n"
+        "# TYPE miaosha_redis_up gauge\nmiaosha_redis_up %d\n"
+        "# HELP miaosha_inflight_purchases Purchases handed to workers, not finished.\n"
+        "# TYPE miaosha_inflight_purchases gauge\nmiaosha_inflight_purchases %ld\n",
+        (unsigned long long)ld(&redis_errors), redis_up ? 1 : 0, atomic_load(&inflight));
     struct {
         const char *name, *type, *help;
         uint64_t v;
     } lcm[] = {
         {"miaosha_lock_acquired_total", "counter", "Lock acquisitions (lockcore).", ls.acquired},
         {"miaosha_lock_busy_total", "counter", "Acquisitions that timed out (lockcore).", ls.busy},
-        {"miaosha_lock_io_errors_total", "counter", "Lock calls that failed on Redis (lockcore).", ls.io_errors},
-        {"miaosha_watchdog_renewals_total", "counter", "Watchdog renewals that extended a lock.", ls.watchdog_renewals},
-        {"miaosha_watchdog_lost_total", "counter", "Watchdog renewals that found the lock gone.", ls.watchdog_lost},
+        {"miaosha_lock_io_errors_total", "counter", "Lock calls that failed on Redis (lockcore).",
+         ls.io_errors},
+        {"miaosha_watchdog_renewals_total", "counter", "Watchdog renewals that extended a lock.",
+         ls.watchdog_renewals},
+        {"miaosha_watchdog_lost_total", "counter", "Watchdog renewals that found the lock gone.",
+         ls.watchdog_lost},
         {"miaosha_watchdog_active", "gauge", "Locks the watchdog renews now.", ls.watchdog_active},
         {"miaosha_pubsub_channels", "gauge", "Lock channels subscribed now.", ls.pubsub_channels},
-        {"miaosha_pubsub_waiters", "gauge", "Threads waiting on a reentrant lock now.", ls.pubsub_waiters},
+        {"miaosha_pubsub_waiters", "gauge", "Threads waiting on a reentrant lock now.",
+         ls.pubsub_waiters},
         {"miaosha_orphan_locks_adopted_total", "counter",
-         "Token/reentrant lock commands that timed out and whose connection the orphan cleanup took over.",
+         "Token/reentrant lock commands that timed out and whose connection the orphan cleanup "
+         "took over.",
          ls.orphans_adopted},
         {"miaosha_orphan_locks_released_total", "counter",
-         "Locks granted to a timed-out acquire after it answered, given back by the orphan cleanup.",
+         "Locks granted to a timed-out acquire after it answered, given back by the orphan "
+         "cleanup.",
          ls.orphans_released},
         {"miaosha_orphan_locks_unresolved_total", "counter",
          "Timed-out lock commands whose outcome stayed unknown (left to the lease).",

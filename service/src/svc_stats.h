@@ -37,13 +37,13 @@
 /* How a purchase ended, as /stats and /metrics count it (svc_purchase.c
  * maps each of its results to one). */
 typedef enum {
-    SVC_OUT_SOLD = 0,     /* 200 */
-    SVC_OUT_SOLD_OUT,     /* 409 */
-    SVC_OUT_LOCK_BUSY,    /* 429 */
-    SVC_OUT_ERROR,        /* 503: Redis unavailable/error, overloaded, shutting down */
-    SVC_OUT_BAD_REQUEST,  /* rejected by validation (400/401/403) */
-    SVC_OUT_CLIENT_GONE,  /* 499: the client left before the lock or the commit */
-    SVC_OUT_STOCK_RESET,  /* 409 stock_reset: PUT /stock voided the commit */
+    SVC_OUT_SOLD = 0,    /* 200 */
+    SVC_OUT_SOLD_OUT,    /* 409 */
+    SVC_OUT_LOCK_BUSY,   /* 429 */
+    SVC_OUT_ERROR,       /* 503: Redis unavailable/error, overloaded, shutting down */
+    SVC_OUT_BAD_REQUEST, /* rejected by validation (400/401/403) */
+    SVC_OUT_CLIENT_GONE, /* 499: the client left before the lock or the commit */
+    SVC_OUT_STOCK_RESET, /* 409 stock_reset: PUT /stock voided the commit */
     SVC_OUT_COUNT
 } svc_outcome;
 

@@ -76,15 +76,22 @@ int main(void)
     svc_resp r = {0};
     memset(&rd, 0, sizeof rd);
     TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis");
-    const char *extra[] = {"--set", "redis.command_timeout_ms=200", "--set",
-                           "redis.connect_timeout_ms=200", "--set", "server.workers=1",
-                           "--instance-id", "paused", NULL};
+    const char *extra[] = {"--set",
+                           "redis.command_timeout_ms=200",
+                           "--set",
+                           "redis.connect_timeout_ms=200",
+                           "--set",
+                           "server.workers=1",
+                           "--instance-id",
+                           "paused",
+                           NULL};
     TU_REQUIRE(svc_start(&s, rd.port, extra) == 0, "server starts");
     TU_CHECK(svc_set_stock(&s, "paused", 100, NULL) == 200, "stock");
     paused_once(&s, &rd, "token");
     paused_once(&s, &rd, "reentrant");
 
-    TU_CHECK(get(&s, "/metrics", &r) == 200 && strstr(B(&r), "miaosha_orphan_locks_released_total 2") &&
+    TU_CHECK(get(&s, "/metrics", &r) == 200 &&
+                 strstr(B(&r), "miaosha_orphan_locks_released_total 2") &&
                  strstr(B(&r), "miaosha_orphan_locks_unresolved_total 0"),
              "/metrics counts both orphans");
     svc_resp_free(&r);
