@@ -29,8 +29,9 @@
  *
  * Handles (opaque, SQLite style):
  *   lc_client  one per process: Redis address and timeouts, the instance id,
- *              the in-process mutex table, the watchdog thread and the
- *              pub/sub subscriber thread. Thread-safe.
+ *              the in-process mutex table, the watchdog thread, the
+ *              pub/sub subscriber thread and the orphan reaper thread
+ *              (below). Thread-safe.
  *   lc_conn    one Redis connection (a hiredis context, which is not
  *              thread-safe): use one per thread, or guard it. Reconnects by
  *              itself on the next call after any I/O error.
@@ -49,6 +50,51 @@
  * not inherit the background threads, and would share the parent's Redis
  * sockets. hiredis writes with write(): a process using lockcore must
  * ignore SIGPIPE, or a write to a reset connection kills it.
+ *
+ * Orphan cleanup (token and reentrant): a command that timed out is not
+ * cancelled. Redis runs what it has read once it resumes (after a pause, a
+ * slow fork, a stalled network), even if the client has closed the socket
+ * since: it reads the command and the close together and runs the command
+ * first. So an acquire that returned LC_IO can still be granted afterwards,
+ * to nobody — a lock only its lease would end (30 s for reentrant). When an
+ * acquire or a release returns LC_IO with the command possibly in flight
+ * (a timeout or a reset; not a failed connect, nor an error reply, after
+ * which nothing runs), lockcore takes that connection away from the lc_conn
+ * (which reconnects on its next use) and hands it to the client's reaper
+ * thread (one per client, started on first need, stopped by
+ * lc_client_free; it holds at most 256 such connections, beyond which a
+ * timed-out command is left to its lease). The reaper waits up to 60 s for
+ * the late reply, on that same connection, and:
+ *   - acquire granted late (token: SET NX answered OK; reentrant: the
+ *     acquire script answered nil): sends the mode's release on the SAME
+ *     connection — token: the compare-and-delete of this acquisition's
+ *     token; reentrant: Redisson's unlock script once for this field, which
+ *     takes back exactly the one hold the late acquire added (the key is
+ *     deleted and the release published when that was the only hold).
+ *     Redis runs one connection's commands in order, so this release can
+ *     never run before the acquire it undoes — a release on a new
+ *     connection could, and the lock would appear after it.
+ *   - acquire not granted (another holder, an error): sends nothing. The
+ *     token and the field "<instance>:<owner>" belong to this acquisition,
+ *     so the cleanup never touches another holder's lock.
+ *   - a release: reads its reply (a NOSCRIPT answer is re-sent as EVAL).
+ * Guarantee: once Redis answers the late command, a lock granted by it is
+ * released within one more round trip; the reaper's own release sees the
+ * lock state after the late command, never before. Limits, where the lease
+ * ends the lock as before: (a) no reply within 60 s, or the client freed
+ * first: the reaper closes the connection, which (a close by the client, as
+ * above) does not stop Redis from running the command later; (b) the server closed the connection
+ * (EOF or reset) before the reply: the server has freed that client, so the command either ran
+ * already or never will — which is unknown (a reply can be lost after the
+ * command ran: CLIENT KILL, a crash, a restart). token then sends the
+ * compare-and-delete on a fresh connection (safe: nothing of the old one
+ * runs any more; idempotent); reentrant sends nothing (one unlock too many
+ * would take a re-entering owner's real hold); (c) setnx keeps its flaw (no
+ * owner to compare) and lc_extend is not covered (it only extends a lock
+ * its guard still holds). The unlock-once rule stays right when one owner
+ * id is used by several acquisitions at once (they share the field): each
+ * late grant added one hold, and each cleanup takes back one. Counted in
+ * lc_stats.orphans_*.
  *
  * Cluster: the caller passes the lock key. Keep every key of one SKU on one
  * slot with a hash tag — "miaosha:{sku}:lock", "miaosha:{sku}:stock" — so a
@@ -147,25 +193,42 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
 
 /* Stops the background threads and frees the client. NULL-safe. Every
  * lc_conn and lc_guard of this client must be freed/released first. Not
- * concurrently with any other call on the client. */
+ * concurrently with any other call on the client. Waits for no late reply
+ * of the orphan cleanup (below): at most for one round trip it has under
+ * way (connect + command timeout); the connections it still held are
+ * closed and the leases end what their commands may still do. */
 void lc_client_free(lc_client *c);
 
 /* The instance id (static for the client's life). Any thread. */
 const char *lc_client_instance_id(const lc_client *c);
 
 typedef struct lc_stats {
-    uint64_t acquired;          /* successful acquisitions, all modes */
-    uint64_t busy;              /* acquisitions that returned LC_BUSY */
-    uint64_t io_errors;         /* lock calls (acquire, release, extend)
-                                   that returned LC_IO */
-    uint64_t watchdog_renewals; /* renew scripts that returned 1 */
-    uint64_t watchdog_lost;     /* renew scripts that returned 0 while the
-                                   lock was held and no release of it was
-                                   under way (lock lost) */
-    uint64_t watchdog_active;   /* (key, owner) pairs the watchdog renews now
-                                   (held in watchdog mode, not lost) */
-    uint64_t pubsub_channels;   /* channels the subscriber is subscribed to now */
-    uint64_t pubsub_waiters;    /* threads waiting on a reentrant lock now */
+    uint64_t acquired;           /* successful acquisitions, all modes */
+    uint64_t busy;               /* acquisitions that returned LC_BUSY */
+    uint64_t io_errors;          /* lock calls (acquire, release, extend)
+                                    that returned LC_IO */
+    uint64_t watchdog_renewals;  /* renew scripts that returned 1 */
+    uint64_t watchdog_lost;      /* renew scripts that returned 0 while the
+                                    lock was held and no release of it was
+                                    under way (lock lost) */
+    uint64_t watchdog_active;    /* (key, owner) pairs the watchdog renews now
+                                    (held in watchdog mode, not lost) */
+    uint64_t pubsub_channels;    /* channels the subscriber is subscribed to now */
+    uint64_t pubsub_waiters;     /* threads waiting on a reentrant lock now */
+    uint64_t orphans_adopted;    /* token/reentrant acquires and releases that
+                                    timed out and whose connection the reaper
+                                    took over (see "Orphan cleanup") */
+    uint64_t orphans_released;   /* locks the reaper gave back: a stalled
+                                    acquire that was granted late, undone
+                                    (or a stalled release answered NOSCRIPT,
+                                    re-sent) */
+    uint64_t orphans_unresolved; /* timed-out commands whose outcome stayed
+                                    unknown (no reply within 60 s, the
+                                    connection closed with a reentrant
+                                    command unanswered, the client freed,
+                                    or not adopted: 256 connections held
+                                    already, no memory): the lease ends what
+                                    they left */
 } lc_stats;
 
 /* A snapshot of the client's counters (C11 atomics; each field is exact,
@@ -264,9 +327,10 @@ typedef struct lc_lock_args {
  *              with wait_ms = 0, always try at once.
  * Returns LC_OK and sets *out to a new guard (release it with lc_release);
  * LC_BUSY when not acquired within wait_ms; LC_IO when Redis failed — no
- * guard, but a lock may remain in Redis until its lease runs out (a timed-out
- * command may still have been executed; setnx whose PEXPIRE failed leaves a
- * lock with no TTL, the flaw); LC_CANCELED when a->cancel was raised while
+ * guard; a timed-out command may still be executed later: token and
+ * reentrant hand it to the orphan cleanup above, which gives back a lock it
+ * was granted; setnx leaves it until its lease runs out, and setnx whose
+ * PEXPIRE failed leaves a lock with no TTL (the flaw); LC_CANCELED when a->cancel was raised while
  * waiting; LC_MISUSE for bad arguments; LC_NOMEM. *out is NULL on every
  * status but LC_OK. The thread that owns conn. */
 lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
@@ -288,7 +352,9 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              had reported the lock lost during the hold. The watchdog
  *              stops renewing at the last local release of a watchdog-mode
  *              acquisition, whatever Redis answered.
- *   any        LC_IO when Redis failed: the lease will free the lock.
+ *   any        LC_IO when Redis failed: token and reentrant hand a release
+ *              that may still run to the orphan cleanup above, which reads
+ *              its late reply; if it never runs, the lease frees the lock.
  * The thread that owns conn. */
 lc_status lc_release(lc_conn *conn, lc_guard *g);
 

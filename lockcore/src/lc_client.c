@@ -1,6 +1,7 @@
 /* lc_client.c — the process-wide client: options, names, counters, and the
  * parts it owns (the mutex table, the hold table and its watchdog, the
- * pub/sub subscriber), which it starts and stops and nothing more.
+ * pub/sub subscriber, the orphan reaper), which it starts and stops and
+ * nothing more.
  *
  * The client holds no Redis connection of its own for callers: each caller
  * thread uses its own lc_conn, and the two background threads (watchdog,
@@ -111,6 +112,7 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
     lc_mutex_table_init(&c->mutexes);
     lc_watchdog_init(&c->wd);
     lc_pubsub_init(&c->ps);
+    lc_reaper_init(&c->reaper);
     *out = c;
     return LC_OK;
 }
@@ -119,6 +121,7 @@ void lc_client_free(lc_client *c)
 {
     if (!c)
         return;
+    lc_reaper_shutdown(c); /* first: it may still wake waiters through the pub/sub part */
     lc_watchdog_shutdown(c);
     lc_pubsub_shutdown(c);
     lc_mutex_table_destroy(&c->mutexes);
@@ -140,4 +143,7 @@ void lc_client_stats(lc_client *c, lc_stats *s)
     s->watchdog_active = atomic_load(&c->holds_active);
     s->pubsub_channels = atomic_load(&c->channels_subscribed);
     s->pubsub_waiters = atomic_load(&c->waiters);
+    s->orphans_adopted = atomic_load(&c->orphans_adopted);
+    s->orphans_released = atomic_load(&c->orphans_released);
+    s->orphans_unresolved = atomic_load(&c->orphans_unresolved);
 }

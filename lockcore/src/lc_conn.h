@@ -17,6 +17,12 @@ struct lc_conn {
     redisContext *ctx;
     unsigned rng;
     char err[LC_ERRSTR_LEN];
+    /* The last lock command's round trip (lc_lock.c lock_trip), for the
+     * orphan cleanup after a failed one: whether the lock command's reply
+     * never came, and how many of the caller's replies (lc_pipe) are still
+     * queued on ctx before and after it. */
+    bool trip_lock_unread;
+    int trip_unread_before, trip_unread_after;
 };
 
 /* A connected context with AUTH, SELECT and timeouts applied, or NULL with

@@ -4,9 +4,10 @@
  * Ownership map:
  *   lc_client  owns the mutex table (lc_mutex.c), the hold table and the
  *              watchdog thread with its own connection (lc_watchdog.c), and
- *              the subscriber thread with its own connection (lc_pubsub.c);
- *              lc_client.c starts and stops them, and keeps the options,
- *              names and counters.
+ *              the subscriber thread with its own connection (lc_pubsub.c),
+ *              and the reaper thread with the timed-out connections it took
+ *              over (lc_reaper.c); lc_client.c starts and stops them, and
+ *              keeps the options, names and counters.
  *   lc_conn    owns one hiredis context, used only by its caller's thread
  *              (lc_conn.c, declared in lc_conn.h, which also connects and
  *              runs scripts for the two background threads' contexts).
@@ -15,8 +16,9 @@
  *              (lc_lock.c, which also holds every mode's commands).
  *
  * Which file uses which (a function defined in the file on the right):
- *   lc_lock      -> lc_conn, lc_mutex, lc_watchdog, lc_pubsub, lc_util
- *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub
+ *   lc_lock      -> lc_conn, lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_util
+ *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub, lc_reaper
+ *   lc_reaper    -> lc_conn, lc_pubsub, lc_util
  *   lc_watchdog, lc_pubsub -> lc_conn, lc_util
  *   lc_conn, lc_mutex      -> lc_util
  *   lc_util, lc_pipe       -> nothing in lockcore
@@ -29,6 +31,7 @@
 #define MIAOSHA_LC_INTERNAL_H
 
 #include "lockcore.h"
+#include "lc_reaper.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -167,10 +170,12 @@ struct lc_client {
     atomic_uint_fast64_t acquired, busy, io_errors;
     atomic_uint_fast64_t renewals, renew_lost, holds_active;
     atomic_uint_fast64_t channels_subscribed, waiters;
+    atomic_uint_fast64_t orphans_adopted, orphans_released, orphans_unresolved;
 
     lc_mutex_table mutexes;
     lc_watchdog wd;
     lc_pubsub ps;
+    lc_reaper reaper;
 };
 
 #endif

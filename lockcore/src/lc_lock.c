@@ -9,6 +9,7 @@
 #include "lc_internal.h"
 
 #include "lc_conn.h"
+#include "lc_reaper.h"
 #include "lc_scripts.h"
 #include "lc_util.h"
 
@@ -93,6 +94,23 @@ static lc_status pipe_alone(lc_conn *conn, lc_pipe *p)
     return lc_trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
 }
 
+/* lc_trip for a lock command (argv) and the caller's p, noting what a
+ * failure left unread on the connection (conn->trip_*): the orphan cleanup
+ * must read past exactly those replies to find the lock command's. Replies
+ * come in order, so after a missing one every later one is missing too. */
+static int lock_trip(lc_conn *conn, redisContext *ctx, int argc, const char **argv, lc_pipe *p,
+                     bool p_first, redisReply **rep)
+{
+    int t = lc_trip(ctx, argc, argv, p, p_first, rep, conn->err);
+    int np = p ? p->n : 0, missing = 0;
+    for (int i = 0; t != 0 && i < np; i++)
+        missing += p->reply[i] == NULL;
+    conn->trip_lock_unread = t != 0 && *rep == NULL;
+    conn->trip_unread_before = conn->trip_lock_unread && p_first ? missing : 0;
+    conn->trip_unread_after = conn->trip_lock_unread && !p_first ? missing : 0;
+    return t;
+}
+
 /* A script by EVALSHA (EVAL on NOSCRIPT, as lc_eval) with p's commands
  * after it (acquire) or before it (p_first: release). Returns the script's
  * reply, or NULL on I/O or an error reply (reason in conn->err). On
@@ -112,13 +130,13 @@ static redisReply *eval_trip(lc_conn *conn, redisContext *ctx, const char *sha, 
     for (int i = 0; i < nargs; i++)
         argv[3 + i] = args[i];
     redisReply *r = NULL;
-    int t = lc_trip(ctx, 3 + nargs, argv, p, p_first, &r, conn->err);
+    int t = lock_trip(conn, ctx, 3 + nargs, argv, p, p_first, &r);
     if (t == 0 && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         freeReplyObject(r);
         r = NULL;
         argv[0] = "EVAL";
         argv[1] = body;
-        t = lc_trip(ctx, 3 + nargs, argv, p_first ? NULL : p, p_first, &r, conn->err);
+        t = lock_trip(conn, ctx, 3 + nargs, argv, p_first ? NULL : p, p_first, &r);
     }
     if (t != 0 || r->type == REDIS_REPLY_ERROR) {
         if (r && r->type == REDIS_REPLY_ERROR)
@@ -181,7 +199,7 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
     const char *argv[] = {"SET", a->key, token, "NX", "PX", lease_s};
     redisReply *r = NULL;
-    if (lc_trip(ctx, 6, argv, p, false, &r, conn->err) != 0 ||
+    if (lock_trip(conn, ctx, 6, argv, p, false, &r) != 0 ||
         (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)) {
         lc_seterr(conn->err, "redis SET NX PX: %s",
                   r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
@@ -330,6 +348,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     lc_status s = check_args(conn, a);
     if (s != LC_OK)
         return s;
+    conn->trip_lock_unread = false;
     lc_client *c = conn->client;
     int64_t start = lc_now_ms();
     int64_t deadline = start + a->wait_ms;
@@ -377,6 +396,13 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     }
 
     if (s != LC_OK) {
+        if (s == LC_IO && conn->trip_lock_unread) /* it may still run: lc_reaper.c */
+            lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
+                                                   .key = g->key,
+                                                   .owner = g->owner_token,
+                                                   .lease_ms = g->lease_ms,
+                                                   .replies_before = conn->trip_unread_before,
+                                                   .replies_after = conn->trip_unread_after});
         lc_pipe_drop_replies(p); /* replies only ever go with the lock */
         free(g);
         if (s == LC_BUSY)
@@ -452,6 +478,8 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     lc_status s = LC_OK;
     lc_client *c = g->client;
     bool have_cmds = p && p->n > 0;
+    if (conn)
+        conn->trip_lock_unread = false;
     switch (g->mode) {
     case LC_NONE: s = !have_cmds ? LC_OK : conn ? pipe_alone(conn, p) : LC_MISUSE; break;
     case LC_MUTEX:
@@ -470,8 +498,17 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
         break;
     default: s = conn ? release_redis(conn, g, p) : LC_MISUSE;
     }
-    if (s == LC_IO)
-        (void)fail_io(conn); /* LC_IO only comes from release_redis: conn is set */
+    if (s == LC_IO) {               /* LC_IO only comes from release_redis: conn is set */
+        if (conn->trip_lock_unread) /* it may still run: lc_reaper.c */
+            lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
+                                                   .release = true,
+                                                   .key = g->key,
+                                                   .owner = g->owner_token,
+                                                   .lease_ms = g->lease_ms,
+                                                   .replies_before = conn->trip_unread_before,
+                                                   .replies_after = conn->trip_unread_after});
+        (void)fail_io(conn);
+    }
     free(g);
     return s;
 }

@@ -8,11 +8,14 @@
 #   * purchases fail fast: 503 redis_unavailable after the command timeout
 #     (300 ms here), far sooner than the 2 s pause; /healthz turns 503;
 #   * locks held across the pause behave as documented (lockcore,
-#     service/README.md): a holder whose release timed out leaves its token
-#     lock in Redis until its lease ends — and so does an acquire that was
-#     buffered in the socket during the pause and executed on SIGCONT after
-#     its client gave up. Nothing stays stuck beyond the lease: sales resume
-#     within lease + 1 s of SIGCONT and the stock sells out;
+#     service/README.md): a release that timed out still runs on SIGCONT,
+#     and an acquire that was buffered in the socket during the pause and
+#     executed on SIGCONT after its client gave up is given back by
+#     lockcore's orphan cleanup (lockcore/README.md) as soon as Redis
+#     answers it. Nothing stays stuck beyond the lease in any case: sales
+#     resume within lease + 1 s of SIGCONT (in practice within ~100 ms;
+#     service/tests/test_service_redis_paused.c holds that to 1 s) and the
+#     stock sells out;
 #   * the audit is clean (oversold = undersold = 0, no acknowledged order
 #     missing): a transaction sent during the pause runs on SIGCONT whole or
 #     not at all, and the lease (3000 ms > 2 s pause) keeps the next holder

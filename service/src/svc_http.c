@@ -384,7 +384,7 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
     size_t len = 0;
     char *body;
     if (which == 1) {
-        body = svc_stats_json(r->s->instance_id, &len);
+        body = svc_stats_json(r->s->instance_id, client, &len);
         svc_reply_text(r, 200, body, len, json_type);
     } else {
         body = svc_stats_prometheus(client, svc_health_up(), &len);

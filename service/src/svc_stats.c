@@ -218,14 +218,25 @@ static void put_pcts(svc_buf *b, const char *name, fine_hist *h)
                    fine_pct(h, 0.99), (double)ld(&h->max_us) / 1000.0);
 }
 
-char *svc_stats_json(const char *instance, size_t *len)
+char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
 {
     svc_buf b = {0};
+    lc_stats ls;
+    memset(&ls, 0, sizeof ls);
+    if (client != NULL)
+        lc_client_stats(client, &ls);
     svc_buf_printf(&b, "{\"ok\":true,\"instance\":\"");
     put_escaped(&b, instance);
-    svc_buf_printf(&b, "\",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,\"modes\":{",
+    svc_buf_printf(&b, "\",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,",
                    (double)(svc_now_us() - started_us) / 1e6, (unsigned long long)ld(&redis_errors),
                    atomic_load(&inflight));
+    /* Locks a timed-out acquire took after its request had answered 503,
+     * and what lockcore's cleanup did about them (lockcore.h). */
+    svc_buf_printf(&b,
+                   "\"orphan_locks\":{\"adopted\":%llu,\"released\":%llu,\"unresolved\":%llu},"
+                   "\"modes\":{",
+                   (unsigned long long)ls.orphans_adopted, (unsigned long long)ls.orphans_released,
+                   (unsigned long long)ls.orphans_unresolved);
     for (int m = 0; m < SVC_MODE_COUNT; m++) {
         uint64_t out[SVC_OUT_COUNT] = {0}, lost = 0, deleted = 0, requests = 0;
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
@@ -408,6 +419,17 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         {"miaosha_pubsub_channels", "gauge", "Lock channels subscribed now.", ls.pubsub_channels},
         {"miaosha_pubsub_waiters", "gauge", "Threads waiting on a reentrant lock now.",
          ls.pubsub_waiters},
+        {"miaosha_orphan_locks_adopted_total", "counter",
+         "Token/reentrant lock commands that timed out and whose connection the orphan cleanup "
+         "took over.",
+         ls.orphans_adopted},
+        {"miaosha_orphan_locks_released_total", "counter",
+         "Locks granted to a timed-out acquire after it answered, given back by the orphan "
+         "cleanup.",
+         ls.orphans_released},
+        {"miaosha_orphan_locks_unresolved_total", "counter",
+         "Timed-out lock commands whose outcome stayed unknown (left to the lease).",
+         ls.orphans_unresolved},
     };
     for (size_t i = 0; i < sizeof lcm / sizeof lcm[0]; i++)
         svc_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", lcm[i].name, lcm[i].help,

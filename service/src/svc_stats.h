@@ -77,13 +77,15 @@ void svc_stats_redis_error(void);
 void svc_stats_inflight(int delta);
 
 /* The GET /stats body: {"ok":true,"instance":...,"uptime_s":...,
- * "redis_errors":...,"inflight":...,"modes":{<mode>:{requests, one count
+ * "redis_errors":...,"inflight":...,"orphan_locks":{"adopted","released",
+ * "unresolved"} (lockcore's orphan cleanup, lc_stats.orphans_*; zeros when
+ * client is NULL),"modes":{<mode>:{requests, one count
  * per outcome (sold, sold_out, lock_busy, errors, bad_requests,
  * client_gone, stock_reset), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
  * {count,p50,p90,p99,max}}}}. instance is JSON-escaped. Returns a malloc'd
  * NUL-terminated string the caller frees, with its length in *len; NULL on
  * out of memory (*len untouched). */
-char *svc_stats_json(const char *instance, size_t *len);
+char *svc_stats_json(const char *instance, lc_client *client, size_t *len);
 /* The GET /metrics body (Prometheus text format 0.0.4): the per-(mode, sku)
  * counters and histograms, HTTP responses by status, Redis errors,
  * redis_up (given: the probe's status), in-flight purchases and, when
