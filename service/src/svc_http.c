@@ -10,7 +10,7 @@
  *     (server.io_threads, default 2 = this machine's cores). Those threads
  *     only parse, validate and answer the routes that need no Redis round
  *     trip: /healthz (from the background probe's status), /stats,
- *     /metrics, and every error reply. They never block, so with 200
+ *     /metrics, /trace (memory only), and every error reply. They never block, so with 200
  *     buyers holding locks /healthz still answers in well under a
  *     millisecond, and keep-alive connections cost no thread each.
  *   - A route that talks to Redis suspends its connection
@@ -292,7 +292,8 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
                  "unknown mode '%.32s' (none, mutex, setnx, token, reentrant)", seg);
         return error_now(r, 404, "not_found", detail, method, url);
     }
-    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
+    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p, detail,
+                              sizeof detail);
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->default_sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);

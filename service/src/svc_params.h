@@ -23,13 +23,13 @@ enum {
     SVC_P_OFFSET = 1u << 8,
     SVC_P_LIMIT = 1u << 9,
     SVC_P_PIPELINE = 1u << 10,
-    SVC_P_TRACE = 1u << 11, /* purchase: ?trace=0|1 */
+    SVC_P_TRACE = 1u << 11, /* purchase: ?trace=0|1 (route_purchase adds it) */
     SVC_P_SINCE = 1u << 12, /* GET /trace: ?since=N */
 };
 
 #define SVC_P_PURCHASE                                                                             \
     (SVC_P_SKU | SVC_P_USER | SVC_P_WORK_MS | SVC_P_LEASE_MS | SVC_P_WAIT_MS | SVC_P_REENTER |     \
-     SVC_P_FAULT | SVC_P_PIPELINE | SVC_P_TRACE)
+     SVC_P_FAULT | SVC_P_PIPELINE)
 
 /* Bounds (inclusive); work_ms, lease_ms, wait_ms and reenter are capped by
  * the configuration (purchase.max_work_ms, lock.max_lease_ms,

@@ -202,8 +202,8 @@ static void put_time(svc_buf *b, const char *key, int64_t us)
 static void put_record(svc_buf *b, const svc_trace *t, const char *instance)
 {
     static const char *const names[SVC_T_COUNT] = {
-        [SVC_T_RECEIVED] = "received_us",  [SVC_T_WAIT_START] = "wait_start_us",
-        [SVC_T_ACQUIRED] = "acquired_us",  [SVC_T_READ] = "read_us",
+        [SVC_T_RECEIVED] = "received_us",   [SVC_T_WAIT_START] = "wait_start_us",
+        [SVC_T_ACQUIRED] = "acquired_us",   [SVC_T_READ] = "read_us",
         [SVC_T_COMMITTED] = "committed_us", [SVC_T_RELEASED] = "released_us",
         [SVC_T_RESPONDED] = "responded_us",
     };
@@ -227,8 +227,8 @@ static void put_record(svc_buf *b, const svc_trace *t, const char *instance)
     put_str(b, "release_status",
             t->release_status >= 0 ? lc_status_name((lc_status)t->release_status) : NULL);
     svc_buf_printf(b, ",\"lock_lost\":%s,\"deleted_other_lock\":%s,\"status\":%u",
-                   (t->flags & F_LOST) ? "true" : "false", (t->flags & F_DELETED) ? "true" : "false",
-                   t->status);
+                   (t->flags & F_LOST) ? "true" : "false",
+                   (t->flags & F_DELETED) ? "true" : "false", t->status);
     put_str(b, "error", t->error);
     svc_buf_printf(b, "}\n");
 }
