@@ -68,6 +68,9 @@ int svc_trace_init(int enabled, int ring_size, int max_skus);
  * received = r->t0_us). t->on stays 0 when tracing is off for r or r's SKU
  * gets no ring. The worker running r. */
 void svc_trace_begin(svc_trace *t, const svc_req *r);
+/* The calls below, up to svc_trace_end, are made by the one thread that
+ * runs the purchase (t lives on its stack); each does nothing when t->on
+ * is 0, and none fails. */
 /* Stamps point p with the monotonic clock now. */
 void svc_trace_mark(svc_trace *t, svc_trace_point p);
 /* The lock's owner/fencing token (lc_guard_owner_token), copied, cut at
