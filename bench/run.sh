@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|service|pipeline|lua|load|scaleout]... [--seconds N] [--rounds N]
+# bench/run.sh [all|lockcore|service|pipeline|lua|trace|load|scaleout]... [--seconds N] [--rounds N]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -28,7 +28,7 @@ usage() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|service|pipeline|lua|load|scaleout) parts+=("$1") ;;
+    all|lockcore|service|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -466,6 +466,22 @@ if want lua; then
     purchase_wrk "$SVC_PORT" lua; blua+=("$BUY_RPS"); echo "  round $r: lua   $BUY_RPS/s ($BUY_NOTE)"
   done
   target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$(median "${blua[@]}")" "$(median "${btok[@]}")" ">=" 10
+fi
+
+# ------------------------------------------------------------------ trace --
+# The purchase trace (GET /trace/{sku}) costs one record copy under a short
+# per-SKU mutex per purchase; this measures it where it is most contended:
+# every purchase on one SKU, so on one ring.
+if want trace; then
+  section "trace: /miaosha/token with ?trace=1 vs ?trace=0, one SKU"
+  [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
+  echo "/miaosha/token?wait_ms=$WAIT_MS successful purchases/s, 64 connections (wrk -c64 -d${DUR}s), alternating: off, on"
+  ton=() toff=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    purchase_wrk "$SVC_PORT" token "&trace=0" 64; toff+=("$BUY_RPS"); echo "  round $r: trace off $BUY_RPS/s ($BUY_NOTE)"
+    purchase_wrk "$SVC_PORT" token "&trace=1" 64; ton+=("$BUY_RPS"); echo "  round $r: trace on  $BUY_RPS/s ($BUY_NOTE)"
+  done
+  target_row trace "token buys/s, 64 connections: trace on vs off" "$(median "${ton[@]}")" "$(median "${toff[@]}")" ">=" 0.95
 fi
 
 # ------------------------------------------------------------------- load --

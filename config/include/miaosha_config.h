@@ -193,6 +193,15 @@ typedef struct cfg_config {
         bool enabled; /* allow ?fault= (teaching only) [false] */
     } faults;
     struct {
+        bool enabled;  /* record every purchase in its SKU's trace ring
+                          (GET /trace/{sku}) when the request has no
+                          ?trace= [true] */
+        int ring_size; /* records kept per SKU, the oldest overwritten
+                          [4096, 16..65536] */
+        int max_skus;  /* SKUs that get a ring; later ones are not
+                          traced [16, 1..1024] */
+    } trace;
+    struct {
         cfg_log_level level; /* "error" | "warn" | "info" | "debug"
                                 ["info"] */
         bool access;         /* one access-log line per request

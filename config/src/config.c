@@ -176,6 +176,15 @@ static const key_def KEYS[] = {
     K_BOOL("faults.enabled", faults.enabled, 0,
            "allow ?fault= (crash_before_expire, crash_in_section); for teaching only"),
 
+    K_BOOL("trace.enabled", trace.enabled, 1,
+           "record each purchase's timeline in its SKU's trace ring (GET /trace/{sku}) when a "
+           "request has no ?trace="),
+    K_NUM("trace.ring_size", trace.ring_size, 16, 65536, 4096, NULL, "",
+          "trace records kept per SKU; the oldest are overwritten"),
+    K_NUM("trace.max_skus", trace.max_skus, 1, 1024, 16, NULL, "",
+          "SKUs that get a trace ring (each ring_size records of 336 bytes); "
+          "purchases of later SKUs are not traced"),
+
     K_ENUM("log.level", log.level, CFG_LOG_INFO, "least severe level logged"),
     K_BOOL("log.access", log.access, 0, "log one line per request"),
 

@@ -25,6 +25,7 @@
 #include "svc_routes.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
+#include "svc_trace.h"
 
 #define SVC_ADMIN_WORKERS 2
 #define SHUTDOWN_DRAIN_MS 3000 /* let in-flight requests finish normally */
@@ -72,6 +73,9 @@ static void settings_from(const cfg_config *c, svc_settings *s)
     s->max_lease_ms = c->lock.max_lease_ms;
     s->max_wait_ms = c->lock.max_wait_ms;
     s->max_reenter = c->purchase.max_reenter;
+    s->trace_enabled = c->trace.enabled;
+    s->trace_ring_size = c->trace.ring_size;
+    s->trace_max_skus = c->trace.max_skus;
 }
 
 static int wait_signal(void)
@@ -143,6 +147,8 @@ int main(int argc, char **argv)
     s.instance_id = lc_client_instance_id(client);
 
     svc_stats_init();
+    if (svc_trace_init(s.trace_enabled, s.trace_ring_size, s.trace_max_skus) != 0)
+        svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", s.trace_max_skus);
     if (svc_health_start(&lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
         lc_client_free(client);

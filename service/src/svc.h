@@ -46,6 +46,10 @@ typedef struct svc_settings {
     int64_t max_lease_ms;
     int64_t max_wait_ms;
     int max_reenter;
+    /* the purchase trace (svc_trace.h) */
+    int trace_enabled;   /* default of ?trace= */
+    int trace_ring_size; /* records per SKU */
+    int trace_max_skus;  /* SKUs with a ring */
 } svc_settings;
 
 #endif

@@ -10,7 +10,7 @@
  *     (server.io_threads, default 2 = this machine's cores). Those threads
  *     only parse, validate and answer the routes that need no Redis round
  *     trip: /healthz (from the background probe's status), /stats,
- *     /metrics, and every error reply. They never block, so with 200
+ *     /metrics, /trace (memory only), and every error reply. They never block, so with 200
  *     buyers holding locks /healthz still answers in well under a
  *     millisecond, and keep-alive connections cost no thread each.
  *   - A route that talks to Redis suspends its connection
@@ -71,6 +71,7 @@
 #include "svc_routes.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
+#include "svc_trace.h"
 
 static const svc_settings *S;
 static lc_client *client;
@@ -88,6 +89,7 @@ static struct MHD_Response *health_up, *health_down;
 static const char oom_body[] = "{\"ok\":false,\"error\":\"out_of_memory\"}";
 static const char json_type[] = "application/json";
 static const char prom_type[] = "text/plain; version=0.0.4; charset=utf-8";
+static const char ndjson_type[] = "application/x-ndjson";
 
 /* ---- replies ---- */
 
@@ -289,7 +291,8 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);
     }
-    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE, &r->p, detail, sizeof detail);
+    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p, detail,
+                              sizeof detail);
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->default_sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
@@ -393,6 +396,27 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
     return send_reply(r, method, url);
 }
 
+/* GET /trace/{sku}?since=N: memory only (svc_trace.h), so answered here. */
+static enum MHD_Result route_trace(svc_req *r, const char *seg, const char *method, const char *url)
+{
+    char detail[160];
+    if (!method_is(method, "GET") && !method_is(method, "HEAD")) {
+        r->allow = "GET, HEAD";
+        return error_now(r, 405, "method_not_allowed", "use GET", method, url);
+    }
+    if (!svc_valid_id(seg))
+        return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}", method, url);
+    if (svc_params_parse(r->conn, r->s, SVC_P_SINCE, &r->p, detail, sizeof detail) != 0)
+        return error_now(r, 400, "bad_request", detail, method, url);
+    size_t len = 0;
+    int found = 0;
+    char *body = svc_trace_render(seg, r->s->instance_id, r->p.since, &len, &found);
+    if (!found)
+        return error_now(r, 404, "not_found", "no purchase of this sku was traced", method, url);
+    svc_reply_text(r, 200, body, len, ndjson_type); /* NULL: 503 out_of_memory */
+    return send_reply(r, method, url);
+}
+
 static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
 {
     const char *seg;
@@ -411,6 +435,8 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
         return route_stock(r, seg, method, url);
     if ((seg = segment(url, "/orders/")) != NULL && seg[0] != '\0')
         return route_orders(r, seg, method, url);
+    if ((seg = segment(url, "/trace/")) != NULL && seg[0] != '\0')
+        return route_trace(r, seg, method, url);
     return error_now(r, 404, "not_found", "no such route", method, url);
 }
 

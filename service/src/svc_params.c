@@ -92,7 +92,8 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         {"sku", SVC_P_SKU},           {"user", SVC_P_USER},         {"work_ms", SVC_P_WORK_MS},
         {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS},   {"reenter", SVC_P_REENTER},
         {"fault", SVC_P_FAULT},       {"stock", SVC_P_STOCK},       {"offset", SVC_P_OFFSET},
-        {"limit", SVC_P_LIMIT},       {"pipeline", SVC_P_PIPELINE},
+        {"limit", SVC_P_LIMIT},       {"pipeline", SVC_P_PIPELINE}, {"trace", SVC_P_TRACE},
+        {"since", SVC_P_SINCE},
     };
     unsigned bit = 0;
     (void)kind;
@@ -135,6 +136,13 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         p->out->pipeline = (int)v;
         return r;
     }
+    case SVC_P_TRACE: {
+        int64_t v = 0;
+        enum MHD_Result r = int_param(p, name, value, 0, 1, &v);
+        p->out->trace = (int)v;
+        return r;
+    }
+    case SVC_P_SINCE: return int_param(p, name, value, 0, SVC_SINCE_MAX, &p->out->since);
     case SVC_P_FAULT:
         if (strcmp(value, "crash_before_expire") == 0)
             p->out->fault = SVC_FAULT_CRASH_BEFORE_EXPIRE;

@@ -23,6 +23,8 @@ enum {
     SVC_P_OFFSET = 1u << 8,
     SVC_P_LIMIT = 1u << 9,
     SVC_P_PIPELINE = 1u << 10,
+    SVC_P_TRACE = 1u << 11, /* purchase: ?trace=0|1 (route_purchase adds it) */
+    SVC_P_SINCE = 1u << 12, /* GET /trace: ?since=N */
 };
 
 #define SVC_P_PURCHASE                                                                             \
@@ -37,6 +39,7 @@ enum {
 #define SVC_OFFSET_MAX 1000000000LL
 #define SVC_LIMIT_MAX 1000
 #define SVC_LIMIT_DEFAULT 100
+#define SVC_SINCE_MAX 999999999999LL /* the most svc_parse_int reads */
 
 typedef enum {
     SVC_FAULT_NONE = 0,
@@ -50,7 +53,9 @@ typedef struct svc_params {
     char user[SVC_SKU_MAX + 1];
     int64_t work_ms, lease_ms, wait_ms, stock, offset, limit;
     int reenter;
-    int pipeline; /* ?pipeline=0|1 */
+    int pipeline;  /* ?pipeline=0|1 */
+    int trace;     /* ?trace=0|1 */
+    int64_t since; /* ?since=N, 0 when absent */
     svc_fault fault;
 } svc_params;
 

@@ -79,6 +79,7 @@
 #include "svc_keys.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
+#include "svc_trace.h"
 
 #define QUEUE_GRACE_MS 1000
 
@@ -146,6 +147,7 @@ typedef struct purchase {
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
+    svc_trace tr; /* this purchase's timeline (GET /trace/{sku}) */
 } purchase;
 
 static void crash_before_expire(void *arg)
@@ -190,6 +192,7 @@ static void respond(purchase *pu, purchase_result res)
         cJSON_AddStringToObject(o, "instance", pu->s->instance_id);
     }
     svc_reply_json(pu->r, status, o);
+    svc_trace_end(&pu->tr, pu->new_order_id, status, error, pu->lock_lost, pu->deleted_other_lock);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
     svc_stats_purchase(pu->r->mode, pu->slot, result_info[res].out, pu->lock_lost,
@@ -222,6 +225,8 @@ static void release_one(purchase *pu, lc_conn *conn, lc_guard *g, int outer, lc_
         pu->lock_lost = 1;
     int late = outer && pu->lease_gone_us > 0 && svc_now_us() > pu->lease_gone_us;
     lc_status st = lc_release_pipe(conn, g, p);
+    if (outer)
+        svc_trace_released(&pu->tr, (int)st);
     if (late)
         pu->lock_lost = 1;
     if (late && st == LC_OK)
@@ -508,6 +513,7 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         return PR_REDIS_ERROR;
     } /* nil: never stocked, 0 */
     freeReplyObject(rep);
+    svc_trace_read(&pu->tr, before);
 
     if (before <= 0) {
         pu->stock_left = before < 0 ? before : 0;
@@ -575,6 +581,7 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
         return PR_STOCK_RESET;
     }
+    svc_trace_written(&pu->tr, before - 1);
     pu->stock_left = before - 1;
     pu->has_stock_left = 1;
     return PR_SOLD;
@@ -597,6 +604,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     pu.wait_us = -1;
     pu.gave_up_us = -1;
     pu.busy_wait_ms = -1;
+    svc_trace_begin(&pu.tr, r);
     if (conn == NULL) {
         snprintf(pu.detail, sizeof pu.detail, "no Redis connection");
         respond(&pu, PR_REDIS_UNAVAILABLE);
@@ -655,6 +663,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
      * owner, each with the request's wait_ms less the time it queued. */
     int64_t t = svc_now_us();
     lc_guard *g = NULL;
+    svc_trace_mark(&pu.tr, SVC_T_WAIT_START);
     lc_status st = acquire_reading(&pu, conn, &a, &g);
     if (st == LC_OK) {
         int64_t now = svc_now_us();
@@ -666,6 +675,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         if (r->mode == LC_SETNX || r->mode == LC_TOKEN)
             pu.lease_gone_us = now + (a.lease_ms + 1) * 1000;
         pu.lock_wait_ms = lc_guard_wait_ms(g);
+        svc_trace_acquired(&pu.tr, lc_guard_owner_token(g));
         held[nheld++] = g;
         if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {
             svc_log(SVC_ERROR, "fault crash_in_section: exiting while holding %s lock %s",
