@@ -176,8 +176,14 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
                 continue;
             }
         }
-        if (redisAppendFormattedCommand(rl->ctx[i], cmd, len) != REDIS_OK)
+        /* Write at once: a connected socket takes a small command without
+         * a poll() first, which saves one system call per round. */
+        int done = 0;
+        if (redisAppendFormattedCommand(rl->ctx[i], cmd, len) != REDIS_OK ||
+            redisBufferWrite(rl->ctx[i], &done) != REDIS_OK)
             st[i] = RL_FAILED;
+        else if (done)
+            st[i] = RL_READING;
     }
     for (;;) {
         struct pollfd pf[LC_REDLOCK_MAX_NODES];
@@ -274,7 +280,8 @@ static lc_status unlock_all(lc_conn *conn, const char *key, const char *token, i
         bool again = false;
         for (int i = 0; i < c->rl_n; i++) {
             redisReply *r = rep[i];
-            bool noscript = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+            bool noscript = r && r->type == REDIS_REPLY_ERROR &&
+                            strncmp(r->str, "NOSCRIPT", 8) == 0;
             if (send[i] && r && r->type == REDIS_REPLY_INTEGER) {
                 (*answered)++;
                 *deleted += r->integer == 1;
@@ -293,8 +300,7 @@ static lc_status unlock_all(lc_conn *conn, const char *key, const char *token, i
     return LC_OK;
 }
 
-lc_status lc_redlock_release(lc_conn *conn, const char *key, const char *token,
-                             int64_t valid_until)
+lc_status lc_redlock_release(lc_conn *conn, const char *key, const char *token, int64_t valid_until)
 {
     lc_status s = ensure_nodes(conn);
     if (s != LC_OK)
