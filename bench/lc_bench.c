@@ -1,6 +1,7 @@
 /* lc_bench — the lock core against the round-trip bound, in one run.
  *
  *   lc_bench PORT [SECONDS [all|peer]]
+ *   lc_bench PORT SECONDS redlock HOST:PORT,HOST:PORT,... (odd count, 3..9)
  *
  * Part 1, uncontended: per mode, acquire+release cycles/s on one thread, and
  * in the same run a raw hiredis loop sending the very same commands (the
@@ -20,6 +21,13 @@
  * Part "peer" (alone): token acquire+release cycles/s, 8 threads on one key
  * (wait 1000 ms), the figure bench/run.sh sets against redis-py's Lock
  * (bench/redis_py_lock.py) with 8 threads on the same key pattern.
+ *
+ * Part "redlock" (alone): acquire+release cycles/s, redlock on the given
+ * nodes against token on PORT, in the same run (alternating, medians of 3),
+ * at 1 thread (target: redlock >= 0.5x token: the N nodes are asked in
+ * parallel, so a cycle should cost about one round trip more than token's
+ * two, not N times as many) and 8 threads (shown), each thread on its own
+ * key, so the figure is the fan-out's cost, not contention.
  *
  * Targets (bench/README.md): each Redis mode >= 0.9x its raw loop; with 8
  * and 32 threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3;
@@ -395,6 +403,111 @@ static void peer(void)
     printf("peer token threads=8 cycles_per_s=%.0f fairness=%.2f\n", rate, fair);
 }
 
+/* --- redlock against token ------------------------------------------------ */
+
+static lc_client *cli_rl;
+
+typedef struct rl_worker {
+    lc_client *c;
+    lc_mode mode;
+    int id;
+    atomic_bool *stop;
+    long done, failed;
+} rl_worker;
+
+static void *rl_worker_main(void *arg)
+{
+    rl_worker *w = arg;
+    lc_conn *conn;
+    if (lc_conn_new(w->c, &conn) != LC_OK)
+        return NULL;
+    char key[64];
+    snprintf(key, sizeof key, "bench:{rl-%d}:lock", w->id);
+    lc_lock_args a;
+    memset(&a, 0, sizeof a);
+    a.mode = w->mode;
+    a.key = key;
+    a.owner = "bench";
+    a.lease_ms = 5000;
+    while (!atomic_load(w->stop)) {
+        lc_guard *g;
+        if (lc_acquire(conn, &a, &g) != LC_OK || lc_release(conn, g) != LC_OK)
+            w->failed++;
+        else
+            w->done++;
+    }
+    lc_conn_free(conn);
+    return NULL;
+}
+
+static double rl_run(lc_mode mode, int threads, long *failed)
+{
+    pthread_t t[8];
+    rl_worker w[8];
+    atomic_bool stop = false;
+    double t0 = now_s();
+    for (int k = 0; k < threads; k++) {
+        w[k] = (rl_worker){
+            .c = mode == LC_REDLOCK ? cli_rl : cli, .mode = mode, .id = k, .stop = &stop};
+        pthread_create(&t[k], NULL, rl_worker_main, &w[k]);
+    }
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    atomic_store(&stop, true);
+    long done = 0;
+    for (int k = 0; k < threads; k++) {
+        pthread_join(t[k], NULL);
+        done += w[k].done;
+        *failed += w[k].failed;
+    }
+    return done / (now_s() - t0);
+}
+
+static int redlock_part(char *list)
+{
+    const char *nodes[LC_REDLOCK_MAX_NODES];
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == LC_REDLOCK_MAX_NODES) {
+            fprintf(stderr, "lc_bench: at most %d redlock nodes\n", LC_REDLOCK_MAX_NODES);
+            return 2;
+        }
+        nodes[n++] = tok;
+    }
+    lc_options o;
+    lc_options_init(&o);
+    o.redis_port = port;
+    o.redlock_nodes = nodes;
+    o.redlock_node_count = n;
+    char err[256];
+    if (lc_client_new(&o, &cli_rl, err, sizeof err) != LC_OK) {
+        fprintf(stderr, "lc_bench: %s\n", err);
+        return 2;
+    }
+    printf("redlock (%d nodes) vs token (1 node), acquire+release cycles/s, one key per "
+           "thread, %.1f s x 3 alternating runs, medians\n",
+           n, seconds);
+    printf("  %-8s %12s %12s %8s %8s %s\n", "threads", "redlock/s", "token/s", "ratio", "failed",
+           "target");
+    const int threads[] = {1, 8};
+    for (int i = 0; i < 2; i++) {
+        double rl[3], tok[3];
+        long failed = 0;
+        for (int k = 0; k < 3; k++) {
+            tok[k] = rl_run(LC_TOKEN, threads[i], &failed);
+            rl[k] = rl_run(LC_REDLOCK, threads[i], &failed);
+        }
+        qsort(rl, 3, sizeof *rl, cmp_double);
+        qsort(tok, 3, sizeof *tok, cmp_double);
+        double ratio = rl[1] / tok[1];
+        printf("  %-8d %12.0f %12.0f %8.2f %8ld %s\n", threads[i], rl[1], tok[1], ratio, failed,
+               threads[i] == 1 ? (ratio >= 0.5 ? ">= 0.5 ok" : ">= 0.5 MISSED") : "(shown)");
+    }
+    lc_client_free(cli_rl);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -405,8 +518,10 @@ int main(int argc, char **argv)
     if (argc > 2)
         seconds = atof(argv[2]);
     int only_peer = argc > 3 && strcmp(argv[3], "peer") == 0;
-    if (argc > 3 && !only_peer && strcmp(argv[3], "all") != 0) {
-        fprintf(stderr, "usage: lc_bench PORT [SECONDS [all|peer]]\n");
+    int only_redlock = argc > 4 && strcmp(argv[3], "redlock") == 0;
+    if (argc > 3 && !only_peer && !only_redlock && strcmp(argv[3], "all") != 0) {
+        fprintf(stderr, "usage: lc_bench PORT [SECONDS [all|peer]]\n"
+                        "       lc_bench PORT SECONDS redlock HOST:PORT,HOST:PORT,...\n");
         return 2;
     }
     lc_options o;
@@ -416,6 +531,11 @@ int main(int argc, char **argv)
     if (lc_client_new(&o, &cli, err, sizeof err) != LC_OK) {
         fprintf(stderr, "lc_bench: %s\n", err);
         return 1;
+    }
+    if (only_redlock) {
+        int rc = redlock_part(argv[4]);
+        lc_client_free(cli);
+        return rc;
     }
     if (!only_peer)
         uncontended();

@@ -23,6 +23,13 @@
  *                 pub/sub wake-up
  *                 flaw: a long process pause still lets a second holder in
  *                 (no fencing token)
+ *   LC_REDLOCK    the Redlock algorithm as the Redis docs describe it
+ *                 ("Distributed Locks with Redis"): SET key <uuid> NX PX
+ *                 lease on N independent masters at once, held with a
+ *                 majority within the lease; release: the token's Lua
+ *                 compare-and-delete on every node
+ *                 flaw: the validity is a promise of the clocks — a pause
+ *                 past it still lets a second holder in (no fencing token)
  *
  * lockcore/README.md lists, per mode, every command and script it sends;
  * docs/locks.md tells the story of the modes.
@@ -45,6 +52,8 @@
  * process after one line on stderr, as assert() does. The text of the last
  * failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
  * (lc_conn_errstr). All durations are milliseconds.
+ * A call on an lc_conn is bounded by the connect and command timeouts (and
+ * wait_ms); in redlock mode by redlock_node_timeout_ms per round.
  *
  * Processes: create the client after fork(), never before — a child does
  * not inherit the background threads, and would share the parent's Redis
@@ -126,6 +135,7 @@ typedef enum lc_mode {
     LC_SETNX,
     LC_TOKEN,
     LC_REENTRANT,
+    LC_REDLOCK,
     LC_MODE_COUNT
 } lc_mode;
 
@@ -144,7 +154,8 @@ typedef enum lc_status {
     LC_CANCELED = 7   /* the caller's cancel flag was raised while waiting */
 } lc_status;
 
-/* The mode's public name ("none", "mutex", "setnx", "token", "reentrant"),
+/* The mode's public name ("none", "mutex", "setnx", "token", "reentrant",
+ * "redlock"),
  * which is also its URL segment; "?" for an out-of-range value. Static
  * storage. Any thread. */
 const char *lc_mode_name(lc_mode mode);
@@ -176,7 +187,21 @@ typedef struct lc_options {
     const char *instance_id;     /* reentrant hash fields are
                                     "<instance_id>:<owner>"; NULL = a fresh
                                     libuuid. At most LC_ID_LEN-1 bytes. */
+    /* Redlock's masters, independent of redis_host (which stays the
+     * caller's own data server): redlock_node_count strings "host:port"
+     * (host an IPv4 address or a name, port 1..65535), copied. 0 nodes
+     * (the default) = the redlock mode is not offered (LC_MISUSE on
+     * acquire); otherwise an odd count, 3..LC_REDLOCK_MAX_NODES, no node
+     * listed twice. The nodes get no AUTH and no SELECT (database 0). */
+    const char *const *redlock_nodes;
+    int redlock_node_count;
+    int redlock_node_timeout_ms; /* one parallel round (connect, write and
+                                    every node's reply) gives up on a node
+                                    after this; keep it far below the lease.
+                                    Default (and 0) 50, 1..60000 */
 } lc_options;
+
+#define LC_REDLOCK_MAX_NODES 9
 
 /* Fills *o with the defaults above. Any thread. */
 void lc_options_init(lc_options *o);
@@ -187,7 +212,9 @@ typedef struct lc_client lc_client;
  * start; each lc_conn connects on first use. The options' strings are
  * copied. Background threads (watchdog, subscriber) start on first need.
  * Returns LC_OK and sets *out; LC_MISUSE for an option out of bounds (the
- * reason goes to err, errlen bytes, when err is not NULL); LC_NOMEM.
+ * reason goes to err, errlen bytes, when err is not NULL: an even or out of
+ * range redlock_node_count, a node that is not "host:port", a node listed
+ * twice — the reason names it); LC_NOMEM.
  * Any thread. */
 lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t errlen);
 
@@ -240,10 +267,11 @@ void lc_client_stats(lc_client *c, lc_stats *out);
 typedef struct lc_conn lc_conn;
 
 /* Creates a connection handle (caller owns it; free with lc_conn_free); it
- * connects lazily and reconnects on the next call after an I/O error or
- * when the peer closed the idle socket, so a handle survives a Redis
- * restart. Returns LC_OK; LC_MISUSE for a NULL argument; LC_NOMEM. Any
- * thread; the handle then belongs to one thread at a time. */
+ * connects lazily (with redlock nodes: one more connection per node, made on
+ * the first redlock call, each remade after its own failure) and reconnects on the next call after
+ * an I/O error or when the peer closed the idle socket, so a handle survives a Redis restart.
+ * Returns LC_OK; LC_MISUSE for a NULL argument; LC_NOMEM. Any thread; the handle then belongs to
+ * one thread at a time. */
 lc_status lc_conn_new(lc_client *c, lc_conn **out);
 
 /* Closes and frees it. NULL-safe. The thread that owns conn; guards made
@@ -282,7 +310,7 @@ typedef struct lc_lock_args {
                           service uses one per request, so a request that
                           dies is never re-entered by the next request on
                           the same thread. Reentrancy is per (key, owner). */
-    int64_t lease_ms;  /* setnx/token: the lease, > 0 (required).
+    int64_t lease_ms;  /* setnx/token/redlock: the lease, > 0 (required).
                           reentrant: 0 = watchdog mode (lease =
                           watchdog_timeout_ms, renewed every third of it
                           while this acquisition is held, even as a
@@ -325,6 +353,21 @@ typedef struct lc_lock_args {
  *              for 5 ms; then newcomers queue (Go's sync.Mutex starvation
  *              mode). The line is per process: other processes, and callers
  *              with wait_ms = 0, always try at once.
+ *   redlock    SET key <fresh libuuid> NX PX lease to every node at once
+ *              (non-blocking sockets, one poll loop; a node that has not
+ *              answered within redlock_node_timeout_ms counts as failed and
+ *              is reconnected on the next call). Acquired when a majority
+ *              (N/2+1) said OK and the round took less than the lease:
+ *              validity = lease - elapsed - lc_redlock_drift_ms(lease)
+ *              must be > 0. Otherwise the compare-and-delete release goes
+ *              to every node (those that did not answer too), and a
+ *              waiting acquire tries again after a random 0..2 x
+ *              retry_interval_ms. LC_BUSY when no attempt won within
+ *              wait_ms; LC_IO as soon as fewer than a majority of the nodes
+ *              answered an attempt (down, timed out, or an error reply):
+ *              a majority can then not be had by waiting.
+ *              With p: LC_MISUSE when p holds commands (the lock's nodes
+ *              are not the caller's data server).
  * Returns LC_OK and sets *out to a new guard (release it with lc_release);
  * LC_BUSY when not acquired within wait_ms; LC_IO when Redis failed — no
  * guard; a timed-out command may still be executed later: token and
@@ -336,8 +379,8 @@ typedef struct lc_lock_args {
 lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
 
 /* Releases one acquisition and frees g (in every case, so never call it twice
- * on one guard). NULL g is LC_MISUSE; so is a NULL conn for setnx, token
- * and reentrant (the guard is still freed and its renewal stopped, so the
+ * on one guard). NULL g is LC_MISUSE; so is a NULL conn for setnx, token,
+ * reentrant and redlock (the guard is still freed and its renewal stopped, so the
  * lease frees the lock).
  *   none       LC_OK
  *   mutex      LC_OK
@@ -352,6 +395,14 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              had reported the lock lost during the hold. The watchdog
  *              stops renewing at the last local release of a watchdog-mode
  *              acquisition, whatever Redis answered.
+ *   redlock    the token's compare-and-delete on every node at once
+ *              (EVALSHA; a node answering NOSCRIPT gets EVAL in a second
+ *              round): LC_LOST when the guard's validity had run out
+ *              before the release (lc_guard_validity_ms was 0: another
+ *              holder may have been let in, whatever the nodes answer);
+ *              else LC_OK when a majority deleted the key; LC_IO when
+ *              fewer than a majority answered; LC_NOT_OWNER otherwise.
+ *              With commands in p: LC_MISUSE, nothing sent.
  *   any        LC_IO when Redis failed: token and reentrant hand a release
  *              that may still run to the orphan cleanup above, which reads
  *              its late reply; if it never runs, the lease frees the lock.
@@ -437,6 +488,7 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  *   token      SET NX PX and p's commands: one round trip
  *   reentrant  the acquire script and p's commands: one round trip (a
  *              NOSCRIPT answer costs a second, EVAL with p's commands)
+ *   redlock    LC_MISUSE when p holds commands (see lc_acquire)
  * A waiting acquire (wait_ms > 0) sends p's commands again with each
  * attempt; the reentrant line of waiters and its pub/sub wake-ups work as
  * in lc_acquire, since only attempts carry the commands.
@@ -459,6 +511,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
  *   setnx        p's commands and DEL
  *   token        p's commands and the release script
  *   reentrant    p's commands and the unlock script
+ *   redlock      LC_MISUSE when p holds commands, nothing sent
  * p then holds every reply that came, in order, whatever the status: a
  * NULL reply means it did not come (the connection broke or timed out) and
  * the command's outcome is unknown. The status is the release's, as in
@@ -476,13 +529,26 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms);
 
 /* 1 once the lock is known to have been lost while held: the watchdog's
  * renew script returned 0 (reentrant). lc_extend returning LC_NOT_OWNER
- * sets it too (token). 0 otherwise. Any thread. */
+ * sets it too (token); redlock: the validity ran out. 0 otherwise. Any
+ * thread. */
 int lc_guard_lost(const lc_guard *g);
 
 /* Milliseconds lc_acquire spent before it got the lock. Any thread. */
 int64_t lc_guard_wait_ms(const lc_guard *g);
 
-/* The value that identifies this holder in Redis: the token (token mode),
+/* redlock: the milliseconds of validity left now — the lease minus the
+ * time from the start of the winning round to now minus the clock drift
+ * allowance — or 0 once it ran out: the work the lock protects must be
+ * done (its writes sent) within it. -1 for every other mode. Any thread. */
+int64_t lc_guard_validity_ms(const lc_guard *g);
+
+/* Redlock's clock drift allowance for a lease, as the algorithm's reference
+ * implementation computes it: lease_ms / 100 (1 %, rounded down) + 2 ms.
+ * Any thread. */
+int64_t lc_redlock_drift_ms(int64_t lease_ms);
+
+/* The value that identifies this holder in Redis: the token (token and
+ * redlock modes),
  * the hash field "<instance>:<owner>" (reentrant), "1" (setnx), "" (none,
  * mutex). Valid until the guard is released. Any thread. */
 const char *lc_guard_owner_token(const lc_guard *g);

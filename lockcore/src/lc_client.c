@@ -8,14 +8,15 @@
  * subscriber) each own theirs, because a hiredis context is not thread-safe.
  */
 #include "lc_internal.h"
+#include "lc_redlock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uuid/uuid.h>
 
-static const char *const mode_names[LC_MODE_COUNT] = {"none", "mutex", "setnx", "token",
-                                                      "reentrant"};
+static const char *const mode_names[LC_MODE_COUNT] = {"none",  "mutex",     "setnx",
+                                                      "token", "reentrant", "redlock"};
 
 const char *lc_mode_name(lc_mode mode)
 {
@@ -57,6 +58,7 @@ void lc_options_init(lc_options *o)
     o->command_timeout_ms = 1000;
     o->watchdog_timeout_ms = 30000;
     o->retry_interval_ms = 10;
+    o->redlock_node_timeout_ms = 50;
 }
 
 static lc_status bad_option(char *err, size_t errlen, const char *what)
@@ -99,6 +101,11 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
     c->command_timeout_ms = o->command_timeout_ms;
     c->watchdog_timeout_ms = o->watchdog_timeout_ms;
     c->retry_interval_ms = o->retry_interval_ms;
+    lc_status s = lc_redlock_setup(c, o, err, errlen);
+    if (s != LC_OK) {
+        free(c);
+        return s;
+    }
     /* Long enough for a burst of barging (~40 critical sections at Redis
      * round-trip speed), short next to any wait_ms a caller would give. */
     c->barge_limit_ms = 5;

@@ -11,6 +11,7 @@
 #include "lc_conn.h"
 
 #include "lc_internal.h"
+#include "lc_redlock.h"
 #include "lc_util.h"
 
 #include <errno.h>
@@ -41,6 +42,7 @@ void lc_conn_free(lc_conn *conn)
         return;
     if (conn->ctx)
         redisFree(conn->ctx);
+    lc_redlock_conn_free(conn->rl);
     free(conn);
 }
 

@@ -12,9 +12,12 @@
 
 #include <stdbool.h>
 
+struct lc_rl_conn;
+
 struct lc_conn {
     lc_client *client;
     redisContext *ctx;
+    struct lc_rl_conn *rl; /* redlock's node contexts, made on first use */
     unsigned rng;
     char err[LC_ERRSTR_LEN];
     /* The last lock command's round trip (lc_lock.c lock_trip), for the

@@ -10,17 +10,21 @@
  *              keeps the options, names and counters.
  *   lc_conn    owns one hiredis context, used only by its caller's thread
  *              (lc_conn.c, declared in lc_conn.h, which also connects and
- *              runs scripts for the two background threads' contexts).
+ *              runs scripts for the two background threads' contexts), and
+ *              in redlock mode one non-blocking context per node
+ *              (lc_redlock.c).
  *   lc_guard   points into the tables above (refcounted entries), never into
  *              a connection, so a guard may outlive the conn that made it
  *              (lc_lock.c, which also holds every mode's commands).
  *
  * Which file uses which (a function defined in the file on the right):
- *   lc_lock      -> lc_conn, lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_util
- *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub, lc_reaper
+ *   lc_lock      -> lc_conn, lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock,
+ *                   lc_util
+ *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock
  *   lc_reaper    -> lc_conn, lc_pubsub, lc_util
  *   lc_watchdog, lc_pubsub -> lc_conn, lc_util
- *   lc_conn, lc_mutex      -> lc_util
+ *   lc_conn      -> lc_redlock, lc_util
+ *   lc_redlock, lc_mutex   -> lc_util
  *   lc_util, lc_pipe       -> nothing in lockcore
  * (lc_pipe.c formats the caller's commands; lc_conn.c's lc_trip sends them
  * with a lock command, reading the lc_pipe fields directly.)
@@ -166,6 +170,10 @@ struct lc_client {
     int64_t retry_interval_ms;
     int64_t barge_limit_ms; /* see reentrant_acquire in lc_lock.c */
     char instance_id[LC_ID_LEN];
+    int rl_n; /* redlock nodes; 0: the mode is not offered (lc_redlock.c) */
+    int rl_port[LC_REDLOCK_MAX_NODES];
+    char rl_host[LC_REDLOCK_MAX_NODES][256];
+    int rl_node_timeout_ms;
 
     atomic_uint_fast64_t acquired, busy, io_errors;
     atomic_uint_fast64_t renewals, renew_lost, holds_active;

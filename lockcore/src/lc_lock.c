@@ -10,6 +10,7 @@
 
 #include "lc_conn.h"
 #include "lc_reaper.h"
+#include "lc_redlock.h"
 #include "lc_scripts.h"
 #include "lc_util.h"
 
@@ -29,7 +30,8 @@ struct lc_guard {
     int64_t wait_ms;
     lc_mutex_entry *mx;
     lc_hold *hold;
-    bool watchdog; /* reentrant without an explicit lease */
+    bool watchdog;       /* reentrant without an explicit lease */
+    int64_t valid_until; /* redlock: lc_now_ms() time its validity ends */
     atomic_int lost;
     char owner_token[2 * LC_ID_LEN + 2];
     char key[];
@@ -72,9 +74,9 @@ static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
         return misuse(conn, "owner must be 1..63 bytes");
     if (a->wait_ms < 0 || a->wait_ms > LC_MAX_DURATION_MS)
         return misuse(conn, "wait_ms must be 0..86400000");
-    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN) &&
+    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN || a->mode == LC_REDLOCK) &&
         (a->lease_ms <= 0 || a->lease_ms > LC_MAX_DURATION_MS))
-        return misuse(conn, "lease_ms must be 1..86400000 for setnx and token");
+        return misuse(conn, "lease_ms must be 1..86400000 for setnx, token and redlock");
     if (a->mode == LC_REENTRANT && (a->lease_ms < 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 0..86400000 for reentrant");
     return LC_OK;
@@ -392,6 +394,18 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
         }
         break;
     }
+    case LC_REDLOCK: {
+        /* lc_redlock.c: N nodes, not this conn's Redis. */
+        if (p && p->n > 0) {
+            s = misuse(conn, "redlock carries no commands (its nodes are not the data server)");
+            break;
+        }
+        uuid_t u;
+        uuid_generate(u);
+        uuid_unparse_lower(u, g->owner_token);
+        s = lc_redlock_acquire(conn, a, g->owner_token, deadline, &g->valid_until);
+        break;
+    }
     default: s = LC_MISUSE;
     }
 
@@ -496,6 +510,10 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
         if (lc_hold_drop(c, g->hold, g->watchdog) && s == LC_NOT_OWNER)
             s = LC_LOST;
         break;
+    case LC_REDLOCK:
+        s = !conn || have_cmds ? LC_MISUSE
+                               : lc_redlock_release(conn, g->key, g->owner_token, g->valid_until);
+        break;
     default: s = conn ? release_redis(conn, g, p) : LC_MISUSE;
     }
     if (s == LC_IO) {               /* LC_IO only comes from release_redis: conn is set */
@@ -544,12 +562,22 @@ int lc_guard_lost(const lc_guard *g)
 {
     if (atomic_load(&((lc_guard *)g)->lost))
         return 1;
+    if (g->mode == LC_REDLOCK)
+        return lc_now_ms() >= g->valid_until;
     return g->hold && atomic_load(&g->hold->lost) ? 1 : 0;
 }
 
 int64_t lc_guard_wait_ms(const lc_guard *g)
 {
     return g->wait_ms;
+}
+
+int64_t lc_guard_validity_ms(const lc_guard *g)
+{
+    if (g->mode != LC_REDLOCK)
+        return -1;
+    int64_t left = g->valid_until - lc_now_ms();
+    return left > 0 ? left : 0;
 }
 
 const char *lc_guard_owner_token(const lc_guard *g)

@@ -20,6 +20,8 @@ int svc_mode_parse(const char *name, svc_mode *out)
     if (name == NULL)
         return -1;
     if (lc_mode_parse(name, &m) == 0) {
+        if (!svc_mode_offered((svc_mode)m))
+            return -1;
         *out = (svc_mode)m;
         return 0;
     }
@@ -37,7 +39,10 @@ static void list_init(void)
 {
     size_t used = 0;
     for (svc_mode m = 0; m < SVC_MODE_COUNT && used < sizeof list; m++) {
-        int n = snprintf(list + used, sizeof list - used, "%s%s", m ? ", " : "", svc_mode_name(m));
+        if (!svc_mode_offered(m))
+            continue;
+        int n = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
+                         svc_mode_name(m));
         if (n < 0)
             break;
         used += (size_t)n;

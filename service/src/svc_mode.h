@@ -28,6 +28,15 @@ static inline int svc_mode_is_lock(svc_mode mode)
     return mode >= 0 && mode < LC_MODE_COUNT;
 }
 
+/* 1 when the service offers the mode on /miaosha/{mode}. Every lock mode
+ * but redlock, which needs its N lock masters configured (not yet a
+ * service setting: the lock core has it, the service does not pass it on),
+ * and lua. Any thread. */
+static inline int svc_mode_offered(svc_mode mode)
+{
+    return mode >= 0 && mode < SVC_MODE_COUNT && mode != LC_REDLOCK;
+}
+
 /* The mode's public name and URL segment: lc_mode_name for a lock mode,
  * "lua", "?" out of range. Static storage. Any thread. */
 const char *svc_mode_name(svc_mode mode);

@@ -238,6 +238,8 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
                    (unsigned long long)ls.orphans_adopted, (unsigned long long)ls.orphans_released,
                    (unsigned long long)ls.orphans_unresolved);
     for (int m = 0; m < SVC_MODE_COUNT; m++) {
+        if (!svc_mode_offered(m))
+            continue;
         uint64_t out[SVC_OUT_COUNT] = {0}, lost = 0, deleted = 0, requests = 0;
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             for (int o = 0; o < SVC_OUT_COUNT; o++)

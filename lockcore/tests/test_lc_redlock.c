@@ -1,0 +1,336 @@
+/* test_lc_redlock — the redlock mode against five private redis-servers:
+ * the options' checks, the drift formula, a majority with two nodes killed,
+ * a refusal with three killed that leaves no key behind, the validity's
+ * bound, a SIGSTOPped node costing one node timeout, NOSCRIPT on one node,
+ * a release past the validity (LC_LOST), reconnection after a restart, and
+ * (argument "threads", also run under TSan) mutual exclusion between
+ * threads around a non-atomic GET/SET increment. */
+#include "lc_test.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#define NODES 5
+/* Far above a loaded machine's scheduling stalls, so only the stopped node
+ * times out; the threaded run takes longer still (TSan). */
+#define NODE_TIMEOUT 200
+#define NODE_TIMEOUT_THREADS 1000
+
+static tu_redis red[NODES];
+static char node_names[NODES][32];
+static const char *nodes[NODES];
+static lc_client *cli;
+
+static lc_client *redlock_client(int node_count, const char *const *list, int timeout_ms, char *err,
+                                 size_t errlen, lc_status *st)
+{
+    lc_options o;
+    lc_options_init(&o);
+    o.redlock_node_timeout_ms = timeout_ms;
+    o.redis_port = red[0].port;
+    o.retry_interval_ms = 5;
+    o.redlock_nodes = list;
+    o.redlock_node_count = node_count;
+    lc_client *c = NULL;
+    *st = lc_client_new(&o, &c, err, errlen);
+    return c;
+}
+
+/* How many live nodes hold key (killed ones are skipped). */
+static int holders(const char *key)
+{
+    int n = 0;
+    for (int i = 0; i < NODES; i++) {
+        if (red[i].pid > 0 && tu_redis_int(red[i].port, "EXISTS %s", key) == 1)
+            n++;
+    }
+    return n;
+}
+
+static void test_options(void)
+{
+    char err[256];
+    lc_status st;
+    lc_client *c = redlock_client(4, nodes, NODE_TIMEOUT, err, sizeof err, &st);
+    TU_CHECK(st == LC_MISUSE && !c && strstr(err, "odd"), "4 nodes refused: %s", err);
+    const char *dup[] = {nodes[0], nodes[1], nodes[0]};
+    c = redlock_client(3, dup, NODE_TIMEOUT, err, sizeof err, &st);
+    TU_CHECK(st == LC_MISUSE && !c && strstr(err, "twice") && strstr(err, nodes[0]),
+             "a duplicate node is named: %s", err);
+    const char *bad[] = {nodes[0], nodes[1], "127.0.0.1"};
+    c = redlock_client(3, bad, NODE_TIMEOUT, err, sizeof err, &st);
+    TU_CHECK(st == LC_MISUSE && !c && strstr(err, "host:port"), "no port refused: %s", err);
+    c = redlock_client(1, nodes, NODE_TIMEOUT, err, sizeof err, &st);
+    TU_CHECK(st == LC_MISUSE && !c, "1 node refused: %s", err);
+
+    /* Without nodes the mode is not offered. */
+    lc_client *plain = lct_client(red[0].port, 0);
+    lc_conn *conn = lct_conn(plain);
+    lc_lock_args a = lct_args(LC_REDLOCK, "lctest:{rl-none}:lock", "o", 1000, 0);
+    lc_guard *g = NULL;
+    TU_CHECK(lc_acquire(conn, &a, &g) == LC_MISUSE && !g, "redlock without nodes: misuse (%s)",
+             lc_conn_errstr(conn));
+    lc_conn_free(conn);
+    lc_client_free(plain);
+
+    lc_mode m;
+    TU_CHECK(lc_mode_parse("redlock", &m) == 0 && m == LC_REDLOCK &&
+                 strcmp(lc_mode_name(LC_REDLOCK), "redlock") == 0,
+             "the mode's name");
+}
+
+static void test_drift(void)
+{
+    TU_CHECK(lc_redlock_drift_ms(10000) == 102, "drift(10000) = 102");
+    TU_CHECK(lc_redlock_drift_ms(30000) == 302, "drift(30000) = 302");
+    TU_CHECK(lc_redlock_drift_ms(150) == 3, "drift(150) = 3 (1 %% rounded down, + 2)");
+    TU_CHECK(lc_redlock_drift_ms(1) == 2, "drift(1) = 2");
+}
+
+/* Acquire and release on the nodes up now; checks the token on each
+ * holder and the validity bound. Returns the acquire's time in ms. */
+static int64_t cycle(lc_conn *conn, const char *key, int64_t lease, int expect_holders)
+{
+    lc_lock_args a = lct_args(LC_REDLOCK, key, "o", lease, 0);
+    lc_guard *g = NULL;
+    int64_t t0 = tu_now_ms();
+    lc_status s = lc_acquire(conn, &a, &g);
+    int64_t t1 = tu_now_ms();
+    TU_CHECK(s == LC_OK, "acquired (%s: %s)", lc_status_name(s), lc_conn_errstr(conn));
+    if (s != LC_OK)
+        return t1 - t0;
+    int64_t v = lc_guard_validity_ms(g);
+    int64_t drift = lc_redlock_drift_ms(lease);
+    TU_CHECK(v <= lease - drift && v >= lease - drift - (tu_now_ms() - t0) - 1,
+             "validity %lld within lease - elapsed - drift (elapsed %lld)", (long long)v,
+             (long long)(t1 - t0));
+    TU_CHECK(holders(key) == expect_holders, "%d nodes hold the key", expect_holders);
+    for (int i = 0; i < NODES; i++) {
+        char val[64];
+        if (red[i].pid > 0 && tu_redis_str(red[i].port, val, sizeof val, "GET %s", key) == 0)
+            TU_CHECK(strcmp(val, lc_guard_owner_token(g)) == 0, "node %d: one token on all", i);
+    }
+    TU_CHECK(lc_release(conn, g) == LC_OK, "released (%s)", lc_conn_errstr(conn));
+    TU_CHECK(holders(key) == 0, "no node holds the key after release");
+    return t1 - t0;
+}
+
+static void test_basic(void)
+{
+    lc_conn *conn = lct_conn(cli), *other = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "basic", LC_REDLOCK);
+    cycle(conn, key, 10000, NODES);
+
+    lc_lock_args a = lct_args(LC_REDLOCK, key, "a", 10000, 0);
+    lc_lock_args b = lct_args(LC_REDLOCK, key, "b", 10000, 100);
+    lc_guard *g = NULL, *h = NULL;
+    TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
+    int64_t t0 = tu_now_ms();
+    TU_CHECK(lc_acquire(other, &b, &h) == LC_BUSY && !h, "a second owner is busy");
+    int64_t took = tu_now_ms() - t0;
+    /* The last attempt may start just before the deadline: one round and
+     * its cleanup round, each bounded by the node timeout. */
+    TU_CHECK(took >= 100 && took < tu_slack(100 + 2 * NODE_TIMEOUT + 400),
+             "waited its wait_ms (%lld ms)", (long long)took);
+    TU_CHECK(holders(key) == NODES, "the holder's key survives the loser's cleanup");
+    TU_CHECK(lc_guard_lost(g) == 0, "not lost while valid");
+    TU_CHECK(lc_extend(conn, g, 1000) == LC_MISUSE, "no extend in redlock");
+    TU_CHECK(lc_release(conn, g) == LC_OK, "release");
+
+    /* A release after the validity ran out: LC_LOST. */
+    a.lease_ms = 100;
+    TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "short lease");
+    tu_sleep_ms(120);
+    TU_CHECK(lc_guard_validity_ms(g) == 0 && lc_guard_lost(g) == 1, "validity ran out");
+    lc_status s = lc_release(conn, g);
+    TU_CHECK(s == LC_LOST, "late release is lost (%s)", lc_status_name(s));
+
+    /* A released lock's token no longer deletes anything. */
+    a.lease_ms = 10000;
+    TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "again");
+    for (int i = 0; i < NODES; i++)
+        tu_redis_int(red[i].port, "DEL %s", key);
+    s = lc_release(conn, g);
+    TU_CHECK(s == LC_NOT_OWNER, "release of a vanished lock is not-owner (%s)", lc_status_name(s));
+    lc_conn_free(other);
+    lc_conn_free(conn);
+}
+
+static void test_noscript(void)
+{
+    lc_conn *conn = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "noscript", LC_REDLOCK);
+    cycle(conn, key, 10000, NODES); /* every node has the script now */
+    lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, 0);
+    lc_guard *g = NULL;
+    TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "acquired");
+    char ok[16];
+    TU_CHECK(tu_redis_str(red[2].port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && strcmp(ok, "OK") == 0,
+             "flushed node 2");
+    lc_status s = lc_release(conn, g);
+    TU_CHECK(s == LC_OK, "release after SCRIPT FLUSH (%s: %s)", lc_status_name(s),
+             lc_conn_errstr(conn));
+    /* EVALSHA alone would have left the key on the flushed node. */
+    TU_CHECK(holders(key) == 0, "no node holds the key, the flushed one included");
+    lc_conn_free(conn);
+}
+
+static void test_stopped_node(void)
+{
+    lc_conn *conn = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "sigstop", LC_REDLOCK);
+    cycle(conn, key, 10000, NODES); /* connected to all five */
+    TU_REQUIRE(kill(red[4].pid, SIGSTOP) == 0, "SIGSTOP node 4");
+    for (int k = 0; k < 3; k++) {
+        lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, 0);
+        lc_guard *g = NULL;
+        int64_t t0 = tu_now_ms();
+        lc_status s = lc_acquire(conn, &a, &g);
+        int64_t took = tu_now_ms() - t0;
+        TU_CHECK(s == LC_OK, "acquired with node 4 stopped (%s)", lc_status_name(s));
+        TU_CHECK(took >= NODE_TIMEOUT && took <= tu_slack(NODE_TIMEOUT + 100),
+                 "a stopped node costs one node timeout: %lld ms", (long long)took);
+        if (g) {
+            int64_t v = lc_guard_validity_ms(g);
+            TU_CHECK(v <= 10000 - lc_redlock_drift_ms(10000) - NODE_TIMEOUT,
+                     "the wait is taken off the validity (%lld)", (long long)v);
+            lc_status rs = lc_release(conn, g);
+            TU_CHECK(rs == LC_OK, "released with node 4 stopped (%s: %s)", lc_status_name(rs),
+                     lc_conn_errstr(conn));
+        }
+    }
+    kill(red[4].pid, SIGCONT);
+    /* Node 4 now runs what it was sent while stopped, in no set order
+     * between connections: clear its copy. */
+    tu_sleep_ms(50);
+    tu_redis_int(red[4].port, "DEL %s", key);
+    lc_conn_free(conn);
+}
+
+static void test_nodes_down(void)
+{
+    lc_conn *conn = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "down", LC_REDLOCK);
+    cycle(conn, key, 10000, NODES);
+    tu_redis_kill(&red[3], 1);
+    tu_redis_kill(&red[4], 1);
+    cycle(conn, key, 10000, 3);
+
+    tu_redis_kill(&red[2], 1);
+    for (int wait = 0; wait <= 500; wait += 500) {
+        lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, wait);
+        lc_guard *g = NULL;
+        int64_t t0 = tu_now_ms();
+        lc_status s = lc_acquire(conn, &a, &g);
+        int64_t took = tu_now_ms() - t0;
+        TU_CHECK(s == LC_IO && !g, "2 of 5 nodes: io (%s: %s)", lc_status_name(s),
+                 lc_conn_errstr(conn));
+        TU_CHECK(took < tu_slack(300), "io at once, even with wait_ms %d (%lld ms)", wait,
+                 (long long)took);
+        TU_CHECK(holders(key) == 0, "no live node keeps the key after a refusal");
+    }
+
+    for (int i = 2; i < NODES; i++)
+        TU_REQUIRE(tu_redis_start(&red[i], 1, NULL) == 0, "restart node %d", i);
+    cycle(conn, key, 10000, NODES); /* each node reconnected */
+    lc_conn_free(conn);
+}
+
+/* --- threads ------------------------------------------------------------ */
+
+typedef struct incr_job {
+    const char *key, *counter;
+    int iterations, failures;
+} incr_job;
+
+static void *incr_main(void *arg)
+{
+    incr_job *j = arg;
+    lc_conn *conn = lct_conn(cli);
+    for (int i = 0; i < j->iterations; i++) {
+        lc_lock_args a = lct_args(LC_REDLOCK, j->key, "t", 10000, 20000);
+        lc_guard *g = NULL;
+        if (lc_acquire(conn, &a, &g) != LC_OK) {
+            j->failures++;
+            continue;
+        }
+        /* The counter lives on the data server (lc_conn_redis), not on the
+         * lock's nodes. */
+        redisContext *ctx = lc_conn_redis(conn);
+        redisReply *r = ctx ? redisCommand(ctx, "GET %s", j->counter) : NULL;
+        long v = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
+        if (r)
+            freeReplyObject(r);
+        usleep(200);
+        r = ctx ? redisCommand(ctx, "SET %s %ld", j->counter, v + 1) : NULL;
+        if (r)
+            freeReplyObject(r);
+        if (lc_release(conn, g) != LC_OK)
+            j->failures++;
+    }
+    lc_conn_free(conn);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    enum { THREADS = 4, ITER = 40 };
+    char key[128], counter[160];
+    lct_key(key, sizeof key, "excl", LC_REDLOCK);
+    snprintf(counter, sizeof counter, "%s:counter", key);
+    pthread_t t[THREADS];
+    incr_job j[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        j[i] = (incr_job){.key = key, .counter = counter, .iterations = ITER};
+        pthread_create(&t[i], NULL, incr_main, &j[i]);
+    }
+    int failures = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        failures += j[i].failures;
+    }
+    int64_t v = tu_redis_int(red[0].port, "GET %s", counter);
+    TU_CHECK(failures == 0, "no failed acquire or release (%d)", failures);
+    TU_CHECK(v == THREADS * ITER, "mutual exclusion: counter %lld of %d", (long long)v,
+             THREADS * ITER);
+    TU_CHECK(holders(key) == 0, "no node holds the key at the end");
+    lc_stats s;
+    lc_client_stats(cli, &s);
+    TU_CHECK(s.io_errors == 0, "no I/O errors (%llu)", (unsigned long long)s.io_errors);
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    bool threads = argc > 1 && strcmp(argv[1], "threads") == 0;
+    for (int i = 0; i < NODES; i++) {
+        TU_REQUIRE(tu_redis_start(&red[i], 0, NULL) == 0, "start node %d", i);
+        snprintf(node_names[i], sizeof node_names[i], "127.0.0.1:%d", red[i].port);
+        nodes[i] = node_names[i];
+    }
+    char err[256];
+    lc_status st;
+    cli = redlock_client(NODES, nodes, threads ? NODE_TIMEOUT_THREADS : NODE_TIMEOUT, err,
+                         sizeof err, &st);
+    TU_REQUIRE(st == LC_OK && cli, "client with 5 nodes: %s", err);
+    if (threads) {
+        test_threads();
+    } else {
+        test_options();
+        test_drift();
+        test_basic();
+        test_noscript();
+        test_stopped_node();
+        test_nodes_down();
+    }
+    lc_client_free(cli);
+    for (int i = 0; i < NODES; i++)
+        tu_redis_stop(&red[i]);
+    return tu_done();
+}
