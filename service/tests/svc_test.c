@@ -156,7 +156,9 @@ int svc_stop(svc_server *s, int timeout_ms)
     if (s->pid <= 0)
         return -1;
     lg_signal_stop(s->pid);
-    int rc = svc_wait_exit(s, timeout_ms);
+    /* An upper bound: scaled like every other (tu_slack), as a sanitizer
+     * build on a busy machine can take seconds to drain and exit. */
+    int rc = svc_wait_exit(s, (int)tu_slack(timeout_ms));
     if (rc == -1 && s->pid > 0) {
         lg_kill(s->pid);
         s->pid = 0;
