@@ -28,9 +28,10 @@ typedef struct svc_server {
  * test's main thread (the kit's child table is not locked). */
 int svc_start(svc_server *s, int redis_port, const char *const *extra);
 /* SIGTERM (and SIGCONT, in case a test paused it), then waits up to
- * tu_slack(timeout_ms); returns the exit
- * status, or -1 (killed with SIGKILL) when it did not exit in time, -2 for a signal. Once the child
- * is gone (here or in svc_wait_exit), a ThreadSanitizer report in its log is a test failure. */
+ * tu_slack(timeout_ms); returns the exit status, or -1 (killed with
+ * SIGKILL) when it did not exit in time, -2 for a signal. Once the child is
+ * gone (here or in svc_wait_exit), a ThreadSanitizer report in its log is a
+ * test failure. */
 int svc_stop(svc_server *s, int timeout_ms);
 /* Waits (up to timeout_ms) for the child to exit by itself; exit status as
  * svc_stop, or -1 on timeout (the child is then left running). */
