@@ -1,7 +1,8 @@
-/* svc_purchase.c — POST|GET /miaosha/{mode}.
+/* svc_purchase.c — POST|GET /miaosha/{mode} for the lock modes (the
+ * lock-free lua mode has its own path: svc_lua.c).
  *
- * Every mode runs this same code; only lc_lock_args.mode differs, so a
- * comparison between modes varies the lock and nothing else. The critical
+ * Every lock mode runs this same code; only lc_lock_args.mode differs, so
+ * a comparison between modes varies the lock and nothing else. The critical
  * section is the seckill walkthrough article's (the story of the lock modes
  * is in docs/locks.md), non-atomic on purpose:
  *
