@@ -234,6 +234,29 @@ static int inflight(const instance *in)
     return n;
 }
 
+/* /stats "orphan_locks"."released" of an instance: locks the lock core gave
+ * back because an acquire that had timed out was granted late (lockcore.h,
+ * "Orphan cleanup"); 0 when it does not answer. */
+static long long orphans_released(const instance *in)
+{
+    char url[128], e[256];
+    snprintf(url, sizeof url, "%s/stats", in->base);
+    long st = 0;
+    char *body = NULL;
+    long long n = 0;
+    if (lg_http_call("GET", url, NULL, NULL, 1000, &st, &body, e, sizeof e) == 0 && st == 200 &&
+        body) {
+        cJSON *j = lg_json_parse(body, strlen(body));
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, "orphan_locks");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "released");
+        if (cJSON_IsNumber(v))
+            n = (long long)v->valuedouble;
+        cJSON_Delete(j);
+    }
+    free(body);
+    return n;
+}
+
 /* --- waiting ----------------------------------------------------------------- */
 
 /* 0 while the cell may go on; non-zero on Ctrl-C or when the burst ended
@@ -689,6 +712,15 @@ static void classify(fcell *f)
         addf(c->reason, sizeof c->reason, "lock without TTL, no sale since; ");
     else if (c->resume_ms >= 0 && f->scen != LG_SCEN_KILL)
         addf(c->reason, sizeof c->reason, "next sale +%lld ms; ", (long long)c->resume_ms);
+    if (f->scen == LG_SCEN_REDIS_PAUSE && f->hold_ms) {
+        /* An acquire that timed out during the pause runs when Redis
+         * resumes; without the lock core's cleanup its lock would block
+         * the SKU for a whole lease, held by nobody. */
+        long long given_back = 0;
+        for (int i = 0; i < 3; i++)
+            given_back += orphans_released(&f->ins[i]);
+        addf(c->reason, sizeof c->reason, "%lld orphan lock(s) given back; ", given_back);
+    }
     addf(c->reason, sizeof c->reason, "%s", audit);
     if (c->oversold > 0)
         addf(c->reason, sizeof c->reason, " (+%lld oversold)", (long long)c->oversold);
