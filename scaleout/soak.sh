@@ -12,7 +12,8 @@
 #                     lock has no TTL between SETNX and PEXPIRE, so a kill
 #                     there leaves it stuck for good (docs/locks.md)
 #   --seconds S       time bound per mode (default 900): the mode stops there,
-#                     and a safe mode that did not send N purchases by then fails
+#                     and a safe mode that did not send N purchases by then fails;
+#                     multiplied by MIAOSHA_TEST_TIME_FACTOR when set
 #   --chunk-seconds D one fault every D seconds (default 12, at least 6), in
 #                     the order instance kill, Redis restart, Redis pause
 #   --concurrency C   buyers' keep-alive connections (default 16)
@@ -64,6 +65,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ $N =~ ^[0-9]+$ && $SECONDS_BOUND =~ ^[0-9]+$ && $CONC =~ ^[1-9][0-9]*$ && $CHUNK =~ ^[0-9]+$ ]] || usage
+# Sanitizer builds are slower (scripts/test.sh sets the factor): the time
+# bound stretches, the purchase count stays.
+SECONDS_BOUND=$(( SECONDS_BOUND * ${MIAOSHA_TEST_TIME_FACTOR:-1} ))
 [ "$CHUNK" -ge 6 ] || { echo "soak.sh: --chunk-seconds must be >= 6 (a fault and its healing fit in one chunk)" >&2; exit 2; }
 for m in $MODES; do case $m in token|reentrant|setnx) ;; *) echo "soak.sh: mode $m: token, reentrant or setnx" >&2; exit 2 ;; esac; done
 
