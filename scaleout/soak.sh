@@ -48,7 +48,7 @@
 here=$(cd "$(dirname "$0")" && pwd)
 export MIAOSHA_SOURCE_DIR=${MIAOSHA_SOURCE_DIR:-$(cd "$here/.." && pwd)}
 export MIAOSHA_BUILD_DIR=${MIAOSHA_BUILD_DIR:-$MIAOSHA_SOURCE_DIR/build/dev}
-# shellcheck source=tests/lib.sh
+# shellcheck source=scaleout/tests/lib.sh
 . "$here/tests/lib.sh"
 
 N=100000 MODES="token reentrant setnx" SECONDS_BOUND=900 CHUNK=12 CONC=16
@@ -97,13 +97,25 @@ fault_kill() {
   kill -KILL "$pid"
   wait_until $(( $(now_ms) + 5000 )) pid_gone "$pid"
   say "fault: app$i (pid $pid) kill -9'd"
-  # shellcheck disable=SC2086
-  proc_start "$CLUSTER_DIR/app$i.restart$RESTARTS.log" "$SERVER" --listen 127.0.0.1 \
-    --port "${APP_PORT[$i]}" --redis "127.0.0.1:$CLUSTER_REDIS_PORT" --instance-id "app$i" \
-    $CLUSTER_SERVER_ARGS
-  APP_PID[$i]=$PROC_PID
-  echo "$PROC_PID" > "$CLUSTER_DIR/app$i.pid"    # cluster.sh stop stops this one
-  require "app$i restarted (pid $PROC_PID)" -- proc_wait_healthy "$PROC_PID" 15000 \
+  # Same port (nginx's config names it). A bind can fail for a moment after
+  # the kill (seen once in 14 restarts: "Address already in use", the dead
+  # process's connections still closing): retry for up to 10 s.
+  local t_end=$(( $(now_ms) + 10000 )) log
+  while :; do
+    log=$CLUSTER_DIR/app$i.restart$RESTARTS.log
+    # shellcheck disable=SC2086
+    proc_start "$log" "$SERVER" --listen 127.0.0.1 --port "${APP_PORT[$i]}" \
+      --redis "127.0.0.1:$CLUSTER_REDIS_PORT" --instance-id "app$i" $CLUSTER_SERVER_ARGS
+    APP_PID[i]=$PROC_PID
+    echo "$PROC_PID" > "$CLUSTER_DIR/app$i.pid"    # cluster.sh stop stops this one
+    proc_wait_healthy "$PROC_PID" 15000 proc_http_ok \
+      "http://127.0.0.1:${APP_PORT[$i]}/healthz" 200 "\"instance\":\"app$i\"" && break
+    if ! grep -q "in use" "$log" || [ "$(now_ms)" -ge "$t_end" ]; then break; fi
+    say "app$i: port ${APP_PORT[$i]} still in use, retrying"
+    proc_stop "$PROC_PID" "app$i"
+    sleep 0.2
+  done
+  require "app$i restarted (pid $PROC_PID)" -- proc_wait_healthy "$PROC_PID" 1000 \
     proc_http_ok "http://127.0.0.1:${APP_PORT[$i]}/healthz" 200 "\"instance\":\"app$i\""
 }
 
@@ -227,12 +239,20 @@ run_mode() {
     "$s_missing" "$dups" "$unacked" "$pttl" "$fk/$fr/$fp" "$dur" "$verdict")")
 }
 
+summary() {
+  [ ${#ROWS[@]} -gt 0 ] || return 0
+  echo
+  echo "| mode      | purchases | sold (200) | 503 | 502 | other | transport | 429 | oversold | undersold | missing | dups | unacked | lock pttl | faults k/r/p | duration | verdict |"
+  printf '%s\n' "${ROWS[@]}"
+  echo "(503: every 503, redis_unavailable and redis_error together; unacked: orders listed whose buyer got no 200;"
+  echo " lock pttl: ms left on the lock key at the end, -2 = gone, -1 = no TTL (stuck);"
+  echo " faults: instance kill -9 / Redis SIGKILL + restart / Redis SIGSTOP 1-2 s)"
+  ROWS=()
+}
+# The table of the modes done so far also when a required step gives up;
+# then lib.sh's cleanup (with the exit status it would have seen).
+trap 'st=$?; summary; (exit $st); cleanup' EXIT
 say "soak: $N purchases per mode, modes: $MODES, a fault every ${CHUNK}s, bound ${SECONDS_BOUND}s per mode, concurrency $CONC"
 for m in $MODES; do run_mode "$m"; done
-echo
-echo "| mode      | purchases | sold (200) | 503 | 502 | other | transport | 429 | oversold | undersold | missing | dups | unacked | lock pttl | faults k/r/p | duration | verdict |"
-printf '%s\n' "${ROWS[@]}"
-echo "(503: every 503, redis_unavailable and redis_error together; unacked: orders listed whose buyer got no 200;"
-echo " lock pttl: ms left on the lock key at the end, -2 = gone, -1 = no TTL (stuck);"
-echo " faults: instance kill -9 / Redis SIGKILL + restart / Redis SIGSTOP 1-2 s)"
+summary
 finish
