@@ -275,7 +275,16 @@ static void test_ring_bound(int redis_port)
     long rss1 = vmrss_kb(s.pid);
     printf("ring bound: %d purchases in %lld ms; VmRSS %ld kB → %ld kB\n", total,
            (long long)(tu_now_ms() - t0), rss0, rss1);
-    TU_CHECK(rss0 > 0 && rss1 - rss0 < 4096, "VmRSS grew %ld kB (bound 4096)", rss1 - rss0);
+    /* ASan keeps freed memory in quarantine (256 MiB by default) and TSan
+     * has its shadow: there the RSS says nothing about the ring, and the
+     * record counts below are the check. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const long bound_kb = 512 * 1024;
+#else
+    const long bound_kb = 4096;
+#endif
+    TU_CHECK(rss0 > 0 && rss1 - rss0 < bound_kb, "VmRSS grew %ld kB (bound %ld)", rss1 - rss0,
+             bound_kb);
     TU_REQUIRE(get_trace(&s, "tr_bound", 0, &d) == 200, "trace");
     TU_CHECK(d.n == 64, "the ring keeps 64 records, got %d", d.n);
     TU_CHECK(answered > total - total / 1000, "answered %d of %d", answered, total);
