@@ -212,11 +212,15 @@ static void test_race(lc_client *cli, lc_mode mode)
     lc_stats after = stats(cli);
     TU_CHECK(after.orphans_adopted - before.orphans_adopted == N, "%s: %llu adopted of %d", m,
              (unsigned long long)(after.orphans_adopted - before.orphans_adopted), N);
-    /* token: one of the four SET NX wins; reentrant: owner "a" twice, or
-     * one of "b", "c" once, whichever Redis ran first. */
+    /* At least one stalled acquire was granted late and given back. Usually
+     * exactly one (token) or owner "a"'s two re-entries (reentrant), when
+     * Redis runs the four queued commands in one pass; but a command Redis
+     * ran just before SIGSTOP took effect answers first on resume, its
+     * give-back can run before a later-queued acquire, which is then
+     * granted (and given back) too — sequentially, never two holders at
+     * once: the key is checked absent above either way. */
     uint64_t rel = after.orphans_released - before.orphans_released;
-    TU_CHECK(mode == LC_TOKEN ? rel == 1 : rel == 1 || rel == 2, "%s: released %llu", m,
-             (unsigned long long)rel);
+    TU_CHECK(rel >= 1 && rel <= N, "%s: released %llu (1..%d)", m, (unsigned long long)rel, N);
     TU_CHECK(after.orphans_unresolved == before.orphans_unresolved, "%s: none unresolved", m);
 
     lc_conn *conn = lct_conn(cli);
