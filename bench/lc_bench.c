@@ -30,7 +30,8 @@
  * key, so the figure is the fan-out's cost, not contention.
  *
  * Targets (bench/README.md): each Redis mode >= 0.9x its raw loop; with 8
- * and 32 threads reentrant (pub/sub) >= token (polling) with fairness >= 0.3;
+ * and 32 threads reentrant (pub/sub) >= 0.8x token (polling) with fairness
+ * >= 0.5 (Redisson's semantics kept: no local handoff to beat polling);
  * pipelined, reentrant >= 0.8x token with fairness >= 0.5.
  */
 #include "lockcore.h"
@@ -371,9 +372,9 @@ static void contended(int threads)
            "%.1f us, "
            "reentrant %.1f us\n",
            tok[1], re[1], tscript[1], rscript[1]);
-    printf("  reentrant/token = %.2f (target >= 1.0), reentrant fairness %.2f (worst %.2f; target "
-           ">= 0.3): %s\n",
-           re[1] / tok[1], ref[1], ref[0], re[1] >= tok[1] && ref[0] >= 0.3 ? "ok" : "MISSED");
+    printf("  reentrant/token = %.2f (target >= 0.8), reentrant fairness %.2f (worst %.2f; target "
+           ">= 0.5): %s\n",
+           re[1] / tok[1], ref[1], ref[0], re[1] >= 0.8 * tok[1] && ref[0] >= 0.5 ? "ok" : "MISSED");
 
     printf("pipelined critical sections (acquire+GET in one round trip, SET+release in one), %d "
            "threads\n",

@@ -308,8 +308,8 @@ if want lockcore; then
     /medians: token/ { tok = $3; sub(/,/, "", tok); re = $5; ts = $(NF - 4); rs = $(NF - 1) }
     /reentrant\/token =/ && match($0, /worst [0-9.]+/) { print th, re, tok, substr($0, RSTART + 6, RLENGTH - 6), rs, ts }' >"$WORK/lc_contended"
   while read -r th re tok fair rs ts; do
-    target_row lockcore "contended $th threads: reentrant vs token sections/s (medians of 3)" "$re" "$tok" ">=" 1.0
-    row lockcore "contended $th threads: reentrant fairness min/max (worst of 3)" "-" "-" "$fair" ">= 0.3" "$(judge "$fair" ">=" 0.3)"
+    target_row lockcore "contended $th threads: reentrant vs token sections/s (medians of 3)" "$re" "$tok" ">=" 0.8
+    row lockcore "contended $th threads: reentrant fairness min/max (worst of 3)" "-" "-" "$fair" ">= 0.5" "$(judge "$fair" ">=" 0.5)"
     row lockcore "contended $th threads: Redis script us per section, reentrant vs token" "$rs" "$ts" \
       "$(ratio "$rs" "$ts")" - "measured (no target)"
   done <"$WORK/lc_contended"
