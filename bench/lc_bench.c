@@ -374,7 +374,8 @@ static void contended(int threads)
            tok[1], re[1], tscript[1], rscript[1]);
     printf("  reentrant/token = %.2f (target >= 0.8), reentrant fairness %.2f (worst %.2f; target "
            ">= 0.5): %s\n",
-           re[1] / tok[1], ref[1], ref[0], re[1] >= 0.8 * tok[1] && ref[0] >= 0.5 ? "ok" : "MISSED");
+           re[1] / tok[1], ref[1], ref[0],
+           re[1] >= 0.8 * tok[1] && ref[0] >= 0.5 ? "ok" : "MISSED");
 
     printf("pipelined critical sections (acquire+GET in one round trip, SET+release in one), %d "
            "threads\n",
