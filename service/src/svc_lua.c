@@ -37,43 +37,10 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_keys.h"
+#include "svc_outcome.h"
 #include "svc_scripts.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
-
-#define QUEUE_GRACE_MS 1000 /* as svc_purchase.c */
-
-/* Every way a lua purchase ends; the statuses and codes are the lock
- * modes'. */
-typedef enum {
-    LR_SOLD,
-    LR_SOLD_OUT,
-    LR_REDIS_UNAVAILABLE,
-    LR_REDIS_ERROR,
-    LR_BAD_STOCK_VALUE,
-    LR_SHUTTING_DOWN,
-    LR_OVERLOADED,
-    LR_OUT_OF_MEMORY,
-    LR_CLIENT_GONE,
-    LR_COUNT
-} lua_result;
-
-static const struct {
-    unsigned status;
-    const char *error;
-    svc_outcome out;
-    int redis_error; /* counted in miaosha_redis_errors_total */
-} lua_info[LR_COUNT] = {
-    [LR_SOLD] = {200, NULL, SVC_OUT_SOLD, 0},
-    [LR_SOLD_OUT] = {409, "sold_out", SVC_OUT_SOLD_OUT, 0},
-    [LR_REDIS_UNAVAILABLE] = {503, "redis_unavailable", SVC_OUT_ERROR, 1},
-    [LR_REDIS_ERROR] = {503, "redis_error", SVC_OUT_ERROR, 1},
-    [LR_BAD_STOCK_VALUE] = {503, "bad_stock_value", SVC_OUT_ERROR, 0},
-    [LR_SHUTTING_DOWN] = {503, "shutting_down", SVC_OUT_ERROR, 0},
-    [LR_OVERLOADED] = {503, "overloaded", SVC_OUT_ERROR, 0},
-    [LR_OUT_OF_MEMORY] = {503, "out_of_memory", SVC_OUT_ERROR, 0},
-    [LR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
-};
 
 typedef struct lua_purchase {
     svc_req *r;
@@ -84,13 +51,13 @@ typedef struct lua_purchase {
     char detail[LC_ERRSTR_LEN + 64];
 } lua_purchase;
 
-static void respond(lua_purchase *lp, lua_result res)
+static void respond(lua_purchase *lp, purchase_result res)
 {
-    SVC_ASSERT(res >= 0 && res < LR_COUNT);
+    SVC_ASSERT(res >= 0 && res < PR_COUNT);
     svc_req *r = lp->r;
-    unsigned status = lua_info[res].status;
-    const char *error = lua_info[res].error;
-    if (lua_info[res].redis_error)
+    unsigned status = svc_result[res].status;
+    const char *error = svc_result[res].error;
+    if (svc_result[res].redis_error)
         svc_stats_redis_error();
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
@@ -114,7 +81,7 @@ static void respond(lua_purchase *lp, lua_result res)
         cJSON_AddStringToObject(o, "instance", r->s->instance_id);
     }
     svc_reply_json(r, status, o);
-    svc_stats_purchase(r->mode, lp->slot, lua_info[res].out, 0, 0, svc_now_us() - r->t0_us, -1);
+    svc_stats_purchase(r->mode, lp->slot, svc_result[res].out, 0, 0, svc_now_us() - r->t0_us, -1);
 }
 
 /* The order record as the lock modes write it (svc_purchase.c), without
@@ -191,7 +158,7 @@ static int is_noscript(const redisReply *rep)
 }
 
 /* Runs the script and maps its reply. */
-static lua_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
+static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
 {
     int sent;
     redisReply *rep = call_script(lp, conn, rec, 0, &sent);
@@ -202,7 +169,7 @@ static lua_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
     }
     if (rep == NULL && !sent) {
         lp->order_id[0] = '\0';
-        return LR_OUT_OF_MEMORY;
+        return PR_OUT_OF_MEMORY;
     }
     if (rep == NULL) {
         /* The script may have run: the order id goes back with the 503 so
@@ -210,9 +177,9 @@ static lua_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
         char why[sizeof lp->detail];
         memcpy(why, lp->detail, sizeof why);
         snprintf(lp->detail, sizeof lp->detail, "purchase outcome unknown: %.200s", why);
-        return LR_REDIS_UNAVAILABLE;
+        return PR_REDIS_UNAVAILABLE;
     }
-    lua_result res = LR_REDIS_ERROR;
+    purchase_result res = PR_REDIS_ERROR;
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(lp->detail, sizeof lp->detail, "purchase script: %.200s; nothing was written",
                  rep->str);
@@ -223,14 +190,14 @@ static lua_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
         if (code == 1) {
             lp->stock_left = n;
             lp->has_stock_left = 1;
-            res = LR_SOLD;
+            res = PR_SOLD;
         } else if (code == 0) {
             lp->stock_left = n < 0 ? n : 0;
             lp->has_stock_left = 1;
-            res = LR_SOLD_OUT;
+            res = PR_SOLD_OUT;
         } else if (code == -1) {
             snprintf(lp->detail, sizeof lp->detail, "stock key holds a non-integer value");
-            res = LR_BAD_STOCK_VALUE;
+            res = PR_BAD_STOCK_VALUE;
         } else {
             snprintf(lp->detail, sizeof lp->detail,
                      "sold or orders key holds the wrong kind of value; nothing was written");
@@ -240,7 +207,7 @@ static lua_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
                  rep->type);
     }
     freeReplyObject(rep);
-    if (res != LR_SOLD)
+    if (res != PR_SOLD)
         lp->order_id[0] = '\0'; /* nothing was written: no such order */
     return res;
 }
@@ -255,12 +222,12 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     lp.slot = svc_stats_sku_slot(r->sku);
     if (conn == NULL) {
         snprintf(lp.detail, sizeof lp.detail, "no Redis connection");
-        respond(&lp, LR_REDIS_UNAVAILABLE);
+        respond(&lp, PR_REDIS_UNAVAILABLE);
         return;
     }
     if (svc_abort_work()) {
         snprintf(lp.detail, sizeof lp.detail, "server shutting down");
-        respond(&lp, LR_SHUTTING_DOWN);
+        respond(&lp, PR_SHUTTING_DOWN);
         return;
     }
     int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
@@ -271,13 +238,13 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
                  "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
                  "was tried",
                  (long long)queued_ms, QUEUE_GRACE_MS);
-        respond(&lp, LR_OVERLOADED);
+        respond(&lp, PR_OVERLOADED);
         return;
     }
     if (svc_client_gone(r)) {
         snprintf(lp.detail, sizeof lp.detail,
                  "client closed its connection while queued; nothing was tried");
-        respond(&lp, LR_CLIENT_GONE);
+        respond(&lp, PR_CLIENT_GONE);
         return;
     }
     if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {
@@ -289,20 +256,20 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     }
     if (work_ms > 0 && svc_sleep_work(work_ms) != 0) {
         snprintf(lp.detail, sizeof lp.detail, "server shutting down; nothing was written");
-        respond(&lp, LR_SHUTTING_DOWN);
+        respond(&lp, PR_SHUTTING_DOWN);
         return;
     }
     if (svc_client_gone(r)) {
         snprintf(lp.detail, sizeof lp.detail,
                  "client closed its connection before the purchase; nothing was written");
-        respond(&lp, LR_CLIENT_GONE);
+        respond(&lp, PR_CLIENT_GONE);
         return;
     }
     /* Connect first, so that "Redis unreachable" is told apart from "sent,
      * no answer" (outcome unknown). */
     if (lc_conn_redis(conn) == NULL) {
         snprintf(lp.detail, sizeof lp.detail, "%s; nothing was written", lc_conn_errstr(conn));
-        respond(&lp, LR_REDIS_UNAVAILABLE);
+        respond(&lp, PR_REDIS_UNAVAILABLE);
         return;
     }
     uuid_t u;
@@ -312,10 +279,10 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     if (rec == NULL) {
         lp.order_id[0] = '\0';
         snprintf(lp.detail, sizeof lp.detail, "out of memory; nothing was written");
-        respond(&lp, LR_OUT_OF_MEMORY);
+        respond(&lp, PR_OUT_OF_MEMORY);
         return;
     }
-    lua_result res = run_script(&lp, conn, rec);
+    purchase_result res = run_script(&lp, conn, rec);
     free(rec);
     respond(&lp, res);
 }

@@ -78,52 +78,10 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_keys.h"
+#include "svc_outcome.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
-
-#define QUEUE_GRACE_MS 1000
-
-/* Every way a purchase ends. result_info maps each to its one HTTP status,
- * its error code (NULL for the sale) and its /stats outcome, so that the
- * mapping is written once and nothing compares error strings. */
-typedef enum {
-    PR_SOLD,
-    PR_SOLD_OUT,
-    PR_LOCK_BUSY,
-    PR_REDIS_UNAVAILABLE, /* no connection, no reply, or a lock call failed on Redis */
-    PR_REDIS_ERROR,       /* Redis answered with an error (data or transaction) */
-    PR_BAD_STOCK_VALUE,   /* the stock key holds a non-integer */
-    PR_LOCK_ERROR,        /* lc_acquire refused otherwise (misuse, no memory) */
-    PR_SHUTTING_DOWN,
-    PR_OVERLOADED, /* queued for a worker beyond any use */
-    PR_OUT_OF_MEMORY,
-    PR_CLIENT_GONE, /* the client closed its connection: nothing done */
-    PR_STOCK_RESET, /* PUT /stock reset the SKU meanwhile: nothing written */
-    PR_COUNT
-} purchase_result;
-
-static const struct {
-    unsigned status;
-    const char *error;
-    svc_outcome out;
-    int redis_error; /* counted in miaosha_redis_errors_total */
-} result_info[PR_COUNT] = {
-    [PR_SOLD] = {200, NULL, SVC_OUT_SOLD, 0},
-    [PR_SOLD_OUT] = {409, "sold_out", SVC_OUT_SOLD_OUT, 0},
-    [PR_LOCK_BUSY] = {429, "lock_busy", SVC_OUT_LOCK_BUSY, 0},
-    [PR_REDIS_UNAVAILABLE] = {503, "redis_unavailable", SVC_OUT_ERROR, 1},
-    [PR_REDIS_ERROR] = {503, "redis_error", SVC_OUT_ERROR, 1},
-    [PR_BAD_STOCK_VALUE] = {503, "bad_stock_value", SVC_OUT_ERROR, 0},
-    [PR_LOCK_ERROR] = {503, "lock_error", SVC_OUT_ERROR, 0}, /* still never a 500 */
-    [PR_SHUTTING_DOWN] = {503, "shutting_down", SVC_OUT_ERROR, 0},
-    [PR_OVERLOADED] = {503, "overloaded", SVC_OUT_ERROR, 0},
-    [PR_OUT_OF_MEMORY] = {503, "out_of_memory", SVC_OUT_ERROR, 0},
-    /* nginx's "client closed request": nobody reads it, but the access log
-     * and miaosha_http_responses_total{code="499"} show it */
-    [PR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
-    [PR_STOCK_RESET] = {409, "stock_reset", SVC_OUT_STOCK_RESET, 0},
-};
 
 typedef struct purchase {
     svc_req *r;
@@ -164,9 +122,9 @@ static void crash_before_expire(void *arg)
 static void respond(purchase *pu, purchase_result res)
 {
     SVC_ASSERT(res >= 0 && res < PR_COUNT);
-    unsigned status = result_info[res].status;
-    const char *error = result_info[res].error;
-    if (result_info[res].redis_error)
+    unsigned status = svc_result[res].status;
+    const char *error = svc_result[res].error;
+    if (svc_result[res].redis_error)
         svc_stats_redis_error();
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
@@ -196,7 +154,7 @@ static void respond(purchase *pu, purchase_result res)
     svc_trace_end(&pu->tr, pu->new_order_id, status, error, pu->lock_lost, pu->deleted_other_lock);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
-    svc_stats_purchase(pu->r->mode, pu->slot, result_info[res].out, pu->lock_lost,
+    svc_stats_purchase(pu->r->mode, pu->slot, svc_result[res].out, pu->lock_lost,
                        pu->deleted_other_lock, svc_now_us() - pu->r->t0_us,
                        pu->wait_us >= 0 ? pu->wait_us : pu->gave_up_us);
 }

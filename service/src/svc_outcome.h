@@ -1,0 +1,46 @@
+/* svc_outcome.h — every way a purchase ends, with its one HTTP status,
+ * error code and /stats outcome: shared by the lock modes' path
+ * (svc_purchase.c) and the lock-free lua path (svc_lua.c), so a purchase
+ * answers the same whatever path it took, and nothing compares error
+ * strings. */
+#ifndef MIAOSHA_SVC_OUTCOME_H
+#define MIAOSHA_SVC_OUTCOME_H
+
+#include "svc_stats.h"
+
+/* A queued purchase answers 503 overloaded without touching Redis when it
+ * waited for a worker longer than wait_ms + work_ms + this (ms): its client
+ * has very likely given up. */
+#define QUEUE_GRACE_MS 1000
+
+/* Every way a purchase ends. svc_result maps each to its one HTTP status,
+ * its error code (NULL for the sale) and its /stats outcome, so that the
+ * mapping is written once and nothing compares error strings. */
+typedef enum {
+    PR_SOLD,
+    PR_SOLD_OUT,
+    PR_LOCK_BUSY,
+    PR_REDIS_UNAVAILABLE, /* no connection, no reply, or a lock call failed on Redis */
+    PR_REDIS_ERROR,       /* Redis answered with an error (data or transaction) */
+    PR_BAD_STOCK_VALUE,   /* the stock key holds a non-integer */
+    PR_LOCK_ERROR,        /* lc_acquire refused otherwise (misuse, no memory) */
+    PR_SHUTTING_DOWN,
+    PR_OVERLOADED, /* queued for a worker beyond any use */
+    PR_OUT_OF_MEMORY,
+    PR_CLIENT_GONE, /* the client closed its connection: nothing done */
+    PR_STOCK_RESET, /* PUT /stock reset the SKU meanwhile: nothing written */
+    PR_COUNT
+} purchase_result;
+
+/* One row per purchase_result. */
+typedef struct svc_result_info {
+    unsigned status;   /* HTTP status */
+    const char *error; /* error code; NULL for the sale */
+    svc_outcome out;   /* the /stats and /metrics outcome */
+    int redis_error;   /* counted in miaosha_redis_errors_total */
+} svc_result_info;
+
+/* Indexed by purchase_result. Read-only; any thread. */
+extern const svc_result_info svc_result[PR_COUNT];
+
+#endif
