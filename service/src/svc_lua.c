@@ -225,26 +225,11 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         respond(&lp, PR_REDIS_UNAVAILABLE);
         return;
     }
-    if (svc_abort_work()) {
-        snprintf(lp.detail, sizeof lp.detail, "server shutting down");
-        respond(&lp, PR_SHUTTING_DOWN);
-        return;
-    }
     int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
     int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
-    int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
-    if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
-        snprintf(lp.detail, sizeof lp.detail,
-                 "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
-                 "was tried",
-                 (long long)queued_ms, QUEUE_GRACE_MS);
-        respond(&lp, PR_OVERLOADED);
-        return;
-    }
-    if (svc_client_gone(r)) {
-        snprintf(lp.detail, sizeof lp.detail,
-                 "client closed its connection while queued; nothing was tried");
-        respond(&lp, PR_CLIENT_GONE);
+    purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, lp.detail, sizeof lp.detail);
+    if (not_now != PR_COUNT) {
+        respond(&lp, not_now);
         return;
     }
     if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {

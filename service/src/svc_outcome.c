@@ -1,6 +1,11 @@
 /* svc_outcome.c — the purchase outcome table (svc_outcome.h). */
 #include "svc_outcome.h"
 
+#include <stdio.h>
+
+#include "svc_clock.h"
+#include "svc_shutdown.h"
+
 const svc_result_info svc_result[PR_COUNT] = {
     [PR_SOLD] = {200, NULL, SVC_OUT_SOLD, 0},
     [PR_SOLD_OUT] = {409, "sold_out", SVC_OUT_SOLD_OUT, 0},
@@ -17,3 +22,27 @@ const svc_result_info svc_result[PR_COUNT] = {
     [PR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
     [PR_STOCK_RESET] = {409, "stock_reset", SVC_OUT_STOCK_RESET, 0},
 };
+
+purchase_result svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, char *detail,
+                                   size_t len)
+{
+    if (svc_abort_work()) {
+        snprintf(detail, len, "server shutting down");
+        return PR_SHUTTING_DOWN;
+    }
+    int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
+    if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
+        snprintf(detail, len,
+                 "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
+                 "was tried",
+                 (long long)queued_ms, QUEUE_GRACE_MS);
+        return PR_OVERLOADED;
+    }
+    /* A client that gave up while queued (its FIN has arrived) gets nothing
+     * done: working for it would only delay the buyers still there. */
+    if (svc_client_gone(r)) {
+        snprintf(detail, len, "client closed its connection while queued; nothing was tried");
+        return PR_CLIENT_GONE;
+    }
+    return PR_COUNT;
+}

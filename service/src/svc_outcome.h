@@ -6,6 +6,10 @@
 #ifndef MIAOSHA_SVC_OUTCOME_H
 #define MIAOSHA_SVC_OUTCOME_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc_reply.h"
 #include "svc_stats.h"
 
 /* A queued purchase answers 503 overloaded without touching Redis when it
@@ -42,5 +46,14 @@ typedef struct svc_result_info {
 
 /* Indexed by purchase_result. Read-only; any thread. */
 extern const svc_result_info svc_result[PR_COUNT];
+
+/* Whether a purchase taken from the worker queue may start, before it
+ * touches Redis: PR_COUNT when it may; else PR_SHUTTING_DOWN (SIGTERM
+ * arrived), PR_OVERLOADED (it waited for a worker longer than wait_ms +
+ * work_ms + QUEUE_GRACE_MS; both in ms) or PR_CLIENT_GONE (its client
+ * closed the connection while it was queued), with the reason in detail
+ * (len bytes). Nothing was tried then. The worker thread that runs r. */
+purchase_result svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, char *detail,
+                                   size_t len);
 
 #endif

@@ -569,32 +569,15 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         respond(&pu, PR_REDIS_UNAVAILABLE);
         return;
     }
-    if (svc_abort_work()) {
-        snprintf(pu.detail, sizeof pu.detail, "server shutting down");
-        respond(&pu, PR_SHUTTING_DOWN);
-        return;
-    }
     int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
     int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
     pu.pipeline = (p->seen & SVC_P_PIPELINE) ? p->pipeline : s->pipeline;
+    purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, pu.detail, sizeof pu.detail);
+    if (not_now != PR_COUNT) {
+        respond(&pu, not_now);
+        return;
+    }
     int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
-    if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
-        snprintf(pu.detail, sizeof pu.detail,
-                 "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
-                 "was tried",
-                 (long long)queued_ms, QUEUE_GRACE_MS);
-        respond(&pu, PR_OVERLOADED);
-        return;
-    }
-
-    /* A client that gave up while queued (its FIN has arrived) gets nothing
-     * done: taking the lock for it would only delay the buyers still there. */
-    if (svc_client_gone(r)) {
-        snprintf(pu.detail, sizeof pu.detail,
-                 "client closed its connection while queued; nothing was tried");
-        respond(&pu, PR_CLIENT_GONE);
-        return;
-    }
 
     svc_lock_key(lock_key, r->sku, r->mode);
     uuid_generate_random(u);
