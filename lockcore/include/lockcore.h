@@ -199,7 +199,35 @@ typedef struct lc_options {
                                     every node's reply) gives up on a node
                                     after this; keep it far below the lease.
                                     Default (and 0) 50, 1..60000 */
+    /* Redis Sentinel (see "Sentinel" below): sentinel_count strings
+     * "host:port", copied, 0..LC_SENTINEL_MAX_NODES; with at least one,
+     * redis_host/redis_port are not used: every connection goes to the
+     * master the Sentinels name for master_name (1..127 bytes, required
+     * then). 0 (the default): the plain address. */
+    const char *const *sentinels;
+    int sentinel_count;
+    const char *master_name;
 } lc_options;
+
+#define LC_SENTINEL_MAX_NODES 9
+
+/* Sentinel. With sentinels set, every connection lockcore makes — the
+ * caller's lc_conn, the watchdog's, the pub/sub subscriber's, the orphan
+ * reaper's — first asks the Sentinels in turn (each with a timeout of
+ * min(connect_timeout_ms, 250) ms) for SENTINEL get-master-addr-by-name
+ * master_name; the first answer wins, and the connection checks with ROLE
+ * that the address is a master (else it fails: the old master, or a
+ * promotion not finished). Asked again at every reconnect, i.e. after any
+ * I/O error and after a -READONLY reply to a lock command, a script, or a
+ * command of an lc_pipe (the connection is then marked broken). One watcher
+ * thread per client (started on the first connect, stopped by
+ * lc_client_free) stays subscribed to +switch-master on one Sentinel;
+ * after a switch each connection to the old address is dropped before its
+ * next command. While no Sentinel answers, or the master named is down,
+ * calls fail with LC_IO and the reason ("sentinel: no master mymaster
+ * (...)") in lc_conn_errstr. What is lost: a lock written to the old master
+ * and not yet copied to its replica is not on the new master — lockcore
+ * does not WAIT for replicas (docs/locks.md, "Failover"). */
 
 #define LC_REDLOCK_MAX_NODES 9
 
@@ -229,7 +257,16 @@ void lc_client_free(lc_client *c);
 /* The instance id (static for the client's life). Any thread. */
 const char *lc_client_instance_id(const lc_client *c);
 
+/* The master connections go to now, "host:port" into buf (len bytes,
+ * truncated): the plain redis_host:redis_port, or with Sentinels the
+ * address last resolved or announced ("" before the first connect). Any
+ * thread. */
+void lc_client_master(lc_client *c, char *buf, size_t len);
+
 typedef struct lc_stats {
+    uint64_t master_switches;    /* Sentinel: times the master's address
+                                    changed (a failover seen by a connect
+                                    or by +switch-master); 0 without */
     uint64_t acquired;           /* successful acquisitions, all modes */
     uint64_t busy;               /* acquisitions that returned LC_BUSY */
     uint64_t io_errors;          /* lock calls (acquire, release, extend)

@@ -101,8 +101,11 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
     c->command_timeout_ms = o->command_timeout_ms;
     c->watchdog_timeout_ms = o->watchdog_timeout_ms;
     c->retry_interval_ms = o->retry_interval_ms;
-    lc_status s = lc_redlock_setup(c, o, err, errlen);
+    lc_status s = lc_sentinel_setup(&c->sn, o, err, errlen);
+    if (s == LC_OK)
+        s = lc_redlock_setup(c, o, err, errlen);
     if (s != LC_OK) {
+        lc_sentinel_shutdown(&c->sn);
         free(c);
         return s;
     }
@@ -131,6 +134,7 @@ void lc_client_free(lc_client *c)
     lc_reaper_shutdown(c); /* first: it may still wake waiters through the pub/sub part */
     lc_watchdog_shutdown(c);
     lc_pubsub_shutdown(c);
+    lc_sentinel_shutdown(&c->sn);
     lc_mutex_table_destroy(&c->mutexes);
     free(c);
 }
@@ -153,4 +157,15 @@ void lc_client_stats(lc_client *c, lc_stats *s)
     s->orphans_adopted = atomic_load(&c->orphans_adopted);
     s->orphans_released = atomic_load(&c->orphans_released);
     s->orphans_unresolved = atomic_load(&c->orphans_unresolved);
+    s->master_switches = atomic_load(&c->sn.switches);
+}
+
+void lc_client_master(lc_client *c, char *buf, size_t len)
+{
+    if (!buf || !len)
+        return;
+    if (c->sn.n)
+        lc_sentinel_current(&c->sn, buf, len);
+    else
+        snprintf(buf, len, "%s:%d", c->host, c->port);
 }

@@ -87,39 +87,63 @@ redisContext *lc_redis_connect(lc_client *c, char *err)
 {
     struct timeval ct = {c->connect_timeout_ms / 1000, (c->connect_timeout_ms % 1000) * 1000};
     struct timeval cmd = {c->command_timeout_ms / 1000, (c->command_timeout_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout(c->host, c->port, ct);
+    char mhost[256];
+    int mport = c->port;
+    const char *host = c->host;
+    if (c->sn.n) {
+        /* Asked at every connect: a reconnect is what follows an I/O error
+         * or a -READONLY reply, and must find the master of now. */
+        if (lc_sentinel_resolve(&c->sn, mhost, &mport, err) != 0)
+            return NULL;
+        host = mhost;
+    }
+    redisContext *ctx = redisConnectWithTimeout(host, mport, ct);
     if (!ctx) {
-        lc_seterr(err, "redis %s:%d: out of memory", c->host, c->port);
+        lc_seterr(err, "redis %s:%d: out of memory", host, mport);
         return NULL;
     }
     if (ctx->err) {
-        lc_seterr(err, "redis %s:%d: %s", c->host, c->port, ctx->errstr);
+        lc_seterr(err, "redis %s:%d: %s", host, mport, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
     redisSetTimeout(ctx, cmd);
     redisEnableKeepAlive(ctx);
-    if (c->password[0] || c->db > 0) {
-        /* AUTH and SELECT pipelined: one round trip however many. */
-        int n = 0;
-        if (c->password[0]) {
-            redisAppendCommand(ctx, "AUTH %s", c->password);
-            n++;
+    /* AUTH, SELECT and (Sentinel: the guidelines' check that the address
+     * named is a master now, not a demoted one) ROLE pipelined: one round
+     * trip however many. */
+    int n = 0;
+    if (c->password[0]) {
+        redisAppendCommand(ctx, "AUTH %s", c->password);
+        n++;
+    }
+    if (c->db > 0) {
+        redisAppendCommand(ctx, "SELECT %d", c->db);
+        n++;
+    }
+    if (c->sn.n) {
+        redisAppendCommand(ctx, "ROLE");
+        n++;
+    }
+    for (int i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR) {
+            lc_seterr(err, "redis %s:%d: %s", host, mport, r ? r->str : ctx->errstr);
+            if (r)
+                freeReplyObject(r);
+            redisFree(ctx);
+            return NULL;
         }
-        if (c->db > 0) {
-            redisAppendCommand(ctx, "SELECT %d", c->db);
-            n++;
-        }
-        for (int i = 0; i < n; i++) {
-            redisReply *r = NULL;
-            if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR) {
-                lc_seterr(err, "redis %s:%d: %s", c->host, c->port, r ? r->str : ctx->errstr);
-                if (r)
-                    freeReplyObject(r);
-                redisFree(ctx);
-                return NULL;
-            }
-            freeReplyObject(r);
+        bool not_master = c->sn.n && i == n - 1 &&
+                          !(r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                            r->element[0]->type == REDIS_REPLY_STRING &&
+                            strcmp(r->element[0]->str, "master") == 0);
+        freeReplyObject(r);
+        if (not_master) {
+            lc_seterr(err, "redis %s:%d: named master of %s by Sentinel, but not a master (yet)",
+                      host, mport, c->sn.master_name);
+            redisFree(ctx);
+            return NULL;
         }
     }
     return ctx;
@@ -138,12 +162,29 @@ static bool socket_stale(int fd)
 
 redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err)
 {
-    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd))
+    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd) && !lc_sentinel_stale(&c->sn, *ctx))
         return *ctx;
     if (*ctx)
         redisFree(*ctx);
     *ctx = lc_redis_connect(c, err);
     return *ctx;
+}
+
+/* A replica (a demoted master, or a replica Sentinel named before the
+ * switch): the context is marked broken, so its next use reconnects and
+ * asks the Sentinels again. Only once its replies are all read. */
+static void mark_broken(redisContext *ctx)
+{
+    if (!ctx->err) {
+        ctx->err = REDIS_ERR_OTHER;
+        snprintf(ctx->errstr, sizeof ctx->errstr, "%s", "READONLY: connected to a replica");
+    }
+}
+
+void lc_mark_readonly(redisContext *ctx, const redisReply *r)
+{
+    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
+        mark_broken(ctx);
 }
 
 redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
@@ -175,6 +216,7 @@ redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nk
     }
     if (r->type == REDIS_REPLY_ERROR) {
         lc_seterr(err, "redis: %s", r->str);
+        lc_mark_readonly(ctx, r);
         freeReplyObject(r);
         return NULL;
     }
@@ -219,6 +261,7 @@ int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_f
         return -1;
     }
     int total = np + (argc > 0 ? 1 : 0);
+    bool readonly = false;
     for (int k = 0; k < total; k++) {
         void *r = NULL;
         if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
@@ -230,6 +273,9 @@ int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_f
         int pi = p_first ? k : k - (argc > 0 ? 1 : 0); /* index into p, or -1: the command */
         if (p_first && k == np)
             pi = -1;
+        if (((redisReply *)r)->type == REDIS_REPLY_ERROR &&
+            strncmp(((redisReply *)r)->str, "READONLY", 8) == 0)
+            readonly = true; /* marked once every reply is read: err stops reading */
         if (pi >= 0)
             p->reply[pi] = r;
         else if (rep)
@@ -237,5 +283,7 @@ int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_f
         else
             freeReplyObject(r);
     }
+    if (readonly)
+        mark_broken(ctx);
     return 0;
 }

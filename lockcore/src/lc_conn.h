@@ -38,6 +38,11 @@ redisContext *lc_redis_connect(lc_client *c, char *err);
  * while it sat idle, so a restarted Redis costs no failed command. */
 redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err);
 
+/* After a -READONLY reply r (the server is a replica now): marks ctx
+ * broken, so lc_redis_reuse reconnects — and with Sentinels asks again where
+ * the master is. Anything else: nothing. */
+void lc_mark_readonly(redisContext *ctx, const redisReply *r);
+
 /* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT (a flushed or
  * restarted Redis). At most 13 arguments (keys included). Returns the reply
  * (caller frees) or NULL on I/O or an error reply, with the reason in err. */

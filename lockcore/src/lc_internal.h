@@ -20,10 +20,12 @@
  * Which file uses which (a function defined in the file on the right):
  *   lc_lock      -> lc_conn, lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock,
  *                   lc_util
- *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock
+ *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock, lc_sentinel
  *   lc_reaper    -> lc_conn, lc_pubsub, lc_util
- *   lc_watchdog, lc_pubsub -> lc_conn, lc_util
- *   lc_conn      -> lc_redlock, lc_util
+ *   lc_watchdog  -> lc_conn, lc_util
+ *   lc_pubsub    -> lc_conn, lc_sentinel, lc_util
+ *   lc_conn      -> lc_redlock, lc_sentinel, lc_util
+ *   lc_sentinel  -> lc_util
  *   lc_redlock, lc_mutex   -> lc_util
  *   lc_util, lc_pipe       -> nothing in lockcore
  * (lc_pipe.c formats the caller's commands; lc_conn.c's lc_trip sends them
@@ -36,6 +38,7 @@
 
 #include "lockcore.h"
 #include "lc_reaper.h"
+#include "lc_sentinel.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -184,6 +187,7 @@ struct lc_client {
     lc_watchdog wd;
     lc_pubsub ps;
     lc_reaper reaper;
+    lc_sentinel sn; /* n == 0: host and port above are the master */
 };
 
 #endif

@@ -265,6 +265,8 @@ static void *pubsub_main(void *arg)
             drain(p->wake_fd);
         if (ok && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
             ok = redisBufferRead(p->ctx) == REDIS_OK;
+        if (ok && lc_sentinel_stale(&c->sn, p->ctx))
+            ok = 0; /* the master moved: subscribe on the new one */
 
         LC_PTHREAD(pthread_mutex_lock(&p->mu));
         void *reply = NULL;
