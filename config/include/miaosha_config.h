@@ -62,12 +62,13 @@ extern "C" {
 #endif
 
 /* Sizes of the string fields, in bytes including the terminating NUL. */
-#define CFG_ADDR_LEN 64    /* numeric IPv4/IPv6 literal (INET6_ADDRSTRLEN 46) */
-#define CFG_HOST_LEN 256   /* Redis host name or address */
-#define CFG_SECRET_LEN 256 /* redis.password, admin_token */
-#define CFG_SKU_LEN 65     /* [A-Za-z0-9_-]{1,64}, like the ?sku= parameter */
-#define CFG_ID_LEN 64      /* instance id; = lockcore's LC_ID_LEN */
-#define CFG_PATH_LEN 1024  /* the config file's path as given */
+#define CFG_ADDR_LEN 64       /* numeric IPv4/IPv6 literal (INET6_ADDRSTRLEN 46) */
+#define CFG_HOST_LEN 256      /* Redis host name or address */
+#define CFG_SECRET_LEN 256    /* redis.password, admin_token */
+#define CFG_SKU_LEN 65        /* [A-Za-z0-9_-]{1,64}, like the ?sku= parameter */
+#define CFG_ID_LEN 64         /* instance id; = lockcore's LC_ID_LEN */
+#define CFG_PATH_LEN 1024     /* the config file's path as given */
+#define CFG_SENTINELS_LEN 512 /* redis.sentinels: up to 9 host:port */
 
 /* A sensible caller buffer for cfg_load's err (messages are cut to fit). */
 #define CFG_ERR_LEN 512
@@ -146,14 +147,30 @@ typedef struct cfg_config {
                            [1024, 0..1000000] */
     } server;
     struct {
-        char host[CFG_HOST_LEN];       /* host name or address ["127.0.0.1"] */
-        int port;                      /* [6379, 1..65535] */
-        char password[CFG_SECRET_LEN]; /* AUTH password; "" = no AUTH [""].
-                                        Masked in cfg_to_json. */
-        int db;                        /* SELECT db when > 0 [0, 0..255] */
-        int connect_timeout_ms;        /* [1000, 1..60000] */
-        int command_timeout_ms;        /* per command round trip [1000,
-                                          1..60000]; bounds a 503's latency */
+        char host[CFG_HOST_LEN];           /* host name or address ["127.0.0.1"] */
+        int port;                          /* [6379, 1..65535] */
+        char password[CFG_SECRET_LEN];     /* AUTH password; "" = no AUTH [""].
+                                            Masked in cfg_to_json. */
+        int db;                            /* SELECT db when > 0 [0, 0..255] */
+        int connect_timeout_ms;            /* [1000, 1..60000] */
+        int command_timeout_ms;            /* per command round trip [1000,
+                                              1..60000]; bounds a 503's latency */
+        char sentinels[CFG_SENTINELS_LEN]; /* Redis Sentinels, "host:port"
+                                             comma-separated, at most 9,
+                                             none twice [""]; set: the
+                                             master is asked of them and
+                                             host/port are not used */
+        char master_name[CFG_ID_LEN];      /* the master's name at the
+                                             Sentinels ["mymaster",
+                                             [A-Za-z0-9._-]{0,63}]; empty
+                                             with sentinels set is
+                                             CFG_INVALID */
+        int wait_replicas;                 /* after a purchase's write, WAIT
+                                             for this many replicas; 0 = no
+                                             WAIT [0, 0..16] */
+        int wait_timeout_ms;               /* WAIT's timeout [100, 1..60000];
+                                             fewer replicas by then: 503
+                                             not_replicated */
     } redis;
     struct {
         char sku[CFG_SKU_LEN]; /* SKU when the request has no ?sku=

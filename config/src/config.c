@@ -61,7 +61,8 @@ typedef enum str_kind {
     S_SKU,   /* [A-Za-z0-9_-]{1,64} */
     S_ID,    /* [A-Za-z0-9._-]{0,63}; empty = generate one */
     S_PRINT, /* printable ASCII including space (passwords) */
-    S_TOKEN  /* printable ASCII without space (a Bearer token) */
+    S_TOKEN, /* printable ASCII without space (a Bearer token) */
+    S_HOSTS  /* "host:port" comma-separated, at most 9, none twice */
 } str_kind;
 
 #define F_SECRET 0x1 /* never echoed in errors, masked in cfg_to_json */
@@ -147,6 +148,18 @@ static const key_def KEYS[] = {
           "Redis connect timeout"),
     K_NUM("redis.command_timeout_ms", redis.command_timeout_ms, 1, 60000, 1000, NULL, "ms",
           "Redis round-trip timeout per command; bounds how late a 503 comes"),
+
+    K_STR("redis.sentinels", redis.sentinels, S_HOSTS, 0, "", 0,
+          "Redis Sentinels, host:port comma-separated; set: every connection goes to the "
+          "master they name for redis.master_name (redis.host/port unused); empty = no Sentinel"),
+    K_STR("redis.master_name", redis.master_name, S_ID, 0, "mymaster", 0,
+          "the master's name at the Sentinels (SENTINEL get-master-addr-by-name); required "
+          "when redis.sentinels is set"),
+    K_NUM("redis.wait_replicas", redis.wait_replicas, 0, 16, 0, NULL, "",
+          "after a purchase's write, WAIT until this many replicas have it, else 503 "
+          "not_replicated; 0 = no WAIT"),
+    K_NUM("redis.wait_timeout_ms", redis.wait_timeout_ms, 1, 60000, 100, "redis.command_timeout_ms",
+          "ms", "timeout of that WAIT"),
 
     K_STR("purchase.sku", purchase.sku, S_SKU, 1, "demo", 0, "SKU when a request has no ?sku="),
     K_NUM("purchase.initial_stock", purchase.initial_stock, 0, 1000000000, 100, NULL, "",
@@ -322,6 +335,7 @@ static void bounds_text(const key_def *k, char *buf, size_t len)
         case S_TOKEN:
             append(buf, len, "0..%" PRId64 " bytes of printable ASCII without spaces", k->max);
             break;
+        case S_HOSTS: append(buf, len, "host:port[,host:port...], at most 9, none twice"); break;
         }
         break;
     }
@@ -466,6 +480,7 @@ static int in_set(unsigned char ch, str_kind kind)
         return 1;
     switch (kind) {
     case S_HOST: return ch == '.' || ch == ':' || ch == '_' || ch == '-';
+    case S_HOSTS: return ch == '.' || ch == ':' || ch == '_' || ch == '-' || ch == ',';
     case S_SKU: return ch == '_' || ch == '-';
     case S_ID: return ch == '.' || ch == '_' || ch == '-';
     case S_PRINT: return ch >= 0x20 && ch < 0x7f;
@@ -473,6 +488,44 @@ static int in_set(unsigned char ch, str_kind kind)
     case S_ADDR: return 1; /* inet_pton decides */
     }
     return 0;
+}
+
+/* A list of host:port, comma-separated (characters already checked). */
+static const char *check_hosts(const char *s, char *why, size_t len)
+{
+    char items[9][CFG_HOST_LEN + 8];
+    int n = 0;
+    for (const char *p = s;; n++) {
+        const char *end = strchr(p, ',');
+        size_t l = end ? (size_t)(end - p) : strlen(p);
+        if (n == 9) {
+            snprintf(why, len, "lists more than 9 addresses");
+            return why;
+        }
+        if (l == 0 || l >= sizeof items[0]) {
+            snprintf(why, len, "has an empty or too long entry %d", n + 1);
+            return why;
+        }
+        memcpy(items[n], p, l);
+        items[n][l] = '\0';
+        char *colon = strrchr(items[n], ':');
+        char *e = NULL;
+        long port = colon ? strtol(colon + 1, &e, 10) : 0;
+        if (!colon || colon == items[n] || e == colon + 1 || *e || port < 1 || port > 65535) {
+            snprintf(why, len, "entry %d is not host:port with a port 1..65535", n + 1);
+            return why;
+        }
+        for (int j = 0; j < n; j++) {
+            if (strcmp(items[j], items[n]) == 0) {
+                snprintf(why, len, "lists %.64s twice", items[n]);
+                return why;
+            }
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return NULL;
 }
 
 /* NULL when s is a valid value of k, else why not (into why). */
@@ -497,6 +550,8 @@ static const char *check_str(const key_def *k, const char *s, char *why, size_t 
             return why;
         }
     }
+    if (k->kind == S_HOSTS && n > 0)
+        return check_hosts(s, why, len);
     if (k->kind == S_ADDR) {
         unsigned char addr[sizeof(struct in6_addr)];
         if (inet_pton(AF_INET, s, addr) != 1 && inet_pton(AF_INET6, s, addr) != 1) {
@@ -692,6 +747,10 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x)
                         v, k->le_div == 2 ? "half of " : "", k->le, capv, b);
         }
     }
+    if (c->redis.sentinels[0] && !c->redis.master_name[0])
+        return fail(x, CFG_INVALID,
+                    "redis.master_name is empty while redis.sentinels is set: the Sentinels "
+                    "are asked for a master by its name");
     /* Open by default no more: reachable from other hosts, an empty admin
      * token would let anyone reset the stock or (faults.enabled) end the
      * process. Running open must be asked for. */

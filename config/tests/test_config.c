@@ -301,6 +301,8 @@ static void test_precedence(void)
             snprintf(text, sizeof text, "WARN");
         else if (strcmp(paths[i], "listen.address") == 0)
             snprintf(text, sizeof text, "0.0.0.0");
+        else if (strcmp(paths[i], "redis.sentinels") == 0)
+            snprintf(text, sizeof text, "x-1:26379");
         else
             snprintf(text, sizeof text, "x-1");
         /* Bump a key's cap alongside it, so the cross-key rules hold. */
@@ -765,6 +767,35 @@ static void test_json_out(void)
              "tiny '%s'", tiny);
 }
 
+/* redis.sentinels and the keys around it: a list of host:port, a master
+ * name it needs, a WAIT timeout inside the command timeout. */
+static void test_sentinel_keys(void)
+{
+    cfg_config c;
+    char err[CFG_ERR_LEN];
+    cfg_status st = load(&c, err, "--set", "redis.sentinels=127.0.0.1:26379,s2:26380", NULL);
+    TU_CHECK(st == CFG_OK && strcmp(c.redis.master_name, "mymaster") == 0, "%s", err);
+    st = load(&c, err, "--set", "redis.sentinels=127.0.0.1:26379", "--set",
+              "redis.master_name=", NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.master_name") && has(err, "redis.sentinels"),
+             "empty master name: %s", err);
+    st = load(&c, err, "--set", "redis.sentinels=a:1,a:1", NULL);
+    CHECK_ERR(st, err, "redis.sentinels", "a:1", "twice");
+    st = load(&c, err, "--set", "redis.sentinels=a:0", NULL);
+    CHECK_ERR(st, err, "redis.sentinels", "a:0", "host:port");
+    st = load(&c, err, "--set", "redis.sentinels=a:1,,b:2", NULL);
+    CHECK_ERR(st, err, "redis.sentinels", "a:1,,b:2", "host:port");
+    st = load(&c, err, "--set", "redis.sentinels=a:1 b:2", NULL);
+    CHECK_ERR(st, err, "redis.sentinels", "a:1 b:2", "host:port");
+    st = load(&c, err, "--set", "redis.wait_timeout_ms=2000", NULL);
+    CHECK_ERR(st, err, "redis.wait_timeout_ms", "2000", "redis.command_timeout_ms");
+    st = load(&c, err, "--set", "redis.wait_replicas=17", NULL);
+    CHECK_ERR(st, err, "redis.wait_replicas", "17", "0..16");
+    st = load(&c, err, "--set", "redis.wait_replicas=1", NULL);
+    TU_CHECK(st == CFG_OK && c.redis.wait_replicas == 1 && c.redis.wait_timeout_ms == 100, "%s",
+             err);
+}
+
 static void test_shipped_file(void)
 {
     cfg_config c, d;
@@ -827,6 +858,7 @@ int main(int argc, char **argv)
     test_open_listen();
     test_exits();
     test_json_out();
+    test_sentinel_keys();
     test_shipped_file();
 
     char cmd[300];
