@@ -58,6 +58,9 @@ static void settings_from(const cfg_config *c, svc_settings *s)
     s->max_body = (size_t)c->listen.max_body_bytes;
     s->max_uri = (size_t)c->listen.max_uri_bytes;
     s->command_timeout_ms = c->redis.command_timeout_ms;
+    s->sentinel = c->redis.sentinels[0] != '\0';
+    s->wait_replicas = c->redis.wait_replicas;
+    s->wait_timeout_ms = c->redis.wait_timeout_ms;
     s->default_sku = c->purchase.sku;
     s->initial_stock = (long long)c->purchase.initial_stock;
     s->lease_ms = c->lock.lease_ms;
@@ -139,6 +142,15 @@ int main(int argc, char **argv)
     lo.watchdog_timeout_ms = cfg.lock.watchdog_timeout_ms;
     lo.retry_interval_ms = cfg.lock.retry_interval_ms;
     lo.instance_id = cfg.instance_id;
+    /* redis.sentinels, validated by cfg_load: "host:port,host:port" */
+    static char sentinel_text[CFG_SENTINELS_LEN];
+    static const char *sentinels[LC_SENTINEL_MAX_NODES];
+    snprintf(sentinel_text, sizeof sentinel_text, "%s", cfg.redis.sentinels);
+    for (char *save = NULL, *tok = strtok_r(sentinel_text, ",", &save);
+         tok && lo.sentinel_count < LC_SENTINEL_MAX_NODES; tok = strtok_r(NULL, ",", &save))
+        sentinels[lo.sentinel_count++] = tok;
+    lo.sentinels = sentinels;
+    lo.master_name = cfg.redis.master_name;
     lc_client *client = NULL;
     if (lc_client_new(&lo, &client, err, sizeof err) != LC_OK) {
         fprintf(stderr, "miaosha-server: invalid configuration: %s\n", err);
@@ -180,11 +192,17 @@ int main(int argc, char **argv)
         lc_client_free(client);
         return 1;
     }
+    char redis_at[CFG_SENTINELS_LEN + CFG_ID_LEN + 32];
+    if (s.sentinel)
+        snprintf(redis_at, sizeof redis_at, "master %s from sentinels %s", cfg.redis.master_name,
+                 cfg.redis.sentinels);
+    else
+        snprintf(redis_at, sizeof redis_at, "%s:%d", cfg.redis.host, cfg.redis.port);
     svc_log(SVC_INFO,
             "miaosha-server %s instance %s listening on %s port %d (io_threads %d, workers %d, "
-            "redis %s:%d, faults %s, admin token %s)",
+            "redis %s, wait_replicas %d, faults %s, admin token %s)",
             cfg_version(), s.instance_id, s.listen_addr, svc_http_port(), s.http_threads, s.workers,
-            cfg.redis.host, cfg.redis.port, s.faults_enabled ? "enabled" : "disabled",
+            redis_at, s.wait_replicas, s.faults_enabled ? "enabled" : "disabled",
             s.admin_token[0] ? "set" : "not set");
 
     int sig = wait_signal();

@@ -30,6 +30,9 @@ typedef struct svc_settings {
     size_t max_body;        /* 413 above this */
     size_t max_uri;         /* 414 above this */
     int command_timeout_ms; /* Redis round-trip timeout per command */
+    int sentinel;           /* the master comes from Sentinels (it may move) */
+    int wait_replicas;      /* WAIT for this many replicas after a write; 0 = no */
+    int wait_timeout_ms;    /* that WAIT's timeout */
     const char *default_sku;
     long long initial_stock; /* seeded for default_sku when absent; < 0 = never */
     int64_t lease_ms;        /* setnx/token default lease */

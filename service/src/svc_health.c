@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "svc_check.h"
@@ -19,7 +20,8 @@ static int stop;
 static _Atomic int status_up; /* what /healthz answers */
 static lc_client *client;     /* the probe's own, with its short timeouts */
 static lc_conn *conn;
-static int fails_in_row; /* probe thread only (and start, before it runs) */
+static int fails_in_row;               /* probe thread only (and start, before it runs) */
+static char last_error[LC_ERRSTR_LEN]; /* the last failed probe's reason, under mu */
 
 /* "2024-05-01T12:00:00.000Z" for a wall-clock time in ms. */
 static void wall_text(int64_t ms, char *buf, size_t len)
@@ -54,6 +56,9 @@ static int probe(void)
     }
     int64_t t2 = svc_now_us();
     wall_text(wall, at, sizeof at);
+    SVC_PT(pthread_mutex_lock(&mu));
+    snprintf(last_error, sizeof last_error, "%s", ok ? "" : lc_conn_errstr(conn));
+    SVC_PT(pthread_mutex_unlock(&mu));
     if (ok && !retried)
         svc_log(SVC_DEBUG, "redis: probe at %s: PING %lld us", at, (long long)(t1 - t0));
     else if (ok)
@@ -75,6 +80,14 @@ static int probe(void)
  * first success. */
 static void probe_and_update(void)
 {
+    static char master[300]; /* the probe thread's own */
+    char now[300];
+    lc_client_master(client, now, sizeof now);
+    if (now[0] && strcmp(now, master) != 0) {
+        if (master[0])
+            svc_log(SVC_WARN, "redis: the master is now %s (was %s)", now, master);
+        snprintf(master, sizeof master, "%s", now);
+    }
     int up = atomic_load(&status_up);
     if (probe()) {
         fails_in_row = 0;
@@ -153,6 +166,13 @@ int svc_health_start(const lc_options *lo)
     }
     started = 1;
     return 0;
+}
+
+void svc_health_reason(char *buf, size_t len)
+{
+    SVC_PT(pthread_mutex_lock(&mu));
+    snprintf(buf, len, "%s", last_error);
+    SVC_PT(pthread_mutex_unlock(&mu));
 }
 
 int svc_health_up(void)

@@ -30,5 +30,9 @@ int svc_health_start(const lc_options *lo);
  * thread; lock-free. */
 int svc_health_up(void);
 void svc_health_stop(void);
+/* Why the last probe failed (lockcore's text: "sentinel: no master ...",
+ * "redis 127.0.0.1:6379: Connection refused"), "" after a good one; into
+ * buf (len bytes). Any thread. */
+void svc_health_reason(char *buf, size_t len);
 
 #endif

@@ -379,10 +379,27 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
         svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail);
         return error_now(r, 400, "bad_request", detail, method, url);
     }
-    if (which == 0) {
+    if (which == 0 && !r->s->sentinel) {
         int up = svc_health_up();
         svc_stats_http(up ? 200 : 503);
         return MHD_queue_response(r->conn, up ? 200 : 503, up ? health_up : health_down);
+    }
+    if (which == 0) { /* the master may move: named afresh, with the reason when down */
+        int up = svc_health_up();
+        char master[300], reason[LC_ERRSTR_LEN];
+        lc_client_master(client, master, sizeof master);
+        cJSON *o = cJSON_CreateObject();
+        if (o != NULL) {
+            cJSON_AddBoolToObject(o, "ok", up);
+            cJSON_AddStringToObject(o, "redis", up ? "up" : "down");
+            cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+            cJSON_AddStringToObject(o, "master", master);
+            svc_health_reason(reason, sizeof reason);
+            if (!up && reason[0])
+                cJSON_AddStringToObject(o, "reason", reason);
+        }
+        svc_reply_json(r, up ? 200 : 503, o);
+        return send_reply(r, method, url);
     }
     size_t len = 0;
     char *body;
@@ -664,6 +681,9 @@ static struct MHD_Response *health_response(int up)
     cJSON_AddBoolToObject(o, "ok", up);
     cJSON_AddStringToObject(o, "redis", up ? "up" : "down");
     cJSON_AddStringToObject(o, "instance", S->instance_id);
+    char master[300];
+    lc_client_master(client, master, sizeof master);
+    cJSON_AddStringToObject(o, "master", master);
     txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (txt == NULL)

@@ -38,6 +38,7 @@
 #include "svc_clock.h"
 #include "svc_keys.h"
 #include "svc_outcome.h"
+#include "svc_replicas.h"
 #include "svc_scripts.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
@@ -269,5 +270,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     }
     purchase_result res = run_script(&lp, conn, rec);
     free(rec);
+    if (res == PR_SOLD && svc_wait_replicas(s, conn, lp.detail, sizeof lp.detail) != 0)
+        res = PR_NOT_REPLICATED; /* with the order id: written on the master */
     respond(&lp, res);
 }

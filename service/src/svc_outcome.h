@@ -31,8 +31,9 @@ typedef enum {
     PR_SHUTTING_DOWN,
     PR_OVERLOADED, /* queued for a worker beyond any use */
     PR_OUT_OF_MEMORY,
-    PR_CLIENT_GONE, /* the client closed its connection: nothing done */
-    PR_STOCK_RESET, /* PUT /stock reset the SKU meanwhile: nothing written */
+    PR_CLIENT_GONE,    /* the client closed its connection: nothing done */
+    PR_STOCK_RESET,    /* PUT /stock reset the SKU meanwhile: nothing written */
+    PR_NOT_REPLICATED, /* written, but WAIT saw fewer than redis.wait_replicas replicas */
     PR_COUNT
 } purchase_result;
 

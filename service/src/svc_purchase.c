@@ -79,6 +79,7 @@
 #include "svc_clock.h"
 #include "svc_keys.h"
 #include "svc_outcome.h"
+#include "svc_replicas.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
@@ -527,7 +528,10 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
     commit_result cr = commit_releasing(pu, conn, &tx, held, nheld);
     lc_pipe_clear(&tx);
     switch (cr) {
-    case COMMIT_OK: break;
+    case COMMIT_OK:
+        if (svc_wait_replicas(pu->s, conn, pu->detail, sizeof pu->detail) != 0)
+            return PR_NOT_REPLICATED; /* with the order id: written on the master */
+        break;
     case COMMIT_REFUSED:
         pu->order_id[0] = '\0'; /* no such order anywhere */
         return PR_REDIS_ERROR;

@@ -227,7 +227,13 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
         lc_client_stats(client, &ls);
     svc_buf_printf(&b, "{\"ok\":true,\"instance\":\"");
     put_escaped(&b, instance);
-    svc_buf_printf(&b, "\",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,",
+    char master[300] = "";
+    if (client != NULL)
+        lc_client_master(client, master, sizeof master);
+    svc_buf_printf(&b, "\",\"master\":\"");
+    put_escaped(&b, master);
+    svc_buf_printf(&b, "\",\"master_switches\":%llu", (unsigned long long)ls.master_switches);
+    svc_buf_printf(&b, ",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,",
                    (double)(svc_now_us() - started_us) / 1e6, (unsigned long long)ld(&redis_errors),
                    atomic_load(&inflight));
     /* Locks a timed-out acquire took after its request had answered 503,
@@ -410,6 +416,8 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         uint64_t v;
     } lcm[] = {
         {"miaosha_lock_acquired_total", "counter", "Lock acquisitions (lockcore).", ls.acquired},
+        {"miaosha_master_switches_total", "counter",
+         "Times the Redis master's address changed (Sentinel failover).", ls.master_switches},
         {"miaosha_lock_busy_total", "counter", "Acquisitions that timed out (lockcore).", ls.busy},
         {"miaosha_lock_io_errors_total", "counter", "Lock calls that failed on Redis (lockcore).",
          ls.io_errors},
