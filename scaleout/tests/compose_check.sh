@@ -10,13 +10,37 @@ command -v docker-compose >/dev/null || { say "FAIL docker-compose not installed
 ck "docker-compose config accepts the file" -- docker-compose -f docker-compose.yml config -q
 cfg=$(docker-compose -f docker-compose.yml --profile matrix config 2>&1)
 services=$(docker-compose -f docker-compose.yml --profile matrix config --services 2>/dev/null | sort | tr '\n' ' ')
-ck "services: redis app1 app2 app3 nginx + load/matrix under a profile ($services)" -- \
-  test "$services" = "app1 app2 app3 load matrix nginx redis "
+ck "services: redis app1 app2 app3 nginx + load/matrix + the failover profile's ($services)" -- \
+  test "$services" = "app-failover app1 app2 app3 load lock1 lock2 lock3 lock4 lock5 matrix nginx redis redis-master redis-replica1 redis-replica2 sentinel1 sentinel2 sentinel3 "
 flat=$(tr '\n' ' ' <<<"$cfg" | tr -s ' ')
 ck "load and matrix only run with --profile matrix" -- \
   bash -c "grep -qE ' load: .*profiles: - matrix.* matrix: .*profiles: - matrix' <<<'$flat'"
 
 has() { grep -q -- "$1" <<<"$cfg"; }
+
+# The failover profile (scripts/failover.sh without Docker).
+fcfg=$(docker-compose -f docker-compose.yml --profile failover config 2>&1)
+ck "docker-compose config accepts the failover profile" -- \
+  docker-compose -f docker-compose.yml --profile failover config -q
+# One service's block of the resolved file, on one line.
+svc_line() { sed -n "/^  $1:/,/^  [a-z]/p" <<<"$fcfg" | sed '$d' | tr '\n' ' ' | tr -s ' '; }
+line_has() { grep -qE -- "$2" <<<"$(svc_line "$1")"; }
+for s in redis-master redis-replica1 redis-replica2 sentinel1 sentinel2 sentinel3 \
+    lock1 lock2 lock3 lock4 lock5 app-failover; do
+  ck "failover: $s runs only with --profile failover" -- line_has "$s" ' profiles: - failover( |$)'
+done
+for i in 1 2; do
+  ck "failover: redis-replica$i replicates redis-master" -- \
+    line_has "redis-replica$i" "- --replicaof - redis-master - .?6379"
+done
+for i in 1 2 3; do
+  ck "failover: sentinel$i monitors mymaster at redis-master, quorum 2" -- \
+    line_has "sentinel$i" 'sentinel monitor mymaster redis-master 6379 2 '
+done
+ck "failover: app-failover asks the three Sentinels" -- \
+  line_has app-failover 'MIAOSHA_REDIS_SENTINELS: sentinel1:26379,sentinel2:26379,sentinel3:26379'
+ck "failover: app-failover WAITs for one replica" -- \
+  line_has app-failover "MIAOSHA_REDIS_WAIT_REPLICAS: '?1'?"
 loadcmd=$(sed -n '/^  load:/,/^  [a-z]/p' <<<"$cfg" | sed -n '/^    command:/,/^    [a-z]/p' | grep '^    - ' | tr '\n' ' ')
 # (miaosha-load resolves the service name "nginx" at start: a name, not only
 # an address, is accepted since --target uses getaddrinfo.)
