@@ -88,6 +88,8 @@ static const char *matrix_help =
     "  --modes LIST         comma list of modes (default all six)\n"
     "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default)\n"
     "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
+    "                       and failover (a Sentinel failover loses a held lock; per\n"
+    "                       cell a master, a replica, 3 Sentinels of its own)\n"
     "  --faults             run the fault scenarios instead of the demo: one instance\n"
     "                       of three dies holding the lock (kill -9; setnx and token:\n"
     "                       _exit inside the section, fault=crash_in_section), Redis\n"

@@ -26,7 +26,8 @@
  * lua (no lock, one atomic script) runs the same cells: work_ms is spent
  * before its script, so no width of any window can make it oversell; its
  * crash request dies before the script, holding nothing.
- * The fault scenarios (kill, redis-restart, redis-pause) are in lg_fault.c.
+ * The fault scenarios (kill, redis-restart, redis-pause) are in lg_fault.c,
+ * the Sentinel failover in lg_failover.c.
  */
 #include "lg_matrix.h"
 
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "lg_admin.h"
+#include "lg_failover.h"
 #include "lg_fault.h"
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
@@ -68,6 +70,8 @@ static int mkdir_p(const char *dir)
  * no lock to re-enter and is ignored). */
 static const char *expected_of(lg_scenario s, lg_mode m)
 {
+    if (s == LG_SCEN_FAILOVER)
+        return lg_failover_expected(m);
     if (m == LG_MODE_LUA && !lg_scen_is_fault(s))
         return s == LG_SCEN_CRASH ? "recovers" : s == LG_SCEN_NESTED ? "sells" : "exact";
     switch (s) {
@@ -432,6 +436,7 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
             case LG_SCEN_SLOW: r = run_burst(&x, c, s, m, &slow, 1, &slowb, err, errlen); break;
             case LG_SCEN_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
             case LG_SCEN_NESTED: r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen); break;
+            case LG_SCEN_FAILOVER: r = lg_failover_cell(&x, c, m, err, errlen); break;
             default: r = lg_fault_cell(&x, c, s, m, fault, err, errlen); break;
             }
             if (lg_mx_stopped(&x)) {

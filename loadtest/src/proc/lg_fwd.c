@@ -19,7 +19,7 @@ struct lg_fwd {
     int lfd, target_port;
     int a[FWD_MAX], b[FWD_MAX]; /* accepted side, upstream side; -1 unused */
     atomic_int frozen, stop;
-    atomic_int pass;            /* loop passes since start */
+    atomic_int pass; /* loop passes since start */
     atomic_llong bytes;
     pthread_t thread;
 };

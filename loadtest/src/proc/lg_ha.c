@@ -106,6 +106,9 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
     h->master_pid = start_redis(o, "master", NULL, &h->master_port, err, errlen);
     if (h->master_pid < 0)
         goto fail;
+    h->addr_port = h->master_port;
+    if (o->fronted && !(h->front = lg_fwd_start(h->master_port, &h->addr_port, err, errlen)))
+        goto fail;
     for (int i = 0; i < h->replicas; i++) {
         int to = h->master_port;
         if (o->proxied && !(h->link[i] = lg_fwd_start(h->master_port, &to, err, errlen)))
@@ -124,8 +127,8 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
     }
     size_t used = 0;
     for (int i = 0; i < LG_HA_SENTINELS; i++) {
-        h->sentinel_pid[i] =
-            start_sentinel(o, i + 1, h->master_port, &h->sentinel_port[i], err, errlen);
+        h->sentinel_pid[i] = start_sentinel(o, i + 1, h->addr_port, &h->sentinel_port[i], err,
+                                            errlen);
         if (h->sentinel_pid[i] < 0)
             goto fail;
         used += (size_t)snprintf(h->sentinels + used, sizeof h->sentinels - used, "%s127.0.0.1:%d",
@@ -149,6 +152,12 @@ void lg_ha_freeze(lg_ha *h, int frozen)
     for (int i = 0; i < h->replicas; i++)
         if (h->link[i])
             lg_fwd_freeze(h->link[i], frozen);
+}
+
+void lg_ha_freeze_front(lg_ha *h, int frozen)
+{
+    if (h->front)
+        lg_fwd_freeze(h->front, frozen);
 }
 
 int lg_ha_master_port(const lg_ha *h)
@@ -180,6 +189,8 @@ void lg_ha_stop(lg_ha *h)
     }
     if (h->master_pid > 0)
         lg_stop(h->master_pid, 2000);
+    lg_fwd_stop(h->front);
+    h->front = NULL;
     memset(h->sentinel_pid, 0, sizeof h->sentinel_pid);
     h->master_pid = 0;
 }

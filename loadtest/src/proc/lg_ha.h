@@ -27,6 +27,10 @@ typedef struct lg_ha_opts {
     const char *dir;         /* an existing directory for configs and logs */
     int replicas;            /* 1 or 2 */
     int proxied;             /* replicas link through lg_fwd forwarders */
+    int fronted;             /* the master is known (to the Sentinels, so to
+                                every client) by a forwarder's port: a
+                                frozen front keeps the clients' connections
+                                open, without EOF, after the master died */
     int down_after_ms;       /* Sentinel down-after-milliseconds (e.g. 500) */
     int failover_timeout_ms; /* Sentinel failover-timeout (e.g. 2000) */
     int flags;               /* lg_spawn flags for every process */
@@ -39,6 +43,9 @@ typedef struct lg_ha {
     pid_t replica_pid[2];
     int replica_port[2];
     lg_fwd *link[2]; /* NULL unless proxied */
+    lg_fwd *front;   /* NULL unless fronted */
+    int addr_port;   /* the master's port as the Sentinels name it: the
+                        front's when fronted, else master_port */
     pid_t sentinel_pid[LG_HA_SENTINELS];
     int sentinel_port[LG_HA_SENTINELS];
     char sentinels[96]; /* "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3" (redis.sentinels) */
@@ -52,6 +59,9 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen);
 
 /* Freezes (1) or thaws (0) every replica link (proxied only). Any thread. */
 void lg_ha_freeze(lg_ha *h, int frozen);
+
+/* Freezes (1) or thaws (0) the master's front (fronted only). Any thread. */
+void lg_ha_freeze_front(lg_ha *h, int frozen);
 
 /* The master's port as the first Sentinel that answers names it, or -1.
  * Any thread. */

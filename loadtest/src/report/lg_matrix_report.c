@@ -19,22 +19,23 @@ typedef struct words {
     const char *mode;
 } words;
 
-static const words words_en = {
-    {NULL},
-    {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
-     "nested (reenter=2)", "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s"},
-    "ok",
-    "DIFF",
-    "freed",
-    "back",
-    "mode"};
+static const words words_en = {{NULL},
+                               {"race (1 instance)", "multi-instance (3)",
+                                "slow holder (work > lease)", "crash while holding",
+                                "nested (reenter=2)", "instance kill -9 (3)", "Redis restart (AOF)",
+                                "Redis paused 2 s", "Sentinel failover (lock lost)"},
+                               "ok",
+                               "DIFF",
+                               "freed",
+                               "back",
+                               "mode"};
 
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
 static const words words_zh = {{"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁",
-                                "实例 kill -9", "Redis 重启", "Redis 暂停"},
+                                "实例 kill -9", "Redis 重启", "Redis 暂停", "哨兵故障转移"},
                                {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）",
                                 "持锁时崩溃", "嵌套加锁（reenter=2）", "实例被 kill -9（3 个实例）",
-                                "Redis 重启（AOF）", "Redis 暂停 2 秒"},
+                                "Redis 重启（AOF）", "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）"},
                                "符合",
                                "不符",
                                "释放",
@@ -190,6 +191,17 @@ static void put_header(FILE *o, const col *c, size_t n)
     }
 }
 
+/* The scenarios whose cells carry the fault timings (fault_ms .. resume_ms). */
+static int timed(lg_scenario s)
+{
+    return lg_scen_is_fault(s) || s == LG_SCEN_FAILOVER;
+}
+
+static int has_timed(const lg_matrix_cfg *cfg)
+{
+    return lg_matrix_has_faults(cfg) || cfg->scen_on[LG_SCEN_FAILOVER];
+}
+
 static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf, size_t len)
 {
     const words *w = words_of(lang);
@@ -209,6 +221,12 @@ static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, cha
                      (long long)c->reconnect_ms);
         else
             snprintf(buf, len, "%s %s 503 %lldms", verdict, outcome, (long long)c->failfast_ms);
+        return;
+    }
+    if (s == LG_SCEN_FAILOVER && c->fault_ms >= 0) {
+        /* sold/stock, and how long the failover took */
+        snprintf(buf, len, "%s %s %lld/%lld %lldms", verdict, outcome, (long long)c->sold,
+                 (long long)c->stock, (long long)c->fault_ms);
         return;
     }
     if (!strcmp(c->expected, "stuck") || !strcmp(c->expected, "recovers")) {
@@ -297,7 +315,7 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
                     (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
                     c->reason);
         }
-    if (lg_matrix_has_faults(cfg)) {
+    if (has_timed(cfg)) {
         static const col faults_en[] = {
             {"fault", 13, 0},   {"mode", 9, 0},         {"503s", 6, 0},     {"unacked", 7, 1},
             {"fault_ms", 8, 1}, {"freed_ms", 8, 1},     {"failfast", 8, 1}, {"reconnect", 9, 1},
@@ -460,7 +478,7 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
             md_text(f, c->reason);
             fputs(" |\n", f);
         }
-    if (lg_matrix_has_faults(cfg)) {
+    if (has_timed(cfg)) {
         if (zh)
             fputs("\n## 故障场景的格子\n\n时间单位为毫秒（— = 不适用），依次是：故障持续多久；"
                   "实例被杀后，死去的持锁者留下的锁过了多久才消失；Redis 不可用期间最慢的一次 "
@@ -528,7 +546,7 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                     (unsigned long long)c->deleted_other_lock, (unsigned long long)c->dup,
                     (unsigned long long)c->missing, c->stuck, (long long)c->recovery_ms,
                     c->elapsed_s);
-            if (lg_scen_is_fault(s)) {
+            if (timed(s)) {
                 const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms, c->reconnect_ms,
                                        c->resume_ms};
                 fprintf(f, "%llu,%llu,", (unsigned long long)c->n503,
@@ -560,6 +578,7 @@ static const char *svg_note_caption(lg_report_lang lang, lg_scenario s)
         return zh ? "标注：所有实例在此后恢复服务" : "label: all instances serve again after";
     case LG_SCEN_REDIS_PAUSE:
         return zh ? "标注：暂停期间 503 的耗时上限" : "label: 503 while paused within";
+    case LG_SCEN_FAILOVER: return zh ? "标注：故障转移耗时" : "label: the failover took";
     default: return NULL;
     }
 }
@@ -573,10 +592,11 @@ static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *
                  : s == LG_SCEN_KILL          ? c->freed_ms
                  : s == LG_SCEN_REDIS_RESTART ? c->reconnect_ms
                  : s == LG_SCEN_REDIS_PAUSE   ? c->failfast_ms
+                 : s == LG_SCEN_FAILOVER      ? c->fault_ms
                                               : -1;
     if (!strcmp(c->outcome, "stuck"))
         snprintf(b, len, "%s", outcome_word(lang, "stuck"));
-    else if (ms >= 0 && c->oversold == 0)
+    else if (ms >= 0 && (c->oversold == 0 || s == LG_SCEN_FAILOVER))
         snprintf(b, len, "%lldms", (long long)ms);
     else
         return 0;
