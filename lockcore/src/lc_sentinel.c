@@ -105,8 +105,7 @@ static int ask_one(lc_sentinel *s, int i, char *host, int *port, char *why, size
     } else if (r->type == REDIS_REPLY_ERROR)
         snprintf(why, whylen, "%s:%d %s", s->host[i], s->port[i], r->str);
     else
-        snprintf(why, whylen, "%s:%d knows no master %s", s->host[i], s->port[i],
-                 s->master_name);
+        snprintf(why, whylen, "%s:%d knows no master %s", s->host[i], s->port[i], s->master_name);
     if (r)
         freeReplyObject(r);
     redisFree(ctx);
@@ -146,7 +145,8 @@ static void nap(lc_sentinel *s, int64_t ms)
 /* "+switch-master" payload: "<name> <old-ip> <old-port> <new-ip> <new-port>". */
 static void handle(lc_sentinel *s, redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[2]->type != REDIS_REPLY_STRING)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[2]->type != REDIS_REPLY_STRING)
         return;
     char name[LC_SENTINEL_NAME_LEN], oh[256], nh[256];
     int op, np;
@@ -211,8 +211,8 @@ bool lc_sentinel_stale(lc_sentinel *s, const redisContext *ctx)
     if (s->n == 0 || !ctx->tcp.host)
         return false;
     LC_PTHREAD(pthread_mutex_lock(&s->mu));
-    bool stale =
-        s->cur_host[0] && (ctx->tcp.port != s->cur_port || strcmp(ctx->tcp.host, s->cur_host));
+    bool stale = s->cur_host[0] &&
+                 (ctx->tcp.port != s->cur_port || strcmp(ctx->tcp.host, s->cur_host));
     LC_PTHREAD(pthread_mutex_unlock(&s->mu));
     return stale;
 }

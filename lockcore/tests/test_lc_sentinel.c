@@ -1,0 +1,164 @@
+/* test_lc_sentinel.c — lockcore asks Redis Sentinel for the master.
+ *
+ * The options' checks; then a master (known by a front forwarder's port),
+ * one replica and three Sentinels (lg_ha.h): the client connects to the
+ * master they name and lc_client_master says so; the front is frozen (the
+ * connection stays open, no EOF, as for a master cut off the network) and
+ * the master SIGKILLed. The watcher learns +switch-master, so the next call
+ * on the idle connection goes to the new master at once instead of timing
+ * out on the old one; the switch is counted; a token lock works there.
+ */
+#include "lc_test.h"
+#include "lg_ha.h"
+#include "lg_proc.h"
+
+static lc_status make(const char *const *sentinels, int n, const char *name, char *err,
+                      size_t len)
+{
+    lc_options o;
+    lc_options_init(&o);
+    o.sentinels = sentinels;
+    o.sentinel_count = n;
+    o.master_name = name;
+    lc_client *c = NULL;
+    lc_status s = lc_client_new(&o, &c, err, len);
+    lc_client_free(c);
+    return s;
+}
+
+static void test_options(void)
+{
+    char err[256];
+    const char *one[] = {"127.0.0.1:26379"};
+    TU_CHECK(make(one, 1, NULL, err, sizeof err) == LC_MISUSE && strstr(err, "master_name"),
+             "no master name: %s", err);
+    TU_CHECK(make(one, 1, "", err, sizeof err) == LC_MISUSE, "empty master name: %s", err);
+    const char *bad[] = {"nohost"};
+    TU_CHECK(make(bad, 1, "m", err, sizeof err) == LC_MISUSE && strstr(err, "nohost"),
+             "not host:port: %s", err);
+    const char *port0[] = {"127.0.0.1:0"};
+    TU_CHECK(make(port0, 1, "m", err, sizeof err) == LC_MISUSE && strstr(err, "port"),
+             "port 0: %s", err);
+    const char *many[10];
+    for (int i = 0; i < 10; i++)
+        many[i] = "127.0.0.1:26379";
+    TU_CHECK(make(many, 10, "m", err, sizeof err) == LC_MISUSE, "10 sentinels: %s", err);
+    TU_CHECK(make(one, 1, "m", err, sizeof err) == LC_OK, "one sentinel: %s", err);
+}
+
+/* No Sentinel answers: LC_IO naming them, quickly (each asked once). */
+static void test_none_answers(void)
+{
+    char a[32], b[32];
+    snprintf(a, sizeof a, "127.0.0.1:%d", lg_free_port());
+    snprintf(b, sizeof b, "127.0.0.1:%d", lg_free_port());
+    const char *s[] = {a, b};
+    lc_options o;
+    lc_options_init(&o);
+    o.sentinels = s;
+    o.sentinel_count = 2;
+    o.master_name = "mymaster";
+    lc_client *c = NULL;
+    char err[256];
+    TU_REQUIRE(lc_client_new(&o, &c, err, sizeof err) == LC_OK, "client: %s", err);
+    lc_conn *conn = lct_conn(c);
+    int64_t t0 = tu_now_ms();
+    TU_CHECK(lc_conn_ping(conn) == LC_IO, "no Sentinel: LC_IO");
+    TU_CHECK(strstr(lc_conn_errstr(conn), "sentinel: no master mymaster") &&
+                 strstr(lc_conn_errstr(conn), a),
+             "the reason names them: %s", lc_conn_errstr(conn));
+    TU_CHECK(tu_now_ms() - t0 < tu_slack(2000), "and fails fast: %lld ms",
+             (long long)(tu_now_ms() - t0));
+    char m[64];
+    lc_client_master(c, m, sizeof m);
+    TU_CHECK(m[0] == 0, "no master known: '%s'", m);
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
+static void test_failover(void)
+{
+    char dir[] = "/tmp/miaosha-lc-sentinel-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "temp dir");
+    lg_ha h;
+    lg_ha_opts ho = {.server = getenv("MIAOSHA_REDIS_SERVER"),
+                     .dir = dir,
+                     .replicas = 1,
+                     .fronted = 1,
+                     .down_after_ms = 500,
+                     .failover_timeout_ms = 2000,
+                     .flags = LG_SPAWN_DIE_WITH_PARENT};
+    char err[256];
+    TU_REQUIRE(lg_ha_start(&h, &ho, err, sizeof err) == 0, "topology: %s", err);
+    char s1[32], s2[32], s3[32];
+    snprintf(s1, sizeof s1, "127.0.0.1:%d", h.sentinel_port[0]);
+    snprintf(s2, sizeof s2, "127.0.0.1:%d", h.sentinel_port[1]);
+    snprintf(s3, sizeof s3, "127.0.0.1:%d", h.sentinel_port[2]);
+    const char *s[] = {s1, s2, s3};
+    lc_options o;
+    lc_options_init(&o);
+    o.sentinels = s;
+    o.sentinel_count = 3;
+    o.master_name = LG_HA_NAME;
+    o.command_timeout_ms = 2000;
+    lc_client *c = NULL;
+    TU_REQUIRE(lc_client_new(&o, &c, err, sizeof err) == LC_OK, "client: %s", err);
+    lc_conn *conn = lct_conn(c);
+    TU_CHECK(lc_conn_ping(conn) == LC_OK, "ping the master: %s", lc_conn_errstr(conn));
+    char m[64], want[64];
+    lc_client_master(c, m, sizeof m);
+    snprintf(want, sizeof want, "127.0.0.1:%d", h.addr_port);
+    TU_CHECK(!strcmp(m, want), "master %s, want %s", m, want);
+
+    lg_ha_freeze_front(&h, 1);
+    int64_t t_kill = tu_now_ms();
+    lg_kill(h.master_pid);
+    h.master_pid = 0;
+    int newport = -1;
+    while (tu_now_ms() - t_kill < tu_slack(10000)) {
+        newport = lg_ha_master_port(&h);
+        if (newport > 0 && newport != h.addr_port)
+            break;
+        tu_sleep_ms(10);
+    }
+    TU_REQUIRE(newport > 0 && newport != h.addr_port, "Sentinel promoted the replica");
+    snprintf(want, sizeof want, "127.0.0.1:%d", newport);
+    while (tu_now_ms() - t_kill < tu_slack(12000)) {
+        lc_client_master(c, m, sizeof m);
+        if (!strcmp(m, want))
+            break;
+        tu_sleep_ms(10);
+    }
+    TU_CHECK(!strcmp(m, want), "the watcher learned the switch: %s, want %s", m, want);
+    printf("failover: kill -> promoted %lld ms\n", (long long)(tu_now_ms() - t_kill));
+    /* The idle connection still points at the frozen front: dropped
+     * before the command, not timed out on it. */
+    int64_t t0 = tu_now_ms();
+    TU_CHECK(lc_conn_ping(conn) == LC_OK, "ping after the switch: %s", lc_conn_errstr(conn));
+    TU_CHECK(tu_now_ms() - t0 < 1000, "without waiting for the old master: %lld ms",
+             (long long)(tu_now_ms() - t0));
+    lc_stats st;
+    lc_client_stats(c, &st);
+    TU_CHECK(st.master_switches == 1, "one switch counted: %llu",
+             (unsigned long long)st.master_switches);
+    lc_lock_args a = lct_args(LC_TOKEN, "lct:{sentinel}:lock", "o1", 5000, 0);
+    lc_guard *g = NULL;
+    TU_CHECK(lc_acquire(conn, &a, &g) == LC_OK, "token lock on the new master: %s",
+             lc_conn_errstr(conn));
+    TU_CHECK(tu_redis_int(newport, "EXISTS lct:{sentinel}:lock") == 1, "the key is there");
+    if (g)
+        TU_CHECK(lc_release(conn, g) == LC_OK, "release");
+    lc_conn_free(conn);
+    lc_client_free(c);
+    lg_ha_stop(&h);
+    lg_rm_tree(dir);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    test_options();
+    test_none_answers();
+    test_failover();
+    return tu_done();
+}
