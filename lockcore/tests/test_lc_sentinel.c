@@ -12,8 +12,7 @@
 #include "lg_ha.h"
 #include "lg_proc.h"
 
-static lc_status make(const char *const *sentinels, int n, const char *name, char *err,
-                      size_t len)
+static lc_status make(const char *const *sentinels, int n, const char *name, char *err, size_t len)
 {
     lc_options o;
     lc_options_init(&o);
@@ -37,8 +36,8 @@ static void test_options(void)
     TU_CHECK(make(bad, 1, "m", err, sizeof err) == LC_MISUSE && strstr(err, "nohost"),
              "not host:port: %s", err);
     const char *port0[] = {"127.0.0.1:0"};
-    TU_CHECK(make(port0, 1, "m", err, sizeof err) == LC_MISUSE && strstr(err, "port"),
-             "port 0: %s", err);
+    TU_CHECK(make(port0, 1, "m", err, sizeof err) == LC_MISUSE && strstr(err, "port"), "port 0: %s",
+             err);
     const char *many[10];
     for (int i = 0; i < 10; i++)
         many[i] = "127.0.0.1:26379";

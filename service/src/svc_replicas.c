@@ -19,7 +19,8 @@ int svc_wait_replicas(const svc_settings *s, lc_conn *conn, char *detail, size_t
     lc_pipe_clear(&p);
     int rc = -1;
     if (r == NULL)
-        snprintf(detail, len, "WAIT: %.200s", lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+        snprintf(detail, len, "WAIT: %.200s",
+                 lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
     else if (r->type == REDIS_REPLY_INTEGER && r->integer >= s->wait_replicas)
         rc = 0;
     else if (r->type == REDIS_REPLY_INTEGER)

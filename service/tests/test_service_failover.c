@@ -148,8 +148,8 @@ static void test_failover(const char *dir)
     for (int i = 0; i < BUYERS; i++) {
         n200 += b[i].n200;
         n503 += b[i].n503;
-        TU_CHECK(b[i].other == 0, "buyer %d: %ld answers neither 200/409/429 nor 503 (last %ld)",
-                 i, b[i].other, b[i].last_other);
+        TU_CHECK(b[i].other == 0, "buyer %d: %ld answers neither 200/409/429 nor 503 (last %ld)", i,
+                 b[i].other, b[i].last_other);
         TU_CHECK(b[i].bad_error[0] == 0, "buyer %d: a 503 with an unexpected error: %s", i,
                  b[i].bad_error);
     }
@@ -224,7 +224,7 @@ static void test_empty_master_name(const char *dir)
 {
     char log[512];
     snprintf(log, sizeof log, "%s/bad.log", dir);
-    const char *argv[] = {SVC_TEST_SERVER, "--set", "redis.sentinels=127.0.0.1:26379", "--set",
+    const char *argv[] = {SVC_TEST_SERVER,      "--set", "redis.sentinels=127.0.0.1:26379", "--set",
                           "redis.master_name=", NULL};
     char err[256];
     pid_t pid = lg_spawn(argv, log, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);

@@ -40,8 +40,8 @@
 
 #define FO_DOWN_AFTER_MS 500
 #define FO_FAILOVER_TIMEOUT_MS 2000
-#define FO_WORK_MS 4000     /* the holder's time in its critical section */
-#define FO_LEASE_MS 60000   /* setnx/token: no lease runs out in the cell */
+#define FO_WORK_MS 4000   /* the holder's time in its critical section */
+#define FO_LEASE_MS 60000 /* setnx/token: no lease runs out in the cell */
 #define FO_FAILOVER_MAX_MS 10000
 
 const char *lg_failover_expected(lg_mode mode)
