@@ -147,6 +147,28 @@ static void test_failover(void)
     TU_CHECK(tu_redis_int(newport, "EXISTS lct:{sentinel}:lock") == 1, "the key is there");
     if (g)
         TU_CHECK(lc_release(conn, g) == LC_OK, "release");
+
+    /* The master turned replica under the client (as a demoted master
+     * does): a write answers -READONLY, the connection is dropped, and the
+     * reconnect's ROLE check refuses the address the Sentinels still name. */
+    tu_redis other;
+    memset(&other, 0, sizeof other);
+    TU_REQUIRE(tu_redis_start(&other, 0, NULL) == 0, "another redis");
+    tu_redis_int(newport, "REPLICAOF 127.0.0.1 %d", other.port); /* +OK: not an integer */
+    lc_pipe p;
+    lc_pipe_init(&p);
+    TU_REQUIRE(lc_pipe_append(&p, "SET lct:{sentinel}:k 1") == LC_OK, "append");
+    TU_CHECK(lc_conn_pipe(conn, &p) == LC_OK, "the write was answered");
+    redisReply *r = lc_pipe_take(&p, 0);
+    TU_CHECK(r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY", 8), "READONLY: %s",
+             r && r->str ? r->str : "(no reply)");
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    TU_CHECK(lc_conn_ping(conn) == LC_IO && strstr(lc_conn_errstr(conn), "not a master"),
+             "reconnected and refused a replica: %s", lc_conn_errstr(conn));
+    tu_redis_int(newport, "REPLICAOF NO ONE");
+    TU_CHECK(lc_conn_ping(conn) == LC_OK, "a master again: %s", lc_conn_errstr(conn));
+    tu_redis_stop(&other);
     lc_conn_free(conn);
     lc_client_free(c);
     lg_ha_stop(&h);
