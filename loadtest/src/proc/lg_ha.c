@@ -113,7 +113,7 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
         int to = h->master_port;
         if (o->proxied && !(h->link[i] = lg_fwd_start(h->master_port, &to, err, errlen)))
             goto fail;
-        char tos[16], name[16];
+        char tos[16], name[32];
         snprintf(tos, sizeof tos, "%d", to);
         snprintf(name, sizeof name, "replica%d", i + 1);
         const char *args[] = {"--replicaof", "127.0.0.1", tos, NULL};
