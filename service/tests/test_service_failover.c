@@ -11,6 +11,8 @@
  * replica before the 200). It prints the failover time (kill -> first 200
  * on the new master).
  *
+ * redis.wait_replicas=1 with no replica: 503 not_replicated with the
+ * order id, the order written on the master (token and lua).
  * Bad input: Sentinels that answer nothing -> the service starts, /healthz
  * 503 with the reason, a purchase 503 naming the Sentinels, no crash; an
  * empty redis.master_name -> exit 2 naming the key.
@@ -219,6 +221,45 @@ static void test_no_sentinel(void)
     TU_CHECK(svc_stop(&srv, 5000) == 0, "clean stop");
 }
 
+/* wait_replicas=1 on a Redis with no replica: the write is on the master,
+ * WAIT sees 0 replicas, so 503 not_replicated with the order id (which is
+ * in the order list), for a lock mode and for lua. */
+static void test_not_replicated(void)
+{
+    tu_redis rd;
+    memset(&rd, 0, sizeof rd);
+    TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis");
+    const char *extra[] = {"--set", "redis.wait_replicas=1", "--set", "redis.wait_timeout_ms=50",
+                           NULL};
+    TU_REQUIRE(svc_start(&srv, rd.port, extra) == 0, "server starts");
+    TU_CHECK(svc_set_stock(&srv, "nr", 10, NULL) == 200, "stock");
+    const char *paths[] = {"/miaosha/token?sku=nr", "/miaosha/lua?sku=nr"};
+    for (int i = 0; i < 2; i++) {
+        svc_resp r;
+        svc_req(&srv, "POST", paths[i], NULL, NULL, &r);
+        const char *oid = svc_jstr(r.json, "order_id");
+        TU_CHECK(r.status == 503 && svc_jerr_is(&r, "not_replicated") && oid &&
+                     svc_jdetail_has(&r, "0 of 1 replicas"),
+                 "%s: %ld %s", paths[i], r.status, B(&r));
+        char found[64] = "";
+        if (oid) {
+            redisContext *c = lg_redis_connect(rd.port, 2000);
+            redisReply *l = c ? redisCommand(c, "LRANGE miaosha:{nr}:orders 0 -1") : NULL;
+            for (size_t e = 0; l && l->type == REDIS_REPLY_ARRAY && e < l->elements; e++)
+                if (strstr(l->element[e]->str, oid))
+                    snprintf(found, sizeof found, "%s", oid);
+            if (l)
+                freeReplyObject(l);
+            if (c)
+                redisFree(c);
+        }
+        TU_CHECK(found[0] != 0, "%s: the order is on the master", paths[i]);
+        svc_resp_free(&r);
+    }
+    TU_CHECK(svc_stop(&srv, 5000) == 0, "clean stop");
+    tu_redis_stop(&rd);
+}
+
 /* An empty master name with Sentinels: exit 2 naming the key. */
 static void test_empty_master_name(const char *dir)
 {
@@ -248,6 +289,7 @@ int main(void)
     char dir[] = "/tmp/miaosha-failover-test-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "temp dir");
     test_empty_master_name(dir);
+    test_not_replicated();
     test_no_sentinel();
     test_failover(dir);
     lg_rm_tree(dir);
