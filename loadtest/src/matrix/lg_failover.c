@@ -52,7 +52,12 @@ const char *lg_failover_expected(lg_mode mode)
      * and write as one script on the master of the moment: the holder's
      * script runs after the buyer's, on the new master, and finds the
      * stock gone. */
-    return mode == LG_MODE_LUA ? "exact" : "oversell";
+    if (mode == LG_MODE_LUA)
+        return "exact";
+    /* A lock mode after reentrant (redlock) keeps its lock on independent
+     * masters that this failover does not touch: it must stay exact. Such
+     * a mode needs its lock nodes given to the instances below. */
+    return mode > LG_MODE_REENTRANT ? "exact" : "oversell";
 }
 
 typedef struct holder {
