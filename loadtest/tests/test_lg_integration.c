@@ -141,6 +141,10 @@ static void test_run(void)
                  json_num(out, "stock_left") == 0 && json_num(out, "orders_listed") == 20,
              "token sold exactly 20\n%s", out);
     TU_CHECK(json_num(out, "sold_out") == 280, "280 sold_out\n%s", out);
+    /* answers are tallied by their error name too, and none named an order */
+    TU_CHECK(json_num(out, "409 sold_out") == 280 && json_num(out, "unknown_outcome") == 0 &&
+                 json_num(out, "unknown_outcome_sold") == 0,
+             "by_error: 280 '409 sold_out', no unknown outcome\n%s", out);
     TU_CHECK(json_num(out, "errors") == 0 && json_num(out, "deleted_other_lock") == 0 &&
                  json_num(out, "lock_lost") == 0,
              "token: no errors, nothing lost or deleted\n%s", out);

@@ -1,6 +1,7 @@
 /* lg_run.c — see lg_run.h. */
 #include "lg_run.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,16 @@ typedef struct slot {
     uint8_t err;
     uint8_t lock_lost;
     uint8_t deleted_other_lock;
-    char order_id[60];
+    uint8_t err_idx;   /* 1 + index into run_ctx.errs; 0: none, or the table was full */
+    char order_id[60]; /* a 200's order id, or the id a non-200 named */
 } slot;
+
+/* The (status, error) pairs seen, interned under a mutex: only answers
+ * that name an error take it, and the table is tiny. */
+typedef struct err_key {
+    int status;
+    char error[32];
+} err_key;
 
 typedef struct run_ctx {
     const lg_run_cfg *cfg;
@@ -25,7 +34,31 @@ typedef struct run_ctx {
     char suffix[LG_MAX_TARGETS][REQ_PART];
     size_t suffix_len[LG_MAX_TARGETS];
     slot *slots;
+    pthread_mutex_t errs_mu;
+    err_key errs[LG_RUN_MAX_ERRS];
+    int nerrs;
 } run_ctx;
+
+/* The slot index + 1 of (status, code), interning it; 0 when the table is full. */
+static uint8_t intern_err(run_ctx *x, int status, const char *code)
+{
+    uint8_t idx = 0;
+    pthread_mutex_lock(&x->errs_mu);
+    for (int i = 0; i < x->nerrs; i++) {
+        if (x->errs[i].status == status && strcmp(x->errs[i].error, code) == 0) {
+            idx = (uint8_t)(i + 1);
+            break;
+        }
+    }
+    if (!idx && x->nerrs < LG_RUN_MAX_ERRS) {
+        err_key *k = &x->errs[x->nerrs++];
+        k->status = status;
+        snprintf(k->error, sizeof k->error, "%s", code);
+        idx = (uint8_t)x->nerrs;
+    }
+    pthread_mutex_unlock(&x->errs_mu);
+    return idx;
+}
 
 void lg_run_cfg_init(lg_run_cfg *c)
 {
@@ -77,11 +110,13 @@ static void on_done(void *ud, uint64_t idx, int status, lg_err err, const char *
     if (lg_parse_purchase(body, blen, oid, code, &lost, &deleted) == 0) {
         s->lock_lost = (uint8_t)lost;
         s->deleted_other_lock = (uint8_t)deleted;
-        if (status == 200) {
-            size_t l = strnlen(oid, sizeof s->order_id - 1);
-            memcpy(s->order_id, oid, l);
-            s->order_id[l] = 0;
-        }
+        /* A non-200 that names an order ("commit outcome unknown") is kept
+         * too: the audit afterwards says whether that order sold. */
+        size_t l = strnlen(oid, sizeof s->order_id - 1);
+        memcpy(s->order_id, oid, l);
+        s->order_id[l] = 0;
+        if (status != 200 && code[0])
+            s->err_idx = intern_err(x, status, code);
     }
 }
 
@@ -121,6 +156,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     x->cfg = cfg;
+    pthread_mutex_init(&x->errs_mu, NULL);
     for (int t = 0; t < cfg->ntargets; t++) {
         const lg_url *u = &cfg->targets[t];
         char q[512];
@@ -195,19 +231,36 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         res->transport_errors += e->errors[k];
     res->not_sent = cfg->requests > e->claimed ? cfg->requests - e->claimed : 0;
 
-    lg_idset acked = {0}, listed = {0};
+    res->nerrs = x->nerrs;
+    for (int k = 0; k < x->nerrs; k++) {
+        res->errs[k].status = x->errs[k].status;
+        memcpy(res->errs[k].error, x->errs[k].error, sizeof res->errs[k].error);
+    }
+    lg_idset acked = {0}, listed = {0}, unknown = {0};
     for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++) {
         slot *s = &x->slots[i];
         res->lock_lost += s->lock_lost;
         res->deleted_other_lock += s->deleted_other_lock;
-        if (s->err == LG_ERR_NONE && s->status == 200) {
-            if (!s->order_id[0])
-                res->ok_without_id++;
-            else if (lg_idset_add(&acked, s->order_id, strlen(s->order_id)) < 0)
-                break;
+        if (s->err != LG_ERR_NONE)
+            continue;
+        if (s->status != 200) {
+            if (s->err_idx)
+                res->errs[s->err_idx - 1].n++;
+            else if (s->status >= 400)
+                res->errs_other++;
+            if (s->order_id[0]) {
+                res->unknown_outcome++;
+                if (lg_idset_add(&unknown, s->order_id, strlen(s->order_id)) < 0)
+                    break;
+            }
+        } else if (!s->order_id[0]) {
+            res->ok_without_id++;
+        } else if (lg_idset_add(&acked, s->order_id, strlen(s->order_id)) < 0) {
+            break;
         }
     }
     lg_idset_sort(&acked);
+    lg_idset_sort(&unknown);
     res->dup_ok_ids = lg_idset_duplicates(&acked);
     if (!cfg->skip_audit) {
         char aerr[256];
@@ -223,6 +276,9 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
             for (size_t i = 0; i < listed.n; i++)
                 if (!lg_idset_contains(&acked, listed.ids[i]))
                     res->unacknowledged++;
+            for (size_t i = 0; i < unknown.n; i++)
+                if (lg_idset_contains(&listed, unknown.ids[i]))
+                    res->unknown_committed++;
         } else {
             snprintf(res->audit_error, sizeof res->audit_error, "%s", aerr);
         }
@@ -233,7 +289,9 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
                 res->ok_without_id == 0;
     lg_idset_free(&acked);
     lg_idset_free(&listed);
+    lg_idset_free(&unknown);
     free(x->slots);
+    pthread_mutex_destroy(&x->errs_mu);
     free(x);
     return 0;
 }
@@ -312,6 +370,24 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
     fputc('\n', o);
     fprintf(o, "  %-18s %llu (503 + other HTTP + transport)\n", "errors",
             (unsigned long long)lg_run_errors(r));
+    if (r->nerrs || r->errs_other) {
+        fprintf(o, "  %-18s", "by error");
+        for (int k = 0; k < r->nerrs; k++)
+            fprintf(o, "%s%d %s: %llu", k ? ", " : " ", r->errs[k].status, r->errs[k].error,
+                    (unsigned long long)r->errs[k].n);
+        if (r->errs_other)
+            fprintf(o, "%s(unnamed): %llu", r->nerrs ? ", " : " ",
+                    (unsigned long long)r->errs_other);
+        fputc('\n', o);
+    }
+    if (r->unknown_outcome) {
+        fprintf(o, "  %-18s %llu answers named an order without selling it", "outcome unknown",
+                (unsigned long long)r->unknown_outcome);
+        if (r->audited)
+            fprintf(o, "; %llu of those orders are in the list (sold)",
+                    (unsigned long long)r->unknown_committed);
+        fputc('\n', o);
+    }
     fprintf(o, "  %-18s %.1f req/s (%.3f s)%s\n", "throughput", rps, g->elapsed_s,
             g->deadline_hit ? "  DEADLINE HIT"
             : g->stopped    ? "  STOPPED"
@@ -372,6 +448,15 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
     }
     cJSON_AddNumberToObject(j, "transport_errors", (double)r->transport_errors);
     cJSON_AddNumberToObject(j, "errors", (double)lg_run_errors(r));
+    cJSON *be = cJSON_AddObjectToObject(j, "by_error");
+    for (int k = 0; k < r->nerrs; k++) {
+        char key[48];
+        snprintf(key, sizeof key, "%d %s", r->errs[k].status, r->errs[k].error);
+        cJSON_AddNumberToObject(be, key, (double)r->errs[k].n);
+    }
+    if (r->errs_other)
+        cJSON_AddNumberToObject(be, "unnamed", (double)r->errs_other);
+    cJSON_AddNumberToObject(j, "unknown_outcome", (double)r->unknown_outcome);
     cJSON *te = cJSON_AddObjectToObject(j, "transport");
     for (int k = 1; k < LG_ERR_COUNT; k++)
         cJSON_AddNumberToObject(te, lg_err_name((lg_err)k), (double)g->errors[k]);
@@ -395,6 +480,7 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
         cJSON_AddNumberToObject(j, "duplicate_acknowledged_ids", (double)r->dup_ok_ids);
         cJSON_AddNumberToObject(j, "missing_orders", (double)r->missing);
         cJSON_AddNumberToObject(j, "unacknowledged_orders", (double)r->unacknowledged);
+        cJSON_AddNumberToObject(j, "unknown_outcome_sold", (double)r->unknown_committed);
     } else {
         cJSON_AddStringToObject(j, "audit_error", r->audit_error);
     }

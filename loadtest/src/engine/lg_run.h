@@ -63,6 +63,8 @@ typedef struct lg_run_cfg {
                                     another thread) ends the burst early */
 } lg_run_cfg;
 
+#define LG_RUN_MAX_ERRS 16
+
 typedef struct lg_run_result {
     lg_engine_result eng;
     uint64_t requests; /* asked for */
@@ -81,8 +83,25 @@ typedef struct lg_run_result {
     uint64_t unacknowledged; /* listed orders no 200 reported (e.g. a
                                 response lost to a crash or a timeout) */
     char audit_error[256];   /* why the audit could not be read */
-    int oversold_seen;       /* audit.oversold > 0 */
-    int safe;                /* no oversell, undersell, duplicate, missing */
+    /* Answers that named an error, tallied by (HTTP status, "error" field):
+     * the 503s split into redis_unavailable, redis_error, ... and the 4xx
+     * (sold_out, lock_busy, limit_reached, ...). At most LG_RUN_MAX_ERRS
+     * distinct pairs; further ones are counted in errs_other. */
+    struct {
+        int status;
+        char error[32];
+        uint64_t n;
+    } errs[LG_RUN_MAX_ERRS];
+    int nerrs;
+    uint64_t errs_other;
+    /* Non-200 answers that named an order id: the service could not tell
+     * whether that order committed ("commit outcome unknown"). Of those,
+     * unknown_committed are in the order list (after the audit): they sold
+     * although their buyer was told otherwise; the rest did not sell. */
+    uint64_t unknown_outcome;
+    uint64_t unknown_committed;
+    int oversold_seen; /* audit.oversold > 0 */
+    int safe;          /* no oversell, undersell, duplicate, missing */
 } lg_run_result;
 
 /* Defaults: mode token, sku "demo", 1000 requests over 100 connections,
