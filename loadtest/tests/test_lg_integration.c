@@ -4,7 +4,8 @@
  *   test_lg_integration run     `run --expect oversell` for none, `--expect
  *                               safe` for token (one and two instances), the
  *                               expectation flags failing when they should,
- *                               and a short bench of /healthz
+ *                               the audit's GET retried until a late
+ *                               server answers, and a short bench of /healthz
  *   test_lg_integration matrix  `matrix --quick`: exit 0 means every cell
  *                               showed its expected outcome; the three
  *                               files are written; `--lang xx` is a usage
@@ -175,6 +176,26 @@ static void test_run(void)
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0 && json_num(out, "connect") > 0 && json_num(out, "sold") == 10,
              "dead target exit %d\n%s", rc, out);
+
+    /* the audit's GETs are retried: a server that starts listening 50 ms
+     * after the call (connection refused at first) still answers it */
+    int p3 = lg_free_port();
+    char ports3[16], redis3[64], base3[64], aerr[256];
+    snprintf(ports3, sizeof ports3, "%d", p3);
+    snprintf(redis3, sizeof redis3, "127.0.0.1:%d", redis_port);
+    snprintf(base3, sizeof base3, "http://127.0.0.1:%d", p3);
+    pid_t late = fork();
+    if (late == 0) {
+        tu_sleep_ms(50);
+        execl(server, server, "--port", ports3, "--redis", redis3, "--instance-id", "lgtest-late",
+              (char *)NULL);
+        _exit(127);
+    }
+    lg_audit la;
+    TU_CHECK(late > 0 && lg_admin_audit(base3, "demo", &la, aerr, sizeof aerr) == 0,
+             "audit retried until the late server answered: %s", aerr);
+    if (late > 0)
+        lg_stop(late, 5000);
 
     /* bench */
     snprintf(cmd, sizeof cmd,
