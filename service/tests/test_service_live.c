@@ -1,0 +1,294 @@
+/* test_service_live.c — the live page (GET /) in a real browser.
+ *
+ * A burst runs on two SKUs: `none` buyers with work_ms=200 (they oversell)
+ * and `token` buyers with work_ms=400, whose lock makes them sell one after
+ * the other for seconds. Once `none` is done and while `token` still sells,
+ * headless Chromium loads the page (its script polls the server in the
+ * browser's virtual time) and dumps the DOM: the `none` row shows the
+ * oversold count GET /stock reports, the `token` row oversold 0. After the
+ * burst the page is dumped again (every audit field equals GET /stock) and
+ * photographed (live_page.png in the build directory). Then a link that
+ * buys once with user=<script>alert(1)</script> and sku=<img ...> in the
+ * Chinese page: both values appear as text, no element was made of them,
+ * the headers are Chinese and the mode names stay as in the URLs.
+ *
+ * A missing chromium fails the test: it never skips. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lg_proc.h"
+#include "svc_test.h"
+
+#define NONE_BUYERS 40
+#define TOKEN_BUYERS 20
+#define STOCK 10
+
+static svc_server srv;
+static char browser[512];
+
+typedef struct burst {
+    const char *mode, *sku;
+    int n, work_ms;
+    _Atomic int done;
+} burst;
+
+static void *run_burst(void *arg)
+{
+    burst *b = arg;
+    char **paths = calloc((size_t)b->n, sizeof *paths);
+    svc_resp *out = calloc((size_t)b->n, sizeof *out);
+    for (int i = 0; i < b->n; i++) {
+        paths[i] = malloc(200);
+        snprintf(paths[i], 200, "/miaosha/%s?sku=%s&user=live%d&work_ms=%d&wait_ms=30000",
+                 b->mode, b->sku, i, b->work_ms);
+    }
+    svc_burst(&srv, "GET", paths, b->n, out);
+    for (int i = 0; i < b->n; i++) {
+        TU_CHECK(out[i].status == 200 || out[i].status == 409, "%s buyer %d: %ld %s", b->mode, i,
+                 out[i].status, B(&out[i]));
+        svc_resp_free(&out[i]);
+        free(paths[i]);
+    }
+    free(paths);
+    free(out);
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+/* chromium from PATH (a full path in $MIAOSHA_CHROMIUM wins): 0, or -1. */
+static int find_browser(void)
+{
+    const char *env = getenv("MIAOSHA_CHROMIUM");
+    if (env != NULL && env[0] != '\0') {
+        snprintf(browser, sizeof browser, "%s", env);
+        return access(browser, X_OK) == 0 ? 0 : -1;
+    }
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(browser, sizeof browser, "%s/chromium", d);
+        if (access(browser, X_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Loads url in headless Chromium: with dom != NULL dumps the DOM into a
+ * malloc'd *dom, else photographs the page into shot. Returns 0, or -1
+ * (the browser's log is printed). */
+static int browse(const char *url, char **dom, const char *shot)
+{
+    char udd[400], out[400], err[400], opt[500], e[200];
+    snprintf(udd, sizeof udd, "%s/chromium", srv.dir);
+    snprintf(out, sizeof out, "%s/dom.html", srv.dir);
+    snprintf(err, sizeof err, "%s/chromium.log", srv.dir);
+    snprintf(opt, sizeof opt, "--user-data-dir=%s", udd);
+    char shot_opt[600];
+    snprintf(shot_opt, sizeof shot_opt, "--screenshot=%s", shot ? shot : "");
+    /* sh keeps the DOM (stdout) apart from the browser's chatter (stderr,
+     * into the log); exec leaves the browser with the shell's pid. */
+    const char *argv[] = {"/bin/sh",
+                          "-c",
+                          "o=$1; shift; exec \"$@\" >\"$o\"",
+                          "sh",
+                          out,
+                          browser,
+                          "--headless",
+                          "--no-sandbox",
+                          "--disable-gpu",
+                          "--no-first-run",
+                          "--hide-scrollbars",
+                          "--window-size=1280,1400",
+                          "--virtual-time-budget=4000",
+                          opt,
+                          dom ? "--dump-dom" : shot_opt,
+                          url,
+                          NULL};
+    unlink(out);
+    pid_t pid = lg_spawn(argv, err, LG_SPAWN_DIE_WITH_PARENT, e, sizeof e);
+    if (pid < 0) {
+        fprintf(stderr, "chromium: %s\n", e);
+        return -1;
+    }
+    int status = 0;
+    if (!lg_wait_status(pid, (int)tu_slack(60000), &status)) {
+        lg_stop(pid, 2000);
+        fprintf(stderr, "chromium did not finish within 60 s\n");
+        return -1;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char cmd[500];
+        fprintf(stderr, "chromium failed (status %d); its log:\n", status);
+        snprintf(cmd, sizeof cmd, "tail -n 30 '%s' >&2", err);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(no log)\n");
+        return -1;
+    }
+    if (dom == NULL)
+        return 0;
+    FILE *f = fopen(out, "rb");
+    if (f == NULL)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *dom = malloc((size_t)n + 1);
+    size_t got = fread(*dom, 1, (size_t)n, f);
+    (*dom)[got] = '\0';
+    fclose(f);
+    return 0;
+}
+
+/* The number in <td data-field="field"> of the row data-mode/data-sku:
+ * 0, or -1 when the page has no such row or cell. */
+static int dom_field(const char *dom, const char *mode, const char *sku, const char *field,
+                     long long *v)
+{
+    char tr[200], td[80];
+    snprintf(tr, sizeof tr, "<tr data-mode=\"%s\" data-sku=\"%s\">", mode, sku);
+    snprintf(td, sizeof td, "data-field=\"%s\"", field);
+    const char *row = strstr(dom, tr);
+    if (row == NULL)
+        return -1;
+    const char *end = strstr(row, "</tr>");
+    const char *c = strstr(row, td);
+    if (c == NULL || end == NULL || c > end || (c = strchr(c, '>')) == NULL)
+        return -1;
+    char *stop;
+    *v = strtoll(c + 1, &stop, 10);
+    return stop == c + 1 || *stop != '<' ? -1 : 0;
+}
+
+/* The row's audit fields equal GET /stock's (all of them, or oversold only). */
+static void check_row(const char *dom, const char *mode, const char *sku, const svc_audit *a,
+                      int all)
+{
+    long long v = -1;
+    TU_CHECK(dom_field(dom, mode, sku, "oversold", &v) == 0 && v == a->oversold,
+             "%s row: oversold %lld in the page, %lld in GET /stock", mode, v, a->oversold);
+    if (!all)
+        return;
+    TU_CHECK(dom_field(dom, mode, sku, "sold", &v) == 0 && v == a->sold,
+             "%s row: sold %lld in the page, %lld in GET /stock", mode, v, a->sold);
+    TU_CHECK(dom_field(dom, mode, sku, "stock", &v) == 0 && v == a->stock,
+             "%s row: stock %lld in the page, %lld in GET /stock", mode, v, a->stock);
+    TU_CHECK(dom_field(dom, mode, sku, "undersold", &v) == 0 && v == a->undersold,
+             "%s row: undersold %lld in the page, %lld in GET /stock", mode, v, a->undersold);
+}
+
+static void check_route(void)
+{
+    svc_resp r;
+    svc_req(&srv, "GET", "/", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "GET /: %ld", r.status);
+    TU_CHECK(strstr(r.ctype, "text/html") != NULL, "GET /: content type %s", r.ctype);
+    TU_CHECK(strstr(B(&r), "window.miaoshaTimeline") != NULL, "the renderer is inlined");
+    TU_CHECK(strstr(B(&r), "<!--miaosha:") == NULL, "no marker left in the page");
+    TU_CHECK(strstr(B(&r), " src=\"http") == NULL, "no external script");
+    svc_resp_free(&r);
+    svc_req(&srv, "HEAD", "/", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "HEAD /: %ld", r.status);
+    svc_resp_free(&r);
+    svc_req(&srv, "POST", "/", NULL, NULL, &r);
+    TU_CHECK(r.status == 405 && strcmp(r.allow, "GET, HEAD") == 0, "POST /: %ld allow '%s'",
+             r.status, r.allow);
+    svc_resp_free(&r);
+    svc_req(&srv, "GET", "/?lang=zh", NULL, NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "unknown parameter 'lang'"), "GET /?lang: %ld %s",
+             r.status, B(&r));
+    svc_resp_free(&r);
+}
+
+int main(void)
+{
+    char url[400], shot[600];
+    char *dom = NULL;
+    const char *extra[] = {"--set", "server.workers=64", NULL};
+
+    TU_REQUIRE(find_browser() == 0,
+               "headless Chromium is needed (Debian: apt-get install chromium, scripts/deps.sh)");
+    TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
+    check_route();
+
+    TU_REQUIRE(svc_set_stock(&srv, "live_none", STOCK, NULL) == 200, "stock live_none");
+    TU_REQUIRE(svc_set_stock(&srv, "live_token", STOCK, NULL) == 200, "stock live_token");
+    burst none = {"none", "live_none", NONE_BUYERS, 200, 0};
+    burst token = {"token", "live_token", TOKEN_BUYERS, 400, 0};
+    pthread_t tn, tt;
+    pthread_create(&tt, NULL, run_burst, &token);
+    pthread_create(&tn, NULL, run_burst, &none);
+    pthread_join(tn, NULL);
+
+    svc_audit an, at0, at1;
+    TU_CHECK(svc_get_audit(&srv, "live_none", &an) == 200, "audit none");
+    TU_CHECK(an.oversold > 0, "none oversold: %lld", an.oversold);
+    TU_CHECK(svc_get_audit(&srv, "live_token", &at0) == 200, "audit token");
+    TU_CHECK(!atomic_load(&token.done) && at0.sold < STOCK,
+             "the token burst still runs when the browser starts (sold %lld)", at0.sold);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv.port);
+    TU_REQUIRE(browse(url, &dom, NULL) == 0, "chromium dumps the page during the burst");
+    TU_CHECK(svc_get_audit(&srv, "live_token", &at1) == 200, "audit token");
+    printf("during the burst: token sold %lld before the browser, %lld after; running: %s\n",
+           at0.sold, at1.sold, atomic_load(&token.done) ? "no" : "yes");
+    check_row(dom, "none", "live_none", &an, 1);
+    check_row(dom, "token", "live_token", &at1, 0);
+    long long v = -1;
+    TU_CHECK(dom_field(dom, "token", "live_token", "sold", &v) == 0 && v >= at0.sold &&
+                 v <= at1.sold,
+             "token sold in the page %lld, between %lld and %lld", v, at0.sold, at1.sold);
+    TU_CHECK(strstr(dom, "<div class=\"mtl\"") != NULL, "the latest trace is drawn");
+    free(dom);
+    dom = NULL;
+
+    pthread_join(tt, NULL);
+    TU_CHECK(svc_get_audit(&srv, "live_token", &at1) == 200, "audit token");
+    TU_CHECK(at1.sold == STOCK && at1.oversold == 0 && at1.undersold == 0,
+             "token sold exactly the stock: %lld, oversold %lld", at1.sold, at1.oversold);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/#trace=live_none", srv.port);
+    TU_REQUIRE(browse(url, &dom, NULL) == 0, "chromium dumps the page after the burst");
+    check_row(dom, "none", "live_none", &an, 1);
+    check_row(dom, "token", "live_token", &at1, 1);
+    char want[80];
+    snprintf(want, sizeof want, "<div class=\"mtl\" data-oversold=\"%lld\"", an.oversold);
+    TU_CHECK(strstr(dom, want) != NULL, "the none trace marks %lld oversold units", an.oversold);
+    free(dom);
+    dom = NULL;
+
+    const char *bdir = getenv("MIAOSHA_BUILD_DIR");
+    snprintf(shot, sizeof shot, "%s/live_page.png", bdir ? bdir : ".");
+    unlink(shot);
+    TU_CHECK(browse(url, NULL, shot) == 0, "chromium photographs the page");
+    struct stat st;
+    TU_CHECK(stat(shot, &st) == 0 && st.st_size > 1000, "screenshot %s", shot);
+    printf("screenshot: %s\n", shot);
+
+    /* A link that buys once, with hostile values in the Chinese page. */
+    snprintf(url, sizeof url,
+             "http://127.0.0.1:%d/#lang=zh&buy=none&user=%%3Cscript%%3Ealert(1)%%3C%%2Fscript%%3E"
+             "&sku=%%3Cimg%%20src%%3Dx%%20onerror%%3Dalert(2)%%3E",
+             srv.port);
+    TU_REQUIRE(browse(url, &dom, NULL) == 0, "chromium dumps the page with hostile values");
+    TU_CHECK(strstr(dom, "user=&lt;script&gt;alert(1)&lt;/script&gt;") != NULL,
+             "the user shows as text");
+    TU_CHECK(strstr(dom, "sku=&lt;img src=x onerror=alert(2)&gt;") != NULL,
+             "the sku shows as text");
+    TU_CHECK(strstr(dom, "<script>alert(1)") == NULL, "no script element made of the user");
+    TU_CHECK(strstr(dom, "<img") == NULL, "no img element made of the sku");
+    TU_CHECK(strstr(dom, "→ 400 bad_request") != NULL, "the purchase's 400 is shown");
+    TU_CHECK(strstr(dom, "<th data-i18n=\"oversold\">超卖</th>") != NULL, "Chinese headers");
+    TU_CHECK(strstr(dom, "<td data-field=\"mode\">none</td>") != NULL,
+             "mode names stay as in the URLs");
+    TU_CHECK(strstr(dom, "data-lang=\"zh\" class=\"on\"") != NULL, "the zh switch is on");
+    free(dom);
+
+    TU_CHECK(svc_stop(&srv, 5000) == 0, "clean stop");
+    return tu_done();
+}
