@@ -45,8 +45,8 @@ static void *run_burst(void *arg)
     svc_resp *out = calloc((size_t)b->n, sizeof *out);
     for (int i = 0; i < b->n; i++) {
         paths[i] = malloc(200);
-        snprintf(paths[i], 200, "/miaosha/%s?sku=%s&user=live%d&work_ms=%d&wait_ms=30000",
-                 b->mode, b->sku, i, b->work_ms);
+        snprintf(paths[i], 200, "/miaosha/%s?sku=%s&user=live%d&work_ms=%d&wait_ms=30000", b->mode,
+                 b->sku, i, b->work_ms);
     }
     svc_burst(&srv, "GET", paths, b->n, out);
     for (int i = 0; i < b->n; i++) {
@@ -201,8 +201,8 @@ static void check_route(void)
              r.status, r.allow);
     svc_resp_free(&r);
     svc_req(&srv, "GET", "/?lang=zh", NULL, NULL, &r);
-    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "unknown parameter 'lang'"), "GET /?lang: %ld %s",
-             r.status, B(&r));
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "unknown parameter 'lang'"),
+             "GET /?lang: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
 }
 
