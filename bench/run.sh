@@ -419,6 +419,27 @@ if want service; then
   info_row service "token buys/s: workers=64 vs cs_bench 64 threads" "$m_s64" "$m_c64"
   target_row service "token buys/s: workers=8 vs cs_bench 8 threads" "$m_s8" "$m_c8" ">=" 0.8
   info_row service "token buys/s: workers=8 vs workers=64" "$m_s8" "$m_s64"
+
+  # /healthz with the live page (GET /) open vs not, on the default
+  # instance. "Open" is a background loop making the page's requests once a
+  # second (bench/live_poll.py: what service/web/live.js fetches per poll,
+  # /stats, /metrics, the audit and the trace's header and 100-record tail
+  # of the SKU the token runs above bought): no browser, whose own CPU on a
+  # small machine would be measured instead of the server's.
+  last_seq=$(http GET "$SVC_PORT" "/trace/$BENCH_SKU?since=999999999999" | sed -n 's/.*"last_seq":\([0-9]*\).*/\1/p')
+  tail_from=$(( ${last_seq:-0} > 100 ? ${last_seq:-0} - 100 : 0 ))
+  echo "GET /healthz (wrk -t2 -c64 -d${DUR}s), alternating: without, with the live page's polling (trace from seq $tail_from)"
+  lw=() lo=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"; lo+=("$WRK_RPS"); o_bad=$WRK_NON2XX
+    proc_start "$WORK/live-poll.log" python3 "$ROOT/bench/live_poll.py" "$SVC_PORT" "$BENCH_SKU" "$tail_from"
+    lp=$PROC_PID; PIDS+=("$lp"); sleep 0.5 # python started, first poll made
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"; lw+=("$WRK_RPS")
+    stop_pid "$lp"; forget_pid "$lp"
+    polls=$(grep -c ' /stats$' "$WORK/live-poll.log")
+    echo "  round $r: without ${lo[-1]} req/s (non-2xx $o_bad); with the page ${lw[-1]} req/s (non-2xx $WRK_NON2XX; $polls polls, non-200 answers to them: $(grep -vc '^200 ' "$WORK/live-poll.log"))"
+  done
+  target_row service "GET /healthz req/s: live page open vs not" "$(median "${lw[@]}")" "$(median "${lo[@]}")" ">=" 0.98
 fi
 
 # --------------------------------------------------------------- pipeline --
