@@ -28,6 +28,7 @@
 #include "lg_admin.h"
 #include "lg_engine.h"
 #include "lg_http.h"
+#include "lg_timeline.h"
 
 #define LG_MAX_TARGETS 16
 
@@ -57,6 +58,9 @@ typedef struct lg_run_cfg {
     int64_t deadline_ms;                /* hard bound of the burst, ms; <= 0: 120000 */
     int threads;                        /* 0: engine default */
     int skip_audit;                     /* 1: no audit / orders (the matrix's probes) */
+    int trace_marks;                    /* 1: before the burst, read where each target's
+                                           trace of sku stands (res->marks), so that
+                                           lg_trace_fetch takes the burst's records */
     lg_progress_fn progress;            /* may be NULL; on the calling thread */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
@@ -75,14 +79,15 @@ typedef struct lg_run_result {
     uint64_t dup_ok_ids;         /* an order id acknowledged twice */
     int audited;                 /* audit and orders were read */
     lg_audit audit;
-    uint64_t orders_listed;  /* records in GET /orders */
-    uint64_t dup_orders;     /* repeated ids in the order list */
-    uint64_t missing;        /* acknowledged ids absent from the list */
-    uint64_t unacknowledged; /* listed orders no 200 reported (e.g. a
-                                response lost to a crash or a timeout) */
-    char audit_error[256];   /* why the audit could not be read */
-    int oversold_seen;       /* audit.oversold > 0 */
-    int safe;                /* no oversell, undersell, duplicate, missing */
+    uint64_t orders_listed;              /* records in GET /orders */
+    uint64_t dup_orders;                 /* repeated ids in the order list */
+    uint64_t missing;                    /* acknowledged ids absent from the list */
+    uint64_t unacknowledged;             /* listed orders no 200 reported (e.g. a
+                                            response lost to a crash or a timeout) */
+    char audit_error[256];               /* why the audit could not be read */
+    lg_trace_mark marks[LG_MAX_TARGETS]; /* per target, with cfg->trace_marks */
+    int oversold_seen;                   /* audit.oversold > 0 */
+    int safe;                            /* no oversell, undersell, duplicate, missing */
 } lg_run_result;
 
 /* Defaults: mode token, sku "demo", 1000 requests over 100 connections,
