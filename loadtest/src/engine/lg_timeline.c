@@ -101,7 +101,8 @@ static int append_obj(lg_trace_set *s, const cJSON *o)
         if (s->len)
             s->json[s->len++] = ',';
         for (size_t i = 0; i < n; i++) {
-            const char *esc = txt[i] == '<' ? "\\u003c" : txt[i] == '>' ? "\\u003e"
+            const char *esc = txt[i] == '<'   ? "\\u003c"
+                              : txt[i] == '>' ? "\\u003e"
                               : txt[i] == '&' ? "\\u0026"
                                               : NULL;
             if (esc) {
@@ -234,8 +235,8 @@ int lg_trace_fetch(lg_trace_set *s, const char *base, const char *sku, const lg_
 }
 
 typedef struct page_words {
-    const char *html_lang, *title, *audit, *initial, *sold, *left, *oversold, *undersold,
-        *no_audit, *trace, *records, *instances, *truncated, *noscript;
+    const char *html_lang, *title, *audit, *initial, *sold, *left, *oversold, *undersold, *no_audit,
+        *trace, *records, *instances, *truncated, *noscript;
 } page_words;
 
 static const page_words words_en = {

@@ -42,11 +42,11 @@ void lg_trace_mark_get(const char *base, const char *sku, lg_trace_mark *m);
 
 /* The records collected for one page, as JSON array elements. */
 typedef struct lg_trace_set {
-    char *json;         /* "obj,obj,..." (malloc'd), escaped for a script block */
+    char *json; /* "obj,obj,..." (malloc'd), escaped for a script block */
     size_t len, cap;
-    uint64_t records;   /* purchase records (not headers) */
-    int instances;      /* header lines seen */
-    int truncated;      /* a ring had overwritten records the burst made */
+    uint64_t records;           /* purchase records (not headers) */
+    int instances;              /* header lines seen */
+    int truncated;              /* a ring had overwritten records the burst made */
     char instance_ids[16][128]; /* the first 16 instance ids, for de-duplication */
 } lg_trace_set;
 
@@ -67,10 +67,10 @@ int lg_trace_fetch(lg_trace_set *s, const char *base, const char *sku, const lg_
 int lg_trace_add_text(lg_trace_set *s, const char *text, size_t len, char *err, size_t errlen);
 
 typedef struct lg_timeline_page {
-    const char *sku;     /* shown in the title; may be NULL */
-    const char *mode;    /* may be NULL */
-    const char *caption; /* one line of context (a matrix cell's name), or NULL */
-    const char *lang;    /* "en" (also NULL) or "zh": the page's and the renderer's words */
+    const char *sku;       /* shown in the title; may be NULL */
+    const char *mode;      /* may be NULL */
+    const char *caption;   /* one line of context (a matrix cell's name), or NULL */
+    const char *lang;      /* "en" (also NULL) or "zh": the page's and the renderer's words */
     const lg_audit *audit; /* the burst's audit, or NULL (none read) */
 } lg_timeline_page;
 
