@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lg_matrix.h"
+#include "lg_matrix_html.h"
 #include "lg_matrix_report.h"
 #include "lg_run.h"
 
@@ -100,11 +101,13 @@ static const char *matrix_help =
     "                       free loopback port, no persistence (AOF with the fault\n"
     "                       scenarios), and stop it at the end)\n"
     "  --redis-server PATH  redis-server binary for the private one (default redis-server)\n"
-    "  --out DIR            write matrix.md, matrix.csv, matrix.svg and logs/ (default\n"
-    "                       ./matrix-out)\n"
+    "  --out DIR            write matrix.md, matrix.csv, matrix.svg, matrix.html, one\n"
+    "                       timeline-<scenario>-<mode>.html per cell and logs/\n"
+    "                       (default ./matrix-out)\n"
     "  --quick              smaller stock and bursts (the test suite's form)\n"
-    "  --lang LANG          en (default) or zh: the language of the table, matrix.md\n"
-    "                       and matrix.svg (mode names and matrix.csv stay as they are)\n"
+    "  --lang LANG          en (default) or zh: the language of the table, matrix.md,\n"
+    "                       matrix.svg, matrix.html and the timelines (mode names and\n"
+    "                       matrix.csv stay as they are)\n"
     "  --modes LIST         comma list of modes (default all six)\n"
     "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default)\n"
     "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
@@ -123,6 +126,12 @@ static const char *matrix_help =
     "                       as --server-arg --config --server-arg FILE); the matrix's\n"
     "                       own per-scenario settings (--set) still apply on top\n"
     "  --server-arg ARG     extra argument for every miaosha-server (repeatable)\n"
+    "  --trials K           run each cell K times (1..1000, default 1): matrix.html\n"
+    "                       then shows per cell the histograms of oversold units and\n"
+    "                       of p50/p99 purchase latency, matrix.csv one row per trial\n"
+    "                       (a trial column); the table and matrix.md show trial 1\n"
+    "  --no-timelines       write no timeline-<scenario>-<mode>.html (matrix.html\n"
+    "                       then has no links)\n"
     "  --target URL         run the multi scenario through this balancer (nginx of\n"
     "                       scripts/cluster.sh or docker-compose, in front of several\n"
     "                       instances on one Redis) instead of three instances of its\n"
@@ -625,6 +634,8 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         O_CONFIG,
         O_TOKEN,
         O_LANG,
+        O_TRIALS,
+        O_NO_TIMELINES,
         O_HELP
     };
     static const struct option opts[] = {{"server", required_argument, 0, O_SERVER},
@@ -641,8 +652,11 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
                                          {"config", required_argument, 0, O_CONFIG},
                                          {"admin-token", required_argument, 0, O_TOKEN},
                                          {"lang", required_argument, 0, O_LANG},
+                                         {"trials", required_argument, 0, O_TRIALS},
+                                         {"no-timelines", no_argument, 0, O_NO_TIMELINES},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
+    long long v;
     lg_matrix_cfg cfg;
     lg_matrix_cfg_init(&cfg);
     cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");
@@ -680,6 +694,12 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
                 return 2;
             }
             break;
+        case O_TRIALS:
+            if (parse_i64("--trials", optarg, 1, LG_MATRIX_MAX_TRIALS, &v))
+                return 2;
+            cfg.trials = (int)v;
+            break;
+        case O_NO_TIMELINES: cfg.no_timelines = 1; break;
         case O_MODES:
             if (lg_matrix_select(&cfg, optarg, NULL, err, sizeof err) < 0) {
                 fprintf(stderr, "miaosha-load: --modes: %s\n", err);
@@ -744,28 +764,34 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
     }
     cfg.stop = &g_stop;
     cfg.log = stderr;
+    cfg.lang = lang == LG_LANG_ZH ? "zh" : "en";
     lg_matrix_result *res = calloc(1, sizeof *res);
     if (!res)
         return 3;
     int rc = lg_matrix_run(&cfg, res, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "miaosha-load: matrix: %s\n", err);
+        lg_matrix_result_free(res);
         free(res);
         return g_stop ? 130 : 3;
     }
     lg_matrix_print(stdout, &cfg, res, lang);
-    if (lg_matrix_write_files(&cfg, res, lang, err, sizeof err) < 0) {
+    if (lg_matrix_write_files(&cfg, res, lang, err, sizeof err) < 0 ||
+        lg_matrix_write_html(&cfg, res, lang, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: matrix: %s\n", err);
+        lg_matrix_result_free(res);
         free(res);
         return 3;
     }
-    printf(lang == LG_LANG_ZH ? "已写入 %s/matrix.md、%s/matrix.csv、%s/matrix.svg\n"
-                              : "wrote %s/matrix.md, %s/matrix.csv, %s/matrix.svg\n",
-           cfg.out_dir, cfg.out_dir, cfg.out_dir);
+    printf(lang == LG_LANG_ZH
+               ? "已写入 %s/matrix.md、%s/matrix.csv、%s/matrix.svg、%s/matrix.html\n"
+               : "wrote %s/matrix.md, %s/matrix.csv, %s/matrix.svg, %s/matrix.html\n",
+           cfg.out_dir, cfg.out_dir, cfg.out_dir, cfg.out_dir);
     int status = res->mismatches ? 1 : 0;
     if (res->mismatches)
         fprintf(stderr, "miaosha-load: matrix: %d cell(s) differ from the expected outcome\n",
                 res->mismatches);
+    lg_matrix_result_free(res);
     free(res);
     return g_stop ? 130 : status;
 }
