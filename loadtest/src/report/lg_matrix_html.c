@@ -78,10 +78,9 @@ static void svg_hist(FILE *f, const char *label, const char *unit, double *v, in
         bins = (int)(hi - lo + 1);
     int count[10] = {0}, maxc = 1;
     for (int i = 0; i < n; i++) {
-        int b = bins == 1 ? 0
-                : integer && hi - lo + 1 <= 10
-                    ? (int)(v[i] - lo)
-                    : (int)((v[i] - lo) / (hi - lo) * bins);
+        int b = bins == 1                      ? 0
+                : integer && hi - lo + 1 <= 10 ? (int)(v[i] - lo)
+                                               : (int)((v[i] - lo) / (hi - lo) * bins);
         if (b >= bins)
             b = bins - 1;
         if (++count[b] > maxc)
@@ -95,8 +94,12 @@ static void svg_hist(FILE *f, const char *label, const char *unit, double *v, in
     double bw = W / bins;
     for (int b = 0; b < bins; b++) {
         double h = count[b] ? (double)count[b] / maxc * H : 0;
-        double from = bins == 1 ? lo : integer && hi - lo + 1 <= 10 ? lo + b : lo + (hi - lo) * b / bins;
-        double to = bins == 1 ? hi : integer && hi - lo + 1 <= 10 ? from : lo + (hi - lo) * (b + 1) / bins;
+        double from = bins == 1                      ? lo
+                      : integer && hi - lo + 1 <= 10 ? lo + b
+                                                     : lo + (hi - lo) * b / bins;
+        double to = bins == 1                      ? hi
+                    : integer && hi - lo + 1 <= 10 ? from
+                                                   : lo + (hi - lo) * (b + 1) / bins;
         fprintf(f,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                 "<title>%g..%g %s: %d</title></rect>",
@@ -110,8 +113,8 @@ static void svg_hist(FILE *f, const char *label, const char *unit, double *v, in
             lo, hi, unit);
 }
 
-int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r,
-                         lg_report_lang lang, char *err, size_t errlen)
+int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r, lg_report_lang lang,
+                         char *err, size_t errlen)
 {
     const html_words *w = lang == LG_LANG_ZH ? &words_zh : &words_en;
     char path[PATH_MAX];
@@ -162,8 +165,10 @@ int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r,
             char text[160];
             lg_report_cell_text(lang, s, c, text, sizeof text);
             fprintf(f, "<td class=\"%s%s\" data-scenario=\"%s\" data-mode=\"%s\"",
-                    !c->ran ? "none" : c->pass ? "pass" : "diff", c->oversold > 0 ? " oversold" : "",
-                    lg_scen_names[s], lg_mode_names[m]);
+                    !c->ran   ? "none"
+                    : c->pass ? "pass"
+                              : "diff",
+                    c->oversold > 0 ? " oversold" : "", lg_scen_names[s], lg_mode_names[m]);
             if (c->ran)
                 fprintf(f, " data-oversold=\"%lld\"", (long long)c->oversold);
             fputs(" title=\"", f);
@@ -187,8 +192,9 @@ int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r,
             snprintf(err, errlen, "%s: out of memory", path);
             return -1;
         }
-        fprintf(f, "<h2>%s</h2>\n<p class=\"note\">%s</p>\n<table id=\"trials\">\n"
-                   "<thead><tr><th>%s</th>",
+        fprintf(f,
+                "<h2>%s</h2>\n<p class=\"note\">%s</p>\n<table id=\"trials\">\n"
+                "<thead><tr><th>%s</th>",
                 w->trials_title, w->trials_note, w->mode);
         for (lg_scenario s = 0; s < LG_NSCEN; s++)
             if (cfg->scen_on[s]) {

@@ -17,7 +17,7 @@
 /* Writes cfg->out_dir/matrix.html in lang (mode names stay as in the URLs).
  * 0, or -1 with "<path>: <strerror>" in err (errlen bytes). Reads res
  * only; the thread that owns it. */
-int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *res,
-                         lg_report_lang lang, char *err, size_t errlen);
+int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *res, lg_report_lang lang,
+                         char *err, size_t errlen);
 
 #endif
