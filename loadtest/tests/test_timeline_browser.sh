@@ -8,6 +8,8 @@
 # 2. A quick matrix of two cells (race × none, token): matrix.html links to
 #    both timelines; in each, the highlighted units equal the cell's
 #    `oversold` in matrix.csv and the page's audit.
+#    `--trials 3 --lang zh`: three CSV rows with a trial column, matrix.html
+#    in Chinese with the histograms.
 # 3. Escaping: the service refuses user=<script>alert(1)</script> (400), so
 #    a saved /trace with that user (and an <img onerror> as SKU) goes through
 #    `miaosha-load timeline`: the DOM shows both as text, and no element
@@ -102,6 +104,21 @@ for mode in none token; do
   ck "matrix.html cell race/$mode carries oversold $csv_over" grep -q "data-oversold=\"$csv_over\"" "$out/matrix.dom"
 done
 ck "matrix race/none oversold > 0" [ "$(awk -F, '$1 == "race" && $2 == "none" { print ($9 > 0) }' "$out/mx/matrix.csv")" = 1 ]
+
+# --- 2b. --trials, in Chinese ----------------------------------------------------
+"$load" matrix --quick --modes none --scenarios race --trials 3 --lang zh --server "$server" \
+  --out "$out/mx3" >"$out/mx3.txt" 2>"$out/mx3.err" || die "matrix --trials 3 failed"
+ck "matrix --trials 3: a trial column" grep -q '^scenario,mode,trial,expected,' "$out/mx3/matrix.csv"
+ck "matrix --trials 3: rows race,none,1..3" \
+  test "$(grep -c '^race,none,[123],oversell,oversell,true,' "$out/mx3/matrix.csv")" = 3
+browser_page "file://$out/mx3/matrix.html" "$out/matrix-trials.dom" "$out/matrix-trials-zh.png" ||
+  die "chromium on the trials' matrix.html"
+ck "matrix.html --lang zh: Chinese title, mode name as in the URL" \
+  grep -q '超卖矩阵.*<th>none</th>' <(tr -d '\n' <"$out/matrix-trials.dom")
+ck "matrix.html: the trials table (3 trials of race/none)" \
+  grep -q 'data-scenario="race" data-mode="none" data-trials="3"' "$out/matrix-trials.dom"
+ck "matrix.html: three histograms for the cell" \
+  test "$(browser_count "$out/matrix-trials.dom" 'class="hist"')" = 3
 
 # --- 3. escaping ------------------------------------------------------------
 proc_http POST "$base/miaosha/none?sku=esc&user=%3Cscript%3Ealert(1)%3C%2Fscript%3E"
