@@ -169,7 +169,7 @@
      * (as miaoshaTimeline.analyse) so a page can print the counts alone. */
     function analyse(records, opts) {
         opts = opts || {};
-        var anchors = {}, recs = [], incomplete = false;
+        var anchors = {}, recs = [], incomplete = false, seen = {};
         (records || []).forEach(function (r) {
             if (!r || typeof r !== 'object')
                 return;
@@ -182,6 +182,12 @@
             }
             if (!num(r.received_us))
                 return;
+            /* the same record twice (a trace given twice, overlapping
+             * polls) would count its sale twice */
+            var key = String(r.instance) + '\u0000' + r.seq;
+            if (num(r.seq) && seen[key])
+                return;
+            seen[key] = true;
             recs.push(r);
         });
         /* Wall-clock only when every instance has its anchor: mixing clocks
