@@ -2,18 +2,17 @@
 # deps.sh [--with-tools] — installs what miaosha needs from Debian's packages.
 #
 # Build: compiler, CMake, pkg-config and the -dev packages of hiredis,
-# libmicrohttpd, cJSON, libuuid and libcurl; redis-server and nginx for the
+# libmicrohttpd, cJSON, libuuid and libcurl; redis-server, nginx and chromium
+# (headless, for the pages' browser tests: scripts/lib/browser.sh) for the
 # tests (docker-compose only validates docker-compose.yml); clang-format for
-# the formatter check, clang and libFuzzer's runtime for the fuzz targets;
-# chromium for the tests that load pages in a headless browser.
+# the formatter check, clang and libFuzzer's runtime for the fuzz targets.
 # --with-tools adds the tools of the benchmarks (wrk, ab, redis-py).
 # As root it runs apt-get; otherwise it prints the exact apt-get line.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git ca-certificates procps
       libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev
-      redis-server redis-tools nginx-light docker-compose
-      clang-format clang libclang-rt-dev
-      chromium)
+      redis-server redis-tools nginx-light docker-compose chromium
+      clang-format clang libclang-rt-dev)
 [ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils python3-redis)
 
 missing=()

@@ -13,7 +13,14 @@
  *   lang       'en' (default) or 'zh'
  *   stock      the stock the burst started from (the audit's `initial`)
  *   stockLeft  the stock counter after the burst (the audit's `stock`)
- * Without them the first value read and the last value written stand in.
+ *   order      'worker' (default) or 'value': lanes grouped by instance and
+ *              worker, or by the stock value the sale read
+ *   onlySales  true: hide the purchases that sold nothing (and had no lock
+ *              mishap)
+ * Without stock / stockLeft the highest value a sale read and the value the
+ * last sale wrote stand in. order and onlySales are where the controls above
+ * the chart start; a second render into the same container keeps what the
+ * user chose there.
  *
  * What it draws: one lane per purchase, grouped by instance and worker;
  * the lock wait, the lock-held span (without a lock: read to commit), the
@@ -66,7 +73,12 @@
             none: 'No purchases in this trace.',
             incomplete: 'Some records were overwritten in the ring: counts may be short.',
             readBy: 'stock value read by',
-            sales: 'sales'
+            sales: 'sales',
+            onlySales: 'only sales and lock mishaps',
+            lanes: 'lanes',
+            byWorker: 'by instance and worker',
+            byValue: 'by the stock value read',
+            noSale: 'no sale'
         },
         zh: {
             title: '购买时间线',
@@ -92,7 +104,12 @@
             none: '追踪中没有购买记录。',
             incomplete: '环形缓冲区中部分记录已被覆盖：计数可能偏少。',
             readBy: '读到该库存值的售出',
-            sales: '次'
+            sales: '次售出',
+            onlySales: '只看售出和锁异常',
+            lanes: '泳道',
+            byWorker: '按实例和工作线程',
+            byValue: '按读到的库存值',
+            noSale: '未售出'
         }
     };
 
@@ -104,6 +121,7 @@
         '.mtl-summary{margin:4px 0 6px}',
         '.mtl-summary b{font-weight:600}',
         '.mtl-note{color:#a33;margin:2px 0}',
+        '.mtl-controls{margin:4px 0}',
         '.mtl-legend span{display:inline-block;margin-right:12px}',
         '.mtl-legend i{display:inline-block;width:14px;height:8px;margin-right:4px;vertical-align:middle}',
         '.mtl-body{display:flex;align-items:flex-start;gap:8px}',
@@ -151,7 +169,7 @@
      * (as miaoshaTimeline.analyse) so a page can print the counts alone. */
     function analyse(records, opts) {
         opts = opts || {};
-        var anchors = {}, recs = [], incomplete = false;
+        var anchors = {}, recs = [], incomplete = false, seen = {};
         (records || []).forEach(function (r) {
             if (!r || typeof r !== 'object')
                 return;
@@ -164,6 +182,12 @@
             }
             if (!num(r.received_us))
                 return;
+            /* the same record twice (a trace given twice, overlapping
+             * polls) would count its sale twice */
+            var key = String(r.instance) + '\u0000' + r.seq;
+            if (num(r.seq) && seen[key])
+                return;
+            seen[key] = true;
             recs.push(r);
         });
         /* Wall-clock only when every instance has its anchor: mixing clocks
@@ -302,65 +326,53 @@
         return lines.join('\n');
     }
 
-    function render(container, records, opts) {
-        opts = opts || {};
-        var w = words(opts.lang);
-        var a = analyse(records, opts);
-        ensureStyle();
-        while (container.firstChild)
-            container.removeChild(container.firstChild);
-        var root = html('div', 'mtl');
-        root.setAttribute('data-oversold', String(a.oversold));
-        root.setAttribute('data-sold', String(a.sold));
-        container.appendChild(root);
-
-        var sum = html('div', 'mtl-summary');
-        var parts = [[w.purchases, a.records.length], [w.sold, a.sold],
-            [w.oversoldUnits, a.oversold], [w.deleted, a.deleted], [w.intruders, a.intruders]];
-        parts.forEach(function (p, i) {
-            if (i > 0)
-                sum.appendChild(document.createTextNode(' · '));
-            sum.appendChild(document.createTextNode(p[0] + ': '));
-            var b = html('b', null, p[1]);
-            b.className = 'mtl-n' + i;
-            sum.appendChild(b);
-        });
-        root.appendChild(sum);
-        if (a.incomplete)
-            root.appendChild(html('div', 'mtl-note', w.incomplete));
-
-        var legend = html('div', 'mtl-legend');
-        [['#f2d98c', w.wait], ['#4a7bd0', w.held], ['#e67300', w.lost], ['#ffd6d6', w.sameRead],
-            ['#d00', w.oversold], ['#909', w.deletedOther]].forEach(function (l) {
-            var s = html('span'), i = html('i');
-            i.style.background = l[0];
-            s.appendChild(i);
-            s.appendChild(document.createTextNode(l[1]));
-            legend.appendChild(s);
-        });
-        root.appendChild(legend);
-
-        if (!a.records.length) {
-            root.appendChild(html('div', 'mtl-note', w.none));
-            return a;
-        }
-
-        var body = html('div', 'mtl-body');
+    /* The chart and the side panel of a render, drawn again when a control
+     * changes. */
+    function drawBody(body, root, a, w, state, container) {
+        while (body.firstChild)
+            body.removeChild(body.firstChild);
         var chart = html('div', 'mtl-chart');
         var panel = html('div', 'mtl-panel', w.panelHint);
         body.appendChild(chart);
         body.appendChild(panel);
-        root.appendChild(body);
 
         /* Lanes: grouped by instance, then worker, each purchase in the order
-         * it arrived. */
-        var recs = a.records.slice().sort(function (x, y) {
+         * it arrived; or grouped by the stock value the sale read (highest,
+         * the first sold, on top), where an oversold value is a group of
+         * more than one. Hidden with onlySales: what neither sold nor took
+         * part in a lock mishap. */
+        var recs = a.records.filter(function (r) {
+            r._y = null;
+            return !state.onlySales || r._sold || r.lock_lost === true ||
+                r.deleted_other_lock === true || r._lockDeleted || r._intruder;
+        });
+        var byValue = state.order === 'value';
+        var groupOf = function (r) {
+            if (byValue)
+                return r._sold ? 'v' + r.stock_read : '-';
+            return String(r.instance) + '\u0000' + r.worker;
+        };
+        recs.sort(function (x, y) {
+            if (byValue) {
+                if (x._sold !== y._sold)
+                    return x._sold ? -1 : 1;
+                if (x._sold && x.stock_read !== y.stock_read)
+                    return y.stock_read - x.stock_read;
+                var cx = x._t.committed_us != null ? x._t.committed_us : x._t.received_us;
+                var cy = y._t.committed_us != null ? y._t.committed_us : y._t.received_us;
+                return cx - cy || x._id - y._id;
+            }
             var xi = String(x.instance), yi = String(y.instance);
             if (xi !== yi)
                 return xi < yi ? -1 : 1;
             if (x.worker !== y.worker)
                 return x.worker - y.worker;
             return x._t.received_us - y._t.received_us || x._id - y._id;
+        });
+        var groupSize = {};
+        recs.forEach(function (r) {
+            var k = groupOf(r);
+            groupSize[k] = (groupSize[k] || 0) + 1;
         });
         var LANE = 15, LABEL = 150, TOP = 22, RIGHT = 110;
         var width = Math.max(700, (container.clientWidth || 1100) - 330);
@@ -369,9 +381,9 @@
         var x = function (t) { return LABEL + (t - a.t0) / span * plot; };
         var rows = [], y = TOP, lastGroup = null;
         recs.forEach(function (r) {
-            var g = String(r.instance) + '\u0000' + r.worker;
+            var g = groupOf(r);
             if (g !== lastGroup) {
-                rows.push({group: r, y: y});
+                rows.push({group: r, key: g, y: y});
                 y += LANE;
                 lastGroup = g;
             }
@@ -395,8 +407,18 @@
         var lanes = [];
         rows.forEach(function (row) {
             if (row.group) {
-                svg.appendChild(el('text', {x: 4, y: row.y + 11, 'font-weight': 'bold', fill: '#333'},
-                    w.instance + ' ' + row.group.instance + ' · ' + w.worker + ' ' + row.group.worker));
+                var head;
+                if (!byValue)
+                    head = w.instance + ' ' + row.group.instance + ' · ' + w.worker + ' ' +
+                        row.group.worker;
+                else if (row.key === '-')
+                    head = w.noSale;
+                else
+                    head = w.read + ' ' + row.group.stock_read + ' · ' + groupSize[row.key] + ' ' +
+                        w.sales;
+                svg.appendChild(el('text', {x: 4, y: row.y + 11, 'font-weight': 'bold',
+                    fill: byValue && groupSize[row.key] > 1 && row.key !== '-' ? '#b00' : '#333'},
+                    head));
                 return;
             }
             var r = row.rec, t = r._t, yy = row.y;
@@ -472,6 +494,8 @@
         });
 
         a.links.forEach(function (l) {
+            if (l.from._y == null || l.to._y == null)
+                return;
             var lx = x(l.at);
             svg.appendChild(el('path', {'class': 'link' + (l.kind === 'lease' ? ' lease' : ''),
                 d: 'M' + lx + ' ' + (l.from._y + 7.5) + 'L' + lx + ' ' + (l.to._y + 7.5)}));
@@ -501,10 +525,93 @@
             g.addEventListener('mouseenter', function () { show(g, false); });
             g.addEventListener('click', function () { show(g, true); });
         });
-        root.addEventListener('mouseleave', function () {
+        body.addEventListener('mouseleave', function () {
             if (picked)
                 show(picked, false);
         });
+    }
+
+    function render(container, records, opts) {
+        opts = opts || {};
+        var w = words(opts.lang);
+        var a = analyse(records, opts);
+        ensureStyle();
+        while (container.firstChild)
+            container.removeChild(container.firstChild);
+        var root = html('div', 'mtl');
+        root.setAttribute('data-oversold', String(a.oversold));
+        root.setAttribute('data-sold', String(a.sold));
+        container.appendChild(root);
+
+        var sum = html('div', 'mtl-summary');
+        var parts = [[w.purchases, a.records.length], [w.sold, a.sold],
+            [w.oversoldUnits, a.oversold], [w.deleted, a.deleted], [w.intruders, a.intruders]];
+        parts.forEach(function (p, i) {
+            if (i > 0)
+                sum.appendChild(document.createTextNode(' · '));
+            sum.appendChild(document.createTextNode(p[0] + ': '));
+            var b = html('b', null, p[1]);
+            b.className = 'mtl-n' + i;
+            sum.appendChild(b);
+        });
+        root.appendChild(sum);
+        if (a.incomplete)
+            root.appendChild(html('div', 'mtl-note', w.incomplete));
+
+        var legend = html('div', 'mtl-legend');
+        [['#f2d98c', w.wait], ['#4a7bd0', w.held], ['#e67300', w.lost], ['#ffd6d6', w.sameRead],
+            ['#d00', w.oversold], ['#909', w.deletedOther]].forEach(function (l) {
+            var s = html('span'), i = html('i');
+            i.style.background = l[0];
+            s.appendChild(i);
+            s.appendChild(document.createTextNode(l[1]));
+            legend.appendChild(s);
+        });
+        root.appendChild(legend);
+
+        if (!a.records.length) {
+            root.appendChild(html('div', 'mtl-note', w.none));
+            return a;
+        }
+
+        var state = container.__miaoshaTimeline;
+        if (!state) {
+            state = {onlySales: opts.onlySales === true,
+                order: opts.order === 'value' ? 'value' : 'worker'};
+            container.__miaoshaTimeline = state;
+        }
+        var bar = html('div', 'mtl-controls');
+        var cb = document.createElement('input');
+        cb.type = 'checkbox';
+        cb.checked = state.onlySales;
+        cb.className = 'mtl-only-sales';
+        var lab = html('label');
+        lab.appendChild(cb);
+        lab.appendChild(document.createTextNode(' ' + w.onlySales));
+        var sel = document.createElement('select');
+        sel.className = 'mtl-order';
+        [['worker', w.byWorker], ['value', w.byValue]].forEach(function (o) {
+            var op = html('option', null, o[1]);
+            op.value = o[0];
+            sel.appendChild(op);
+        });
+        sel.value = state.order;
+        bar.appendChild(lab);
+        bar.appendChild(document.createTextNode(' · ' + w.lanes + ': '));
+        bar.appendChild(sel);
+        root.appendChild(bar);
+        var body = html('div', 'mtl-body');
+        root.appendChild(body);
+        var redraw = function () { drawBody(body, root, a, w, state, container); };
+        cb.addEventListener('change', function () {
+            state.onlySales = cb.checked;
+            redraw();
+        });
+        sel.addEventListener('change', function () {
+            state.order = sel.value;
+            redraw();
+        });
+        redraw();
         return a;
     }
 

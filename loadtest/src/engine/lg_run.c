@@ -200,6 +200,9 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         free(x);
         return -1;
     }
+    /* where each instance's trace stands now: the burst's records come after */
+    for (int i = 0; cfg->trace_marks && i < cfg->ntargets; i++)
+        lg_trace_mark_get(cfg->targets[i].base, cfg->sku, &res->marks[i]);
     lg_engine_cfg ec = {
         .targets = cfg->targets,
         .ntargets = cfg->ntargets,

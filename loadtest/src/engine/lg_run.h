@@ -28,6 +28,7 @@
 #include "lg_admin.h"
 #include "lg_engine.h"
 #include "lg_http.h"
+#include "lg_timeline.h"
 
 #define LG_MAX_TARGETS 16
 
@@ -57,6 +58,9 @@ typedef struct lg_run_cfg {
     int64_t deadline_ms;                /* hard bound of the burst, ms; <= 0: 120000 */
     int threads;                        /* 0: engine default */
     int skip_audit;                     /* 1: no audit / orders (the matrix's probes) */
+    int trace_marks;                    /* 1: before the burst, read where each target's
+                                           trace of sku stands (res->marks), so that
+                                           lg_trace_fetch takes the burst's records */
     lg_progress_fn progress;            /* may be NULL; on the calling thread */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
@@ -100,8 +104,9 @@ typedef struct lg_run_result {
      * although their buyer was told otherwise; the rest did not sell. */
     uint64_t unknown_outcome;
     uint64_t unknown_committed;
-    int oversold_seen; /* audit.oversold > 0 */
-    int safe;          /* no oversell, undersell, duplicate, missing */
+    lg_trace_mark marks[LG_MAX_TARGETS]; /* per target, with cfg->trace_marks */
+    int oversold_seen;                   /* audit.oversold > 0 */
+    int safe;                            /* no oversell, undersell, duplicate, missing */
 } lg_run_result;
 
 /* Defaults: mode token, sku "demo", 1000 requests over 100 connections,

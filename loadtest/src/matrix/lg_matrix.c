@@ -41,6 +41,7 @@
 #include "lg_fault.h"
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
+#include "lg_mx_timeline.h"
 #include "lg_proc.h"
 
 /* mkdir -p: --out may name a directory whose parents do not exist yet. */
@@ -332,6 +333,14 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
 int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
+    res->ntrials = cfg->trials > 1 ? cfg->trials : 1;
+    if (res->ntrials > 1) {
+        res->more = calloc((size_t)res->ntrials - 1, sizeof *res->more);
+        if (!res->more) {
+            snprintf(err, errlen, "out of memory for %d trials", res->ntrials);
+            return -1;
+        }
+    }
     mctx x;
     memset(&x, 0, sizeof x);
     x.cfg = cfg;
@@ -414,44 +423,77 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         for (int i = 0; i < 3 && lg_scen_is_fault(s); i++)
             if (fault[i].pid <= 0 && lg_mx_instance_start(&x, &fault[i], err, errlen) < 0)
                 goto out;
+        /* the instances whose traces make the cell's timeline */
+        const char *tl[LG_MX_TL_MAX];
+        int ntl = 0;
+        if (s == LG_SCEN_MULTI)
+            for (int i = 0; i < (cfg->target ? 1 : 3); i++)
+                tl[ntl++] = cfg->target ? lb.base : base[i].base;
+        else if (s == LG_SCEN_SLOW)
+            tl[ntl++] = slow.base;
+        else if (s == LG_SCEN_CRASH)
+            tl[ntl++] = crash.base;
+        else if (lg_scen_is_fault(s))
+            for (int i = 0; i < 3; i++)
+                tl[ntl++] = fault[i].base;
+        else
+            tl[ntl++] = base[0].base;
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             if (!cfg->mode_on[m])
                 continue;
-            if (lg_mx_stopped(&x)) {
-                snprintf(err, errlen, "interrupted");
-                goto out;
+            for (int k = 0; k < res->ntrials; k++) {
+                if (lg_mx_stopped(&x)) {
+                    snprintf(err, errlen, "interrupted");
+                    goto out;
+                }
+                lg_cell *c = k == 0 ? &res->cell[s][m] : &res->more[k - 1][s][m];
+                int want_tl = k == 0 && !cfg->no_timelines;
+                lg_trace_mark marks[LG_MX_TL_MAX];
+                if (want_tl)
+                    lg_mx_timeline_mark(tl, ntl, s, m, marks);
+                int r;
+                switch (s) {
+                case LG_SCEN_RACE: r = run_burst(&x, c, s, m, base, 1, &race, err, errlen); break;
+                case LG_SCEN_MULTI:
+                    r = cfg->target ? run_burst(&x, c, s, m, &lb, 1, &race, err, errlen)
+                                    : run_burst(&x, c, s, m, base, 3, &race, err, errlen);
+                    break;
+                case LG_SCEN_SLOW: r = run_burst(&x, c, s, m, &slow, 1, &slowb, err, errlen); break;
+                case LG_SCEN_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
+                case LG_SCEN_NESTED:
+                    r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen);
+                    break;
+                default: r = lg_fault_cell(&x, c, s, m, fault, err, errlen); break;
+                }
+                if (lg_mx_stopped(&x)) {
+                    /* interrupted mid-cell: its numbers mean nothing */
+                    memset(c, 0, sizeof *c);
+                    snprintf(err, errlen, "interrupted");
+                    goto out;
+                }
+                if (r < 0) {
+                    /* one cell could not run: record it, go on */
+                    c->ran = 1;
+                    snprintf(c->outcome, sizeof c->outcome, "error");
+                    snprintf(c->reason, sizeof c->reason, "%.230s", err);
+                }
+                judge(c, s, m);
+                if (!c->pass)
+                    res->mismatches++;
+                if (res->ntrials > 1)
+                    lg_mx_log(&x, "%-6s %-9s trial %d/%d expected %-8s measured %-8s %s  %s",
+                              lg_scen_names[s], lg_mode_names[m], k + 1, res->ntrials, c->expected,
+                              c->outcome, c->pass ? "ok  " : "DIFF", c->reason);
+                else
+                    lg_mx_log(&x, "%-6s %-9s expected %-8s measured %-8s %s  %s", lg_scen_names[s],
+                              lg_mode_names[m], c->expected, c->outcome, c->pass ? "ok  " : "DIFF",
+                              c->reason);
+                char e2[256];
+                if (want_tl && c->ran &&
+                    lg_mx_timeline_write(cfg, s, m, c, tl, marks, ntl, e2, sizeof e2) < 0)
+                    lg_mx_log(&x, "%-6s %-9s no timeline: %s", lg_scen_names[s], lg_mode_names[m],
+                              e2);
             }
-            lg_cell *c = &res->cell[s][m];
-            int r;
-            switch (s) {
-            case LG_SCEN_RACE: r = run_burst(&x, c, s, m, base, 1, &race, err, errlen); break;
-            case LG_SCEN_MULTI:
-                r = cfg->target ? run_burst(&x, c, s, m, &lb, 1, &race, err, errlen)
-                                : run_burst(&x, c, s, m, base, 3, &race, err, errlen);
-                break;
-            case LG_SCEN_SLOW: r = run_burst(&x, c, s, m, &slow, 1, &slowb, err, errlen); break;
-            case LG_SCEN_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
-            case LG_SCEN_NESTED: r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen); break;
-            default: r = lg_fault_cell(&x, c, s, m, fault, err, errlen); break;
-            }
-            if (lg_mx_stopped(&x)) {
-                /* interrupted mid-cell: its numbers mean nothing */
-                memset(c, 0, sizeof *c);
-                snprintf(err, errlen, "interrupted");
-                goto out;
-            }
-            if (r < 0) {
-                /* one cell could not run: record it, go on */
-                c->ran = 1;
-                snprintf(c->outcome, sizeof c->outcome, "error");
-                snprintf(c->reason, sizeof c->reason, "%.230s", err);
-            }
-            judge(c, s, m);
-            if (!c->pass)
-                res->mismatches++;
-            lg_mx_log(&x, "%-6s %-9s expected %-8s measured %-8s %s  %s", lg_scen_names[s],
-                      lg_mode_names[m], c->expected, c->outcome, c->pass ? "ok  " : "DIFF",
-                      c->reason);
         }
         if (s == LG_SCEN_SLOW)
             lg_mx_instance_stop(&slow);

@@ -28,6 +28,18 @@ void lg_matrix_cfg_init(lg_matrix_cfg *c)
     for (int i = 0; i < LG_NDEMO; i++)
         c->scen_on[i] = 1;
     c->time_factor = 1.0;
+    c->trials = 1;
+}
+
+const lg_cell *lg_matrix_trial(const lg_matrix_result *r, int k, lg_scenario s, lg_mode m)
+{
+    return k == 0 ? &r->cell[s][m] : &r->more[k - 1][s][m];
+}
+
+void lg_matrix_result_free(lg_matrix_result *r)
+{
+    free(r->more);
+    r->more = NULL;
 }
 
 int lg_matrix_has_faults(const lg_matrix_cfg *c)

@@ -77,8 +77,13 @@ typedef struct lg_matrix_cfg {
     double time_factor; /* >= 1: scales the fault scenarios' upper time
                            bounds (sanitizer builds run slower) */
     volatile sig_atomic_t *stop;
-    FILE *log; /* progress lines; NULL = quiet */
+    FILE *log;        /* progress lines; NULL = quiet */
+    int trials;       /* 1..LG_MATRIX_MAX_TRIALS: each cell runs this many times */
+    const char *lang; /* "en" (also NULL) or "zh": the timeline pages' language */
+    int no_timelines; /* 1: write no timeline-<scenario>-<mode>.html */
 } lg_matrix_cfg;
+
+#define LG_MATRIX_MAX_TRIALS 1000
 
 typedef struct lg_cell {
     int ran;
@@ -94,27 +99,40 @@ typedef struct lg_cell {
     int64_t window_ms;           /* crash: observation window */
     double elapsed_s;
     /* fault scenarios (-1 = not measured / not applicable) */
-    int64_t fault_ms;     /* how long the fault lasted: instance down until
-                             healthy again, Redis down, Redis paused */
-    int64_t freed_ms;     /* kill: the dead holder's lock gone after the kill */
-    int64_t failfast_ms;  /* redis-*: slowest 503 of the probes during the fault */
-    int64_t reconnect_ms; /* redis-restart: every instance answers a purchase
-                             without 503 again, after Redis answered PING */
-    int64_t resume_ms;    /* first sale after the fault ended */
-    uint64_t n503;        /* 503 redis_unavailable seen by the burst */
-    uint64_t unacked;     /* orders recorded whose response never came */
-    char reason[240];     /* short, measured */
+    int64_t fault_ms;      /* how long the fault lasted: instance down until
+                              healthy again, Redis down, Redis paused */
+    int64_t freed_ms;      /* kill: the dead holder's lock gone after the kill */
+    int64_t failfast_ms;   /* redis-*: slowest 503 of the probes during the fault */
+    int64_t reconnect_ms;  /* redis-restart: every instance answers a purchase
+                              without 503 again, after Redis answered PING */
+    int64_t resume_ms;     /* first sale after the fault ended */
+    uint64_t n503;         /* 503 redis_unavailable seen by the burst */
+    uint64_t unacked;      /* orders recorded whose response never came */
+    int has_latency;       /* the cell ran a burst: p50_ms, p99_ms are measured */
+    double p50_ms, p99_ms; /* purchase latency of the burst, client side */
+    int timeline;          /* timeline-<scenario>-<mode>.html written (first trial) */
+    char reason[240];      /* short, measured */
 } lg_cell;
 
 typedef struct lg_matrix_result {
-    lg_cell cell[LG_NSCEN][LG_NMODES]; /* [lg_scenario][lg_mode] */
-    int mismatches;
+    lg_cell cell[LG_NSCEN][LG_NMODES];    /* [lg_scenario][lg_mode]: the first trial */
+    int ntrials;                          /* cfg->trials (1 when it was 0) */
+    lg_cell (*more)[LG_NSCEN][LG_NMODES]; /* trials 2..ntrials, ntrials - 1 of them
+                                             (malloc'd; NULL when ntrials is 1):
+                                             lg_matrix_trial, lg_matrix_result_free */
+    int mismatches;                       /* trials whose outcome differs, over every cell */
     double elapsed_s;
     char redis[96];
 } lg_matrix_result;
 
+/* Trial k (0 = the first, < r->ntrials) of the cell [s][m]. Pure. */
+const lg_cell *lg_matrix_trial(const lg_matrix_result *r, int k, lg_scenario s, lg_mode m);
+/* Frees r->more (the result itself is the caller's). */
+void lg_matrix_result_free(lg_matrix_result *r);
+
 /* Defaults: every mode, the demo scenarios, a private redis-server
- * ("redis-server" from PATH), out_dir "matrix-out", time_factor 1. */
+ * ("redis-server" from PATH), out_dir "matrix-out", time_factor 1,
+ * 1 trial, timelines in English. */
 void lg_matrix_cfg_init(lg_matrix_cfg *c);
 /* 1 when any of the fault scenarios (kill, redis-restart, redis-pause) is on. Pure. */
 int lg_matrix_has_faults(const lg_matrix_cfg *c);

@@ -222,6 +222,17 @@ static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, cha
              (long long)c->stock);
 }
 
+void lg_report_cell_text(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf,
+                         size_t len)
+{
+    cell_short(lang, s, c, buf, len);
+}
+
+const char *lg_report_scen_title(lg_report_lang lang, lg_scenario s)
+{
+    return words_of(lang)->scen_title[s];
+}
+
 /* A fault measurement in ms, "-" when not measured. */
 static void fmt_ms(char *buf, size_t len, int64_t ms)
 {
@@ -500,50 +511,57 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* One row per cell that ran; with several trials one per trial, with a
+ * trial column (1..K) after mode. */
 static int write_csv(const char *path, const lg_matrix_result *r)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fputs("scenario,mode,expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
+    int trials = r->ntrials > 1 ? r->ntrials : 1;
+    fputs(trials > 1 ? "scenario,mode,trial," : "scenario,mode,", f);
+    fputs("expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
           "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,"
           "missing_orders,stuck,"
           "recovery_ms,elapsed_s,redis_unavailable,unacknowledged,fault_ms,freed_ms,"
           "failfast_ms,reconnect_ms,resume_ms,reason\n",
           f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
-        for (lg_mode m = 0; m < LG_NMODES; m++) {
-            const lg_cell *c = &r->cell[s][m];
-            if (!c->ran)
-                continue;
-            fprintf(f,
-                    "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
-                    "%llu,%llu,%llu,%d,%lld,%.3f,",
-                    lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome,
-                    c->pass ? "true" : "false", (long long)c->stock, (long long)c->sold,
-                    (long long)c->stock_left, (long long)c->oversold, (long long)c->undersold,
-                    (unsigned long long)c->requests, (unsigned long long)c->ok,
-                    (unsigned long long)c->sold_out, (unsigned long long)c->lock_busy,
-                    (unsigned long long)c->errors, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->deleted_other_lock, (unsigned long long)c->dup,
-                    (unsigned long long)c->missing, c->stuck, (long long)c->recovery_ms,
-                    c->elapsed_s);
-            if (lg_scen_is_fault(s)) {
-                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms, c->reconnect_ms,
-                                       c->resume_ms};
-                fprintf(f, "%llu,%llu,", (unsigned long long)c->n503,
-                        (unsigned long long)c->unacked);
-                for (int k = 0; k < 5; k++)
-                    if (ms[k] >= 0)
-                        fprintf(f, "%lld,", (long long)ms[k]);
-                    else
-                        fputc(',', f);
-            } else {
-                fputs(",,,,,,,", f);
+        for (lg_mode m = 0; m < LG_NMODES; m++)
+            for (int k = 0; k < trials; k++) {
+                const lg_cell *c = lg_matrix_trial(r, k, s, m);
+                if (!c->ran)
+                    continue;
+                fprintf(f, "%s,%s,", lg_scen_names[s], lg_mode_names[m]);
+                if (trials > 1)
+                    fprintf(f, "%d,", k + 1);
+                fprintf(f,
+                        "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
+                        "%llu,%llu,%llu,%d,%lld,%.3f,",
+                        c->expected, c->outcome, c->pass ? "true" : "false", (long long)c->stock,
+                        (long long)c->sold, (long long)c->stock_left, (long long)c->oversold,
+                        (long long)c->undersold, (unsigned long long)c->requests,
+                        (unsigned long long)c->ok, (unsigned long long)c->sold_out,
+                        (unsigned long long)c->lock_busy, (unsigned long long)c->errors,
+                        (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
+                        (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
+                        (long long)c->recovery_ms, c->elapsed_s);
+                if (lg_scen_is_fault(s)) {
+                    const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
+                                           c->reconnect_ms, c->resume_ms};
+                    fprintf(f, "%llu,%llu,", (unsigned long long)c->n503,
+                            (unsigned long long)c->unacked);
+                    for (int i = 0; i < 5; i++)
+                        if (ms[i] >= 0)
+                            fprintf(f, "%lld,", (long long)ms[i]);
+                        else
+                            fputc(',', f);
+                } else {
+                    fputs(",,,,,,,", f);
+                }
+                csv_field(f, c->reason);
+                fputc('\n', f);
             }
-            csv_field(f, c->reason);
-            fputc('\n', f);
-        }
     return fclose(f) == 0 ? 0 : -1;
 }
 
