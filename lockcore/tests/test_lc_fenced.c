@@ -187,8 +187,7 @@ static void test_threads(void)
         total += jobs[i].ok;
         for (int k = 0; k < jobs[i].ok; k++) {
             int64_t t = jobs[i].tokens[k];
-            if (t < 1 || t > THREADS * ROUNDS || seen[t]++ ||
-                (k > 0 && t <= jobs[i].tokens[k - 1]))
+            if (t < 1 || t > THREADS * ROUNDS || seen[t]++ || (k > 0 && t <= jobs[i].tokens[k - 1]))
                 bad++;
         }
     }
@@ -221,8 +220,7 @@ static void test_noscript(void)
     lc_pipe_append(&p, "GET %s", fence);
     TU_REQUIRE(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK, "piped acquire after SCRIPT FLUSH");
     redisReply *r = lc_pipe_take(&p, 0);
-    TU_CHECK(r && r->type == REDIS_REPLY_STRING && atoll(r->str) == 43 &&
-                 lc_guard_fence(g) == 43,
+    TU_CHECK(r && r->type == REDIS_REPLY_STRING && atoll(r->str) == 43 && lc_guard_fence(g) == 43,
              "the read after the EVAL sees 43 (%s, token %lld)", r ? r->str : "none",
              (long long)lc_guard_fence(g));
     if (r)
