@@ -34,7 +34,7 @@ static inline int svc_mode_is_lock(svc_mode mode)
  * and lua. Any thread. */
 static inline int svc_mode_offered(svc_mode mode)
 {
-    return mode >= 0 && mode < SVC_MODE_COUNT && mode != LC_REDLOCK && mode != LC_FENCED;
+    return mode >= 0 && mode < SVC_MODE_COUNT && mode != LC_REDLOCK;
 }
 
 /* The mode's public name and URL segment: lc_mode_name for a lock mode,
