@@ -98,8 +98,8 @@ static void test_race(int pipeline)
         }
     }
     TU_CHECK(c.ok == STOCK && c.sold_out == BUYERS - STOCK && c.fenced_out == 0 && c.other == 0,
-             "%s: 200=%d sold_out=%d fenced_out=%d other=%d", what, c.ok, c.sold_out,
-             c.fenced_out, c.other);
+             "%s: 200=%d sold_out=%d fenced_out=%d other=%d", what, c.ok, c.sold_out, c.fenced_out,
+             c.other);
     check_exact(sku, c.ok, what);
     /* Ordered by the stock they read, the orders' tokens strictly grow: a
      * write only ever follows the reads of smaller tokens. */
@@ -247,8 +247,8 @@ static void *reset_buyer(void *arg)
             atomic_fetch_add(&n_sold, 1);
         else if (r.status == 409 && svc_jerr_is(&r, "stock_reset"))
             atomic_fetch_add(&n_reset, 1);
-        else if (!(r.status == 409 && (svc_jerr_is(&r, "sold_out") ||
-                                       svc_jerr_is(&r, "fenced_out")))) {
+        else if (!(r.status == 409 &&
+                   (svc_jerr_is(&r, "sold_out") || svc_jerr_is(&r, "fenced_out")))) {
             atomic_fetch_add(&n_other, 1);
             fprintf(stderr, "reset: unexpected reply %ld %s\n", r.status, B(&r));
         }
@@ -377,7 +377,8 @@ static void test_counted(void)
     svc_resp_free(&st);
     svc_resp m;
     svc_req(&srv, "GET", "/metrics", NULL, NULL, &m);
-    const char *line = strstr(B(&m), "miaosha_purchase_fenced_out_total{mode=\"fenced\",sku=\"fenced_il_fenced_p0\"} 1");
+    const char *line = strstr(
+        B(&m), "miaosha_purchase_fenced_out_total{mode=\"fenced\",sku=\"fenced_il_fenced_p0\"} 1");
     TU_CHECK(line != NULL, "/metrics counts the interleave's fenced_out");
     TU_CHECK(strstr(B(&m), "miaosha_purchase_fenced_out_total{mode=\"token\"") != NULL,
              "/metrics: the series exists for the other modes too");
