@@ -254,6 +254,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "cs_bench: unknown mode '%s'\n", argv[5]);
         return 2;
     }
+    if (mode == LC_FENCED) {
+        /* fenced's section is the service's two fence scripts, not this
+         * GET and MULTI */
+        fprintf(stderr, "cs_bench: mode '%s' is not measured here (bench/run.sh's service part)\n",
+                argv[5]);
+        return 2;
+    }
     if (argc > 6 && strcmp(argv[6], "pipeline") != 0 && strcmp(argv[6], "plain") != 0) {
         fprintf(stderr, "cs_bench: the section is 'pipeline' or 'plain', not '%s'\n", argv[6]);
         return 2;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|service|pipeline|lua|trace|load|scaleout]... [--seconds N] [--rounds N]
+# bench/run.sh [all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout]... [--seconds N] [--rounds N]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -28,7 +28,7 @@ usage() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|service|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
+    all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -301,7 +301,7 @@ if want lockcore; then
   # per-mode uncontended ratios
   while read -r m cyc raw rt _; do
     row lockcore "uncontended $m acquire+release/s vs raw hiredis loop" "$(fmt "$cyc")" "$(fmt "$raw")" "$rt" ">= 0.9" "$(judge "$rt" ">=" 0.9)"
-  done < <(printf '%s\n' "$out" | awk '$1 ~ /^(setnx|token|reentrant)$/ && $5 == ">=" {print $1, $2, $3, $4}')
+  done < <(printf '%s\n' "$out" | awk '$1 ~ /^(setnx|token|reentrant|fenced)$/ && $5 == ">=" {print $1, $2, $3, $4}')
   # contended: reentrant vs token, 8 and 32 threads
   printf '%s\n' "$out" | awk '
     /^contended/ && match($0, /[0-9]+ threads/) { th = substr($0, RSTART, RLENGTH); sub(/ threads/, "", th) }
@@ -440,6 +440,21 @@ if want service; then
     echo "  round $r: without ${lo[-1]} req/s (non-2xx $o_bad); with the page ${lw[-1]} req/s (non-2xx $WRK_NON2XX; $polls polls, non-200 answers to them: $(grep -vc '^200 ' "$WORK/live-poll.log"))"
   done
   target_row service "GET /healthz req/s: live page open vs not" "$(median "${lw[@]}")" "$(median "${lo[@]}")" ">=" 0.98
+fi
+
+# fenced (token's lock plus the fenced read and write, two scripts instead
+# of GET and MULTI) against token, on the same server, alternating. Part of
+# the service part; `fenced` alone runs just this.
+if want service || want fenced; then
+  section "service: /miaosha/fenced vs /miaosha/token, 8 connections"
+  [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
+  echo "successful purchases/s, 8 connections (wrk -c8 -d${DUR}s; sold from the audit), alternating: token, fenced"
+  ftok=() ffen=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    purchase_wrk "$SVC_PORT" token "" 8; ftok+=("$BUY_RPS"); echo "  round $r: token  $BUY_RPS/s ($BUY_NOTE)"
+    purchase_wrk "$SVC_PORT" fenced "" 8; ffen+=("$BUY_RPS"); echo "  round $r: fenced $BUY_RPS/s ($BUY_NOTE)"
+  done
+  target_row service "buys/s, 8 connections: fenced vs token" "$(median "${ffen[@]}")" "$(median "${ftok[@]}")" ">=" 0.8
 fi
 
 # --------------------------------------------------------------- pipeline --

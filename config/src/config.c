@@ -161,7 +161,7 @@ static const key_def KEYS[] = {
            "(two round trips a purchase) when a request has no ?pipeline="),
 
     K_NUM("lock.lease_ms", lock.lease_ms, 1, MS_PER_DAY, 5000, "lock.max_lease_ms", "ms",
-          "lease of setnx and token locks when a request has no ?lease_ms="),
+          "lease of setnx, token and fenced locks when a request has no ?lease_ms="),
     K_NUM("lock.wait_ms", lock.wait_ms, 0, MS_PER_DAY, 0, "lock.max_wait_ms", "ms",
           "how long to wait for a held lock; 0 = try once"),
     K_NUM("lock.retry_interval_ms", lock.retry_interval_ms, 1, 60000, 10, NULL, "ms",

@@ -32,7 +32,7 @@ static const char *usage_text =
 static const char *run_help =
     "miaosha-load run — reset the stock, fire a concurrent purchase burst, audit it.\n"
     "\n"
-    "  --mode MODE          none|mutex|setnx|token|reentrant|lua (default token)\n"
+    "  --mode MODE          none|mutex|setnx|token|reentrant|fenced|lua (default token)\n"
     "  --requests N         purchases to send, 1..10000000 (default 1000)\n"
     "  --concurrency C      keep-alive connections, all started together (default 100)\n"
     "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
@@ -108,7 +108,7 @@ static const char *matrix_help =
     "  --lang LANG          en (default) or zh: the language of the table, matrix.md,\n"
     "                       matrix.svg, matrix.html and the timelines (mode names and\n"
     "                       matrix.csv stay as they are)\n"
-    "  --modes LIST         comma list of modes (default all six)\n"
+    "  --modes LIST         comma list of modes (default all seven)\n"
     "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default)\n"
     "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
     "  --faults             run the fault scenarios instead of the demo: one instance\n"
@@ -279,9 +279,11 @@ static int cmd_run(int argc, char **argv)
         switch (c) {
         case O_MODE:
             if (strcmp(optarg, "none") && strcmp(optarg, "mutex") && strcmp(optarg, "setnx") &&
-                strcmp(optarg, "token") && strcmp(optarg, "reentrant") && strcmp(optarg, "lua")) {
+                strcmp(optarg, "token") && strcmp(optarg, "reentrant") &&
+                strcmp(optarg, "fenced") && strcmp(optarg, "lua")) {
                 fprintf(stderr,
-                        "miaosha-load: --mode: '%s' is not none|mutex|setnx|token|reentrant|lua\n",
+                        "miaosha-load: --mode: '%s' is not "
+                        "none|mutex|setnx|token|reentrant|fenced|lua\n",
                         optarg);
                 return 2;
             }

@@ -11,8 +11,8 @@
  *                               files are written; `--lang xx` is a usage
  *                               error
  *   test_lg_integration faults  `matrix --faults --quick` (the faults kill,
- *                               redis-restart, redis-pause over all five
- *                               modes): exit 0, and each cell's measured
+ *                               redis-restart, redis-pause over every
+ *                               mode): exit 0, and each cell's measured
  *                               outcome and figures read back from
  *                               matrix.csv; then Ctrl-C (SIGINT to the
  *                               matrix only) while its Redis is paused ends
@@ -126,7 +126,7 @@ static void test_run(void)
     for (const char *q = nl ? nl + 1 : ""; *q && *q != '\n'; q++)
         rcols += *q == ',';
     TU_CHECK(!strncmp(out, "mode,sku,", 9) && strstr(out, ",oversold,") &&
-                 strstr(out, ",errors,deleted_other_lock\n") && hcols == rcols,
+                 strstr(out, ",errors,deleted_other_lock,fenced_out\n") && hcols == rcols,
              "csv header and row (%d / %d columns)\n%s", hcols, rcols, out);
     TU_CHECK(nl && !strncmp(nl + 1, "none,lgt-none2,", 15), "csv row\n%s", out);
 
@@ -156,6 +156,29 @@ static void test_run(void)
              load, p1);
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 1, "token --expect oversell exit %d\n%s", rc, out);
+
+    /* fenced with every holder slower than its lease: the stale writes are
+     * refused and counted (409 fenced_out, apart from sold_out), the books
+     * stay exact */
+    snprintf(cmd, sizeof cmd,
+             "%s run --mode fenced --requests 6 --concurrency 6 --stock 3 --work-ms 300 "
+             "--lease-ms 200 --wait-ms 30000 --sku lgt-fenced --target http://127.0.0.1:%d "
+             "--expect safe --json",
+             load, p1);
+    rc = sh(cmd, out, sizeof out);
+    TU_CHECK(rc == 0, "fenced --expect safe exit %d\n%s", rc, out);
+    TU_CHECK(json_num(out, "fenced_out") > 0 && json_num(out, "oversold") == 0 &&
+                 json_num(out, "ok") + json_num(out, "sold_out") + json_num(out, "fenced_out") ==
+                     6 &&
+                 json_num(out, "errors") == 0,
+             "fenced: stale writes fenced out, nothing oversold\n%s", out);
+    snprintf(cmd, sizeof cmd,
+             "%s run --mode fenced --requests 4 --concurrency 4 --stock 3 --work-ms 300 "
+             "--lease-ms 200 --wait-ms 30000 --sku lgt-fenced2 --target http://127.0.0.1:%d",
+             load, p1);
+    rc = sh(cmd, out, sizeof out);
+    TU_CHECK(rc == 0 && strstr(out, "409 fenced_out") != NULL, "the table shows fenced_out\n%s",
+             out);
 
     /* two instances behind the round-robin: token stays safe */
     snprintf(cmd, sizeof cmd,
@@ -255,7 +278,8 @@ static void test_matrix(const char *extra)
     }
     if (f)
         fclose(f);
-    TU_CHECK(rows == 30 && passed == 30, "csv rows %d passed %d", rows, passed);
+    TU_CHECK(rows == 35 && passed == 35, "csv rows %d passed %d (5 scenarios x 7 modes)", rows,
+             passed);
     snprintf(p, sizeof p, "%s/matrix.svg", dir);
     f = fopen(p, "r");
     int red = 0;
@@ -463,7 +487,7 @@ static void test_faults(void)
         check_fault_row(&hdr, &row);
     }
     fclose(f);
-    TU_CHECK(rows == 18, "18 fault cells (3 scenarios x 6 modes), got %d", rows);
+    TU_CHECK(rows == 21, "21 fault cells (3 scenarios x 7 modes), got %d", rows);
     snprintf(p, sizeof p, "%s/matrix.md", dir);
     f = fopen(p, "r");
     int fault_table = 0;

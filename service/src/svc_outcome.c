@@ -21,6 +21,7 @@ const svc_result_info svc_result[PR_COUNT] = {
      * and miaosha_http_responses_total{code="499"} show it */
     [PR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
     [PR_STOCK_RESET] = {409, "stock_reset", SVC_OUT_STOCK_RESET, 0},
+    [PR_FENCED_OUT] = {409, "fenced_out", SVC_OUT_FENCED_OUT, 0},
 };
 
 purchase_result svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, char *detail,

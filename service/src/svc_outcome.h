@@ -33,6 +33,8 @@ typedef enum {
     PR_OUT_OF_MEMORY,
     PR_CLIENT_GONE, /* the client closed its connection: nothing done */
     PR_STOCK_RESET, /* PUT /stock reset the SKU meanwhile: nothing written */
+    PR_FENCED_OUT,  /* fenced: a later lock holder read the stock since this
+                       holder did (its lease ran out): nothing written */
     PR_COUNT
 } purchase_result;
 

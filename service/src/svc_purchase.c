@@ -42,6 +42,21 @@
  * before the commit is sent (redis_unfit): 503 redis_unavailable, nothing
  * written, no order id.
  *
+ * fenced (token's lock plus a fencing token, lc_guard_fence) keeps the
+ * same shape, the read returning the stock and the service computing
+ * stock-1 for the write, but both go through the fence (svc_fence.h): the
+ * read is a script that raises the SKU's high-water mark to the holder's
+ * token (or refuses a token below it), the write a script that applies the
+ * same three writes only while the mark still equals the token. A holder
+ * whose lease ran out while a later holder read the stock writes nothing:
+ * 409 fenced_out. The fence, not the lock, makes it exact; the lock only
+ * keeps the holders from refusing each other all the time. Pipelined, the
+ * read rides in the acquire's write (under the counter's value: the token
+ * is only known from the acquire's reply) and the write in the release's.
+ * The write checks the epoch itself (no WATCH, no MULTI: a script is one
+ * step), and a NOSCRIPT answer is sent again as EVAL — the write even
+ * after the release, safe because the fence decides whether it applies.
+ *
  * Stock resets: PUT /stock increments miaosha:{sku}:epoch in its
  * transaction, and the purchase WATCHes that key in the round trip of its
  * GET stock. A reset between the read and the commit therefore voids the
@@ -77,6 +92,7 @@
 
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_fence.h"
 #include "svc_keys.h"
 #include "svc_outcome.h"
 #include "svc_shutdown.h"
@@ -103,6 +119,8 @@ typedef struct purchase {
                                         stock (append_read) once sent: with the
                                         acquire when pipelining, else by section() */
     int read_sent;                   /* read_rep holds what came of them */
+    int64_t fence;                   /* fenced: the outer guard's fencing token */
+    char fence_epoch[32];            /* fenced: the epoch its read saw */
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
@@ -145,6 +163,8 @@ static void respond(purchase *pu, purchase_result res)
             svc_json_add_int(o, "lock_wait_ms", (long long)pu->lock_wait_ms);
             cJSON_AddBoolToObject(o, "lock_lost", pu->lock_lost);
             cJSON_AddBoolToObject(o, "deleted_other_lock", pu->deleted_other_lock);
+            if (pu->fence > 0)
+                svc_json_add_int(o, "fence", (long long)pu->fence);
         }
         if (pu->busy_wait_ms >= 0)
             svc_json_add_int(o, "wait_ms", (long long)pu->busy_wait_ms);
@@ -330,6 +350,8 @@ static char *order_record(purchase *pu, long long before)
     svc_json_add_int(o, "ts_ms", (long long)now_ms);
     svc_json_add_int(o, "lock_wait_ms", (long long)pu->lock_wait_ms);
     svc_json_add_int(o, "stock_before", (long long)before);
+    if (pu->fence > 0)
+        svc_json_add_int(o, "fence", (long long)pu->fence);
     txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return txt;
@@ -344,6 +366,8 @@ static char *order_record(purchase *pu, long long before)
 #define READ_CMDS 3
 static lc_status append_read(const purchase *pu, lc_pipe *p)
 {
+    if (pu->r->mode == LC_FENCED) /* one script; token 0 before the acquire's reply */
+        return svc_fence_append_read(p, pu->r->sku, pu->fence, 0);
     char stock_key[SVC_KEY_MAX], epoch_key[SVC_KEY_MAX];
     svc_key(stock_key, pu->r->sku, "stock");
     svc_key(epoch_key, pu->r->sku, "epoch");
@@ -357,7 +381,7 @@ static lc_status append_read(const purchase *pu, lc_pipe *p)
 
 static void take_read(purchase *pu, lc_pipe *p)
 {
-    for (int i = 0; i < READ_CMDS; i++)
+    for (int i = 0; i < (pu->r->mode == LC_FENCED ? 1 : READ_CMDS); i++)
         pu->read_rep[i] = lc_pipe_take(p, i);
     pu->read_sent = 1;
 }
@@ -385,53 +409,27 @@ static lc_status acquire_reading(purchase *pu, lc_conn *conn, const lc_lock_args
     return st;
 }
 
-/* Sends the transaction in p and classifies its replies: with the
- * innermost lock's release when pipelining (that lock is then released and
- * dropped from held), else alone. */
-static commit_result commit_releasing(purchase *pu, lc_conn *conn, lc_pipe *p, lc_guard **held,
-                                      int *nheld)
+/* Sends the commit in p: with the innermost lock's release when pipelining
+ * (that lock is then released and dropped from held), else alone. Every
+ * reply that came is in p; a missing one is the caller's to report. */
+static void send_releasing(purchase *pu, lc_conn *conn, lc_pipe *p, lc_guard **held, int *nheld)
 {
     if (pu->pipeline && *nheld > 0) {
         (*nheld)--;
         release_one(pu, conn, held[*nheld], *nheld == 0, p);
     } else {
-        (void)lc_conn_pipe(conn, p); /* a missing reply is read_commit's */
+        (void)lc_conn_pipe(conn, p);
     }
-    return read_commit(pu, p, lc_conn_errstr(conn));
 }
 
-/* The stock read (or the one that rode with the acquire) and, when there is
- * some, sleep work_ms and commit (pipelining: with the release of
- * held[*nheld-1]). Returns the outcome; the reason of a failure is in
- * pu->detail. */
-static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_guard **held,
-                               int *nheld)
+/* The lock modes' read: UNWATCH, WATCH epoch, GET stock (read_rep), into
+ * *before; *ctx is the context that carried the WATCH, for the check
+ * before the commit. PR_COUNT when read, else why not (pu->detail). */
+static purchase_result plain_read(purchase *pu, lc_conn *conn, long long *before,
+                                  redisContext **ctx)
 {
-    svc_req *r = pu->r;
-    char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
-    redisContext *ctx = NULL;
-    redisReply *rep;
-    long long before = 0;
-
-    svc_key(stock_key, r->sku, "stock");
-    svc_key(sold_key, r->sku, "sold");
-    svc_key(orders_key, r->sku, "orders");
-
-    if (!pu->read_sent) { /* not pipelined: the read's own round trip */
-        lc_pipe p;
-        lc_pipe_init(&p);
-        lc_status st = append_read(pu, &p);
-        if (st == LC_OK)
-            (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
-        take_read(pu, &p);
-        lc_pipe_clear(&p);
-        if (st != LC_OK) {
-            snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
-            return PR_OUT_OF_MEMORY;
-        }
-    }
     redisReply **pre = pu->read_rep;
-    rep = pu->read_rep[2];
+    redisReply *rep = pu->read_rep[2];
     pu->read_rep[2] = NULL;
     const char *pre_err = NULL;
     for (int i = 0; i < 2 && pre_err == NULL; i++)
@@ -451,14 +449,14 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
     free_read(pu);
     /* The context that carried the WATCH, for the check before the commit
      * (lc_conn_redis only replaces a context that is already broken). */
-    if ((ctx = lc_conn_redis(conn)) == NULL) {
+    if ((*ctx = lc_conn_redis(conn)) == NULL) {
         snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
         freeReplyObject(rep);
         return PR_REDIS_UNAVAILABLE;
     }
     if (rep->type == REDIS_REPLY_STRING) {
         char *end = NULL;
-        before = strtoll(rep->str, &end, 10);
+        *before = strtoll(rep->str, &end, 10);
         if (end == rep->str || *end != '\0') {
             snprintf(pu->detail, sizeof pu->detail, "stock key holds a non-integer value");
             freeReplyObject(rep);
@@ -472,6 +470,181 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         return PR_REDIS_ERROR;
     } /* nil: never stocked, 0 */
     freeReplyObject(rep);
+    return PR_COUNT;
+}
+
+/* The fenced read (svc_fence.h) from read_rep[0], into *before and
+ * pu->fence_epoch; *ctx as plain_read's. A NOSCRIPT answer (SCRIPT FLUSH,
+ * a restarted Redis: nothing ran) is read again as EVAL, still holding
+ * the lock, under this holder's own token. A pipelined read ran under the
+ * fence counter's value: when that is not this holder's token, a later
+ * holder took the lock between the acquire and the read, and this one is
+ * fenced out. PR_COUNT when read, else why not (pu->detail). */
+static purchase_result fenced_read(purchase *pu, lc_conn *conn, long long *before,
+                                   redisContext **ctx)
+{
+    redisReply *rep = pu->read_rep[0];
+    pu->read_rep[0] = NULL;
+    free_read(pu);
+    if (svc_fence_noscript(rep)) {
+        freeReplyObject(rep);
+        rep = NULL;
+        lc_pipe p;
+        lc_pipe_init(&p);
+        if (svc_fence_append_read(&p, pu->r->sku, pu->fence, 1) != LC_OK) {
+            lc_pipe_clear(&p);
+            snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+            return PR_OUT_OF_MEMORY;
+        }
+        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+        rep = lc_pipe_take(&p, 0);
+        lc_pipe_clear(&p);
+    }
+    svc_fence_read fr;
+    purchase_result res = svc_fence_parse_read(rep, &fr, pu->detail, sizeof pu->detail);
+    if (rep == NULL)
+        snprintf(pu->detail, sizeof pu->detail, "%s",
+                 lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+    freeReplyObject(rep);
+    if (res == PR_COUNT && fr.token != pu->fence) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "the stock was read under fencing token %lld, not this holder's %lld: a later "
+                 "holder took the lock before the read; nothing was written",
+                 (long long)fr.token, (long long)pu->fence);
+        res = PR_FENCED_OUT;
+    }
+    if (res != PR_COUNT)
+        return res;
+    if ((*ctx = lc_conn_redis(conn)) == NULL) {
+        snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
+        return PR_REDIS_UNAVAILABLE;
+    }
+    *before = fr.stock;
+    snprintf(pu->fence_epoch, sizeof pu->fence_epoch, "%s", fr.epoch);
+    return PR_COUNT;
+}
+
+/* The lock modes' commit: MULTI; SET stock before-1; INCR sold; RPUSH
+ * orders rec; EXEC (send_releasing). PR_SOLD, or why not (pu->detail;
+ * pu->order_id cleared when no such order can exist). */
+static purchase_result plain_write(purchase *pu, lc_conn *conn, const char *rec, long long before,
+                                   lc_guard **held, int *nheld)
+{
+    char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
+    svc_key(stock_key, pu->r->sku, "stock");
+    svc_key(sold_key, pu->r->sku, "sold");
+    svc_key(orders_key, pu->r->sku, "orders");
+    /* One round trip: the transaction's replies are +OK, +QUEUED x3, then
+     * EXEC's array. */
+    lc_pipe tx;
+    lc_pipe_init(&tx);
+    if (lc_pipe_append(&tx, "MULTI") != LC_OK ||
+        lc_pipe_append(&tx, "SET %s %lld", stock_key, before - 1) != LC_OK ||
+        lc_pipe_append(&tx, "INCR %s", sold_key) != LC_OK ||
+        lc_pipe_append(&tx, "RPUSH %s %b", orders_key, rec, strlen(rec)) != LC_OK ||
+        lc_pipe_append(&tx, "EXEC") != LC_OK) {
+        lc_pipe_clear(&tx);
+        pu->order_id[0] = '\0';
+        snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+        return PR_OUT_OF_MEMORY;
+    }
+    send_releasing(pu, conn, &tx, held, nheld);
+    commit_result cr = read_commit(pu, &tx, lc_conn_errstr(conn));
+    lc_pipe_clear(&tx);
+    switch (cr) {
+    case COMMIT_OK: break;
+    case COMMIT_REFUSED:
+        pu->order_id[0] = '\0'; /* no such order anywhere */
+        return PR_REDIS_ERROR;
+    case COMMIT_PARTIAL:
+        /* The order id goes back with the 503 so a client can reconcile. */
+        svc_log(SVC_ERROR, "sku %s order %s: %s", pu->r->sku, pu->order_id, pu->detail);
+        return PR_REDIS_ERROR;
+    case COMMIT_UNKNOWN: return PR_REDIS_UNAVAILABLE; /* with the order id */
+    case COMMIT_RESET:
+        pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
+        return PR_STOCK_RESET;
+    }
+    return PR_SOLD;
+}
+
+/* The fenced commit: one script (svc_fence.h) with the same three writes,
+ * applied only while this holder's token is the stock's high-water mark
+ * and the epoch is the one its read saw (send_releasing). A NOSCRIPT
+ * answer means it did not run; it goes again as EVAL, alone — after the
+ * release when pipelining, which is safe: the fence, not the lock, decides
+ * whether it applies, and a later holder's read has moved the mark past
+ * this token by then if there was one. PR_SOLD, or why not (pu->detail;
+ * pu->order_id cleared when nothing was written). */
+static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec, long long before,
+                                    lc_guard **held, int *nheld)
+{
+    lc_pipe w;
+    lc_pipe_init(&w);
+    redisReply *rep = NULL;
+    int built = svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch, before - 1, rec,
+                                       strlen(rec), 0) == LC_OK;
+    if (built) {
+        send_releasing(pu, conn, &w, held, nheld);
+        rep = lc_pipe_take(&w, 0);
+        lc_pipe_clear(&w);
+        if (svc_fence_noscript(rep)) {
+            freeReplyObject(rep);
+            rep = NULL;
+            built = svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch, before - 1,
+                                           rec, strlen(rec), 1) == LC_OK;
+            if (built) {
+                (void)lc_conn_pipe(conn, &w);
+                rep = lc_pipe_take(&w, 0);
+            }
+        }
+    }
+    lc_pipe_clear(&w);
+    if (!built) {
+        pu->order_id[0] = '\0';
+        snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+        return PR_OUT_OF_MEMORY;
+    }
+    if (rep == NULL) { /* with the order id: it may have been written */
+        snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
+                 lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+        return PR_REDIS_UNAVAILABLE;
+    }
+    purchase_result res = svc_fence_parse_write(rep, pu->fence, pu->detail, sizeof pu->detail);
+    freeReplyObject(rep);
+    if (res != PR_SOLD)
+        pu->order_id[0] = '\0';
+    return res;
+}
+
+/* The stock read (or the one that rode with the acquire) and, when there is
+ * some, sleep work_ms and commit (pipelining: with the release of
+ * held[*nheld-1]). Returns the outcome; the reason of a failure is in
+ * pu->detail. */
+static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_guard **held,
+                               int *nheld)
+{
+    svc_req *r = pu->r;
+    redisContext *ctx = NULL;
+    long long before = 0;
+
+    if (!pu->read_sent) { /* not pipelined: the read's own round trip */
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_status st = append_read(pu, &p);
+        if (st == LC_OK)
+            (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+        take_read(pu, &p);
+        lc_pipe_clear(&p);
+        if (st != LC_OK) {
+            snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+            return PR_OUT_OF_MEMORY;
+        }
+    }
+    purchase_result rr = r->mode == LC_FENCED ? fenced_read(pu, conn, &before, &ctx)
+                                              : plain_read(pu, conn, &before, &ctx);
+    if (rr != PR_COUNT)
+        return rr;
     svc_trace_read(&pu->tr, before);
 
     if (before <= 0) {
@@ -508,38 +681,11 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
         return PR_OUT_OF_MEMORY;
     }
-    /* One round trip: the transaction's replies are +OK, +QUEUED x3, then
-     * EXEC's array. */
-    lc_pipe tx;
-    lc_pipe_init(&tx);
-    if (lc_pipe_append(&tx, "MULTI") != LC_OK ||
-        lc_pipe_append(&tx, "SET %s %lld", stock_key, before - 1) != LC_OK ||
-        lc_pipe_append(&tx, "INCR %s", sold_key) != LC_OK ||
-        lc_pipe_append(&tx, "RPUSH %s %b", orders_key, rec, strlen(rec)) != LC_OK ||
-        lc_pipe_append(&tx, "EXEC") != LC_OK) {
-        free(rec);
-        lc_pipe_clear(&tx);
-        pu->order_id[0] = '\0';
-        snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
-        return PR_OUT_OF_MEMORY;
-    }
+    purchase_result wr = r->mode == LC_FENCED ? fenced_write(pu, conn, rec, before, held, nheld)
+                                              : plain_write(pu, conn, rec, before, held, nheld);
     free(rec);
-    commit_result cr = commit_releasing(pu, conn, &tx, held, nheld);
-    lc_pipe_clear(&tx);
-    switch (cr) {
-    case COMMIT_OK: break;
-    case COMMIT_REFUSED:
-        pu->order_id[0] = '\0'; /* no such order anywhere */
-        return PR_REDIS_ERROR;
-    case COMMIT_PARTIAL:
-        /* The order id goes back with the 503 so a client can reconcile. */
-        svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, pu->order_id, pu->detail);
-        return PR_REDIS_ERROR;
-    case COMMIT_UNKNOWN: return PR_REDIS_UNAVAILABLE; /* with the order id */
-    case COMMIT_RESET:
-        pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
-        return PR_STOCK_RESET;
-    }
+    if (wr != PR_SOLD)
+        return wr;
     svc_trace_written(&pu->tr, before - 1);
     pu->stock_left = before - 1;
     pu->has_stock_left = 1;
@@ -551,7 +697,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     purchase pu;
     const svc_settings *s = r->s;
     const svc_params *p = &r->p;
-    char lock_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
+    char lock_key[SVC_KEY_MAX], fence_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
     lc_guard *held[1 + 64];
     int nheld = 0;
     uuid_t u;
@@ -580,6 +726,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
 
     svc_lock_key(lock_key, r->sku, r->mode);
+    svc_key(fence_key, r->sku, "fence");
     uuid_generate_random(u);
     uuid_unparse_lower(u, owner);
     /* The order id too, so that the critical section does not wait for it. */
@@ -589,6 +736,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     memset(&a, 0, sizeof a);
     a.mode = r->mode;
     a.key = lock_key;
+    a.fence_key = fence_key; /* fenced's counter; the other modes ignore it */
     a.owner = owner;
     if (p->seen & SVC_P_LEASE_MS)
         a.lease_ms = p->lease_ms;
@@ -612,11 +760,13 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         pu.wait_us = now - t;
         /* The key's TTL was set before lc_acquire returned, so it is gone
          * lease_ms later at the latest (+1 ms: Redis's millisecond expiry
-         * check). Only for setnx and token, whose lease is set once:
-         * reentrant's is refreshed by re-entries and partial releases. */
-        if (r->mode == LC_SETNX || r->mode == LC_TOKEN)
+         * check). Only for setnx, token and fenced, whose lease is set
+         * once: reentrant's is refreshed by re-entries and partial
+         * releases. */
+        if (r->mode == LC_SETNX || r->mode == LC_TOKEN || r->mode == LC_FENCED)
             pu.lease_gone_us = now + (a.lease_ms + 1) * 1000;
         pu.lock_wait_ms = lc_guard_wait_ms(g);
+        pu.fence = lc_guard_fence(g);
         svc_trace_acquired(&pu.tr, lc_guard_owner_token(g));
         held[nheld++] = g;
         if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {

@@ -188,8 +188,9 @@ void svc_stats_inflight(int delta)
 
 /* ---- rendering ---- */
 
-static const char *out_names[SVC_OUT_COUNT] = {
-    "sold", "sold_out", "lock_busy", "errors", "bad_requests", "client_gone", "stock_reset"};
+static const char *out_names[SVC_OUT_COUNT] = {"sold",        "sold_out",     "lock_busy",
+                                               "errors",      "bad_requests", "client_gone",
+                                               "stock_reset", "fenced_out"};
 
 static uint64_t ld(_Atomic uint64_t *a)
 {
@@ -367,7 +368,9 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "Purchases whose client had closed its connection before the lock or the commit (HTTP "
         "499, nothing written).",
         "Purchases whose commit a stock reset (PUT /stock) voided (HTTP 409 stock_reset, "
-        "nothing written)."};
+        "nothing written).",
+        "Purchases the fence refused: a later lock holder had read the stock since this holder "
+        "did, its lease having run out (HTTP 409 fenced_out, nothing written; mode fenced)."};
 
     for (int o = 0; o < SVC_OUT_COUNT; o++)
         put_cell_counter(&b, out_names[o], help[o], cell_outcome, o, nskus);

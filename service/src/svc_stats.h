@@ -45,6 +45,7 @@ typedef enum {
     SVC_OUT_BAD_REQUEST, /* rejected by validation (400/401/403) */
     SVC_OUT_CLIENT_GONE, /* 499: the client left before the lock or the commit */
     SVC_OUT_STOCK_RESET, /* 409 stock_reset: PUT /stock voided the commit */
+    SVC_OUT_FENCED_OUT,  /* 409 fenced_out: the fence refused a stale holder */
     SVC_OUT_COUNT
 } svc_outcome;
 
@@ -81,7 +82,7 @@ void svc_stats_inflight(int delta);
  * "unresolved"} (lockcore's orphan cleanup, lc_stats.orphans_*; zeros when
  * client is NULL),"modes":{<mode>:{requests, one count
  * per outcome (sold, sold_out, lock_busy, errors, bad_requests,
- * client_gone, stock_reset), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
+ * client_gone, stock_reset, fenced_out), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
  * {count,p50,p90,p99,max}}}}. instance is JSON-escaped. Returns a malloc'd
  * NUL-terminated string the caller frees, with its length in *len; NULL on
  * out of memory (*len untouched). */

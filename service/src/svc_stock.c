@@ -1,7 +1,8 @@
 /* svc_stock.c — stock administration and the audit:
- *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders and
- *                       the lock keys, bump the epoch (voiding purchases
- *                       in flight): one MULTI/EXEC round trip
+ *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders,
+ *                       the lock keys and the fenced mode's high-water
+ *                       mark, bump the epoch (voiding purchases in
+ *                       flight): one MULTI/EXEC round trip
  *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
  *                       oversold = max(0, sold - (initial - stock))
  *                       undersold = max(0, (initial - stock) - sold)
@@ -47,11 +48,20 @@ static redisContext *job_redis(svc_req *r, lc_conn *conn)
 }
 
 /* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
- * the modes that keep one in Redis (svc_lock_key). */
+ * the modes that keep one in Redis (svc_lock_key); the fenced mode's
+ * high-water mark (svc_fence.h). Its fence counter, miaosha:{sku}:fence,
+ * is not here on purpose: a reset keeps it. A holder from before the reset
+ * may still be running with its token, and fencing works only while every
+ * later grant draws a larger number than every earlier one; a counter
+ * reset to 0 would hand out numbers below that holder's, and below the
+ * mark, so new buyers would be fenced out and a stale one let in. The
+ * mark can go (a stale read's write is voided by the epoch anyway, and
+ * the next read sets it again): it describes reads of the old stock. */
 typedef struct sku_keys {
     char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX];
-    char epoch[SVC_KEY_MAX];
+    char epoch[SVC_KEY_MAX], fence_hwm[SVC_KEY_MAX];
     char lock_setnx[SVC_KEY_MAX], lock_token[SVC_KEY_MAX], lock_reentrant[SVC_KEY_MAX];
+    char lock_fenced[SVC_KEY_MAX];
 } sku_keys;
 
 static void sku_keys_init(sku_keys *k, const char *sku)
@@ -61,9 +71,11 @@ static void sku_keys_init(sku_keys *k, const char *sku)
     svc_key(k->sold, sku, "sold");
     svc_key(k->orders, sku, "orders");
     svc_key(k->epoch, sku, "epoch");
+    svc_key(k->fence_hwm, sku, "fence_hwm");
     svc_lock_key(k->lock_setnx, sku, LC_SETNX);
     svc_lock_key(k->lock_token, sku, LC_TOKEN);
     svc_lock_key(k->lock_reentrant, sku, LC_REENTRANT);
+    svc_lock_key(k->lock_fenced, sku, LC_FENCED);
 }
 
 /* Reads n pipelined replies into reps (all of them, so the connection stays
@@ -159,8 +171,8 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
     redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
     redisAppendCommand(ctx, "SET %s 0", k.sold);
-    redisAppendCommand(ctx, "DEL %s %s %s %s", k.orders, k.lock_setnx, k.lock_token,
-                       k.lock_reentrant);
+    redisAppendCommand(ctx, "DEL %s %s %s %s %s %s", k.orders, k.lock_setnx, k.lock_token,
+                       k.lock_reentrant, k.lock_fenced, k.fence_hwm);
     /* Voids the commit of every purchase that read the old stock (they
      * WATCH this key): see svc_purchase.c. */
     redisAppendCommand(ctx, "INCR %s", k.epoch);

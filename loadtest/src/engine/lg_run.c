@@ -16,8 +16,9 @@ typedef struct slot {
     uint8_t err;
     uint8_t lock_lost;
     uint8_t deleted_other_lock;
-    uint8_t err_idx;   /* 1 + index into run_ctx.errs; 0: none, or the table was full */
-    char order_id[60]; /* a 200's order id, or the id a non-200 named */
+    uint8_t fenced_out; /* a 409 whose error was fenced_out */
+    uint8_t err_idx;    /* 1 + index into run_ctx.errs; 0: none, or the table was full */
+    char order_id[60];  /* a 200's order id, or the id a non-200 named */
 } slot;
 
 /* The (status, error) pairs seen, interned under a mutex: only answers
@@ -117,6 +118,7 @@ static void on_done(void *ud, uint64_t idx, int status, lg_err err, const char *
         s->order_id[l] = 0;
         if (status != 200 && code[0])
             s->err_idx = intern_err(x, status, code);
+        s->fenced_out = status == 409 && !strcmp(code, "fenced_out");
     }
 }
 
@@ -224,11 +226,13 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     const lg_engine_result *e = &res->eng;
+    for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++)
+        res->fenced_out += x->slots[i].err == LG_ERR_NONE && x->slots[i].fenced_out;
     res->ok = e->status[200];
-    res->sold_out = e->status[409];
+    res->sold_out = e->status[409] - res->fenced_out;
     res->lock_busy = e->status[429];
     res->redis_unavailable = e->status[503];
-    res->other_http = e->completed - res->ok - res->sold_out - res->lock_busy -
+    res->other_http = e->completed - res->ok - res->sold_out - res->fenced_out - res->lock_busy -
                       res->redis_unavailable;
     for (int k = 1; k < LG_ERR_COUNT; k++)
         res->transport_errors += e->errors[k];
@@ -343,6 +347,7 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
             (unsigned long long)g->completed, (unsigned long long)r->not_sent);
     fprintf(o, "  %-18s %llu\n", "200 ok", (unsigned long long)r->ok);
     fprintf(o, "  %-18s %llu\n", "409 sold_out", (unsigned long long)r->sold_out);
+    fprintf(o, "  %-18s %llu\n", "409 fenced_out", (unsigned long long)r->fenced_out);
     fprintf(o, "  %-18s %llu\n", "429 lock_busy", (unsigned long long)r->lock_busy);
     fprintf(o, "  %-18s %llu\n", "503 redis_unavail.", (unsigned long long)r->redis_unavailable);
     fprintf(o, "  %-18s %llu", "other HTTP", (unsigned long long)r->other_http);
@@ -438,6 +443,7 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
     cJSON_AddNumberToObject(j, "not_sent", (double)r->not_sent);
     cJSON_AddNumberToObject(j, "ok", (double)r->ok);
     cJSON_AddNumberToObject(j, "sold_out", (double)r->sold_out);
+    cJSON_AddNumberToObject(j, "fenced_out", (double)r->fenced_out);
     cJSON_AddNumberToObject(j, "lock_busy", (double)r->lock_busy);
     cJSON_AddNumberToObject(j, "redis_unavailable", (double)r->redis_unavailable);
     cJSON_AddNumberToObject(j, "other_http", (double)r->other_http);
@@ -517,7 +523,7 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
               "redis_unavailable,other_http,transport_errors,elapsed_s,throughput_rps,"
               "p50_ms,p90_ms,p99_ms,max_ms,initial,sold,stock_left,oversold,undersold,"
               "orders_listed,duplicate_order_ids,missing_orders,lock_lost,verdict,expect,"
-              "expect_met,errors,deleted_other_lock\n",
+              "expect_met,errors,deleted_other_lock,fenced_out\n",
               o);
     fprintf(o, "%s,%s,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.3f,%.1f,%.2f,%.2f,%.2f,%.2f,",
             c->mode, c->sku, c->ntargets, c->concurrency, (unsigned long long)r->requests,
@@ -535,12 +541,13 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
                 (unsigned long long)r->dup_orders, (unsigned long long)r->missing);
     else
         fputs(",,,,,,,,", o);
-    fprintf(o, "%llu,%s,%s,%s,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
+    fprintf(o, "%llu,%s,%s,%s,%llu,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
             expect_name(e),
             e == LG_EXPECT_NONE  ? ""
             : lg_run_check(r, e) ? "false"
                                  : "true",
-            (unsigned long long)lg_run_errors(r), (unsigned long long)r->deleted_other_lock);
+            (unsigned long long)lg_run_errors(r), (unsigned long long)r->deleted_other_lock,
+            (unsigned long long)r->fenced_out);
 }
 
 /* --- bench --------------------------------------------------------------- */

@@ -40,7 +40,8 @@ typedef enum lg_expect {
 } lg_expect;
 
 typedef struct lg_run_cfg {
-    const char *mode;                   /* URL segment: none|mutex|setnx|token|reentrant|lua */
+    const char *mode;                   /* URL segment: none|mutex|setnx|token|reentrant|
+                                           fenced|lua */
     const char *sku;                    /* default "demo"; [A-Za-z0-9_-]{1,64} */
     uint64_t requests;                  /* 1..10000000 purchases, each sent at most once */
     int concurrency;                    /* keep-alive connections */
@@ -73,6 +74,8 @@ typedef struct lg_run_result {
     lg_engine_result eng;
     uint64_t requests; /* asked for */
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
+    uint64_t fenced_out;         /* 409s whose error was fenced_out (mode fenced: a
+                                    stale holder's write refused); not in sold_out */
     uint64_t not_sent;           /* never sent: the deadline came first */
     uint64_t lock_lost;          /* responses that carried "lock_lost":true */
     uint64_t deleted_other_lock; /* ... "deleted_other_lock":true (setnx: a late
@@ -129,7 +132,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen);
  * status for `run --expect`). Pure; any thread. */
 int lg_run_check(const lg_run_result *r, lg_expect e);
 
-/* Every answer that was neither a sale, sold out nor lock busy: 503s, other
+/* Every answer that was neither a sale, sold out, fenced out nor lock busy: 503s, other
  * HTTP statuses and transport errors (requests never sent not included).
  * Pure; any thread. */
 uint64_t lg_run_errors(const lg_run_result *r);

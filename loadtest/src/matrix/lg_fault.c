@@ -23,7 +23,8 @@
  *              command it already sent to land, re-check the field — a
  *              frozen process cannot release — then SIGKILL.
  *   token      the value is a random token (no owner visible), so eight
- *   setnx      requests with fault=crash_in_section go to mx-fault-2 at once:
+ *   fenced,    requests with fault=crash_in_section go to mx-fault-2 at once:
+ *   setnx
  *              they queue for the lock among the burst's buyers and the
  *              process exits as soon as one of them holds it (for setnx
  *              after SETNX+PEXPIRE: a plain kill, the lock has its TTL —
@@ -39,7 +40,7 @@
  * The victim is restarted on its port at once (new instance id), and the
  * dead holder's lock is watched until it is gone: it must go by expiry —
  * not before its PTTL at the kill (nobody may release it) and not much
- * after the lease (token, setnx) / watchdog timeout (reentrant).
+ * after the lease (token, fenced, setnx) / watchdog timeout (reentrant).
  *
  * Every wait polls a condition with a deadline (upper bounds scaled by
  * cfg->time_factor); Ctrl-C ends every wait, and a paused Redis always gets
@@ -64,7 +65,7 @@
 #define STR_(v) #v
 #define STR(v) STR_(v)
 
-#define F_LEASE_MS 1500      /* setnx/token lease: lock.lease_ms */
+#define F_LEASE_MS 1500      /* setnx/token/fenced lease: lock.lease_ms */
 #define F_WATCHDOG_MS 1000   /* reentrant: lock.watchdog_timeout_ms */
 #define F_CMD_TIMEOUT_MS 300 /* redis.command_timeout_ms = connect timeout */
 #define F_DOWN_MS 1000       /* redis-restart: down this long */
@@ -102,8 +103,11 @@ const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
         return "oversell";
     if (mode == LG_MODE_SETNX && scen != LG_SCEN_KILL)
         return "safe|stuck";
-    /* token, reentrant, and lua: no lock to lose, a purchase is one atomic
-     * script that Redis runs whole or not at all */
+    /* token, reentrant and fenced lose no lock (a holder that outlives
+     * its lease in a pause is fenced out by fenced, and cannot oversell
+     * token or reentrant here: work_ms is far below the lease); lua: no
+     * lock to lose, a purchase is one atomic script that Redis runs whole
+     * or not at all */
     return "safe";
 }
 
@@ -324,7 +328,7 @@ static void burst_stop(fcell *f)
 static int dead_lock_held(fcell *f, long long *last_pttl)
 {
     char out[256];
-    if (f->mode == LG_MODE_TOKEN) {
+    if (f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED) {
         const char *argv[] = {"GET", f->k_lock};
         int r = lg_redis_query(f->x->redis_port, 500, 2, argv, out, sizeof out);
         return r < 0 || (r == 1 && !strcmp(out, f->holder));
@@ -441,21 +445,23 @@ static int kill_busy(fcell *f, instance *v)
 static int inject_kill(fcell *f)
 {
     f->victim = &f->ins[2];
-    int r = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_SETNX ? crash_victim(f, f->victim)
-            : f->mode == LG_MODE_REENTRANT                       ? kill_reentrant_holder(f)
-                                                                 : kill_busy(f, f->victim);
+    int r = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED || f->mode == LG_MODE_SETNX
+                ? crash_victim(f, f->victim)
+            : f->mode == LG_MODE_REENTRANT ? kill_reentrant_holder(f)
+                                           : kill_busy(f, f->victim);
     if (r < 0)
         return -1;
     instance *v = f->victim;
     f->t_kill = f->t_end = lg_now_ms();
     int lock_seen = 1;
     if (f->hold_ms) {
-        if (f->mode == LG_MODE_TOKEN) {
+        int tok = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED;
+        if (tok) {
             const char *argv[] = {"GET", f->k_lock};
             lg_redis_query(f->x->redis_port, 500, 2, argv, f->holder, sizeof f->holder);
         }
         f->pttl_at_kill = redis_int(f, "PTTL", f->k_lock, NULL);
-        lock_seen = f->pttl_at_kill > 0 && (f->mode != LG_MODE_TOKEN || f->holder[0]);
+        lock_seen = f->pttl_at_kill > 0 && (!tok || f->holder[0]);
     }
     f->sold_at_fault = sold_now(f);
     /* reap and restart the victim whatever happens next */
@@ -722,6 +728,8 @@ static void classify(fcell *f)
         addf(c->reason, sizeof c->reason, "%lld orphan lock(s) given back; ", given_back);
     }
     addf(c->reason, sizeof c->reason, "%s", audit);
+    if (c->fenced_out > 0) /* fenced: a holder the fault made outlive its lease */
+        addf(c->reason, sizeof c->reason, ", %llu fenced out", (unsigned long long)c->fenced_out);
     if (c->oversold > 0)
         addf(c->reason, sizeof c->reason, " (+%lld oversold)", (long long)c->oversold);
     if (c->undersold)
@@ -765,9 +773,10 @@ int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance 
     f->mode = mode;
     f->ins = ins;
     f->r = r;
-    f->hold_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN ? F_LEASE_MS
-                 : mode == LG_MODE_REENTRANT                    ? F_WATCHDOG_MS
-                                                                : 0;
+    f->hold_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED
+                     ? F_LEASE_MS
+                 : mode == LG_MODE_REENTRANT ? F_WATCHDOG_MS
+                                             : 0;
     snprintf(f->sku, sizeof f->sku, "mx-%s-%s", lg_scen_names[scen], lg_mode_names[mode]);
     snprintf(f->k_lock, sizeof f->k_lock, "miaosha:{%s}:lock:%s", f->sku, lg_mode_names[mode]);
     snprintf(f->k_sold, sizeof f->k_sold, "miaosha:{%s}:sold", f->sku);

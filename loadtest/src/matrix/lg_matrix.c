@@ -8,19 +8,25 @@
  *           once by the engine's barrier: with no lock, every concurrent
  *           buyer reads the same stock before anyone writes it back.
  *           Lock modes get wait_ms 30000 (nobody gives up) and, for
- *           setnx/token, lease_ms 10000 (no lease ever runs out).
+ *           setnx/token/fenced, lease_ms 10000 (no lease ever runs out).
  *   multi   the same burst over 3 instances: each instance's in-process
  *           mutex admits one holder, so 3 overlap for work_ms at a time.
- *   slow    work_ms 300 > lease 200 (setnx/token: lease_ms=200 per request
- *           and lock.lease_ms=200; reentrant: lock.watchdog_timeout_ms=200
- *           and no lease_ms, so the watchdog renews): each lease runs out
- *           100 ms before its holder writes, so the next holder always
- *           reads the stale stock. One instance (mutex serialises there).
+ *   slow    work_ms 300 > lease 200 (setnx/token/fenced: lease_ms=200 per
+ *           request and lock.lease_ms=200; reentrant:
+ *           lock.watchdog_timeout_ms=200 and no lease_ms, so the watchdog
+ *           renews): each lease runs out 100 ms before its holder writes,
+ *           so the next holder always reads the stale stock. One instance
+ *           (mutex serialises there). fenced: the next holder's read moves
+ *           the fence past the late holder, whose write is refused (409
+ *           fenced_out): every holder but the last is fenced out, the
+ *           books stay exact and most of the stock stays unsold — the cell
+ *           is "exact" with the stale writes counted.
  *   crash   faults.enabled; one request with fault=crash_in_section
  *           (setnx: crash_before_expire) kills the instance while it holds
  *           the lock; the instance is restarted with a new instance id;
  *           probes (wait_ms 100) buy every 20 ms until the first 200 or the
- *           window (3 s) ends. Lease and watchdog timeout are 1000 ms.
+ *           window (3 s) ends. Lease and watchdog timeout are 1000 ms
+ *           (token and fenced recover when the lease runs out).
  *   nested  reenter=2, one buyer at a time (concurrency 1, so `none` cannot
  *           race), wait_ms 300: a non-reentrant lock waits for itself.
  * lua (no lock, one atomic script) runs the same cells: work_ms is spent
@@ -74,7 +80,7 @@ static const char *expected_of(lg_scenario s, lg_mode m)
     switch (s) {
     case LG_SCEN_RACE: return m == LG_MODE_NONE ? "oversell" : "exact";
     case LG_SCEN_MULTI: return m == LG_MODE_NONE || m == LG_MODE_MUTEX ? "oversell" : "exact";
-    case LG_SCEN_SLOW:
+    case LG_SCEN_SLOW: /* fenced: exact, with its stale writes fenced out (judge) */
         return m == LG_MODE_NONE || m == LG_MODE_SETNX || m == LG_MODE_TOKEN ? "oversell" : "exact";
     case LG_SCEN_CRASH: return m == LG_MODE_SETNX ? "stuck" : "recovers";
     case LG_SCEN_NESTED: return m == LG_MODE_NONE || m == LG_MODE_REENTRANT ? "sells" : "blocks";
@@ -116,6 +122,23 @@ static void classify_burst(lg_cell *c, const lg_run_result *r, lg_scenario scen)
         snprintf(c->reason, sizeof c->reason, "sold exactly %lld, %llu sold_out, %llu orders",
                  (long long)c->sold, (unsigned long long)c->sold_out,
                  (unsigned long long)r->orders_listed);
+        if (c->fenced_out > 0) {
+            size_t l = strlen(c->reason);
+            snprintf(c->reason + l, sizeof c->reason - l, ", %llu fenced out",
+                     (unsigned long long)c->fenced_out);
+        }
+        return;
+    }
+    /* fenced: the books balance and what is left was refused by the fence,
+     * not lost — every buyer that did not buy was answered sold_out or
+     * fenced_out (a stale write refused, nothing written). */
+    if (c->fenced_out > 0 && c->sold + c->stock_left == c->stock &&
+        c->ok + c->sold_out + c->fenced_out == c->requests) {
+        snprintf(c->outcome, sizeof c->outcome, "exact");
+        snprintf(c->reason, sizeof c->reason,
+                 "exact, %llu fenced out: sold %lld of %lld, %lld left, %llu orders",
+                 (unsigned long long)c->fenced_out, (long long)c->sold, (long long)c->stock,
+                 (long long)c->stock_left, (unsigned long long)r->orders_listed);
         return;
     }
     if (c->sold == 0 && c->lock_busy == c->requests) {
@@ -154,8 +177,10 @@ static int run_burst(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instan
     rc.reenter = b->reenter;
     /* reentrant runs on its watchdog: an explicit lease_ms would switch it
      * off (lockcore.h: watchdog_timeout_ms applies without an explicit
-     * lease), so it is only sent to setnx and token */
-    rc.lease_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN ? b->lease_ms : -1;
+     * lease), so it is only sent to setnx, token and fenced */
+    rc.lease_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED
+                      ? b->lease_ms
+                      : -1;
     rc.deadline_ms = 90000;
     rc.stop = x->cfg->stop;
     rc.admin_token = x->cfg->admin_token;
@@ -195,7 +220,7 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
         return -1;
     const char *fault = mode == LG_MODE_SETNX ? "crash_before_expire" : "crash_in_section";
     char lease[32] = "";
-    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN)
+    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED)
         snprintf(lease, sizeof lease, "&lease_ms=%d", CRASH_LEASE_MS);
     char url[512];
     snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=crasher&work_ms=0&wait_ms=1000%s&fault=%s",
@@ -263,13 +288,13 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
                  (unsigned long long)other, restarted);
     } else {
         snprintf(c->outcome, sizeof c->outcome, "recovers");
-        if (mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT)
+        if (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT)
             snprintf(c->reason, sizeof c->reason,
                      "first sale %lld ms after the crash: %s (%d ms) ran out; restart %lld ms, "
                      "%llu probes lock_busy before",
                      (long long)c->recovery_ms,
-                     mode == LG_MODE_TOKEN ? "the lease" : "the watchdog timeout", CRASH_LEASE_MS,
-                     restarted, (unsigned long long)busy);
+                     mode == LG_MODE_REENTRANT ? "the watchdog timeout" : "the lease",
+                     CRASH_LEASE_MS, restarted, (unsigned long long)busy);
         else
             snprintf(c->reason, sizeof c->reason,
                      "first sale %lld ms after the crash: %s (restart %lld ms)",
@@ -303,10 +328,17 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
 {
     c->expected = expected_of(scen, mode);
     c->pass = outcome_matches(c->expected, c->outcome);
+    if (scen == LG_SCEN_SLOW && mode == LG_MODE_FENCED && c->pass && c->fenced_out == 0) {
+        /* exact only because no holder outlived its lease would not show
+         * the fence at work */
+        c->pass = 0;
+        size_t l = strlen(c->reason);
+        snprintf(c->reason + l, sizeof c->reason - l, " — expected stale writes fenced out");
+    }
     if (scen == LG_SCEN_SLOW) {
         /* The other half of the slow holder (docs/locks.md): setnx's late
-         * DEL deletes a later holder's lock; token's and reentrant's owner
-         * checks never do. */
+         * DEL deletes a later holder's lock; token's, fenced's and
+         * reentrant's owner checks never do. */
         int want = mode == LG_MODE_SETNX;
         size_t l = strlen(c->reason);
         snprintf(c->reason + l, sizeof c->reason - l, "; %llu release(s) deleted another's lock",
@@ -317,7 +349,8 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
             snprintf(c->reason + l, sizeof c->reason - l, " — expected %s", want ? "some" : "none");
         }
     }
-    if (c->pass && scen == LG_SCEN_CRASH && (mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT)) {
+    if (c->pass && scen == LG_SCEN_CRASH &&
+        (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT)) {
         /* recovery must come from the lease / watchdog running out, not
          * earlier (that would mean the lock did not survive the crash) and
          * not much later */

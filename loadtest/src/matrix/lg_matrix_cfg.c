@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *const lg_mode_names[LG_NMODES] = {"none",  "mutex",     "setnx",
-                                              "token", "reentrant", "lua"};
+const char *const lg_mode_names[LG_NMODES] = {"none",      "mutex",  "setnx", "token",
+                                              "reentrant", "fenced", "lua"};
 const char *const lg_scen_names[LG_NSCEN] = {
     "race", "multi",         "slow",       "crash", "nested", /* the demo */
     "kill", "redis-restart", "redis-pause"};                  /* the faults, lg_fault.c */

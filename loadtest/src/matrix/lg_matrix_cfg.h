@@ -17,14 +17,16 @@
 #include <stdio.h>
 
 /* The purchase modes, in the order of the service's URL segments: the lock
- * modes, then lua (no lock: one atomic script, the row every lock is
- * measured against). */
+ * modes (fenced: token's lock plus a fencing token the store checks), then
+ * lua (no lock: one atomic script, the row every lock is measured
+ * against). */
 typedef enum lg_mode {
     LG_MODE_NONE,
     LG_MODE_MUTEX,
     LG_MODE_SETNX,
     LG_MODE_TOKEN,
     LG_MODE_REENTRANT,
+    LG_MODE_FENCED,
     LG_MODE_LUA,
     LG_NMODES /* how many */
 } lg_mode;
@@ -52,7 +54,7 @@ static inline int lg_scen_is_fault(lg_scenario s)
 }
 
 /* The names used on the command line, in files and in SKUs, indexed by
- * lg_mode / lg_scenario: "none" .. "reentrant", "lua", "race" ..
+ * lg_mode / lg_scenario: "none" .. "reentrant", "fenced", "lua", "race" ..
  * "redis-pause". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
@@ -94,6 +96,7 @@ typedef struct lg_cell {
     int64_t stock, sold, stock_left, oversold, undersold;
     uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
+    uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
     int stuck;                   /* crash: no sale within the window */
     int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */
     int64_t window_ms;           /* crash: observation window */

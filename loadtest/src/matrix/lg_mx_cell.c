@@ -10,6 +10,7 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
     c->errors = lg_run_errors(r) + r->not_sent;
     c->lock_lost = r->lock_lost;
     c->deleted_other_lock = r->deleted_other_lock;
+    c->fenced_out = r->fenced_out;
     c->dup = r->dup_orders + r->dup_ok_ids;
     c->missing = r->missing;
     c->elapsed_s = r->eng.elapsed_s;
