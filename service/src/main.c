@@ -76,6 +76,9 @@ static void settings_from(const cfg_config *c, svc_settings *s)
     s->trace_enabled = c->trace.enabled;
     s->trace_ring_size = c->trace.ring_size;
     s->trace_max_skus = c->trace.max_skus;
+    s->limit_per_user = (long long)c->purchase.limit_per_user;
+    s->idem_ttl_ms = c->purchase.idempotency_ttl_s * 1000;
+    s->local_sold_out = c->purchase.local_sold_out;
 }
 
 static int wait_signal(void)

@@ -68,6 +68,7 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_health.h"
+#include "svc_idem.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
 #include "svc_stats.h"
@@ -115,6 +116,8 @@ static enum MHD_Result send_reply(svc_req *r, const char *method, const char *ur
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (r->allow != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->replayed)
+        MHD_add_response_header(resp, "Idempotent-Replayed", "true");
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     /* After a 413 the rest of the body is never read, so the connection
@@ -296,6 +299,17 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->default_sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
+    if (r->s->limit_per_user > 0 && !(r->p.seen & SVC_P_USER))
+        return reject_purchase(r, 400, "bad_request",
+                               "user: required while purchase.limit_per_user is set", method, url);
+    const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+    if (key != NULL) {
+        if (!svc_idem_valid(key))
+            return reject_purchase(r, 400, "bad_request",
+                                   "Idempotency-Key: must be 1..64 characters of [A-Za-z0-9_:.-]",
+                                   method, url);
+        snprintf(r->idem, sizeof r->idem, "%s", key);
+    }
     if (r->p.fault != SVC_FAULT_NONE) {
         if (!r->s->faults_enabled)
             return reject_purchase(r, 403, "faults_disabled",
