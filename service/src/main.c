@@ -24,6 +24,7 @@
 #include "svc_pool.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -157,6 +158,12 @@ int main(int argc, char **argv)
         lc_client_free(client);
         return 1;
     }
+    if (s.local_sold_out && svc_soldout_start(&lo) != 0) {
+        svc_log(SVC_ERROR, "cannot start the sold-out flag's listener");
+        svc_health_stop();
+        lc_client_free(client);
+        return 1;
+    }
     /* Seed the default SKU once (never resets a running sale). */
     {
         lc_conn *conn = NULL;
@@ -179,6 +186,7 @@ int main(int argc, char **argv)
         svc_log(SVC_ERROR, "cannot start: %s", err);
         svc_pool_free(admin);
         svc_pool_free(purchases);
+        svc_soldout_stop();
         svc_health_stop();
         lc_client_free(client);
         return 1;
@@ -218,6 +226,7 @@ int main(int argc, char **argv)
     svc_http_stop();
     svc_pool_free(purchases);
     svc_pool_free(admin);
+    svc_soldout_stop();
     svc_health_stop();
     lc_client_free(client);
     svc_log(SVC_INFO, "stopped after %.0f ms", (double)(svc_now_us() - t0) / 1000.0);

@@ -71,6 +71,7 @@
 #include "svc_idem.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -323,6 +324,27 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);
+    }
+    /* The local sold-out flag: no worker, no Redis. A keyed request goes on
+     * to Redis: its key may hold an earlier sale to replay. */
+    if (r->s->local_sold_out && r->idem[0] == '\0' && svc_soldout_is(r->sku)) {
+        cJSON *o = cJSON_CreateObject();
+        if (o != NULL) {
+            cJSON_AddBoolToObject(o, "ok", 0);
+            cJSON_AddStringToObject(o, "error", "sold_out");
+            cJSON_AddStringToObject(o, "detail",
+                                    "answered from this instance's sold-out flag, without Redis");
+            cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
+            cJSON_AddStringToObject(o, "sku", r->sku);
+            svc_json_add_int(o, "stock_left", 0);
+            cJSON_AddBoolToObject(o, "local", 1);
+            cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+        }
+        svc_reply_json(r, 409, o);
+        svc_stats_sold_out_local();
+        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_SOLD_OUT, 0, 0,
+                           svc_now_us() - r->t0_us, -1);
+        return send_reply(r, method, url);
     }
     if (submit(r, purchase_pool, svc_mode_is_lock(r->mode) ? svc_purchase_job : svc_lua_job) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,

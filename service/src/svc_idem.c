@@ -75,8 +75,8 @@ int svc_idem_found(const svc_idem *id, svc_req *r, const char *value, size_t vle
     return 1;
 }
 
-int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms,
-                   purchase_result *res, char *detail, size_t len)
+int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, purchase_result *res,
+                   char *detail, size_t len)
 {
     uuid_t u;
     char token[SVC_UUID_LEN];
@@ -99,7 +99,7 @@ int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms,
     int rc = -1;
     if (rep == NULL) {
         snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
-                 st != LC_OK                ? "out of memory"
+                 st != LC_OK               ? "out of memory"
                  : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
                                            : "no reply");
         *res = PR_REDIS_UNAVAILABLE;
@@ -162,9 +162,11 @@ void svc_idem_end(svc_idem *id, const svc_req *r, lc_conn *conn, int store, unsi
         st = lc_conn_pipe(conn, &p);
     redisReply *rep = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
     if (rep == NULL || rep->type == REDIS_REPLY_ERROR)
-        svc_log(SVC_WARN, "sku %s Idempotency-Key %s: could not %s its record (%s); it expires "
+        svc_log(SVC_WARN,
+                "sku %s Idempotency-Key %s: could not %s its record (%s); it expires "
                 "by itself",
-                r->sku, r->idem, store ? "store the outcome in" : "remove the in-progress marker from",
+                r->sku, r->idem,
+                store ? "store the outcome in" : "remove the in-progress marker from",
                 rep ? rep->str : lc_conn_errstr(conn));
     freeReplyObject(rep);
     lc_pipe_clear(&p);

@@ -57,8 +57,8 @@ int svc_idem_valid(const char *v);
  *       running), PR_KEY_REUSED (stored with another fingerprint),
  *       PR_REDIS_UNAVAILABLE or PR_REDIS_ERROR, with the reason in detail
  *       (len bytes). Nothing was bought. */
-int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms,
-                   purchase_result *res, char *detail, size_t len);
+int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, purchase_result *res,
+                   char *detail, size_t len);
 
 /* What svc_idem_begin does with a value found under the key (the lua script
  * returns the one it finds when it is not this request's marker): 1 with

@@ -42,6 +42,7 @@
 #include "svc_outcome.h"
 #include "svc_scripts.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 
 typedef struct lua_purchase {
@@ -51,10 +52,11 @@ typedef struct lua_purchase {
     int has_stock_left;
     char order_id[SVC_UUID_LEN]; /* set once the script carrying it is sent */
     char detail[LC_ERRSTR_LEN + 64];
-    svc_idem id;      /* the request's Idempotency-Key, when it has one */
-    char *sold_head;  /* with a key: the sale's reply up to its stock_left */
-    char *sold_tail;  /* ... and after it (points into sold_head's block) */
-    int found_replay; /* the script found the key done: the reply is in r */
+    svc_idem id;          /* the request's Idempotency-Key, when it has one */
+    char *sold_head;      /* with a key: the sale's reply up to its stock_left */
+    char *sold_tail;      /* ... and after it (points into sold_head's block) */
+    int found_replay;     /* the script found the key done: the reply is in r */
+    uint64_t soldout_gen; /* the local sold-out flag's generation before the script */
     lc_conn *conn;
 } lua_purchase;
 
@@ -110,6 +112,8 @@ static void respond(lua_purchase *lp, purchase_result res)
     char *txt = res == PR_SOLD && lp->sold_head != NULL ? sold_text(lp) : reply_text(lp, res);
     free(lp->sold_head);
     lp->sold_head = lp->sold_tail = NULL;
+    if (res == PR_SOLD_OUT && r->s->local_sold_out)
+        svc_soldout_mark(r->sku, lp->soldout_gen);
     if (lp->id.on)
         svc_idem_end(&lp->id, r, lp->conn,
                      res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
@@ -321,6 +325,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     memset(&lp, 0, sizeof lp);
     lp.r = r;
     lp.conn = conn;
+    lp.soldout_gen = svc_soldout_gen(r->sku);
     lp.slot = svc_stats_sku_slot(r->sku);
     if (conn == NULL) {
         snprintf(lp.detail, sizeof lp.detail, "no Redis connection");

@@ -81,6 +81,7 @@
 #include "svc_keys.h"
 #include "svc_outcome.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -109,9 +110,10 @@ typedef struct purchase {
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
-    svc_trace tr;     /* this purchase's timeline (GET /trace/{sku}) */
-    svc_idem id;      /* the request's Idempotency-Key, when it has one */
-    char *sold_reply; /* with a key: the sale's reply, stored with the order */
+    svc_trace tr;         /* this purchase's timeline (GET /trace/{sku}) */
+    svc_idem id;          /* the request's Idempotency-Key, when it has one */
+    char *sold_reply;     /* with a key: the sale's reply, stored with the order */
+    uint64_t soldout_gen; /* the local sold-out flag's generation before the read */
     lc_conn *conn;
 } purchase;
 
@@ -183,6 +185,8 @@ static void respond(purchase *pu, purchase_result res)
     }
     free(pu->sold_reply);
     pu->sold_reply = NULL;
+    if (res == PR_SOLD_OUT && pu->s->local_sold_out)
+        svc_soldout_mark(pu->r->sku, pu->soldout_gen);
     if (pu->id.on)
         svc_idem_end(&pu->id, pu->r, pu->conn,
                      res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
@@ -654,6 +658,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     pu.r = r;
     pu.s = s;
     pu.conn = conn;
+    pu.soldout_gen = svc_soldout_gen(r->sku);
     pu.slot = svc_stats_sku_slot(r->sku);
     pu.wait_us = -1;
     pu.gave_up_us = -1;

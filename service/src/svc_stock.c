@@ -16,6 +16,7 @@
 
 #include "svc_check.h"
 #include "svc_keys.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 
 /* cJSON's parser records its last error in a global even in
@@ -158,7 +159,7 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
     char why[256];
-    redisReply *reps[7];
+    redisReply *reps[8];
     long long n = (long long)r->p.stock;
     sku_keys k;
     redisContext *ctx = job_redis(r, conn);
@@ -174,18 +175,22 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     /* Voids the commit of every purchase that read the old stock (they
      * WATCH this key): see svc_purchase.c. */
     redisAppendCommand(ctx, "INCR %s", k.epoch);
+    /* Every instance's local sold-out flag of this SKU clears on it
+     * (svc_soldout.h). */
+    redisAppendCommand(ctx, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, r->sku);
     redisAppendCommand(ctx, "EXEC");
-    if (read_replies(ctx, reps, 7, why, sizeof why) != 0) {
+    if (read_replies(ctx, reps, 8, why, sizeof why) != 0) {
         redis_fail(r, why);
         return;
     }
-    int ok = reps[6]->type == REDIS_REPLY_ARRAY && reps[6]->elements == 5;
-    for (int i = 0; i < 7; i++)
+    int ok = reps[7]->type == REDIS_REPLY_ARRAY && reps[7]->elements == 6;
+    for (int i = 0; i < 8; i++)
         freeReplyObject(reps[i]);
     if (!ok) {
         redis_fail(r, "transaction aborted");
         return;
     }
+    svc_soldout_clear(r->sku); /* this instance at once; the others by the message */
     svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
     svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0, 0));
 }

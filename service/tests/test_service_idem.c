@@ -249,8 +249,9 @@ static void test_idempotency(void)
         snprintf(sku, sizeof sku, "idemrace%s", modes[m]);
         TU_REQUIRE(svc_set_stock(&open_, sku, 100, NULL) == 200, "stock");
         for (int i = 0; i < N; i++) {
-            snprintf(paths[i], sizeof paths[i], "/miaosha/%s?sku=%s&user=r%d&work_ms=200&wait_ms=10000",
-                     modes[m], sku, i % KEYS);
+            snprintf(paths[i], sizeof paths[i],
+                     "/miaosha/%s?sku=%s&user=r%d&work_ms=200&wait_ms=10000", modes[m], sku,
+                     i % KEYS);
             snprintf(hdrs[i], sizeof hdrs[i], "Idempotency-Key: race-%d", i % KEYS);
             k[i] = (keyed){paths[i], hdrs[i], {0}};
             pthread_create(&th[i], NULL, keyed_req, &k[i]);
