@@ -55,8 +55,7 @@ static void flag_all(const char *sku)
     int local;
     TU_REQUIRE(svc_set_stock(&srv[0], sku, 0, NULL) == 200, "stock 0");
     for (int i = 0; i < N; i++) {
-        TU_CHECK(buy(&srv[i], sku, &local) == 409 && !local, "instance %d: sold out from Redis",
-                 i);
+        TU_CHECK(buy(&srv[i], sku, &local) == 409 && !local, "instance %d: sold out from Redis", i);
         /* The reset's own message may still be on its way and clear the
          * first flag: the flag must hold soon after. */
         int64_t dl = tu_now_ms() + tu_slack(2000);
