@@ -16,9 +16,9 @@
 #include "lg_json.h"
 #include "lg_proc.h"
 
-#define CLICKS 5          /* dup-user: concurrent clicks per buyer */
-#define DUP_WORK_MS 10    /* dup-user: widens the section */
-#define RETRY_WORK_MS 200 /* retry: the first request's work, above... */
+#define CLICKS 5           /* dup-user: concurrent clicks per buyer */
+#define DUP_WORK_MS 10     /* dup-user: widens the section */
+#define RETRY_WORK_MS 200  /* retry: the first request's work, above... */
 #define RETRY_GIVEUP_MS 50 /* ...the client's timeout */
 #define MAX_BUYERS 64
 
@@ -88,8 +88,8 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
     char sku[64], lp[64];
     int n = buyers * CLICKS;
     snprintf(sku, sizeof sku, "mx-dup-user-%s", lg_mode_names[m]);
-    if (buyers > MAX_BUYERS || lg_admin_reset(in->base, sku, 2 * buyers, x->cfg->admin_token, err,
-                                              errlen) < 0)
+    if (buyers > MAX_BUYERS ||
+        lg_admin_reset(in->base, sku, 2 * buyers, x->cfg->admin_token, err, errlen) < 0)
         return -1;
     lock_params(m, lp, sizeof lp);
     click *k = calloc((size_t)n, sizeof *k);
@@ -104,8 +104,8 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
     pthread_barrier_init(&go, NULL, (unsigned)n);
     long long t0 = lg_now_ms();
     for (int i = 0; i < n; i++) {
-        snprintf(k[i].url, sizeof k[i].url, "%s/miaosha/%s?sku=%s&user=b%d&work_ms=%d%s",
-                 in->base, lg_mode_names[m], sku, i % buyers, DUP_WORK_MS, lp);
+        snprintf(k[i].url, sizeof k[i].url, "%s/miaosha/%s?sku=%s&user=b%d&work_ms=%d%s", in->base,
+                 lg_mode_names[m], sku, i % buyers, DUP_WORK_MS, lp);
         k[i].go = &go;
         pthread_create(&th[i], NULL, do_click, &k[i]);
     }
@@ -151,8 +151,8 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
 typedef struct retry_buyer {
     const instance *in;
     char path[400];
-    char key[80]; /* "" = no Idempotency-Key */
-    int fd;       /* the given-up first request's connection, -1 when none */
+    char key[80];       /* "" = no Idempotency-Key */
+    int fd;             /* the given-up first request's connection, -1 when none */
     int first_answered; /* the first reply came before the client gave up */
     long final;         /* the status the buyer ended with */
     int replayed;       /* it was a replay */
@@ -171,9 +171,9 @@ static void first_request(retry_buyer *b)
     if (b->fd < 0)
         return;
     char req[700];
-    int n = snprintf(req, sizeof req,
-                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n%s%s%s\r\n",
-                     b->path, b->key[0] ? "Idempotency-Key: " : "", b->key, b->key[0] ? "\r\n" : "");
+    int n = snprintf(
+        req, sizeof req, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n%s%s%s\r\n",
+        b->path, b->key[0] ? "Idempotency-Key: " : "", b->key, b->key[0] ? "\r\n" : "");
     if (connect(b->fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
         send(b->fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
         close(b->fd);
