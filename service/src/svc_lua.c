@@ -114,6 +114,8 @@ static void respond(lua_purchase *lp, purchase_result res)
     lp->sold_head = lp->sold_tail = NULL;
     if (res == PR_SOLD_OUT && r->s->local_sold_out)
         svc_soldout_mark(r->sku, lp->soldout_gen);
+    if (res == PR_SOLD)
+        lp->id.on = 0; /* its outcome was written by the script */
     if (lp->id.on)
         svc_idem_end(&lp->id, r, lp->conn,
                      res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,

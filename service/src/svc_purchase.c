@@ -187,6 +187,8 @@ static void respond(purchase *pu, purchase_result res)
     pu->sold_reply = NULL;
     if (res == PR_SOLD_OUT && pu->s->local_sold_out)
         svc_soldout_mark(pu->r->sku, pu->soldout_gen);
+    if (res == PR_SOLD)
+        pu->id.on = 0; /* its outcome was written with the order */
     if (pu->id.on)
         svc_idem_end(&pu->id, pu->r, pu->conn,
                      res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
