@@ -330,8 +330,8 @@ static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr, i
                 snprintf(list + used, size - used, "%s%s", used ? ", " : "", write_names[k]);
         }
         if (failed[0]) {
-            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %s; applied %s", failed,
-                     applied[0] ? applied : "nothing");
+            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %.190s; applied %.90s",
+                     failed, applied[0] ? applied : "nothing");
             res = COMMIT_PARTIAL;
         }
     } else {
