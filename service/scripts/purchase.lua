@@ -50,11 +50,13 @@ local t = redis.call('TYPE', KEYS[3])['ok']
 if t ~= 'none' and t ~= 'list' then
     return {-2, 0}
 end
-t = redis.call('TYPE', KEYS[4])['ok']
-if t ~= 'none' and t ~= 'hash' then
-    return {-2, 0}
-end
 local user = ARGV[2]
+if user ~= '' then -- only a purchase with a user touches the buyers hash
+    t = redis.call('TYPE', KEYS[4])['ok']
+    if t ~= 'none' and t ~= 'hash' then
+        return {-2, 0}
+    end
+end
 local limit = tonumber(ARGV[3])
 if user ~= '' and limit > 0 then
     local held = tonumber(redis.call('HGET', KEYS[4], user) or '0') or 0
