@@ -202,11 +202,12 @@ purchase_wrk() {
   BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
 }
 
-# cs_run THREADS [pipeline|plain] -> sets CS_RPS (the section as the
-# service's default, purchase.pipeline=true, unless told)
+# cs_run THREADS [pipeline|plain [MODE]] -> sets CS_RPS (the section as the
+# service's default, purchase.pipeline=true, unless told; MODE token unless
+# told, lua = the service's purchase script)
 cs_run() {
   local out
-  out=$(timeout $((DUR + 30)) "$BUILD/bench/cs_bench" "$REDIS_PORT" "$1" "$DUR" "$WAIT_MS" token "${2:-pipeline}" 2>&1)
+  out=$(timeout $((DUR + 30)) "$BUILD/bench/cs_bench" "$REDIS_PORT" "$1" "$DUR" "$WAIT_MS" "${3:-token}" "${2:-pipeline}" 2>&1)
   CS_RPS=$(printf '%s\n' "$out" | sed -n 's/.*sections_per_s=\([0-9.]*\).*/\1/p')
   CS_NOTE=$(printf '%s\n' "$out" | sed -n 's/.*\(fairness=.*\)/\1/p')
   [ -n "$CS_RPS" ] || { log "bench: cs_bench failed: $out"; CS_RPS=0; }
@@ -502,6 +503,28 @@ if want lua; then
     purchase_wrk "$SVC_PORT" lua; blua+=("$BUY_RPS"); echo "  round $r: lua   $BUY_RPS/s ($BUY_NOTE)"
   done
   target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$(median "${blua[@]}")" "$(median "${btok[@]}")" ">=" 10
+
+  # The same script from server.workers threads with no HTTP (cs_bench lua).
+  workers=$("$SRV" --print-config | sed -n 's/.*"workers": *\([0-9]*\).*/\1/p')
+  echo "lua purchases/s: the service (64 connections) vs cs_bench lua, ${workers:-16} threads (the same script, no HTTP), alternating"
+  clua=() slua=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    cs_run "${workers:-16}" pipeline lua; clua+=("$CS_RPS"); echo "  round $r: cs_bench lua $CS_RPS/s ($CS_NOTE)"
+    purchase_wrk "$SVC_PORT" lua; slua+=("$BUY_RPS"); echo "  round $r: service lua  $BUY_RPS/s ($BUY_NOTE)"
+  done
+  target_row lua "lua buys/s, 64 connections vs cs_bench lua, ${workers:-16} threads" "$(median "${slua[@]}")" "$(median "${clua[@]}")" ">=" 0.7
+
+  # Most buyers come after the sale: the local sold-out flag answers them
+  # from memory. Stock 0, one purchase sets the flag, then wrk.
+  r=$(http PUT "$SVC_PORT" "/stock/soldout?stock=0")
+  http GET "$SVC_PORT" "/miaosha/token?sku=soldout" >/dev/null
+  echo "sold-out answers (stock 0, the local flag set) vs GET /healthz, req/s (wrk -c64 -d${DUR}s), alternating"
+  hz=() so=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"; hz+=("$WRK_RPS"); echo "  round $r: /healthz  $WRK_RPS req/s (non-2xx $WRK_NON2XX)"
+    wrk_run "http://127.0.0.1:$SVC_PORT/miaosha/token?sku=soldout"; so+=("$WRK_RPS"); echo "  round $r: sold out  $WRK_RPS req/s (409s $WRK_NON2XX)"
+  done
+  target_row lua "sold-out answers req/s (local flag) vs GET /healthz req/s" "$(median "${so[@]}")" "$(median "${hz[@]}")" ">=" 0.8
 fi
 
 # ------------------------------------------------------------------ trace --

@@ -156,21 +156,28 @@ typedef struct cfg_config {
                                           1..60000]; bounds a 503's latency */
     } redis;
     struct {
-        char sku[CFG_SKU_LEN]; /* SKU when the request has no ?sku=
-                                  ["demo"], [A-Za-z0-9_-]{1,64} */
-        int64_t initial_stock; /* stock the service seeds at start when
-                                  the SKU has none in Redis [100,
-                                  0..1000000000] */
-        int64_t work_ms;       /* simulated business time inside the
-                                  critical section when the request has
-                                  no ?work_ms= [0, 0..600000, and <=
-                                  purchase.max_work_ms] */
-        int64_t max_work_ms;   /* cap on ?work_ms= [60000, 0..600000] */
-        int max_reenter;       /* cap on ?reenter= [8, 0..64] */
-        bool pipeline;         /* send the stock read with the acquire
-                                  and the commit with the release, two
-                                  round trips a purchase, when the
-                                  request has no ?pipeline= [true] */
+        char sku[CFG_SKU_LEN];     /* SKU when the request has no ?sku=
+                                      ["demo"], [A-Za-z0-9_-]{1,64} */
+        int64_t initial_stock;     /* stock the service seeds at start when
+                                      the SKU has none in Redis [100,
+                                      0..1000000000] */
+        int64_t work_ms;           /* simulated business time inside the
+                                      critical section when the request has
+                                      no ?work_ms= [0, 0..600000, and <=
+                                      purchase.max_work_ms] */
+        int64_t max_work_ms;       /* cap on ?work_ms= [60000, 0..600000] */
+        int max_reenter;           /* cap on ?reenter= [8, 0..64] */
+        bool pipeline;             /* send the stock read with the acquire
+                                      and the commit with the release, two
+                                      round trips a purchase, when the
+                                      request has no ?pipeline= [true] */
+        int64_t limit_per_user;    /* orders one ?user= may hold per SKU;
+                                      0 = unlimited [0, 0..1000000] */
+        int64_t idempotency_ttl_s; /* how long a purchase's Idempotency-Key
+                                      outcome is kept [86400, 1..2592000] */
+        bool local_sold_out;       /* answer a SKU this instance saw sold
+                                      out 409 from memory until its stock
+                                      is reset [true] */
     } purchase;
     struct {
         int64_t lease_ms;            /* setnx/token lease, and the reentrant

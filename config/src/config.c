@@ -159,6 +159,15 @@ static const key_def KEYS[] = {
     K_BOOL("purchase.pipeline", purchase.pipeline, 1,
            "send the stock read with the lock's acquire and the commit with its release "
            "(two round trips a purchase) when a request has no ?pipeline="),
+    K_NUM("purchase.limit_per_user", purchase.limit_per_user, 0, 1000000, 0, NULL, "",
+          "orders one ?user= may hold per SKU, checked atomically with the sale (409 "
+          "limit_reached); 0 = unlimited"),
+    K_NUM("purchase.idempotency_ttl_s", purchase.idempotency_ttl_s, 1, 2592000, 86400, NULL, "s",
+          "how long the outcome of a purchase with an Idempotency-Key header is kept for its "
+          "replays"),
+    K_BOOL("purchase.local_sold_out", purchase.local_sold_out, 1,
+           "answer purchases of a SKU this instance has seen sold out 409 from memory, without "
+           "Redis, until its stock is reset"),
 
     K_NUM("lock.lease_ms", lock.lease_ms, 1, MS_PER_DAY, 5000, "lock.max_lease_ms", "ms",
           "lease of setnx, token and fenced locks when a request has no ?lease_ms="),

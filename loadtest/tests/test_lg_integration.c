@@ -278,7 +278,7 @@ static void test_matrix(const char *extra)
     }
     if (f)
         fclose(f);
-    TU_CHECK(rows == 35 && passed == 35, "csv rows %d passed %d (5 scenarios x 7 modes)", rows,
+    TU_CHECK(rows == 49 && passed == 49, "csv rows %d passed %d (7 scenarios x 7 modes)", rows,
              passed);
     snprintf(p, sizeof p, "%s/matrix.svg", dir);
     f = fopen(p, "r");

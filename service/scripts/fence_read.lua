@@ -4,7 +4,9 @@
 -- this reader's write is accepted and every holder with a smaller token is
 -- refused, at its read or at its write (docs/locks.md, "Fencing").
 -- KEYS[1] fence counter, KEYS[2] high-water mark, KEYS[3] stock,
--- KEYS[4] epoch: all miaosha:{sku}:*, one hash slot.
+-- KEYS[4] epoch, KEYS[5] buyers: all miaosha:{sku}:*, one hash slot.
+-- ARGV[2] a user ("" for none): their order count is read with the stock,
+-- for purchase.limit_per_user.
 -- ARGV[1] the reader's fencing token, or "" for the counter's value: the
 -- read that rides in the acquire's write runs before its token is known,
 -- right after the acquire script; while that lock is held the counter is
@@ -12,8 +14,9 @@
 -- When that attempt did not get the lock the counter is the holder's
 -- token, which the holder's own read raises the mark to anyway.
 -- Returns
---   {1, token, stock, epoch}  the mark is now token; stock and epoch as GET
---                             answers them (nil when unset)
+--   {1, token, stock, epoch, bought}  the mark is now token; stock, epoch
+--                             and the user's order count as GET / HGET
+--                             answer them (nil when unset or no user)
 --   {0, token, mark}          fenced out: a holder with a larger token has
 --                             read already; nothing written
 local token
@@ -29,4 +32,8 @@ end
 if token > mark then
     redis.call('SET', KEYS[2], token)
 end
-return {1, token, redis.call('GET', KEYS[3]), redis.call('GET', KEYS[4])}
+local bought = false
+if ARGV[2] ~= '' then
+    bought = redis.call('HGET', KEYS[5], ARGV[2])
+end
+return {1, token, redis.call('GET', KEYS[3]), redis.call('GET', KEYS[4]), bought}

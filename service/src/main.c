@@ -24,6 +24,7 @@
 #include "svc_pool.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -76,6 +77,9 @@ static void settings_from(const cfg_config *c, svc_settings *s)
     s->trace_enabled = c->trace.enabled;
     s->trace_ring_size = c->trace.ring_size;
     s->trace_max_skus = c->trace.max_skus;
+    s->limit_per_user = (long long)c->purchase.limit_per_user;
+    s->idem_ttl_ms = c->purchase.idempotency_ttl_s * 1000;
+    s->local_sold_out = c->purchase.local_sold_out;
 }
 
 static int wait_signal(void)
@@ -154,6 +158,12 @@ int main(int argc, char **argv)
         lc_client_free(client);
         return 1;
     }
+    if (s.local_sold_out && svc_soldout_start(&lo) != 0) {
+        svc_log(SVC_ERROR, "cannot start the sold-out flag's listener");
+        svc_health_stop();
+        lc_client_free(client);
+        return 1;
+    }
     /* Seed the default SKU once (never resets a running sale). */
     {
         lc_conn *conn = NULL;
@@ -176,6 +186,7 @@ int main(int argc, char **argv)
         svc_log(SVC_ERROR, "cannot start: %s", err);
         svc_pool_free(admin);
         svc_pool_free(purchases);
+        svc_soldout_stop();
         svc_health_stop();
         lc_client_free(client);
         return 1;
@@ -215,6 +226,7 @@ int main(int argc, char **argv)
     svc_http_stop();
     svc_pool_free(purchases);
     svc_pool_free(admin);
+    svc_soldout_stop();
     svc_health_stop();
     lc_client_free(client);
     svc_log(SVC_INFO, "stopped after %.0f ms", (double)(svc_now_us() - t0) / 1000.0);

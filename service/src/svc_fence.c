@@ -14,23 +14,28 @@ int svc_fence_noscript(const redisReply *rep)
     return rep != NULL && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-lc_status svc_fence_append_read(lc_pipe *p, const char *sku, int64_t token, int eval)
+lc_status svc_fence_append_read(lc_pipe *p, const char *sku, int64_t token, const char *user,
+                                int eval)
 {
-    char fence[SVC_KEY_MAX], mark[SVC_KEY_MAX], stock[SVC_KEY_MAX], epoch[SVC_KEY_MAX], t[24] = "";
+    char fence[SVC_KEY_MAX], mark[SVC_KEY_MAX], stock[SVC_KEY_MAX], epoch[SVC_KEY_MAX],
+        buyers[SVC_KEY_MAX], t[24] = "";
     svc_key(fence, sku, "fence");
     svc_key(mark, sku, "fence_hwm");
     svc_key(stock, sku, "stock");
     svc_key(epoch, sku, "epoch");
+    svc_key(buyers, sku, "buyers");
     if (token > 0)
         snprintf(t, sizeof t, "%lld", (long long)token);
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
                           eval ? SVC_SCRIPT_FENCE_READ : SVC_SCRIPT_FENCE_READ_SHA,
-                          "4",
+                          "5",
                           fence,
                           mark,
                           stock,
                           epoch,
-                          t};
+                          buyers,
+                          t,
+                          user ? user : ""};
     return lc_pipe_append_argv(p, (int)(sizeof argv / sizeof argv[0]), argv, NULL);
 }
 
@@ -75,11 +80,15 @@ purchase_result svc_fence_parse_read(const redisReply *rep, svc_fence_read *out,
                  (long long)out->token, mark);
         return PR_FENCED_OUT;
     }
-    if (rep->elements != 4) {
+    if (rep->elements != 5) {
         snprintf(detail, len, "fenced read: unexpected reply");
         return PR_REDIS_ERROR;
     }
-    const redisReply *st = rep->element[2], *ep = rep->element[3];
+    const redisReply *st = rep->element[2], *ep = rep->element[3], *bo = rep->element[4];
+    if (bo->type != REDIS_REPLY_NIL && as_ll(bo, &out->bought) != 0) {
+        snprintf(detail, len, "fenced read: the buyers hash holds a non-integer count");
+        return PR_REDIS_ERROR;
+    }
     if (st->type != REDIS_REPLY_NIL && as_ll(st, &out->stock) != 0) {
         snprintf(detail, len, "stock key holds a non-integer value");
         return PR_BAD_STOCK_VALUE;
@@ -90,34 +99,46 @@ purchase_result svc_fence_parse_read(const redisReply *rep, svc_fence_read *out,
 }
 
 lc_status svc_fence_append_write(lc_pipe *p, const char *sku, int64_t token, const char *epoch,
-                                 long long stock_after, const char *rec, size_t reclen, int eval)
+                                 long long stock_after, const char *rec, size_t reclen,
+                                 const svc_fence_extra *x, int eval)
 {
     char mark[SVC_KEY_MAX], ep[SVC_KEY_MAX], stock[SVC_KEY_MAX], sold[SVC_KEY_MAX],
-        orders[SVC_KEY_MAX], t[24], after[24];
+        orders[SVC_KEY_MAX], buyers[SVC_KEY_MAX], t[24], after[24], ttl[24] = "";
     svc_key(mark, sku, "fence_hwm");
     svc_key(ep, sku, "epoch");
     svc_key(stock, sku, "stock");
     svc_key(sold, sku, "sold");
     svc_key(orders, sku, "orders");
+    svc_key(buyers, sku, "buyers");
     snprintf(t, sizeof t, "%lld", (long long)token);
     snprintf(after, sizeof after, "%lld", stock_after);
+    const char *idem_key = x && x->idem_key && x->idem_val ? x->idem_key : NULL;
+    if (idem_key)
+        snprintf(ttl, sizeof ttl, "%lld", x->idem_ttl_ms);
+    /* The idempotency key shares the SKU's hash slot (svc_idem.h), so it is
+     * a KEYS entry like the others; "" as a key name when there is none. */
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
                           eval ? SVC_SCRIPT_FENCE_WRITE : SVC_SCRIPT_FENCE_WRITE_SHA,
-                          "5",
+                          "7",
                           mark,
                           ep,
                           stock,
                           sold,
                           orders,
+                          buyers,
+                          idem_key ? idem_key : "",
                           t,
                           epoch,
                           after,
-                          rec};
-    size_t lens[sizeof argv / sizeof argv[0]];
-    for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
-        lens[i] = strlen(argv[i]);
-    lens[sizeof argv / sizeof argv[0] - 1] = reclen;
-    return lc_pipe_append_argv(p, (int)(sizeof argv / sizeof argv[0]), argv, lens);
+                          rec,
+                          x && x->user ? x->user : "",
+                          idem_key ? x->idem_val : "",
+                          ttl};
+    enum { NARGS = sizeof argv / sizeof argv[0], REC_ARG = 13 };
+    size_t lens[NARGS];
+    for (size_t i = 0; i < NARGS; i++)
+        lens[i] = i == REC_ARG ? reclen : strlen(argv[i]);
+    return lc_pipe_append_argv(p, NARGS, argv, lens);
 }
 
 purchase_result svc_fence_parse_write(const redisReply *rep, int64_t token, char *detail,

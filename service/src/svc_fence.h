@@ -34,19 +34,23 @@
 
 /* Appends the fenced read of sku's stock to p: EVALSHA (eval: EVAL with the
  * script's text) of fence_read.lua with the fence counter, the high-water
- * mark, stock and epoch keys. token >= 1 is the reader's fencing token; 0
- * reads under the counter's current value, for the read that rides in the
- * acquire's write before the token is known (lockcore.h, lc_acquire_pipe:
- * right after a grant the counter is the new holder's token). LC_OK, or
+ * mark, stock, epoch and buyers keys. token >= 1 is the reader's fencing
+ * token; 0 reads under the counter's current value, for the read that
+ * rides in the acquire's write before the token is known (lockcore.h,
+ * lc_acquire_pipe: right after a grant the counter is the new holder's
+ * token). user (NULL: none) also reads that user's order count
+ * (purchase.limit_per_user), in the same step as the stock. LC_OK, or
  * lc_pipe_append's LC_MISUSE / LC_NOMEM. */
-lc_status svc_fence_append_read(lc_pipe *p, const char *sku, int64_t token, int eval);
+lc_status svc_fence_append_read(lc_pipe *p, const char *sku, int64_t token, const char *user,
+                                int eval);
 
 /* What a fenced read returned. */
 typedef struct svc_fence_read {
-    int64_t token;   /* the token the read ran under */
-    int64_t mark;    /* fenced out: the high-water mark that refused it */
-    long long stock; /* the stock read; 0 when unset */
-    char epoch[32];  /* the epoch read, as text ("" when unset), for the write */
+    int64_t token;    /* the token the read ran under */
+    int64_t mark;     /* fenced out: the high-water mark that refused it */
+    long long stock;  /* the stock read; 0 when unset */
+    char epoch[32];   /* the epoch read, as text ("" when unset), for the write */
+    long long bought; /* the user's orders (0 when no user was given) */
 } svc_fence_read;
 
 /* Classifies the read's reply (NULL: none came). PR_COUNT when the stock
@@ -57,12 +61,23 @@ typedef struct svc_fence_read {
 purchase_result svc_fence_parse_read(const redisReply *rep, svc_fence_read *out, char *detail,
                                      size_t len);
 
+/* What a fenced write stores besides its three writes, in the same step,
+ * as the lock modes' MULTI does; NULL fields store nothing. */
+typedef struct svc_fence_extra {
+    const char *user;      /* HINCRBY buyers user 1 (limit_per_user, the audit) */
+    const char *idem_key;  /* SET idem_key idem_val PX idem_ttl_ms: the */
+    const char *idem_val;  /* Idempotency-Key's stored reply (svc_idem.h) */
+    long long idem_ttl_ms; /* > 0 when idem_key is set */
+} svc_fence_extra;
+
 /* Appends the fenced write to p: EVALSHA (eval: EVAL) of fence_write.lua —
- * SET stock stock_after, INCR sold, RPUSH orders rec (reclen bytes), only
- * when token is still sku's high-water mark and the epoch is still epoch
- * (the text svc_fence_parse_read gave). LC_OK, LC_MISUSE, LC_NOMEM. */
+ * SET stock stock_after, INCR sold, RPUSH orders rec (reclen bytes) and
+ * x's writes (x may be NULL), only when token is still sku's high-water
+ * mark and the epoch is still epoch (the text svc_fence_parse_read gave).
+ * LC_OK, LC_MISUSE, LC_NOMEM. */
 lc_status svc_fence_append_write(lc_pipe *p, const char *sku, int64_t token, const char *epoch,
-                                 long long stock_after, const char *rec, size_t reclen, int eval);
+                                 long long stock_after, const char *rec, size_t reclen,
+                                 const svc_fence_extra *x, int eval);
 
 /* Classifies the write's reply (non-NULL): PR_SOLD; PR_FENCED_OUT (a holder
  * with a larger token has read since; detail says which mark refused

@@ -69,9 +69,11 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_health.h"
+#include "svc_idem.h"
 #include "svc_live.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -119,6 +121,8 @@ static enum MHD_Result send_reply(svc_req *r, const char *method, const char *ur
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (r->allow != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->replayed)
+        MHD_add_response_header(resp, "Idempotent-Replayed", "true");
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     /* After a 413 the rest of the body is never read, so the connection
@@ -300,6 +304,17 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->default_sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
+    if (r->s->limit_per_user > 0 && !(r->p.seen & SVC_P_USER))
+        return reject_purchase(r, 400, "bad_request",
+                               "user: required while purchase.limit_per_user is set", method, url);
+    const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+    if (key != NULL) {
+        if (!svc_idem_valid(key))
+            return reject_purchase(r, 400, "bad_request",
+                                   "Idempotency-Key: must be 1..64 characters of [A-Za-z0-9_:.-]",
+                                   method, url);
+        snprintf(r->idem, sizeof r->idem, "%s", key);
+    }
     if (r->p.fault != SVC_FAULT_NONE) {
         if (!r->s->faults_enabled)
             return reject_purchase(r, 403, "faults_disabled",
@@ -313,6 +328,27 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);
+    }
+    /* The local sold-out flag: no worker, no Redis. A keyed request goes on
+     * to Redis: its key may hold an earlier sale to replay. */
+    if (r->s->local_sold_out && r->idem[0] == '\0' && svc_soldout_is(r->sku)) {
+        cJSON *o = cJSON_CreateObject();
+        if (o != NULL) {
+            cJSON_AddBoolToObject(o, "ok", 0);
+            cJSON_AddStringToObject(o, "error", "sold_out");
+            cJSON_AddStringToObject(o, "detail",
+                                    "answered from this instance's sold-out flag, without Redis");
+            cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
+            cJSON_AddStringToObject(o, "sku", r->sku);
+            svc_json_add_int(o, "stock_left", 0);
+            cJSON_AddBoolToObject(o, "local", 1);
+            cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+        }
+        svc_reply_json(r, 409, o);
+        svc_stats_sold_out_local();
+        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_SOLD_OUT, 0, 0,
+                           svc_now_us() - r->t0_us, -1);
+        return send_reply(r, method, url);
     }
     if (submit(r, purchase_pool, svc_mode_is_lock(r->mode) ? svc_purchase_job : svc_lua_job) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,

@@ -93,9 +93,11 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_fence.h"
+#include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_outcome.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -115,17 +117,31 @@ typedef struct purchase {
     int has_stock_left;
     int pipeline;                    /* the read rides with the acquire, the commit
                                         with the innermost release */
-    redisReply *read_rep[3];         /* the replies of UNWATCH, WATCH epoch and GET
-                                        stock (append_read) once sent: with the
+    redisReply *read_rep[4];         /* the replies of UNWATCH, WATCH epoch, GET
+                                        stock and (limit_per_user) HGET buyers
+                                        (append_read) once sent: with the
                                         acquire when pipelining, else by section() */
+    int read_n;                      /* how many of them append_read sent */
+    long long bought;                /* limit_per_user: the user's orders, as read */
     int read_sent;                   /* read_rep holds what came of them */
     int64_t fence;                   /* fenced: the outer guard's fencing token */
     char fence_epoch[32];            /* fenced: the epoch its read saw */
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
-    svc_trace tr; /* this purchase's timeline (GET /trace/{sku}) */
+    svc_trace tr;         /* this purchase's timeline (GET /trace/{sku}) */
+    svc_idem id;          /* the request's Idempotency-Key, when it has one */
+    char *sold_reply;     /* with a key: the sale's reply, stored with the order */
+    uint64_t soldout_gen; /* the local sold-out flag's generation before the read */
+    lc_conn *conn;
 } purchase;
+
+/* Whether a purchase counts its user's orders: a limit is set (the HTTP
+ * layer then requires ?user=). */
+static int limited(const purchase *pu)
+{
+    return pu->s->limit_per_user > 0 && (pu->r->p.seen & SVC_P_USER);
+}
 
 static void crash_before_expire(void *arg)
 {
@@ -136,14 +152,11 @@ static void crash_before_expire(void *arg)
     _exit(3);
 }
 
-/* Builds the one reply of a purchase and records its outcome. */
-static void respond(purchase *pu, purchase_result res)
+/* The reply of a purchase, JSON text (malloc'd; NULL when out of memory). */
+static char *reply_text(const purchase *pu, purchase_result res)
 {
-    SVC_ASSERT(res >= 0 && res < PR_COUNT);
     unsigned status = svc_result[res].status;
     const char *error = svc_result[res].error;
-    if (svc_result[res].redis_error)
-        svc_stats_redis_error();
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         cJSON_AddBoolToObject(o, "ok", status == 200);
@@ -170,7 +183,38 @@ static void respond(purchase *pu, purchase_result res)
             svc_json_add_int(o, "wait_ms", (long long)pu->busy_wait_ms);
         cJSON_AddStringToObject(o, "instance", pu->s->instance_id);
     }
-    svc_reply_json(pu->r, status, o);
+    char *txt = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return txt;
+}
+
+/* Builds the one reply of a purchase, ends its Idempotency-Key (a sale's
+ * reply is the one stored with the order) and records its outcome. */
+static void respond(purchase *pu, purchase_result res)
+{
+    SVC_ASSERT(res >= 0 && res < PR_COUNT);
+    unsigned status = svc_result[res].status;
+    const char *error = svc_result[res].error;
+    if (svc_result[res].redis_error)
+        svc_stats_redis_error();
+    char *txt;
+    if (res == PR_SOLD && pu->sold_reply != NULL) {
+        txt = pu->sold_reply;
+        pu->sold_reply = NULL;
+    } else {
+        txt = reply_text(pu, res);
+    }
+    free(pu->sold_reply);
+    pu->sold_reply = NULL;
+    if (res == PR_SOLD_OUT && pu->s->local_sold_out)
+        svc_soldout_mark(pu->r->sku, pu->soldout_gen);
+    if (res == PR_SOLD)
+        pu->id.on = 0; /* its outcome was written with the order */
+    if (pu->id.on)
+        svc_idem_end(&pu->id, pu->r, pu->conn,
+                     res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
+                     txt ? strlen(txt) : 0);
+    svc_reply_text(pu->r, status, txt, txt ? strlen(txt) : 0, NULL);
     svc_trace_end(&pu->tr, pu->new_order_id, status, error, pu->lock_lost, pu->deleted_other_lock);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
@@ -264,24 +308,27 @@ typedef enum {
     COMMIT_RESET /* EXEC answered nil: the watched epoch changed */
 } commit_result;
 
-/* The transaction's writes, in EXEC's order. */
-static const char *const write_names[3] = {"SET stock", "INCR sold", "RPUSH orders"};
+/* The transaction's writes, in EXEC's order: the first three always, then
+ * HINCRBY buyers when the purchase has a user, SET idem with a key. */
+#define MAX_WRITES 5
+static const char *const write_names[MAX_WRITES] = {"SET stock", "INCR sold", "RPUSH orders",
+                                                    "HINCRBY buyers", "SET idempotency key"};
 
-/* Takes the five replies of MULTI, the three writes and EXEC from p (the
- * lock core read every one that came, so the connection stays in step) and
+/* Takes the replies of MULTI, the nw writes and EXEC from p (the lock core
+ * read every one that came, so the connection stays in step) and
  * classifies the outcome; on anything but COMMIT_OK the reason is in
  * pu->detail (errstr: why replies are missing). */
-static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
+static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr, int nw)
 {
-    redisReply *reps[5] = {NULL};
-    int got = 0;
+    redisReply *reps[MAX_WRITES + 2] = {NULL};
+    int got = 0, n = nw + 2;
     commit_result res = COMMIT_OK;
-    for (; got < 5; got++) {
+    for (; got < n; got++) {
         reps[got] = lc_pipe_take(p, got);
         if (reps[got] == NULL)
             break; /* connection broken: the rest did not come */
     }
-    const redisReply *exec = got == 5 ? reps[4] : NULL;
+    const redisReply *exec = got == n ? reps[n - 1] : NULL;
     if (exec == NULL) {
         snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
                  errstr[0] ? errstr : "no reply");
@@ -290,9 +337,9 @@ static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
         snprintf(pu->detail, sizeof pu->detail,
                  "the SKU's stock was reset (PUT /stock) during the purchase; nothing was written");
         res = COMMIT_RESET;
-    } else if (exec->type == REDIS_REPLY_ARRAY && exec->elements == 3) {
-        char failed[200] = "", applied[64] = "";
-        for (size_t k = 0; k < 3; k++) {
+    } else if (exec->type == REDIS_REPLY_ARRAY && exec->elements == (size_t)nw) {
+        char failed[200] = "", applied[96] = "";
+        for (size_t k = 0; k < (size_t)nw; k++) {
             const redisReply *e = exec->element[k];
             char *list = e->type == REDIS_REPLY_ERROR ? failed : applied;
             size_t size = e->type == REDIS_REPLY_ERROR ? sizeof failed : sizeof applied;
@@ -304,15 +351,15 @@ static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
                 snprintf(list + used, size - used, "%s%s", used ? ", " : "", write_names[k]);
         }
         if (failed[0]) {
-            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %s; applied %s", failed,
-                     applied[0] ? applied : "nothing");
+            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %.190s; applied %.90s",
+                     failed, applied[0] ? applied : "nothing");
             res = COMMIT_PARTIAL;
         }
     } else {
         /* EXECABORT: Redis discarded the transaction. Name the command
          * refused while queuing when there is one. */
         const char *why = exec->type == REDIS_REPLY_ERROR ? exec->str : "transaction discarded";
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < n - 1; i++)
             if (reps[i]->type == REDIS_REPLY_ERROR) {
                 why = reps[i]->str;
                 break;
@@ -363,25 +410,36 @@ static char *order_record(purchase *pu, long long before)
  * on (the reset increments the epoch), then GET stock. Three commands, one
  * write: with the acquire when pipelining (WATCH changes nothing lockcore
  * relies on: it never sends EXEC), alone otherwise. */
-#define READ_CMDS 3
-static lc_status append_read(const purchase *pu, lc_pipe *p)
+#define READ_CMDS 4
+static lc_status append_read(purchase *pu, lc_pipe *p)
 {
-    if (pu->r->mode == LC_FENCED) /* one script; token 0 before the acquire's reply */
-        return svc_fence_append_read(p, pu->r->sku, pu->fence, 0);
-    char stock_key[SVC_KEY_MAX], epoch_key[SVC_KEY_MAX];
+    if (pu->r->mode == LC_FENCED) { /* one script; token 0 before the acquire's reply */
+        pu->read_n = 1;
+        return svc_fence_append_read(p, pu->r->sku, pu->fence, limited(pu) ? pu->r->p.user : NULL,
+                                     0);
+    }
+    char stock_key[SVC_KEY_MAX], epoch_key[SVC_KEY_MAX], buyers_key[SVC_KEY_MAX];
     svc_key(stock_key, pu->r->sku, "stock");
     svc_key(epoch_key, pu->r->sku, "epoch");
+    svc_key(buyers_key, pu->r->sku, "buyers");
+    pu->read_n = limited(pu) ? 4 : 3;
     lc_status st = lc_pipe_append(p, "UNWATCH");
     if (st == LC_OK)
         st = lc_pipe_append(p, "WATCH %s", epoch_key);
     if (st == LC_OK)
         st = lc_pipe_append(p, "GET %s", stock_key);
+    /* One buy per user: the user's order count is read with the stock, in
+     * the critical section, and checked before the write, so it is exactly
+     * as atomic as the stock check is under the mode's lock (none: not at
+     * all, which is that row's lesson). */
+    if (st == LC_OK && pu->read_n == 4)
+        st = lc_pipe_append(p, "HGET %s %s", buyers_key, pu->r->p.user);
     return st;
 }
 
 static void take_read(purchase *pu, lc_pipe *p)
 {
-    for (int i = 0; i < (pu->r->mode == LC_FENCED ? 1 : READ_CMDS); i++)
+    for (int i = 0; i < pu->read_n; i++)
         pu->read_rep[i] = lc_pipe_take(p, i);
     pu->read_sent = 1;
 }
@@ -435,18 +493,31 @@ static purchase_result plain_read(purchase *pu, lc_conn *conn, long long *before
     for (int i = 0; i < 2 && pre_err == NULL; i++)
         if (pre[i] != NULL && pre[i]->type == REDIS_REPLY_ERROR)
             pre_err = pre[i]->str;
+    long long bought = 0; /* the user's orders (limit_per_user) */
+    if (pu->read_n == 4 && rep != NULL && pre_err == NULL) {
+        const redisReply *b = pre[3];
+        if (b == NULL) {
+            freeReplyObject(rep);
+            rep = NULL; /* the connection broke: unavailable, below */
+        } else if (b->type == REDIS_REPLY_ERROR) {
+            pre_err = b->str;
+        } else if (b->type == REDIS_REPLY_STRING) {
+            bought = strtoll(b->str, NULL, 10);
+        }
+    }
     if (rep == NULL || pre_err != NULL) {
         purchase_result res = rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
         if (rep == NULL)
             snprintf(pu->detail, sizeof pu->detail, "%s",
                      lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
         else
-            snprintf(pu->detail, sizeof pu->detail, "WATCH epoch: %.200s", pre_err);
+            snprintf(pu->detail, sizeof pu->detail, "WATCH epoch or HGET buyers: %.200s", pre_err);
         free_read(pu);
         freeReplyObject(rep);
         return res;
     }
     free_read(pu);
+    pu->bought = bought;
     /* The context that carried the WATCH, for the check before the commit
      * (lc_conn_redis only replaces a context that is already broken). */
     if ((*ctx = lc_conn_redis(conn)) == NULL) {
@@ -491,7 +562,8 @@ static purchase_result fenced_read(purchase *pu, lc_conn *conn, long long *befor
         rep = NULL;
         lc_pipe p;
         lc_pipe_init(&p);
-        if (svc_fence_append_read(&p, pu->r->sku, pu->fence, 1) != LC_OK) {
+        if (svc_fence_append_read(&p, pu->r->sku, pu->fence, limited(pu) ? pu->r->p.user : NULL,
+                                  1) != LC_OK) {
             lc_pipe_clear(&p);
             snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
             return PR_OUT_OF_MEMORY;
@@ -520,36 +592,78 @@ static purchase_result fenced_read(purchase *pu, lc_conn *conn, long long *befor
         return PR_REDIS_UNAVAILABLE;
     }
     *before = fr.stock;
+    pu->bought = fr.bought;
     snprintf(pu->fence_epoch, sizeof pu->fence_epoch, "%s", fr.epoch);
     return PR_COUNT;
 }
 
+/* With an Idempotency-Key: the reply this sale will give, kept in
+ * pu->sold_reply for respond and returned as the value stored under the
+ * key ("<done prefix><reply>", malloc'd) in the same step as the order, so
+ * a replay gets exactly it. NULL without a key or when memory ran out
+ * (*oom then 1). */
+static char *idem_value(purchase *pu, long long before, int *oom)
+{
+    *oom = 0;
+    if (!pu->id.on)
+        return NULL;
+    pu->stock_left = before - 1;
+    pu->has_stock_left = 1;
+    pu->sold_reply = reply_text(pu, PR_SOLD);
+    pu->has_stock_left = 0;
+    char prefix[SVC_IDEM_FP_MAX + 16];
+    svc_idem_done_prefix(&pu->id, 200, prefix, sizeof prefix);
+    size_t plen = strlen(prefix), blen = pu->sold_reply ? strlen(pu->sold_reply) : 0;
+    char *v = pu->sold_reply ? malloc(plen + blen + 1) : NULL;
+    if (v == NULL) {
+        *oom = 1;
+        return NULL;
+    }
+    memcpy(v, prefix, plen);
+    memcpy(v + plen, pu->sold_reply, blen + 1);
+    return v;
+}
+
 /* The lock modes' commit: MULTI; SET stock before-1; INCR sold; RPUSH
- * orders rec; EXEC (send_releasing). PR_SOLD, or why not (pu->detail;
- * pu->order_id cleared when no such order can exist). */
+ * orders rec; [HINCRBY buyers user 1;] [SET idempotency key;] EXEC
+ * (send_releasing). PR_SOLD, or why not (pu->detail; pu->order_id cleared
+ * when no such order can exist). */
 static purchase_result plain_write(purchase *pu, lc_conn *conn, const char *rec, long long before,
                                    lc_guard **held, int *nheld)
 {
-    char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
-    svc_key(stock_key, pu->r->sku, "stock");
-    svc_key(sold_key, pu->r->sku, "sold");
-    svc_key(orders_key, pu->r->sku, "orders");
-    /* One round trip: the transaction's replies are +OK, +QUEUED x3, then
-     * EXEC's array. */
+    svc_req *r = pu->r;
+    char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX],
+        buyers_key[SVC_KEY_MAX];
+    svc_key(stock_key, r->sku, "stock");
+    svc_key(sold_key, r->sku, "sold");
+    svc_key(orders_key, r->sku, "orders");
+    svc_key(buyers_key, r->sku, "buyers");
+    int oom;
+    char *idem_val = idem_value(pu, before, &oom);
+    int has_user = (r->p.seen & SVC_P_USER) != 0;
+    int nw = 3 + has_user + pu->id.on;
+    /* One round trip: the transaction's replies are +OK, +QUEUED per
+     * write, then EXEC's array. The buyers hash counts every user's
+     * orders (limit_per_user, the audit's duplicate_buyers). */
     lc_pipe tx;
     lc_pipe_init(&tx);
-    if (lc_pipe_append(&tx, "MULTI") != LC_OK ||
+    if (oom || lc_pipe_append(&tx, "MULTI") != LC_OK ||
         lc_pipe_append(&tx, "SET %s %lld", stock_key, before - 1) != LC_OK ||
         lc_pipe_append(&tx, "INCR %s", sold_key) != LC_OK ||
         lc_pipe_append(&tx, "RPUSH %s %b", orders_key, rec, strlen(rec)) != LC_OK ||
+        (has_user && lc_pipe_append(&tx, "HINCRBY %s %s 1", buyers_key, r->p.user) != LC_OK) ||
+        (pu->id.on && lc_pipe_append(&tx, "SET %s %s PX %lld", pu->id.rkey, idem_val,
+                                     (long long)pu->s->idem_ttl_ms) != LC_OK) ||
         lc_pipe_append(&tx, "EXEC") != LC_OK) {
+        free(idem_val);
         lc_pipe_clear(&tx);
         pu->order_id[0] = '\0';
         snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
         return PR_OUT_OF_MEMORY;
     }
+    free(idem_val);
     send_releasing(pu, conn, &tx, held, nheld);
-    commit_result cr = read_commit(pu, &tx, lc_conn_errstr(conn));
+    commit_result cr = read_commit(pu, &tx, lc_conn_errstr(conn), nw);
     lc_pipe_clear(&tx);
     switch (cr) {
     case COMMIT_OK: break;
@@ -558,7 +672,7 @@ static purchase_result plain_write(purchase *pu, lc_conn *conn, const char *rec,
         return PR_REDIS_ERROR;
     case COMMIT_PARTIAL:
         /* The order id goes back with the 503 so a client can reconcile. */
-        svc_log(SVC_ERROR, "sku %s order %s: %s", pu->r->sku, pu->order_id, pu->detail);
+        svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, pu->order_id, pu->detail);
         return PR_REDIS_ERROR;
     case COMMIT_UNKNOWN: return PR_REDIS_UNAVAILABLE; /* with the order id */
     case COMMIT_RESET:
@@ -579,11 +693,19 @@ static purchase_result plain_write(purchase *pu, lc_conn *conn, const char *rec,
 static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec, long long before,
                                     lc_guard **held, int *nheld)
 {
+    int oom;
+    char *idem_val = idem_value(pu, before, &oom);
+    svc_fence_extra x = {
+        .user = (pu->r->p.seen & SVC_P_USER) ? pu->r->p.user : NULL,
+        .idem_key = pu->id.on ? pu->id.rkey : NULL,
+        .idem_val = idem_val,
+        .idem_ttl_ms = pu->s->idem_ttl_ms,
+    };
     lc_pipe w;
     lc_pipe_init(&w);
     redisReply *rep = NULL;
-    int built = svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch, before - 1, rec,
-                                       strlen(rec), 0) == LC_OK;
+    int built = !oom && svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch,
+                                               before - 1, rec, strlen(rec), &x, 0) == LC_OK;
     if (built) {
         send_releasing(pu, conn, &w, held, nheld);
         rep = lc_pipe_take(&w, 0);
@@ -592,7 +714,7 @@ static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec
             freeReplyObject(rep);
             rep = NULL;
             built = svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch, before - 1,
-                                           rec, strlen(rec), 1) == LC_OK;
+                                           rec, strlen(rec), &x, 1) == LC_OK;
             if (built) {
                 (void)lc_conn_pipe(conn, &w);
                 rep = lc_pipe_take(&w, 0);
@@ -600,6 +722,7 @@ static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec
         }
     }
     lc_pipe_clear(&w);
+    free(idem_val);
     if (!built) {
         pu->order_id[0] = '\0';
         snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
@@ -647,6 +770,13 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         return rr;
     svc_trace_read(&pu->tr, before);
 
+    if (limited(pu) && pu->bought >= pu->s->limit_per_user) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "user %s already holds %lld order(s) of this sku (purchase.limit_per_user = "
+                 "%lld); nothing was written",
+                 r->p.user, pu->bought, pu->s->limit_per_user);
+        return PR_LIMIT_REACHED;
+    }
     if (before <= 0) {
         pu->stock_left = before < 0 ? before : 0;
         pu->has_stock_left = 1;
@@ -705,6 +835,8 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     memset(&pu, 0, sizeof pu);
     pu.r = r;
     pu.s = s;
+    pu.conn = conn;
+    pu.soldout_gen = svc_soldout_gen(r->sku);
     pu.slot = svc_stats_sku_slot(r->sku);
     pu.wait_us = -1;
     pu.gave_up_us = -1;
@@ -722,6 +854,23 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     if (not_now != PR_COUNT) {
         respond(&pu, not_now);
         return;
+    }
+    if (r->idem[0]) {
+        /* The marker outlives the longest this purchase can take: every
+         * lock wait, work_ms and a few round trips. */
+        int64_t marker_ms = (1 + p->reenter) * wait_ms + work_ms + 8LL * s->command_timeout_ms +
+                            5000;
+        int rc = svc_idem_begin(&pu.id, r, conn, marker_ms, &not_now, pu.detail, sizeof pu.detail);
+        if (rc == 1) {
+            svc_trace_end(&pu.tr, NULL, r->status, "replayed", 0, 0);
+            svc_stats_purchase(r->mode, pu.slot, SVC_OUT_REPLAYED, 0, 0, svc_now_us() - r->t0_us,
+                               -1);
+            return;
+        }
+        if (rc < 0) {
+            respond(&pu, not_now);
+            return;
+        }
     }
     int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
 

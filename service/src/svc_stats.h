@@ -38,14 +38,17 @@
 /* How a purchase ended, as /stats and /metrics count it (svc_purchase.c
  * maps each of its results to one). */
 typedef enum {
-    SVC_OUT_SOLD = 0,    /* 200 */
-    SVC_OUT_SOLD_OUT,    /* 409 */
-    SVC_OUT_LOCK_BUSY,   /* 429 */
-    SVC_OUT_ERROR,       /* 503: Redis unavailable/error, overloaded, shutting down */
-    SVC_OUT_BAD_REQUEST, /* rejected by validation (400/401/403) */
-    SVC_OUT_CLIENT_GONE, /* 499: the client left before the lock or the commit */
-    SVC_OUT_STOCK_RESET, /* 409 stock_reset: PUT /stock voided the commit */
-    SVC_OUT_FENCED_OUT,  /* 409 fenced_out: the fence refused a stale holder */
+    SVC_OUT_SOLD = 0,      /* 200 */
+    SVC_OUT_SOLD_OUT,      /* 409 */
+    SVC_OUT_LOCK_BUSY,     /* 429 */
+    SVC_OUT_ERROR,         /* 503: Redis unavailable/error, overloaded, shutting down */
+    SVC_OUT_BAD_REQUEST,   /* rejected by validation (400/401/403) */
+    SVC_OUT_CLIENT_GONE,   /* 499: the client left before the lock or the commit */
+    SVC_OUT_STOCK_RESET,   /* 409 stock_reset: PUT /stock voided the commit */
+    SVC_OUT_FENCED_OUT,    /* 409 fenced_out: the fence refused a stale holder */
+    SVC_OUT_LIMIT_REACHED, /* 409 limit_reached: the user holds purchase.limit_per_user */
+    SVC_OUT_REPLAYED,      /* an Idempotency-Key replay: the stored reply again */
+    SVC_OUT_IDEM_CONFLICT, /* 409 in_progress, 422 idempotency_key_reused */
     SVC_OUT_COUNT
 } svc_outcome;
 
@@ -76,6 +79,9 @@ void svc_stats_redis_error(void);
 /* Purchases handed to workers and not finished (gauge): +1 when one is
  * queued, -1 when its job is done. */
 void svc_stats_inflight(int delta);
+/* One purchase answered 409 sold_out from the local sold-out flag, without
+ * Redis (miaosha_sold_out_local_total; it is counted as sold_out too). */
+void svc_stats_sold_out_local(void);
 
 /* The GET /stats body: {"ok":true,"instance":...,"uptime_s":...,
  * "redis_errors":...,"inflight":...,"orphan_locks":{"adopted","released",

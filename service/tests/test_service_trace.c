@@ -261,7 +261,10 @@ static long vmrss_kb(pid_t pid)
 
 static void test_ring_bound(int redis_port)
 {
-    static const char *const extra[] = {"--set", "trace.ring_size=64", NULL};
+    /* Every purchase must reach a worker to be traced: without the local
+     * sold-out flag, which answers a sold-out SKU from the HTTP thread. */
+    static const char *const extra[] = {"--set", "trace.ring_size=64", "--set",
+                                        "purchase.local_sold_out=false", NULL};
     svc_server s;
     trace_doc d;
     const char *f = getenv("MIAOSHA_TEST_TIME_FACTOR");

@@ -84,6 +84,13 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
 int lg_http_call(const char *method, const char *url, const char *bearer, const char *body,
                  long timeout_ms, long *status, char **resp, char *err, size_t errlen)
 {
+    return lg_http_call_hdr(method, url, bearer, NULL, body, timeout_ms, status, resp, err, errlen);
+}
+
+int lg_http_call_hdr(const char *method, const char *url, const char *bearer, const char *header,
+                     const char *body, long timeout_ms, long *status, char **resp, char *err,
+                     size_t errlen)
+{
     CURL *c = curl_easy_init();
     if (!c) {
         snprintf(err, errlen, "curl_easy_init failed");
@@ -98,6 +105,8 @@ int lg_http_call(const char *method, const char *url, const char *bearer, const 
     }
     if (body)
         hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    if (header)
+        hdrs = curl_slist_append(hdrs, header);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (body) {

@@ -34,6 +34,11 @@ void lg_idset_free(lg_idset *s);
  * transport failure (connection refused, reset, timeout). */
 int lg_http_call(const char *method, const char *url, const char *bearer, const char *body,
                  long timeout_ms, long *status, char **resp, char *err, size_t errlen);
+/* The same with one more request header line, "Name: value" (NULL = none),
+ * e.g. an Idempotency-Key. */
+int lg_http_call_hdr(const char *method, const char *url, const char *bearer, const char *header,
+                     const char *body, long timeout_ms, long *status, char **resp, char *err,
+                     size_t errlen);
 
 /* PUT {base}/stock/{sku} {"stock":N}: must answer 2xx. */
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,

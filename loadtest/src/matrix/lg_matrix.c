@@ -29,6 +29,10 @@
  *           (token and fenced recover when the lease runs out).
  *   nested  reenter=2, one buyer at a time (concurrency 1, so `none` cannot
  *           race), wait_ms 300: a non-reentrant lock waits for itself.
+ *   dup-user, retry  the buyer scenarios, lg_mx_buyers.c: five concurrent
+ *           clicks per buyer against purchase.limit_per_user=1 (work_ms
+ *           10), and a first request given up by its client after 50 ms
+ *           (work_ms 200) retried with and without an Idempotency-Key.
  * lua (no lock, one atomic script) runs the same cells: work_ms is spent
  * before its script, so no width of any window can make it oversell; its
  * crash request dies before the script, holding nothing.
@@ -45,6 +49,7 @@
 
 #include "lg_admin.h"
 #include "lg_fault.h"
+#include "lg_mx_buyers.h"
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
 #include "lg_mx_timeline.h"
@@ -75,6 +80,13 @@ static int mkdir_p(const char *dir)
  * no lock to re-enter and is ignored). */
 static const char *expected_of(lg_scenario s, lg_mode m)
 {
+    /* The limit is checked in the same atomic step as the write: it holds
+     * wherever the stock check does on one instance, not under none. An
+     * Idempotency-Key's marker and stored outcome need no lock at all. */
+    if (s == LG_SCEN_DUP_USER)
+        return m == LG_MODE_NONE ? "duplicates" : "one-each";
+    if (s == LG_SCEN_RETRY)
+        return "once";
     if (m == LG_MODE_LUA && !lg_scen_is_fault(s))
         return s == LG_SCEN_CRASH ? "recovers" : s == LG_SCEN_NESTED ? "sells" : "exact";
     switch (s) {
@@ -349,6 +361,12 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
             snprintf(c->reason + l, sizeof c->reason - l, " — expected %s", want ? "some" : "none");
         }
     }
+    if (scen == LG_SCEN_RETRY && c->doubles == 0) {
+        /* the lesson's other half: the same retries without a key buy twice */
+        c->pass = 0;
+        size_t l = strlen(c->reason);
+        snprintf(c->reason + l, sizeof c->reason - l, " — expected double orders without keys");
+    }
     if (c->pass && scen == LG_SCEN_CRASH &&
         (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT)) {
         /* recovery must come from the lease / watchdog running out, not
@@ -400,12 +418,17 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     }
     x.redis_aof = faults;
     int rc = -1;
-    instance base[3], slow, crash, fault[3];
+    instance base[3], slow, crash, fault[3], dup;
     memset(fault, 0, sizeof fault);
     lg_fault_instances(fault);
     memset(base, 0, sizeof base);
     memset(&slow, 0, sizeof slow);
     memset(&crash, 0, sizeof crash);
+    memset(&dup, 0, sizeof dup);
+    snprintf(dup.id, sizeof dup.id, "mx-dup-user");
+    dup.extra[0] = "--set";
+    dup.extra[1] = "purchase.limit_per_user=1";
+    dup.nextra = 2;
     for (int i = 0; i < 3; i++)
         snprintf(base[i].id, sizeof base[i].id, "mx-base-%d", i);
     snprintf(slow.id, sizeof slow.id, "mx-slow");
@@ -440,7 +463,8 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     if (cfg->target)
         snprintf(lb.base, sizeof lb.base, "%s", cfg->target);
     int nbase = own_multi ? 3 : 1;
-    if (cfg->scen_on[LG_SCEN_RACE] || own_multi || cfg->scen_on[LG_SCEN_NESTED]) {
+    if (cfg->scen_on[LG_SCEN_RACE] || own_multi || cfg->scen_on[LG_SCEN_NESTED] ||
+        cfg->scen_on[LG_SCEN_RETRY]) {
         for (int i = 0; i < nbase; i++)
             if (lg_mx_instance_start(&x, &base[i], err, errlen) < 0)
                 goto out;
@@ -452,6 +476,8 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         if (s == LG_SCEN_SLOW && lg_mx_instance_start(&x, &slow, err, errlen) < 0)
             goto out;
         if (s == LG_SCEN_CRASH && lg_mx_instance_start(&x, &crash, err, errlen) < 0)
+            goto out;
+        if (s == LG_SCEN_DUP_USER && lg_mx_instance_start(&x, &dup, err, errlen) < 0)
             goto out;
         for (int i = 0; i < 3 && lg_scen_is_fault(s); i++)
             if (fault[i].pid <= 0 && lg_mx_instance_start(&x, &fault[i], err, errlen) < 0)
@@ -466,6 +492,8 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
             tl[ntl++] = slow.base;
         else if (s == LG_SCEN_CRASH)
             tl[ntl++] = crash.base;
+        else if (s == LG_SCEN_DUP_USER)
+            tl[ntl++] = dup.base;
         else if (lg_scen_is_fault(s))
             for (int i = 0; i < 3; i++)
                 tl[ntl++] = fault[i].base;
@@ -495,6 +523,12 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
                 case LG_SCEN_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
                 case LG_SCEN_NESTED:
                     r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen);
+                    break;
+                case LG_SCEN_DUP_USER:
+                    r = lg_mx_dup_user(&x, c, m, &dup, q ? 5 : 10, err, errlen);
+                    break;
+                case LG_SCEN_RETRY:
+                    r = lg_mx_retry(&x, c, m, &base[0], q ? 4 : 8, err, errlen);
                     break;
                 default: r = lg_fault_cell(&x, c, s, m, fault, err, errlen); break;
                 }
@@ -532,6 +566,8 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
             lg_mx_instance_stop(&slow);
         if (s == LG_SCEN_CRASH)
             lg_mx_instance_stop(&crash);
+        if (s == LG_SCEN_DUP_USER)
+            lg_mx_instance_stop(&dup);
     }
     rc = 0;
 out:
@@ -539,6 +575,7 @@ out:
         lg_mx_instance_stop(&base[i]);
     lg_mx_instance_stop(&slow);
     lg_mx_instance_stop(&crash);
+    lg_mx_instance_stop(&dup);
     for (int i = 0; i < 3; i++)
         lg_mx_instance_stop(&fault[i]);
     lg_mx_shutdown(&x);

@@ -38,7 +38,9 @@ typedef enum lg_scenario {
     LG_SCEN_SLOW,
     LG_SCEN_CRASH,
     LG_SCEN_NESTED,
-    LG_SCEN_KILL, /* the first fault */
+    LG_SCEN_DUP_USER, /* one buy per user: 5 concurrent clicks each */
+    LG_SCEN_RETRY,    /* a client timeout retried, with and without a key */
+    LG_SCEN_KILL,     /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
     LG_NSCEN /* how many */
@@ -90,13 +92,15 @@ typedef struct lg_matrix_cfg {
 typedef struct lg_cell {
     int ran;
     const char *expected; /* "oversell", "exact", "stuck", "recovers", "sells", "blocks",
-                             "safe" (faults) */
+                             "one-each", "duplicates" (dup-user), "once", "twice"
+                             (retry), "safe" (faults) */
     char outcome[24];     /* measured, same vocabulary, or "short", "unsafe", "error" */
     int pass;
     int64_t stock, sold, stock_left, oversold, undersold;
     uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
     uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
+    uint64_t doubles;            /* retry: buyers with two orders in the run without keys */
     int stuck;                   /* crash: no sale within the window */
     int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */
     int64_t window_ms;           /* crash: observation window */

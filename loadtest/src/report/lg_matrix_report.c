@@ -22,7 +22,8 @@ typedef struct words {
 static const words words_en = {
     {NULL},
     {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
-     "nested (reenter=2)", "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s"},
+     "nested (reenter=2)", "one buy per user (5 clicks)", "client timeout retried",
+     "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s"},
     "ok",
     "DIFF",
     "freed",
@@ -30,10 +31,11 @@ static const words words_en = {
     "mode"};
 
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
-static const words words_zh = {{"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁",
-                                "实例 kill -9", "Redis 重启", "Redis 暂停"},
+static const words words_zh = {{"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单",
+                                "超时重试", "实例 kill -9", "Redis 重启", "Redis 暂停"},
                                {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）",
-                                "持锁时崩溃", "嵌套加锁（reenter=2）", "实例被 kill -9（3 个实例）",
+                                "持锁时崩溃", "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）",
+                                "客户端超时后重试", "实例被 kill -9（3 个实例）",
                                 "Redis 重启（AOF）", "Redis 暂停 2 秒"},
                                "符合",
                                "不符",
@@ -57,9 +59,12 @@ static const char *scen_short(const words *w, lg_scenario s)
 static const char *outcome_word(lg_report_lang lang, const char *o)
 {
     static const char *const zh[][2] = {
-        {"oversell", "超卖"},  {"exact", "准确"},   {"stuck", "卡死"},    {"recovers", "恢复"},
-        {"sells", "正常售出"}, {"blocks", "阻塞"},  {"safe", "安全"},     {"late", "超时"},
-        {"missed", "错过"},    {"short", "未售罄"}, {"unsafe", "不安全"}, {"error", "出错"}};
+        {"oversell", "超卖"},     {"exact", "准确"},          {"stuck", "卡死"},
+        {"recovers", "恢复"},     {"sells", "正常售出"},      {"blocks", "阻塞"},
+        {"safe", "安全"},         {"late", "超时"},           {"missed", "错过"},
+        {"short", "未售罄"},      {"unsafe", "不安全"},       {"error", "出错"},
+        {"one-each", "每人一单"}, {"duplicates", "重复购买"}, {"once", "只买一次"},
+        {"twice", "重复下单"}};
     if (lang != LG_LANG_ZH)
         return o;
     for (size_t i = 0; i < sizeof zh / sizeof zh[0]; i++)
