@@ -30,7 +30,8 @@ static const char *usage_text =
 static const char *run_help =
     "miaosha-load run — reset the stock, fire a concurrent purchase burst, audit it.\n"
     "\n"
-    "  --mode MODE          none|mutex|setnx|token|reentrant|lua (default token)\n"
+    "  --mode MODE          none|mutex|setnx|token|reentrant|redlock|lua (default\n"
+    "                       token; redlock needs a server with redlock.nodes)\n"
     "  --requests N         purchases to send, 1..10000000 (default 1000)\n"
     "  --concurrency C      keep-alive connections, all started together (default 100)\n"
     "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
@@ -85,9 +86,12 @@ static const char *matrix_help =
     "  --quick              smaller stock and bursts (the test suite's form)\n"
     "  --lang LANG          en (default) or zh: the language of the table, matrix.md\n"
     "                       and matrix.svg (mode names and matrix.csv stay as they are)\n"
-    "  --modes LIST         comma list of modes (default all six)\n"
-    "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default)\n"
-    "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
+    "  --modes LIST         comma list of modes (default all seven; redlock starts five\n"
+    "                       private lock masters, redis-servers without persistence)\n"
+    "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default),\n"
+    "                       kill,redis-restart,redis-pause (the fault scenarios) and\n"
+    "                       nodes-down,node-restart,node-restart-delay (the lock\n"
+    "                       masters' faults: the redlock row only)\n"
     "  --faults             run the fault scenarios instead of the demo: one instance\n"
     "                       of three dies holding the lock (kill -9; setnx and token:\n"
     "                       _exit inside the section, fault=crash_in_section), Redis\n"
@@ -213,9 +217,11 @@ static int cmd_run(int argc, char **argv)
         switch (c) {
         case O_MODE:
             if (strcmp(optarg, "none") && strcmp(optarg, "mutex") && strcmp(optarg, "setnx") &&
-                strcmp(optarg, "token") && strcmp(optarg, "reentrant") && strcmp(optarg, "lua")) {
+                strcmp(optarg, "token") && strcmp(optarg, "reentrant") &&
+                strcmp(optarg, "redlock") && strcmp(optarg, "lua")) {
                 fprintf(stderr,
-                        "miaosha-load: --mode: '%s' is not none|mutex|setnx|token|reentrant|lua\n",
+                        "miaosha-load: --mode: '%s' is not "
+                        "none|mutex|setnx|token|reentrant|redlock|lua\n",
                         optarg);
                 return 2;
             }
