@@ -164,8 +164,8 @@ int main(void)
     svc_server s;
     /* A per-node timeout far above a loaded machine's stalls, so that only
      * a dead node fails a round. */
-    const char *ea[] = {"--instance-id", "rl", "--set", set, "--set", "redlock.node_timeout_ms=500",
-                        NULL};
+    const char *ea[] = {
+        "--instance-id", "rl", "--set", set, "--set", "redlock.node_timeout_ms=500", NULL};
     TU_REQUIRE(svc_start(&s, tu_redis_port(), ea) == 0, "server with 5 lock masters");
 
     svc_audit a;
@@ -197,8 +197,7 @@ int main(void)
     }
     TU_CHECK(svc_get_audit(&s, "rl_down", &a) == 200 && a.sold == 0 && a.stock == STOCK,
              "3 of 5 down: nothing sold (sold %lld)", a.sold);
-    TU_CHECK(n503 == 5, "3 of 5 down: every buyer 503 redis_unavailable naming redlock (%d)",
-             n503);
+    TU_CHECK(n503 == 5, "3 of 5 down: every buyer 503 redis_unavailable naming redlock (%d)", n503);
     TU_CHECK(lock_keys_left("rl_down") == 0, "no lock key left on a survivor");
     for (int i = 2; i < NODES; i++)
         TU_REQUIRE(tu_redis_start(&red[i], 1, NULL) == 0, "restart master %d", i);
