@@ -288,6 +288,13 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
     return 0;
 }
 
+/* Whether the redlock cell of s runs: not through --target, whose
+ * instances are not the matrix's and know nothing of its lock masters. */
+static int redlock_cell_runs(const lg_matrix_cfg *cfg, lg_scenario s)
+{
+    return cfg->mode_on[LG_MODE_REDLOCK] && cfg->scen_on[s] && !(s == LG_SCEN_MULTI && cfg->target);
+}
+
 /* expected is one outcome or several separated by '|' */
 static int outcome_matches(const char *expected, const char *outcome)
 {
@@ -396,7 +403,10 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     lg_mx_log(&x, "redis at %s; server %s; logs in %s", res->redis, cfg->server, x.logdir);
     /* The redlock row's five lock masters, before any instance: every
      * instance then gets redlock.nodes. */
-    if (cfg->mode_on[LG_MODE_REDLOCK]) {
+    int redlock_runs = 0;
+    for (lg_scenario s = 0; s < LG_NSCEN; s++)
+        redlock_runs |= redlock_cell_runs(cfg, s);
+    if (redlock_runs) {
         if (lg_mx_locks_start(&x, err, errlen) < 0)
             goto out;
         lg_mx_log(&x, "redlock lock masters: %s", x.lock_nodes + strlen("redlock.nodes="));
@@ -433,6 +443,13 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             if (!cfg->mode_on[m] || (lg_scen_is_redlock(s) && m != LG_MODE_REDLOCK))
                 continue;
+            if (m == LG_MODE_REDLOCK && !redlock_cell_runs(cfg, s)) {
+                lg_mx_log(&x,
+                          "%-6s %-9s not run: the instances behind --target have no lock "
+                          "masters",
+                          lg_scen_names[s], lg_mode_names[m]);
+                continue;
+            }
             if (lg_mx_stopped(&x)) {
                 snprintf(err, errlen, "interrupted");
                 goto out;

@@ -327,8 +327,8 @@ static int node_restart(mctx *x, lg_cell *c, lg_scenario scen, instance *in, cha
     c->ok = (a.status == 200) + (b.status == 200);
     c->lock_busy = (b.status == 429);
     c->lock_lost = a.lost + b.lost;
-    c->errors = (a.status != 200 && a.status != 409) + (b.status != 200 && b.status != 409 &&
-                                                         b.status != 429);
+    c->errors = (a.status != 200 && a.status != 409) +
+                (b.status != 200 && b.status != 409 && b.status != 429);
     c->sold = au.sold;
     c->stock_left = au.stock;
     c->oversold = au.oversold;
@@ -339,15 +339,14 @@ static int node_restart(mctx *x, lg_cell *c, lg_scenario scen, instance *in, cha
              a_on, t_restart, b.status, b.code,
              delay ? " (the restarted master waits 4000 ms to vote)" : "", a.status,
              a.lost ? " lock_lost" : "", (long long)au.sold);
-    const char *o = au.oversold > 0                                          ? "oversell"
+    const char *o = au.oversold > 0                                      ? "oversell"
                     : au.sold == 1 && au.stock == 0 && au.undersold == 0 ? "exact"
-                                                                             : "short";
+                                                                         : "short";
     snprintf(c->outcome, sizeof c->outcome, "%s", o);
     return 0;
 }
 
-int lg_nodes_cell(mctx *x, lg_cell *c, lg_scenario scen, instance ins[2], char *err,
-                  size_t errlen)
+int lg_nodes_cell(mctx *x, lg_cell *c, lg_scenario scen, instance ins[2], char *err, size_t errlen)
 {
     c->recovery_ms = c->fault_ms = c->freed_ms = c->failfast_ms = c->reconnect_ms = c->resume_ms =
         -1;

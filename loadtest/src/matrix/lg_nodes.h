@@ -24,7 +24,6 @@ void lg_nodes_instances(instance ins[2]);
  * leaves all of them running. Blocks up to about 15 s. 0 with the cell
  * filled (its outcome may be "error" with a reason), or -1 when it could
  * not run at all, with a reason in err (errlen bytes). */
-int lg_nodes_cell(mctx *x, lg_cell *c, lg_scenario scen, instance ins[2], char *err,
-                  size_t errlen);
+int lg_nodes_cell(mctx *x, lg_cell *c, lg_scenario scen, instance ins[2], char *err, size_t errlen);
 
 #endif
