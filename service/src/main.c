@@ -250,6 +250,12 @@ int main(int argc, char **argv)
             cfg.redis.host, cfg.redis.port, s.faults_enabled ? "enabled" : "disabled",
             s.admin_token[0] ? "set" : "not set");
 
+    if (lo.redlock_node_count > 0)
+        svc_log(SVC_INFO,
+                "redlock on %d lock masters (%s), node timeout %d ms, restart delay %lld ms",
+                lo.redlock_node_count, cfg.redlock.nodes, cfg.redlock.node_timeout_ms,
+                (long long)cfg.redlock.restart_delay_ms);
+
     int sig = wait_signal();
     int64_t t0 = svc_now_us();
     svc_log(SVC_INFO, "received %s: stop accepting, finishing %ld in-flight requests",
