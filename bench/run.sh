@@ -342,6 +342,32 @@ if want lockcore; then
     done
     target_row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" "$(median "${pl[@]}")" "$(median "${pr[@]}")" ">=" 1.5
   fi
+
+  # redlock on 5 independent lock masters (private redis-servers on loopback,
+  # stopped by PID with the rest) against token on the one Redis: lc_bench
+  # alternates them in one run, 1 thread (target) and 8 (shown).
+  nodes="" rl_ok=1
+  for i in 1 2 3 4 5; do
+    if ! proc_start_redis redis-server "$WORK/lock-master-$i"; then
+      log "bench: lock master $i did not start"; rl_ok=0; break
+    fi
+    PIDS+=("$PROC_REDIS_PID")
+    nodes="$nodes${nodes:+,}127.0.0.1:$PROC_REDIS_PORT"
+  done
+  if [ "$rl_ok" = 1 ]; then
+    echo "redlock nodes: $nodes"
+    timeout 300 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" redlock "$nodes" 2>&1 | tee "$WORK/lc_redlock.out"
+    while read -r th rl tok rt _; do
+      if [ "$th" = 1 ]; then
+        target_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, 1 thread" "$rl" "$tok" ">=" 0.5 "$rt"
+      else
+        info_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, $th threads" "$rl" "$tok"
+      fi
+    done < <(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1, $2, $3, $4}' "$WORK/lc_redlock.out")
+    grep -qE '^ +1 ' "$WORK/lc_redlock.out" || row lockcore "redlock vs token" - - - ">= 0.5" "MISSED (no output)"
+  else
+    row lockcore "redlock (5 masters) vs token cycles/s, 1 thread" - - - ">= 0.5" "MISSED (lock masters did not start)"
+  fi
 fi
 
 # ---------------------------------------------------------------- service --

@@ -68,6 +68,7 @@ extern "C" {
 #define CFG_SKU_LEN 65     /* [A-Za-z0-9_-]{1,64}, like the ?sku= parameter */
 #define CFG_ID_LEN 64      /* instance id; = lockcore's LC_ID_LEN */
 #define CFG_PATH_LEN 1024  /* the config file's path as given */
+#define CFG_NODES_LEN 512  /* redlock.nodes: "host:port,host:port,..." */
 
 /* A sensible caller buffer for cfg_load's err (messages are cut to fit). */
 #define CFG_ERR_LEN 512
@@ -196,6 +197,19 @@ typedef struct cfg_config {
                                         1..86400000] */
         int64_t max_wait_ms;         /* cap on ?wait_ms= [60000, 0..86400000] */
     } lock;
+    struct {
+        char nodes[CFG_NODES_LEN]; /* Redlock's independent lock masters,
+                                      "host:port" separated by commas
+                                      (in the JSON file also an array of
+                                      strings): an odd count 3..9, none
+                                      twice; "" = the redlock mode is not
+                                      offered [""] */
+        int node_timeout_ms;       /* per-node timeout of one parallel
+                                      round [50, 1..60000] (lc_options) */
+        int64_t restart_delay_ms;  /* a lock master up for less than this
+                                      does not vote; 0 = off [0,
+                                      0..86400000] (lc_options) */
+    } redlock;
     struct {
         bool enabled; /* allow ?fault= (teaching only) [false] */
     } faults;

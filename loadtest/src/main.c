@@ -32,7 +32,8 @@ static const char *usage_text =
 static const char *run_help =
     "miaosha-load run — reset the stock, fire a concurrent purchase burst, audit it.\n"
     "\n"
-    "  --mode MODE          none|mutex|setnx|token|reentrant|fenced|lua (default token)\n"
+    "  --mode MODE          none|mutex|setnx|token|reentrant|redlock|fenced|lua\n"
+    "                       (default token; redlock needs a server with redlock.nodes)\n"
     "  --requests N         purchases to send, 1..10000000 (default 1000)\n"
     "  --concurrency C      keep-alive connections, all started together (default 100)\n"
     "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
@@ -108,10 +109,12 @@ static const char *matrix_help =
     "  --lang LANG          en (default) or zh: the language of the table, matrix.md,\n"
     "                       matrix.svg, matrix.html and the timelines (mode names and\n"
     "                       matrix.csv stay as they are)\n"
-    "  --modes LIST         comma list of modes (default all seven)\n"
+    "  --modes LIST         comma list of modes (default all eight; redlock starts five\n"
+    "                       private lock masters, redis-servers without persistence)\n"
     "  --scenarios LIST     comma list of race,multi,slow,crash,nested,dup-user,retry\n"
-    "                       (the default)\n"
-    "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
+    "                       (the default), kill,redis-restart,redis-pause (the fault\n"
+    "                       scenarios) and nodes-down,node-restart,node-restart-delay\n"
+    "                       (the lock masters' faults: the redlock row only)\n"
     "  --faults             run the fault scenarios instead of the demo: one instance\n"
     "                       of three dies holding the lock (kill -9; setnx and token:\n"
     "                       _exit inside the section, fault=crash_in_section), Redis\n"
@@ -281,10 +284,10 @@ static int cmd_run(int argc, char **argv)
         case O_MODE:
             if (strcmp(optarg, "none") && strcmp(optarg, "mutex") && strcmp(optarg, "setnx") &&
                 strcmp(optarg, "token") && strcmp(optarg, "reentrant") &&
-                strcmp(optarg, "fenced") && strcmp(optarg, "lua")) {
+                strcmp(optarg, "redlock") && strcmp(optarg, "fenced") && strcmp(optarg, "lua")) {
                 fprintf(stderr,
                         "miaosha-load: --mode: '%s' is not "
-                        "none|mutex|setnx|token|reentrant|fenced|lua\n",
+                        "none|mutex|setnx|token|reentrant|redlock|fenced|lua\n",
                         optarg);
                 return 2;
             }

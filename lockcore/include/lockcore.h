@@ -210,6 +210,21 @@ typedef struct lc_options {
                                     every node's reply) gives up on a node
                                     after this; keep it far below the lease.
                                     Default (and 0) 50, 1..60000 */
+    /* Redlock's known caveat: a node that restarts without persistence
+     * forgets the keys it granted, and can then vote a second holder in
+     * while the first still holds a majority's lease. With a delay > 0 a
+     * node does not vote (gets no SET, counts as a node that did not
+     * answer) until it has been up that long: each new connection to a
+     * node first asks INFO server for uptime_in_seconds (one extra round,
+     * only when a connection is made), and the node votes again once
+     * uptime_in_seconds x 1000 >= the delay. Its uptime is the node's own
+     * fact, so this also covers a client that never saw the node before
+     * (a new thread, a restarted service). Set it to the longest lease
+     * ever asked for, so every lock the node granted before it restarted
+     * has run out on the other nodes too. A node that does not answer
+     * INFO server with an uptime never votes. Default 0 (off: the
+     * algorithm as the Redis docs give it), 0..86400000. */
+    int64_t redlock_restart_delay_ms;
 } lc_options;
 
 #define LC_REDLOCK_MAX_NODES 9
@@ -375,7 +390,9 @@ typedef struct lc_lock_args {
  *   redlock    SET key <fresh libuuid> NX PX lease to every node at once
  *              (non-blocking sockets, one poll loop; a node that has not
  *              answered within redlock_node_timeout_ms counts as failed and
- *              is reconnected on the next call). Acquired when a majority
+ *              is reconnected on the next call; with
+ *              redlock_restart_delay_ms a node up for less than the delay
+ *              gets no SET and counts as failed too). Acquired when a majority
  *              (N/2+1) said OK and the round took less than the lease:
  *              validity = lease - elapsed - lc_redlock_drift_ms(lease)
  *              must be > 0. Otherwise the compare-and-delete release goes

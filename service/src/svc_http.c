@@ -296,7 +296,12 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         return error_now(r, 405, "method_not_allowed", "use GET or POST", method, url);
     }
     if (svc_mode_parse(seg, &r->mode) != 0) {
-        snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
+        if (strcmp(seg, "redlock") == 0)
+            snprintf(detail, sizeof detail,
+                     "mode redlock is not offered: redlock.nodes (its lock masters) is not "
+                     "configured");
+        else
+            snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);
     }
     int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p, detail,

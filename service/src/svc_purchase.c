@@ -804,6 +804,12 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         return PR_REDIS_UNAVAILABLE;
     }
 
+    /* redlock: the lock is only promised for its validity. A holder past
+     * it reports lock_lost, as token's does when its lease ran out — and,
+     * like token's, still writes: the lock cannot stop a paused holder,
+     * which is the lesson the slow cell shows (docs/locks.md). */
+    if (*nheld > 0 && lc_guard_validity_ms(held[0]) == 0)
+        pu->lock_lost = 1;
     memcpy(pu->order_id, pu->new_order_id, sizeof pu->order_id);
     char *rec = order_record(pu, before);
     if (rec == NULL) {
@@ -850,6 +856,11 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
     int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
     pu.pipeline = (p->seen & SVC_P_PIPELINE) ? p->pipeline : s->pipeline;
+    /* redlock's acquire goes to its lock masters and the stock read to the
+     * data server: nothing shares a connection, so nothing is pipelined
+     * (and the reply's "pipeline" says so). */
+    if (r->mode == LC_REDLOCK)
+        pu.pipeline = 0;
     purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, pu.detail, sizeof pu.detail);
     if (not_now != PR_COUNT) {
         respond(&pu, not_now);

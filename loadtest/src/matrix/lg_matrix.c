@@ -53,6 +53,7 @@
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
 #include "lg_mx_timeline.h"
+#include "lg_nodes.h"
 #include "lg_proc.h"
 
 /* mkdir -p: --out may name a directory whose parents do not exist yet. */
@@ -92,11 +93,15 @@ static const char *expected_of(lg_scenario s, lg_mode m)
     switch (s) {
     case LG_SCEN_RACE: return m == LG_MODE_NONE ? "oversell" : "exact";
     case LG_SCEN_MULTI: return m == LG_MODE_NONE || m == LG_MODE_MUTEX ? "oversell" : "exact";
-    case LG_SCEN_SLOW: /* fenced: exact, with its stale writes fenced out (judge) */
-        return m == LG_MODE_NONE || m == LG_MODE_SETNX || m == LG_MODE_TOKEN ? "oversell" : "exact";
+    case LG_SCEN_SLOW:
+        /* fenced: exact, with its stale writes fenced out (judge); redlock as
+         * token: a holder past its validity still writes */
+        return m == LG_MODE_NONE || m == LG_MODE_SETNX || m == LG_MODE_TOKEN || m == LG_MODE_REDLOCK
+                   ? "oversell"
+                   : "exact";
     case LG_SCEN_CRASH: return m == LG_MODE_SETNX ? "stuck" : "recovers";
     case LG_SCEN_NESTED: return m == LG_MODE_NONE || m == LG_MODE_REENTRANT ? "sells" : "blocks";
-    default: return lg_fault_expected(s, m);
+    default: return lg_scen_is_redlock(s) ? lg_nodes_expected(s) : lg_fault_expected(s, m);
     }
 }
 
@@ -189,8 +194,9 @@ static int run_burst(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instan
     rc.reenter = b->reenter;
     /* reentrant runs on its watchdog: an explicit lease_ms would switch it
      * off (lockcore.h: watchdog_timeout_ms applies without an explicit
-     * lease), so it is only sent to setnx, token and fenced */
-    rc.lease_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED
+     * lease), so it is only sent to setnx, token, fenced and redlock */
+    rc.lease_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
+                          mode == LG_MODE_REDLOCK
                       ? b->lease_ms
                       : -1;
     rc.deadline_ms = 90000;
@@ -232,7 +238,8 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
         return -1;
     const char *fault = mode == LG_MODE_SETNX ? "crash_before_expire" : "crash_in_section";
     char lease[32] = "";
-    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED)
+    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
+        mode == LG_MODE_REDLOCK)
         snprintf(lease, sizeof lease, "&lease_ms=%d", CRASH_LEASE_MS);
     char url[512];
     snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=crasher&work_ms=0&wait_ms=1000%s&fault=%s",
@@ -300,7 +307,8 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
                  (unsigned long long)other, restarted);
     } else {
         snprintf(c->outcome, sizeof c->outcome, "recovers");
-        if (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT)
+        if (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT ||
+            mode == LG_MODE_REDLOCK)
             snprintf(c->reason, sizeof c->reason,
                      "first sale %lld ms after the crash: %s (%d ms) ran out; restart %lld ms, "
                      "%llu probes lock_busy before",
@@ -318,6 +326,13 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
     /* clears the stuck lock too (PUT /stock deletes the lock key) */
     lg_admin_reset(in->base, sku, 0, x->cfg->admin_token, e2, sizeof e2);
     return 0;
+}
+
+/* Whether the redlock cell of s runs: not through --target, whose
+ * instances are not the matrix's and know nothing of its lock masters. */
+static int redlock_cell_runs(const lg_matrix_cfg *cfg, lg_scenario s)
+{
+    return cfg->mode_on[LG_MODE_REDLOCK] && cfg->scen_on[s] && !(s == LG_SCEN_MULTI && cfg->target);
 }
 
 /* expected is one outcome or several separated by '|' */
@@ -368,7 +383,8 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
         snprintf(c->reason + l, sizeof c->reason - l, " — expected double orders without keys");
     }
     if (c->pass && scen == LG_SCEN_CRASH &&
-        (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT)) {
+        (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT ||
+         mode == LG_MODE_REDLOCK)) {
         /* recovery must come from the lease / watchdog running out, not
          * earlier (that would mean the lock did not survive the crash) and
          * not much later */
@@ -418,9 +434,11 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     }
     x.redis_aof = faults;
     int rc = -1;
-    instance base[3], slow, crash, fault[3], dup;
+    instance base[3], slow, crash, fault[3], dup, nodes[2];
     memset(fault, 0, sizeof fault);
     lg_fault_instances(fault);
+    memset(nodes, 0, sizeof nodes);
+    lg_nodes_instances(nodes);
     memset(base, 0, sizeof base);
     memset(&slow, 0, sizeof slow);
     memset(&crash, 0, sizeof crash);
@@ -450,6 +468,16 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         goto out;
     snprintf(res->redis, sizeof res->redis, "%s%s", x.redis_addr, cfg->redis ? "" : " (private)");
     lg_mx_log(&x, "redis at %s; server %s; logs in %s", res->redis, cfg->server, x.logdir);
+    /* The redlock row's five lock masters, before any instance: every
+     * instance then gets redlock.nodes. */
+    int redlock_runs = 0;
+    for (lg_scenario s = 0; s < LG_NSCEN; s++)
+        redlock_runs |= redlock_cell_runs(cfg, s);
+    if (redlock_runs) {
+        if (lg_mx_locks_start(&x, err, errlen) < 0)
+            goto out;
+        lg_mx_log(&x, "redlock lock masters: %s", x.lock_nodes + strlen("redlock.nodes="));
+    }
 
     int q = cfg->quick;
     burst race = {q ? 20 : 100, 10, 10000, 30000, -1, q ? 200 : 1000, q ? 50 : 100};
@@ -500,8 +528,15 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         else
             tl[ntl++] = base[0].base;
         for (lg_mode m = 0; m < LG_NMODES; m++) {
-            if (!cfg->mode_on[m])
+            if (!cfg->mode_on[m] || (lg_scen_is_redlock(s) && m != LG_MODE_REDLOCK))
                 continue;
+            if (m == LG_MODE_REDLOCK && !redlock_cell_runs(cfg, s)) {
+                lg_mx_log(&x,
+                          "%-6s %-9s not run: the instances behind --target have no lock "
+                          "masters",
+                          lg_scen_names[s], lg_mode_names[m]);
+                continue;
+            }
             for (int k = 0; k < res->ntrials; k++) {
                 if (lg_mx_stopped(&x)) {
                     snprintf(err, errlen, "interrupted");
@@ -530,7 +565,10 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
                 case LG_SCEN_RETRY:
                     r = lg_mx_retry(&x, c, m, &base[0], q ? 4 : 8, err, errlen);
                     break;
-                default: r = lg_fault_cell(&x, c, s, m, fault, err, errlen); break;
+                default:
+                    r = lg_scen_is_redlock(s) ? lg_nodes_cell(&x, c, s, nodes, err, errlen)
+                                              : lg_fault_cell(&x, c, s, m, fault, err, errlen);
+                    break;
                 }
                 if (lg_mx_stopped(&x)) {
                     /* interrupted mid-cell: its numbers mean nothing */
@@ -578,6 +616,8 @@ out:
     lg_mx_instance_stop(&dup);
     for (int i = 0; i < 3; i++)
         lg_mx_instance_stop(&fault[i]);
+    for (int i = 0; i < 2; i++)
+        lg_mx_instance_stop(&nodes[i]);
     lg_mx_shutdown(&x);
     res->elapsed_s = (double)(lg_now_ms() - t0) / 1000.0;
     return rc;

@@ -12,11 +12,14 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *const lg_mode_names[LG_NMODES] = {"none",      "mutex",  "setnx", "token",
-                                              "reentrant", "fenced", "lua"};
+const char *const lg_mode_names[LG_NMODES] = {"none",      "mutex",   "setnx",  "token",
+                                              "reentrant", "redlock", "fenced", "lua"};
 const char *const lg_scen_names[LG_NSCEN] = {
-    "race", "multi",         "slow",       "crash", "nested", "dup-user", "retry", /* the demo */
-    "kill", "redis-restart", "redis-pause"}; /* the faults, lg_fault.c */
+    "race",       "multi",         "slow",
+    "crash",      "nested",        "dup-user",
+    "retry",                                              /* the demo */
+    "kill",       "redis-restart", "redis-pause",         /* the faults, lg_fault.c */
+    "nodes-down", "node-restart",  "node-restart-delay"}; /* redlock, lg_nodes.c */
 
 void lg_matrix_cfg_init(lg_matrix_cfg *c)
 {

@@ -26,6 +26,7 @@ typedef enum lg_mode {
     LG_MODE_SETNX,
     LG_MODE_TOKEN,
     LG_MODE_REENTRANT,
+    LG_MODE_REDLOCK, /* needs the matrix's lock masters (lg_mx_proc.h) */
     LG_MODE_FENCED,
     LG_MODE_LUA,
     LG_NMODES /* how many */
@@ -43,6 +44,9 @@ typedef enum lg_scenario {
     LG_SCEN_KILL,     /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
+    LG_SCEN_NODES_DOWN, /* the first of the redlock scenarios (lg_nodes.c) */
+    LG_SCEN_NODE_RESTART,
+    LG_SCEN_NODE_RESTART_DELAY,
     LG_NSCEN /* how many */
 } lg_scenario;
 
@@ -52,12 +56,22 @@ typedef enum lg_scenario {
 /* 1 for kill, redis-restart and redis-pause. Pure. */
 static inline int lg_scen_is_fault(lg_scenario s)
 {
-    return s >= LG_SCEN_KILL;
+    return s >= LG_SCEN_KILL && s <= LG_SCEN_REDIS_PAUSE;
+}
+
+/* 1 for nodes-down, node-restart and node-restart-delay: faults of the
+ * redlock row's lock masters, run for the redlock mode only (the other
+ * modes have no lock masters: their cells stay empty). Selected by name
+ * only (--scenarios), neither in the default selection nor in --faults.
+ * Pure. */
+static inline int lg_scen_is_redlock(lg_scenario s)
+{
+    return s >= LG_SCEN_NODES_DOWN;
 }
 
 /* The names used on the command line, in files and in SKUs, indexed by
- * lg_mode / lg_scenario: "none" .. "reentrant", "fenced", "lua", "race" ..
- * "redis-pause". */
+ * lg_mode / lg_scenario: "none" .. "reentrant", "redlock", "fenced", "lua",
+ * "race" .. "redis-pause", "nodes-down", "node-restart", "node-restart-delay". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
 

@@ -23,7 +23,9 @@ static const words words_en = {
     {NULL},
     {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
      "nested (reenter=2)", "one buy per user (5 clicks)", "client timeout retried",
-     "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s"},
+     "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s",
+     "2, then 3 of 5 lock masters down", "lock master restarted empty",
+     "same, redlock.restart_delay_ms"},
     "ok",
     "DIFF",
     "freed",
@@ -31,17 +33,18 @@ static const words words_en = {
     "mode"};
 
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
-static const words words_zh = {{"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单",
-                                "超时重试", "实例 kill -9", "Redis 重启", "Redis 暂停"},
-                               {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）",
-                                "持锁时崩溃", "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）",
-                                "客户端超时后重试", "实例被 kill -9（3 个实例）",
-                                "Redis 重启（AOF）", "Redis 暂停 2 秒"},
-                               "符合",
-                               "不符",
-                               "释放",
-                               "重连",
-                               "模式"};
+static const words words_zh = {
+    {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单", "超时重试", "实例 kill -9",
+     "Redis 重启", "Redis 暂停", "锁节点宕机", "锁节点重启", "锁节点延迟重启"},
+    {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
+     "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）", "客户端超时后重试",
+     "实例被 kill -9（3 个实例）", "Redis 重启（AOF）", "Redis 暂停 2 秒",
+     "5 个锁节点先宕 2 个、再宕 3 个", "锁节点无持久化重启", "同上，加 redlock.restart_delay_ms"},
+    "符合",
+    "不符",
+    "释放",
+    "重连",
+    "模式"};
 
 static const words *words_of(lg_report_lang lang)
 {
