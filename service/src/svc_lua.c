@@ -44,6 +44,7 @@
 #include "svc_shutdown.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
+#include "svc_trace.h"
 
 typedef struct lua_purchase {
     svc_req *r;
@@ -58,6 +59,8 @@ typedef struct lua_purchase {
     int found_replay;     /* the script found the key done: the reply is in r */
     uint64_t soldout_gen; /* the local sold-out flag's generation before the script */
     lc_conn *conn;
+    svc_trace tr; /* this purchase's timeline: no lock, so read and write are
+                     the script's one step (GET /trace/{sku}) */
 } lua_purchase;
 
 /* The reply, JSON text (malloc'd; NULL when out of memory). */
@@ -121,6 +124,7 @@ static void respond(lua_purchase *lp, purchase_result res)
                      res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
                      txt ? strlen(txt) : 0);
     svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
+    svc_trace_end(&lp->tr, lp->order_id, status, svc_result[res].error, 0, 0);
     svc_stats_purchase(r->mode, lp->slot, svc_result[res].out, 0, 0, svc_now_us() - r->t0_us, -1);
 }
 
@@ -281,10 +285,13 @@ static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *r
         if (code == 1) {
             lp->stock_left = n;
             lp->has_stock_left = 1;
+            /* the script read n + 1 and wrote n, in one step */
+            svc_trace_step(&lp->tr, n + 1, n);
             res = PR_SOLD;
         } else if (code == 0) {
             lp->stock_left = n < 0 ? n : 0;
             lp->has_stock_left = 1;
+            svc_trace_read(&lp->tr, n);
             res = PR_SOLD_OUT;
         } else if (code == 2) {
             snprintf(lp->detail, sizeof lp->detail,
@@ -329,6 +336,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     lp.conn = conn;
     lp.soldout_gen = svc_soldout_gen(r->sku);
     lp.slot = svc_stats_sku_slot(r->sku);
+    svc_trace_begin(&lp.tr, r);
     if (conn == NULL) {
         snprintf(lp.detail, sizeof lp.detail, "no Redis connection");
         respond(&lp, PR_REDIS_UNAVAILABLE);
@@ -354,6 +362,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         int64_t marker_ms = work_ms + 8LL * s->command_timeout_ms + 5000;
         int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.detail, sizeof lp.detail);
         if (rc == 1) {
+            svc_trace_end(&lp.tr, NULL, r->status, "replayed", 0, 0);
             svc_stats_purchase(r->mode, lp.slot, SVC_OUT_REPLAYED, 0, 0, svc_now_us() - r->t0_us,
                                -1);
             return;
@@ -396,6 +405,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     free(rec);
     if (lp.found_replay) {
         free(lp.sold_head);
+        svc_trace_end(&lp.tr, NULL, r->status, "replayed", 0, 0);
         svc_stats_purchase(r->mode, lp.slot, SVC_OUT_REPLAYED, 0, 0, svc_now_us() - r->t0_us, -1);
         return;
     }
