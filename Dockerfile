@@ -22,9 +22,11 @@ RUN cmake --build build/docker -j "$(nproc)"
 RUN cmake --install build/docker --prefix build/docker-root
 
 FROM debian:bookworm-slim
+# redis-server: `miaosha-load matrix` starts the redlock row's five private
+# lock masters (and, without --redis, its own Redis) as child processes.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libhiredis0.14 libmicrohttpd12 libcjson1 \
-      libuuid1 libcurl4 curl ca-certificates \
+      libuuid1 libcurl4 curl ca-certificates redis-server \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin miaosha
 COPY --from=build /src/build/docker-root/bin/miaosha-server /usr/local/bin/miaosha-server

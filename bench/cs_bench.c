@@ -1,7 +1,7 @@
 /* cs_bench — the service's purchase critical section, straight on the lock
  * core, with no HTTP and no JSON: the reference for /miaosha/token.
  *
- *   cs_bench PORT THREADS SECONDS [WAIT_MS [MODE [pipeline|plain]]]
+ *   cs_bench PORT THREADS SECONDS [WAIT_MS [MODE|lua [pipeline|plain]]]
  *
  * THREADS threads, each with its own lc_conn (as each service worker has),
  * loop exactly what service/src/svc_purchase.c does per purchase:
@@ -12,6 +12,11 @@
  *   one pipelined round trip: MULTI; SET stock <read-1>; INCR sold;
  *                             RPUSH orders <~200-byte record>; EXEC
  *   lc_release
+ *
+ * MODE lua is the service's lua purchase instead (service/scripts/purchase.lua,
+ * compiled in): each thread EVALSHAs the script with the service's keys
+ * (stock, sold, orders, buyers) and an order record head, one round trip
+ * per purchase, no lock; the reference for /miaosha/lua.
  *
  * "plain" is that; "pipeline" (the default, as the service's
  * purchase.pipeline) sends the GET in the acquire's round trip
@@ -38,15 +43,19 @@
 
 #include <uuid/uuid.h>
 
+#include "svc_scripts.h" /* the service's purchase.lua, text and SHA1 */
+
 #define MAX_THREADS 1024
 #define KEY_LOCK "bench:{cs}:lock"
 #define KEY_STOCK "bench:{cs}:stock"
 #define KEY_SOLD "bench:{cs}:sold"
 #define KEY_ORDERS "bench:{cs}:orders"
+#define KEY_BUYERS "bench:{cs}:buyers"
 
 static lc_client *cli;
 static lc_mode mode = LC_TOKEN;
 static bool pipelined = true;
+static bool lua; /* MODE lua: the service's purchase script, no lock */
 static long long wait_ms = 1000;
 static atomic_bool stop_flag;
 
@@ -157,12 +166,56 @@ static lc_status purchase_pipelined(lc_conn *conn, const lc_lock_args *a, char *
     return LC_OK;
 }
 
+/* The lua purchase: one EVALSHA of the service's script, as svc_lua.c
+ * sends it without an Idempotency-Key (4 keys; record head, no user, no
+ * limit). NOSCRIPT (a flushed cache) falls back to EVAL. */
+static void lua_loop(worker *w, lc_conn *conn)
+{
+    /* Same shape and size as the service's record head. */
+    char rec[256];
+    snprintf(rec, sizeof rec,
+             "{\"order_id\":\"%36s\",\"sku\":\"bench\",\"user\":null,\"mode\":\"lua\","
+             "\"instance\":\"6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f\",\"received_ms\":1699999999990,"
+             "\"ts_ms\":1700000000000,\"lock_wait_ms\":0,\"stock_before\":",
+             "");
+    while (!atomic_load(&stop_flag)) {
+        redisContext *c = lc_conn_redis(conn);
+        if (c == NULL) {
+            w->errors++;
+            continue;
+        }
+        const char *argv[] = {"EVALSHA",  SVC_SCRIPT_PURCHASE_SHA,
+                              "4",        KEY_STOCK,
+                              KEY_SOLD,   KEY_ORDERS,
+                              KEY_BUYERS, rec,
+                              "",         "0"};
+        redisReply *r = redisCommandArgv(c, 10, argv, NULL);
+        if (r != NULL && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8)) {
+            freeReplyObject(r);
+            argv[0] = "EVAL";
+            argv[1] = SVC_SCRIPT_PURCHASE;
+            r = redisCommandArgv(c, 10, argv, NULL);
+        }
+        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)
+            w->done++;
+        else
+            w->errors++;
+        freeReplyObject(r);
+    }
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     lc_conn *conn;
     if (lc_conn_new(cli, &conn) != LC_OK) {
         w->errors++;
+        return NULL;
+    }
+    if (lua) {
+        lua_loop(w, conn);
+        lc_conn_free(conn);
         return NULL;
     }
     /* Same shape and size as the service's order record. */
@@ -231,7 +284,7 @@ static int redis_setup(int port, int reset)
     redisReply *r = reset ? redisCommand(c, "MSET %s 1000000000 %s 0", KEY_STOCK, KEY_SOLD) : NULL;
     if (r)
         freeReplyObject(r);
-    r = redisCommand(c, "DEL %s %s", KEY_ORDERS, KEY_LOCK);
+    r = redisCommand(c, "DEL %s %s %s", KEY_ORDERS, KEY_LOCK, KEY_BUYERS);
     int rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
     if (r)
         freeReplyObject(r);
@@ -242,7 +295,8 @@ static int redis_setup(int port, int reset)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: cs_bench PORT THREADS SECONDS [WAIT_MS [MODE [pipeline|plain]]]\n");
+        fprintf(stderr,
+                "usage: cs_bench PORT THREADS SECONDS [WAIT_MS [MODE|lua [pipeline|plain]]]\n");
         return 2;
     }
     int port = atoi(argv[1]);
@@ -250,8 +304,16 @@ int main(int argc, char **argv)
     double seconds = atof(argv[3]);
     if (argc > 4)
         wait_ms = atoll(argv[4]);
-    if (argc > 5 && lc_mode_parse(argv[5], &mode) != 0) {
+    lua = argc > 5 && strcmp(argv[5], "lua") == 0;
+    if (argc > 5 && !lua && lc_mode_parse(argv[5], &mode) != 0) {
         fprintf(stderr, "cs_bench: unknown mode '%s'\n", argv[5]);
+        return 2;
+    }
+    if (mode == LC_FENCED) {
+        /* fenced's section is the service's two fence scripts, not this
+         * GET and MULTI */
+        fprintf(stderr, "cs_bench: mode '%s' is not measured here (bench/run.sh's service part)\n",
+                argv[5]);
         return 2;
     }
     if (argc > 6 && strcmp(argv[6], "pipeline") != 0 && strcmp(argv[6], "plain") != 0) {
@@ -302,7 +364,7 @@ int main(int argc, char **argv)
     printf("cs_bench mode=%s section=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld "
            "sections_per_s=%.0f "
            "fairness=%.2f busy=%ld errors=%ld\n",
-           lc_mode_name(mode), pipelined ? "pipeline" : "plain", threads, wait_ms, elapsed, total,
-           total / elapsed, mx ? (double)mn / (double)mx : 0.0, busy, errors);
+           lua ? "lua" : lc_mode_name(mode), pipelined ? "pipeline" : "plain", threads, wait_ms,
+           elapsed, total, total / elapsed, mx ? (double)mn / (double)mx : 0.0, busy, errors);
     return errors > 0 && total == 0 ? 1 : 0;
 }

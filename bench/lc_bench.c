@@ -3,7 +3,8 @@
  *   lc_bench PORT [SECONDS [all|peer]]
  *   lc_bench PORT SECONDS redlock HOST:PORT,HOST:PORT,... (odd count, 3..9)
  *
- * Part 1, uncontended: per mode, acquire+release cycles/s on one thread, and
+ * Part 1, uncontended: per mode (fenced too: its acquire script and
+ * token's release), acquire+release cycles/s on one thread, and
  * in the same run a raw hiredis loop sending the very same commands (the
  * round-trip bound). Runs alternate raw/mode three times and report medians,
  * because this machine is shared and noisy: only the ratio means anything.
@@ -71,7 +72,7 @@ static redisReply *cmd_or_die(redisContext *c, const char *fmt, ...)
 
 /* --- raw loops: the same commands as the mode, straight through hiredis --- */
 
-static char sha_token_release[41], sha_acquire[41], sha_release[41];
+static char sha_token_release[41], sha_acquire[41], sha_release[41], sha_fenced[41];
 
 static void load_scripts(redisContext *c)
 {
@@ -88,8 +89,14 @@ static void load_scripts(redisContext *c)
         "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
         "else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; "
         "return nil;";
+    static const char *fa = "if redis.call('exists', KEYS[1]) == 1 then return false end "
+                            "local fence = redis.call('incr', KEYS[2]) "
+                            "redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return fence";
     redisReply *r = cmd_or_die(c, "SCRIPT LOAD %s", tr);
     snprintf(sha_token_release, 41, "%s", r->str);
+    freeReplyObject(r);
+    r = cmd_or_die(c, "SCRIPT LOAD %s", fa);
+    snprintf(sha_fenced, 41, "%s", r->str);
     freeReplyObject(r);
     r = cmd_or_die(c, "SCRIPT LOAD %s", ra);
     snprintf(sha_acquire, 41, "%s", r->str);
@@ -114,6 +121,11 @@ static double raw_rate(redisContext *c, lc_mode mode)
                 const char *tok = "6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f";
                 freeReplyObject(cmd_or_die(c, "SET %s %s NX PX 5000", key, tok));
                 freeReplyObject(cmd_or_die(c, "EVALSHA %s 1 %s %s", sha_token_release, key, tok));
+            } else if (mode == LC_FENCED) {
+                const char *tok = "6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f";
+                freeReplyObject(cmd_or_die(c, "EVALSHA %s 2 %s bench:{raw}:fence %s 5000",
+                                           sha_fenced, key, tok));
+                freeReplyObject(cmd_or_die(c, "EVALSHA %s 1 %s %s", sha_token_release, key, tok));
             } else {
                 const char *field = "6f1c9a5e-3b7d-4c2a-9e8f-0a1b2c3d4e5f:bench";
                 freeReplyObject(cmd_or_die(c, "EVALSHA %s 1 %s 30000 %s", sha_acquire, key, field));
@@ -132,6 +144,7 @@ static double mode_rate(lc_conn *conn, lc_mode mode)
     memset(&a, 0, sizeof a);
     a.mode = mode;
     a.key = "bench:{lc}:lock";
+    a.fence_key = "bench:{lc}:fence"; /* fenced's counter; ignored by the others */
     a.owner = "bench";
     a.lease_ms = mode == LC_REENTRANT ? 0 : 5000;
     long n = 0;
@@ -169,8 +182,8 @@ static void uncontended(void)
     printf("uncontended acquire+release, 1 thread, %.1f s x 3 alternating runs, medians\n",
            seconds);
     printf("  %-10s %12s %12s %8s %s\n", "mode", "cycles/s", "raw loop/s", "ratio", "target");
-    const lc_mode modes[] = {LC_NONE, LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
-    for (int i = 0; i < 5; i++) {
+    const lc_mode modes[] = {LC_NONE, LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT, LC_FENCED};
+    for (int i = 0; i < 6; i++) {
         double m[3], r[3] = {0, 0, 0};
         for (int k = 0; k < 3; k++) {
             if (modes[i] >= LC_SETNX)

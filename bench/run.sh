@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|service|pipeline|lua|trace|load|scaleout]... [--seconds N] [--rounds N]
+# bench/run.sh [all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout]... [--seconds N] [--rounds N]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -28,7 +28,7 @@ usage() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|service|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
+    all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -202,11 +202,12 @@ purchase_wrk() {
   BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
 }
 
-# cs_run THREADS [pipeline|plain] -> sets CS_RPS (the section as the
-# service's default, purchase.pipeline=true, unless told)
+# cs_run THREADS [pipeline|plain [MODE]] -> sets CS_RPS (the section as the
+# service's default, purchase.pipeline=true, unless told; MODE token unless
+# told, lua = the service's purchase script)
 cs_run() {
   local out
-  out=$(timeout $((DUR + 30)) "$BUILD/bench/cs_bench" "$REDIS_PORT" "$1" "$DUR" "$WAIT_MS" token "${2:-pipeline}" 2>&1)
+  out=$(timeout $((DUR + 30)) "$BUILD/bench/cs_bench" "$REDIS_PORT" "$1" "$DUR" "$WAIT_MS" "${3:-token}" "${2:-pipeline}" 2>&1)
   CS_RPS=$(printf '%s\n' "$out" | sed -n 's/.*sections_per_s=\([0-9.]*\).*/\1/p')
   CS_NOTE=$(printf '%s\n' "$out" | sed -n 's/.*\(fairness=.*\)/\1/p')
   [ -n "$CS_RPS" ] || { log "bench: cs_bench failed: $out"; CS_RPS=0; }
@@ -301,7 +302,7 @@ if want lockcore; then
   # per-mode uncontended ratios
   while read -r m cyc raw rt _; do
     row lockcore "uncontended $m acquire+release/s vs raw hiredis loop" "$(fmt "$cyc")" "$(fmt "$raw")" "$rt" ">= 0.9" "$(judge "$rt" ">=" 0.9)"
-  done < <(printf '%s\n' "$out" | awk '$1 ~ /^(setnx|token|reentrant)$/ && $5 == ">=" {print $1, $2, $3, $4}')
+  done < <(printf '%s\n' "$out" | awk '$1 ~ /^(setnx|token|reentrant|fenced)$/ && $5 == ">=" {print $1, $2, $3, $4}')
   # contended: reentrant vs token, 8 and 32 threads
   printf '%s\n' "$out" | awk '
     /^contended/ && match($0, /[0-9]+ threads/) { th = substr($0, RSTART, RLENGTH); sub(/ threads/, "", th) }
@@ -340,6 +341,32 @@ if want lockcore; then
       pr+=("$(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"); echo "  round $r: $o"
     done
     target_row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" "$(median "${pl[@]}")" "$(median "${pr[@]}")" ">=" 1.5
+  fi
+
+  # redlock on 5 independent lock masters (private redis-servers on loopback,
+  # stopped by PID with the rest) against token on the one Redis: lc_bench
+  # alternates them in one run, 1 thread (target) and 8 (shown).
+  nodes="" rl_ok=1
+  for i in 1 2 3 4 5; do
+    if ! proc_start_redis redis-server "$WORK/lock-master-$i"; then
+      log "bench: lock master $i did not start"; rl_ok=0; break
+    fi
+    PIDS+=("$PROC_REDIS_PID")
+    nodes="$nodes${nodes:+,}127.0.0.1:$PROC_REDIS_PORT"
+  done
+  if [ "$rl_ok" = 1 ]; then
+    echo "redlock nodes: $nodes"
+    timeout 300 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" redlock "$nodes" 2>&1 | tee "$WORK/lc_redlock.out"
+    while read -r th rl tok rt _; do
+      if [ "$th" = 1 ]; then
+        target_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, 1 thread" "$rl" "$tok" ">=" 0.5 "$rt"
+      else
+        info_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, $th threads" "$rl" "$tok"
+      fi
+    done < <(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1, $2, $3, $4}' "$WORK/lc_redlock.out")
+    grep -qE '^ +1 ' "$WORK/lc_redlock.out" || row lockcore "redlock vs token" - - - ">= 0.5" "MISSED (no output)"
+  else
+    row lockcore "redlock (5 masters) vs token cycles/s, 1 thread" - - - ">= 0.5" "MISSED (lock masters did not start)"
   fi
 fi
 
@@ -419,6 +446,42 @@ if want service; then
   info_row service "token buys/s: workers=64 vs cs_bench 64 threads" "$m_s64" "$m_c64"
   target_row service "token buys/s: workers=8 vs cs_bench 8 threads" "$m_s8" "$m_c8" ">=" 0.8
   info_row service "token buys/s: workers=8 vs workers=64" "$m_s8" "$m_s64"
+
+  # /healthz with the live page (GET /) open vs not, on the default
+  # instance. "Open" is a background loop making the page's requests once a
+  # second (bench/live_poll.py: what service/web/live.js fetches per poll,
+  # /stats, /metrics, the audit and the trace's header and 100-record tail
+  # of the SKU the token runs above bought): no browser, whose own CPU on a
+  # small machine would be measured instead of the server's.
+  last_seq=$(http GET "$SVC_PORT" "/trace/$BENCH_SKU?since=999999999999" | sed -n 's/.*"last_seq":\([0-9]*\).*/\1/p')
+  tail_from=$(( ${last_seq:-0} > 100 ? ${last_seq:-0} - 100 : 0 ))
+  echo "GET /healthz (wrk -t2 -c64 -d${DUR}s), alternating: without, with the live page's polling (trace from seq $tail_from)"
+  lw=() lo=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"; lo+=("$WRK_RPS"); o_bad=$WRK_NON2XX
+    proc_start "$WORK/live-poll.log" python3 "$ROOT/bench/live_poll.py" "$SVC_PORT" "$BENCH_SKU" "$tail_from"
+    lp=$PROC_PID; PIDS+=("$lp"); sleep 0.5 # python started, first poll made
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"; lw+=("$WRK_RPS")
+    stop_pid "$lp"; forget_pid "$lp"
+    polls=$(grep -c ' /stats$' "$WORK/live-poll.log")
+    echo "  round $r: without ${lo[-1]} req/s (non-2xx $o_bad); with the page ${lw[-1]} req/s (non-2xx $WRK_NON2XX; $polls polls, non-200 answers to them: $(grep -vc '^200 ' "$WORK/live-poll.log"))"
+  done
+  target_row service "GET /healthz req/s: live page open vs not" "$(median "${lw[@]}")" "$(median "${lo[@]}")" ">=" 0.98
+fi
+
+# fenced (token's lock plus the fenced read and write, two scripts instead
+# of GET and MULTI) against token, on the same server, alternating. Part of
+# the service part; `fenced` alone runs just this.
+if want service || want fenced; then
+  section "service: /miaosha/fenced vs /miaosha/token, 8 connections"
+  [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
+  echo "successful purchases/s, 8 connections (wrk -c8 -d${DUR}s; sold from the audit), alternating: token, fenced"
+  ftok=() ffen=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    purchase_wrk "$SVC_PORT" token "" 8; ftok+=("$BUY_RPS"); echo "  round $r: token  $BUY_RPS/s ($BUY_NOTE)"
+    purchase_wrk "$SVC_PORT" fenced "" 8; ffen+=("$BUY_RPS"); echo "  round $r: fenced $BUY_RPS/s ($BUY_NOTE)"
+  done
+  target_row service "buys/s, 8 connections: fenced vs token" "$(median "${ffen[@]}")" "$(median "${ftok[@]}")" ">=" 0.8
 fi
 
 # --------------------------------------------------------------- pipeline --
@@ -466,6 +529,28 @@ if want lua; then
     purchase_wrk "$SVC_PORT" lua; blua+=("$BUY_RPS"); echo "  round $r: lua   $BUY_RPS/s ($BUY_NOTE)"
   done
   target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$(median "${blua[@]}")" "$(median "${btok[@]}")" ">=" 10
+
+  # The same script from server.workers threads with no HTTP (cs_bench lua).
+  workers=$("$SRV" --print-config | sed -n 's/.*"workers": *\([0-9]*\).*/\1/p')
+  echo "lua purchases/s: the service (64 connections) vs cs_bench lua, ${workers:-16} threads (the same script, no HTTP), alternating"
+  clua=() slua=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    cs_run "${workers:-16}" pipeline lua; clua+=("$CS_RPS"); echo "  round $r: cs_bench lua $CS_RPS/s ($CS_NOTE)"
+    purchase_wrk "$SVC_PORT" lua; slua+=("$BUY_RPS"); echo "  round $r: service lua  $BUY_RPS/s ($BUY_NOTE)"
+  done
+  target_row lua "lua buys/s, 64 connections vs cs_bench lua, ${workers:-16} threads" "$(median "${slua[@]}")" "$(median "${clua[@]}")" ">=" 0.7
+
+  # Most buyers come after the sale: the local sold-out flag answers them
+  # from memory. Stock 0, one purchase sets the flag, then wrk.
+  r=$(http PUT "$SVC_PORT" "/stock/soldout?stock=0")
+  http GET "$SVC_PORT" "/miaosha/token?sku=soldout" >/dev/null
+  echo "sold-out answers (stock 0, the local flag set) vs GET /healthz, req/s (wrk -c64 -d${DUR}s), alternating"
+  hz=() so=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    wrk_run "http://127.0.0.1:$SVC_PORT/healthz"; hz+=("$WRK_RPS"); echo "  round $r: /healthz  $WRK_RPS req/s (non-2xx $WRK_NON2XX)"
+    wrk_run "http://127.0.0.1:$SVC_PORT/miaosha/token?sku=soldout"; so+=("$WRK_RPS"); echo "  round $r: sold out  $WRK_RPS req/s (409s $WRK_NON2XX)"
+  done
+  target_row lua "sold-out answers req/s (local flag) vs GET /healthz req/s" "$(median "${so[@]}")" "$(median "${hz[@]}")" ">=" 0.8
 fi
 
 # ------------------------------------------------------------------ trace --

@@ -156,7 +156,7 @@ enum {
     R_TWO = 32,        /* two pipelined requests: two replies */
 };
 
-static const char *const modes[] = {"none", "mutex", "setnx", "token", "reentrant"};
+static const char *const modes[] = {"none", "mutex", "setnx", "token", "reentrant", "fenced"};
 
 static void query_value(uint64_t *s, buf *b)
 {

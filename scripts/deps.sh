@@ -2,7 +2,8 @@
 # deps.sh [--with-tools] — installs what miaosha needs from Debian's packages.
 #
 # Build: compiler, CMake, pkg-config and the -dev packages of hiredis,
-# libmicrohttpd, cJSON, libuuid and libcurl; redis-server and nginx for the
+# libmicrohttpd, cJSON, libuuid and libcurl; redis-server, nginx and chromium
+# (headless, for the pages' browser tests: scripts/lib/browser.sh) for the
 # tests (docker-compose only validates docker-compose.yml); clang-format for
 # the formatter check, clang and libFuzzer's runtime for the fuzz targets.
 # --with-tools adds the tools of the benchmarks (wrk, ab, redis-py).
@@ -10,7 +11,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git ca-certificates procps
       libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev
-      redis-server redis-tools nginx-light docker-compose
+      redis-server redis-tools nginx-light docker-compose chromium
       clang-format clang libclang-rt-dev)
 [ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils python3-redis)
 

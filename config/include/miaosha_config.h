@@ -69,6 +69,7 @@ extern "C" {
 #define CFG_ID_LEN 64         /* instance id; = lockcore's LC_ID_LEN */
 #define CFG_PATH_LEN 1024     /* the config file's path as given */
 #define CFG_SENTINELS_LEN 512 /* redis.sentinels: up to 9 host:port */
+#define CFG_NODES_LEN 512     /* redlock.nodes: "host:port,host:port,..." */
 
 /* A sensible caller buffer for cfg_load's err (messages are cut to fit). */
 #define CFG_ERR_LEN 512
@@ -173,21 +174,28 @@ typedef struct cfg_config {
                                              not_replicated */
     } redis;
     struct {
-        char sku[CFG_SKU_LEN]; /* SKU when the request has no ?sku=
-                                  ["demo"], [A-Za-z0-9_-]{1,64} */
-        int64_t initial_stock; /* stock the service seeds at start when
-                                  the SKU has none in Redis [100,
-                                  0..1000000000] */
-        int64_t work_ms;       /* simulated business time inside the
-                                  critical section when the request has
-                                  no ?work_ms= [0, 0..600000, and <=
-                                  purchase.max_work_ms] */
-        int64_t max_work_ms;   /* cap on ?work_ms= [60000, 0..600000] */
-        int max_reenter;       /* cap on ?reenter= [8, 0..64] */
-        bool pipeline;         /* send the stock read with the acquire
-                                  and the commit with the release, two
-                                  round trips a purchase, when the
-                                  request has no ?pipeline= [true] */
+        char sku[CFG_SKU_LEN];     /* SKU when the request has no ?sku=
+                                      ["demo"], [A-Za-z0-9_-]{1,64} */
+        int64_t initial_stock;     /* stock the service seeds at start when
+                                      the SKU has none in Redis [100,
+                                      0..1000000000] */
+        int64_t work_ms;           /* simulated business time inside the
+                                      critical section when the request has
+                                      no ?work_ms= [0, 0..600000, and <=
+                                      purchase.max_work_ms] */
+        int64_t max_work_ms;       /* cap on ?work_ms= [60000, 0..600000] */
+        int max_reenter;           /* cap on ?reenter= [8, 0..64] */
+        bool pipeline;             /* send the stock read with the acquire
+                                      and the commit with the release, two
+                                      round trips a purchase, when the
+                                      request has no ?pipeline= [true] */
+        int64_t limit_per_user;    /* orders one ?user= may hold per SKU;
+                                      0 = unlimited [0, 0..1000000] */
+        int64_t idempotency_ttl_s; /* how long a purchase's Idempotency-Key
+                                      outcome is kept [86400, 1..2592000] */
+        bool local_sold_out;       /* answer a SKU this instance saw sold
+                                      out 409 from memory until its stock
+                                      is reset [true] */
     } purchase;
     struct {
         int64_t lease_ms;            /* setnx/token lease, and the reentrant
@@ -206,6 +214,19 @@ typedef struct cfg_config {
                                         1..86400000] */
         int64_t max_wait_ms;         /* cap on ?wait_ms= [60000, 0..86400000] */
     } lock;
+    struct {
+        char nodes[CFG_NODES_LEN]; /* Redlock's independent lock masters,
+                                      "host:port" separated by commas
+                                      (in the JSON file also an array of
+                                      strings): an odd count 3..9, none
+                                      twice; "" = the redlock mode is not
+                                      offered [""] */
+        int node_timeout_ms;       /* per-node timeout of one parallel
+                                      round [50, 1..60000] (lc_options) */
+        int64_t restart_delay_ms;  /* a lock master up for less than this
+                                      does not vote; 0 = off [0,
+                                      0..86400000] (lc_options) */
+    } redlock;
     struct {
         bool enabled; /* allow ?fault= (teaching only) [false] */
     } faults;

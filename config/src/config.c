@@ -62,7 +62,8 @@ typedef enum str_kind {
     S_ID,    /* [A-Za-z0-9._-]{0,63}; empty = generate one */
     S_PRINT, /* printable ASCII including space (passwords) */
     S_TOKEN, /* printable ASCII without space (a Bearer token) */
-    S_HOSTS  /* "host:port" comma-separated, at most 9, none twice */
+    S_HOSTS, /* "host:port" comma-separated, at most 9, none twice */
+    S_NODES  /* "host:port" list, comma-separated: odd count 3..9, none twice */
 } str_kind;
 
 #define F_SECRET 0x1 /* never echoed in errors, masked in cfg_to_json */
@@ -172,9 +173,18 @@ static const key_def KEYS[] = {
     K_BOOL("purchase.pipeline", purchase.pipeline, 1,
            "send the stock read with the lock's acquire and the commit with its release "
            "(two round trips a purchase) when a request has no ?pipeline="),
+    K_NUM("purchase.limit_per_user", purchase.limit_per_user, 0, 1000000, 0, NULL, "",
+          "orders one ?user= may hold per SKU, checked atomically with the sale (409 "
+          "limit_reached); 0 = unlimited"),
+    K_NUM("purchase.idempotency_ttl_s", purchase.idempotency_ttl_s, 1, 2592000, 86400, NULL, "s",
+          "how long the outcome of a purchase with an Idempotency-Key header is kept for its "
+          "replays"),
+    K_BOOL("purchase.local_sold_out", purchase.local_sold_out, 1,
+           "answer purchases of a SKU this instance has seen sold out 409 from memory, without "
+           "Redis, until its stock is reset"),
 
     K_NUM("lock.lease_ms", lock.lease_ms, 1, MS_PER_DAY, 5000, "lock.max_lease_ms", "ms",
-          "lease of setnx and token locks when a request has no ?lease_ms="),
+          "lease of setnx, token and fenced locks when a request has no ?lease_ms="),
     K_NUM("lock.wait_ms", lock.wait_ms, 0, MS_PER_DAY, 0, "lock.max_wait_ms", "ms",
           "how long to wait for a held lock; 0 = try once"),
     K_NUM("lock.retry_interval_ms", lock.retry_interval_ms, 1, 60000, 10, NULL, "ms",
@@ -185,6 +195,17 @@ static const key_def KEYS[] = {
           "cap on ?lease_ms="),
     K_NUM("lock.max_wait_ms", lock.max_wait_ms, 0, MS_PER_DAY, 60000, NULL, "ms",
           "cap on ?wait_ms="),
+
+    K_STR("redlock.nodes", redlock.nodes, S_NODES, 0, "", 0,
+          "Redlock's independent lock masters, host:port separated by commas (in the JSON "
+          "file also an array): an odd count 3..9, none twice, each reachable at start; "
+          "empty = /miaosha/redlock is not offered"),
+    K_NUM("redlock.node_timeout_ms", redlock.node_timeout_ms, 1, 60000, 50, NULL, "ms",
+          "how long one parallel round waits for a lock master before counting it failed; "
+          "keep it far below the lease"),
+    K_NUM("redlock.restart_delay_ms", redlock.restart_delay_ms, 0, MS_PER_DAY, 0, NULL, "ms",
+          "a lock master up for less than this does not vote (set it to the longest lease); "
+          "0 = off, the algorithm as published"),
 
     K_BOOL("faults.enabled", faults.enabled, 0,
            "allow ?fault= (crash_before_expire, crash_in_section); for teaching only"),
@@ -336,6 +357,9 @@ static void bounds_text(const key_def *k, char *buf, size_t len)
             append(buf, len, "0..%" PRId64 " bytes of printable ASCII without spaces", k->max);
             break;
         case S_HOSTS: append(buf, len, "host:port[,host:port...], at most 9, none twice"); break;
+        case S_NODES:
+            append(buf, len, "empty, or an odd count 3..9 of distinct host:port, comma-separated");
+            break;
         }
         break;
     }
@@ -485,6 +509,7 @@ static int in_set(unsigned char ch, str_kind kind)
     case S_ID: return ch == '.' || ch == '_' || ch == '-';
     case S_PRINT: return ch >= 0x20 && ch < 0x7f;
     case S_TOKEN: return ch > 0x20 && ch < 0x7f;
+    case S_NODES: return ch == '.' || ch == ':' || ch == '_' || ch == '-' || ch == ',';
     case S_ADDR: return 1; /* inet_pton decides */
     }
     return 0;
@@ -528,6 +553,48 @@ static const char *check_hosts(const char *s, char *why, size_t len)
     return NULL;
 }
 
+/* redlock.nodes: "host:port" items separated by commas, an odd count
+ * 3..9 (a majority of an even count tolerates no more failures than one
+ * node fewer), none twice. NULL when valid, else why not (into why). */
+static const char *check_nodes(const char *s, char *why, size_t len)
+{
+    char items[9][CFG_NODES_LEN];
+    int n = 0;
+    for (const char *p = s;;) {
+        const char *comma = strchr(p, ',');
+        size_t l = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == 9) {
+            snprintf(why, len, "has more than 9 nodes");
+            return why;
+        }
+        memcpy(items[n], p, l);
+        items[n][l] = '\0';
+        const char *colon = strrchr(items[n], ':');
+        char *end = NULL;
+        long port = colon ? strtol(colon + 1, &end, 10) : 0;
+        if (!colon || colon == items[n] || end == colon + 1 || *end || port < 1 || port > 65535) {
+            snprintf(why, len, "has an item '%.64s' that is not host:port (port 1..65535)",
+                     items[n]);
+            return why;
+        }
+        for (int j = 0; j < n; j++) {
+            if (strcmp(items[j], items[n]) == 0) {
+                snprintf(why, len, "lists %.64s twice (the nodes must be independent)", items[n]);
+                return why;
+            }
+        }
+        n++;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    if (n < 3 || n % 2 == 0) {
+        snprintf(why, len, "has %d nodes, not an odd count 3..9", n);
+        return why;
+    }
+    return NULL;
+}
+
 /* NULL when s is a valid value of k, else why not (into why). */
 static const char *check_str(const key_def *k, const char *s, char *why, size_t len)
 {
@@ -552,6 +619,8 @@ static const char *check_str(const key_def *k, const char *s, char *why, size_t 
     }
     if (k->kind == S_HOSTS && n > 0)
         return check_hosts(s, why, len);
+    if (k->kind == S_NODES && n > 0)
+        return check_nodes(s, why, len);
     if (k->kind == S_ADDR) {
         unsigned char addr[sizeof(struct in6_addr)];
         if (inet_pton(AF_INET, s, addr) != 1 && inet_pton(AF_INET6, s, addr) != 1) {
@@ -675,6 +744,24 @@ static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, con
     return CFG_INVALID;
 }
 
+/* redlock.nodes as a JSON array of "host:port" strings: joined with
+ * commas, then checked as the text form is. */
+static cfg_status apply_node_array(cfg_config *c, const key_def *k, const cJSON *item,
+                                   const char *shown, const ctx *x)
+{
+    char joined[CFG_NODES_LEN + 2] = "";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, item)
+    {
+        if (!cJSON_IsString(e))
+            return bad_type(k, shown, "is not an array of strings", x);
+        if (strlen(joined) + strlen(e->valuestring) + 2 > sizeof joined)
+            return bad_type(k, shown, "is too long", x);
+        append(joined, sizeof joined, "%s%s", joined[0] ? "," : "", e->valuestring);
+    }
+    return apply_str(c, k, joined, shown, x);
+}
+
 /* A value from the JSON file: the JSON type must match the key's type. */
 static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item, const ctx *x)
 {
@@ -709,6 +796,8 @@ static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item,
         return CFG_OK;
     }
     case T_STR:
+        if (k->kind == S_NODES && cJSON_IsArray(item))
+            return apply_node_array(c, k, item, shown, x);
         if (!cJSON_IsString(item))
             return bad_type(k, shown, "is not a string", x);
         return apply_str(c, k, item->valuestring, shown, x);

@@ -303,6 +303,8 @@ static void test_precedence(void)
             snprintf(text, sizeof text, "0.0.0.0");
         else if (strcmp(paths[i], "redis.sentinels") == 0)
             snprintf(text, sizeof text, "x-1:26379");
+        else if (strcmp(paths[i], "redlock.nodes") == 0)
+            snprintf(text, sizeof text, "a:1,b:2,c:3");
         else
             snprintf(text, sizeof text, "x-1");
         /* Bump a key's cap alongside it, so the cross-key rules hold. */
@@ -796,6 +798,54 @@ static void test_sentinel_keys(void)
              err);
 }
 
+/* redlock.nodes: the list's own rules, in the text form and as a JSON
+ * array; each refusal names the key. */
+static void test_redlock_nodes(void)
+{
+    cfg_config c;
+    char err[CFG_ERR_LEN];
+    cfg_status st;
+    static const struct {
+        const char *v, *why;
+    } bad[] = {
+        {"127.0.0.1:7001,127.0.0.1:7002", "not an odd count"},
+        {"127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004", "not an odd count"},
+        {"127.0.0.1:7001", "not an odd count"},
+        {"127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7001", "twice"},
+        {"127.0.0.1:7001,127.0.0.1:7002,127.0.0.1", "not host:port"},
+        {"127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:0", "not host:port"},
+        {"127.0.0.1:7001,,127.0.0.1:7003", "not host:port"},
+        {"a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8,i:9,j:10,k:11", "more than 9"},
+        {"a:1,b:2,c 3", "forbidden byte"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char kv[256];
+        snprintf(kv, sizeof kv, "redlock.nodes=%s", bad[i].v);
+        st = load(&c, err, "--set", kv, NULL);
+        TU_CHECK(st == CFG_INVALID && has(err, "redlock.nodes") && has(err, bad[i].why),
+                 "refused '%s': %s", bad[i].v, err);
+    }
+    st = load(&c, err, "--set", "redlock.nodes=127.0.0.1:7001,127.0.0.1:7002,h:7003", NULL);
+    TU_CHECK(st == CFG_OK && strcmp(c.redlock.nodes, "127.0.0.1:7001,127.0.0.1:7002,h:7003") == 0,
+             "3 nodes: %s", err);
+    const char *p = write_file("rl.json", "{\"redlock\":{\"nodes\":[\"a:1\",\"b:2\",\"c:3\","
+                                          "\"d:4\",\"e:5\"],\"restart_delay_ms\":5000}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_OK && strcmp(c.redlock.nodes, "a:1,b:2,c:3,d:4,e:5") == 0 &&
+                 c.redlock.restart_delay_ms == 5000 && c.redlock.node_timeout_ms == 50,
+             "a JSON array of 5: %s", err);
+    p = write_file("rl2.json", "{\"redlock\":{\"nodes\":[\"a:1\",\"b:2\",\"a:1\"]}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redlock.nodes") && has(err, "twice"),
+             "a JSON array with a duplicate: %s", err);
+    p = write_file("rl3.json", "{\"redlock\":{\"nodes\":[\"a:1\",2,\"c:3\"]}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redlock.nodes") && has(err, "array of strings"),
+             "a JSON array with a number: %s", err);
+    st = load(&c, err, "--set", "redlock.node_timeout_ms=0", NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redlock.node_timeout_ms"), "timeout 0: %s", err);
+}
+
 static void test_shipped_file(void)
 {
     cfg_config c, d;
@@ -857,6 +907,7 @@ int main(int argc, char **argv)
     test_redis_flag();
     test_open_listen();
     test_exits();
+    test_redlock_nodes();
     test_json_out();
     test_sentinel_keys();
     test_shipped_file();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lg_matrix.h"
+#include "lg_matrix_html.h"
 #include "lg_matrix_report.h"
 #include "lg_run.h"
 
@@ -25,12 +26,14 @@ static const char *usage_text =
     "usage: miaosha-load run    [options]      one purchase burst, audited\n"
     "       miaosha-load bench  [options]      plain GET throughput\n"
     "       miaosha-load matrix [options]      every mode x every scenario\n"
+    "       miaosha-load timeline [options]    a saved /trace drawn as an HTML timeline\n"
     "       miaosha-load --help | <command> --help\n";
 
 static const char *run_help =
     "miaosha-load run — reset the stock, fire a concurrent purchase burst, audit it.\n"
     "\n"
-    "  --mode MODE          none|mutex|setnx|token|reentrant|lua (default token)\n"
+    "  --mode MODE          none|mutex|setnx|token|reentrant|redlock|fenced|lua\n"
+    "                       (default token; redlock needs a server with redlock.nodes)\n"
     "  --requests N         purchases to send, 1..10000000 (default 1000)\n"
     "  --concurrency C      keep-alive connections, all started together (default 100)\n"
     "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
@@ -53,10 +56,29 @@ static const char *run_help =
     "  --json | --csv       machine output instead of the table\n"
     "  --duration-limit S   hard deadline of the burst in seconds (default 120);\n"
     "                       requests still in flight then count as timeouts\n"
+    "  --timeline FILE      after the burst, read GET /trace/{sku} of every target and\n"
+    "                       write FILE: one self-contained HTML page (the purchases'\n"
+    "                       timeline, each oversold unit highlighted, the audit)\n"
+    "  --lang LANG          en (default) or zh: the language of the --timeline page\n"
     "\n"
     "Parameters not given are not sent (the server's configured defaults apply).\n"
     "Exit status: 0 ok, 1 expectation not met, 2 usage, 3 the run could not happen\n"
     "(reset failed, server unreachable), 130 interrupted.\n";
+
+static const char *timeline_help =
+    "miaosha-load timeline — draw saved GET /trace/{sku} replies as an HTML timeline.\n"
+    "\n"
+    "  --trace FILE         a saved /trace reply (JSON Lines; - = stdin); repeat it\n"
+    "                       for the traces of several instances of one burst\n"
+    "  --out FILE           the page to write (required)\n"
+    "  --sku SKU            shown in the title (any text; escaped)\n"
+    "  --mode MODE          shown in the title (any text; escaped)\n"
+    "  --lang LANG          en (default) or zh\n"
+    "\n"
+    "The page is the one `run --timeline` writes, without the audit: the oversold\n"
+    "units are counted from the trace alone (web/README.md).\n"
+    "Exit status: 0 written, 1 a line is not JSON or a file cannot be read or\n"
+    "written, 2 usage.\n";
 
 static const char *bench_help =
     "miaosha-load bench — GET one path over keep-alive connections for a duration.\n"
@@ -80,15 +102,20 @@ static const char *matrix_help =
     "                       free loopback port, no persistence (AOF with the fault\n"
     "                       scenarios), and stop it at the end)\n"
     "  --redis-server PATH  redis-server binary for the private one (default redis-server)\n"
-    "  --out DIR            write matrix.md, matrix.csv, matrix.svg and logs/ (default\n"
-    "                       ./matrix-out)\n"
+    "  --out DIR            write matrix.md, matrix.csv, matrix.svg, matrix.html, one\n"
+    "                       timeline-<scenario>-<mode>.html per cell and logs/\n"
+    "                       (default ./matrix-out)\n"
     "  --quick              smaller stock and bursts (the test suite's form)\n"
-    "  --lang LANG          en (default) or zh: the language of the table, matrix.md\n"
-    "                       and matrix.svg (mode names and matrix.csv stay as they are)\n"
-    "  --modes LIST         comma list of modes (default all six)\n"
-    "  --scenarios LIST     comma list of race,multi,slow,crash,nested (the default)\n"
-    "                       and kill,redis-restart,redis-pause (the fault scenarios)\n"
-    "                       and failover (a Sentinel failover loses a held lock; per\n"
+    "  --lang LANG          en (default) or zh: the language of the table, matrix.md,\n"
+    "                       matrix.svg, matrix.html and the timelines (mode names and\n"
+    "                       matrix.csv stay as they are)\n"
+    "  --modes LIST         comma list of modes (default all eight; redlock starts five\n"
+    "                       private lock masters, redis-servers without persistence)\n"
+    "  --scenarios LIST     comma list of race,multi,slow,crash,nested,dup-user,retry\n"
+    "                       (the default), kill,redis-restart,redis-pause (the fault\n"
+    "                       scenarios) and nodes-down,node-restart,node-restart-delay\n"
+    "                       (the lock masters' faults: the redlock row only) and\n"
+    "                       failover (a Sentinel failover loses a held lock; per\n"
     "                       cell a master, a replica, 3 Sentinels of its own)\n"
     "  --faults             run the fault scenarios instead of the demo: one instance\n"
     "                       of three dies holding the lock (kill -9; setnx and token:\n"
@@ -105,6 +132,12 @@ static const char *matrix_help =
     "                       as --server-arg --config --server-arg FILE); the matrix's\n"
     "                       own per-scenario settings (--set) still apply on top\n"
     "  --server-arg ARG     extra argument for every miaosha-server (repeatable)\n"
+    "  --trials K           run each cell K times (1..1000, default 1): matrix.html\n"
+    "                       then shows per cell the histograms of oversold units and\n"
+    "                       of p50/p99 purchase latency, matrix.csv one row per trial\n"
+    "                       (a trial column); the table and matrix.md show trial 1\n"
+    "  --no-timelines       write no timeline-<scenario>-<mode>.html (matrix.html\n"
+    "                       then has no links)\n"
     "  --target URL         run the multi scenario through this balancer (nginx of\n"
     "                       scripts/cluster.sh or docker-compose, in front of several\n"
     "                       instances on one Redis) instead of three instances of its\n"
@@ -157,6 +190,37 @@ static void progress_clear(progress_state *p)
         fprintf(stderr, "\r%70s\r", "");
 }
 
+/* run --timeline: the trace of every distinct target, after the burst. */
+static int write_run_timeline(const char *path, const lg_run_cfg *cfg, const lg_run_result *res,
+                              lg_report_lang lang)
+{
+    lg_trace_set set;
+    lg_trace_set_init(&set);
+    char err[512];
+    int rc = 0;
+    for (int i = 0; i < cfg->ntargets && rc == 0; i++) {
+        int seen = 0;
+        for (int k = 0; k < i; k++)
+            seen |= strcmp(cfg->targets[k].base, cfg->targets[i].base) == 0;
+        if (!seen && lg_trace_fetch(&set, cfg->targets[i].base, cfg->sku, &res->marks[i], err,
+                                    sizeof err) < 0) {
+            fprintf(stderr, "miaosha-load: --timeline: %s\n", err);
+            rc = -1;
+        }
+    }
+    lg_timeline_page page = {cfg->sku, cfg->mode, NULL, lang == LG_LANG_ZH ? "zh" : "en",
+                             res->audited ? &res->audit : NULL};
+    if (rc == 0 && lg_timeline_write(path, &page, &set, err, sizeof err) < 0) {
+        fprintf(stderr, "miaosha-load: --timeline: %s\n", err);
+        rc = -1;
+    }
+    if (rc == 0)
+        fprintf(stderr, "miaosha-load: timeline of %llu purchase(s) written to %s\n",
+                (unsigned long long)set.records, path);
+    lg_trace_set_free(&set);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     enum {
@@ -179,6 +243,8 @@ static int cmd_run(int argc, char **argv)
         O_FAULT,
         O_METHOD,
         O_THREADS,
+        O_TIMELINE,
+        O_LANG,
         O_HELP
     };
     static const struct option opts[] = {{"mode", required_argument, 0, O_MODE},
@@ -200,8 +266,12 @@ static int cmd_run(int argc, char **argv)
                                          {"fault", required_argument, 0, O_FAULT},
                                          {"method", required_argument, 0, O_METHOD},
                                          {"threads", required_argument, 0, O_THREADS},
+                                         {"timeline", required_argument, 0, O_TIMELINE},
+                                         {"lang", required_argument, 0, O_LANG},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
+    const char *timeline = NULL;
+    lg_report_lang lang = LG_LANG_EN;
     lg_run_cfg cfg;
     lg_run_cfg_init(&cfg);
     cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");
@@ -215,9 +285,11 @@ static int cmd_run(int argc, char **argv)
         switch (c) {
         case O_MODE:
             if (strcmp(optarg, "none") && strcmp(optarg, "mutex") && strcmp(optarg, "setnx") &&
-                strcmp(optarg, "token") && strcmp(optarg, "reentrant") && strcmp(optarg, "lua")) {
+                strcmp(optarg, "token") && strcmp(optarg, "reentrant") &&
+                strcmp(optarg, "redlock") && strcmp(optarg, "fenced") && strcmp(optarg, "lua")) {
                 fprintf(stderr,
-                        "miaosha-load: --mode: '%s' is not none|mutex|setnx|token|reentrant|lua\n",
+                        "miaosha-load: --mode: '%s' is not "
+                        "none|mutex|setnx|token|reentrant|redlock|fenced|lua\n",
                         optarg);
                 return 2;
             }
@@ -306,6 +378,20 @@ static int cmd_run(int argc, char **argv)
                 return 2;
             cfg.threads = (int)v;
             break;
+        case O_TIMELINE:
+            if (!*optarg) {
+                fprintf(stderr, "miaosha-load: --timeline: empty file name\n");
+                return 2;
+            }
+            timeline = optarg;
+            cfg.trace_marks = 1;
+            break;
+        case O_LANG:
+            if (lg_report_lang_parse(optarg, &lang) < 0) {
+                fprintf(stderr, "miaosha-load: --lang: '%s' is not en|zh\n", optarg);
+                return 2;
+            }
+            break;
         case O_HELP: fputs(run_help, stdout); return 0;
         default: fputs(run_help, stderr); return 2;
         }
@@ -347,10 +433,109 @@ static int cmd_run(int argc, char **argv)
     if (!res->audited)
         fprintf(stderr, "miaosha-load: audit failed: %s\n", res->audit_error);
     int status = lg_run_check(res, expect);
+    if (timeline && write_run_timeline(timeline, &cfg, res, lang) < 0 && status == 0)
+        status = 3;
     if (g_stop)
         status = 130;
     free(res);
     return status;
+}
+
+/* The whole of f (a file or stdin) into a malloc'd buffer; NULL on a read
+ * error or out of memory. */
+static char *slurp(FILE *f, size_t *len)
+{
+    size_t cap = 65536, n = 0;
+    char *p = malloc(cap);
+    while (p) {
+        size_t got = fread(p + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        char *q = realloc(p, cap * 2);
+        if (!q) {
+            free(p);
+            return NULL;
+        }
+        p = q;
+        cap *= 2;
+    }
+    if (p && ferror(f)) {
+        free(p);
+        return NULL;
+    }
+    *len = n;
+    return p;
+}
+
+static int cmd_timeline(int argc, char **argv)
+{
+    enum { O_TRACE = 256, O_OUT, O_SKU, O_MODE, O_LANG, O_HELP };
+    static const struct option opts[] = {{"trace", required_argument, 0, O_TRACE},
+                                         {"out", required_argument, 0, O_OUT},
+                                         {"sku", required_argument, 0, O_SKU},
+                                         {"mode", required_argument, 0, O_MODE},
+                                         {"lang", required_argument, 0, O_LANG},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {0, 0, 0, 0}};
+    const char *traces[64], *out = NULL, *sku = NULL, *mode = NULL;
+    int ntraces = 0;
+    lg_report_lang lang = LG_LANG_EN;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_TRACE:
+            if (ntraces == 64) {
+                fprintf(stderr, "miaosha-load: at most 64 --trace\n");
+                return 2;
+            }
+            traces[ntraces++] = optarg;
+            break;
+        case O_OUT: out = optarg; break;
+        case O_SKU: sku = optarg; break;
+        case O_MODE: mode = optarg; break;
+        case O_LANG:
+            if (lg_report_lang_parse(optarg, &lang) < 0) {
+                fprintf(stderr, "miaosha-load: --lang: '%s' is not en|zh\n", optarg);
+                return 2;
+            }
+            break;
+        case O_HELP: fputs(timeline_help, stdout); return 0;
+        default: fputs(timeline_help, stderr); return 2;
+        }
+    }
+    if (optind < argc || !out || !*out || ntraces == 0) {
+        fprintf(stderr, "miaosha-load timeline: --trace FILE and --out FILE are required\n");
+        return 2;
+    }
+    lg_trace_set set;
+    lg_trace_set_init(&set);
+    char err[512];
+    int rc = 0;
+    for (int i = 0; i < ntraces && rc == 0; i++) {
+        int std = strcmp(traces[i], "-") == 0;
+        FILE *f = std ? stdin : fopen(traces[i], "r");
+        size_t len = 0;
+        char *text = f ? slurp(f, &len) : NULL;
+        if (f && !std)
+            fclose(f);
+        if (!text) {
+            fprintf(stderr, "miaosha-load: %s: cannot read\n", traces[i]);
+            rc = 1;
+        } else if (lg_trace_add_text(&set, text, len, err, sizeof err) < 0) {
+            fprintf(stderr, "miaosha-load: %s: %s\n", traces[i], err);
+            rc = 1;
+        }
+        free(text);
+    }
+    lg_timeline_page page = {sku, mode, NULL, lang == LG_LANG_ZH ? "zh" : "en", NULL};
+    if (rc == 0 && lg_timeline_write(out, &page, &set, err, sizeof err) < 0) {
+        fprintf(stderr, "miaosha-load: %s\n", err);
+        rc = 1;
+    }
+    lg_trace_set_free(&set);
+    return rc;
 }
 
 static int cmd_bench(int argc, char **argv)
@@ -457,6 +642,8 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         O_CONFIG,
         O_TOKEN,
         O_LANG,
+        O_TRIALS,
+        O_NO_TIMELINES,
         O_HELP
     };
     static const struct option opts[] = {{"server", required_argument, 0, O_SERVER},
@@ -473,8 +660,11 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
                                          {"config", required_argument, 0, O_CONFIG},
                                          {"admin-token", required_argument, 0, O_TOKEN},
                                          {"lang", required_argument, 0, O_LANG},
+                                         {"trials", required_argument, 0, O_TRIALS},
+                                         {"no-timelines", no_argument, 0, O_NO_TIMELINES},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
+    long long v;
     lg_matrix_cfg cfg;
     lg_matrix_cfg_init(&cfg);
     cfg.admin_token = getenv("MIAOSHA_ADMIN_TOKEN");
@@ -512,6 +702,12 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
                 return 2;
             }
             break;
+        case O_TRIALS:
+            if (parse_i64("--trials", optarg, 1, LG_MATRIX_MAX_TRIALS, &v))
+                return 2;
+            cfg.trials = (int)v;
+            break;
+        case O_NO_TIMELINES: cfg.no_timelines = 1; break;
         case O_MODES:
             if (lg_matrix_select(&cfg, optarg, NULL, err, sizeof err) < 0) {
                 fprintf(stderr, "miaosha-load: --modes: %s\n", err);
@@ -576,28 +772,34 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
     }
     cfg.stop = &g_stop;
     cfg.log = stderr;
+    cfg.lang = lang == LG_LANG_ZH ? "zh" : "en";
     lg_matrix_result *res = calloc(1, sizeof *res);
     if (!res)
         return 3;
     int rc = lg_matrix_run(&cfg, res, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "miaosha-load: matrix: %s\n", err);
+        lg_matrix_result_free(res);
         free(res);
         return g_stop ? 130 : 3;
     }
     lg_matrix_print(stdout, &cfg, res, lang);
-    if (lg_matrix_write_files(&cfg, res, lang, err, sizeof err) < 0) {
+    if (lg_matrix_write_files(&cfg, res, lang, err, sizeof err) < 0 ||
+        lg_matrix_write_html(&cfg, res, lang, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: matrix: %s\n", err);
+        lg_matrix_result_free(res);
         free(res);
         return 3;
     }
-    printf(lang == LG_LANG_ZH ? "已写入 %s/matrix.md、%s/matrix.csv、%s/matrix.svg\n"
-                              : "wrote %s/matrix.md, %s/matrix.csv, %s/matrix.svg\n",
-           cfg.out_dir, cfg.out_dir, cfg.out_dir);
+    printf(lang == LG_LANG_ZH
+               ? "已写入 %s/matrix.md、%s/matrix.csv、%s/matrix.svg、%s/matrix.html\n"
+               : "wrote %s/matrix.md, %s/matrix.csv, %s/matrix.svg, %s/matrix.html\n",
+           cfg.out_dir, cfg.out_dir, cfg.out_dir, cfg.out_dir);
     int status = res->mismatches ? 1 : 0;
     if (res->mismatches)
         fprintf(stderr, "miaosha-load: matrix: %d cell(s) differ from the expected outcome\n",
                 res->mismatches);
+    lg_matrix_result_free(res);
     free(res);
     return g_stop ? 130 : status;
 }
@@ -616,6 +818,8 @@ int main(int argc, char **argv)
         fputs(bench_help, stdout);
         fputs("\n", stdout);
         fputs(matrix_help, stdout);
+        fputs("\n", stdout);
+        fputs(timeline_help, stdout);
         return 0;
     }
     struct sigaction sa;
@@ -642,6 +846,8 @@ int main(int argc, char **argv)
         rc = cmd_bench(argc - 1, argv + 1);
     else if (!strcmp(argv[1], "matrix"))
         rc = cmd_matrix(argc - 1, argv + 1, argv[0]);
+    else if (!strcmp(argv[1], "timeline"))
+        rc = cmd_timeline(argc - 1, argv + 1);
     else {
         fprintf(stderr, "miaosha-load: unknown command '%s'\n%s", argv[1], usage_text);
         rc = 2;

@@ -12,6 +12,7 @@
 #include "lg_hist.h"
 #include "lg_http.h"
 #include "lg_matrix_report.h"
+#include "lg_timeline.h"
 #include "tu.h"
 
 /* Feeds s to a parser in pieces of `step` bytes, as reads would. */
@@ -618,6 +619,60 @@ static void test_report_zh(void)
     rendered_free(&zh);
 }
 
+/* A timeline page of a hand-written trace: hostile values stay inside the
+ * JSON block (no "</script>" in the data, < > & as \u escapes), the title
+ * escapes the SKU, a line that is not JSON is refused. */
+static void test_timeline_page(void)
+{
+    const char *trace =
+        "{\"header\":true,\"sku\":\"</script><b>x\",\"instance\":\"i1\",\"anchor_wall_us\":"
+        "1795457331551013,\"anchor_mono_us\":4319440152,\"oldest_seq\":3,\"last_seq\":4}\n"
+        "\r\n"
+        "{\"seq\":3,\"instance\":\"i1\",\"worker\":0,\"user\":\"<script>alert(1)</script>&\","
+        "\"received_us\":4320177173,\"stock_read\":5,\"stock_written\":4,\"status\":200}\n";
+    lg_trace_set set;
+    lg_trace_set_init(&set);
+    char err[256];
+    TU_REQUIRE(lg_trace_add_text(&set, trace, strlen(trace), err, sizeof err) == 0, "add: %s", err);
+    TU_CHECK(set.records == 1 && set.instances == 1, "records %llu instances %d",
+             (unsigned long long)set.records, set.instances);
+    TU_CHECK(set.truncated == 1, "oldest_seq 3 > 1: records were overwritten");
+    TU_CHECK(strstr(set.json, "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e\\u0026") != NULL,
+             "escaped user: %s", set.json);
+    TU_CHECK(strchr(set.json, '<') == NULL && strchr(set.json, '>') == NULL &&
+                 strchr(set.json, '&') == NULL,
+             "no raw < > & in the data: %s", set.json);
+    TU_CHECK(strstr(set.json, "1795457331551013") != NULL, "µs anchor kept exactly: %s", set.json);
+
+    char dir[] = "/tmp/miaosha-lg-timeline-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[600];
+    snprintf(path, sizeof path, "%s/t.html", dir);
+    lg_audit a = {.stock = 4, .initial = 5, .sold = 1, .orders = 1};
+    lg_timeline_page page = {"<img src=x>", "none", "a \"caption\" & more", "zh", &a};
+    TU_REQUIRE(lg_timeline_write(path, &page, &set, err, sizeof err) == 0, "write: %s", err);
+    char *html = slurp(dir, "t.html");
+    rmdir(dir);
+    TU_CHECK(strstr(html, "<img") == NULL && strstr(html, "&lt;img src=x&gt;") != NULL,
+             "the SKU is escaped");
+    TU_CHECK(strstr(html, "a &quot;caption&quot; &amp; more") != NULL, "the caption is escaped");
+    TU_CHECK(strstr(html, "<script>alert") == NULL && strstr(html, "</script><b>") == NULL,
+             "nothing of the data leaves its block");
+    TU_CHECK(strstr(html, "id=\"audit-oversold\">0<") != NULL, "the audit's oversold");
+    TU_CHECK(strstr(html, "lang: 'zh'") != NULL && strstr(html, "购买时间线") != NULL,
+             "Chinese page");
+    TU_CHECK(strstr(html, "window.miaoshaTimeline") != NULL, "the renderer is inlined");
+    free(html);
+    lg_trace_set_free(&set);
+
+    lg_trace_set_init(&set);
+    const char *bad = "{\"seq\":1}\nalert(1)\n";
+    TU_CHECK(lg_trace_add_text(&set, bad, strlen(bad), err, sizeof err) < 0 &&
+                 strstr(err, "line 2") != NULL,
+             "a line that is not JSON: %s", err);
+    lg_trace_set_free(&set);
+}
+
 int main(void)
 {
     test_content_length();
@@ -631,5 +686,6 @@ int main(void)
     test_report_lang();
     test_report_en();
     test_report_zh();
+    test_timeline_page();
     return tu_done();
 }

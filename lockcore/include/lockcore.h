@@ -30,6 +30,16 @@
  *                 compare-and-delete on every node
  *                 flaw: the validity is a promise of the clocks — a pause
  *                 past it still lets a second holder in (no fencing token)
+ *   LC_FENCED     token's lock plus a fencing token (Kleppmann, "How to do
+ *                 distributed locking"): one script does SET key <uuid> NX
+ *                 PX lease and INCR <fence key> together and hands the
+ *                 number back (lc_guard_fence); release: token's
+ *                 compare-and-delete. The lock alone is token's, flaw
+ *                 included; the number lets the store refuse a holder whose
+ *                 lease ran out — if the store checks it. lockcore only
+ *                 issues it: the caller names the counter (fence_key) and
+ *                 makes its store check (the service's fenced read and
+ *                 write, docs/locks.md "Fencing")
  *
  * lockcore/README.md lists, per mode, every command and script it sends;
  * docs/locks.md tells the story of the modes.
@@ -60,7 +70,7 @@
  * sockets. hiredis writes with write(): a process using lockcore must
  * ignore SIGPIPE, or a write to a reset connection kills it.
  *
- * Orphan cleanup (token and reentrant): a command that timed out is not
+ * Orphan cleanup (token, fenced and reentrant): a command that timed out is not
  * cancelled. Redis runs what it has read once it resumes (after a pause, a
  * slow fork, a stalled network), even if the client has closed the socket
  * since: it reads the command and the close together and runs the command
@@ -74,15 +84,15 @@
  * lc_client_free; it holds at most 256 such connections, beyond which a
  * timed-out command is left to its lease). The reaper waits up to 60 s for
  * the late reply, on that same connection, and:
- *   - acquire granted late (token: SET NX answered OK; reentrant: the
- *     acquire script answered nil): sends the mode's release on the SAME
- *     connection — token: the compare-and-delete of this acquisition's
- *     token; reentrant: Redisson's unlock script once for this field, which
- *     takes back exactly the one hold the late acquire added (the key is
- *     deleted and the release published when that was the only hold).
- *     Redis runs one connection's commands in order, so this release can
- *     never run before the acquire it undoes — a release on a new
- *     connection could, and the lock would appear after it.
+ *   - acquire granted late (token: SET NX answered OK; fenced: the script
+ *     answered a number; reentrant: the acquire script answered nil): sends
+ *     the mode's release on the SAME connection — token and fenced: the
+ *     compare-and-delete of this acquisition's token (fenced: the number
+ *     it drew stays used; nobody holds it); reentrant: Redisson's unlock script once for this
+ * field, which takes back exactly the one hold the late acquire added (the key is deleted and the
+ * release published when that was the only hold). Redis runs one connection's commands in order, so
+ * this release can never run before the acquire it undoes — a release on a new connection could,
+ * and the lock would appear after it.
  *   - acquire not granted (another holder, an error): sends nothing. The
  *     token and the field "<instance>:<owner>" belong to this acquisition,
  *     so the cleanup never touches another holder's lock.
@@ -97,7 +107,7 @@
  * already or never will — which is unknown (a reply can be lost after the
  * command ran: CLIENT KILL, a crash, a restart). token then sends the
  * compare-and-delete on a fresh connection (safe: nothing of the old one
- * runs any more; idempotent); reentrant sends nothing (one unlock too many
+ * runs any more; idempotent), and so does fenced; reentrant sends nothing (one unlock too many
  * would take a re-entering owner's real hold); (c) setnx keeps its flaw (no
  * owner to compare) and lc_extend is not covered (it only extends a lock
  * its guard still holds). The unlock-once rule stays right when one owner
@@ -136,6 +146,7 @@ typedef enum lc_mode {
     LC_TOKEN,
     LC_REENTRANT,
     LC_REDLOCK,
+    LC_FENCED,
     LC_MODE_COUNT
 } lc_mode;
 
@@ -155,7 +166,7 @@ typedef enum lc_status {
 } lc_status;
 
 /* The mode's public name ("none", "mutex", "setnx", "token", "reentrant",
- * "redlock"),
+ * "redlock", "fenced"),
  * which is also its URL segment; "?" for an out-of-range value. Static
  * storage. Any thread. */
 const char *lc_mode_name(lc_mode mode);
@@ -207,6 +218,21 @@ typedef struct lc_options {
     const char *const *sentinels;
     int sentinel_count;
     const char *master_name;
+    /* Redlock's known caveat: a node that restarts without persistence
+     * forgets the keys it granted, and can then vote a second holder in
+     * while the first still holds a majority's lease. With a delay > 0 a
+     * node does not vote (gets no SET, counts as a node that did not
+     * answer) until it has been up that long: each new connection to a
+     * node first asks INFO server for uptime_in_seconds (one extra round,
+     * only when a connection is made), and the node votes again once
+     * uptime_in_seconds x 1000 >= the delay. Its uptime is the node's own
+     * fact, so this also covers a client that never saw the node before
+     * (a new thread, a restarted service). Set it to the longest lease
+     * ever asked for, so every lock the node granted before it restarted
+     * has run out on the other nodes too. A node that does not answer
+     * INFO server with an uptime never votes. Default 0 (off: the
+     * algorithm as the Redis docs give it), 0..86400000. */
+    int64_t redlock_restart_delay_ms;
 } lc_options;
 
 #define LC_SENTINEL_MAX_NODES 9
@@ -279,7 +305,7 @@ typedef struct lc_stats {
                                     (held in watchdog mode, not lost) */
     uint64_t pubsub_channels;    /* channels the subscriber is subscribed to now */
     uint64_t pubsub_waiters;     /* threads waiting on a reentrant lock now */
-    uint64_t orphans_adopted;    /* token/reentrant acquires and releases that
+    uint64_t orphans_adopted;    /* token/fenced/reentrant acquires and releases that
                                     timed out and whose connection the reaper
                                     took over (see "Orphan cleanup") */
     uint64_t orphans_released;   /* locks the reaper gave back: a stalled
@@ -347,7 +373,8 @@ typedef struct lc_lock_args {
                           service uses one per request, so a request that
                           dies is never re-entered by the next request on
                           the same thread. Reentrancy is per (key, owner). */
-    int64_t lease_ms;  /* setnx/token/redlock: the lease, > 0 (required).
+    int64_t lease_ms;  /* setnx/token/redlock/fenced: the lease, > 0
+                          (required).
                           reentrant: 0 = watchdog mode (lease =
                           watchdog_timeout_ms, renewed every third of it
                           while this acquisition is held, even as a
@@ -357,6 +384,13 @@ typedef struct lc_lock_args {
     int64_t wait_ms;   /* how long to wait for a held lock; 0 = try once
                           (the walkthrough's behaviour). Never slept past.
                           <= 24 h. */
+    /* fenced (required there, ignored by the other modes): the key of the
+     * counter the acquire script increments with every grant, 1..512 bytes,
+     * e.g. "miaosha:{sku}:fence". The caller's, so that lockcore learns
+     * nothing of what the number protects; on Redis Cluster it must share
+     * the lock key's hash slot (one script names both). Never reset it
+     * while any holder may live: its numbers must only grow. */
+    const char *fence_key;
     /* Optional cancellation (a server shutting down): when *cancel becomes
      * nonzero, a waiting acquire gives up within LC_CANCEL_LATENCY_MS and
      * returns LC_CANCELED, holding nothing. It is read, never written, and
@@ -393,7 +427,9 @@ typedef struct lc_lock_args {
  *   redlock    SET key <fresh libuuid> NX PX lease to every node at once
  *              (non-blocking sockets, one poll loop; a node that has not
  *              answered within redlock_node_timeout_ms counts as failed and
- *              is reconnected on the next call). Acquired when a majority
+ *              is reconnected on the next call; with
+ *              redlock_restart_delay_ms a node up for less than the delay
+ *              gets no SET and counts as failed too). Acquired when a majority
  *              (N/2+1) said OK and the round took less than the lease:
  *              validity = lease - elapsed - lc_redlock_drift_ms(lease)
  *              must be > 0. Otherwise the compare-and-delete release goes
@@ -405,9 +441,16 @@ typedef struct lc_lock_args {
  *              a majority can then not be had by waiting.
  *              With p: LC_MISUSE when p holds commands (the lock's nodes
  *              are not the caller's data server).
+ *   fenced     the fenced_acquire script (EVALSHA; NOSCRIPT: EVAL): when
+ *              the key is free, SET key <fresh libuuid> PX lease and INCR
+ *              fence_key in one atomic step, the counter's new value being
+ *              the guard's fencing token (lc_guard_fence); else nil and
+ *              nothing written. Polls like token. A fence_key that holds
+ *              something other than an integer fails the script before
+ *              it writes anything: LC_IO, no lock taken.
  * Returns LC_OK and sets *out to a new guard (release it with lc_release);
  * LC_BUSY when not acquired within wait_ms; LC_IO when Redis failed — no
- * guard; a timed-out command may still be executed later: token and
+ * guard; a timed-out command may still be executed later: token, fenced and
  * reentrant hand it to the orphan cleanup above, which gives back a lock it
  * was granted; setnx leaves it until its lease runs out, and setnx whose
  * PEXPIRE failed leaves a lock with no TTL (the flaw); LC_CANCELED when a->cancel was raised while
@@ -417,7 +460,7 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
 
 /* Releases one acquisition and frees g (in every case, so never call it twice
  * on one guard). NULL g is LC_MISUSE; so is a NULL conn for setnx, token,
- * reentrant and redlock (the guard is still freed and its renewal stopped, so the
+ * reentrant, redlock and fenced (the guard is still freed and its renewal stopped, so the
  * lease frees the lock).
  *   none       LC_OK
  *   mutex      LC_OK
@@ -425,6 +468,7 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              holder's (the flaw) — LC_NOT_OWNER when none existed
  *   token      Lua compare-and-delete: LC_OK, or LC_NOT_OWNER when the key
  *              is gone or holds another token (nothing deleted)
+ *   fenced     as token (the fence counter is left as it is: it only grows)
  *   reentrant  Redisson's unlock script (mirrors unlockInnerAsync): LC_OK
  *              when the hold count went down (and at 0 the key was deleted
  *              and one release message published); LC_NOT_OWNER when the
@@ -440,7 +484,7 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              else LC_OK when a majority deleted the key; LC_IO when
  *              fewer than a majority answered; LC_NOT_OWNER otherwise.
  *              With commands in p: LC_MISUSE, nothing sent.
- *   any        LC_IO when Redis failed: token and reentrant hand a release
+ *   any        LC_IO when Redis failed: token, fenced and reentrant hand a release
  *              that may still run to the orphan cleanup above, which reads
  *              its late reply; if it never runs, the lease frees the lock.
  * The thread that owns conn. */
@@ -460,11 +504,14 @@ lc_status lc_release(lc_conn *conn, lc_guard *g);
  * Rules for the commands:
  *   - formatted with lc_pipe_append (redisFormatCommand's format) or
  *     lc_pipe_append_argv; at most LC_PIPE_MAX of them;
- *   - with an acquire: read-only commands (WATCH and UNWATCH count as
- *     such: lockcore never sends EXEC, so a watch cannot change what its
- *     own commands do). They run on every attempt,
- *     whether or not that attempt takes the lock (the lock command runs
- *     first, the caller's right after it, in the same write);
+ *   - with an acquire: commands whose effect is right whether or not the
+ *     attempt takes the lock, since they run on every attempt (the lock
+ *     command runs first, the caller's right after it, in the same
+ *     write): read-only commands (WATCH and UNWATCH count as such:
+ *     lockcore never sends EXEC, so a watch cannot change what its own
+ *     commands do), or a write any attempt may make — the service's
+ *     fenced read raises a high-water mark to the latest fencing token
+ *     issued, which is what the holder's own read does;
  *   - with a release: any complete commands, writes included — a MULTI
  *     must be closed by its EXEC (or DISCARD) within the pipe;
  *   - never a blocking command (BLPOP, WAIT...), SUBSCRIBE, MONITOR or
@@ -526,6 +573,13 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  *   reentrant  the acquire script and p's commands: one round trip (a
  *              NOSCRIPT answer costs a second, EVAL with p's commands)
  *   redlock    LC_MISUSE when p holds commands (see lc_acquire)
+ *   fenced     the acquire script and p's commands: one round trip (a
+ *              NOSCRIPT answer costs a second, EVAL with p's commands).
+ *              p's commands cannot carry the fencing token — it is only
+ *              known from the script's reply — but they run right after
+ *              the script, so while the lock is held the fence counter's
+ *              value is this attempt's token (a grant increments it, and
+ *              only a free key is granted).
  * A waiting acquire (wait_ms > 0) sends p's commands again with each
  * attempt; the reentrant line of waiters and its pub/sub wake-ups work as
  * in lc_acquire, since only attempts carry the commands.
@@ -547,6 +601,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
  *                after their replies came)
  *   setnx        p's commands and DEL
  *   token        p's commands and the release script
+ *   fenced       p's commands and the release script (token's)
  *   reentrant    p's commands and the unlock script
  *   redlock      LC_MISUSE when p holds commands, nothing sent
  * p then holds every reply that came, in order, whatever the status: a
@@ -559,15 +614,16 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
  * that owns conn. */
 lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p);
 
-/* token only: compare-and-PEXPIRE — sets the lease to lease_ms (> 0) if the
- * key still holds this guard's token. LC_OK, LC_NOT_OWNER, LC_IO,
- * LC_MISUSE (another mode, bad lease). The thread that owns conn. */
+/* token and fenced: compare-and-PEXPIRE — sets the lease to lease_ms (> 0)
+ * if the key still holds this guard's token (fenced: the fencing token
+ * stays the same). LC_OK, LC_NOT_OWNER, LC_IO, LC_MISUSE (another mode,
+ * bad lease). The thread that owns conn. */
 lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms);
 
 /* 1 once the lock is known to have been lost while held: the watchdog's
  * renew script returned 0 (reentrant). lc_extend returning LC_NOT_OWNER
- * sets it too (token); redlock: the validity ran out. 0 otherwise. Any
- * thread. */
+ * sets it too (token, fenced); redlock: the validity ran out. 0 otherwise.
+ * Any thread. */
 int lc_guard_lost(const lc_guard *g);
 
 /* Milliseconds lc_acquire spent before it got the lock. Any thread. */
@@ -584,8 +640,16 @@ int64_t lc_guard_validity_ms(const lc_guard *g);
  * Any thread. */
 int64_t lc_redlock_drift_ms(int64_t lease_ms);
 
-/* The value that identifies this holder in Redis: the token (token and
- * redlock modes),
+/* fenced: this acquisition's fencing token, the value the acquire script's
+ * INCR of fence_key returned (>= 1): larger than the token of every
+ * earlier grant on that counter, smaller than every later one
+ * (Kleppmann's fencing token; a store that refuses a token lower than
+ * the highest it has seen refuses a holder whose lease ran out). 0 for
+ * every other mode. Any thread. */
+int64_t lc_guard_fence(const lc_guard *g);
+
+/* The value that identifies this holder in Redis: the token (token,
+ * redlock and fenced modes),
  * the hash field "<instance>:<owner>" (reentrant), "1" (setnx), "" (none,
  * mutex). Valid until the guard is released. Any thread. */
 const char *lc_guard_owner_token(const lc_guard *g);

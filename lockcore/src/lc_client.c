@@ -15,8 +15,8 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
-static const char *const mode_names[LC_MODE_COUNT] = {"none",  "mutex",     "setnx",
-                                                      "token", "reentrant", "redlock"};
+static const char *const mode_names[LC_MODE_COUNT] = {"none",      "mutex",   "setnx", "token",
+                                                      "reentrant", "redlock", "fenced"};
 
 const char *lc_mode_name(lc_mode mode)
 {

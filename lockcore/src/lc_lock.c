@@ -32,6 +32,7 @@ struct lc_guard {
     lc_hold *hold;
     bool watchdog;       /* reentrant without an explicit lease */
     int64_t valid_until; /* redlock: lc_now_ms() time its validity ends */
+    int64_t fence;       /* fenced: the fencing token; 0 otherwise */
     atomic_int lost;
     char owner_token[2 * LC_ID_LEN + 2];
     char key[];
@@ -74,9 +75,13 @@ static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
         return misuse(conn, "owner must be 1..63 bytes");
     if (a->wait_ms < 0 || a->wait_ms > LC_MAX_DURATION_MS)
         return misuse(conn, "wait_ms must be 0..86400000");
-    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN || a->mode == LC_REDLOCK) &&
+    if ((a->mode == LC_SETNX || a->mode == LC_TOKEN || a->mode == LC_REDLOCK ||
+         a->mode == LC_FENCED) &&
         (a->lease_ms <= 0 || a->lease_ms > LC_MAX_DURATION_MS))
-        return misuse(conn, "lease_ms must be 1..86400000 for setnx, token and redlock");
+        return misuse(conn, "lease_ms must be 1..86400000 for setnx, token, redlock and fenced");
+    size_t flen = a->fence_key ? strlen(a->fence_key) : 0;
+    if (a->mode == LC_FENCED && (flen == 0 || flen > LC_KEY_MAX))
+        return misuse(conn, "fence_key must be 1..512 bytes for fenced");
     if (a->mode == LC_REENTRANT && (a->lease_ms < 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 0..86400000 for reentrant");
     return LC_OK;
@@ -216,6 +221,36 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
     return LC_OK;
 }
 
+/* fenced: token's SET NX PX and the INCR of the caller's fence counter in
+ * one script; *fence is the number when the lock was taken. */
+static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
+                            bool *got, int64_t *fence)
+{
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    char lease_s[24];
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
+    const char *args[] = {a->key, a->fence_key, token, lease_s};
+    redisReply *r = eval_trip(conn, ctx, LC_SCRIPT_FENCED_ACQUIRE_SHA, LC_SCRIPT_FENCED_ACQUIRE, 2,
+                              4, args, p, false);
+    if (!r)
+        return LC_IO;
+    if (r->type != REDIS_REPLY_INTEGER && r->type != REDIS_REPLY_NIL) {
+        lc_seterr(conn->err, "fenced acquire: unexpected reply type %d", r->type);
+        freeReplyObject(r);
+        lc_pipe_drop_replies(p);
+        return LC_IO;
+    }
+    *got = r->type == REDIS_REPLY_INTEGER;
+    if (*got)
+        *fence = r->integer;
+    freeReplyObject(r);
+    if (!*got)
+        lc_pipe_drop_replies(p);
+    return LC_OK;
+}
+
 /* *ttl: the holder's PTTL when not acquired (Redisson's return value). */
 static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field, int64_t lease,
                                lc_pipe *p, bool *got, int64_t *ttl)
@@ -240,17 +275,18 @@ static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field
 
 /* --- waiting ------------------------------------------------------------ */
 
-/* setnx and token: try, then poll every retry interval plus jitter (so
- * waiters that started together do not retry in lockstep), and try one last
- * time at the deadline. */
+/* setnx, token and fenced: try, then poll every retry interval plus jitter
+ * (so waiters that started together do not retry in lockstep), and try one
+ * last time at the deadline. */
 static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
-                              int64_t deadline)
+                              int64_t deadline, int64_t *fence)
 {
     int64_t step = conn->client->retry_interval_ms;
     for (;;) {
         bool got = false;
-        lc_status s = a->mode == LC_SETNX ? setnx_try(conn, a, p, &got)
-                                          : token_try(conn, a, token, p, &got);
+        lc_status s = a->mode == LC_SETNX    ? setnx_try(conn, a, p, &got)
+                      : a->mode == LC_FENCED ? fenced_try(conn, a, token, p, &got, fence)
+                                             : token_try(conn, a, token, p, &got);
         if (s != LC_OK)
             return s;
         if (got)
@@ -372,13 +408,14 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
         break;
     case LC_SETNX:
         snprintf(g->owner_token, sizeof g->owner_token, "1");
-        s = poll_acquire(conn, a, NULL, p, deadline);
+        s = poll_acquire(conn, a, NULL, p, deadline, NULL);
         break;
-    case LC_TOKEN: {
+    case LC_TOKEN:
+    case LC_FENCED: {
         uuid_t u;
         uuid_generate(u);
         uuid_unparse_lower(u, g->owner_token);
-        s = poll_acquire(conn, a, g->owner_token, p, deadline);
+        s = poll_acquire(conn, a, g->owner_token, p, deadline, &g->fence);
         break;
     }
     case LC_REENTRANT: {
@@ -449,7 +486,7 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p)
         } else {
             s = r->integer == 1 ? LC_OK : LC_NOT_OWNER;
         }
-    } else if (g->mode == LC_TOKEN) {
+    } else if (g->mode == LC_TOKEN || g->mode == LC_FENCED) {
         const char *args[] = {g->key, g->owner_token};
         r = eval_trip(conn, ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, 1, 2, args,
                       p, true);
@@ -535,8 +572,8 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms)
 {
     if (!conn || !g)
         return misuse(conn, "NULL conn or guard");
-    if (g->mode != LC_TOKEN)
-        return misuse(conn, "extend is offered by token mode only");
+    if (g->mode != LC_TOKEN && g->mode != LC_FENCED)
+        return misuse(conn, "extend is offered by token and fenced modes only");
     if (lease_ms <= 0 || lease_ms > LC_MAX_DURATION_MS)
         return misuse(conn, "lease_ms must be 1..86400000");
     redisContext *ctx = lc_conn_redis(conn);
@@ -570,6 +607,11 @@ int lc_guard_lost(const lc_guard *g)
 int64_t lc_guard_wait_ms(const lc_guard *g)
 {
     return g->wait_ms;
+}
+
+int64_t lc_guard_fence(const lc_guard *g)
+{
+    return g->mode == LC_FENCED ? g->fence : 0;
 }
 
 int64_t lc_guard_validity_ms(const lc_guard *g)

@@ -1,5 +1,6 @@
 /* lc_reaper.c — the orphan-lock cleanup: one background thread per client
- * that takes over connections whose token or reentrant acquire (or release)
+ * that takes over connections whose token, fenced or reentrant acquire (or
+ * release)
  * timed out, reads the late reply, and gives back a lock the stalled
  * acquire was granted after its caller had already answered LC_IO.
  *
@@ -19,6 +20,9 @@
  * belong to this acquisition only):
  *   token      SET NX PX answered OK → the token release script
  *              (GET == token → DEL) on the same connection.
+ *   fenced     the acquire script answered a number → the same release as
+ *              token (the fencing token it drew stays used: the counter
+ *              only grows, and nobody holds that number).
  *   reentrant  the acquire script answered nil (granted: it added one hold,
  *              HINCRBY field 1) → Redisson's unlock script for that field,
  *              ONCE, on the same connection. Once is exactly right whatever
@@ -39,7 +43,8 @@
  *
  * When the server closes the connection (EOF or a reset) before the reply,
  * the server has freed that client: the command has run or never will, but
- * which is unknown. token: the compare-and-delete of the token is then sent
+ * which is unknown. token and fenced: the compare-and-delete of the token is
+ * then sent
  * on a fresh connection (safe now: nothing of the old connection can run
  * after it, and deleting an absent or foreign token is a no-op). reentrant:
  * one unlock would be wrong if the acquire never ran and the owner holds a
@@ -84,6 +89,12 @@ struct lc_orphan {
     char owner[2 * LC_ID_LEN + 2];
     struct lc_orphan *next;
 };
+
+/* token and fenced share the token's owner check and release script. */
+static bool token_like(lc_mode m)
+{
+    return m == LC_TOKEN || m == LC_FENCED;
+}
 
 /* Same as lc_lock.c's channel_name (Redisson's prefixName). */
 static void channel_name(const char *key, char *out, size_t len)
@@ -131,7 +142,7 @@ static bool closed_by_server(const redisContext *ctx, int err_no)
 static int undo_args(const lc_orphan *o, const char **args, int *nargs, char *channel, size_t chlen,
                      char *lease, size_t leaselen)
 {
-    if (o->mode == LC_TOKEN) {
+    if (token_like(o->mode)) {
         args[0] = o->key;
         args[1] = o->owner;
         *nargs = 2;
@@ -152,7 +163,7 @@ static void count_undo(lc_client *c, const lc_orphan *o, const redisReply *r)
 {
     /* token: 1 = deleted. reentrant: 0 = one hold taken back, 1 = the last
      * (deleted and published); nil = the field was gone already. */
-    if (r->type != REDIS_REPLY_INTEGER || (o->mode == LC_TOKEN && r->integer != 1))
+    if (r->type != REDIS_REPLY_INTEGER || (token_like(o->mode) && r->integer != 1))
         return;
     atomic_fetch_add(&c->orphans_released, 1);
     if (o->mode == LC_REENTRANT && r->integer == 1 && atomic_load(&c->waiters) > 0) {
@@ -173,7 +184,7 @@ static void send_undo(lc_orphan *o)
     int nkeys = undo_args(o, argv + 3, &nargs, channel, sizeof channel, lease, sizeof lease);
     snprintf(nk, sizeof nk, "%d", nkeys);
     argv[0] = "EVAL";
-    argv[1] = o->mode == LC_TOKEN ? LC_SCRIPT_TOKEN_RELEASE : LC_SCRIPT_REENTRANT_RELEASE;
+    argv[1] = token_like(o->mode) ? LC_SCRIPT_TOKEN_RELEASE : LC_SCRIPT_REENTRANT_RELEASE;
     argv[2] = nk;
     int done = 0;
     if (redisAppendCommandArgv(o->ctx, 3 + nargs, argv, NULL) == REDIS_OK) {
@@ -198,7 +209,7 @@ static bool undo_fresh(lc_client *c, const lc_orphan *o, redisContext **own)
     redisContext *ctx = lc_redis_reuse(c, own, err);
     if (!ctx)
         return false;
-    redisReply *r = o->mode == LC_TOKEN
+    redisReply *r = token_like(o->mode)
                         ? lc_eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, nkeys,
                                   nargs, args, err)
                         : lc_eval(ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA, LC_SCRIPT_REENTRANT_RELEASE,
@@ -223,7 +234,7 @@ static bool undo_fresh(lc_client *c, const lc_orphan *o, redisContext **own)
 static void give_up(lc_client *c, lc_orphan *o, bool server_closed, redisContext **own)
 {
     bool fresh = o->undo_failed ||
-                 (server_closed && o->mode == LC_TOKEN && (o->lock_pending || o->undo_pending));
+                 (server_closed && token_like(o->mode) && (o->lock_pending || o->undo_pending));
     if (!o->undo_failed && !o->lock_pending && !o->undo_pending)
         return; /* only the caller's pipelined replies were left: no lock at stake */
     if (!(fresh && undo_fresh(c, o, own)))
@@ -238,8 +249,9 @@ static void on_reply(lc_client *c, lc_orphan *o, redisReply *r)
         o->skip_before--;
     } else if (o->lock_pending) {
         o->lock_pending = false;
-        bool granted = !o->release && (o->mode == LC_TOKEN ? r->type == REDIS_REPLY_STATUS
-                                                           : r->type == REDIS_REPLY_NIL);
+        bool granted = !o->release && (o->mode == LC_TOKEN    ? r->type == REDIS_REPLY_STATUS
+                                       : o->mode == LC_FENCED ? r->type == REDIS_REPLY_INTEGER
+                                                              : r->type == REDIS_REPLY_NIL);
         /* A release sent as EVALSHA to a Redis that had lost its scripts
          * did not run: send it again (as EVAL), or the lease would end it. */
         if (o->release && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0)
@@ -409,7 +421,7 @@ void lc_reaper_init(lc_reaper *r)
 
 void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
 {
-    if (cmd->mode != LC_TOKEN && cmd->mode != LC_REENTRANT)
+    if (!token_like(cmd->mode) && cmd->mode != LC_REENTRANT)
         return; /* setnx keeps its flaw: no owner to compare */
     redisContext *ctx = conn->ctx;
     /* No context: the connect failed, nothing was sent. No error on it:

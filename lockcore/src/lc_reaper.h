@@ -1,5 +1,5 @@
 /* lc_reaper.h — the orphan-lock cleanup (lc_reaper.c): a timed-out acquire
- * or release of the token and reentrant modes is not cancelled by the
+ * or release of the token, fenced and reentrant modes is not cancelled by the
  * timeout. Redis still runs the command once it reads it (after a pause, a
  * slow fork, a stalled network), and a lock granted that way belongs to
  * nobody: before this cleanup it blocked every buyer until its lease ran
@@ -39,7 +39,7 @@ typedef struct lc_reaper {
 
 /* The lock command that timed out, as lc_lock.c sent it. */
 typedef struct lc_orphan_cmd {
-    lc_mode mode; /* token or reentrant; other modes are ignored */
+    lc_mode mode; /* token, fenced or reentrant; other modes are ignored */
     bool release; /* false: an acquire (SET NX PX / acquire script);
                      true: a release (compare-and-delete / unlock) */
     const char *key;
@@ -63,7 +63,7 @@ void lc_reaper_shutdown(lc_client *c);
  * (the connection's context has an I/O error or EOF: a timeout, a reset),
  * takes conn's hiredis context (conn->ctx becomes NULL, so conn reconnects
  * on its next use) and hands it to the reaper thread. Does nothing for
- * modes other than token and reentrant, when no context was connected, or
+ * modes other than token, fenced and reentrant, when no context was connected, or
  * when Redis answered (an error reply: the command did not run). When
  * memory or the thread cannot be had, or LC_REAPER_MAX connections are
  * held already, it does nothing either (counted unresolved): the context

@@ -21,6 +21,12 @@
  *
  * The node contexts belong to the lc_conn (a hiredis context is not
  * thread-safe), so each caller thread has its own N sockets.
+ *
+ * The restart delay (lockcore.h, redlock_restart_delay_ms) is the one
+ * addition to the algorithm, and off by default: a node that restarted
+ * without persistence forgot what it granted, so it must not vote until
+ * every lease it may have granted has run out elsewhere. The node's own
+ * uptime says when that is, read once per new context.
  */
 #include "lc_redlock.h"
 
@@ -38,6 +44,11 @@
 
 struct lc_rl_conn {
     redisContext *ctx[LC_REDLOCK_MAX_NODES];
+    /* With a restart delay: the node's uptime was read on this context,
+     * and it votes from votes_at (lc_now_ms time) on. A new context is
+     * unchecked: a restart always breaks the old one. */
+    bool checked[LC_REDLOCK_MAX_NODES];
+    int64_t votes_at[LC_REDLOCK_MAX_NODES];
 };
 
 /* --- options ------------------------------------------------------------ */
@@ -65,6 +76,9 @@ lc_status lc_redlock_setup(lc_client *c, const lc_options *o, char *err, size_t 
     if (timeout < 1 || timeout > 60000)
         return bad(err, errlen, "redlock_node_timeout_ms must be 1..60000");
     c->rl_node_timeout_ms = timeout;
+    if (o->redlock_restart_delay_ms < 0 || o->redlock_restart_delay_ms > 86400000)
+        return bad(err, errlen, "redlock_restart_delay_ms must be 0..86400000");
+    c->rl_restart_delay_ms = o->redlock_restart_delay_ms;
     if (n == 0)
         return LC_OK;
     if (n < 3 || n > LC_REDLOCK_MAX_NODES || n % 2 == 0 || !o->redlock_nodes)
@@ -121,6 +135,7 @@ static void node_drop(struct lc_rl_conn *rl, int i)
     if (rl->ctx[i])
         redisFree(rl->ctx[i]);
     rl->ctx[i] = NULL;
+    rl->checked[i] = false;
 }
 
 /* Drops every kept context that is readable while idle: the peer closed it
@@ -149,10 +164,12 @@ enum { RL_SKIP, RL_WRITING, RL_READING, RL_DONE, RL_FAILED };
 
 /* One parallel round: cmd (len bytes of RESP) to every node i with send[i],
  * each reply in rep[i] (NULL when the node failed or did not answer within
- * the node timeout; an error reply is a reply). Returns how many failed, the
- * last reason in conn->err. */
+ * the node timeout; an error reply is a reply). checked_only: a node whose
+ * context is gone or unchecked (check_uptimes) is not connected, and counts
+ * as failed — a node that restarted since its check must not vote. Returns
+ * how many failed, the last reason in conn->err. */
 static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t len,
-                      redisReply **rep)
+                      redisReply **rep, bool checked_only)
 {
     lc_client *c = conn->client;
     struct lc_rl_conn *rl = conn->rl;
@@ -164,6 +181,12 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         st[i] = send[i] ? RL_WRITING : RL_SKIP;
         if (!send[i])
             continue;
+        if (checked_only && (!rl->ctx[i] || !rl->checked[i])) {
+            lc_seterr(conn->err, "redlock node %s:%d: reconnected, its uptime not checked yet",
+                      c->rl_host[i], c->rl_port[i]);
+            st[i] = RL_FAILED;
+            continue;
+        }
         if (!rl->ctx[i]) {
             /* Non-blocking connect: on loopback it is done at once, to a
              * remote node the poll loop below waits for it, bounded by the
@@ -251,6 +274,49 @@ static lc_status ensure_nodes(lc_conn *conn)
     return LC_OK;
 }
 
+/* --- the restart delay --------------------------------------------------- */
+
+/* Reads the uptime of every node whose context has not been checked yet
+ * (connecting it first), in one parallel round: INFO server. A node up for
+ * less than the restart delay votes once it has been up that long. A node
+ * that failed stays unchecked and gets no SET this attempt. */
+static void check_uptimes(lc_conn *conn)
+{
+    lc_client *c = conn->client;
+    struct lc_rl_conn *rl = conn->rl;
+    bool send[LC_REDLOCK_MAX_NODES];
+    int k = 0;
+    drop_stale(c, rl); /* a node restarted since its check: check again */
+    for (int i = 0; i < c->rl_n; i++) {
+        send[i] = !rl->ctx[i] || !rl->checked[i];
+        k += send[i];
+    }
+    if (k == 0)
+        return;
+    static const char info[] = "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
+    redisReply *rep[LC_REDLOCK_MAX_NODES];
+    round_trip(conn, send, info, sizeof info - 1, rep, false);
+    int64_t now = lc_now_ms();
+    for (int i = 0; i < c->rl_n; i++) {
+        redisReply *r = rep[i];
+        if (!r)
+            continue;
+        const char *u = r->type == REDIS_REPLY_STRING ? strstr(r->str, "uptime_in_seconds:") : NULL;
+        if (u) {
+            /* The node has been up at least this long: the seconds are
+             * rounded down. */
+            int64_t up_ms = strtoll(u + 18, NULL, 10) * 1000;
+            int64_t rest = c->rl_restart_delay_ms - up_ms;
+            rl->checked[i] = true;
+            rl->votes_at[i] = rest > 0 ? now + rest : 0;
+        } else {
+            lc_seterr(conn->err, "redlock node %s:%d: INFO server gave no uptime_in_seconds",
+                      c->rl_host[i], c->rl_port[i]);
+        }
+        freeReplyObject(r);
+    }
+}
+
 /* --- release ------------------------------------------------------------ */
 
 /* The token's compare-and-delete on every node: EVALSHA, then EVAL to the
@@ -275,7 +341,7 @@ static lc_status unlock_all(lc_conn *conn, const char *key, const char *token, i
             for (int i = 0; i < c->rl_n; i++)
                 send[i] = true;
         }
-        round_trip(conn, send, cmd, (size_t)len, rep);
+        round_trip(conn, send, cmd, (size_t)len, rep, false);
         redisFreeCommand(cmd);
         bool again = false;
         for (int i = 0; i < c->rl_n; i++) {
@@ -341,12 +407,19 @@ lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *t
     if (len < 0)
         return LC_NOMEM;
     bool all[LC_REDLOCK_MAX_NODES];
-    for (int i = 0; i < n; i++)
-        all[i] = true;
     for (;;) {
         redisReply *rep[LC_REDLOCK_MAX_NODES];
+        if (c->rl_restart_delay_ms > 0) {
+            check_uptimes(conn);
+            int64_t now = lc_now_ms();
+            for (int i = 0; i < n; i++)
+                all[i] = conn->rl->checked[i] && now >= conn->rl->votes_at[i];
+        } else {
+            for (int i = 0; i < n; i++)
+                all[i] = true;
+        }
         int64_t t0 = lc_now_ms();
-        round_trip(conn, all, cmd, (size_t)len, rep);
+        round_trip(conn, all, cmd, (size_t)len, rep, c->rl_restart_delay_ms > 0);
         int64_t elapsed = lc_now_ms() - t0;
         int granted = 0, answered = 0;
         for (int i = 0; i < n; i++) {

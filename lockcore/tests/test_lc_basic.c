@@ -12,7 +12,7 @@ static int port;
 static lc_client *cli;
 static lc_conn *c1, *c2;
 
-static const lc_mode locking[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
+static const lc_mode locking[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT, LC_FENCED};
 
 static void test_names(void)
 {
@@ -41,7 +41,7 @@ static void test_misuse(void)
     TU_CHECK(lc_release(c1, NULL) == LC_MISUSE, "NULL guard");
     a = lct_args(LC_REENTRANT, "lctest:{misuse}:lock", "o", 1000, 0);
     TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire");
-    TU_CHECK(lc_extend(c1, g, 1000) == LC_MISUSE, "extend is token-only");
+    TU_CHECK(lc_extend(c1, g, 1000) == LC_MISUSE, "extend is token's and fenced's only");
     TU_CHECK(lc_release(c1, g) == LC_OK, "release");
     lc_options o;
     lc_options_init(&o);
@@ -82,9 +82,9 @@ static void test_busy_then_free(void)
 /* PTTL right after acquire lies in [lease-10, lease]. */
 static void test_ttl(void)
 {
-    const lc_mode redis_modes[] = {LC_SETNX, LC_TOKEN, LC_REENTRANT};
+    const lc_mode redis_modes[] = {LC_SETNX, LC_TOKEN, LC_REENTRANT, LC_FENCED};
     const int64_t leases[] = {100, 3600000};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         for (int j = 0; j < 2; j++) {
             char key[128];
             lct_key(key, sizeof key, "ttl", redis_modes[i]);

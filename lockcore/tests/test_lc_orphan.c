@@ -112,7 +112,7 @@ static void test_not_granted(lc_client *cli, lc_mode mode)
     resume_at(stopped);
     tu_sleep_ms(tu_slack(500)); /* the late reply has long been read */
 
-    if (mode == LC_TOKEN) {
+    if (mode != LC_REENTRANT) {
         tu_redis_str(r.port, after_val, sizeof after_val, "GET %s", key);
         snprintf(before_val, sizeof before_val, "%s", lc_guard_owner_token(held));
     } else {
@@ -329,17 +329,17 @@ int main(void)
     memset(&r, 0, sizeof r);
     TU_REQUIRE(tu_redis_start(&r, 0, NULL) == 0, "private redis-server");
     lc_client *cli = lct_client_t(r.port, 30000, TIMEOUT_MS);
-    const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT};
+    const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
     /* Load the scripts first: an EVALSHA stalled on a Redis that does not
      * know the script yet answers NOSCRIPT late, and takes no lock. */
     lc_conn *warm = lct_conn(cli);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         lc_lock_args a = lct_args(modes[i], "orphan:{warm}:lock", "o", 1000, 0);
         lc_guard *g = NULL;
         TU_REQUIRE(lc_acquire(warm, &a, &g) == LC_OK && lc_release(warm, g) == LC_OK, "warm-up");
     }
     lc_conn_free(warm);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         test_late_grant(cli, modes[i]);
         test_not_granted(cli, modes[i]);
         test_race(cli, modes[i]);

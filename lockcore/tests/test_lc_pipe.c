@@ -13,12 +13,12 @@ static int port;
 static lc_client *cli;
 static lc_conn *c1, *c2;
 
-static const lc_mode all[] = {LC_NONE, LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
-static const lc_mode locking[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT};
+static const lc_mode all[] = {LC_NONE, LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT, LC_FENCED};
+static const lc_mode locking[] = {LC_MUTEX, LC_SETNX, LC_TOKEN, LC_REENTRANT, LC_FENCED};
 
 static int in_redis(lc_mode m)
 {
-    return m == LC_SETNX || m == LC_TOKEN || m == LC_REENTRANT;
+    return m == LC_SETNX || m == LC_TOKEN || m == LC_REENTRANT || m == LC_FENCED;
 }
 
 static void data_key(char *buf, size_t len, const char *lock_key, const char *what)
@@ -133,7 +133,7 @@ static void test_busy_discards(void)
         TU_CHECK(lc_acquire_pipe(c2, &a, &p, &g) == LC_BUSY && !g, "%s: busy after wait", mn);
         TU_CHECK(lc_pipe_take(&p, 0) == NULL, "%s: no reply after wait", mn);
         int64_t sent = tu_redis_int(port, "GET %s", count);
-        if (m == LC_TOKEN || m == LC_REENTRANT)
+        if (m == LC_TOKEN || m == LC_REENTRANT || m == LC_FENCED)
             TU_CHECK(sent >= 2, "%s: sent with every attempt (%lld)", mn, (long long)sent);
         else
             TU_CHECK(sent == -1, "%s: never sent without the lock (%lld)", mn, (long long)sent);
@@ -262,8 +262,8 @@ static void *pipe_waiter_main(void *arg)
 
 static void test_waiter_reads_release_write(void)
 {
-    const lc_mode modes[] = {LC_REENTRANT, LC_TOKEN};
-    for (size_t i = 0; i < 2; i++) {
+    const lc_mode modes[] = {LC_REENTRANT, LC_TOKEN, LC_FENCED};
+    for (size_t i = 0; i < 3; i++) {
         lc_mode m = modes[i];
         const char *mn = lc_mode_name(m);
         char key[128], stock[160];

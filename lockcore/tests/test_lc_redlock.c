@@ -2,7 +2,10 @@
  * the options' checks, the drift formula, a majority with two nodes killed,
  * a refusal with three killed that leaves no key behind, the validity's
  * bound, a SIGSTOPped node costing one node timeout, NOSCRIPT on one node,
- * a release past the validity (LC_LOST), reconnection after a restart, and
+ * a release past the validity (LC_LOST), reconnection after a restart, a
+ * failed quorum against another holder that takes back its own keys, the
+ * restart caveat (a node restarted empty votes a second holder in) and the
+ * restart delay that closes it, and
  * (argument "threads", also run under TSan) mutual exclusion between
  * threads around a non-atomic GET/SET increment. */
 #include "lc_test.h"
@@ -242,6 +245,136 @@ static void test_nodes_down(void)
     lc_conn_free(conn);
 }
 
+/* A lost vote against another holder: the keys this attempt did get are
+ * taken back, on every node, and the other holder's stay. */
+static void test_split_vote(void)
+{
+    lc_conn *conn = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "split", LC_REDLOCK);
+    for (int i = 0; i < 3; i++)
+        tu_redis_int(red[i].port, "SET %s other PX 10000", key);
+    lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, 0);
+    lc_guard *g = NULL;
+    lc_status s = lc_acquire(conn, &a, &g);
+    TU_CHECK(s == LC_BUSY && !g, "2 of 5 votes: busy (%s)", lc_status_name(s));
+    for (int i = 0; i < NODES; i++) {
+        char val[64] = "";
+        int got = tu_redis_str(red[i].port, val, sizeof val, "GET %s", key);
+        if (i < 3)
+            TU_CHECK(got == 0 && strcmp(val, "other") == 0, "node %d keeps the other holder's", i);
+        else
+            TU_CHECK(tu_redis_int(red[i].port, "EXISTS %s", key) == 0,
+                     "node %d: the failed attempt's key is gone", i);
+    }
+    for (int i = 0; i < 3; i++)
+        tu_redis_int(red[i].port, "DEL %s", key);
+    lc_conn_free(conn);
+}
+
+/* The caveat: holder A has nodes 0..2 (3 and 4 were taken by someone
+ * else for a moment), node 2 restarts without persistence and forgets A's
+ * key; once 3 and 4 are free, B gets 2, 3 and 4, a majority, while A
+ * still holds. With a restart delay node 2 does not vote until it has
+ * been up that long, and B is refused. */
+static void test_restart_delay(void)
+{
+    enum { DELAY = 2000 };
+    char err[256];
+    lc_status st;
+    lc_client *late = NULL;
+    {
+        lc_options o;
+        lc_options_init(&o);
+        o.redlock_node_timeout_ms = NODE_TIMEOUT;
+        o.redis_port = red[0].port;
+        o.retry_interval_ms = 5;
+        o.redlock_nodes = nodes;
+        o.redlock_node_count = NODES;
+        o.redlock_restart_delay_ms = -1;
+        st = lc_client_new(&o, &late, err, sizeof err);
+        TU_CHECK(st == LC_MISUSE && !late && strstr(err, "restart_delay"),
+                 "a negative delay refused: %s", err);
+        o.redlock_restart_delay_ms = DELAY;
+        st = lc_client_new(&o, &late, err, sizeof err);
+        TU_REQUIRE(st == LC_OK && late, "client with a restart delay: %s", err);
+    }
+    lc_conn *ca = lct_conn(cli), *cb = lct_conn(cli), *cd = lct_conn(late);
+    char key[128];
+    lct_key(key, sizeof key, "restart", LC_REDLOCK);
+    /* The nodes were (re)started moments ago: wait until each has been up
+     * for the delay and votes (poll with a deadline), then cd is connected
+     * to every node and past the check. */
+    int64_t until = tu_now_ms() + tu_slack(DELAY + 3000);
+    int all = 0;
+    while (!all && tu_now_ms() < until) {
+        lc_lock_args w = lct_args(LC_REDLOCK, key, "w", 10000, 0);
+        lc_guard *gw = NULL;
+        if (lc_acquire(cd, &w, &gw) == LC_OK) {
+            all = holders(key) == NODES;
+            lc_release(cd, gw);
+        }
+        if (!all)
+            tu_sleep_ms(50);
+    }
+    TU_REQUIRE(all, "every node votes once it has been up %d ms", DELAY);
+    for (int i = 3; i < NODES; i++)
+        tu_redis_int(red[i].port, "SET %s blocker PX 300", key);
+    lc_lock_args a = lct_args(LC_REDLOCK, key, "a", 10000, 0);
+    lc_guard *ga = NULL, *gb = NULL, *gd = NULL;
+    TU_REQUIRE(lc_acquire(ca, &a, &ga) == LC_OK, "A holds nodes 0..2");
+    TU_CHECK(holders(key) == NODES, "3 of A's and 2 blockers");
+    static const char *const no_save[] = {"--save", "", NULL};
+    tu_redis_kill(&red[2], 1);
+    TU_REQUIRE(tu_redis_start(&red[2], 1, no_save) == 0, "node 2 restarted empty");
+    int64_t restarted = tu_now_ms();
+    /* Wait for the blockers' PX to end (poll with a deadline). */
+    until = tu_now_ms() + tu_slack(3000);
+    while ((tu_redis_int(red[3].port, "EXISTS %s", key) == 1 ||
+            tu_redis_int(red[4].port, "EXISTS %s", key) == 1) &&
+           tu_now_ms() < until)
+        tu_sleep_ms(20);
+    TU_CHECK(holders(key) == 2, "only A's keys on nodes 0 and 1 are left");
+
+    lc_lock_args d = lct_args(LC_REDLOCK, key, "d", 10000, 0);
+    lc_status s = lc_acquire(cd, &d, &gd);
+    TU_CHECK(s == LC_BUSY && !gd, "with the delay, the restarted node does not vote: %s (%s)",
+             lc_status_name(s), lc_conn_errstr(cd));
+    TU_CHECK(tu_now_ms() - restarted < DELAY, "(checked within the delay)");
+    TU_CHECK(tu_redis_int(red[2].port, "EXISTS %s", key) == 0, "no SET was sent to node 2");
+
+    lc_lock_args b = lct_args(LC_REDLOCK, key, "b", 10000, 0);
+    s = lc_acquire(cb, &b, &gb);
+    TU_CHECK(s == LC_OK && gb, "without it, a second holder gets a majority: %s",
+             lc_status_name(s));
+    if (gb)
+        TU_CHECK(lc_release(cb, gb) == LC_OK, "B released");
+    /* A's majority is gone (node 2 forgot it): its release says so. */
+    s = lc_release(ca, ga);
+    TU_CHECK(s == LC_NOT_OWNER, "A's release: not_owner, 2 of 5 keys left (%s)", lc_status_name(s));
+
+    /* The node votes again once it has been up for the delay: poll until
+     * all five hold the key (with a deadline). */
+    int voted = 0;
+    int64_t up = 0;
+    until = tu_now_ms() + tu_slack(DELAY + 3000);
+    while (!voted && tu_now_ms() < until) {
+        s = lc_acquire(cd, &d, &gd);
+        up = tu_now_ms() - restarted;
+        if (s == LC_OK) {
+            voted = tu_redis_int(red[2].port, "EXISTS %s", key) == 1;
+            lc_release(cd, gd);
+        }
+        if (!voted)
+            tu_sleep_ms(50);
+    }
+    TU_CHECK(voted && up >= DELAY, "node 2 votes again, after %lld ms up", (long long)up);
+    lc_conn_free(ca);
+    lc_conn_free(cb);
+    lc_conn_free(cd);
+    lc_client_free(late);
+}
+
 /* --- threads ------------------------------------------------------------ */
 
 typedef struct incr_job {
@@ -328,6 +461,8 @@ int main(int argc, char **argv)
         test_noscript();
         test_stopped_node();
         test_nodes_down();
+        test_split_vote();
+        test_restart_delay();
     }
     lc_client_free(cli);
     for (int i = 0; i < NODES; i++)

@@ -4,9 +4,9 @@
 # sends its bursts through the cluster's nginx to the three instances on the
 # cluster's Redis, instead of three instances of its own.
 # Expected, per mode: none and mutex oversell (mutex is one lock per
-# process: three processes, three locks), setnx, token and reentrant sell
-# exactly the stock — the matrix judges each cell and exits 0 only when all
-# five are as expected. The test also reads the cells back from matrix.csv
+# process: three processes, three locks), setnx, token, reentrant and
+# fenced sell exactly the stock (lua too) — the matrix judges each cell and
+# exits 0 only when all are as expected. The test also reads the cells back from matrix.csv
 # and checks that the sales really spread over the three instances. The
 # instances require an admin token, so the matrix's resets must carry it.
 . "$(dirname "$0")/lib.sh"
@@ -26,12 +26,12 @@ ck "matrix --scenarios multi --target nginx: every cell as expected (exit $st)" 
 ck "the report names the balancer" -- grep -qF "multi-instance scenario through $CLUSTER_URL" "$T_DIR/matrix.out"
 
 csv=$out/matrix.csv
-for m in none mutex setnx token reentrant; do
+for m in none mutex setnx token reentrant fenced; do
   row=$(grep "^multi,$m," "$csv")
   ck "matrix.csv has the multi/$m cell" -- test -n "$row"
 done
 grep -q "^multi,mutex,oversell,oversell,true," "$csv"; check $? "mutex oversells across the instances behind nginx"
-for m in setnx token reentrant; do
+for m in setnx token reentrant fenced; do
   grep -q "^multi,$m,exact,exact,true," "$csv"; check $? "$m sells exactly the stock through nginx"
 done
 # The matrix's SKUs are mx-multi-<mode>: each mode's orders came from all

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
 #include <miaosha_config.h>
 
 #include "svc.h"
@@ -21,9 +22,11 @@
 #include "svc_clock.h"
 #include "svc_health.h"
 #include "svc_http.h"
+#include "svc_mode.h"
 #include "svc_pool.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -79,6 +82,56 @@ static void settings_from(const cfg_config *c, svc_settings *s)
     s->trace_enabled = c->trace.enabled;
     s->trace_ring_size = c->trace.ring_size;
     s->trace_max_skus = c->trace.max_skus;
+    s->limit_per_user = (long long)c->purchase.limit_per_user;
+    s->idem_ttl_ms = c->purchase.idempotency_ttl_s * 1000;
+    s->local_sold_out = c->purchase.local_sold_out;
+}
+
+/* redlock.nodes (checked by cfg_load: "host:port" items, an odd count,
+ * none twice) split into lc_options' list, in storage that outlives the
+ * client. Returns the count (0: not configured). */
+static int redlock_nodes_from(const cfg_config *c, char *buf, size_t len, const char **nodes,
+                              int max)
+{
+    int n = 0;
+    snprintf(buf, len, "%s", c->redlock.nodes);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save))
+        nodes[n++] = t;
+    return n;
+}
+
+/* Every lock master must answer PING at start: a node missing from the
+ * beginning is a configuration mistake, not a failure to tolerate (the
+ * majority would then rest on fewer nodes than the operator counted).
+ * Returns 0, or -1 with "<node>: <why>" in err. */
+static int redlock_nodes_reachable(const char *const *nodes, int n, int timeout_ms, char *err,
+                                   size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
+        char host[CFG_NODES_LEN];
+        snprintf(host, sizeof host, "%s", nodes[i]);
+        char *colon = strrchr(host, ':');
+        *colon = '\0';
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        redisContext *ctx = redisConnectWithTimeout(host, atoi(colon + 1), tv);
+        redisReply *r = NULL;
+        if (ctx && !ctx->err && redisSetTimeout(ctx, tv) == REDIS_OK)
+            r = redisCommand(ctx, "PING");
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (!ok)
+            snprintf(err, errlen, "%s is not reachable at start (%s)", nodes[i],
+                     !ctx                                ? "out of memory"
+                     : ctx->err                          ? ctx->errstr
+                     : r && r->type == REDIS_REPLY_ERROR ? r->str
+                                                         : "no answer to PING");
+        if (r)
+            freeReplyObject(r);
+        redisFree(ctx);
+        if (!ok)
+            return -1;
+    }
+    return 0;
 }
 
 static int wait_signal(void)
@@ -151,6 +204,20 @@ int main(int argc, char **argv)
         sentinels[lo.sentinel_count++] = tok;
     lo.sentinels = sentinels;
     lo.master_name = cfg.redis.master_name;
+    static char nodes_buf[CFG_NODES_LEN];
+    static const char *nodes[LC_REDLOCK_MAX_NODES];
+    lo.redlock_node_count = redlock_nodes_from(&cfg, nodes_buf, sizeof nodes_buf, nodes,
+                                               LC_REDLOCK_MAX_NODES);
+    lo.redlock_nodes = nodes;
+    lo.redlock_node_timeout_ms = cfg.redlock.node_timeout_ms;
+    lo.redlock_restart_delay_ms = cfg.redlock.restart_delay_ms;
+    if (lo.redlock_node_count > 0 &&
+        redlock_nodes_reachable(nodes, lo.redlock_node_count, cfg.redis.connect_timeout_ms, err,
+                                sizeof err) != 0) {
+        fprintf(stderr, "miaosha-server: invalid configuration: redlock.nodes: %s\n", err);
+        return 2;
+    }
+    svc_mode_offer_redlock(lo.redlock_node_count > 0);
     lc_client *client = NULL;
     if (lc_client_new(&lo, &client, err, sizeof err) != LC_OK) {
         fprintf(stderr, "miaosha-server: invalid configuration: %s\n", err);
@@ -163,6 +230,12 @@ int main(int argc, char **argv)
         svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", s.trace_max_skus);
     if (svc_health_start(&lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
+        lc_client_free(client);
+        return 1;
+    }
+    if (s.local_sold_out && svc_soldout_start(&lo) != 0) {
+        svc_log(SVC_ERROR, "cannot start the sold-out flag's listener");
+        svc_health_stop();
         lc_client_free(client);
         return 1;
     }
@@ -188,6 +261,7 @@ int main(int argc, char **argv)
         svc_log(SVC_ERROR, "cannot start: %s", err);
         svc_pool_free(admin);
         svc_pool_free(purchases);
+        svc_soldout_stop();
         svc_health_stop();
         lc_client_free(client);
         return 1;
@@ -204,6 +278,12 @@ int main(int argc, char **argv)
             cfg_version(), s.instance_id, s.listen_addr, svc_http_port(), s.http_threads, s.workers,
             redis_at, s.wait_replicas, s.faults_enabled ? "enabled" : "disabled",
             s.admin_token[0] ? "set" : "not set");
+
+    if (lo.redlock_node_count > 0)
+        svc_log(SVC_INFO,
+                "redlock on %d lock masters (%s), node timeout %d ms, restart delay %lld ms",
+                lo.redlock_node_count, cfg.redlock.nodes, cfg.redlock.node_timeout_ms,
+                (long long)cfg.redlock.restart_delay_ms);
 
     int sig = wait_signal();
     int64_t t0 = svc_now_us();
@@ -233,6 +313,7 @@ int main(int argc, char **argv)
     svc_http_stop();
     svc_pool_free(purchases);
     svc_pool_free(admin);
+    svc_soldout_stop();
     svc_health_stop();
     lc_client_free(client);
     svc_log(SVC_INFO, "stopped after %.0f ms", (double)(svc_now_us() - t0) / 1000.0);

@@ -53,6 +53,10 @@ typedef struct svc_settings {
     int trace_enabled;   /* default of ?trace= */
     int trace_ring_size; /* records per SKU */
     int trace_max_skus;  /* SKUs with a ring */
+    /* one buy per user, Idempotency-Key, local sold-out flag */
+    long long limit_per_user; /* orders per ?user= and SKU; 0 = unlimited */
+    int64_t idem_ttl_ms;      /* a stored Idempotency-Key outcome's lifetime */
+    int local_sold_out;       /* answer a SKU seen sold out from memory */
 } svc_settings;
 
 #endif

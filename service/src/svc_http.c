@@ -10,7 +10,8 @@
  *     (server.io_threads, default 2 = this machine's cores). Those threads
  *     only parse, validate and answer the routes that need no Redis round
  *     trip: /healthz (from the background probe's status), /stats,
- *     /metrics, /trace (memory only), and every error reply. They never block, so with 200
+ *     /metrics, /trace (memory only), the live page GET / (built once at
+ *     start), and every error reply. They never block, so with 200
  *     buyers holding locks /healthz still answers in well under a
  *     millisecond, and keep-alive connections cost no thread each.
  *   - A route that talks to Redis suspends its connection
@@ -68,8 +69,11 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_health.h"
+#include "svc_idem.h"
+#include "svc_live.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -79,6 +83,7 @@ static svc_pool *purchase_pool, *admin_pool;
 static struct MHD_Daemon *daemon_;
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
+static struct MHD_Response *live_page; /* GET /, built once */
 
 /* libmicrohttpd's per-connection pool: see "Limits on the request head". */
 #define POOL_BYTES(limit) (2 * (limit) + 4096)
@@ -90,6 +95,7 @@ static const char oom_body[] = "{\"ok\":false,\"error\":\"out_of_memory\"}";
 static const char json_type[] = "application/json";
 static const char prom_type[] = "text/plain; version=0.0.4; charset=utf-8";
 static const char ndjson_type[] = "application/x-ndjson";
+static const char html_type[] = "text/html; charset=utf-8";
 
 /* ---- replies ---- */
 
@@ -115,6 +121,8 @@ static enum MHD_Result send_reply(svc_req *r, const char *method, const char *ur
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (r->allow != NULL)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->replayed)
+        MHD_add_response_header(resp, "Idempotent-Replayed", "true");
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     /* After a 413 the rest of the body is never read, so the connection
@@ -288,7 +296,12 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         return error_now(r, 405, "method_not_allowed", "use GET or POST", method, url);
     }
     if (svc_mode_parse(seg, &r->mode) != 0) {
-        snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
+        if (strcmp(seg, "redlock") == 0)
+            snprintf(detail, sizeof detail,
+                     "mode redlock is not offered: redlock.nodes (its lock masters) is not "
+                     "configured");
+        else
+            snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);
     }
     int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p, detail,
@@ -296,6 +309,17 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->default_sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
+    if (r->s->limit_per_user > 0 && !(r->p.seen & SVC_P_USER))
+        return reject_purchase(r, 400, "bad_request",
+                               "user: required while purchase.limit_per_user is set", method, url);
+    const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+    if (key != NULL) {
+        if (!svc_idem_valid(key))
+            return reject_purchase(r, 400, "bad_request",
+                                   "Idempotency-Key: must be 1..64 characters of [A-Za-z0-9_:.-]",
+                                   method, url);
+        snprintf(r->idem, sizeof r->idem, "%s", key);
+    }
     if (r->p.fault != SVC_FAULT_NONE) {
         if (!r->s->faults_enabled)
             return reject_purchase(r, 403, "faults_disabled",
@@ -309,6 +333,27 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);
+    }
+    /* The local sold-out flag: no worker, no Redis. A keyed request goes on
+     * to Redis: its key may hold an earlier sale to replay. */
+    if (r->s->local_sold_out && r->idem[0] == '\0' && svc_soldout_is(r->sku)) {
+        cJSON *o = cJSON_CreateObject();
+        if (o != NULL) {
+            cJSON_AddBoolToObject(o, "ok", 0);
+            cJSON_AddStringToObject(o, "error", "sold_out");
+            cJSON_AddStringToObject(o, "detail",
+                                    "answered from this instance's sold-out flag, without Redis");
+            cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
+            cJSON_AddStringToObject(o, "sku", r->sku);
+            svc_json_add_int(o, "stock_left", 0);
+            cJSON_AddBoolToObject(o, "local", 1);
+            cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+        }
+        svc_reply_json(r, 409, o);
+        svc_stats_sold_out_local();
+        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_SOLD_OUT, 0, 0,
+                           svc_now_us() - r->t0_us, -1);
+        return send_reply(r, method, url);
     }
     if (submit(r, purchase_pool, svc_mode_is_lock(r->mode) ? svc_purchase_job : svc_lua_job) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,
@@ -413,6 +458,24 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
     return send_reply(r, method, url);
 }
 
+/* GET /: the live page, one prebuilt response shared by every request
+ * (as /healthz's), so an open page costs the server a memcpy per load and
+ * nothing else; the page then polls the routes above. */
+static enum MHD_Result route_page(svc_req *r, const char *method, const char *url)
+{
+    if (!method_is(method, "GET") && !method_is(method, "HEAD")) {
+        r->allow = "GET, HEAD";
+        return error_now(r, 405, "method_not_allowed", "use GET", method, url);
+    }
+    if (MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) > 0) {
+        char detail[160];
+        svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail);
+        return error_now(r, 400, "bad_request", detail, method, url);
+    }
+    count_reply(r, 200, method, url);
+    return MHD_queue_response(r->conn, 200, live_page);
+}
+
 /* GET /trace/{sku}?since=N: memory only (svc_trace.h), so answered here. */
 static enum MHD_Result route_trace(svc_req *r, const char *seg, const char *method, const char *url)
 {
@@ -442,6 +505,8 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
                          method, url);
     if (strcmp(url, "/healthz") == 0)
         return route_local(r, 0, method, url);
+    if (strcmp(url, "/") == 0)
+        return route_page(r, method, url);
     if (strcmp(url, "/stats") == 0)
         return route_local(r, 1, method, url);
     if (strcmp(url, "/metrics") == 0)
@@ -730,6 +795,24 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    size_t page_len = 0;
+    char *page = svc_live_page(&page_len);
+    live_page = page ? MHD_create_response_from_buffer(page_len, page, MHD_RESPMEM_MUST_FREE)
+                     : NULL;
+    if (live_page == NULL) {
+        free(page);
+        snprintf(err, errlen, "cannot build the live page (out of memory, or a build error)");
+        return -1;
+    }
+    /* The page draws server data only through textContent; the policy is
+     * the second fence: no script, style or connection from anywhere else. */
+    MHD_add_response_header(live_page, MHD_HTTP_HEADER_CONTENT_TYPE, html_type);
+    MHD_add_response_header(live_page, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(live_page, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(live_page, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; "
+                            "style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
+                            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -790,4 +873,7 @@ void svc_http_stop(void)
     MHD_destroy_response(health_up);
     MHD_destroy_response(health_down);
     health_up = health_down = NULL;
+    if (live_page != NULL)
+        MHD_destroy_response(live_page);
+    live_page = NULL;
 }

@@ -27,6 +27,7 @@
  */
 #include "svc_routes.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +37,15 @@
 
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_outcome.h"
 #include "svc_replicas.h"
 #include "svc_scripts.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
+#include "svc_trace.h"
 
 typedef struct lua_purchase {
     svc_req *r;
@@ -50,16 +54,22 @@ typedef struct lua_purchase {
     int has_stock_left;
     char order_id[SVC_UUID_LEN]; /* set once the script carrying it is sent */
     char detail[LC_ERRSTR_LEN + 64];
+    svc_idem id;          /* the request's Idempotency-Key, when it has one */
+    char *sold_head;      /* with a key: the sale's reply up to its stock_left */
+    char *sold_tail;      /* ... and after it (points into sold_head's block) */
+    int found_replay;     /* the script found the key done: the reply is in r */
+    uint64_t soldout_gen; /* the local sold-out flag's generation before the script */
+    lc_conn *conn;
+    svc_trace tr; /* this purchase's timeline: no lock, so read and write are
+                     the script's one step (GET /trace/{sku}) */
 } lua_purchase;
 
-static void respond(lua_purchase *lp, purchase_result res)
+/* The reply, JSON text (malloc'd; NULL when out of memory). */
+static char *reply_text(const lua_purchase *lp, purchase_result res)
 {
-    SVC_ASSERT(res >= 0 && res < PR_COUNT);
-    svc_req *r = lp->r;
+    const svc_req *r = lp->r;
     unsigned status = svc_result[res].status;
     const char *error = svc_result[res].error;
-    if (svc_result[res].redis_error)
-        svc_stats_redis_error();
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         cJSON_AddBoolToObject(o, "ok", status == 200);
@@ -81,8 +91,65 @@ static void respond(lua_purchase *lp, purchase_result res)
         cJSON_AddBoolToObject(o, "deleted_other_lock", 0);
         cJSON_AddStringToObject(o, "instance", r->s->instance_id);
     }
-    svc_reply_json(r, status, o);
+    char *txt = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return txt;
+}
+
+/* The sale's reply as the script completes it: head, stock left, tail. */
+static char *sold_text(const lua_purchase *lp)
+{
+    size_t h = strlen(lp->sold_head), t = strlen(lp->sold_tail);
+    char *txt = malloc(h + t + 24);
+    if (txt != NULL)
+        snprintf(txt, h + t + 24, "%s%lld%s", lp->sold_head, lp->stock_left, lp->sold_tail);
+    return txt;
+}
+
+static void respond(lua_purchase *lp, purchase_result res)
+{
+    SVC_ASSERT(res >= 0 && res < PR_COUNT);
+    svc_req *r = lp->r;
+    unsigned status = svc_result[res].status;
+    if (svc_result[res].redis_error)
+        svc_stats_redis_error();
+    char *txt = res == PR_SOLD && lp->sold_head != NULL ? sold_text(lp) : reply_text(lp, res);
+    free(lp->sold_head);
+    lp->sold_head = lp->sold_tail = NULL;
+    if (res == PR_SOLD_OUT && r->s->local_sold_out)
+        svc_soldout_mark(r->sku, lp->soldout_gen);
+    if (res == PR_SOLD || res == PR_NOT_REPLICATED)
+        lp->id.on = 0; /* its outcome was written by the script */
+    if (lp->id.on)
+        svc_idem_end(&lp->id, r, lp->conn,
+                     res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
+                     txt ? strlen(txt) : 0);
+    svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
+    svc_trace_end(&lp->tr, lp->order_id, status, svc_result[res].error, 0, 0);
     svc_stats_purchase(r->mode, lp->slot, svc_result[res].out, 0, 0, svc_now_us() - r->t0_us, -1);
+}
+
+/* With an Idempotency-Key: the sale's reply split around its stock_left,
+ * which only the script knows (a placeholder is printed, then cut out).
+ * 0, or -1 when out of memory. */
+static int split_sold_reply(lua_purchase *lp)
+{
+    static const char field[] = "\"stock_left\":";
+    lp->stock_left = LLONG_MIN;
+    lp->has_stock_left = 1;
+    char *txt = reply_text(lp, PR_SOLD);
+    lp->has_stock_left = 0;
+    if (txt == NULL)
+        return -1;
+    char digits[32];
+    snprintf(digits, sizeof digits, "%lld", LLONG_MIN);
+    char *at = strstr(txt, field);
+    SVC_ASSERT(at != NULL && strncmp(at + strlen(field), digits, strlen(digits)) == 0);
+    at += strlen(field);
+    *at = '\0';
+    lp->sold_head = txt;
+    lp->sold_tail = at + strlen(digits);
+    return 0;
 }
 
 /* The order record as the lock modes write it (svc_purchase.c), without
@@ -128,19 +195,47 @@ static redisReply *call_script(lua_purchase *lp, lc_conn *conn, const char *rec,
                                int *sent)
 {
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
-    svc_key(stock_key, lp->r->sku, "stock");
-    svc_key(sold_key, lp->r->sku, "sold");
-    svc_key(orders_key, lp->r->sku, "orders");
+    char buyers_key[SVC_KEY_MAX], limit[24], ttl[24];
+    const svc_req *r = lp->r;
+    svc_key(stock_key, r->sku, "stock");
+    svc_key(sold_key, r->sku, "sold");
+    svc_key(orders_key, r->sku, "orders");
+    svc_key(buyers_key, r->sku, "buyers");
+    snprintf(limit, sizeof limit, "%lld", r->s->limit_per_user);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)r->s->idem_ttl_ms);
+    char *done_head = NULL;
+    if (lp->id.on) {
+        char prefix[SVC_IDEM_FP_MAX + 16];
+        svc_idem_done_prefix(&lp->id, 200, prefix, sizeof prefix);
+        size_t n = strlen(prefix) + strlen(lp->sold_head) + 1;
+        if ((done_head = malloc(n)) != NULL)
+            snprintf(done_head, n, "%s%s", prefix, lp->sold_head);
+    }
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
                           eval ? SVC_SCRIPT_PURCHASE : SVC_SCRIPT_PURCHASE_SHA,
-                          "3",
+                          lp->id.on ? "5" : "4",
                           stock_key,
                           sold_key,
                           orders_key,
-                          rec};
+                          buyers_key,
+                          lp->id.on ? lp->id.rkey : NULL,
+                          rec,
+                          (r->p.seen & SVC_P_USER) ? r->p.user : "",
+                          limit,
+                          lp->id.marker,
+                          done_head,
+                          lp->sold_tail,
+                          ttl};
+    /* Without a key: KEYS[5] and its ARGVs are left out. */
+    const char *args[sizeof argv / sizeof argv[0]];
+    int argc = 0;
+    for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
+        if (lp->id.on || (i != 7 && i < 11))
+            args[argc++] = argv[i];
     lc_pipe p;
     lc_pipe_init(&p);
-    *sent = lc_pipe_append_argv(&p, (int)(sizeof argv / sizeof argv[0]), argv, NULL) == LC_OK;
+    *sent = (!lp->id.on || done_head != NULL) && lc_pipe_append_argv(&p, argc, args, NULL) == LC_OK;
+    free(done_head);
     if (*sent)
         (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
     redisReply *rep = *sent ? lc_pipe_take(&p, 0) : NULL;
@@ -191,18 +286,37 @@ static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *r
         if (code == 1) {
             lp->stock_left = n;
             lp->has_stock_left = 1;
+            /* the script read n + 1 and wrote n, in one step */
+            svc_trace_step(&lp->tr, n + 1, n);
             res = PR_SOLD;
         } else if (code == 0) {
             lp->stock_left = n < 0 ? n : 0;
             lp->has_stock_left = 1;
+            svc_trace_read(&lp->tr, n);
             res = PR_SOLD_OUT;
+        } else if (code == 2) {
+            snprintf(lp->detail, sizeof lp->detail,
+                     "user %s already holds %lld order(s) of this sku (purchase.limit_per_user "
+                     "= %lld); nothing was written",
+                     lp->r->p.user, n, lp->r->s->limit_per_user);
+            res = PR_LIMIT_REACHED;
         } else if (code == -1) {
             snprintf(lp->detail, sizeof lp->detail, "stock key holds a non-integer value");
             res = PR_BAD_STOCK_VALUE;
         } else {
             snprintf(lp->detail, sizeof lp->detail,
-                     "sold or orders key holds the wrong kind of value; nothing was written");
+                     "sold, orders or buyers key holds the wrong kind of value; nothing was "
+                     "written");
         }
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+               rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 3 &&
+               rep->element[1]->type == REDIS_REPLY_STRING) {
+        /* The key is not ours any more (our marker expired and another
+         * request took it, or that one finished): its answer, not a sale. */
+        int rc = svc_idem_found(&lp->id, lp->r, rep->element[1]->str, rep->element[1]->len, &res,
+                                lp->detail, sizeof lp->detail);
+        lp->found_replay = rc == 1;
+        lp->id.on = 0; /* not ours to end */
     } else {
         snprintf(lp->detail, sizeof lp->detail, "purchase script: unexpected reply type %d",
                  rep->type);
@@ -220,7 +334,10 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     const svc_params *p = &r->p;
     memset(&lp, 0, sizeof lp);
     lp.r = r;
+    lp.conn = conn;
+    lp.soldout_gen = svc_soldout_gen(r->sku);
     lp.slot = svc_stats_sku_slot(r->sku);
+    svc_trace_begin(&lp.tr, r);
     if (conn == NULL) {
         snprintf(lp.detail, sizeof lp.detail, "no Redis connection");
         respond(&lp, PR_REDIS_UNAVAILABLE);
@@ -239,6 +356,22 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
                 "to leave behind",
                 r->sku);
         _exit(3);
+    }
+    if (r->idem[0]) {
+        /* Before work_ms: a replay while this one works is 409 in_progress.
+         * The marker outlives work_ms and a few round trips. */
+        int64_t marker_ms = work_ms + 8LL * s->command_timeout_ms + 5000;
+        int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.detail, sizeof lp.detail);
+        if (rc == 1) {
+            svc_trace_end(&lp.tr, NULL, r->status, "replayed", 0, 0);
+            svc_stats_purchase(r->mode, lp.slot, SVC_OUT_REPLAYED, 0, 0, svc_now_us() - r->t0_us,
+                               -1);
+            return;
+        }
+        if (rc < 0) {
+            respond(&lp, not_now);
+            return;
+        }
     }
     if (work_ms > 0 && svc_sleep_work(work_ms) != 0) {
         snprintf(lp.detail, sizeof lp.detail, "server shutting down; nothing was written");
@@ -262,7 +395,8 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     uuid_generate_random(u);
     uuid_unparse_lower(u, lp.order_id);
     char *rec = record_head(&lp);
-    if (rec == NULL) {
+    if (rec == NULL || (lp.id.on && split_sold_reply(&lp) != 0)) {
+        free(rec);
         lp.order_id[0] = '\0';
         snprintf(lp.detail, sizeof lp.detail, "out of memory; nothing was written");
         respond(&lp, PR_OUT_OF_MEMORY);
@@ -270,6 +404,12 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     }
     purchase_result res = run_script(&lp, conn, rec);
     free(rec);
+    if (lp.found_replay) {
+        free(lp.sold_head);
+        svc_trace_end(&lp.tr, NULL, r->status, "replayed", 0, 0);
+        svc_stats_purchase(r->mode, lp.slot, SVC_OUT_REPLAYED, 0, 0, svc_now_us() - r->t0_us, -1);
+        return;
+    }
     if (res == PR_SOLD && svc_wait_replicas(s, conn, lp.detail, sizeof lp.detail) != 0)
         res = PR_NOT_REPLICATED; /* with the order id: written on the master */
     respond(&lp, res);

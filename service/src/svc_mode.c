@@ -5,6 +5,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Set once at start, before any thread reads it. */
+static int redlock_offered;
+
+void svc_mode_offer_redlock(int on)
+{
+    redlock_offered = on != 0;
+}
+
+int svc_mode_offered(svc_mode mode)
+{
+    return mode >= 0 && mode < SVC_MODE_COUNT && (mode != LC_REDLOCK || redlock_offered);
+}
+
 const char *svc_mode_name(svc_mode mode)
 {
     if (svc_mode_is_lock(mode))

@@ -28,14 +28,14 @@ static inline int svc_mode_is_lock(svc_mode mode)
     return mode >= 0 && mode < LC_MODE_COUNT;
 }
 
-/* 1 when the service offers the mode on /miaosha/{mode}. Every lock mode
- * but redlock, which needs its N lock masters configured (not yet a
- * service setting: the lock core has it, the service does not pass it on),
- * and lua. Any thread. */
-static inline int svc_mode_offered(svc_mode mode)
-{
-    return mode >= 0 && mode < SVC_MODE_COUNT && mode != LC_REDLOCK;
-}
+/* 1 when the service offers the mode on /miaosha/{mode}: every lock mode
+ * and lua, except redlock unless svc_mode_offer_redlock(1) was called
+ * (redlock.nodes configured: its N lock masters). Any thread. */
+int svc_mode_offered(svc_mode mode);
+
+/* Offers redlock (1) or not (0, the default). Call once at start, before
+ * any thread calls svc_mode_offered, svc_mode_parse or svc_mode_list. */
+void svc_mode_offer_redlock(int on);
 
 /* The mode's public name and URL segment: lc_mode_name for a lock mode,
  * "lua", "?" out of range. Static storage. Any thread. */

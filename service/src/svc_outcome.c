@@ -21,6 +21,10 @@ const svc_result_info svc_result[PR_COUNT] = {
      * and miaosha_http_responses_total{code="499"} show it */
     [PR_CLIENT_GONE] = {499, "client_gone", SVC_OUT_CLIENT_GONE, 0},
     [PR_STOCK_RESET] = {409, "stock_reset", SVC_OUT_STOCK_RESET, 0},
+    [PR_FENCED_OUT] = {409, "fenced_out", SVC_OUT_FENCED_OUT, 0},
+    [PR_LIMIT_REACHED] = {409, "limit_reached", SVC_OUT_LIMIT_REACHED, 0},
+    [PR_IN_PROGRESS] = {409, "in_progress", SVC_OUT_IDEM_CONFLICT, 0},
+    [PR_KEY_REUSED] = {422, "idempotency_key_reused", SVC_OUT_IDEM_CONFLICT, 0},
     /* with the order id: it may or may not survive a failover */
     [PR_NOT_REPLICATED] = {503, "not_replicated", SVC_OUT_ERROR, 1},
 };

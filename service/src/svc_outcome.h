@@ -33,6 +33,11 @@ typedef enum {
     PR_OUT_OF_MEMORY,
     PR_CLIENT_GONE,    /* the client closed its connection: nothing done */
     PR_STOCK_RESET,    /* PUT /stock reset the SKU meanwhile: nothing written */
+    PR_FENCED_OUT,     /* fenced: a later lock holder read the stock since this
+                          holder did (its lease ran out): nothing written */
+    PR_LIMIT_REACHED,  /* the user holds purchase.limit_per_user orders */
+    PR_IN_PROGRESS,    /* Idempotency-Key: its first request is still running */
+    PR_KEY_REUSED,     /* Idempotency-Key: stored with other parameters */
     PR_NOT_REPLICATED, /* written, but WAIT saw fewer than redis.wait_replicas replicas */
     PR_COUNT
 } purchase_result;

@@ -42,6 +42,21 @@
  * before the commit is sent (redis_unfit): 503 redis_unavailable, nothing
  * written, no order id.
  *
+ * fenced (token's lock plus a fencing token, lc_guard_fence) keeps the
+ * same shape, the read returning the stock and the service computing
+ * stock-1 for the write, but both go through the fence (svc_fence.h): the
+ * read is a script that raises the SKU's high-water mark to the holder's
+ * token (or refuses a token below it), the write a script that applies the
+ * same three writes only while the mark still equals the token. A holder
+ * whose lease ran out while a later holder read the stock writes nothing:
+ * 409 fenced_out. The fence, not the lock, makes it exact; the lock only
+ * keeps the holders from refusing each other all the time. Pipelined, the
+ * read rides in the acquire's write (under the counter's value: the token
+ * is only known from the acquire's reply) and the write in the release's.
+ * The write checks the epoch itself (no WATCH, no MULTI: a script is one
+ * step), and a NOSCRIPT answer is sent again as EVAL — the write even
+ * after the release, safe because the fence decides whether it applies.
+ *
  * Stock resets: PUT /stock increments miaosha:{sku}:epoch in its
  * transaction, and the purchase WATCHes that key in the round trip of its
  * GET stock. A reset between the read and the commit therefore voids the
@@ -77,10 +92,13 @@
 
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_fence.h"
+#include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_outcome.h"
 #include "svc_replicas.h"
 #include "svc_shutdown.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 #include "svc_trace.h"
 
@@ -100,15 +118,31 @@ typedef struct purchase {
     int has_stock_left;
     int pipeline;                    /* the read rides with the acquire, the commit
                                         with the innermost release */
-    redisReply *read_rep[3];         /* the replies of UNWATCH, WATCH epoch and GET
-                                        stock (append_read) once sent: with the
+    redisReply *read_rep[4];         /* the replies of UNWATCH, WATCH epoch, GET
+                                        stock and (limit_per_user) HGET buyers
+                                        (append_read) once sent: with the
                                         acquire when pipelining, else by section() */
+    int read_n;                      /* how many of them append_read sent */
+    long long bought;                /* limit_per_user: the user's orders, as read */
     int read_sent;                   /* read_rep holds what came of them */
+    int64_t fence;                   /* fenced: the outer guard's fencing token */
+    char fence_epoch[32];            /* fenced: the epoch its read saw */
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
     char detail[LC_ERRSTR_LEN + 64];
-    svc_trace tr; /* this purchase's timeline (GET /trace/{sku}) */
+    svc_trace tr;         /* this purchase's timeline (GET /trace/{sku}) */
+    svc_idem id;          /* the request's Idempotency-Key, when it has one */
+    char *sold_reply;     /* with a key: the sale's reply, stored with the order */
+    uint64_t soldout_gen; /* the local sold-out flag's generation before the read */
+    lc_conn *conn;
 } purchase;
+
+/* Whether a purchase counts its user's orders: a limit is set (the HTTP
+ * layer then requires ?user=). */
+static int limited(const purchase *pu)
+{
+    return pu->s->limit_per_user > 0 && (pu->r->p.seen & SVC_P_USER);
+}
 
 static void crash_before_expire(void *arg)
 {
@@ -119,14 +153,11 @@ static void crash_before_expire(void *arg)
     _exit(3);
 }
 
-/* Builds the one reply of a purchase and records its outcome. */
-static void respond(purchase *pu, purchase_result res)
+/* The reply of a purchase, JSON text (malloc'd; NULL when out of memory). */
+static char *reply_text(const purchase *pu, purchase_result res)
 {
-    SVC_ASSERT(res >= 0 && res < PR_COUNT);
     unsigned status = svc_result[res].status;
     const char *error = svc_result[res].error;
-    if (svc_result[res].redis_error)
-        svc_stats_redis_error();
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         cJSON_AddBoolToObject(o, "ok", status == 200);
@@ -146,12 +177,45 @@ static void respond(purchase *pu, purchase_result res)
             svc_json_add_int(o, "lock_wait_ms", (long long)pu->lock_wait_ms);
             cJSON_AddBoolToObject(o, "lock_lost", pu->lock_lost);
             cJSON_AddBoolToObject(o, "deleted_other_lock", pu->deleted_other_lock);
+            if (pu->fence > 0)
+                svc_json_add_int(o, "fence", (long long)pu->fence);
         }
         if (pu->busy_wait_ms >= 0)
             svc_json_add_int(o, "wait_ms", (long long)pu->busy_wait_ms);
         cJSON_AddStringToObject(o, "instance", pu->s->instance_id);
     }
-    svc_reply_json(pu->r, status, o);
+    char *txt = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return txt;
+}
+
+/* Builds the one reply of a purchase, ends its Idempotency-Key (a sale's
+ * reply is the one stored with the order) and records its outcome. */
+static void respond(purchase *pu, purchase_result res)
+{
+    SVC_ASSERT(res >= 0 && res < PR_COUNT);
+    unsigned status = svc_result[res].status;
+    const char *error = svc_result[res].error;
+    if (svc_result[res].redis_error)
+        svc_stats_redis_error();
+    char *txt;
+    if (res == PR_SOLD && pu->sold_reply != NULL) {
+        txt = pu->sold_reply;
+        pu->sold_reply = NULL;
+    } else {
+        txt = reply_text(pu, res);
+    }
+    free(pu->sold_reply);
+    pu->sold_reply = NULL;
+    if (res == PR_SOLD_OUT && pu->s->local_sold_out)
+        svc_soldout_mark(pu->r->sku, pu->soldout_gen);
+    if (res == PR_SOLD || res == PR_NOT_REPLICATED)
+        pu->id.on = 0; /* its outcome was written with the order */
+    if (pu->id.on)
+        svc_idem_end(&pu->id, pu->r, pu->conn,
+                     res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
+                     txt ? strlen(txt) : 0);
+    svc_reply_text(pu->r, status, txt, txt ? strlen(txt) : 0, NULL);
     svc_trace_end(&pu->tr, pu->new_order_id, status, error, pu->lock_lost, pu->deleted_other_lock);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
@@ -245,24 +309,27 @@ typedef enum {
     COMMIT_RESET /* EXEC answered nil: the watched epoch changed */
 } commit_result;
 
-/* The transaction's writes, in EXEC's order. */
-static const char *const write_names[3] = {"SET stock", "INCR sold", "RPUSH orders"};
+/* The transaction's writes, in EXEC's order: the first three always, then
+ * HINCRBY buyers when the purchase has a user, SET idem with a key. */
+#define MAX_WRITES 5
+static const char *const write_names[MAX_WRITES] = {"SET stock", "INCR sold", "RPUSH orders",
+                                                    "HINCRBY buyers", "SET idempotency key"};
 
-/* Takes the five replies of MULTI, the three writes and EXEC from p (the
- * lock core read every one that came, so the connection stays in step) and
+/* Takes the replies of MULTI, the nw writes and EXEC from p (the lock core
+ * read every one that came, so the connection stays in step) and
  * classifies the outcome; on anything but COMMIT_OK the reason is in
  * pu->detail (errstr: why replies are missing). */
-static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
+static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr, int nw)
 {
-    redisReply *reps[5] = {NULL};
-    int got = 0;
+    redisReply *reps[MAX_WRITES + 2] = {NULL};
+    int got = 0, n = nw + 2;
     commit_result res = COMMIT_OK;
-    for (; got < 5; got++) {
+    for (; got < n; got++) {
         reps[got] = lc_pipe_take(p, got);
         if (reps[got] == NULL)
             break; /* connection broken: the rest did not come */
     }
-    const redisReply *exec = got == 5 ? reps[4] : NULL;
+    const redisReply *exec = got == n ? reps[n - 1] : NULL;
     if (exec == NULL) {
         snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
                  errstr[0] ? errstr : "no reply");
@@ -271,9 +338,9 @@ static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
         snprintf(pu->detail, sizeof pu->detail,
                  "the SKU's stock was reset (PUT /stock) during the purchase; nothing was written");
         res = COMMIT_RESET;
-    } else if (exec->type == REDIS_REPLY_ARRAY && exec->elements == 3) {
-        char failed[200] = "", applied[64] = "";
-        for (size_t k = 0; k < 3; k++) {
+    } else if (exec->type == REDIS_REPLY_ARRAY && exec->elements == (size_t)nw) {
+        char failed[200] = "", applied[96] = "";
+        for (size_t k = 0; k < (size_t)nw; k++) {
             const redisReply *e = exec->element[k];
             char *list = e->type == REDIS_REPLY_ERROR ? failed : applied;
             size_t size = e->type == REDIS_REPLY_ERROR ? sizeof failed : sizeof applied;
@@ -285,15 +352,15 @@ static commit_result read_commit(purchase *pu, lc_pipe *p, const char *errstr)
                 snprintf(list + used, size - used, "%s%s", used ? ", " : "", write_names[k]);
         }
         if (failed[0]) {
-            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %s; applied %s", failed,
-                     applied[0] ? applied : "nothing");
+            snprintf(pu->detail, sizeof pu->detail, "partial write: failed %.190s; applied %.90s",
+                     failed, applied[0] ? applied : "nothing");
             res = COMMIT_PARTIAL;
         }
     } else {
         /* EXECABORT: Redis discarded the transaction. Name the command
          * refused while queuing when there is one. */
         const char *why = exec->type == REDIS_REPLY_ERROR ? exec->str : "transaction discarded";
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < n - 1; i++)
             if (reps[i]->type == REDIS_REPLY_ERROR) {
                 why = reps[i]->str;
                 break;
@@ -331,6 +398,8 @@ static char *order_record(purchase *pu, long long before)
     svc_json_add_int(o, "ts_ms", (long long)now_ms);
     svc_json_add_int(o, "lock_wait_ms", (long long)pu->lock_wait_ms);
     svc_json_add_int(o, "stock_before", (long long)before);
+    if (pu->fence > 0)
+        svc_json_add_int(o, "fence", (long long)pu->fence);
     txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return txt;
@@ -342,23 +411,36 @@ static char *order_record(purchase *pu, long long before)
  * on (the reset increments the epoch), then GET stock. Three commands, one
  * write: with the acquire when pipelining (WATCH changes nothing lockcore
  * relies on: it never sends EXEC), alone otherwise. */
-#define READ_CMDS 3
-static lc_status append_read(const purchase *pu, lc_pipe *p)
+#define READ_CMDS 4
+static lc_status append_read(purchase *pu, lc_pipe *p)
 {
-    char stock_key[SVC_KEY_MAX], epoch_key[SVC_KEY_MAX];
+    if (pu->r->mode == LC_FENCED) { /* one script; token 0 before the acquire's reply */
+        pu->read_n = 1;
+        return svc_fence_append_read(p, pu->r->sku, pu->fence, limited(pu) ? pu->r->p.user : NULL,
+                                     0);
+    }
+    char stock_key[SVC_KEY_MAX], epoch_key[SVC_KEY_MAX], buyers_key[SVC_KEY_MAX];
     svc_key(stock_key, pu->r->sku, "stock");
     svc_key(epoch_key, pu->r->sku, "epoch");
+    svc_key(buyers_key, pu->r->sku, "buyers");
+    pu->read_n = limited(pu) ? 4 : 3;
     lc_status st = lc_pipe_append(p, "UNWATCH");
     if (st == LC_OK)
         st = lc_pipe_append(p, "WATCH %s", epoch_key);
     if (st == LC_OK)
         st = lc_pipe_append(p, "GET %s", stock_key);
+    /* One buy per user: the user's order count is read with the stock, in
+     * the critical section, and checked before the write, so it is exactly
+     * as atomic as the stock check is under the mode's lock (none: not at
+     * all, which is that row's lesson). */
+    if (st == LC_OK && pu->read_n == 4)
+        st = lc_pipe_append(p, "HGET %s %s", buyers_key, pu->r->p.user);
     return st;
 }
 
 static void take_read(purchase *pu, lc_pipe *p)
 {
-    for (int i = 0; i < READ_CMDS; i++)
+    for (int i = 0; i < pu->read_n; i++)
         pu->read_rep[i] = lc_pipe_take(p, i);
     pu->read_sent = 1;
 }
@@ -386,19 +468,277 @@ static lc_status acquire_reading(purchase *pu, lc_conn *conn, const lc_lock_args
     return st;
 }
 
-/* Sends the transaction in p and classifies its replies: with the
- * innermost lock's release when pipelining (that lock is then released and
- * dropped from held), else alone. */
-static commit_result commit_releasing(purchase *pu, lc_conn *conn, lc_pipe *p, lc_guard **held,
-                                      int *nheld)
+/* Sends the commit in p: with the innermost lock's release when pipelining
+ * (that lock is then released and dropped from held), else alone. Every
+ * reply that came is in p; a missing one is the caller's to report. */
+static void send_releasing(purchase *pu, lc_conn *conn, lc_pipe *p, lc_guard **held, int *nheld)
 {
     if (pu->pipeline && *nheld > 0) {
         (*nheld)--;
         release_one(pu, conn, held[*nheld], *nheld == 0, p);
     } else {
-        (void)lc_conn_pipe(conn, p); /* a missing reply is read_commit's */
+        (void)lc_conn_pipe(conn, p);
     }
-    return read_commit(pu, p, lc_conn_errstr(conn));
+}
+
+/* The lock modes' read: UNWATCH, WATCH epoch, GET stock (read_rep), into
+ * *before; *ctx is the context that carried the WATCH, for the check
+ * before the commit. PR_COUNT when read, else why not (pu->detail). */
+static purchase_result plain_read(purchase *pu, lc_conn *conn, long long *before,
+                                  redisContext **ctx)
+{
+    redisReply **pre = pu->read_rep;
+    redisReply *rep = pu->read_rep[2];
+    pu->read_rep[2] = NULL;
+    const char *pre_err = NULL;
+    for (int i = 0; i < 2 && pre_err == NULL; i++)
+        if (pre[i] != NULL && pre[i]->type == REDIS_REPLY_ERROR)
+            pre_err = pre[i]->str;
+    long long bought = 0; /* the user's orders (limit_per_user) */
+    if (pu->read_n == 4 && rep != NULL && pre_err == NULL) {
+        const redisReply *b = pre[3];
+        if (b == NULL) {
+            freeReplyObject(rep);
+            rep = NULL; /* the connection broke: unavailable, below */
+        } else if (b->type == REDIS_REPLY_ERROR) {
+            pre_err = b->str;
+        } else if (b->type == REDIS_REPLY_STRING) {
+            bought = strtoll(b->str, NULL, 10);
+        }
+    }
+    if (rep == NULL || pre_err != NULL) {
+        purchase_result res = rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
+        if (rep == NULL)
+            snprintf(pu->detail, sizeof pu->detail, "%s",
+                     lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+        else
+            snprintf(pu->detail, sizeof pu->detail, "WATCH epoch or HGET buyers: %.200s", pre_err);
+        free_read(pu);
+        freeReplyObject(rep);
+        return res;
+    }
+    free_read(pu);
+    pu->bought = bought;
+    /* The context that carried the WATCH, for the check before the commit
+     * (lc_conn_redis only replaces a context that is already broken). */
+    if ((*ctx = lc_conn_redis(conn)) == NULL) {
+        snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
+        freeReplyObject(rep);
+        return PR_REDIS_UNAVAILABLE;
+    }
+    if (rep->type == REDIS_REPLY_STRING) {
+        char *end = NULL;
+        *before = strtoll(rep->str, &end, 10);
+        if (end == rep->str || *end != '\0') {
+            snprintf(pu->detail, sizeof pu->detail, "stock key holds a non-integer value");
+            freeReplyObject(rep);
+            return PR_BAD_STOCK_VALUE;
+        }
+    } else if (rep->type == REDIS_REPLY_ERROR) {
+        /* Redis answered (e.g. WRONGTYPE: the stock key is not a string):
+         * the server's data is wrong, Redis is not unavailable. */
+        snprintf(pu->detail, sizeof pu->detail, "GET stock: %.200s", rep->str);
+        freeReplyObject(rep);
+        return PR_REDIS_ERROR;
+    } /* nil: never stocked, 0 */
+    freeReplyObject(rep);
+    return PR_COUNT;
+}
+
+/* The fenced read (svc_fence.h) from read_rep[0], into *before and
+ * pu->fence_epoch; *ctx as plain_read's. A NOSCRIPT answer (SCRIPT FLUSH,
+ * a restarted Redis: nothing ran) is read again as EVAL, still holding
+ * the lock, under this holder's own token. A pipelined read ran under the
+ * fence counter's value: when that is not this holder's token, a later
+ * holder took the lock between the acquire and the read, and this one is
+ * fenced out. PR_COUNT when read, else why not (pu->detail). */
+static purchase_result fenced_read(purchase *pu, lc_conn *conn, long long *before,
+                                   redisContext **ctx)
+{
+    redisReply *rep = pu->read_rep[0];
+    pu->read_rep[0] = NULL;
+    free_read(pu);
+    if (svc_fence_noscript(rep)) {
+        freeReplyObject(rep);
+        rep = NULL;
+        lc_pipe p;
+        lc_pipe_init(&p);
+        if (svc_fence_append_read(&p, pu->r->sku, pu->fence, limited(pu) ? pu->r->p.user : NULL,
+                                  1) != LC_OK) {
+            lc_pipe_clear(&p);
+            snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+            return PR_OUT_OF_MEMORY;
+        }
+        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+        rep = lc_pipe_take(&p, 0);
+        lc_pipe_clear(&p);
+    }
+    svc_fence_read fr;
+    purchase_result res = svc_fence_parse_read(rep, &fr, pu->detail, sizeof pu->detail);
+    if (rep == NULL)
+        snprintf(pu->detail, sizeof pu->detail, "%s",
+                 lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+    freeReplyObject(rep);
+    if (res == PR_COUNT && fr.token != pu->fence) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "the stock was read under fencing token %lld, not this holder's %lld: a later "
+                 "holder took the lock before the read; nothing was written",
+                 (long long)fr.token, (long long)pu->fence);
+        res = PR_FENCED_OUT;
+    }
+    if (res != PR_COUNT)
+        return res;
+    if ((*ctx = lc_conn_redis(conn)) == NULL) {
+        snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
+        return PR_REDIS_UNAVAILABLE;
+    }
+    *before = fr.stock;
+    pu->bought = fr.bought;
+    snprintf(pu->fence_epoch, sizeof pu->fence_epoch, "%s", fr.epoch);
+    return PR_COUNT;
+}
+
+/* With an Idempotency-Key: the reply this sale will give, kept in
+ * pu->sold_reply for respond and returned as the value stored under the
+ * key ("<done prefix><reply>", malloc'd) in the same step as the order, so
+ * a replay gets exactly it. NULL without a key or when memory ran out
+ * (*oom then 1). */
+static char *idem_value(purchase *pu, long long before, int *oom)
+{
+    *oom = 0;
+    if (!pu->id.on)
+        return NULL;
+    pu->stock_left = before - 1;
+    pu->has_stock_left = 1;
+    pu->sold_reply = reply_text(pu, PR_SOLD);
+    pu->has_stock_left = 0;
+    char prefix[SVC_IDEM_FP_MAX + 16];
+    svc_idem_done_prefix(&pu->id, 200, prefix, sizeof prefix);
+    size_t plen = strlen(prefix), blen = pu->sold_reply ? strlen(pu->sold_reply) : 0;
+    char *v = pu->sold_reply ? malloc(plen + blen + 1) : NULL;
+    if (v == NULL) {
+        *oom = 1;
+        return NULL;
+    }
+    memcpy(v, prefix, plen);
+    memcpy(v + plen, pu->sold_reply, blen + 1);
+    return v;
+}
+
+/* The lock modes' commit: MULTI; SET stock before-1; INCR sold; RPUSH
+ * orders rec; [HINCRBY buyers user 1;] [SET idempotency key;] EXEC
+ * (send_releasing). PR_SOLD, or why not (pu->detail; pu->order_id cleared
+ * when no such order can exist). */
+static purchase_result plain_write(purchase *pu, lc_conn *conn, const char *rec, long long before,
+                                   lc_guard **held, int *nheld)
+{
+    svc_req *r = pu->r;
+    char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX],
+        buyers_key[SVC_KEY_MAX];
+    svc_key(stock_key, r->sku, "stock");
+    svc_key(sold_key, r->sku, "sold");
+    svc_key(orders_key, r->sku, "orders");
+    svc_key(buyers_key, r->sku, "buyers");
+    int oom;
+    char *idem_val = idem_value(pu, before, &oom);
+    int has_user = (r->p.seen & SVC_P_USER) != 0;
+    int nw = 3 + has_user + pu->id.on;
+    /* One round trip: the transaction's replies are +OK, +QUEUED per
+     * write, then EXEC's array. The buyers hash counts every user's
+     * orders (limit_per_user, the audit's duplicate_buyers). */
+    lc_pipe tx;
+    lc_pipe_init(&tx);
+    if (oom || lc_pipe_append(&tx, "MULTI") != LC_OK ||
+        lc_pipe_append(&tx, "SET %s %lld", stock_key, before - 1) != LC_OK ||
+        lc_pipe_append(&tx, "INCR %s", sold_key) != LC_OK ||
+        lc_pipe_append(&tx, "RPUSH %s %b", orders_key, rec, strlen(rec)) != LC_OK ||
+        (has_user && lc_pipe_append(&tx, "HINCRBY %s %s 1", buyers_key, r->p.user) != LC_OK) ||
+        (pu->id.on && lc_pipe_append(&tx, "SET %s %s PX %lld", pu->id.rkey, idem_val,
+                                     (long long)pu->s->idem_ttl_ms) != LC_OK) ||
+        lc_pipe_append(&tx, "EXEC") != LC_OK) {
+        free(idem_val);
+        lc_pipe_clear(&tx);
+        pu->order_id[0] = '\0';
+        snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+        return PR_OUT_OF_MEMORY;
+    }
+    free(idem_val);
+    send_releasing(pu, conn, &tx, held, nheld);
+    commit_result cr = read_commit(pu, &tx, lc_conn_errstr(conn), nw);
+    lc_pipe_clear(&tx);
+    switch (cr) {
+    case COMMIT_OK: break;
+    case COMMIT_REFUSED:
+        pu->order_id[0] = '\0'; /* no such order anywhere */
+        return PR_REDIS_ERROR;
+    case COMMIT_PARTIAL:
+        /* The order id goes back with the 503 so a client can reconcile. */
+        svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, pu->order_id, pu->detail);
+        return PR_REDIS_ERROR;
+    case COMMIT_UNKNOWN: return PR_REDIS_UNAVAILABLE; /* with the order id */
+    case COMMIT_RESET:
+        pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
+        return PR_STOCK_RESET;
+    }
+    return PR_SOLD;
+}
+
+/* The fenced commit: one script (svc_fence.h) with the same three writes,
+ * applied only while this holder's token is the stock's high-water mark
+ * and the epoch is the one its read saw (send_releasing). A NOSCRIPT
+ * answer means it did not run; it goes again as EVAL, alone — after the
+ * release when pipelining, which is safe: the fence, not the lock, decides
+ * whether it applies, and a later holder's read has moved the mark past
+ * this token by then if there was one. PR_SOLD, or why not (pu->detail;
+ * pu->order_id cleared when nothing was written). */
+static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec, long long before,
+                                    lc_guard **held, int *nheld)
+{
+    int oom;
+    char *idem_val = idem_value(pu, before, &oom);
+    svc_fence_extra x = {
+        .user = (pu->r->p.seen & SVC_P_USER) ? pu->r->p.user : NULL,
+        .idem_key = pu->id.on ? pu->id.rkey : NULL,
+        .idem_val = idem_val,
+        .idem_ttl_ms = pu->s->idem_ttl_ms,
+    };
+    lc_pipe w;
+    lc_pipe_init(&w);
+    redisReply *rep = NULL;
+    int built = !oom && svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch,
+                                               before - 1, rec, strlen(rec), &x, 0) == LC_OK;
+    if (built) {
+        send_releasing(pu, conn, &w, held, nheld);
+        rep = lc_pipe_take(&w, 0);
+        lc_pipe_clear(&w);
+        if (svc_fence_noscript(rep)) {
+            freeReplyObject(rep);
+            rep = NULL;
+            built = svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch, before - 1,
+                                           rec, strlen(rec), &x, 1) == LC_OK;
+            if (built) {
+                (void)lc_conn_pipe(conn, &w);
+                rep = lc_pipe_take(&w, 0);
+            }
+        }
+    }
+    lc_pipe_clear(&w);
+    free(idem_val);
+    if (!built) {
+        pu->order_id[0] = '\0';
+        snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
+        return PR_OUT_OF_MEMORY;
+    }
+    if (rep == NULL) { /* with the order id: it may have been written */
+        snprintf(pu->detail, sizeof pu->detail, "commit outcome unknown: %.200s",
+                 lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+        return PR_REDIS_UNAVAILABLE;
+    }
+    purchase_result res = svc_fence_parse_write(rep, pu->fence, pu->detail, sizeof pu->detail);
+    freeReplyObject(rep);
+    if (res != PR_SOLD)
+        pu->order_id[0] = '\0';
+    return res;
 }
 
 /* The stock read (or the one that rode with the acquire) and, when there is
@@ -409,14 +749,8 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
                                int *nheld)
 {
     svc_req *r = pu->r;
-    char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
     redisContext *ctx = NULL;
-    redisReply *rep;
     long long before = 0;
-
-    svc_key(stock_key, r->sku, "stock");
-    svc_key(sold_key, r->sku, "sold");
-    svc_key(orders_key, r->sku, "orders");
 
     if (!pu->read_sent) { /* not pipelined: the read's own round trip */
         lc_pipe p;
@@ -431,50 +765,19 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
             return PR_OUT_OF_MEMORY;
         }
     }
-    redisReply **pre = pu->read_rep;
-    rep = pu->read_rep[2];
-    pu->read_rep[2] = NULL;
-    const char *pre_err = NULL;
-    for (int i = 0; i < 2 && pre_err == NULL; i++)
-        if (pre[i] != NULL && pre[i]->type == REDIS_REPLY_ERROR)
-            pre_err = pre[i]->str;
-    if (rep == NULL || pre_err != NULL) {
-        purchase_result res = rep == NULL ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
-        if (rep == NULL)
-            snprintf(pu->detail, sizeof pu->detail, "%s",
-                     lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
-        else
-            snprintf(pu->detail, sizeof pu->detail, "WATCH epoch: %.200s", pre_err);
-        free_read(pu);
-        freeReplyObject(rep);
-        return res;
-    }
-    free_read(pu);
-    /* The context that carried the WATCH, for the check before the commit
-     * (lc_conn_redis only replaces a context that is already broken). */
-    if ((ctx = lc_conn_redis(conn)) == NULL) {
-        snprintf(pu->detail, sizeof pu->detail, "%s", lc_conn_errstr(conn));
-        freeReplyObject(rep);
-        return PR_REDIS_UNAVAILABLE;
-    }
-    if (rep->type == REDIS_REPLY_STRING) {
-        char *end = NULL;
-        before = strtoll(rep->str, &end, 10);
-        if (end == rep->str || *end != '\0') {
-            snprintf(pu->detail, sizeof pu->detail, "stock key holds a non-integer value");
-            freeReplyObject(rep);
-            return PR_BAD_STOCK_VALUE;
-        }
-    } else if (rep->type == REDIS_REPLY_ERROR) {
-        /* Redis answered (e.g. WRONGTYPE: the stock key is not a string):
-         * the server's data is wrong, Redis is not unavailable. */
-        snprintf(pu->detail, sizeof pu->detail, "GET stock: %.200s", rep->str);
-        freeReplyObject(rep);
-        return PR_REDIS_ERROR;
-    } /* nil: never stocked, 0 */
-    freeReplyObject(rep);
+    purchase_result rr = r->mode == LC_FENCED ? fenced_read(pu, conn, &before, &ctx)
+                                              : plain_read(pu, conn, &before, &ctx);
+    if (rr != PR_COUNT)
+        return rr;
     svc_trace_read(&pu->tr, before);
 
+    if (limited(pu) && pu->bought >= pu->s->limit_per_user) {
+        snprintf(pu->detail, sizeof pu->detail,
+                 "user %s already holds %lld order(s) of this sku (purchase.limit_per_user = "
+                 "%lld); nothing was written",
+                 r->p.user, pu->bought, pu->s->limit_per_user);
+        return PR_LIMIT_REACHED;
+    }
     if (before <= 0) {
         pu->stock_left = before < 0 ? before : 0;
         pu->has_stock_left = 1;
@@ -502,6 +805,12 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         return PR_REDIS_UNAVAILABLE;
     }
 
+    /* redlock: the lock is only promised for its validity. A holder past
+     * it reports lock_lost, as token's does when its lease ran out — and,
+     * like token's, still writes: the lock cannot stop a paused holder,
+     * which is the lesson the slow cell shows (docs/locks.md). */
+    if (*nheld > 0 && lc_guard_validity_ms(held[0]) == 0)
+        pu->lock_lost = 1;
     memcpy(pu->order_id, pu->new_order_id, sizeof pu->order_id);
     char *rec = order_record(pu, before);
     if (rec == NULL) {
@@ -509,41 +818,15 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
         return PR_OUT_OF_MEMORY;
     }
-    /* One round trip: the transaction's replies are +OK, +QUEUED x3, then
-     * EXEC's array. */
-    lc_pipe tx;
-    lc_pipe_init(&tx);
-    if (lc_pipe_append(&tx, "MULTI") != LC_OK ||
-        lc_pipe_append(&tx, "SET %s %lld", stock_key, before - 1) != LC_OK ||
-        lc_pipe_append(&tx, "INCR %s", sold_key) != LC_OK ||
-        lc_pipe_append(&tx, "RPUSH %s %b", orders_key, rec, strlen(rec)) != LC_OK ||
-        lc_pipe_append(&tx, "EXEC") != LC_OK) {
-        free(rec);
-        lc_pipe_clear(&tx);
-        pu->order_id[0] = '\0';
-        snprintf(pu->detail, sizeof pu->detail, "out of memory; nothing was written");
-        return PR_OUT_OF_MEMORY;
-    }
+    purchase_result wr = r->mode == LC_FENCED ? fenced_write(pu, conn, rec, before, held, nheld)
+                                              : plain_write(pu, conn, rec, before, held, nheld);
     free(rec);
-    commit_result cr = commit_releasing(pu, conn, &tx, held, nheld);
-    lc_pipe_clear(&tx);
-    switch (cr) {
-    case COMMIT_OK:
-        if (svc_wait_replicas(pu->s, conn, pu->detail, sizeof pu->detail) != 0)
-            return PR_NOT_REPLICATED; /* with the order id: written on the master */
-        break;
-    case COMMIT_REFUSED:
-        pu->order_id[0] = '\0'; /* no such order anywhere */
-        return PR_REDIS_ERROR;
-    case COMMIT_PARTIAL:
-        /* The order id goes back with the 503 so a client can reconcile. */
-        svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, pu->order_id, pu->detail);
-        return PR_REDIS_ERROR;
-    case COMMIT_UNKNOWN: return PR_REDIS_UNAVAILABLE; /* with the order id */
-    case COMMIT_RESET:
-        pu->order_id[0] = '\0'; /* discarded: no such order anywhere */
-        return PR_STOCK_RESET;
-    }
+    if (wr != PR_SOLD)
+        return wr;
+    /* After the plain EXEC and after the fenced script alike: the sale, its
+     * buyer count and its Idempotency-Key value went in one step. */
+    if (svc_wait_replicas(pu->s, conn, pu->detail, sizeof pu->detail) != 0)
+        return PR_NOT_REPLICATED; /* with the order id: written on the master */
     svc_trace_written(&pu->tr, before - 1);
     pu->stock_left = before - 1;
     pu->has_stock_left = 1;
@@ -555,7 +838,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     purchase pu;
     const svc_settings *s = r->s;
     const svc_params *p = &r->p;
-    char lock_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
+    char lock_key[SVC_KEY_MAX], fence_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
     lc_guard *held[1 + 64];
     int nheld = 0;
     uuid_t u;
@@ -563,6 +846,8 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     memset(&pu, 0, sizeof pu);
     pu.r = r;
     pu.s = s;
+    pu.conn = conn;
+    pu.soldout_gen = svc_soldout_gen(r->sku);
     pu.slot = svc_stats_sku_slot(r->sku);
     pu.wait_us = -1;
     pu.gave_up_us = -1;
@@ -576,14 +861,37 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
     int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
     pu.pipeline = (p->seen & SVC_P_PIPELINE) ? p->pipeline : s->pipeline;
+    /* redlock's acquire goes to its lock masters and the stock read to the
+     * data server: nothing shares a connection, so nothing is pipelined
+     * (and the reply's "pipeline" says so). */
+    if (r->mode == LC_REDLOCK)
+        pu.pipeline = 0;
     purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, pu.detail, sizeof pu.detail);
     if (not_now != PR_COUNT) {
         respond(&pu, not_now);
         return;
     }
+    if (r->idem[0]) {
+        /* The marker outlives the longest this purchase can take: every
+         * lock wait, work_ms and a few round trips. */
+        int64_t marker_ms = (1 + p->reenter) * wait_ms + work_ms + 8LL * s->command_timeout_ms +
+                            5000;
+        int rc = svc_idem_begin(&pu.id, r, conn, marker_ms, &not_now, pu.detail, sizeof pu.detail);
+        if (rc == 1) {
+            svc_trace_end(&pu.tr, NULL, r->status, "replayed", 0, 0);
+            svc_stats_purchase(r->mode, pu.slot, SVC_OUT_REPLAYED, 0, 0, svc_now_us() - r->t0_us,
+                               -1);
+            return;
+        }
+        if (rc < 0) {
+            respond(&pu, not_now);
+            return;
+        }
+    }
     int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
 
     svc_lock_key(lock_key, r->sku, r->mode);
+    svc_key(fence_key, r->sku, "fence");
     uuid_generate_random(u);
     uuid_unparse_lower(u, owner);
     /* The order id too, so that the critical section does not wait for it. */
@@ -593,6 +901,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
     memset(&a, 0, sizeof a);
     a.mode = r->mode;
     a.key = lock_key;
+    a.fence_key = fence_key; /* fenced's counter; the other modes ignore it */
     a.owner = owner;
     if (p->seen & SVC_P_LEASE_MS)
         a.lease_ms = p->lease_ms;
@@ -616,11 +925,13 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         pu.wait_us = now - t;
         /* The key's TTL was set before lc_acquire returned, so it is gone
          * lease_ms later at the latest (+1 ms: Redis's millisecond expiry
-         * check). Only for setnx and token, whose lease is set once:
-         * reentrant's is refreshed by re-entries and partial releases. */
-        if (r->mode == LC_SETNX || r->mode == LC_TOKEN)
+         * check). Only for setnx, token and fenced, whose lease is set
+         * once: reentrant's is refreshed by re-entries and partial
+         * releases. */
+        if (r->mode == LC_SETNX || r->mode == LC_TOKEN || r->mode == LC_FENCED)
             pu.lease_gone_us = now + (a.lease_ms + 1) * 1000;
         pu.lock_wait_ms = lc_guard_wait_ms(g);
+        pu.fence = lc_guard_fence(g);
         svc_trace_acquired(&pu.tr, lc_guard_owner_token(g));
         held[nheld++] = g;
         if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {

@@ -18,6 +18,9 @@
 #include "svc_mode.h"
 #include "svc_params.h"
 
+/* An Idempotency-Key header: 1..64 bytes of [A-Za-z0-9_:.-]. */
+#define SVC_IDEM_KEY_MAX 64
+
 typedef struct svc_req svc_req;
 /* A route's work on a worker thread: fills r's reply through the helpers
  * below. conn is the worker's own connection, NULL when it could not be
@@ -51,6 +54,9 @@ struct svc_req {
     char sku[SVC_SKU_MAX + 1]; /* purchase/stock/orders */
     int is_put;                /* PUT /stock */
     svc_params p;
+    char idem[SVC_IDEM_KEY_MAX + 1]; /* Idempotency-Key header; "" when absent */
+    int replayed;                    /* the reply is a stored one: the daemon
+                                        adds Idempotent-Replayed: true */
 
     /* body */
     char *body;

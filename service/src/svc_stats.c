@@ -111,6 +111,7 @@ static pthread_mutex_t sku_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t http_status[600];
 static _Atomic uint64_t redis_errors;
 static _Atomic long inflight;
+static _Atomic uint64_t sold_out_local;
 static int64_t started_us;
 
 void svc_stats_init(void)
@@ -186,10 +187,16 @@ void svc_stats_inflight(int delta)
     atomic_fetch_add_explicit(&inflight, delta, memory_order_relaxed);
 }
 
+void svc_stats_sold_out_local(void)
+{
+    atomic_fetch_add_explicit(&sold_out_local, 1, memory_order_relaxed);
+}
+
 /* ---- rendering ---- */
 
 static const char *out_names[SVC_OUT_COUNT] = {
-    "sold", "sold_out", "lock_busy", "errors", "bad_requests", "client_gone", "stock_reset"};
+    "sold",        "sold_out",   "lock_busy",     "errors",   "bad_requests",         "client_gone",
+    "stock_reset", "fenced_out", "limit_reached", "replayed", "idempotency_conflicts"};
 
 static uint64_t ld(_Atomic uint64_t *a)
 {
@@ -233,9 +240,11 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
     svc_buf_printf(&b, "\",\"master\":\"");
     put_escaped(&b, master);
     svc_buf_printf(&b, "\",\"master_switches\":%llu", (unsigned long long)ls.master_switches);
-    svc_buf_printf(&b, ",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,",
+    svc_buf_printf(&b,
+                   ",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,"
+                   "\"sold_out_local\":%llu,",
                    (double)(svc_now_us() - started_us) / 1e6, (unsigned long long)ld(&redis_errors),
-                   atomic_load(&inflight));
+                   atomic_load(&inflight), (unsigned long long)ld(&sold_out_local));
     /* Locks a timed-out acquire took after its request had answered 503,
      * and what lockcore's cleanup did about them (lockcore.h). */
     svc_buf_printf(&b,
@@ -373,7 +382,14 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "Purchases whose client had closed its connection before the lock or the commit (HTTP "
         "499, nothing written).",
         "Purchases whose commit a stock reset (PUT /stock) voided (HTTP 409 stock_reset, "
-        "nothing written)."};
+        "nothing written).",
+        "Purchases the fence refused: a later lock holder had read the stock since this holder "
+        "did, its lease having run out (HTTP 409 fenced_out, nothing written; mode fenced).",
+        "Purchases refused because the user holds purchase.limit_per_user orders (HTTP 409 "
+        "limit_reached).",
+        "Idempotency-Key replays answered with the stored reply.",
+        "Idempotency-Key requests refused: the first is still running (HTTP 409 in_progress) "
+        "or the key came with other parameters (HTTP 422 idempotency_key_reused)."};
 
     for (int o = 0; o < SVC_OUT_COUNT; o++)
         put_cell_counter(&b, out_names[o], help[o], cell_outcome, o, nskus);
@@ -409,8 +425,12 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "# HELP miaosha_redis_up 1 when the background probe reached Redis.\n"
         "# TYPE miaosha_redis_up gauge\nmiaosha_redis_up %d\n"
         "# HELP miaosha_inflight_purchases Purchases handed to workers, not finished.\n"
-        "# TYPE miaosha_inflight_purchases gauge\nmiaosha_inflight_purchases %ld\n",
-        (unsigned long long)ld(&redis_errors), redis_up ? 1 : 0, atomic_load(&inflight));
+        "# TYPE miaosha_inflight_purchases gauge\nmiaosha_inflight_purchases %ld\n"
+        "# HELP miaosha_sold_out_local_total Purchases answered 409 sold_out from the local "
+        "sold-out flag, without Redis.\n"
+        "# TYPE miaosha_sold_out_local_total counter\nmiaosha_sold_out_local_total %llu\n",
+        (unsigned long long)ld(&redis_errors), redis_up ? 1 : 0, atomic_load(&inflight),
+        (unsigned long long)ld(&sold_out_local));
     struct {
         const char *name, *type, *help;
         uint64_t v;

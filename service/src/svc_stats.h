@@ -38,13 +38,17 @@
 /* How a purchase ended, as /stats and /metrics count it (svc_purchase.c
  * maps each of its results to one). */
 typedef enum {
-    SVC_OUT_SOLD = 0,    /* 200 */
-    SVC_OUT_SOLD_OUT,    /* 409 */
-    SVC_OUT_LOCK_BUSY,   /* 429 */
-    SVC_OUT_ERROR,       /* 503: Redis unavailable/error, overloaded, shutting down */
-    SVC_OUT_BAD_REQUEST, /* rejected by validation (400/401/403) */
-    SVC_OUT_CLIENT_GONE, /* 499: the client left before the lock or the commit */
-    SVC_OUT_STOCK_RESET, /* 409 stock_reset: PUT /stock voided the commit */
+    SVC_OUT_SOLD = 0,      /* 200 */
+    SVC_OUT_SOLD_OUT,      /* 409 */
+    SVC_OUT_LOCK_BUSY,     /* 429 */
+    SVC_OUT_ERROR,         /* 503: Redis unavailable/error, overloaded, shutting down */
+    SVC_OUT_BAD_REQUEST,   /* rejected by validation (400/401/403) */
+    SVC_OUT_CLIENT_GONE,   /* 499: the client left before the lock or the commit */
+    SVC_OUT_STOCK_RESET,   /* 409 stock_reset: PUT /stock voided the commit */
+    SVC_OUT_FENCED_OUT,    /* 409 fenced_out: the fence refused a stale holder */
+    SVC_OUT_LIMIT_REACHED, /* 409 limit_reached: the user holds purchase.limit_per_user */
+    SVC_OUT_REPLAYED,      /* an Idempotency-Key replay: the stored reply again */
+    SVC_OUT_IDEM_CONFLICT, /* 409 in_progress, 422 idempotency_key_reused */
     SVC_OUT_COUNT
 } svc_outcome;
 
@@ -75,13 +79,16 @@ void svc_stats_redis_error(void);
 /* Purchases handed to workers and not finished (gauge): +1 when one is
  * queued, -1 when its job is done. */
 void svc_stats_inflight(int delta);
+/* One purchase answered 409 sold_out from the local sold-out flag, without
+ * Redis (miaosha_sold_out_local_total; it is counted as sold_out too). */
+void svc_stats_sold_out_local(void);
 
 /* The GET /stats body: {"ok":true,"instance":...,"uptime_s":...,
  * "redis_errors":...,"inflight":...,"orphan_locks":{"adopted","released",
  * "unresolved"} (lockcore's orphan cleanup, lc_stats.orphans_*; zeros when
  * client is NULL),"modes":{<mode>:{requests, one count
  * per outcome (sold, sold_out, lock_busy, errors, bad_requests,
- * client_gone, stock_reset), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
+ * client_gone, stock_reset, fenced_out), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
  * {count,p50,p90,p99,max}}}}. instance is JSON-escaped. Returns a malloc'd
  * NUL-terminated string the caller frees, with its length in *len; NULL on
  * out of memory (*len untouched). */

@@ -1,7 +1,8 @@
 /* svc_stock.c — stock administration and the audit:
- *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders and
- *                       the lock keys, bump the epoch (voiding purchases
- *                       in flight): one MULTI/EXEC round trip
+ *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders,
+ *                       the lock keys and the fenced mode's high-water
+ *                       mark, bump the epoch (voiding purchases in
+ *                       flight): one MULTI/EXEC round trip
  *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
  *                       oversold = max(0, sold - (initial - stock))
  *                       undersold = max(0, (initial - stock) - sold)
@@ -16,6 +17,7 @@
 
 #include "svc_check.h"
 #include "svc_keys.h"
+#include "svc_soldout.h"
 #include "svc_stats.h"
 
 /* cJSON's parser records its last error in a global even in
@@ -47,11 +49,20 @@ static redisContext *job_redis(svc_req *r, lc_conn *conn)
 }
 
 /* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
- * the modes that keep one in Redis (svc_lock_key). */
+ * the modes that keep one in Redis (svc_lock_key); the fenced mode's
+ * high-water mark (svc_fence.h). Its fence counter, miaosha:{sku}:fence,
+ * is not here on purpose: a reset keeps it. A holder from before the reset
+ * may still be running with its token, and fencing works only while every
+ * later grant draws a larger number than every earlier one; a counter
+ * reset to 0 would hand out numbers below that holder's, and below the
+ * mark, so new buyers would be fenced out and a stale one let in. The
+ * mark can go (a stale read's write is voided by the epoch anyway, and
+ * the next read sets it again): it describes reads of the old stock. */
 typedef struct sku_keys {
     char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX];
-    char epoch[SVC_KEY_MAX];
+    char epoch[SVC_KEY_MAX], fence_hwm[SVC_KEY_MAX], buyers[SVC_KEY_MAX];
     char lock_setnx[SVC_KEY_MAX], lock_token[SVC_KEY_MAX], lock_reentrant[SVC_KEY_MAX];
+    char lock_fenced[SVC_KEY_MAX];
 } sku_keys;
 
 static void sku_keys_init(sku_keys *k, const char *sku)
@@ -61,9 +72,12 @@ static void sku_keys_init(sku_keys *k, const char *sku)
     svc_key(k->sold, sku, "sold");
     svc_key(k->orders, sku, "orders");
     svc_key(k->epoch, sku, "epoch");
+    svc_key(k->fence_hwm, sku, "fence_hwm");
+    svc_key(k->buyers, sku, "buyers");
     svc_lock_key(k->lock_setnx, sku, LC_SETNX);
     svc_lock_key(k->lock_token, sku, LC_TOKEN);
     svc_lock_key(k->lock_reentrant, sku, LC_REENTRANT);
+    svc_lock_key(k->lock_fenced, sku, LC_FENCED);
 }
 
 /* Reads n pipelined replies into reps (all of them, so the connection stays
@@ -103,7 +117,7 @@ static long long as_int(const redisReply *rep)
 }
 
 static cJSON *audit_json(const char *sku, long long stock, long long initial, long long sold,
-                         long long orders)
+                         long long orders, long long duplicate_buyers)
 {
     long long taken = initial - stock;
     long long over = sold - taken, under = taken - sold;
@@ -118,13 +132,14 @@ static cJSON *audit_json(const char *sku, long long stock, long long initial, lo
     svc_json_add_int(o, "orders", (long long)orders);
     svc_json_add_int(o, "oversold", (long long)(over > 0 ? over : 0));
     svc_json_add_int(o, "undersold", (long long)(under > 0 ? under : 0));
+    svc_json_add_int(o, "duplicate_buyers", duplicate_buyers);
     return o;
 }
 
 void svc_stock_get_job(svc_req *r, lc_conn *conn)
 {
     char why[256];
-    redisReply *reps[4];
+    redisReply *reps[5];
     sku_keys k;
     redisContext *ctx = job_redis(r, conn);
     if (ctx == NULL)
@@ -134,13 +149,21 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
     redisAppendCommand(ctx, "GET %s", k.initial);
     redisAppendCommand(ctx, "GET %s", k.sold);
     redisAppendCommand(ctx, "LLEN %s", k.orders);
-    if (read_replies(ctx, reps, 4, why, sizeof why) != 0) {
+    redisAppendCommand(ctx, "HVALS %s", k.buyers);
+    if (read_replies(ctx, reps, 5, why, sizeof why) != 0) {
         redis_fail(r, why);
         return;
     }
+    /* Users holding more orders than purchase.limit_per_user; with no
+     * limit (0), users holding more than one. */
+    long long dup = 0, allowed = r->s->limit_per_user > 0 ? r->s->limit_per_user : 1;
+    if (reps[4]->type == REDIS_REPLY_ARRAY)
+        for (size_t i = 0; i < reps[4]->elements; i++)
+            if (as_int(reps[4]->element[i]) > allowed)
+                dup++;
     cJSON *o = audit_json(r->sku, as_int(reps[0]), as_int(reps[1]), as_int(reps[2]),
-                          as_int(reps[3]));
-    for (int i = 0; i < 4; i++)
+                          as_int(reps[3]), dup);
+    for (int i = 0; i < 5; i++)
         freeReplyObject(reps[i]);
     svc_reply_json(r, 200, o);
 }
@@ -148,7 +171,7 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
     char why[256];
-    redisReply *reps[7];
+    redisReply *reps[8];
     long long n = (long long)r->p.stock;
     sku_keys k;
     redisContext *ctx = job_redis(r, conn);
@@ -159,25 +182,29 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
     redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
     redisAppendCommand(ctx, "SET %s 0", k.sold);
-    redisAppendCommand(ctx, "DEL %s %s %s %s", k.orders, k.lock_setnx, k.lock_token,
-                       k.lock_reentrant);
+    redisAppendCommand(ctx, "DEL %s %s %s %s %s %s %s", k.orders, k.buyers, k.lock_setnx,
+                       k.lock_token, k.lock_reentrant, k.lock_fenced, k.fence_hwm);
     /* Voids the commit of every purchase that read the old stock (they
      * WATCH this key): see svc_purchase.c. */
     redisAppendCommand(ctx, "INCR %s", k.epoch);
+    /* Every instance's local sold-out flag of this SKU clears on it
+     * (svc_soldout.h). */
+    redisAppendCommand(ctx, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, r->sku);
     redisAppendCommand(ctx, "EXEC");
-    if (read_replies(ctx, reps, 7, why, sizeof why) != 0) {
+    if (read_replies(ctx, reps, 8, why, sizeof why) != 0) {
         redis_fail(r, why);
         return;
     }
-    int ok = reps[6]->type == REDIS_REPLY_ARRAY && reps[6]->elements == 5;
-    for (int i = 0; i < 7; i++)
+    int ok = reps[7]->type == REDIS_REPLY_ARRAY && reps[7]->elements == 6;
+    for (int i = 0; i < 8; i++)
         freeReplyObject(reps[i]);
     if (!ok) {
         redis_fail(r, "transaction aborted");
         return;
     }
+    svc_soldout_clear(r->sku); /* this instance at once; the others by the message */
     svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
-    svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0));
+    svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0, 0));
 }
 
 void svc_orders_job(svc_req *r, lc_conn *conn)

@@ -19,6 +19,7 @@
 #include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_mode.h"
 
 _Static_assert(sizeof(svc_trace) <= SVC_TRACE_REC_BYTES, "svc_trace grew past its stated size");
 
@@ -141,6 +142,16 @@ void svc_trace_written(svc_trace *t, long long stock)
     t->flags |= F_WRITTEN;
 }
 
+void svc_trace_step(svc_trace *t, long long read, long long written)
+{
+    if (!t->on)
+        return;
+    svc_trace_read(t, read);
+    t->t[SVC_T_COMMITTED] = t->t[SVC_T_READ];
+    t->stock_written = written;
+    t->flags |= F_WRITTEN;
+}
+
 void svc_trace_released(svc_trace *t, int lc_status_value)
 {
     if (!t->on)
@@ -212,7 +223,7 @@ static void put_record(svc_buf *b, const svc_trace *t, const char *instance)
     svc_buf_printf(b, ",\"worker\":%d", t->worker);
     put_str(b, "order_id", t->order_id);
     put_str(b, "user", (t->flags & F_USER) ? t->user : NULL);
-    put_str(b, "mode", lc_mode_name((lc_mode)t->mode));
+    put_str(b, "mode", svc_mode_name((svc_mode)t->mode));
     for (int p = 0; p < SVC_T_COUNT; p++)
         put_time(b, names[p], t->t[p]);
     if (t->flags & F_READ)

@@ -80,6 +80,9 @@ void svc_trace_acquired(svc_trace *t, const char *owner_token);
 void svc_trace_read(svc_trace *t, long long stock);
 /* The stock value the committed SET wrote. Stamps SVC_T_COMMITTED. */
 void svc_trace_written(svc_trace *t, long long stock);
+/* A read and a write done in one atomic step (the lua mode's script, which
+ * takes no lock): stamps SVC_T_READ and SVC_T_COMMITTED with one time. */
+void svc_trace_step(svc_trace *t, long long read, long long written);
 /* The outer release's lc_status. Stamps SVC_T_RELEASED. */
 void svc_trace_released(svc_trace *t, int lc_status_value);
 /* Finishes and publishes the record: order_id (the id minted before the

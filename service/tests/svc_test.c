@@ -209,11 +209,12 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     size_t n = size * nmemb;
     header_value(data, n, "Allow:", r->allow, sizeof r->allow);
     header_value(data, n, "Content-Type:", r->ctype, sizeof r->ctype);
+    header_value(data, n, "Idempotent-Replayed:", r->replayed, sizeof r->replayed);
     return n;
 }
 
 static int do_req(CURL *c, const svc_server *s, const char *method, const char *path,
-                  const char *body, const char *auth, svc_resp *out)
+                  const char *body, const char *auth, const char *header, svc_resp *out)
 {
     char url[16384];
     membuf m = {0};
@@ -250,6 +251,8 @@ static int do_req(CURL *c, const svc_server *s, const char *method, const char *
         snprintf(authh, sizeof authh, "Authorization: %s", auth);
         hdrs = curl_slist_append(hdrs, authh);
     }
+    if (header != NULL)
+        hdrs = curl_slist_append(hdrs, header);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(hdrs);
@@ -276,7 +279,21 @@ int svc_req(const svc_server *s, const char *method, const char *path, const cha
         memset(out, 0, sizeof *out);
         return -1;
     }
-    int rc = do_req(c, s, method, path, body, auth, out);
+    int rc = do_req(c, s, method, path, body, auth, NULL, out);
+    curl_easy_cleanup(c);
+    return rc;
+}
+
+int svc_req_hdr(const svc_server *s, const char *method, const char *path, const char *header,
+                svc_resp *out)
+{
+    pthread_once(&curl_once, curl_init);
+    CURL *c = curl_easy_init();
+    if (c == NULL) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    int rc = do_req(c, s, method, path, NULL, NULL, header, out);
     curl_easy_cleanup(c);
     return rc;
 }
@@ -291,7 +308,7 @@ int svc_req_keep(void **handle, const svc_server *s, const char *method, const c
         memset(out, 0, sizeof *out);
         return -1;
     }
-    return do_req(*handle, s, method, path, NULL, NULL, out);
+    return do_req(*handle, s, method, path, NULL, NULL, NULL, out);
 }
 
 void svc_handle_free(void *handle)
@@ -354,7 +371,7 @@ static void *burst_one(void *p)
         memset(a->out, 0, sizeof *a->out);
         return NULL;
     }
-    do_req(c, a->s, a->method, a->path, NULL, NULL, a->out);
+    do_req(c, a->s, a->method, a->path, NULL, NULL, NULL, a->out);
     curl_easy_cleanup(c);
     return NULL;
 }

@@ -45,16 +45,21 @@ typedef struct svc_resp {
     long status; /* 0 when the request failed */
     char *body;  /* NUL-terminated, malloc'd */
     size_t len;
-    char allow[128]; /* Allow header */
-    char ctype[128]; /* Content-Type header */
-    double ms;       /* total time */
-    cJSON *json;     /* parsed body or NULL */
+    char allow[128];   /* Allow header */
+    char ctype[128];   /* Content-Type header */
+    char replayed[16]; /* Idempotent-Replayed header, "" when absent */
+    double ms;         /* total time */
+    cJSON *json;       /* parsed body or NULL */
 } svc_resp;
 
 /* One request. method "GET", "POST", "PUT", "DELETE", "HEAD"; body may be
  * NULL; auth may be NULL (else the Authorization header value). */
 int svc_req(const svc_server *s, const char *method, const char *path, const char *body,
             const char *auth, svc_resp *out);
+/* One request without a body with one extra request header line
+ * ("Name: value"; NULL = none). */
+int svc_req_hdr(const svc_server *s, const char *method, const char *path, const char *header,
+                svc_resp *out);
 /* Same on a reusable keep-alive handle (*handle NULL at first; release it
  * with svc_handle_free). */
 int svc_req_keep(void **handle, const svc_server *s, const char *method, const char *path,

@@ -89,6 +89,14 @@ int main(void)
         expect_invalid(a, "purchase.sku");
     }
     {
+        const char *a[] = {"--set", "purchase.limit_per_user=1000001", NULL};
+        expect_invalid(a, "purchase.limit_per_user");
+        const char *b[] = {"--set", "purchase.idempotency_ttl_s=0", NULL};
+        expect_invalid(b, "purchase.idempotency_ttl_s");
+        const char *c[] = {"--set", "purchase.local_sold_out=maybe", NULL};
+        expect_invalid(c, "purchase.local_sold_out");
+    }
+    {
         const char *a[] = {"--redis", "nohostport", NULL};
         expect_invalid(a, "redis");
     }

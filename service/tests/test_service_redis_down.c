@@ -38,13 +38,11 @@ int main(void)
     svc_resp r = {0};
     memset(&rd, 0, sizeof rd);
     TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis");
-    const char *extra[] = {"--set",
-                           "redis.command_timeout_ms=300",
-                           "--set",
-                           "redis.connect_timeout_ms=300",
-                           "--instance-id",
-                           "down",
-                           NULL};
+    const char *extra[] = {"--set", "redis.command_timeout_ms=300", "--set",
+                           "redis.connect_timeout_ms=300", "--instance-id", "down",
+                           /* the sold-out SKU's purchases must reach Redis,
+                              not the local sold-out flag */
+                           "--set", "purchase.local_sold_out=false", NULL};
     TU_REQUIRE(svc_start(&s, rd.port, extra) == 0, "server starts");
     TU_CHECK(svc_set_stock(&s, "down", 10, NULL) == 200, "stock");
     TU_CHECK(get(&s, "/miaosha/token?sku=down", &r) == 200, "buy while up %ld", r.status);

@@ -81,7 +81,7 @@ static void test_local_routes(void)
     expect("PUT", "/metrics", "{}", NULL, 405, "method_not_allowed", NULL);
     expect("GET", "/stats?mode=token", NULL, NULL, 400, "bad_request", "unknown parameter 'mode'");
 
-    expect("GET", "/", NULL, NULL, 404, "not_found", NULL);
+    expect("GET", "/index.html", NULL, NULL, 404, "not_found", NULL); /* "/" is the live page */
     expect("GET", "/nope", NULL, NULL, 404, "not_found", NULL);
     expect("GET", "/miaosha/", NULL, NULL, 404, "not_found", NULL);
     expect("GET", "/miaosha/bogus", NULL, NULL, 404, "not_found", "unknown mode");

@@ -261,7 +261,10 @@ static long vmrss_kb(pid_t pid)
 
 static void test_ring_bound(int redis_port)
 {
-    static const char *const extra[] = {"--set", "trace.ring_size=64", NULL};
+    /* Every purchase must reach a worker to be traced: without the local
+     * sold-out flag, which answers a sold-out SKU from the HTTP thread. */
+    static const char *const extra[] = {"--set", "trace.ring_size=64", "--set",
+                                        "purchase.local_sold_out=false", NULL};
     svc_server s;
     trace_doc d;
     const char *f = getenv("MIAOSHA_TEST_TIME_FACTOR");
@@ -311,6 +314,45 @@ static void test_ring_bound(int redis_port)
     TU_CHECK(svc_stop(&s, 6000) == 0, "clean stop");
 }
 
+/* lua takes no lock: its record has no wait, acquire or release, and the
+ * script's read and write are one step, each sale reading a distinct stock
+ * and writing one less; a sold-out answer from Redis is traced too. */
+static void test_lua(const svc_server *s)
+{
+    trace_doc d;
+    TU_REQUIRE(svc_set_stock(s, "tr_lua", 15, NULL) == 200, "stock");
+    burst(s, "lua", "tr_lua", "trace=1", 20);
+    TU_REQUIRE(get_trace(s, "tr_lua", 0, &d) == 200, "trace");
+    /* a buyer answered from the local sold-out flag (the HTTP thread) is
+     * not traced: 15 sales and up to 5 sold-out answers */
+    TU_CHECK(d.n >= 15 && d.n <= 20, "15..20 lua records, got %d", d.n);
+    int sold = 0, dup = 0;
+    for (int i = 0; i < d.n; i++) {
+        const cJSON *a = d.rec[i];
+        TU_CHECK(!strcmp(svc_jstr(a, "mode"), "lua"), "mode lua");
+        TU_CHECK(cJSON_GetObjectItem(a, "acquired_us") == NULL ||
+                     cJSON_IsNull(cJSON_GetObjectItem(a, "acquired_us")),
+                 "no lock acquired");
+        if (svc_jnum(a, "status") != 200) {
+            TU_CHECK(svc_jnum(a, "status") == 409 && svc_jnum(a, "stock_read") == 0,
+                     "sold out after reading 0");
+            continue;
+        }
+        sold++;
+        TU_CHECK(svc_jnum(a, "stock_written") == svc_jnum(a, "stock_read") - 1,
+                 "lua: write = read-1");
+        TU_CHECK(svc_jnum(a, "read_us") == svc_jnum(a, "committed_us"),
+                 "lua: read and write are one step");
+        TU_CHECK(svc_jstr(a, "order_id") != NULL, "lua: order id");
+        for (int j = i + 1; j < d.n; j++)
+            if (svc_jnum(d.rec[j], "status") == 200 &&
+                svc_jnum(a, "stock_read") == svc_jnum(d.rec[j], "stock_read"))
+                dup++;
+    }
+    TU_CHECK(sold == 15 && dup == 0, "lua: 15 sales on distinct reads (%d, %d equal)", sold, dup);
+    doc_free(&d);
+}
+
 int main(void)
 {
     svc_server s;
@@ -318,6 +360,7 @@ int main(void)
     TU_REQUIRE(svc_start(&s, port, NULL) == 0, "start");
     test_race_none(&s);
     test_token_distinct(&s);
+    test_lua(&s);
     test_paging_and_errors(&s);
     TU_CHECK(svc_stop(&s, 6000) == 0, "clean stop");
     test_ring_bound(port);

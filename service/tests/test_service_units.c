@@ -7,7 +7,8 @@
  *   svc_log.h      svc_log_escape
  *   svc_reply.h    svc_json_add_int, svc_reply_json, svc_reply_error,
  *                  svc_reply_text
- *   svc_keys.h     svc_key */
+ *   svc_keys.h     svc_key
+ *   svc_idem.h     svc_idem_valid, svc_idem_stored_outcome */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include <tu.h>
 
+#include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_params.h"
 #include "svc_reply.h"
@@ -636,6 +638,40 @@ static void test_key(void)
              "the longest key fits: %s", buf);
 }
 
+/* ---- svc_idem_valid ---- */
+
+static void test_idem_key(void)
+{
+    char max[SVC_IDEM_KEY_MAX + 2];
+    memset(max, '9', sizeof max);
+    max[SVC_IDEM_KEY_MAX] = '\0';
+    TU_CHECK(svc_idem_valid(max) == 1, "64 characters");
+    max[SVC_IDEM_KEY_MAX] = '9';
+    max[SVC_IDEM_KEY_MAX + 1] = '\0';
+    TU_CHECK(svc_idem_valid(max) == 0, "65 characters");
+    static const struct {
+        const char *s;
+        int ok;
+    } t[] = {
+        {"k", 1},         {"order-1.a:b_c", 1}, {"A-Z.a-z:0-9_", 1}, {"", 0},     {" k", 0},
+        {"k ", 0},        {"a b", 0},           {"a/b", 0},          {"a|b", 0},  {"a\nb", 0},
+        {"a%00", 0},      {"{k}", 0},           {"a\"b", 0},         {"\x7f", 0}, {"\x01", 0},
+        {"d\xc3\xa9", 0}, {"a,b", 0},           {"a;b", 0},          {"a=b", 0},  {"*", 0},
+    };
+    TU_CHECK(svc_idem_valid(NULL) == 0, "NULL");
+    for (size_t i = 0; i < COUNT(t); i++)
+        TU_CHECK(svc_idem_valid(t[i].s) == t[i].ok, "svc_idem_valid(\"%s\") == %d", t[i].s,
+                 t[i].ok);
+    /* what a replay may answer: the purchase's own answers, never a transient one */
+    TU_CHECK(svc_idem_stored_outcome(PR_SOLD) && svc_idem_stored_outcome(PR_SOLD_OUT) &&
+                 svc_idem_stored_outcome(PR_LIMIT_REACHED),
+             "sold, sold_out, limit_reached are stored");
+    for (int r = 0; r < PR_COUNT; r++)
+        if (r != PR_SOLD && r != PR_SOLD_OUT && r != PR_LIMIT_REACHED)
+            TU_CHECK(!svc_idem_stored_outcome((purchase_result)r), "%s is not stored",
+                     svc_result[r].error);
+}
+
 int main(void)
 {
     test_valid_id();
@@ -647,5 +683,6 @@ int main(void)
     test_json_add_int();
     test_reply();
     test_key();
+    test_idem_key();
     return tu_done();
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lg_json.h"
 
@@ -83,6 +84,13 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
 int lg_http_call(const char *method, const char *url, const char *bearer, const char *body,
                  long timeout_ms, long *status, char **resp, char *err, size_t errlen)
 {
+    return lg_http_call_hdr(method, url, bearer, NULL, body, timeout_ms, status, resp, err, errlen);
+}
+
+int lg_http_call_hdr(const char *method, const char *url, const char *bearer, const char *header,
+                     const char *body, long timeout_ms, long *status, char **resp, char *err,
+                     size_t errlen)
+{
     CURL *c = curl_easy_init();
     if (!c) {
         snprintf(err, errlen, "curl_easy_init failed");
@@ -97,6 +105,8 @@ int lg_http_call(const char *method, const char *url, const char *bearer, const 
     }
     if (body)
         hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    if (header)
+        hdrs = curl_slist_append(hdrs, header);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (body) {
@@ -157,6 +167,27 @@ int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char 
     return ok ? 0 : -1;
 }
 
+/* A read-only GET, retried on a transport failure or a 5xx: the audit comes
+ * right after a burst, which may have ended inside a fault (a Redis stall,
+ * an instance restarting behind nginx); a GET changes nothing, so asking
+ * again is safe where a PUT's retry would not be. 5 attempts, 100/200/400/800
+ * ms apart. Same contract as lg_http_call, the last attempt's outcome. */
+static int get_retry(const char *url, long timeout_ms, long *st, char **resp, char *err,
+                     size_t errlen)
+{
+    for (int attempt = 0;; attempt++) {
+        *st = 0;
+        *resp = NULL;
+        int rc = lg_http_call("GET", url, NULL, NULL, timeout_ms, st, resp, err, errlen);
+        if ((rc == 0 && *st < 500) || attempt == 4)
+            return rc;
+        free(*resp);
+        *resp = NULL;
+        struct timespec ts = {0, (100L << attempt) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int get_i64(const cJSON *o, const char *k, int64_t *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -173,7 +204,7 @@ int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, si
     long st = 0;
     char *resp = NULL;
     memset(a, 0, sizeof *a);
-    if (lg_http_call("GET", url, NULL, NULL, 10000, &st, &resp, err, errlen) < 0)
+    if (get_retry(url, 10000, &st, &resp, err, errlen) < 0)
         return -1;
     int rc = -1;
     cJSON *j = NULL;
@@ -234,7 +265,7 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
         snprintf(url, sizeof url, "%s/orders/%s?offset=%ld&limit=%d", base, sku, offset, limit);
         long st = 0;
         char *resp = NULL;
-        if (lg_http_call("GET", url, NULL, NULL, 20000, &st, &resp, err, errlen) < 0)
+        if (get_retry(url, 20000, &st, &resp, err, errlen) < 0)
             return -1;
         if (st != 200) {
             snprintf(err, errlen, "GET %s answered %ld: %.200s", url, st, resp);

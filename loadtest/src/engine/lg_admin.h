@@ -34,11 +34,18 @@ void lg_idset_free(lg_idset *s);
  * transport failure (connection refused, reset, timeout). */
 int lg_http_call(const char *method, const char *url, const char *bearer, const char *body,
                  long timeout_ms, long *status, char **resp, char *err, size_t errlen);
+/* The same with one more request header line, "Name: value" (NULL = none),
+ * e.g. an Idempotency-Key. */
+int lg_http_call_hdr(const char *method, const char *url, const char *bearer, const char *header,
+                     const char *body, long timeout_ms, long *status, char **resp, char *err,
+                     size_t errlen);
 
 /* PUT {base}/stock/{sku} {"stock":N}: must answer 2xx. */
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
                    size_t errlen);
-/* GET {base}/stock/{sku} into *a. */
+/* GET {base}/stock/{sku} into *a. This and lg_admin_orders retry a
+ * transport failure or a 5xx (5 attempts, 100/200/400/800 ms apart: a burst may
+ * end inside a Redis stall); -1 with the last reason in err. */
 int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, size_t errlen);
 /* GET {base}/orders/{sku}?offset=&limit=1000 until exhausted, adding every
  * record's order_id to ids. Accepts a JSON array of records or an object

@@ -1,6 +1,7 @@
 /* lg_run.c — see lg_run.h. */
 #include "lg_run.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,17 @@ typedef struct slot {
     uint8_t err;
     uint8_t lock_lost;
     uint8_t deleted_other_lock;
-    char order_id[60];
+    uint8_t fenced_out; /* a 409 whose error was fenced_out */
+    uint8_t err_idx;    /* 1 + index into run_ctx.errs; 0: none, or the table was full */
+    char order_id[60];  /* a 200's order id, or the id a non-200 named */
 } slot;
+
+/* The (status, error) pairs seen, interned under a mutex: only answers
+ * that name an error take it, and the table is tiny. */
+typedef struct err_key {
+    int status;
+    char error[32];
+} err_key;
 
 typedef struct run_ctx {
     const lg_run_cfg *cfg;
@@ -25,7 +35,31 @@ typedef struct run_ctx {
     char suffix[LG_MAX_TARGETS][REQ_PART];
     size_t suffix_len[LG_MAX_TARGETS];
     slot *slots;
+    pthread_mutex_t errs_mu;
+    err_key errs[LG_RUN_MAX_ERRS];
+    int nerrs;
 } run_ctx;
+
+/* The slot index + 1 of (status, code), interning it; 0 when the table is full. */
+static uint8_t intern_err(run_ctx *x, int status, const char *code)
+{
+    uint8_t idx = 0;
+    pthread_mutex_lock(&x->errs_mu);
+    for (int i = 0; i < x->nerrs; i++) {
+        if (x->errs[i].status == status && strcmp(x->errs[i].error, code) == 0) {
+            idx = (uint8_t)(i + 1);
+            break;
+        }
+    }
+    if (!idx && x->nerrs < LG_RUN_MAX_ERRS) {
+        err_key *k = &x->errs[x->nerrs++];
+        k->status = status;
+        snprintf(k->error, sizeof k->error, "%s", code);
+        idx = (uint8_t)x->nerrs;
+    }
+    pthread_mutex_unlock(&x->errs_mu);
+    return idx;
+}
 
 void lg_run_cfg_init(lg_run_cfg *c)
 {
@@ -77,11 +111,14 @@ static void on_done(void *ud, uint64_t idx, int status, lg_err err, const char *
     if (lg_parse_purchase(body, blen, oid, code, &lost, &deleted) == 0) {
         s->lock_lost = (uint8_t)lost;
         s->deleted_other_lock = (uint8_t)deleted;
-        if (status == 200) {
-            size_t l = strnlen(oid, sizeof s->order_id - 1);
-            memcpy(s->order_id, oid, l);
-            s->order_id[l] = 0;
-        }
+        /* A non-200 that names an order ("commit outcome unknown") is kept
+         * too: the audit afterwards says whether that order sold. */
+        size_t l = strnlen(oid, sizeof s->order_id - 1);
+        memcpy(s->order_id, oid, l);
+        s->order_id[l] = 0;
+        if (status != 200 && code[0])
+            s->err_idx = intern_err(x, status, code);
+        s->fenced_out = status == 409 && !strcmp(code, "fenced_out");
     }
 }
 
@@ -121,6 +158,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     x->cfg = cfg;
+    pthread_mutex_init(&x->errs_mu, NULL);
     for (int t = 0; t < cfg->ntargets; t++) {
         const lg_url *u = &cfg->targets[t];
         char q[512];
@@ -164,6 +202,9 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         free(x);
         return -1;
     }
+    /* where each instance's trace stands now: the burst's records come after */
+    for (int i = 0; cfg->trace_marks && i < cfg->ntargets; i++)
+        lg_trace_mark_get(cfg->targets[i].base, cfg->sku, &res->marks[i]);
     lg_engine_cfg ec = {
         .targets = cfg->targets,
         .ntargets = cfg->ntargets,
@@ -185,29 +226,48 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     const lg_engine_result *e = &res->eng;
+    for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++)
+        res->fenced_out += x->slots[i].err == LG_ERR_NONE && x->slots[i].fenced_out;
     res->ok = e->status[200];
-    res->sold_out = e->status[409];
+    res->sold_out = e->status[409] - res->fenced_out;
     res->lock_busy = e->status[429];
     res->redis_unavailable = e->status[503];
-    res->other_http = e->completed - res->ok - res->sold_out - res->lock_busy -
+    res->other_http = e->completed - res->ok - res->sold_out - res->fenced_out - res->lock_busy -
                       res->redis_unavailable;
     for (int k = 1; k < LG_ERR_COUNT; k++)
         res->transport_errors += e->errors[k];
     res->not_sent = cfg->requests > e->claimed ? cfg->requests - e->claimed : 0;
 
-    lg_idset acked = {0}, listed = {0};
+    res->nerrs = x->nerrs;
+    for (int k = 0; k < x->nerrs; k++) {
+        res->errs[k].status = x->errs[k].status;
+        memcpy(res->errs[k].error, x->errs[k].error, sizeof res->errs[k].error);
+    }
+    lg_idset acked = {0}, listed = {0}, unknown = {0};
     for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++) {
         slot *s = &x->slots[i];
         res->lock_lost += s->lock_lost;
         res->deleted_other_lock += s->deleted_other_lock;
-        if (s->err == LG_ERR_NONE && s->status == 200) {
-            if (!s->order_id[0])
-                res->ok_without_id++;
-            else if (lg_idset_add(&acked, s->order_id, strlen(s->order_id)) < 0)
-                break;
+        if (s->err != LG_ERR_NONE)
+            continue;
+        if (s->status != 200) {
+            if (s->err_idx)
+                res->errs[s->err_idx - 1].n++;
+            else if (s->status >= 400)
+                res->errs_other++;
+            if (s->order_id[0]) {
+                res->unknown_outcome++;
+                if (lg_idset_add(&unknown, s->order_id, strlen(s->order_id)) < 0)
+                    break;
+            }
+        } else if (!s->order_id[0]) {
+            res->ok_without_id++;
+        } else if (lg_idset_add(&acked, s->order_id, strlen(s->order_id)) < 0) {
+            break;
         }
     }
     lg_idset_sort(&acked);
+    lg_idset_sort(&unknown);
     res->dup_ok_ids = lg_idset_duplicates(&acked);
     if (!cfg->skip_audit) {
         char aerr[256];
@@ -223,6 +283,9 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
             for (size_t i = 0; i < listed.n; i++)
                 if (!lg_idset_contains(&acked, listed.ids[i]))
                     res->unacknowledged++;
+            for (size_t i = 0; i < unknown.n; i++)
+                if (lg_idset_contains(&listed, unknown.ids[i]))
+                    res->unknown_committed++;
         } else {
             snprintf(res->audit_error, sizeof res->audit_error, "%s", aerr);
         }
@@ -233,7 +296,9 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
                 res->ok_without_id == 0;
     lg_idset_free(&acked);
     lg_idset_free(&listed);
+    lg_idset_free(&unknown);
     free(x->slots);
+    pthread_mutex_destroy(&x->errs_mu);
     free(x);
     return 0;
 }
@@ -282,6 +347,7 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
             (unsigned long long)g->completed, (unsigned long long)r->not_sent);
     fprintf(o, "  %-18s %llu\n", "200 ok", (unsigned long long)r->ok);
     fprintf(o, "  %-18s %llu\n", "409 sold_out", (unsigned long long)r->sold_out);
+    fprintf(o, "  %-18s %llu\n", "409 fenced_out", (unsigned long long)r->fenced_out);
     fprintf(o, "  %-18s %llu\n", "429 lock_busy", (unsigned long long)r->lock_busy);
     fprintf(o, "  %-18s %llu\n", "503 redis_unavail.", (unsigned long long)r->redis_unavailable);
     fprintf(o, "  %-18s %llu", "other HTTP", (unsigned long long)r->other_http);
@@ -312,6 +378,24 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
     fputc('\n', o);
     fprintf(o, "  %-18s %llu (503 + other HTTP + transport)\n", "errors",
             (unsigned long long)lg_run_errors(r));
+    if (r->nerrs || r->errs_other) {
+        fprintf(o, "  %-18s", "by error");
+        for (int k = 0; k < r->nerrs; k++)
+            fprintf(o, "%s%d %s: %llu", k ? ", " : " ", r->errs[k].status, r->errs[k].error,
+                    (unsigned long long)r->errs[k].n);
+        if (r->errs_other)
+            fprintf(o, "%s(unnamed): %llu", r->nerrs ? ", " : " ",
+                    (unsigned long long)r->errs_other);
+        fputc('\n', o);
+    }
+    if (r->unknown_outcome) {
+        fprintf(o, "  %-18s %llu answers named an order without selling it", "outcome unknown",
+                (unsigned long long)r->unknown_outcome);
+        if (r->audited)
+            fprintf(o, "; %llu of those orders are in the list (sold)",
+                    (unsigned long long)r->unknown_committed);
+        fputc('\n', o);
+    }
     fprintf(o, "  %-18s %.1f req/s (%.3f s)%s\n", "throughput", rps, g->elapsed_s,
             g->deadline_hit ? "  DEADLINE HIT"
             : g->stopped    ? "  STOPPED"
@@ -359,6 +443,7 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
     cJSON_AddNumberToObject(j, "not_sent", (double)r->not_sent);
     cJSON_AddNumberToObject(j, "ok", (double)r->ok);
     cJSON_AddNumberToObject(j, "sold_out", (double)r->sold_out);
+    cJSON_AddNumberToObject(j, "fenced_out", (double)r->fenced_out);
     cJSON_AddNumberToObject(j, "lock_busy", (double)r->lock_busy);
     cJSON_AddNumberToObject(j, "redis_unavailable", (double)r->redis_unavailable);
     cJSON_AddNumberToObject(j, "other_http", (double)r->other_http);
@@ -372,6 +457,15 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
     }
     cJSON_AddNumberToObject(j, "transport_errors", (double)r->transport_errors);
     cJSON_AddNumberToObject(j, "errors", (double)lg_run_errors(r));
+    cJSON *be = cJSON_AddObjectToObject(j, "by_error");
+    for (int k = 0; k < r->nerrs; k++) {
+        char key[48];
+        snprintf(key, sizeof key, "%d %s", r->errs[k].status, r->errs[k].error);
+        cJSON_AddNumberToObject(be, key, (double)r->errs[k].n);
+    }
+    if (r->errs_other)
+        cJSON_AddNumberToObject(be, "unnamed", (double)r->errs_other);
+    cJSON_AddNumberToObject(j, "unknown_outcome", (double)r->unknown_outcome);
     cJSON *te = cJSON_AddObjectToObject(j, "transport");
     for (int k = 1; k < LG_ERR_COUNT; k++)
         cJSON_AddNumberToObject(te, lg_err_name((lg_err)k), (double)g->errors[k]);
@@ -395,6 +489,7 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
         cJSON_AddNumberToObject(j, "duplicate_acknowledged_ids", (double)r->dup_ok_ids);
         cJSON_AddNumberToObject(j, "missing_orders", (double)r->missing);
         cJSON_AddNumberToObject(j, "unacknowledged_orders", (double)r->unacknowledged);
+        cJSON_AddNumberToObject(j, "unknown_outcome_sold", (double)r->unknown_committed);
     } else {
         cJSON_AddStringToObject(j, "audit_error", r->audit_error);
     }
@@ -428,7 +523,7 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
               "redis_unavailable,other_http,transport_errors,elapsed_s,throughput_rps,"
               "p50_ms,p90_ms,p99_ms,max_ms,initial,sold,stock_left,oversold,undersold,"
               "orders_listed,duplicate_order_ids,missing_orders,lock_lost,verdict,expect,"
-              "expect_met,errors,deleted_other_lock\n",
+              "expect_met,errors,deleted_other_lock,fenced_out\n",
               o);
     fprintf(o, "%s,%s,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.3f,%.1f,%.2f,%.2f,%.2f,%.2f,",
             c->mode, c->sku, c->ntargets, c->concurrency, (unsigned long long)r->requests,
@@ -446,12 +541,13 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
                 (unsigned long long)r->dup_orders, (unsigned long long)r->missing);
     else
         fputs(",,,,,,,,", o);
-    fprintf(o, "%llu,%s,%s,%s,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
+    fprintf(o, "%llu,%s,%s,%s,%llu,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
             expect_name(e),
             e == LG_EXPECT_NONE  ? ""
             : lg_run_check(r, e) ? "false"
                                  : "true",
-            (unsigned long long)lg_run_errors(r), (unsigned long long)r->deleted_other_lock);
+            (unsigned long long)lg_run_errors(r), (unsigned long long)r->deleted_other_lock,
+            (unsigned long long)r->fenced_out);
 }
 
 /* --- bench --------------------------------------------------------------- */

@@ -28,6 +28,7 @@
 #include "lg_admin.h"
 #include "lg_engine.h"
 #include "lg_http.h"
+#include "lg_timeline.h"
 
 #define LG_MAX_TARGETS 16
 
@@ -39,7 +40,8 @@ typedef enum lg_expect {
 } lg_expect;
 
 typedef struct lg_run_cfg {
-    const char *mode;                   /* URL segment: none|mutex|setnx|token|reentrant|lua */
+    const char *mode;                   /* URL segment: none|mutex|setnx|token|reentrant|
+                                           fenced|lua */
     const char *sku;                    /* default "demo"; [A-Za-z0-9_-]{1,64} */
     uint64_t requests;                  /* 1..10000000 purchases, each sent at most once */
     int concurrency;                    /* keep-alive connections */
@@ -57,16 +59,23 @@ typedef struct lg_run_cfg {
     int64_t deadline_ms;                /* hard bound of the burst, ms; <= 0: 120000 */
     int threads;                        /* 0: engine default */
     int skip_audit;                     /* 1: no audit / orders (the matrix's probes) */
+    int trace_marks;                    /* 1: before the burst, read where each target's
+                                           trace of sku stands (res->marks), so that
+                                           lg_trace_fetch takes the burst's records */
     lg_progress_fn progress;            /* may be NULL; on the calling thread */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
                                     another thread) ends the burst early */
 } lg_run_cfg;
 
+#define LG_RUN_MAX_ERRS 16
+
 typedef struct lg_run_result {
     lg_engine_result eng;
     uint64_t requests; /* asked for */
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
+    uint64_t fenced_out;         /* 409s whose error was fenced_out (mode fenced: a
+                                    stale holder's write refused); not in sold_out */
     uint64_t not_sent;           /* never sent: the deadline came first */
     uint64_t lock_lost;          /* responses that carried "lock_lost":true */
     uint64_t deleted_other_lock; /* ... "deleted_other_lock":true (setnx: a late
@@ -81,8 +90,26 @@ typedef struct lg_run_result {
     uint64_t unacknowledged; /* listed orders no 200 reported (e.g. a
                                 response lost to a crash or a timeout) */
     char audit_error[256];   /* why the audit could not be read */
-    int oversold_seen;       /* audit.oversold > 0 */
-    int safe;                /* no oversell, undersell, duplicate, missing */
+    /* Answers that named an error, tallied by (HTTP status, "error" field):
+     * the 503s split into redis_unavailable, redis_error, ... and the 4xx
+     * (sold_out, lock_busy, limit_reached, ...). At most LG_RUN_MAX_ERRS
+     * distinct pairs; further ones are counted in errs_other. */
+    struct {
+        int status;
+        char error[32];
+        uint64_t n;
+    } errs[LG_RUN_MAX_ERRS];
+    int nerrs;
+    uint64_t errs_other;
+    /* Non-200 answers that named an order id: the service could not tell
+     * whether that order committed ("commit outcome unknown"). Of those,
+     * unknown_committed are in the order list (after the audit): they sold
+     * although their buyer was told otherwise; the rest did not sell. */
+    uint64_t unknown_outcome;
+    uint64_t unknown_committed;
+    lg_trace_mark marks[LG_MAX_TARGETS]; /* per target, with cfg->trace_marks */
+    int oversold_seen;                   /* audit.oversold > 0 */
+    int safe;                            /* no oversell, undersell, duplicate, missing */
 } lg_run_result;
 
 /* Defaults: mode token, sku "demo", 1000 requests over 100 connections,
@@ -105,7 +132,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen);
  * status for `run --expect`). Pure; any thread. */
 int lg_run_check(const lg_run_result *r, lg_expect e);
 
-/* Every answer that was neither a sale, sold out nor lock busy: 503s, other
+/* Every answer that was neither a sale, sold out, fenced out nor lock busy: 503s, other
  * HTTP statuses and transport errors (requests never sent not included).
  * Pure; any thread. */
 uint64_t lg_run_errors(const lg_run_result *r);

@@ -54,6 +54,17 @@ const char *lg_failover_expected(lg_mode mode)
      * stock gone. */
     if (mode == LG_MODE_LUA)
         return "exact";
+    /* fenced takes token's lock on the failing master, and its fence
+     * does not save it here: the fencing counter and the high-water mark
+     * are keys of that master too, and the frozen link never carried the
+     * holder's INCR nor its read's mark to the replica. On the promoted
+     * replica the buyer's INCR hands out the very token the holder got,
+     * its read sets the mark to it, and the holder's write, checked
+     * against an equal mark, passes: sold 2 of 1, as token. Only a fence
+     * whose counter survives the failover (replicated before the grant,
+     * or kept apart from the master that fails) would refuse it. */
+    if (mode == LG_MODE_FENCED)
+        return "oversell";
     /* A lock mode after reentrant (redlock) keeps its lock on independent
      * masters that this failover does not touch: it must stay exact. Such
      * a mode needs its lock nodes given to the instances below. */

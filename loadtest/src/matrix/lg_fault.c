@@ -23,7 +23,8 @@
  *              command it already sent to land, re-check the field — a
  *              frozen process cannot release — then SIGKILL.
  *   token      the value is a random token (no owner visible), so eight
- *   setnx      requests with fault=crash_in_section go to mx-fault-2 at once:
+ *   fenced,    requests with fault=crash_in_section go to mx-fault-2 at once:
+ *   setnx
  *              they queue for the lock among the burst's buyers and the
  *              process exits as soon as one of them holds it (for setnx
  *              after SETNX+PEXPIRE: a plain kill, the lock has its TTL —
@@ -39,7 +40,7 @@
  * The victim is restarted on its port at once (new instance id), and the
  * dead holder's lock is watched until it is gone: it must go by expiry —
  * not before its PTTL at the kill (nobody may release it) and not much
- * after the lease (token, setnx) / watchdog timeout (reentrant).
+ * after the lease (token, fenced, setnx) / watchdog timeout (reentrant).
  *
  * Every wait polls a condition with a deadline (upper bounds scaled by
  * cfg->time_factor); Ctrl-C ends every wait, and a paused Redis always gets
@@ -64,7 +65,7 @@
 #define STR_(v) #v
 #define STR(v) STR_(v)
 
-#define F_LEASE_MS 1500      /* setnx/token lease: lock.lease_ms */
+#define F_LEASE_MS 1500      /* setnx/token/fenced lease: lock.lease_ms */
 #define F_WATCHDOG_MS 1000   /* reentrant: lock.watchdog_timeout_ms */
 #define F_CMD_TIMEOUT_MS 300 /* redis.command_timeout_ms = connect timeout */
 #define F_DOWN_MS 1000       /* redis-restart: down this long */
@@ -102,8 +103,11 @@ const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
         return "oversell";
     if (mode == LG_MODE_SETNX && scen != LG_SCEN_KILL)
         return "safe|stuck";
-    /* token, reentrant, and lua: no lock to lose, a purchase is one atomic
-     * script that Redis runs whole or not at all */
+    /* token, reentrant and fenced lose no lock (a holder that outlives
+     * its lease in a pause is fenced out by fenced, and cannot oversell
+     * token or reentrant here: work_ms is far below the lease); lua: no
+     * lock to lose, a purchase is one atomic script that Redis runs whole
+     * or not at all */
     return "safe";
 }
 
@@ -155,9 +159,10 @@ typedef struct fcell {
     int victim_down; /* kill: the victim is restarting */
     int stuck, sold_out;
     uint64_t probes_503;
-    char why[200];    /* the fault could not be injected */
-    char note[200];   /* what happened, for the reason */
-    char checks[200]; /* bounds not met */
+    uint64_t probes_busy; /* redlock: probes refused 429 by the lock masters */
+    char why[200];        /* the fault could not be injected */
+    char note[200];       /* what happened, for the reason */
+    char checks[200];     /* bounds not met */
 } fcell;
 
 static void addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -174,13 +179,22 @@ static void addf(char *buf, size_t len, const char *fmt, ...)
 
 /* --- Redis and HTTP probes -------------------------------------------------- */
 
+/* Where the cell's lock key lives: the matrix's Redis, or for redlock its
+ * first lock master (every master holds the same token). */
+static int lock_port(const fcell *f)
+{
+    return f->mode == LG_MODE_REDLOCK ? f->x->lock_port[0] : f->x->redis_port;
+}
+
 /* An integer from a command on one key (GET holding a number, PTTL,
- * HEXISTS): the value, or LLONG_MIN for nil / no answer. */
+ * HEXISTS): the value, or LLONG_MIN for nil / no answer. A command on
+ * f->k_lock goes to lock_port. */
 static long long redis_int(const fcell *f, const char *cmd, const char *key, const char *arg)
 {
     const char *argv[3] = {cmd, key, arg};
     char out[64];
-    if (lg_redis_query(f->x->redis_port, 500, arg ? 3 : 2, argv, out, sizeof out) != 1)
+    int port = key == f->k_lock ? lock_port(f) : f->x->redis_port;
+    if (lg_redis_query(port, 500, arg ? 3 : 2, argv, out, sizeof out) != 1)
         return LLONG_MIN;
     char *end;
     long long v = strtoll(out, &end, 10);
@@ -324,9 +338,9 @@ static void burst_stop(fcell *f)
 static int dead_lock_held(fcell *f, long long *last_pttl)
 {
     char out[256];
-    if (f->mode == LG_MODE_TOKEN) {
+    if (f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED || f->mode == LG_MODE_REDLOCK) {
         const char *argv[] = {"GET", f->k_lock};
-        int r = lg_redis_query(f->x->redis_port, 500, 2, argv, out, sizeof out);
+        int r = lg_redis_query(lock_port(f), 500, 2, argv, out, sizeof out);
         return r < 0 || (r == 1 && !strcmp(out, f->holder));
     }
     if (f->mode == LG_MODE_REENTRANT) {
@@ -441,21 +455,25 @@ static int kill_busy(fcell *f, instance *v)
 static int inject_kill(fcell *f)
 {
     f->victim = &f->ins[2];
-    int r = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_SETNX ? crash_victim(f, f->victim)
-            : f->mode == LG_MODE_REENTRANT                       ? kill_reentrant_holder(f)
-                                                                 : kill_busy(f, f->victim);
+    int r = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED || f->mode == LG_MODE_SETNX ||
+                    f->mode == LG_MODE_REDLOCK
+                ? crash_victim(f, f->victim)
+            : f->mode == LG_MODE_REENTRANT ? kill_reentrant_holder(f)
+                                           : kill_busy(f, f->victim);
     if (r < 0)
         return -1;
     instance *v = f->victim;
     f->t_kill = f->t_end = lg_now_ms();
     int lock_seen = 1;
     if (f->hold_ms) {
-        if (f->mode == LG_MODE_TOKEN) {
+        int tok = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED ||
+                  f->mode == LG_MODE_REDLOCK;
+        if (tok) {
             const char *argv[] = {"GET", f->k_lock};
-            lg_redis_query(f->x->redis_port, 500, 2, argv, f->holder, sizeof f->holder);
+            lg_redis_query(lock_port(f), 500, 2, argv, f->holder, sizeof f->holder);
         }
         f->pttl_at_kill = redis_int(f, "PTTL", f->k_lock, NULL);
-        lock_seen = f->pttl_at_kill > 0 && (f->mode != LG_MODE_TOKEN || f->holder[0]);
+        lock_seen = f->pttl_at_kill > 0 && (!tok || f->holder[0]);
     }
     f->sold_at_fault = sold_now(f);
     /* reap and restart the victim whatever happens next */
@@ -498,6 +516,11 @@ static void probe_unavailable(fcell *f, int n, const char *tag, long long bound_
             f->probes_503++;
             if (ms > f->c->failfast_ms)
                 f->c->failfast_ms = ms;
+        } else if (f->mode == LG_MODE_REDLOCK && st == 429 && !strcmp(code, "lock_busy")) {
+            /* redlock's lock lives on the lock masters, which this fault
+             * leaves alone: a buyer stuck on the stock's Redis holds it,
+             * and a probe that does not wait is refused before it reads */
+            f->probes_busy++;
         } else {
             /* mutex may answer 429 from its in-process lock first */
             addf(f->checks, sizeof f->checks, "; %s %s answered %ld %s", tag, f->ins[i].id, st,
@@ -560,6 +583,9 @@ static int inject_redis_restart(fcell *f)
              "503 (max %lld ms), all instances back %lld ms after it answered PING",
              f->sold_at_fault, (long long)f->c->fault_ms, (unsigned long long)f->probes_503,
              (long long)(f->c->failfast_ms > 0 ? f->c->failfast_ms : 0), worst);
+    if (f->probes_busy)
+        addf(f->note, sizeof f->note, " (%llu probe(s) 429: the lock masters are up)",
+             (unsigned long long)f->probes_busy);
     return 0;
 }
 
@@ -582,6 +608,8 @@ static int inject_redis_pause(fcell *f)
              (long long)f->c->fault_ms);
     if (f->probes_503)
         addf(f->note, sizeof f->note, "probe 503 in %lld ms", (long long)f->c->failfast_ms);
+    else if (f->probes_busy)
+        addf(f->note, sizeof f->note, "probe 429 lock_busy (the lock masters are up)");
     else
         addf(f->note, sizeof f->note, "probe not 503%s", f->checks);
     return 0;
@@ -722,6 +750,8 @@ static void classify(fcell *f)
         addf(c->reason, sizeof c->reason, "%lld orphan lock(s) given back; ", given_back);
     }
     addf(c->reason, sizeof c->reason, "%s", audit);
+    if (c->fenced_out > 0) /* fenced: a holder the fault made outlive its lease */
+        addf(c->reason, sizeof c->reason, ", %llu fenced out", (unsigned long long)c->fenced_out);
     if (c->oversold > 0)
         addf(c->reason, sizeof c->reason, " (+%lld oversold)", (long long)c->oversold);
     if (c->undersold)
@@ -765,9 +795,11 @@ int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance 
     f->mode = mode;
     f->ins = ins;
     f->r = r;
-    f->hold_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN ? F_LEASE_MS
-                 : mode == LG_MODE_REENTRANT                    ? F_WATCHDOG_MS
-                                                                : 0;
+    f->hold_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
+                         mode == LG_MODE_REDLOCK
+                     ? F_LEASE_MS
+                 : mode == LG_MODE_REENTRANT ? F_WATCHDOG_MS
+                                             : 0;
     snprintf(f->sku, sizeof f->sku, "mx-%s-%s", lg_scen_names[scen], lg_mode_names[mode]);
     snprintf(f->k_lock, sizeof f->k_lock, "miaosha:{%s}:lock:%s", f->sku, lg_mode_names[mode]);
     snprintf(f->k_sold, sizeof f->k_sold, "miaosha:{%s}:sold", f->sku);

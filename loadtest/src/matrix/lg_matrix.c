@@ -8,21 +8,31 @@
  *           once by the engine's barrier: with no lock, every concurrent
  *           buyer reads the same stock before anyone writes it back.
  *           Lock modes get wait_ms 30000 (nobody gives up) and, for
- *           setnx/token, lease_ms 10000 (no lease ever runs out).
+ *           setnx/token/fenced, lease_ms 10000 (no lease ever runs out).
  *   multi   the same burst over 3 instances: each instance's in-process
  *           mutex admits one holder, so 3 overlap for work_ms at a time.
- *   slow    work_ms 300 > lease 200 (setnx/token: lease_ms=200 per request
- *           and lock.lease_ms=200; reentrant: lock.watchdog_timeout_ms=200
- *           and no lease_ms, so the watchdog renews): each lease runs out
- *           100 ms before its holder writes, so the next holder always
- *           reads the stale stock. One instance (mutex serialises there).
+ *   slow    work_ms 300 > lease 200 (setnx/token/fenced: lease_ms=200 per
+ *           request and lock.lease_ms=200; reentrant:
+ *           lock.watchdog_timeout_ms=200 and no lease_ms, so the watchdog
+ *           renews): each lease runs out 100 ms before its holder writes,
+ *           so the next holder always reads the stale stock. One instance
+ *           (mutex serialises there). fenced: the next holder's read moves
+ *           the fence past the late holder, whose write is refused (409
+ *           fenced_out): every holder but the last is fenced out, the
+ *           books stay exact and most of the stock stays unsold — the cell
+ *           is "exact" with the stale writes counted.
  *   crash   faults.enabled; one request with fault=crash_in_section
  *           (setnx: crash_before_expire) kills the instance while it holds
  *           the lock; the instance is restarted with a new instance id;
  *           probes (wait_ms 100) buy every 20 ms until the first 200 or the
- *           window (3 s) ends. Lease and watchdog timeout are 1000 ms.
+ *           window (3 s) ends. Lease and watchdog timeout are 1000 ms
+ *           (token and fenced recover when the lease runs out).
  *   nested  reenter=2, one buyer at a time (concurrency 1, so `none` cannot
  *           race), wait_ms 300: a non-reentrant lock waits for itself.
+ *   dup-user, retry  the buyer scenarios, lg_mx_buyers.c: five concurrent
+ *           clicks per buyer against purchase.limit_per_user=1 (work_ms
+ *           10), and a first request given up by its client after 50 ms
+ *           (work_ms 200) retried with and without an Idempotency-Key.
  * lua (no lock, one atomic script) runs the same cells: work_ms is spent
  * before its script, so no width of any window can make it oversell; its
  * crash request dies before the script, holding nothing.
@@ -41,8 +51,11 @@
 #include "lg_admin.h"
 #include "lg_failover.h"
 #include "lg_fault.h"
+#include "lg_mx_buyers.h"
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
+#include "lg_mx_timeline.h"
+#include "lg_nodes.h"
 #include "lg_proc.h"
 
 /* mkdir -p: --out may name a directory whose parents do not exist yet. */
@@ -72,16 +85,27 @@ static const char *expected_of(lg_scenario s, lg_mode m)
 {
     if (s == LG_SCEN_FAILOVER)
         return lg_failover_expected(m);
+    /* The limit is checked in the same atomic step as the write: it holds
+     * wherever the stock check does on one instance, not under none. An
+     * Idempotency-Key's marker and stored outcome need no lock at all. */
+    if (s == LG_SCEN_DUP_USER)
+        return m == LG_MODE_NONE ? "duplicates" : "one-each";
+    if (s == LG_SCEN_RETRY)
+        return "once";
     if (m == LG_MODE_LUA && !lg_scen_is_fault(s))
         return s == LG_SCEN_CRASH ? "recovers" : s == LG_SCEN_NESTED ? "sells" : "exact";
     switch (s) {
     case LG_SCEN_RACE: return m == LG_MODE_NONE ? "oversell" : "exact";
     case LG_SCEN_MULTI: return m == LG_MODE_NONE || m == LG_MODE_MUTEX ? "oversell" : "exact";
     case LG_SCEN_SLOW:
-        return m == LG_MODE_NONE || m == LG_MODE_SETNX || m == LG_MODE_TOKEN ? "oversell" : "exact";
+        /* fenced: exact, with its stale writes fenced out (judge); redlock as
+         * token: a holder past its validity still writes */
+        return m == LG_MODE_NONE || m == LG_MODE_SETNX || m == LG_MODE_TOKEN || m == LG_MODE_REDLOCK
+                   ? "oversell"
+                   : "exact";
     case LG_SCEN_CRASH: return m == LG_MODE_SETNX ? "stuck" : "recovers";
     case LG_SCEN_NESTED: return m == LG_MODE_NONE || m == LG_MODE_REENTRANT ? "sells" : "blocks";
-    default: return lg_fault_expected(s, m);
+    default: return lg_scen_is_redlock(s) ? lg_nodes_expected(s) : lg_fault_expected(s, m);
     }
 }
 
@@ -119,6 +143,23 @@ static void classify_burst(lg_cell *c, const lg_run_result *r, lg_scenario scen)
         snprintf(c->reason, sizeof c->reason, "sold exactly %lld, %llu sold_out, %llu orders",
                  (long long)c->sold, (unsigned long long)c->sold_out,
                  (unsigned long long)r->orders_listed);
+        if (c->fenced_out > 0) {
+            size_t l = strlen(c->reason);
+            snprintf(c->reason + l, sizeof c->reason - l, ", %llu fenced out",
+                     (unsigned long long)c->fenced_out);
+        }
+        return;
+    }
+    /* fenced: the books balance and what is left was refused by the fence,
+     * not lost — every buyer that did not buy was answered sold_out or
+     * fenced_out (a stale write refused, nothing written). */
+    if (c->fenced_out > 0 && c->sold + c->stock_left == c->stock &&
+        c->ok + c->sold_out + c->fenced_out == c->requests) {
+        snprintf(c->outcome, sizeof c->outcome, "exact");
+        snprintf(c->reason, sizeof c->reason,
+                 "exact, %llu fenced out: sold %lld of %lld, %lld left, %llu orders",
+                 (unsigned long long)c->fenced_out, (long long)c->sold, (long long)c->stock,
+                 (long long)c->stock_left, (unsigned long long)r->orders_listed);
         return;
     }
     if (c->sold == 0 && c->lock_busy == c->requests) {
@@ -157,8 +198,11 @@ static int run_burst(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instan
     rc.reenter = b->reenter;
     /* reentrant runs on its watchdog: an explicit lease_ms would switch it
      * off (lockcore.h: watchdog_timeout_ms applies without an explicit
-     * lease), so it is only sent to setnx and token */
-    rc.lease_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN ? b->lease_ms : -1;
+     * lease), so it is only sent to setnx, token, fenced and redlock */
+    rc.lease_ms = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
+                          mode == LG_MODE_REDLOCK
+                      ? b->lease_ms
+                      : -1;
     rc.deadline_ms = 90000;
     rc.stop = x->cfg->stop;
     rc.admin_token = x->cfg->admin_token;
@@ -198,7 +242,8 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
         return -1;
     const char *fault = mode == LG_MODE_SETNX ? "crash_before_expire" : "crash_in_section";
     char lease[32] = "";
-    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN)
+    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
+        mode == LG_MODE_REDLOCK)
         snprintf(lease, sizeof lease, "&lease_ms=%d", CRASH_LEASE_MS);
     char url[512];
     snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=crasher&work_ms=0&wait_ms=1000%s&fault=%s",
@@ -266,13 +311,14 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
                  (unsigned long long)other, restarted);
     } else {
         snprintf(c->outcome, sizeof c->outcome, "recovers");
-        if (mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT)
+        if (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT ||
+            mode == LG_MODE_REDLOCK)
             snprintf(c->reason, sizeof c->reason,
                      "first sale %lld ms after the crash: %s (%d ms) ran out; restart %lld ms, "
                      "%llu probes lock_busy before",
                      (long long)c->recovery_ms,
-                     mode == LG_MODE_TOKEN ? "the lease" : "the watchdog timeout", CRASH_LEASE_MS,
-                     restarted, (unsigned long long)busy);
+                     mode == LG_MODE_REENTRANT ? "the watchdog timeout" : "the lease",
+                     CRASH_LEASE_MS, restarted, (unsigned long long)busy);
         else
             snprintf(c->reason, sizeof c->reason,
                      "first sale %lld ms after the crash: %s (restart %lld ms)",
@@ -284,6 +330,15 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
     /* clears the stuck lock too (PUT /stock deletes the lock key) */
     lg_admin_reset(in->base, sku, 0, x->cfg->admin_token, e2, sizeof e2);
     return 0;
+}
+
+/* Whether the redlock cell of s runs: not through --target, whose
+ * instances are not the matrix's and know nothing of its lock masters,
+ * nor in failover, whose cell starts its own instances without any. */
+static int redlock_cell_runs(const lg_matrix_cfg *cfg, lg_scenario s)
+{
+    return cfg->mode_on[LG_MODE_REDLOCK] && cfg->scen_on[s] &&
+           !(s == LG_SCEN_MULTI && cfg->target) && s != LG_SCEN_FAILOVER;
 }
 
 /* expected is one outcome or several separated by '|' */
@@ -306,10 +361,17 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
 {
     c->expected = expected_of(scen, mode);
     c->pass = outcome_matches(c->expected, c->outcome);
+    if (scen == LG_SCEN_SLOW && mode == LG_MODE_FENCED && c->pass && c->fenced_out == 0) {
+        /* exact only because no holder outlived its lease would not show
+         * the fence at work */
+        c->pass = 0;
+        size_t l = strlen(c->reason);
+        snprintf(c->reason + l, sizeof c->reason - l, " — expected stale writes fenced out");
+    }
     if (scen == LG_SCEN_SLOW) {
         /* The other half of the slow holder (docs/locks.md): setnx's late
-         * DEL deletes a later holder's lock; token's and reentrant's owner
-         * checks never do. */
+         * DEL deletes a later holder's lock; token's, fenced's and
+         * reentrant's owner checks never do. */
         int want = mode == LG_MODE_SETNX;
         size_t l = strlen(c->reason);
         snprintf(c->reason + l, sizeof c->reason - l, "; %llu release(s) deleted another's lock",
@@ -320,7 +382,15 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
             snprintf(c->reason + l, sizeof c->reason - l, " — expected %s", want ? "some" : "none");
         }
     }
-    if (c->pass && scen == LG_SCEN_CRASH && (mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT)) {
+    if (scen == LG_SCEN_RETRY && c->doubles == 0) {
+        /* the lesson's other half: the same retries without a key buy twice */
+        c->pass = 0;
+        size_t l = strlen(c->reason);
+        snprintf(c->reason + l, sizeof c->reason - l, " — expected double orders without keys");
+    }
+    if (c->pass && scen == LG_SCEN_CRASH &&
+        (mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED || mode == LG_MODE_REENTRANT ||
+         mode == LG_MODE_REDLOCK)) {
         /* recovery must come from the lease / watchdog running out, not
          * earlier (that would mean the lock did not survive the crash) and
          * not much later */
@@ -336,6 +406,14 @@ static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
 int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
+    res->ntrials = cfg->trials > 1 ? cfg->trials : 1;
+    if (res->ntrials > 1) {
+        res->more = calloc((size_t)res->ntrials - 1, sizeof *res->more);
+        if (!res->more) {
+            snprintf(err, errlen, "out of memory for %d trials", res->ntrials);
+            return -1;
+        }
+    }
     mctx x;
     memset(&x, 0, sizeof x);
     x.cfg = cfg;
@@ -362,12 +440,19 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     }
     x.redis_aof = faults;
     int rc = -1;
-    instance base[3], slow, crash, fault[3];
+    instance base[3], slow, crash, fault[3], dup, nodes[2];
     memset(fault, 0, sizeof fault);
     lg_fault_instances(fault);
+    memset(nodes, 0, sizeof nodes);
+    lg_nodes_instances(nodes);
     memset(base, 0, sizeof base);
     memset(&slow, 0, sizeof slow);
     memset(&crash, 0, sizeof crash);
+    memset(&dup, 0, sizeof dup);
+    snprintf(dup.id, sizeof dup.id, "mx-dup-user");
+    dup.extra[0] = "--set";
+    dup.extra[1] = "purchase.limit_per_user=1";
+    dup.nextra = 2;
     for (int i = 0; i < 3; i++)
         snprintf(base[i].id, sizeof base[i].id, "mx-base-%d", i);
     snprintf(slow.id, sizeof slow.id, "mx-slow");
@@ -389,6 +474,16 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         goto out;
     snprintf(res->redis, sizeof res->redis, "%s%s", x.redis_addr, cfg->redis ? "" : " (private)");
     lg_mx_log(&x, "redis at %s; server %s; logs in %s", res->redis, cfg->server, x.logdir);
+    /* The redlock row's five lock masters, before any instance: every
+     * instance then gets redlock.nodes. */
+    int redlock_runs = 0;
+    for (lg_scenario s = 0; s < LG_NSCEN; s++)
+        redlock_runs |= redlock_cell_runs(cfg, s);
+    if (redlock_runs) {
+        if (lg_mx_locks_start(&x, err, errlen) < 0)
+            goto out;
+        lg_mx_log(&x, "redlock lock masters: %s", x.lock_nodes + strlen("redlock.nodes="));
+    }
 
     int q = cfg->quick;
     burst race = {q ? 20 : 100, 10, 10000, 30000, -1, q ? 200 : 1000, q ? 50 : 100};
@@ -402,7 +497,8 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     if (cfg->target)
         snprintf(lb.base, sizeof lb.base, "%s", cfg->target);
     int nbase = own_multi ? 3 : 1;
-    if (cfg->scen_on[LG_SCEN_RACE] || own_multi || cfg->scen_on[LG_SCEN_NESTED]) {
+    if (cfg->scen_on[LG_SCEN_RACE] || own_multi || cfg->scen_on[LG_SCEN_NESTED] ||
+        cfg->scen_on[LG_SCEN_RETRY]) {
         for (int i = 0; i < nbase; i++)
             if (lg_mx_instance_start(&x, &base[i], err, errlen) < 0)
                 goto out;
@@ -415,53 +511,108 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
             goto out;
         if (s == LG_SCEN_CRASH && lg_mx_instance_start(&x, &crash, err, errlen) < 0)
             goto out;
+        if (s == LG_SCEN_DUP_USER && lg_mx_instance_start(&x, &dup, err, errlen) < 0)
+            goto out;
         for (int i = 0; i < 3 && lg_scen_is_fault(s); i++)
             if (fault[i].pid <= 0 && lg_mx_instance_start(&x, &fault[i], err, errlen) < 0)
                 goto out;
+        /* the instances whose traces make the cell's timeline */
+        const char *tl[LG_MX_TL_MAX];
+        int ntl = 0;
+        if (s == LG_SCEN_MULTI)
+            for (int i = 0; i < (cfg->target ? 1 : 3); i++)
+                tl[ntl++] = cfg->target ? lb.base : base[i].base;
+        else if (s == LG_SCEN_SLOW)
+            tl[ntl++] = slow.base;
+        else if (s == LG_SCEN_CRASH)
+            tl[ntl++] = crash.base;
+        else if (s == LG_SCEN_DUP_USER)
+            tl[ntl++] = dup.base;
+        else if (lg_scen_is_fault(s))
+            for (int i = 0; i < 3; i++)
+                tl[ntl++] = fault[i].base;
+        else
+            tl[ntl++] = base[0].base;
         for (lg_mode m = 0; m < LG_NMODES; m++) {
-            if (!cfg->mode_on[m])
+            if (!cfg->mode_on[m] || (lg_scen_is_redlock(s) && m != LG_MODE_REDLOCK))
                 continue;
-            if (lg_mx_stopped(&x)) {
-                snprintf(err, errlen, "interrupted");
-                goto out;
+            if (m == LG_MODE_REDLOCK && !redlock_cell_runs(cfg, s)) {
+                lg_mx_log(&x, "%-6s %-9s not run: %s", lg_scen_names[s], lg_mode_names[m],
+                          s == LG_SCEN_FAILOVER
+                              ? "the failover cell's instances have no lock masters"
+                              : "the instances behind --target have no lock masters");
+                continue;
             }
-            lg_cell *c = &res->cell[s][m];
-            int r;
-            switch (s) {
-            case LG_SCEN_RACE: r = run_burst(&x, c, s, m, base, 1, &race, err, errlen); break;
-            case LG_SCEN_MULTI:
-                r = cfg->target ? run_burst(&x, c, s, m, &lb, 1, &race, err, errlen)
-                                : run_burst(&x, c, s, m, base, 3, &race, err, errlen);
-                break;
-            case LG_SCEN_SLOW: r = run_burst(&x, c, s, m, &slow, 1, &slowb, err, errlen); break;
-            case LG_SCEN_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
-            case LG_SCEN_NESTED: r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen); break;
-            case LG_SCEN_FAILOVER: r = lg_failover_cell(&x, c, m, err, errlen); break;
-            default: r = lg_fault_cell(&x, c, s, m, fault, err, errlen); break;
+            for (int k = 0; k < res->ntrials; k++) {
+                if (lg_mx_stopped(&x)) {
+                    snprintf(err, errlen, "interrupted");
+                    goto out;
+                }
+                lg_cell *c = k == 0 ? &res->cell[s][m] : &res->more[k - 1][s][m];
+                int want_tl = k == 0 && !cfg->no_timelines;
+                lg_trace_mark marks[LG_MX_TL_MAX];
+                if (want_tl)
+                    lg_mx_timeline_mark(tl, ntl, s, m, marks);
+                int r;
+                switch (s) {
+                case LG_SCEN_RACE: r = run_burst(&x, c, s, m, base, 1, &race, err, errlen); break;
+                case LG_SCEN_MULTI:
+                    r = cfg->target ? run_burst(&x, c, s, m, &lb, 1, &race, err, errlen)
+                                    : run_burst(&x, c, s, m, base, 3, &race, err, errlen);
+                    break;
+                case LG_SCEN_SLOW: r = run_burst(&x, c, s, m, &slow, 1, &slowb, err, errlen); break;
+                case LG_SCEN_CRASH: r = run_crash(&x, c, m, &crash, q ? 5 : 10, err, errlen); break;
+                case LG_SCEN_NESTED:
+                    r = run_burst(&x, c, s, m, base, 1, &nested, err, errlen);
+                    break;
+                case LG_SCEN_DUP_USER:
+                    r = lg_mx_dup_user(&x, c, m, &dup, q ? 5 : 10, err, errlen);
+                    break;
+                case LG_SCEN_RETRY:
+                    r = lg_mx_retry(&x, c, m, &base[0], q ? 4 : 8, err, errlen);
+                    break;
+                case LG_SCEN_FAILOVER: r = lg_failover_cell(&x, c, m, err, errlen); break;
+                default:
+                    r = lg_scen_is_redlock(s) ? lg_nodes_cell(&x, c, s, nodes, err, errlen)
+                                              : lg_fault_cell(&x, c, s, m, fault, err, errlen);
+                    break;
+                }
+                if (lg_mx_stopped(&x)) {
+                    /* interrupted mid-cell: its numbers mean nothing */
+                    memset(c, 0, sizeof *c);
+                    snprintf(err, errlen, "interrupted");
+                    goto out;
+                }
+                if (r < 0) {
+                    /* one cell could not run: record it, go on */
+                    c->ran = 1;
+                    snprintf(c->outcome, sizeof c->outcome, "error");
+                    snprintf(c->reason, sizeof c->reason, "%.230s", err);
+                }
+                judge(c, s, m);
+                if (!c->pass)
+                    res->mismatches++;
+                if (res->ntrials > 1)
+                    lg_mx_log(&x, "%-6s %-9s trial %d/%d expected %-8s measured %-8s %s  %s",
+                              lg_scen_names[s], lg_mode_names[m], k + 1, res->ntrials, c->expected,
+                              c->outcome, c->pass ? "ok  " : "DIFF", c->reason);
+                else
+                    lg_mx_log(&x, "%-6s %-9s expected %-8s measured %-8s %s  %s", lg_scen_names[s],
+                              lg_mode_names[m], c->expected, c->outcome, c->pass ? "ok  " : "DIFF",
+                              c->reason);
+                char e2[256];
+                if (want_tl && c->ran &&
+                    lg_mx_timeline_write(cfg, s, m, c, tl, marks, ntl, e2, sizeof e2) < 0)
+                    lg_mx_log(&x, "%-6s %-9s no timeline: %s", lg_scen_names[s], lg_mode_names[m],
+                              e2);
             }
-            if (lg_mx_stopped(&x)) {
-                /* interrupted mid-cell: its numbers mean nothing */
-                memset(c, 0, sizeof *c);
-                snprintf(err, errlen, "interrupted");
-                goto out;
-            }
-            if (r < 0) {
-                /* one cell could not run: record it, go on */
-                c->ran = 1;
-                snprintf(c->outcome, sizeof c->outcome, "error");
-                snprintf(c->reason, sizeof c->reason, "%.230s", err);
-            }
-            judge(c, s, m);
-            if (!c->pass)
-                res->mismatches++;
-            lg_mx_log(&x, "%-6s %-9s expected %-8s measured %-8s %s  %s", lg_scen_names[s],
-                      lg_mode_names[m], c->expected, c->outcome, c->pass ? "ok  " : "DIFF",
-                      c->reason);
         }
         if (s == LG_SCEN_SLOW)
             lg_mx_instance_stop(&slow);
         if (s == LG_SCEN_CRASH)
             lg_mx_instance_stop(&crash);
+        if (s == LG_SCEN_DUP_USER)
+            lg_mx_instance_stop(&dup);
     }
     rc = 0;
 out:
@@ -469,8 +620,11 @@ out:
         lg_mx_instance_stop(&base[i]);
     lg_mx_instance_stop(&slow);
     lg_mx_instance_stop(&crash);
+    lg_mx_instance_stop(&dup);
     for (int i = 0; i < 3; i++)
         lg_mx_instance_stop(&fault[i]);
+    for (int i = 0; i < 2; i++)
+        lg_mx_instance_stop(&nodes[i]);
     lg_mx_shutdown(&x);
     res->elapsed_s = (double)(lg_now_ms() - t0) / 1000.0;
     return rc;

@@ -33,8 +33,13 @@
  * cannot be made, the server binary is not executable, faults with
  * cfg->redis, Redis or an instance would not start, or *cfg->stop was set
  * ("interrupted"). Stops every child it started before returning, in
- * every case. cfg must stay valid during the call; curl_global_init must
- * have been called (lg_admin.h). */
+ * every case. With cfg->trials K > 1 every cell runs K times in a row
+ * (res->more holds trials 2..K: free it with lg_matrix_result_free, also
+ * after -1). For the first trial of every cell it writes
+ * cfg->out_dir/timeline-<scenario>-<mode>.html (unless cfg->no_timelines;
+ * a page that cannot be written is logged, the cell is unchanged). cfg must
+ * stay valid during the call; curl_global_init must have been called
+ * (lg_admin.h). */
 int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, size_t errlen);
 
 #endif

@@ -12,12 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *const lg_mode_names[LG_NMODES] = {"none",  "mutex",     "setnx",
-                                              "token", "reentrant", "lua"};
+const char *const lg_mode_names[LG_NMODES] = {"none",      "mutex",   "setnx",  "token",
+                                              "reentrant", "redlock", "fenced", "lua"};
 const char *const lg_scen_names[LG_NSCEN] = {
-    "race",    "multi",         "slow",        "crash", "nested", /* the demo */
-    "kill",    "redis-restart", "redis-pause",                    /* the faults, lg_fault.c */
-    "failover"};                                                  /* lg_failover.c */
+    "race",       "multi",         "slow",
+    "crash",      "nested",        "dup-user",
+    "retry",                                              /* the demo */
+    "kill",       "redis-restart", "redis-pause",         /* the faults, lg_fault.c */
+    "failover",                                           /* lg_failover.c */
+    "nodes-down", "node-restart",  "node-restart-delay"}; /* redlock, lg_nodes.c */
 
 void lg_matrix_cfg_init(lg_matrix_cfg *c)
 {
@@ -29,6 +32,18 @@ void lg_matrix_cfg_init(lg_matrix_cfg *c)
     for (int i = 0; i < LG_NDEMO; i++)
         c->scen_on[i] = 1;
     c->time_factor = 1.0;
+    c->trials = 1;
+}
+
+const lg_cell *lg_matrix_trial(const lg_matrix_result *r, int k, lg_scenario s, lg_mode m)
+{
+    return k == 0 ? &r->cell[s][m] : &r->more[k - 1][s][m];
+}
+
+void lg_matrix_result_free(lg_matrix_result *r)
+{
+    free(r->more);
+    r->more = NULL;
 }
 
 int lg_matrix_has_faults(const lg_matrix_cfg *c)

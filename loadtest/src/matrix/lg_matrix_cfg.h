@@ -17,14 +17,17 @@
 #include <stdio.h>
 
 /* The purchase modes, in the order of the service's URL segments: the lock
- * modes, then lua (no lock: one atomic script, the row every lock is
- * measured against). */
+ * modes (fenced: token's lock plus a fencing token the store checks), then
+ * lua (no lock: one atomic script, the row every lock is measured
+ * against). */
 typedef enum lg_mode {
     LG_MODE_NONE,
     LG_MODE_MUTEX,
     LG_MODE_SETNX,
     LG_MODE_TOKEN,
     LG_MODE_REENTRANT,
+    LG_MODE_REDLOCK, /* needs the matrix's lock masters (lg_mx_proc.h) */
+    LG_MODE_FENCED,
     LG_MODE_LUA,
     LG_NMODES /* how many */
 } lg_mode;
@@ -36,12 +39,17 @@ typedef enum lg_scenario {
     LG_SCEN_SLOW,
     LG_SCEN_CRASH,
     LG_SCEN_NESTED,
-    LG_SCEN_KILL, /* the first fault */
+    LG_SCEN_DUP_USER, /* one buy per user: 5 concurrent clicks each */
+    LG_SCEN_RETRY,    /* a client timeout retried, with and without a key */
+    LG_SCEN_KILL,     /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
-    LG_SCEN_FAILOVER, /* Sentinel failover loses a held lock (lg_failover.c);
-                         its own topology, only by name: --scenarios failover */
-    LG_NSCEN          /* how many */
+    LG_SCEN_FAILOVER,   /* Sentinel failover loses a held lock (lg_failover.c);
+                           its own topology, only by name: --scenarios failover */
+    LG_SCEN_NODES_DOWN, /* the first of the redlock scenarios (lg_nodes.c) */
+    LG_SCEN_NODE_RESTART,
+    LG_SCEN_NODE_RESTART_DELAY,
+    LG_NSCEN /* how many */
 } lg_scenario;
 
 #define LG_NDEMO LG_SCEN_KILL /* the default selection: the demo scenarios */
@@ -53,9 +61,19 @@ static inline int lg_scen_is_fault(lg_scenario s)
     return s >= LG_SCEN_KILL && s <= LG_SCEN_REDIS_PAUSE;
 }
 
+/* 1 for nodes-down, node-restart and node-restart-delay: faults of the
+ * redlock row's lock masters, run for the redlock mode only (the other
+ * modes have no lock masters: their cells stay empty). Selected by name
+ * only (--scenarios), neither in the default selection nor in --faults.
+ * Pure. */
+static inline int lg_scen_is_redlock(lg_scenario s)
+{
+    return s >= LG_SCEN_NODES_DOWN;
+}
+
 /* The names used on the command line, in files and in SKUs, indexed by
- * lg_mode / lg_scenario: "none" .. "reentrant", "lua", "race" ..
- * "redis-pause", "failover". */
+ * lg_mode / lg_scenario: "none" .. "reentrant", "redlock", "fenced", "lua",
+ * "race" .. "redis-pause", "failover", "nodes-down", "node-restart", "node-restart-delay". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
 
@@ -79,44 +97,65 @@ typedef struct lg_matrix_cfg {
     double time_factor; /* >= 1: scales the fault scenarios' upper time
                            bounds (sanitizer builds run slower) */
     volatile sig_atomic_t *stop;
-    FILE *log; /* progress lines; NULL = quiet */
+    FILE *log;        /* progress lines; NULL = quiet */
+    int trials;       /* 1..LG_MATRIX_MAX_TRIALS: each cell runs this many times */
+    const char *lang; /* "en" (also NULL) or "zh": the timeline pages' language */
+    int no_timelines; /* 1: write no timeline-<scenario>-<mode>.html */
 } lg_matrix_cfg;
+
+#define LG_MATRIX_MAX_TRIALS 1000
 
 typedef struct lg_cell {
     int ran;
     const char *expected; /* "oversell", "exact", "stuck", "recovers", "sells", "blocks",
-                             "safe" (faults) */
+                             "one-each", "duplicates" (dup-user), "once", "twice"
+                             (retry), "safe" (faults) */
     char outcome[24];     /* measured, same vocabulary, or "short", "unsafe", "error" */
     int pass;
     int64_t stock, sold, stock_left, oversold, undersold;
     uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
+    uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
+    uint64_t doubles;            /* retry: buyers with two orders in the run without keys */
     int stuck;                   /* crash: no sale within the window */
     int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */
     int64_t window_ms;           /* crash: observation window */
     double elapsed_s;
     /* fault scenarios (-1 = not measured / not applicable) */
-    int64_t fault_ms;     /* how long the fault lasted: instance down until
-                             healthy again, Redis down, Redis paused */
-    int64_t freed_ms;     /* kill: the dead holder's lock gone after the kill */
-    int64_t failfast_ms;  /* redis-*: slowest 503 of the probes during the fault */
-    int64_t reconnect_ms; /* redis-restart: every instance answers a purchase
-                             without 503 again, after Redis answered PING */
-    int64_t resume_ms;    /* first sale after the fault ended */
-    uint64_t n503;        /* 503 redis_unavailable seen by the burst */
-    uint64_t unacked;     /* orders recorded whose response never came */
-    char reason[240];     /* short, measured */
+    int64_t fault_ms;      /* how long the fault lasted: instance down until
+                              healthy again, Redis down, Redis paused */
+    int64_t freed_ms;      /* kill: the dead holder's lock gone after the kill */
+    int64_t failfast_ms;   /* redis-*: slowest 503 of the probes during the fault */
+    int64_t reconnect_ms;  /* redis-restart: every instance answers a purchase
+                              without 503 again, after Redis answered PING */
+    int64_t resume_ms;     /* first sale after the fault ended */
+    uint64_t n503;         /* 503 redis_unavailable seen by the burst */
+    uint64_t unacked;      /* orders recorded whose response never came */
+    int has_latency;       /* the cell ran a burst: p50_ms, p99_ms are measured */
+    double p50_ms, p99_ms; /* purchase latency of the burst, client side */
+    int timeline;          /* timeline-<scenario>-<mode>.html written (first trial) */
+    char reason[240];      /* short, measured */
 } lg_cell;
 
 typedef struct lg_matrix_result {
-    lg_cell cell[LG_NSCEN][LG_NMODES]; /* [lg_scenario][lg_mode] */
-    int mismatches;
+    lg_cell cell[LG_NSCEN][LG_NMODES];    /* [lg_scenario][lg_mode]: the first trial */
+    int ntrials;                          /* cfg->trials (1 when it was 0) */
+    lg_cell (*more)[LG_NSCEN][LG_NMODES]; /* trials 2..ntrials, ntrials - 1 of them
+                                             (malloc'd; NULL when ntrials is 1):
+                                             lg_matrix_trial, lg_matrix_result_free */
+    int mismatches;                       /* trials whose outcome differs, over every cell */
     double elapsed_s;
     char redis[96];
 } lg_matrix_result;
 
+/* Trial k (0 = the first, < r->ntrials) of the cell [s][m]. Pure. */
+const lg_cell *lg_matrix_trial(const lg_matrix_result *r, int k, lg_scenario s, lg_mode m);
+/* Frees r->more (the result itself is the caller's). */
+void lg_matrix_result_free(lg_matrix_result *r);
+
 /* Defaults: every mode, the demo scenarios, a private redis-server
- * ("redis-server" from PATH), out_dir "matrix-out", time_factor 1. */
+ * ("redis-server" from PATH), out_dir "matrix-out", time_factor 1,
+ * 1 trial, timelines in English. */
 void lg_matrix_cfg_init(lg_matrix_cfg *c);
 /* 1 when any of the fault scenarios (kill, redis-restart, redis-pause) is on. Pure. */
 int lg_matrix_has_faults(const lg_matrix_cfg *c);

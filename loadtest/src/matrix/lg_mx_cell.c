@@ -10,9 +10,15 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
     c->errors = lg_run_errors(r) + r->not_sent;
     c->lock_lost = r->lock_lost;
     c->deleted_other_lock = r->deleted_other_lock;
+    c->fenced_out = r->fenced_out;
     c->dup = r->dup_orders + r->dup_ok_ids;
     c->missing = r->missing;
     c->elapsed_s = r->eng.elapsed_s;
+    if (r->eng.hist.count > 0) {
+        c->has_latency = 1;
+        c->p50_ms = (double)lg_hist_percentile(&r->eng.hist, 50) / 1000.0;
+        c->p99_ms = (double)lg_hist_percentile(&r->eng.hist, 99) / 1000.0;
+    }
     if (r->audited) {
         c->stock = r->audit.initial;
         c->sold = r->audit.sold;

@@ -57,6 +57,14 @@ int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen)
     argv[n++] = id;
     for (int i = 0; i < in->nextra; i++)
         argv[n++] = in->extra[i];
+    if (x->lock_on) {
+        /* A node timeout far above a loaded machine's stalls: only a dead
+         * lock master fails a round. */
+        argv[n++] = "--set";
+        argv[n++] = x->lock_nodes;
+        argv[n++] = "--set";
+        argv[n++] = "redlock.node_timeout_ms=250";
+    }
     for (int i = 0; i < x->cfg->nserver_args; i++)
         argv[n++] = x->cfg->server_args[i];
     argv[n] = NULL;
@@ -186,11 +194,68 @@ int lg_mx_redis_spawn(mctx *x, char *err, size_t errlen)
     return redis_spawn(x, 1, err, errlen);
 }
 
+int lg_mx_lock_spawn(mctx *x, int i, char *err, size_t errlen)
+{
+    char logp[PATH_MAX + 32];
+    snprintf(logp, sizeof logp, "%s/lock-master-%d.log", x->logdir, i);
+    const char *args[] = {"--appendonly", "no", "--maxclients", "10000", NULL};
+    lg_redis_opts o;
+    lg_redis_opts_init(&o);
+    o.server = x->cfg->redis_server;
+    o.port = x->lock_port[i];
+    o.dir = x->lock_dir[i];
+    o.args = args;
+    o.logpath = logp;
+    o.attempts = x->lock_port[i] > 0 ? 3 : 5;
+    o.timeout_ms = 10000;
+    o.stop = x->cfg->stop;
+    int port = 0;
+    pid_t pid = lg_redis_start(&o, &port, err, errlen);
+    if (pid < 0)
+        return -1;
+    x->lock_pid[i] = pid;
+    x->lock_port[i] = port;
+    return 0;
+}
+
+void lg_mx_lock_kill(mctx *x, int i)
+{
+    lg_kill(x->lock_pid[i]);
+    x->lock_pid[i] = 0;
+}
+
+int lg_mx_locks_start(mctx *x, char *err, size_t errlen)
+{
+    size_t used = (size_t)snprintf(x->lock_nodes, sizeof x->lock_nodes, "redlock.nodes=");
+    for (int i = 0; i < LG_LOCK_MASTERS; i++) {
+        snprintf(x->lock_dir[i], sizeof x->lock_dir[i], "/tmp/miaosha-matrix-lock-XXXXXX");
+        if (!mkdtemp(x->lock_dir[i])) {
+            snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+            x->lock_dir[i][0] = 0;
+            return -1;
+        }
+        x->lock_port[i] = 0;
+        if (lg_mx_lock_spawn(x, i, err, errlen) < 0)
+            return -1;
+        used += (size_t)snprintf(x->lock_nodes + used, sizeof x->lock_nodes - used,
+                                 "%s127.0.0.1:%d", i ? "," : "", x->lock_port[i]);
+    }
+    x->lock_on = 1;
+    return 0;
+}
+
 void lg_mx_shutdown(mctx *x)
 {
     if (x->redis_pid > 0)
         lg_stop(x->redis_pid, 3000);
     x->redis_pid = 0;
+    for (int i = 0; i < LG_LOCK_MASTERS; i++) {
+        if (x->lock_pid[i] > 0)
+            lg_stop(x->lock_pid[i], 3000);
+        x->lock_pid[i] = 0;
+        lg_rm_tree(x->lock_dir[i]);
+        x->lock_dir[i][0] = 0;
+    }
     lg_proc_kill_all(2000);
     lg_rm_tree(x->redis_dir); /* dump.rdb, appendonlydir/ */
     x->redis_dir[0] = 0;

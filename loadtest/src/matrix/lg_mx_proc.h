@@ -33,6 +33,8 @@ typedef struct instance {
     int generation;
 } instance;
 
+#define LG_LOCK_MASTERS 5 /* the redlock row's independent lock masters */
+
 typedef struct mctx {
     const lg_matrix_cfg *cfg;
     char redis_addr[64]; /* "host:port" the instances get */
@@ -41,6 +43,14 @@ typedef struct mctx {
     int redis_aof;         /* private one runs with appendonly yes, fsync always */
     char redis_dir[256];   /* its working directory (mkdtemp), "" when none */
     char logdir[PATH_MAX]; /* every child's log: <logdir>/<id>.log, redis.log */
+    /* The redlock row's lock masters: private redis-servers without
+     * persistence, started only when that row runs (lock_on). Every
+     * instance then gets redlock.nodes = lock_nodes. */
+    int lock_on;
+    int lock_port[LG_LOCK_MASTERS];
+    pid_t lock_pid[LG_LOCK_MASTERS]; /* 0 when down */
+    char lock_dir[LG_LOCK_MASTERS][64];
+    char lock_nodes[LG_LOCK_MASTERS * 24 + 32]; /* "redlock.nodes=127.0.0.1:p,..." */
 } mctx;
 
 /* One progress line "matrix: ..." to cfg->log (nothing when it is NULL). */
@@ -73,8 +83,20 @@ int lg_mx_redis_start(mctx *x, char *err, size_t errlen);
  * 0), with an AOF when x->redis_aof, and waits until it answers PING
  * (blocks up to ~10 s, less on Ctrl-C). 0 or -1 with a reason in err. */
 int lg_mx_redis_spawn(mctx *x, char *err, size_t errlen);
-/* On the way out: stops the private redis-server, every child still
- * running (lg_proc_kill_all), and removes Redis's directory. */
+/* Starts the LG_LOCK_MASTERS lock masters (each in a fresh /tmp
+ * directory, on a free port, no RDB, no AOF), sets lock_on and
+ * lock_nodes. 0, or -1 with a reason in err. */
+int lg_mx_locks_start(mctx *x, char *err, size_t errlen);
+/* (Re)starts lock master i on its port, empty (no persistence: what a
+ * restart without AOF forgets), and waits until it answers PING. 0 or -1
+ * with a reason in err. */
+int lg_mx_lock_spawn(mctx *x, int i, char *err, size_t errlen);
+/* SIGKILLs lock master i (a crash) and reaps it; lock_pid[i] = 0. */
+void lg_mx_lock_kill(mctx *x, int i);
+
+/* On the way out: stops the private redis-server and the lock masters,
+ * every child still running (lg_proc_kill_all), and removes their
+ * directories. */
 void lg_mx_shutdown(mctx *x);
 
 /* rc->targets = the instances' base URLs, the first LG_MAX_TARGETS of

@@ -19,28 +19,32 @@ typedef struct words {
     const char *mode;
 } words;
 
-static const words words_en = {{NULL},
-                               {"race (1 instance)", "multi-instance (3)",
-                                "slow holder (work > lease)", "crash while holding",
-                                "nested (reenter=2)", "instance kill -9 (3)", "Redis restart (AOF)",
-                                "Redis paused 2 s", "Sentinel failover (lock lost)"},
-                               "ok",
-                               "DIFF",
-                               "freed",
-                               "back",
-                               "mode"};
+static const words words_en = {
+    {NULL},
+    {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
+     "nested (reenter=2)", "one buy per user (5 clicks)", "client timeout retried",
+     "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s",
+     "Sentinel failover (lock lost)", "2, then 3 of 5 lock masters down",
+     "lock master restarted empty", "same, redlock.restart_delay_ms"},
+    "ok",
+    "DIFF",
+    "freed",
+    "back",
+    "mode"};
 
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
-static const words words_zh = {{"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁",
-                                "实例 kill -9", "Redis 重启", "Redis 暂停", "哨兵故障转移"},
-                               {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）",
-                                "持锁时崩溃", "嵌套加锁（reenter=2）", "实例被 kill -9（3 个实例）",
-                                "Redis 重启（AOF）", "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）"},
-                               "符合",
-                               "不符",
-                               "释放",
-                               "重连",
-                               "模式"};
+static const words words_zh = {
+    {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单", "超时重试", "实例 kill -9",
+     "Redis 重启", "Redis 暂停", "哨兵故障转移", "锁节点宕机", "锁节点重启", "锁节点延迟重启"},
+    {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
+     "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）", "客户端超时后重试",
+     "实例被 kill -9（3 个实例）", "Redis 重启（AOF）", "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）",
+     "5 个锁节点先宕 2 个、再宕 3 个", "锁节点无持久化重启", "同上，加 redlock.restart_delay_ms"},
+    "符合",
+    "不符",
+    "释放",
+    "重连",
+    "模式"};
 
 static const words *words_of(lg_report_lang lang)
 {
@@ -58,9 +62,12 @@ static const char *scen_short(const words *w, lg_scenario s)
 static const char *outcome_word(lg_report_lang lang, const char *o)
 {
     static const char *const zh[][2] = {
-        {"oversell", "超卖"},  {"exact", "准确"},   {"stuck", "卡死"},    {"recovers", "恢复"},
-        {"sells", "正常售出"}, {"blocks", "阻塞"},  {"safe", "安全"},     {"late", "超时"},
-        {"missed", "错过"},    {"short", "未售罄"}, {"unsafe", "不安全"}, {"error", "出错"}};
+        {"oversell", "超卖"},     {"exact", "准确"},          {"stuck", "卡死"},
+        {"recovers", "恢复"},     {"sells", "正常售出"},      {"blocks", "阻塞"},
+        {"safe", "安全"},         {"late", "超时"},           {"missed", "错过"},
+        {"short", "未售罄"},      {"unsafe", "不安全"},       {"error", "出错"},
+        {"one-each", "每人一单"}, {"duplicates", "重复购买"}, {"once", "只买一次"},
+        {"twice", "重复下单"}};
     if (lang != LG_LANG_ZH)
         return o;
     for (size_t i = 0; i < sizeof zh / sizeof zh[0]; i++)
@@ -238,6 +245,17 @@ static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, cha
     }
     snprintf(buf, len, "%s %s %lld/%lld", verdict, outcome, (long long)c->sold,
              (long long)c->stock);
+}
+
+void lg_report_cell_text(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf,
+                         size_t len)
+{
+    cell_short(lang, s, c, buf, len);
+}
+
+const char *lg_report_scen_title(lg_report_lang lang, lg_scenario s)
+{
+    return words_of(lang)->scen_title[s];
 }
 
 /* A fault measurement in ms, "-" when not measured. */
@@ -518,50 +536,57 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* One row per cell that ran; with several trials one per trial, with a
+ * trial column (1..K) after mode. */
 static int write_csv(const char *path, const lg_matrix_result *r)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fputs("scenario,mode,expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
+    int trials = r->ntrials > 1 ? r->ntrials : 1;
+    fputs(trials > 1 ? "scenario,mode,trial," : "scenario,mode,", f);
+    fputs("expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
           "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,"
           "missing_orders,stuck,"
           "recovery_ms,elapsed_s,redis_unavailable,unacknowledged,fault_ms,freed_ms,"
           "failfast_ms,reconnect_ms,resume_ms,reason\n",
           f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
-        for (lg_mode m = 0; m < LG_NMODES; m++) {
-            const lg_cell *c = &r->cell[s][m];
-            if (!c->ran)
-                continue;
-            fprintf(f,
-                    "%s,%s,%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
-                    "%llu,%llu,%llu,%d,%lld,%.3f,",
-                    lg_scen_names[s], lg_mode_names[m], c->expected, c->outcome,
-                    c->pass ? "true" : "false", (long long)c->stock, (long long)c->sold,
-                    (long long)c->stock_left, (long long)c->oversold, (long long)c->undersold,
-                    (unsigned long long)c->requests, (unsigned long long)c->ok,
-                    (unsigned long long)c->sold_out, (unsigned long long)c->lock_busy,
-                    (unsigned long long)c->errors, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->deleted_other_lock, (unsigned long long)c->dup,
-                    (unsigned long long)c->missing, c->stuck, (long long)c->recovery_ms,
-                    c->elapsed_s);
-            if (timed(s)) {
-                const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms, c->reconnect_ms,
-                                       c->resume_ms};
-                fprintf(f, "%llu,%llu,", (unsigned long long)c->n503,
-                        (unsigned long long)c->unacked);
-                for (int k = 0; k < 5; k++)
-                    if (ms[k] >= 0)
-                        fprintf(f, "%lld,", (long long)ms[k]);
-                    else
-                        fputc(',', f);
-            } else {
-                fputs(",,,,,,,", f);
+        for (lg_mode m = 0; m < LG_NMODES; m++)
+            for (int k = 0; k < trials; k++) {
+                const lg_cell *c = lg_matrix_trial(r, k, s, m);
+                if (!c->ran)
+                    continue;
+                fprintf(f, "%s,%s,", lg_scen_names[s], lg_mode_names[m]);
+                if (trials > 1)
+                    fprintf(f, "%d,", k + 1);
+                fprintf(f,
+                        "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
+                        "%llu,%llu,%llu,%d,%lld,%.3f,",
+                        c->expected, c->outcome, c->pass ? "true" : "false", (long long)c->stock,
+                        (long long)c->sold, (long long)c->stock_left, (long long)c->oversold,
+                        (long long)c->undersold, (unsigned long long)c->requests,
+                        (unsigned long long)c->ok, (unsigned long long)c->sold_out,
+                        (unsigned long long)c->lock_busy, (unsigned long long)c->errors,
+                        (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
+                        (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
+                        (long long)c->recovery_ms, c->elapsed_s);
+                if (timed(s)) {
+                    const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
+                                           c->reconnect_ms, c->resume_ms};
+                    fprintf(f, "%llu,%llu,", (unsigned long long)c->n503,
+                            (unsigned long long)c->unacked);
+                    for (int i = 0; i < 5; i++)
+                        if (ms[i] >= 0)
+                            fprintf(f, "%lld,", (long long)ms[i]);
+                        else
+                            fputc(',', f);
+                } else {
+                    fputs(",,,,,,,", f);
+                }
+                csv_field(f, c->reason);
+                fputc('\n', f);
             }
-            csv_field(f, c->reason);
-            fputc('\n', f);
-        }
     return fclose(f) == 0 ? 0 : -1;
 }
 

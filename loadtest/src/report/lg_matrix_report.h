@@ -40,8 +40,17 @@ size_t lg_text_width(const char *s);
  * are padded to terminal columns (lg_text_width). */
 void lg_matrix_print(FILE *out, const lg_matrix_cfg *cfg, const lg_matrix_result *res,
                      lg_report_lang lang);
+/* A cell's short text as the table shows it ("ok oversell 200/20"), in
+ * lang, into buf (len bytes). Pure. */
+void lg_report_cell_text(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf,
+                         size_t len);
+/* A scenario's title as matrix.md's header says it ("race (1 instance)"),
+ * in lang; a static string. Pure. */
+const char *lg_report_scen_title(lg_report_lang lang, lg_scenario s);
+
 /* Writes matrix.md and matrix.svg in lang, and matrix.csv (English in
- * every language), into cfg->out_dir, which must exist (lg_matrix_run
+ * every language; one row per trial, with a `trial` column after `mode`,
+ * when res->ntrials > 1), into cfg->out_dir, which must exist (lg_matrix_run
  * makes it). All three are UTF-8. 0, or -1 with "<path>: <strerror>" in err
  * (errlen bytes); files written before the failing one stay. */
 int lg_matrix_write_files(const lg_matrix_cfg *cfg, const lg_matrix_result *res,

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# test_timeline_browser.sh — the timeline pages in a real browser.
+#
+# 1. `run --timeline` of a `none` burst that oversells (work_ms widens the
+#    race): headless Chromium loads the page from file:// and the DOM holds
+#    exactly the audit's `oversold` highlighted units (class="oversold");
+#    a `token` burst with --lang zh: none, and the Chinese words.
+# 2. A quick matrix of two cells (race × none, token): matrix.html links to
+#    both timelines; in each, the highlighted units equal the cell's
+#    `oversold` in matrix.csv and the page's audit.
+#    `--trials 3 --lang zh`: three CSV rows with a trial column, matrix.html
+#    in Chinese with the histograms.
+# 3. Escaping: the service refuses user=<script>alert(1)</script> (400), so
+#    a saved /trace with that user (and an <img onerror> as SKU) goes through
+#    `miaosha-load timeline`: the DOM shows both as text, and no element
+#    was injected (the page's own three scripts, no <img>).
+# A screenshot of every page is saved under the build directory
+# (loadtest/timeline-browser/*.png). No Chromium: the test fails.
+set -euo pipefail
+src=${MIAOSHA_SOURCE_DIR:?}
+build=${MIAOSHA_BUILD_DIR:?}
+# shellcheck source=../../scripts/lib/proc.sh
+. "$src/scripts/lib/proc.sh"
+# shellcheck source=../../scripts/lib/browser.sh
+. "$src/scripts/lib/browser.sh"
+
+load=$build/loadtest/miaosha-load
+server=$build/service/miaosha-server
+out=$build/loadtest/timeline-browser
+rm -rf "$out"
+mkdir -p "$out"
+fails=0
+# ck MESSAGE CMD...: runs CMD (a test, a grep); counts a failure when it fails.
+ck() {
+  local msg=$1
+  shift
+  if "$@"; then echo "ok   $msg"; else echo "FAIL $msg"; fails=$((fails + 1)); fi
+}
+die() { echo "FAIL $*"; exit 1; }
+
+browser_bin >/dev/null || die "Chromium is required for this test"
+[ -x "$load" ] && [ -x "$server" ] || die "build miaosha-load and miaosha-server first"
+
+srv_pid=""
+redis_pid=""
+cleanup() {
+  [ -z "$srv_pid" ] || proc_stop "$srv_pid" miaosha-server
+  [ -z "$redis_pid" ] || proc_stop "$redis_pid" redis-server
+}
+trap cleanup EXIT
+
+proc_start_redis "${MIAOSHA_REDIS_SERVER:-redis-server}" "$out/redis" || die "redis-server"
+redis_pid=$PROC_REDIS_PID
+port=$(proc_free_port)
+proc_start "$out/server.log" "$server" --port "$port" --redis "127.0.0.1:$PROC_REDIS_PORT" \
+  --instance-id tl-browser
+srv_pid=$PROC_PID
+base=http://127.0.0.1:$port
+proc_wait_healthy "$srv_pid" 10000 proc_http_ok "$base/healthz" || die "server not healthy"
+
+json_num() { # json_num FILE KEY: the integer value of "KEY": in the JSON of FILE
+  { tr -d ' \t\n' <"$1" | grep -o "\"$2\":-\?[0-9]*" || true; } | head -1 | cut -d: -f2
+}
+
+# --- 1. run --timeline ------------------------------------------------------
+"$load" run --mode none --requests 200 --concurrency 40 --stock 20 --work-ms 10 \
+  --target "$base" --json --timeline "$out/run-none.html" >"$out/run-none.json" ||
+  die "run none failed (exit $?)"
+over=$(json_num "$out/run-none.json" oversold)
+ck "run none oversold ($over) > 0" [ "${over:-0}" -gt 0 ]
+browser_page "file://$out/run-none.html" "$out/run-none.dom" "$out/run-none.png" ||
+  die "chromium on run-none.html"
+n=$(browser_count "$out/run-none.dom" 'class="oversold"')
+ck "run none: $n highlighted oversold units in the DOM = audit oversold $over" [ "$n" = "$over" ]
+ck "run none: the page shows the audit's oversold $over" grep -q "id=\"audit-oversold\">$over<" "$out/run-none.dom"
+ck "run none: the renderer counted $over from the trace" grep -q "data-trace-oversold=\"$over\"" "$out/run-none.dom"
+
+"$load" run --mode token --requests 60 --concurrency 20 --stock 20 --work-ms 2 --wait-ms 30000 \
+  --target "$base" --json --lang zh --timeline "$out/run-token-zh.html" >"$out/run-token.json" ||
+  die "run token failed"
+ck "run token: audit oversold 0" [ "$(json_num "$out/run-token.json" oversold)" = 0 ]
+browser_page "file://$out/run-token-zh.html" "$out/run-token-zh.dom" "$out/run-token-zh.png" ||
+  die "chromium on run-token-zh.html"
+ck "run token: no highlighted oversold unit" [ "$(browser_count "$out/run-token-zh.dom" 'class="oversold"')" = 0 ]
+ck "run token --lang zh: Chinese labels in the DOM" grep -q '超卖件数.*购买时间线\|购买时间线.*超卖件数' \
+  <(tr -d '\n' <"$out/run-token-zh.dom")
+ck "run token: one lane per purchase (60)" [ "$(browser_count "$out/run-token-zh.dom" 'class="lane')" = 60 ]
+
+# --- 2. matrix.html and its timelines -----------------------------------------
+"$load" matrix --quick --modes none,token --scenarios race --server "$server" \
+  --out "$out/mx" >"$out/mx.txt" 2>"$out/mx.err" || die "matrix failed (see $out/mx.err)"
+browser_page "file://$out/mx/matrix.html" "$out/matrix.dom" "$out/matrix.png" ||
+  die "chromium on matrix.html"
+ck "matrix.html links both cells to their timelines" [ "$(browser_count "$out/matrix.dom" 'href="timeline-race-')" = 2 ]
+for mode in none token; do
+  csv_over=$(awk -F, -v m="$mode" '$1 == "race" && $2 == m { print $9 }' "$out/mx/matrix.csv")
+  page="$out/mx/timeline-race-$mode.html"
+  browser_page "file://$page" "$out/mx-$mode.dom" "$out/timeline-race-$mode.png" ||
+    die "chromium on $page"
+  n=$(browser_count "$out/mx-$mode.dom" 'class="oversold"')
+  ck "matrix race/$mode: $n highlighted oversold units = matrix.csv oversold $csv_over" \
+    [ "$n" = "${csv_over:-missing}" ]
+  ck "matrix race/$mode: the page's audit says $csv_over" grep -q "id=\"audit-oversold\">$csv_over<" "$out/mx-$mode.dom"
+  ck "matrix.html cell race/$mode carries oversold $csv_over" grep -q "data-oversold=\"$csv_over\"" "$out/matrix.dom"
+done
+ck "matrix race/none oversold > 0" [ "$(awk -F, '$1 == "race" && $2 == "none" { print ($9 > 0) }' "$out/mx/matrix.csv")" = 1 ]
+
+# --- 2b. --trials, in Chinese ----------------------------------------------------
+"$load" matrix --quick --modes none --scenarios race --trials 3 --lang zh --server "$server" \
+  --out "$out/mx3" >"$out/mx3.txt" 2>"$out/mx3.err" || die "matrix --trials 3 failed"
+ck "matrix --trials 3: a trial column" grep -q '^scenario,mode,trial,expected,' "$out/mx3/matrix.csv"
+ck "matrix --trials 3: rows race,none,1..3" \
+  test "$(grep -c '^race,none,[123],oversell,oversell,true,' "$out/mx3/matrix.csv")" = 3
+browser_page "file://$out/mx3/matrix.html" "$out/matrix-trials.dom" "$out/matrix-trials-zh.png" ||
+  die "chromium on the trials' matrix.html"
+ck "matrix.html --lang zh: Chinese title, mode name as in the URL" \
+  grep -q '超卖矩阵.*<th>none</th>' <(tr -d '\n' <"$out/matrix-trials.dom")
+ck "matrix.html: the trials table (3 trials of race/none)" \
+  grep -q 'data-scenario="race" data-mode="none" data-trials="3"' "$out/matrix-trials.dom"
+ck "matrix.html: three histograms for the cell" \
+  test "$(browser_count "$out/matrix-trials.dom" 'class="hist"')" = 3
+
+# --- 3. escaping ------------------------------------------------------------
+proc_http POST "$base/miaosha/none?sku=esc&user=%3Cscript%3Ealert(1)%3C%2Fscript%3E"
+ck "the service refuses user=<script>... ($H_CODE)" [ "$H_CODE" = 400 ]
+proc_http POST "$base/miaosha/none?sku=esc&user=u1"
+ck "a plain purchase of sku esc ($H_CODE)" grep -qx '200\|409' <<<"$H_CODE"
+proc_http GET "$base/trace/esc"
+[ "$H_CODE" = 200 ] || die "GET /trace/esc answered $H_CODE"
+printf '%s' "$H_BODY" | sed -e 's|"user":"u1"|"user":"<script>alert(1)</script>"|' \
+  -e 's|"sku":"esc"|"sku":"</script><img src=x onerror=alert(2)>"|' >"$out/esc.jsonl"
+grep -q '"user":"<script>alert(1)</script>"' "$out/esc.jsonl" || die "trace edit failed"
+"$load" timeline --trace "$out/esc.jsonl" --sku '<img src=x onerror=alert(3)>' --mode none \
+  --out "$out/esc.html" || die "timeline failed"
+ck "esc.html holds no raw <script>alert / <img src=x" \
+  test "$(grep -c '<script>alert\|<img src=x' "$out/esc.html")" = 0
+browser_page "file://$out/esc.html" "$out/esc.dom" "$out/esc.png" || die "chromium on esc.html"
+ck "the user <script>alert(1)</script> is shown as text" grep -q '&lt;script&gt;alert(1)&lt;/script&gt;' "$out/esc.dom"
+ck "the SKU <img ...> is shown as text" grep -q '&lt;img src=x onerror=alert(3)&gt;' "$out/esc.dom"
+ck "no element injected: the page's own 3 scripts" [ "$(browser_count "$out/esc.dom" '<script')" = 3 ]
+ck "no element injected: no <img>" [ "$(browser_count "$out/esc.dom" '<img')" = 0 ]
+
+ls "$out"/*.png
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all checks passed"

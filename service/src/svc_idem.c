@@ -1,0 +1,173 @@
+/* svc_idem.c — the Idempotency-Key marker and stored outcome (svc_idem.h). */
+#include "svc_idem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uuid/uuid.h>
+
+#include "svc_keys.h"
+
+int svc_idem_valid(const char *v)
+{
+    size_t n = 0;
+    if (v == NULL)
+        return 0;
+    for (; v[n] != '\0'; n++) {
+        char c = v[n];
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 c == '_' || c == '-' || c == ':' || c == '.';
+        if (!ok || n >= SVC_IDEM_KEY_MAX)
+            return 0;
+    }
+    return n > 0;
+}
+
+/* "<fingerprint>|" must come right after the value's "P|" or "D|". */
+static int same_fp(const svc_idem *id, const char *value, size_t vlen)
+{
+    size_t n = strlen(id->fp);
+    return vlen > n + 2 && memcmp(value + 2, id->fp, n) == 0 && value[2 + n] == '|';
+}
+
+int svc_idem_found(const svc_idem *id, svc_req *r, const char *value, size_t vlen,
+                   purchase_result *res, char *detail, size_t len)
+{
+    if (vlen < 2 || (memcmp(value, "P|", 2) != 0 && memcmp(value, "D|", 2) != 0)) {
+        snprintf(detail, len, "Idempotency-Key: the key's record in Redis is not one of ours");
+        *res = PR_KEY_REUSED;
+        return -1;
+    }
+    if (!same_fp(id, value, vlen)) {
+        snprintf(detail, len,
+                 "Idempotency-Key: already used for another purchase (another mode or user) "
+                 "of this sku");
+        *res = PR_KEY_REUSED;
+        return -1;
+    }
+    if (value[0] == 'P') {
+        snprintf(detail, len,
+                 "Idempotency-Key: the first request with this key is still running; retry "
+                 "later for its outcome");
+        *res = PR_IN_PROGRESS;
+        return -1;
+    }
+    /* "D|<fp>|<status>|<body>" */
+    const char *p = value + 2 + strlen(id->fp) + 1, *end = value + vlen;
+    unsigned status = 0;
+    while (p < end && *p >= '0' && *p <= '9' && status < 1000)
+        status = status * 10 + (unsigned)(*p++ - '0');
+    if (p >= end || *p != '|' || status < 200 || status > 599) {
+        snprintf(detail, len, "Idempotency-Key: the key's stored outcome is unreadable");
+        *res = PR_KEY_REUSED;
+        return -1;
+    }
+    p++;
+    size_t blen = (size_t)(end - p);
+    char *body = malloc(blen + 1);
+    if (body != NULL) {
+        memcpy(body, p, blen);
+        body[blen] = '\0';
+    }
+    svc_reply_text(r, status, body, blen, NULL); /* NULL: 503 out_of_memory */
+    r->replayed = body != NULL;
+    return 1;
+}
+
+int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, purchase_result *res,
+                   char *detail, size_t len)
+{
+    uuid_t u;
+    char token[SVC_UUID_LEN];
+    memset(id, 0, sizeof *id);
+    snprintf(id->rkey, sizeof id->rkey, "miaosha:{%s}:idem:%s", r->sku, r->idem);
+    snprintf(id->fp, sizeof id->fp, "%s/%s", svc_mode_name(r->mode),
+             (r->p.seen & SVC_P_USER) ? r->p.user : "");
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, token);
+    snprintf(id->marker, sizeof id->marker, "P|%s|%s", id->fp, token);
+
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_status st = lc_pipe_append(&p, "SET %s %s NX PX %lld GET", id->rkey, id->marker,
+                                  (long long)(marker_ms > 0 ? marker_ms : 1));
+    if (st == LC_OK)
+        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+    redisReply *rep = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
+    lc_pipe_clear(&p);
+    int rc = -1;
+    if (rep == NULL) {
+        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
+                 st != LC_OK               ? "out of memory"
+                 : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
+                                           : "no reply");
+        *res = PR_REDIS_UNAVAILABLE;
+    } else if (rep->type == REDIS_REPLY_NIL) {
+        id->on = 1; /* set: ours */
+        rc = 0;
+    } else if (rep->type == REDIS_REPLY_STRING) {
+        rc = svc_idem_found(id, r, rep->str, rep->len, res, detail, len);
+    } else {
+        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        *res = PR_REDIS_ERROR;
+    }
+    freeReplyObject(rep);
+    return rc;
+}
+
+void svc_idem_done_prefix(const svc_idem *id, unsigned status, char *buf, size_t len)
+{
+    snprintf(buf, len, "D|%s|%u|", id->fp, status);
+}
+
+int svc_idem_stored_outcome(purchase_result res)
+{
+    return res == PR_SOLD || res == PR_SOLD_OUT || res == PR_LIMIT_REACHED;
+}
+
+/* Deletes the key when it still holds this request's marker. */
+static const char del_if_ours[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end "
+    "return 0";
+
+void svc_idem_end(svc_idem *id, const svc_req *r, lc_conn *conn, int store, unsigned status,
+                  const char *body, size_t blen)
+{
+    if (!id->on)
+        return;
+    id->on = 0;
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_status st;
+    if (store && body != NULL) {
+        char prefix[SVC_IDEM_FP_MAX + 16];
+        svc_idem_done_prefix(id, status, prefix, sizeof prefix);
+        size_t plen = strlen(prefix);
+        char *v = malloc(plen + blen);
+        if (v == NULL) {
+            st = LC_NOMEM;
+        } else {
+            memcpy(v, prefix, plen);
+            memcpy(v + plen, body, blen);
+            st = lc_pipe_append(&p, "SET %s %b PX %lld XX", id->rkey, v, plen + blen,
+                                (long long)r->s->idem_ttl_ms);
+            free(v);
+        }
+    } else {
+        st = lc_pipe_append(&p, "EVAL %s 1 %s %s", del_if_ours, id->rkey, id->marker);
+    }
+    if (st == LC_OK)
+        st = lc_conn_pipe(conn, &p);
+    redisReply *rep = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
+    if (rep == NULL || rep->type == REDIS_REPLY_ERROR)
+        svc_log(SVC_WARN,
+                "sku %s Idempotency-Key %s: could not %s its record (%s); it expires "
+                "by itself",
+                r->sku, r->idem,
+                store ? "store the outcome in" : "remove the in-progress marker from",
+                rep ? rep->str : lc_conn_errstr(conn));
+    freeReplyObject(rep);
+    lc_pipe_clear(&p);
+}

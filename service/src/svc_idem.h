@@ -1,0 +1,88 @@
+/* svc_idem.h — the Idempotency-Key request header of a purchase, in every
+ * mode: a retry of a purchase whose outcome the client never saw (its
+ * timeout, a dropped connection) gets that outcome again instead of buying
+ * twice.
+ *
+ * One Redis string per key and SKU, miaosha:{sku}:idem:<key> (the SKU's
+ * hash tag, so the lua script and the lock modes' MULTI may write it with
+ * the order; the same key on another SKU is another key):
+ *   "P|<fingerprint>|<token>"            in progress: SET NX before the
+ *                                        purchase starts, for at most the
+ *                                        longest a purchase can take
+ *   "D|<fingerprint>|<status>|<body>"    done: the reply, kept
+ *                                        purchase.idempotency_ttl_s
+ * The fingerprint is "<mode>/<user>": the parameters that say what is
+ * bought (the SKU is in the key); a key seen again with another
+ * fingerprint is 422 idempotency_key_reused.
+ *
+ * A sale's outcome is written in the same atomic step as the order (the
+ * lock modes' MULTI/EXEC, the lua script), so there is never an order
+ * without its outcome. sold_out and limit_reached are stored too (they are
+ * the answer to that request; a replay after a reset still answers them).
+ * Every other ending — 429 lock_busy, 409 stock_reset, 499, 503 — removes
+ * the marker instead, so a retry with the same key may still buy.
+ *
+ * Threads: every function runs on the worker that owns the request and
+ * uses its lc_conn.
+ */
+#ifndef MIAOSHA_SVC_IDEM_H
+#define MIAOSHA_SVC_IDEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc_outcome.h"
+#include "svc_reply.h"
+
+#define SVC_IDEM_RKEY_MAX (SVC_KEY_MAX + SVC_IDEM_KEY_MAX + 8)
+#define SVC_IDEM_FP_MAX (SVC_SKU_MAX + 24)
+
+typedef struct svc_idem {
+    int on;                       /* the marker is ours: end with svc_idem_end */
+    char rkey[SVC_IDEM_RKEY_MAX]; /* miaosha:{sku}:idem:<key> */
+    char fp[SVC_IDEM_FP_MAX];     /* "<mode>/<user>" */
+    char marker[SVC_IDEM_FP_MAX + SVC_UUID_LEN + 4];
+} svc_idem;
+
+/* 1 when v is a valid Idempotency-Key: 1..SVC_IDEM_KEY_MAX bytes of
+ * [A-Za-z0-9_:.-]; else 0 (NULL included). Any thread. */
+int svc_idem_valid(const char *v);
+
+/* Sets the in-progress marker of r's key (r->idem, not empty) with a
+ * lifetime of marker_ms (SET NX PX ... GET, one round trip). Returns
+ *    0  the marker is ours: go on, and end with svc_idem_end (id->on = 1);
+ *    1  the key's stored reply is in r (status and body as first sent,
+ *       r->replayed set): answer it as it is;
+ *   -1  refused, *res set: PR_IN_PROGRESS (another request with the key is
+ *       running), PR_KEY_REUSED (stored with another fingerprint),
+ *       PR_REDIS_UNAVAILABLE or PR_REDIS_ERROR, with the reason in detail
+ *       (len bytes). Nothing was bought. */
+int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, purchase_result *res,
+                   char *detail, size_t len);
+
+/* What svc_idem_begin does with a value found under the key (the lua script
+ * returns the one it finds when it is not this request's marker): 1 with
+ * the stored reply in r, or -1 with *res PR_IN_PROGRESS or PR_KEY_REUSED
+ * (detail as above). */
+int svc_idem_found(const svc_idem *id, svc_req *r, const char *value, size_t vlen,
+                   purchase_result *res, char *detail, size_t len);
+
+/* The start of the stored value of a reply with this status,
+ * "D|<fingerprint>|<status>|", for a caller that writes it with the order
+ * (the body follows). Into buf (len bytes). */
+void svc_idem_done_prefix(const svc_idem *id, unsigned status, char *buf, size_t len);
+
+/* Ends a request whose marker is ours (id->on; otherwise does nothing):
+ * store = 1 overwrites the marker with the reply (status, body of blen
+ * bytes) for purchase.idempotency_ttl_s (SET XX: a marker that expired
+ * meanwhile is not brought back); store = 0 deletes the marker when it is
+ * still this request's (a sale's stored outcome is never deleted). A
+ * failure is logged, not returned: the marker then expires by itself. */
+void svc_idem_end(svc_idem *id, const svc_req *r, lc_conn *conn, int store, unsigned status,
+                  const char *body, size_t blen);
+
+/* 1 for the outcomes that are the answer to a keyed request and are
+ * stored (sold, sold_out, limit_reached), else 0. Any thread. */
+int svc_idem_stored_outcome(purchase_result res);
+
+#endif

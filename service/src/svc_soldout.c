@@ -1,0 +1,258 @@
+/* svc_soldout.c — the local sold-out flag and its reset listener
+ * (svc_soldout.h). */
+#include "svc_soldout.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "svc_check.h"
+#include "svc_clock.h"
+#include "svc_keys.h"
+#include "svc_params.h"
+
+/* An open-addressing table: a slot's SKU is written once, under mu, then
+ * published by state = READY; lookups run without the mutex. */
+enum { EMPTY = 0, READY = 1 };
+typedef struct entry {
+    _Atomic int state;
+    char sku[SVC_SKU_MAX + 1];
+    _Atomic uint64_t gen;     /* bumped by every clear */
+    _Atomic uint64_t flagged; /* gen + 1 while flagged for that gen; else anything else */
+} entry;
+
+static entry table[SVC_SOLDOUT_SKUS];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int stop;
+static pthread_t thread;
+static int started;
+static lc_client *client;
+
+static unsigned hash(const char *s)
+{
+    unsigned h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static entry *find(const char *sku)
+{
+    unsigned i = hash(sku) % SVC_SOLDOUT_SKUS;
+    for (int n = 0; n < SVC_SOLDOUT_SKUS; n++, i = (i + 1) % SVC_SOLDOUT_SKUS) {
+        if (atomic_load_explicit(&table[i].state, memory_order_acquire) != READY)
+            return NULL;
+        if (strcmp(table[i].sku, sku) == 0)
+            return &table[i];
+    }
+    return NULL;
+}
+
+static entry *find_or_add(const char *sku)
+{
+    entry *e = find(sku);
+    if (e != NULL || strlen(sku) > SVC_SKU_MAX)
+        return e;
+    SVC_PT(pthread_mutex_lock(&mu));
+    unsigned i = hash(sku) % SVC_SOLDOUT_SKUS;
+    for (int n = 0; n < SVC_SOLDOUT_SKUS; n++, i = (i + 1) % SVC_SOLDOUT_SKUS) {
+        if (atomic_load_explicit(&table[i].state, memory_order_relaxed) != READY) {
+            e = &table[i];
+            strcpy(e->sku, sku);
+            atomic_store_explicit(&e->state, READY, memory_order_release);
+            break;
+        }
+        if (strcmp(table[i].sku, sku) == 0) {
+            e = &table[i];
+            break;
+        }
+    }
+    SVC_PT(pthread_mutex_unlock(&mu));
+    return e; /* NULL: the table is full */
+}
+
+int svc_soldout_is(const char *sku)
+{
+    const entry *e = find(sku);
+    return e != NULL && atomic_load(&e->flagged) == atomic_load(&e->gen) + 1;
+}
+
+uint64_t svc_soldout_gen(const char *sku)
+{
+    const entry *e = find(sku);
+    return e != NULL ? atomic_load(&e->gen) : 0;
+}
+
+void svc_soldout_mark(const char *sku, uint64_t gen)
+{
+    entry *e = find_or_add(sku);
+    if (e != NULL)
+        atomic_store(&e->flagged, gen + 1);
+}
+
+void svc_soldout_clear(const char *sku)
+{
+    /* Added even when unknown: a purchase that read before this reset and
+     * marks after it must find the generation moved. */
+    entry *e = find_or_add(sku);
+    if (e != NULL)
+        atomic_fetch_add(&e->gen, 1);
+}
+
+/* ---- the listener thread ---- */
+
+/* The fallback: one MGET of every flagged SKU's stock; a flag whose stock
+ * holds anything but an integer <= 0 (or nothing) is cleared. */
+static void check_flagged(lc_conn *conn)
+{
+    static char keys[SVC_SOLDOUT_SKUS][SVC_KEY_MAX];
+    const char *argv[SVC_SOLDOUT_SKUS + 1];
+    entry *which[SVC_SOLDOUT_SKUS];
+    int n = 0;
+    argv[0] = "MGET";
+    for (int i = 0; i < SVC_SOLDOUT_SKUS; i++) {
+        entry *e = &table[i];
+        if (atomic_load_explicit(&e->state, memory_order_acquire) != READY ||
+            atomic_load(&e->flagged) != atomic_load(&e->gen) + 1)
+            continue;
+        svc_key(keys[n], e->sku, "stock");
+        argv[n + 1] = keys[n];
+        which[n++] = e;
+    }
+    if (n == 0)
+        return;
+    redisContext *ctx = lc_conn_redis(conn);
+    if (ctx == NULL)
+        return;
+    redisReply *rep = redisCommandArgv(ctx, n + 1, argv, NULL);
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)n) {
+        for (int i = 0; i < n; i++) {
+            const redisReply *v = rep->element[i];
+            if (v->type != REDIS_REPLY_STRING)
+                continue; /* nil: never stocked, still sold out */
+            char *end = NULL;
+            long long s = strtoll(v->str, &end, 10);
+            if (end == v->str || *end != '\0' || s > 0)
+                atomic_fetch_add(&which[i]->gen, 1);
+        }
+    }
+    freeReplyObject(rep);
+}
+
+/* A subscription: SUBSCRIBE sent on a fresh connection, its context in
+ * *ctx_out (kept from here on: lc_conn_redis would see the unread messages
+ * as a connection out of step and replace it). NULL on failure. */
+static lc_conn *subscribe(redisContext **ctx_out)
+{
+    lc_conn *c = NULL;
+    if (lc_conn_new(client, &c) != LC_OK)
+        return NULL;
+    redisContext *ctx = lc_conn_redis(c);
+    int done = 0;
+    if (ctx != NULL && redisAppendCommand(ctx, "SUBSCRIBE %s", SVC_SOLDOUT_CHANNEL) == REDIS_OK) {
+        while (!done && redisBufferWrite(ctx, &done) == REDIS_OK) {
+        }
+    }
+    if (!done) {
+        lc_conn_free(c);
+        return NULL;
+    }
+    *ctx_out = ctx;
+    return c;
+}
+
+static void on_message(const redisReply *m)
+{
+    if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+        m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, "message") == 0 &&
+        m->element[2]->type == REDIS_REPLY_STRING && svc_valid_id(m->element[2]->str))
+        svc_soldout_clear(m->element[2]->str);
+}
+
+static void *listener(void *arg)
+{
+    (void)arg;
+    lc_conn *poll_conn = NULL, *sub = NULL;
+    redisContext *ctx = NULL; /* sub's */
+    int64_t next_check = 0, next_sub = 0;
+    int was_down = 0;
+    SVC_ASSERT(lc_conn_new(client, &poll_conn) == LC_OK);
+    while (!atomic_load(&stop)) {
+        int64_t now = svc_now_us();
+        if (sub == NULL && now >= next_sub) {
+            sub = subscribe(&ctx);
+            next_sub = now + SVC_SOLDOUT_POLL_MS * 1000;
+            if (sub != NULL && was_down)
+                svc_log(SVC_INFO, "sold-out flag: subscribed to %s again", SVC_SOLDOUT_CHANNEL);
+            was_down = sub == NULL;
+        }
+        int wait_ms = (int)((next_check - now) / 1000);
+        if (wait_ms < 0)
+            wait_ms = 0;
+        if (wait_ms > SVC_SOLDOUT_POLL_MS)
+            wait_ms = SVC_SOLDOUT_POLL_MS;
+        if (sub != NULL) {
+            struct pollfd pfd = {ctx->fd, POLLIN, 0};
+            int pr = poll(&pfd, 1, wait_ms);
+            int broken = pr < 0 || (pfd.revents & (POLLERR | POLLNVAL));
+            if (!broken && pr > 0) {
+                void *m = NULL;
+                broken = redisBufferRead(ctx) != REDIS_OK;
+                while (!broken && redisGetReplyFromReader(ctx, &m) == REDIS_OK && m != NULL) {
+                    on_message(m);
+                    freeReplyObject(m);
+                    m = NULL;
+                }
+                broken = broken || ctx->err != 0;
+            }
+            if (broken) {
+                /* Messages may be lost until the next subscription: the
+                 * poll below covers them. */
+                lc_conn_free(sub);
+                sub = NULL;
+                ctx = NULL;
+                was_down = 1;
+                svc_log(SVC_WARN, "sold-out flag: subscription to %s lost; polling",
+                        SVC_SOLDOUT_CHANNEL);
+            }
+        } else {
+            struct timespec ts = {0, (long)wait_ms * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (svc_now_us() >= next_check) {
+            check_flagged(poll_conn);
+            next_check = svc_now_us() + SVC_SOLDOUT_POLL_MS * 1000;
+        }
+    }
+    lc_conn_free(sub);
+    lc_conn_free(poll_conn);
+    return NULL;
+}
+
+int svc_soldout_start(const lc_options *lo)
+{
+    char err[LC_ERRSTR_LEN];
+    if (lc_client_new(lo, &client, err, sizeof err) != LC_OK)
+        return -1;
+    if (pthread_create(&thread, NULL, listener, NULL) != 0) {
+        lc_client_free(client);
+        client = NULL;
+        return -1;
+    }
+    started = 1;
+    return 0;
+}
+
+void svc_soldout_stop(void)
+{
+    if (!started)
+        return;
+    atomic_store(&stop, 1);
+    SVC_PT(pthread_join(thread, NULL));
+    lc_client_free(client);
+    client = NULL;
+    started = 0;
+}

@@ -1,0 +1,514 @@
+/* test_service_live.c — the live page (GET /) in a real browser.
+ *
+ * A burst runs on two SKUs: `none` buyers with work_ms=200 (they oversell)
+ * and `token` buyers with work_ms=400, whose lock makes them sell one after
+ * the other for seconds. Once `none` is done and while `token` still sells,
+ * headless Chromium loads the page (its script polls the server in the
+ * browser's virtual time) and dumps the DOM: the `none` row shows the
+ * oversold count GET /stock reports, the `token` row oversold 0. After the
+ * burst the page is dumped again (every audit field equals GET /stock) and
+ * photographed (live_page.png in the build directory). Then a link that
+ * buys once with user=<script>alert(1)</script> and sku=<img ...> in the
+ * Chinese page: both values appear as text, no element was made of them,
+ * the headers are Chinese and the mode names stay as in the URLs. Last, on
+ * a server with an admin token, the controls are clicked through the
+ * DevTools protocol: the reset asks for the token (401 shows its field), a
+ * wrong one is 403, the right one resets; "buy once" buys; the language
+ * switch works.
+ *
+ * A missing chromium fails the test: it never skips. */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lg_proc.h"
+#include "svc_test.h"
+
+#define NONE_BUYERS 40
+#define TOKEN_BUYERS 20
+#define STOCK 10
+
+static svc_server srv;
+static char browser[512];
+
+typedef struct burst {
+    const char *mode, *sku;
+    int n, work_ms;
+    _Atomic int done;
+} burst;
+
+static void *run_burst(void *arg)
+{
+    burst *b = arg;
+    char **paths = calloc((size_t)b->n, sizeof *paths);
+    svc_resp *out = calloc((size_t)b->n, sizeof *out);
+    for (int i = 0; i < b->n; i++) {
+        paths[i] = malloc(200);
+        snprintf(paths[i], 200, "/miaosha/%s?sku=%s&user=live%d&work_ms=%d&wait_ms=30000", b->mode,
+                 b->sku, i, b->work_ms);
+    }
+    svc_burst(&srv, "GET", paths, b->n, out);
+    for (int i = 0; i < b->n; i++) {
+        TU_CHECK(out[i].status == 200 || out[i].status == 409, "%s buyer %d: %ld %s", b->mode, i,
+                 out[i].status, B(&out[i]));
+        svc_resp_free(&out[i]);
+        free(paths[i]);
+    }
+    free(paths);
+    free(out);
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+/* chromium from PATH (a full path in $MIAOSHA_CHROMIUM wins): 0, or -1. */
+static int find_browser(void)
+{
+    const char *env = getenv("MIAOSHA_CHROMIUM");
+    if (env != NULL && env[0] != '\0') {
+        snprintf(browser, sizeof browser, "%s", env);
+        return access(browser, X_OK) == 0 ? 0 : -1;
+    }
+    const char *path = getenv("PATH");
+    char dirs[4096];
+    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(browser, sizeof browser, "%s/chromium", d);
+        if (access(browser, X_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* Loads url in headless Chromium: with dom != NULL dumps the DOM into a
+ * malloc'd *dom, else photographs the page into shot. Returns 0, or -1
+ * (the browser's log is printed). */
+static int browse(const char *url, char **dom, const char *shot)
+{
+    char udd[400], out[400], err[400], opt[500], e[200];
+    snprintf(udd, sizeof udd, "%s/chromium", srv.dir);
+    snprintf(out, sizeof out, "%s/dom.html", srv.dir);
+    snprintf(err, sizeof err, "%s/chromium.log", srv.dir);
+    snprintf(opt, sizeof opt, "--user-data-dir=%s", udd);
+    char shot_opt[600];
+    snprintf(shot_opt, sizeof shot_opt, "--screenshot=%s", shot ? shot : "");
+    /* sh keeps the DOM (stdout) apart from the browser's chatter (stderr,
+     * into the log); exec leaves the browser with the shell's pid. */
+    const char *argv[] = {"/bin/sh",
+                          "-c",
+                          "o=$1; shift; exec \"$@\" >\"$o\"",
+                          "sh",
+                          out,
+                          browser,
+                          "--headless",
+                          "--no-sandbox",
+                          "--disable-gpu",
+                          "--no-first-run",
+                          "--hide-scrollbars",
+                          "--window-size=1280,1400",
+                          "--virtual-time-budget=4000",
+                          opt,
+                          dom ? "--dump-dom" : shot_opt,
+                          url,
+                          NULL};
+    unlink(out);
+    pid_t pid = lg_spawn(argv, err, LG_SPAWN_DIE_WITH_PARENT, e, sizeof e);
+    if (pid < 0) {
+        fprintf(stderr, "chromium: %s\n", e);
+        return -1;
+    }
+    int status = 0;
+    if (!lg_wait_status(pid, (int)tu_slack(60000), &status)) {
+        lg_stop(pid, 2000);
+        fprintf(stderr, "chromium did not finish within 60 s\n");
+        return -1;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char cmd[500];
+        fprintf(stderr, "chromium failed (status %d); its log:\n", status);
+        snprintf(cmd, sizeof cmd, "tail -n 30 '%s' >&2", err);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(no log)\n");
+        return -1;
+    }
+    if (dom == NULL)
+        return 0;
+    FILE *f = fopen(out, "rb");
+    if (f == NULL)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *dom = malloc((size_t)n + 1);
+    size_t got = fread(*dom, 1, (size_t)n, f);
+    (*dom)[got] = '\0';
+    fclose(f);
+    return 0;
+}
+
+/* The number in <td data-field="field"> of the row data-mode/data-sku:
+ * 0, or -1 when the page has no such row or cell. */
+static int dom_field(const char *dom, const char *mode, const char *sku, const char *field,
+                     long long *v)
+{
+    char tr[200], td[80];
+    snprintf(tr, sizeof tr, "<tr data-mode=\"%s\" data-sku=\"%s\">", mode, sku);
+    snprintf(td, sizeof td, "data-field=\"%s\"", field);
+    const char *row = strstr(dom, tr);
+    if (row == NULL)
+        return -1;
+    const char *end = strstr(row, "</tr>");
+    const char *c = strstr(row, td);
+    if (c == NULL || end == NULL || c > end || (c = strchr(c, '>')) == NULL)
+        return -1;
+    char *stop;
+    *v = strtoll(c + 1, &stop, 10);
+    return stop == c + 1 || *stop != '<' ? -1 : 0;
+}
+
+/* The row's audit fields equal GET /stock's (all of them, or oversold only). */
+static void check_row(const char *dom, const char *mode, const char *sku, const svc_audit *a,
+                      int all)
+{
+    long long v = -1;
+    TU_CHECK(dom_field(dom, mode, sku, "oversold", &v) == 0 && v == a->oversold,
+             "%s row: oversold %lld in the page, %lld in GET /stock", mode, v, a->oversold);
+    if (!all)
+        return;
+    TU_CHECK(dom_field(dom, mode, sku, "sold", &v) == 0 && v == a->sold,
+             "%s row: sold %lld in the page, %lld in GET /stock", mode, v, a->sold);
+    TU_CHECK(dom_field(dom, mode, sku, "stock", &v) == 0 && v == a->stock,
+             "%s row: stock %lld in the page, %lld in GET /stock", mode, v, a->stock);
+    TU_CHECK(dom_field(dom, mode, sku, "undersold", &v) == 0 && v == a->undersold,
+             "%s row: undersold %lld in the page, %lld in GET /stock", mode, v, a->undersold);
+}
+
+static void check_route(void)
+{
+    svc_resp r;
+    svc_req(&srv, "GET", "/", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "GET /: %ld", r.status);
+    TU_CHECK(strstr(r.ctype, "text/html") != NULL, "GET /: content type %s", r.ctype);
+    TU_CHECK(strstr(B(&r), "window.miaoshaTimeline") != NULL, "the renderer is inlined");
+    TU_CHECK(strstr(B(&r), "<!--miaosha:") == NULL, "no marker left in the page");
+    TU_CHECK(strstr(B(&r), " src=\"http") == NULL, "no external script");
+    svc_resp_free(&r);
+    svc_req(&srv, "HEAD", "/", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "HEAD /: %ld", r.status);
+    svc_resp_free(&r);
+    svc_req(&srv, "POST", "/", NULL, NULL, &r);
+    TU_CHECK(r.status == 405 && strcmp(r.allow, "GET, HEAD") == 0, "POST /: %ld allow '%s'",
+             r.status, r.allow);
+    svc_resp_free(&r);
+    svc_req(&srv, "GET", "/?lang=zh", NULL, NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "unknown parameter 'lang'"),
+             "GET /?lang: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+}
+
+/* ---- the controls, clicked through the DevTools protocol ----
+ *
+ * --dump-dom cannot press a button, so the reset and buy controls are
+ * driven over Chromium's --remote-debugging-pipe: commands are JSON texts
+ * ended by a NUL byte, written to the browser's fd 3; replies and events
+ * come back the same way on its fd 4. */
+
+typedef struct cdp {
+    pid_t pid;
+    int to, from;
+    char buf[1 << 16];
+    size_t len;
+    int id;
+    char session[128];
+} cdp;
+
+/* The reply to command id, or NULL after timeout_ms. */
+static cJSON *cdp_reply(cdp *c, int id, int timeout_ms)
+{
+    int64_t deadline = tu_now_ms() + timeout_ms;
+    for (;;) {
+        char *end = memchr(c->buf, '\0', c->len);
+        if (end != NULL) {
+            cJSON *m = cJSON_Parse(c->buf);
+            size_t used = (size_t)(end - c->buf) + 1;
+            memmove(c->buf, c->buf + used, c->len - used);
+            c->len -= used;
+            cJSON *mid = cJSON_GetObjectItemCaseSensitive(m, "id");
+            if (cJSON_IsNumber(mid) && (int)mid->valuedouble == id)
+                return m;
+            cJSON_Delete(m); /* an event, or a message too long for buf */
+            continue;
+        }
+        if (c->len == sizeof c->buf) /* one message over 64 KiB: drop it */
+            c->len = 0;
+        int64_t left = deadline - tu_now_ms();
+        struct pollfd pf = {c->from, POLLIN, 0};
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
+            return NULL;
+        ssize_t n = read(c->from, c->buf + c->len, sizeof c->buf - c->len);
+        if (n <= 0)
+            return NULL;
+        c->len += (size_t)n;
+    }
+}
+
+/* Sends a command (params: a JSON object text) and returns its "result",
+ * detached (the caller deletes it), or NULL. */
+static cJSON *cdp_call(cdp *c, const char *method, const char *params, int in_session)
+{
+    char msg[4096];
+    int n = snprintf(msg, sizeof msg, "{\"id\":%d,\"method\":\"%s\",\"params\":%s%s%s%s}", ++c->id,
+                     method, params, in_session ? ",\"sessionId\":\"" : "",
+                     in_session ? c->session : "", in_session ? "\"" : "");
+    if (n <= 0 || (size_t)n >= sizeof msg || write(c->to, msg, (size_t)n + 1) != n + 1)
+        return NULL;
+    cJSON *m = cdp_reply(c, c->id, (int)tu_slack(15000));
+    cJSON *res = cJSON_DetachItemFromObjectCaseSensitive(m, "result");
+    cJSON_Delete(m);
+    return res;
+}
+
+/* Evaluates js in the page; its value as a string (String(...)) in out. */
+static void cdp_eval(cdp *c, const char *js, char *out, size_t len)
+{
+    char expr[1500], params[3300];
+    snprintf(expr, sizeof expr, "String((function(){%s})())", js);
+    cJSON *s = cJSON_CreateString(expr);
+    char *q = cJSON_PrintUnformatted(s);
+    snprintf(params, sizeof params, "{\"expression\":%s,\"returnByValue\":true}", q ? q : "\"\"");
+    free(q);
+    cJSON_Delete(s);
+    cJSON *res = cdp_call(c, "Runtime.evaluate", params, 1);
+    const char *v = svc_jstr(cJSON_GetObjectItemCaseSensitive(res, "result"), "value");
+    snprintf(out, len, "%s", v ? v : "");
+    cJSON_Delete(res);
+}
+
+/* Polls js until its value contains want (up to 10 s, scaled); 1 when it did. */
+static int cdp_until(cdp *c, const char *js, const char *want, char *out, size_t len)
+{
+    int64_t deadline = tu_now_ms() + tu_slack(10000);
+    do {
+        cdp_eval(c, js, out, len);
+        if (strstr(out, want) != NULL)
+            return 1;
+        tu_sleep_ms(50);
+    } while (tu_now_ms() < deadline);
+    return 0;
+}
+
+static int cdp_open(cdp *c, const char *url, const char *dir)
+{
+    int a[2], b[2];
+    char udd[400], log[400], params[600];
+    memset(c, 0, sizeof *c);
+    snprintf(udd, sizeof udd, "--user-data-dir=%s/chromium-cdp", dir);
+    snprintf(log, sizeof log, "%s/chromium-cdp.log", dir);
+    if (pipe(a) != 0 || pipe(b) != 0)
+        return -1;
+    c->pid = fork();
+    if (c->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        /* b was made after a, so b[1] is never 3: the first dup2 cannot
+         * overwrite it, and the second at most overwrites a[0]'s old fd,
+         * already copied. */
+        if (dup2(a[0], 3) < 0 || dup2(b[1], 4) < 0)
+            _exit(127);
+        execl(browser, browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+              udd, "--remote-debugging-pipe", "about:blank", (char *)NULL);
+        _exit(127);
+    }
+    close(a[0]);
+    close(b[1]);
+    c->to = a[1];
+    c->from = b[0];
+    if (c->pid < 0)
+        return -1;
+    snprintf(params, sizeof params, "{\"url\":\"%s\"}", url);
+    cJSON *t = cdp_call(c, "Target.createTarget", params, 0);
+    const char *tid = svc_jstr(t, "targetId");
+    snprintf(params, sizeof params, "{\"targetId\":\"%s\",\"flatten\":true}", tid ? tid : "");
+    cJSON_Delete(t);
+    cJSON *s = cdp_call(c, "Target.attachToTarget", params, 0);
+    const char *sid = svc_jstr(s, "sessionId");
+    snprintf(c->session, sizeof c->session, "%s", sid ? sid : "");
+    cJSON_Delete(s);
+    return c->session[0] ? 0 : -1;
+}
+
+static void cdp_close(cdp *c)
+{
+    cJSON_Delete(cdp_call(c, "Browser.close", "{}", 0));
+    close(c->to);
+    close(c->from);
+    if (c->pid > 0 && !lg_wait_exit(c->pid, (int)tu_slack(10000)))
+        lg_kill(c->pid);
+}
+
+#define LOG_TOP "var l=document.getElementById('log').firstChild;return l?l.textContent:'';"
+
+/* With an admin token configured the reset asks for it: 401 shows the
+ * token field, a wrong token is 403, the right one resets; then a "buy
+ * once" button buys and the language switch turns the headers Chinese. */
+static void check_controls(void)
+{
+    svc_server adm;
+    char url[200], out[2000];
+    const char *extra[] = {"--set", "admin_token=s3cret", NULL};
+    cdp c;
+    svc_audit a;
+
+    TU_REQUIRE(svc_start(&adm, tu_redis_port(), extra) == 0, "server with an admin token starts");
+    TU_REQUIRE(svc_set_stock(&adm, "live_admin", 3, "Bearer s3cret") == 200, "stock live_admin");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/#sku=live_admin&lang=en", adm.port);
+    TU_REQUIRE(cdp_open(&c, url, adm.dir) == 0, "chromium opens the page over its DevTools pipe");
+    TU_CHECK(cdp_until(&c, "return document.getElementById('status').textContent;", "·", out,
+                       sizeof out),
+             "the page polled the server: '%s'", out);
+
+    cdp_eval(&c,
+             "document.getElementById('stock').value='7';"
+             "document.getElementById('reset').click();return 1;",
+             out, sizeof out);
+    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 401", out, sizeof out), "reset without a token: '%s'", out);
+    cdp_eval(&c, "return document.getElementById('tokenbox').hidden;", out, sizeof out);
+    TU_CHECK(strcmp(out, "false") == 0, "the admin token field is shown: hidden=%s", out);
+    TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.stock == 3, "nothing reset: %lld",
+             a.stock);
+
+    cdp_eval(&c,
+             "document.getElementById('token').value='wrong';"
+             "document.getElementById('reset').click();return 1;",
+             out, sizeof out);
+    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 403", out, sizeof out), "a wrong token: '%s'", out);
+    cdp_eval(&c,
+             "document.getElementById('token').value='s3cret';"
+             "document.getElementById('reset').click();return 1;",
+             out, sizeof out);
+    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 200", out, sizeof out), "the right token: '%s'", out);
+    TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.stock == 7 && a.initial == 7,
+             "reset to 7: stock %lld initial %lld", a.stock, a.initial);
+
+    cdp_eval(&c, "document.querySelector('button[data-buy=\"token\"]').click();return 1;", out,
+             sizeof out);
+    TU_CHECK(cdp_until(&c, LOG_TOP, "stock_left 6", out, sizeof out), "buy once: '%s'", out);
+    TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.sold == 1 && a.stock == 6,
+             "one unit sold: sold %lld stock %lld", a.sold, a.stock);
+    TU_CHECK(
+        cdp_until(&c,
+                  "var t=document.querySelector('tr[data-mode=\"token\"][data-sku=\"live_admin\"] "
+                  "td[data-field=\"sold\"]');return t?t.textContent:'';",
+                  "1", out, sizeof out),
+        "the token row shows the sale: '%s'", out);
+
+    cdp_eval(&c,
+             "document.querySelector('#lang button[data-lang=\"zh\"]').click();"
+             "return document.querySelector('th[data-i18n=\"oversold\"]').textContent+' '+"
+             "document.querySelector('button[data-buy=\"token\"]').textContent;",
+             out, sizeof out);
+    TU_CHECK(strcmp(out, "超卖 token") == 0, "the switch turns the page Chinese, modes stay: '%s'",
+             out);
+    cdp_close(&c);
+    TU_CHECK(svc_stop(&adm, 5000) == 0, "clean stop (admin server)");
+}
+
+int main(void)
+{
+    char url[400], shot[600];
+    char *dom = NULL;
+    const char *extra[] = {"--set", "server.workers=64", NULL};
+
+    TU_REQUIRE(find_browser() == 0,
+               "headless Chromium is needed (Debian: apt-get install chromium, scripts/deps.sh)");
+    TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
+    check_route();
+
+    TU_REQUIRE(svc_set_stock(&srv, "live_none", STOCK, NULL) == 200, "stock live_none");
+    TU_REQUIRE(svc_set_stock(&srv, "live_token", STOCK, NULL) == 200, "stock live_token");
+    burst none = {"none", "live_none", NONE_BUYERS, 200, 0};
+    burst token = {"token", "live_token", TOKEN_BUYERS, 400, 0};
+    pthread_t tn, tt;
+    pthread_create(&tt, NULL, run_burst, &token);
+    pthread_create(&tn, NULL, run_burst, &none);
+    pthread_join(tn, NULL);
+
+    svc_audit an, at0, at1;
+    TU_CHECK(svc_get_audit(&srv, "live_none", &an) == 200, "audit none");
+    TU_CHECK(an.oversold > 0, "none oversold: %lld", an.oversold);
+    TU_CHECK(svc_get_audit(&srv, "live_token", &at0) == 200, "audit token");
+    TU_CHECK(!atomic_load(&token.done) && at0.sold < STOCK,
+             "the token burst still runs when the browser starts (sold %lld)", at0.sold);
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/", srv.port);
+    TU_REQUIRE(browse(url, &dom, NULL) == 0, "chromium dumps the page during the burst");
+    TU_CHECK(svc_get_audit(&srv, "live_token", &at1) == 200, "audit token");
+    printf("during the burst: token sold %lld before the browser, %lld after; running: %s\n",
+           at0.sold, at1.sold, atomic_load(&token.done) ? "no" : "yes");
+    check_row(dom, "none", "live_none", &an, 1);
+    check_row(dom, "token", "live_token", &at1, 0);
+    long long v = -1;
+    TU_CHECK(dom_field(dom, "token", "live_token", "sold", &v) == 0 && v >= at0.sold &&
+                 v <= at1.sold,
+             "token sold in the page %lld, between %lld and %lld", v, at0.sold, at1.sold);
+    TU_CHECK(strstr(dom, "<div class=\"mtl\"") != NULL, "the latest trace is drawn");
+    free(dom);
+    dom = NULL;
+
+    pthread_join(tt, NULL);
+    TU_CHECK(svc_get_audit(&srv, "live_token", &at1) == 200, "audit token");
+    TU_CHECK(at1.sold == STOCK && at1.oversold == 0 && at1.undersold == 0,
+             "token sold exactly the stock: %lld, oversold %lld", at1.sold, at1.oversold);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/#trace=live_none", srv.port);
+    TU_REQUIRE(browse(url, &dom, NULL) == 0, "chromium dumps the page after the burst");
+    check_row(dom, "none", "live_none", &an, 1);
+    check_row(dom, "token", "live_token", &at1, 1);
+    char want[80];
+    snprintf(want, sizeof want, "<div class=\"mtl\" data-oversold=\"%lld\"", an.oversold);
+    TU_CHECK(strstr(dom, want) != NULL, "the none trace marks %lld oversold units", an.oversold);
+    free(dom);
+    dom = NULL;
+
+    const char *bdir = getenv("MIAOSHA_BUILD_DIR");
+    snprintf(shot, sizeof shot, "%s/live_page.png", bdir ? bdir : ".");
+    unlink(shot);
+    TU_CHECK(browse(url, NULL, shot) == 0, "chromium photographs the page");
+    struct stat st;
+    TU_CHECK(stat(shot, &st) == 0 && st.st_size > 1000, "screenshot %s", shot);
+    printf("screenshot: %s\n", shot);
+
+    /* A link that buys once, with hostile values in the Chinese page. */
+    snprintf(url, sizeof url,
+             "http://127.0.0.1:%d/#lang=zh&buy=none&user=%%3Cscript%%3Ealert(1)%%3C%%2Fscript%%3E"
+             "&sku=%%3Cimg%%20src%%3Dx%%20onerror%%3Dalert(2)%%3E",
+             srv.port);
+    TU_REQUIRE(browse(url, &dom, NULL) == 0, "chromium dumps the page with hostile values");
+    TU_CHECK(strstr(dom, "user=&lt;script&gt;alert(1)&lt;/script&gt;") != NULL,
+             "the user shows as text");
+    TU_CHECK(strstr(dom, "sku=&lt;img src=x onerror=alert(2)&gt;") != NULL,
+             "the sku shows as text");
+    TU_CHECK(strstr(dom, "<script>alert(1)") == NULL, "no script element made of the user");
+    TU_CHECK(strstr(dom, "<img") == NULL, "no img element made of the sku");
+    TU_CHECK(strstr(dom, "→ 400 bad_request") != NULL, "the purchase's 400 is shown");
+    TU_CHECK(strstr(dom, "<th data-i18n=\"oversold\">超卖</th>") != NULL, "Chinese headers");
+    TU_CHECK(strstr(dom, "<td data-field=\"mode\">none</td>") != NULL,
+             "mode names stay as in the URLs");
+    TU_CHECK(strstr(dom, "data-lang=\"zh\" class=\"on\"") != NULL, "the zh switch is on");
+    free(dom);
+
+    TU_CHECK(svc_stop(&srv, 5000) == 0, "clean stop");
+    check_controls();
+    return tu_done();
+}

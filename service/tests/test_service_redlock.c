@@ -1,0 +1,220 @@
+/* test_service_redlock.c — /miaosha/redlock against five private
+ * redis-servers as the lock masters (the stock stays on the suite's
+ * Redis): not offered without redlock.nodes (404 naming the key); exit 2
+ * naming redlock.nodes for an even count, a duplicate and a node that is
+ * down at start; exact under the race (stock 10, 40 buyers, work_ms 20)
+ * with all five masters and again with two of them killed, "pipeline"
+ * false in every reply; with three killed, 503 and nothing sold, and no
+ * lock key left on a survivor; a holder past its validity (lease 100 ms,
+ * work 300 ms) reports lock_lost and still writes, as token does. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lg_proc.h"
+#include "svc_test.h"
+
+#define NODES 5
+#define BUYERS 40
+#define STOCK 10
+
+static tu_redis red[NODES];
+static char node_list[NODES * 24];
+
+/* The server's exit status with args (NULL-terminated) and its output in
+ * out; -1 when it ran longer than 10 s (then killed). */
+static int run_exit(const char *const *args, char *out, size_t len)
+{
+    char path[] = "/tmp/miaosha-rl-out-XXXXXX";
+    int fd = mkstemp(path);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = SVC_TEST_SERVER;
+    for (int i = 0; args[i] && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0, rc = -1;
+    int64_t t0 = tu_now_ms();
+    while (tu_now_ms() - t0 < tu_slack(10000)) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            rc = WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+            break;
+        }
+        tu_sleep_ms(10);
+    }
+    if (rc == -1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    ssize_t got = pread(fd, out, len - 1, 0);
+    out[got > 0 ? got : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
+static void expect_exit2(const char *nodes, const char *why)
+{
+    char set[512], out[8192];
+    snprintf(set, sizeof set, "redlock.nodes=%s", nodes);
+    const char *a[] = {"--port", "0", "--set", set, NULL};
+    int rc = run_exit(a, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "redlock.nodes") && strstr(out, why),
+             "redlock.nodes=%s: exit %d, names the key and '%s': %s", nodes, rc, why, out);
+}
+
+static void test_bad_config(void)
+{
+    char nodes[256];
+    snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d", red[0].port, red[1].port);
+    expect_exit2(nodes, "odd");
+    snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+             red[0].port, red[1].port, red[2].port, red[3].port);
+    expect_exit2(nodes, "odd");
+    snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", red[0].port,
+             red[1].port, red[0].port);
+    expect_exit2(nodes, "twice");
+    /* A free port: nothing listens there. */
+    int dead = lg_free_port();
+    snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", red[0].port,
+             red[1].port, dead);
+    char port[16];
+    snprintf(port, sizeof port, ":%d", dead);
+    expect_exit2(nodes, port);
+    expect_exit2(nodes, "not reachable");
+}
+
+/* Stock 10, BUYERS at once; returns the 200s and fills the audit. */
+static int race(const svc_server *s, const char *sku, svc_audit *a, int *other)
+{
+    char *paths[BUYERS];
+    svc_resp out[BUYERS];
+    int ok = 0;
+    *other = 0;
+    TU_REQUIRE(svc_set_stock(s, sku, STOCK, NULL) == 200, "stock %s", sku);
+    for (int i = 0; i < BUYERS; i++) {
+        paths[i] = malloc(256);
+        snprintf(paths[i], 256, "/miaosha/redlock?sku=%s&user=b%d&work_ms=20&wait_ms=20000", sku,
+                 i);
+    }
+    svc_burst(s, "GET", paths, BUYERS, out);
+    for (int i = 0; i < BUYERS; i++) {
+        if (out[i].status == 200 || out[i].status == 409)
+            TU_CHECK(svc_jbool(out[i].json, "pipeline") == 0, "redlock never pipelines: %s",
+                     B(&out[i]));
+        if (out[i].status == 200)
+            ok++;
+        else if (out[i].status != 409) {
+            (*other)++;
+            fprintf(stderr, "%s: unexpected %ld %s\n", sku, out[i].status, B(&out[i]));
+        }
+        svc_resp_free(&out[i]);
+        free(paths[i]);
+    }
+    TU_CHECK(svc_get_audit(s, sku, a) == 200, "audit %s", sku);
+    return ok;
+}
+
+static int lock_keys_left(const char *sku)
+{
+    int n = 0;
+    char key[128];
+    snprintf(key, sizeof key, "miaosha:{%s}:lock:redlock", sku);
+    for (int i = 0; i < NODES; i++)
+        if (red[i].pid > 0 && tu_redis_int(red[i].port, "EXISTS %s", key) == 1)
+            n++;
+    return n;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    size_t used = 0;
+    for (int i = 0; i < NODES; i++) {
+        TU_REQUIRE(tu_redis_start(&red[i], 0, NULL) == 0, "lock master %d", i);
+        used += (size_t)snprintf(node_list + used, sizeof node_list - used, "%s127.0.0.1:%d",
+                                 i ? "," : "", red[i].port);
+    }
+    test_bad_config();
+
+    /* Not configured: not offered, and the 404 says why. */
+    svc_server plain;
+    const char *pa[] = {"--instance-id", "rl-plain", NULL};
+    TU_REQUIRE(svc_start(&plain, tu_redis_port(), pa) == 0, "server without redlock.nodes");
+    svc_resp r = {0};
+    svc_req(&plain, "POST", "/miaosha/redlock?sku=rl_plain", NULL, NULL, &r);
+    TU_CHECK(r.status == 404 && svc_jerr_is(&r, "not_found") &&
+                 svc_jdetail_has(&r, "redlock.nodes"),
+             "redlock without nodes: 404 naming redlock.nodes: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_stop(&plain, 6000) == 0, "plain server: SIGTERM exit 0");
+
+    char set[600];
+    snprintf(set, sizeof set, "redlock.nodes=%s", node_list);
+    svc_server s;
+    /* A per-node timeout far above a loaded machine's stalls, so that only
+     * a dead node fails a round. */
+    const char *ea[] = {
+        "--instance-id", "rl", "--set", set, "--set", "redlock.node_timeout_ms=500", NULL};
+    TU_REQUIRE(svc_start(&s, tu_redis_port(), ea) == 0, "server with 5 lock masters");
+
+    svc_audit a;
+    int other, ok = race(&s, "rl_race5", &a, &other);
+    TU_CHECK(ok == STOCK && other == 0 && a.sold == STOCK && a.stock == 0 && a.oversold == 0 &&
+                 a.undersold == 0,
+             "5 masters: exact (%d sold, %d other, audit sold %lld oversold %lld)", ok, other,
+             a.sold, a.oversold);
+    TU_CHECK(lock_keys_left("rl_race5") == 0, "no lock key left after the race");
+
+    tu_redis_kill(&red[3], 1);
+    tu_redis_kill(&red[4], 1);
+    ok = race(&s, "rl_race3", &a, &other);
+    TU_CHECK(ok == STOCK && other == 0 && a.sold == STOCK && a.oversold == 0,
+             "2 of 5 masters down: still exact (%d sold, %d other)", ok, other);
+
+    tu_redis_kill(&red[2], 1);
+    TU_REQUIRE(svc_set_stock(&s, "rl_down", STOCK, NULL) == 200, "stock rl_down");
+    int n503 = 0;
+    for (int i = 0; i < 5; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "/miaosha/redlock?sku=rl_down&user=d%d&wait_ms=200", i);
+        svc_req(&s, "POST", path, NULL, NULL, &r);
+        n503 += r.status == 503 && svc_jerr_is(&r, "redis_unavailable") &&
+                svc_jdetail_has(&r, "redlock");
+        if (r.status != 503)
+            fprintf(stderr, "3 down: %ld %s\n", r.status, B(&r));
+        svc_resp_free(&r);
+    }
+    TU_CHECK(svc_get_audit(&s, "rl_down", &a) == 200 && a.sold == 0 && a.stock == STOCK,
+             "3 of 5 down: nothing sold (sold %lld)", a.sold);
+    TU_CHECK(n503 == 5, "3 of 5 down: every buyer 503 redis_unavailable naming redlock (%d)", n503);
+    TU_CHECK(lock_keys_left("rl_down") == 0, "no lock key left on a survivor");
+    for (int i = 2; i < NODES; i++)
+        TU_REQUIRE(tu_redis_start(&red[i], 1, NULL) == 0, "restart master %d", i);
+
+    /* Past its validity: lease 100 ms, work 300 ms. */
+    TU_REQUIRE(svc_set_stock(&s, "rl_slow", STOCK, NULL) == 200, "stock rl_slow");
+    svc_req(&s, "POST", "/miaosha/redlock?sku=rl_slow&user=slow&lease_ms=100&work_ms=300", NULL,
+            NULL, &r);
+    TU_CHECK(r.status == 200 && svc_jbool(r.json, "lock_lost") == 1,
+             "a holder past its validity reports lock_lost and still writes: %ld %s", r.status,
+             B(&r));
+    svc_resp_free(&r);
+
+    TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
+    if (tu_failed)
+        svc_dump_log(&s);
+    for (int i = 0; i < NODES; i++)
+        tu_redis_stop(&red[i]);
+    return tu_done();
+}
