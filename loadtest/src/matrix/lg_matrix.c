@@ -549,7 +549,9 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
                     goto out;
                 }
                 lg_cell *c = k == 0 ? &res->cell[s][m] : &res->more[k - 1][s][m];
-                int want_tl = k == 0 && !cfg->no_timelines;
+                /* failover: the cell's traces are on instances of its own,
+                 * gone when it ends (and base[] may not run at all) */
+                int want_tl = k == 0 && !cfg->no_timelines && s != LG_SCEN_FAILOVER;
                 lg_trace_mark marks[LG_MX_TL_MAX];
                 if (want_tl)
                     lg_mx_timeline_mark(tl, ntl, s, m, marks);
