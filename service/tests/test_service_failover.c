@@ -12,7 +12,8 @@
  * on the new master).
  *
  * redis.wait_replicas=1 with no replica: 503 not_replicated with the
- * order id, the order written on the master (token and lua).
+ * order id, the order written on the master (token, fenced and lua); with
+ * an Idempotency-Key its retry gets the stored 200, nothing bought twice.
  * Bad input: Sentinels that answer nothing -> the service starts, /healthz
  * 503 with the reason, a purchase 503 naming the Sentinels, no crash; an
  * empty redis.master_name -> exit 2 naming the key.
@@ -223,7 +224,8 @@ static void test_no_sentinel(void)
 
 /* wait_replicas=1 on a Redis with no replica: the write is on the master,
  * WAIT sees 0 replicas, so 503 not_replicated with the order id (which is
- * in the order list), for a lock mode and for lua. */
+ * in the order list), for a lock mode, fenced (WAIT after its script) and
+ * lua. */
 static void test_not_replicated(void)
 {
     tu_redis rd;
@@ -233,8 +235,9 @@ static void test_not_replicated(void)
                            NULL};
     TU_REQUIRE(svc_start(&srv, rd.port, extra) == 0, "server starts");
     TU_CHECK(svc_set_stock(&srv, "nr", 10, NULL) == 200, "stock");
-    const char *paths[] = {"/miaosha/token?sku=nr", "/miaosha/lua?sku=nr"};
-    for (int i = 0; i < 2; i++) {
+    const char *paths[] = {"/miaosha/token?sku=nr", "/miaosha/fenced?sku=nr",
+                           "/miaosha/lua?sku=nr"};
+    for (int i = 0; i < 3; i++) {
         svc_resp r;
         svc_req(&srv, "POST", paths[i], NULL, NULL, &r);
         const char *oid = svc_jstr(r.json, "order_id");
@@ -256,6 +259,31 @@ static void test_not_replicated(void)
         TU_CHECK(found[0] != 0, "%s: the order is on the master", paths[i]);
         svc_resp_free(&r);
     }
+    /* With an Idempotency-Key the sale stored its 200 in the same step as
+     * the order: the retry of a 503 not_replicated gets that 200 (same
+     * order id), and buys nothing more. */
+    const char *keyed[] = {"token", "fenced", "lua"};
+    for (int i = 0; i < 3; i++) {
+        char path[96], hdr[96];
+        snprintf(path, sizeof path, "/miaosha/%s?sku=nr&user=k%d", keyed[i], i);
+        snprintf(hdr, sizeof hdr, "Idempotency-Key: nr-%s", keyed[i]);
+        svc_resp a, b;
+        svc_req_hdr(&srv, "POST", path, hdr, &a);
+        svc_req_hdr(&srv, "POST", path, hdr, &b);
+        const char *oa = svc_jstr(a.json, "order_id"), *ob = svc_jstr(b.json, "order_id");
+        TU_CHECK(a.status == 503 && svc_jerr_is(&a, "not_replicated") && oa, "%s keyed: %ld %s",
+                 keyed[i], a.status, B(&a));
+        TU_CHECK(b.status == 200 && strcmp(b.replayed, "true") == 0 && oa && ob &&
+                     strcmp(oa, ob) == 0,
+                 "%s keyed retry: the stored 200 with the same order (%ld %s | %s)", keyed[i],
+                 b.status, B(&b), b.replayed);
+        svc_resp_free(&a);
+        svc_resp_free(&b);
+    }
+    svc_audit au;
+    svc_get_audit(&srv, "nr", &au);
+    TU_CHECK(au.orders == 6 && au.stock == 4, "six sales in all, none twice (%lld orders)",
+             au.orders);
     TU_CHECK(svc_stop(&srv, 5000) == 0, "clean stop");
     tu_redis_stop(&rd);
 }
