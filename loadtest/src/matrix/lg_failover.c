@@ -65,9 +65,10 @@ const char *lg_failover_expected(lg_mode mode)
      * or kept apart from the master that fails) would refuse it. */
     if (mode == LG_MODE_FENCED)
         return "oversell";
-    /* A lock mode after reentrant (redlock) keeps its lock on independent
-     * masters that this failover does not touch: it must stay exact. Such
-     * a mode needs its lock nodes given to the instances below. */
+    /* redlock keeps its lock on the matrix's independent lock masters,
+     * which this failover does not touch (its instances get
+     * redlock.nodes like every instance the matrix starts): the buyer
+     * finds the lock held and the cell stays exact. */
     return mode > LG_MODE_REENTRANT ? "exact" : "oversell";
 }
 

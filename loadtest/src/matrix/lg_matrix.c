@@ -333,12 +333,12 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
 }
 
 /* Whether the redlock cell of s runs: not through --target, whose
- * instances are not the matrix's and know nothing of its lock masters,
- * nor in failover, whose cell starts its own instances without any. */
+ * instances are not the matrix's and know nothing of its lock masters.
+ * (failover's own instances get them like every instance the matrix
+ * starts: lg_mx_instance_start.) */
 static int redlock_cell_runs(const lg_matrix_cfg *cfg, lg_scenario s)
 {
-    return cfg->mode_on[LG_MODE_REDLOCK] && cfg->scen_on[s] &&
-           !(s == LG_SCEN_MULTI && cfg->target) && s != LG_SCEN_FAILOVER;
+    return cfg->mode_on[LG_MODE_REDLOCK] && cfg->scen_on[s] && !(s == LG_SCEN_MULTI && cfg->target);
 }
 
 /* expected is one outcome or several separated by '|' */
