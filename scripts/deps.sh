@@ -6,14 +6,14 @@
 # (headless, for the pages' browser tests: scripts/lib/browser.sh) for the
 # tests (docker-compose only validates docker-compose.yml); clang-format for
 # the formatter check, clang and libFuzzer's runtime for the fuzz targets.
-# --with-tools adds the tools of the benchmarks (wrk, ab, redis-py).
+# --with-tools adds the tools of the benchmarks (wrk, ab, redis-py, /usr/bin/time).
 # As root it runs apt-get; otherwise it prints the exact apt-get line.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git ca-certificates procps
       libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev
       redis-server redis-tools nginx-light docker-compose chromium
       clang-format clang libclang-rt-dev)
-[ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils python3-redis)
+[ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils python3-redis time)
 
 missing=()
 for p in "${pkgs[@]}"; do
