@@ -52,8 +52,11 @@ trap cleanup EXIT
 proc_start_redis "${MIAOSHA_REDIS_SERVER:-redis-server}" "$out/redis" || die "redis-server"
 redis_pid=$PROC_REDIS_PID
 port=$(proc_free_port)
+# Without the local sold-out flag: every purchase then reaches a worker and
+# is traced (one answered from the flag, on the HTTP thread, is not), so the
+# lanes can be counted against the requests.
 proc_start "$out/server.log" "$server" --port "$port" --redis "127.0.0.1:$PROC_REDIS_PORT" \
-  --instance-id tl-browser
+  --instance-id tl-browser --set purchase.local_sold_out=false
 srv_pid=$PROC_PID
 base=http://127.0.0.1:$port
 proc_wait_healthy "$srv_pid" 10000 proc_http_ok "$base/healthz" || die "server not healthy"

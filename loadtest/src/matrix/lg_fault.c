@@ -80,6 +80,7 @@
 
 const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
 {
+    (void)scen; /* every fault scenario expects the same per mode */
     /* none has no lock and mutex none across instances: both oversell
      * before any fault matters. The Redis locks must lose nothing: no
      * oversell, no undersell, every acknowledged order listed ("safe" also
@@ -97,11 +98,19 @@ const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
      *                  the ones that queued up during the pause).
      *   redis-restart  the SIGKILL lands between a SETNX that reached the
      *                  AOF and its PEXPIRE (the kill cut off the reply).
-     * With a plain kill of an instance (after SETNX+PEXPIRE) the TTL frees
-     * it: "safe" (crash_before_expire is the demo's `crash` scenario). */
+     *   kill           the killed holder's lock has its TTL and frees by
+     *                  itself (crash_before_expire is the demo's `crash`
+     *                  scenario), but a live buyer's SETNX that timed out on
+     *                  a starved machine (its buyer got 503) still runs when
+     *                  Redis reads it; if the lock is free by then, nobody
+     *                  sends its PEXPIRE. Seen under ASan on 2 vCPUs: the
+     *                  same flaw as in redis-pause, without any Redis fault.
+     * token, reentrant, redlock and fenced clean up after such a timeout
+     * (lockcore's orphan-lock cleanup: the owner token says whose lock it
+     * is); setnx has no owner to compare, so it keeps the flaw. */
     if (mode == LG_MODE_NONE || mode == LG_MODE_MUTEX)
         return "oversell";
-    if (mode == LG_MODE_SETNX && scen != LG_SCEN_KILL)
+    if (mode == LG_MODE_SETNX)
         return "safe|stuck";
     /* token, reentrant and fenced lose no lock (a holder that outlives
      * its lease in a pause is fenced out by fenced, and cannot oversell
