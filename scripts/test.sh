@@ -5,9 +5,13 @@
 # then builds and runs the whole suite three times and the fuzz targets:
 #   format       scripts/format.sh --check (clang-format, .clang-format)
 #   build/ci     -Wall -Wextra -Werror, every test
-#   build/asan   ASan + UBSan, every test
+#   build/asan   ASan + UBSan, every test but those labelled "long" (the
+#                longest process-orchestration runs: the matrix again with
+#                pipelining off, the Sentinel failover matrix, the short
+#                soak; they run in build/ci, and the code they drive runs
+#                under ASan in the other tests)
 #   build/tsan   TSan, the threaded tests: lock core and service (ctest label "tsan")
-#   build/fuzz   clang + libFuzzer, each harness for MIAOSHA_FUZZ_SECONDS (60)
+#   build/fuzz   clang + libFuzzer, each harness for MIAOSHA_FUZZ_SECONDS (30)
 # Each ctest run starts its own private redis-server on a free loopback port.
 # Environment: MIAOSHA_TEST_ONLY=format|ci|asan|tsan|fuzz runs one step; JOBS=N.
 set -euo pipefail
@@ -40,14 +44,14 @@ if [ -z "$only" ] || [ "$only" = format ]; then
 fi
 
 run ci   1 "-DCMAKE_BUILD_TYPE=RelWithDebInfo" ""
-run asan 2 "-DCMAKE_BUILD_TYPE=Debug -DMIAOSHA_SANITIZE=address,undefined" ""
+run asan 2 "-DCMAKE_BUILD_TYPE=Debug -DMIAOSHA_SANITIZE=address,undefined" "-LE long"
 run tsan 4 "-DCMAKE_BUILD_TYPE=Debug -DMIAOSHA_SANITIZE=thread" "-L tsan"
 
-# libFuzzer: every harness for MIAOSHA_FUZZ_SECONDS (60) on its seed corpus;
+# libFuzzer: every harness for MIAOSHA_FUZZ_SECONDS (30) on its seed corpus;
 # a crash, leak or timeout fails the run (fuzz/README.md).
 if [ -z "$only" ] || [ "$only" = fuzz ]; then
-  echo "=== fuzz: libFuzzer harnesses, ${MIAOSHA_FUZZ_SECONDS:-60} s each"
-  bash fuzz/run.sh "${MIAOSHA_FUZZ_SECONDS:-60}" || status=1
+  echo "=== fuzz: libFuzzer harnesses, ${MIAOSHA_FUZZ_SECONDS:-30} s each"
+  bash fuzz/run.sh "${MIAOSHA_FUZZ_SECONDS:-30}" || status=1
 fi
 
 [ $status -eq 0 ] && echo "=== all test runs passed" || echo "=== some test runs FAILED"
