@@ -8,6 +8,7 @@
 #include <uuid/uuid.h>
 
 #include "svc_keys.h"
+#include "svc_replicas.h"
 
 int svc_idem_valid(const char *v)
 {
@@ -115,6 +116,56 @@ int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, p
     }
     freeReplyObject(rep);
     return rc;
+}
+
+int svc_idem_replay_replicated(const svc_idem *id, svc_req *r, lc_conn *conn)
+{
+    const svc_settings *s = r->s;
+    if (!r->replayed || r->status != 200 || s->wait_replicas <= 0 || r->resp == NULL)
+        return 0;
+    char prefix[SVC_IDEM_FP_MAX + 16], detail[256];
+    svc_idem_done_prefix(id, 200, prefix, sizeof prefix);
+    size_t plen = strlen(prefix);
+    char *v = malloc(plen + r->resp_len);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    int ok = v != NULL;
+    if (ok) {
+        memcpy(v, prefix, plen);
+        memcpy(v + plen, r->resp, r->resp_len);
+        ok = lc_pipe_append(&p, "SET %s %b XX KEEPTTL", id->rkey, v, plen + r->resp_len) == LC_OK;
+    }
+    free(v);
+    if (ok)
+        (void)lc_conn_pipe(conn, &p);
+    redisReply *rep = ok ? lc_pipe_take(&p, 0) : NULL;
+    lc_pipe_clear(&p);
+    ok = rep != NULL && rep->type != REDIS_REPLY_ERROR;
+    freeReplyObject(rep);
+    if (!ok)
+        snprintf(detail, sizeof detail, "the stored sale could not be written again: %.200s",
+                 lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+    if (ok && svc_wait_replicas(s, conn, detail, sizeof detail) == 0)
+        return 0;
+    /* The order id of the stored reply: a UUID, so it needs no JSON parse. */
+    char oid[SVC_UUID_LEN] = "";
+    const char *o = memmem(r->resp, r->resp_len, "\"order_id\":\"", 12);
+    if (o != NULL) {
+        o += 12;
+        size_t n = 0;
+        while (n + 1 < sizeof oid && o + n < r->resp + r->resp_len && o[n] != '"')
+            n++;
+        memcpy(oid, o, n);
+        oid[n] = '\0';
+    }
+    cJSON *extra = cJSON_CreateObject();
+    if (extra != NULL && oid[0])
+        cJSON_AddStringToObject(extra, "order_id", oid);
+    char why[400];
+    snprintf(why, sizeof why, "Idempotency-Key replay of a sale: %.300s", detail);
+    svc_reply_error(r, 503, "not_replicated", why, extra);
+    r->replayed = 0;
+    return -1;
 }
 
 void svc_idem_done_prefix(const svc_idem *id, unsigned status, char *buf, size_t len)

@@ -67,6 +67,16 @@ int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, p
 int svc_idem_found(const svc_idem *id, svc_req *r, const char *value, size_t vlen,
                    purchase_result *res, char *detail, size_t len);
 
+/* A replayed sale (r->replayed, status 200) under redis.wait_replicas > 0:
+ * its first request may have answered 503 not_replicated, and a 200 must
+ * still mean that the order reached the replicas. The stored value is
+ * written again unchanged (SET XX KEEPTTL: a write on this connection,
+ * after the order in the replication stream), then WAIT. 0 when there is
+ * nothing to wait for or the replicas have it; -1 when not: r's reply is
+ * replaced by 503 not_replicated naming the stored order id. The worker
+ * thread that owns conn. */
+int svc_idem_replay_replicated(const svc_idem *id, svc_req *r, lc_conn *conn);
+
 /* The start of the stored value of a reply with this status,
  * "D|<fingerprint>|<status>|", for a caller that writes it with the order
  * (the body follows). Into buf (len bytes). */
