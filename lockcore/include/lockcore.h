@@ -429,7 +429,9 @@ typedef struct lc_lock_args {
  *              answered within redlock_node_timeout_ms counts as failed and
  *              is reconnected on the next call; with
  *              redlock_restart_delay_ms a node up for less than the delay
- *              gets no SET and counts as failed too). Acquired when a majority
+ *              gets no SET and counts as failed too; "up" is its INFO
+ *              uptime_in_seconds less one second, as Redis's whole seconds
+ *              can run a second ahead). Acquired when a majority
  *              (N/2+1) said OK and the round took less than the lease:
  *              validity = lease - elapsed - lc_redlock_drift_ms(lease)
  *              must be > 0. Otherwise the compare-and-delete release goes

@@ -303,9 +303,14 @@ static void check_uptimes(lc_conn *conn)
             continue;
         const char *u = r->type == REDIS_REPLY_STRING ? strstr(r->str, "uptime_in_seconds:") : NULL;
         if (u) {
-            /* The node has been up at least this long: the seconds are
-             * rounded down. */
-            int64_t up_ms = strtoll(u + 18, NULL, 10) * 1000;
+            /* How long the node has surely been up. Redis counts whole
+             * seconds of its clock since a start time it also cut to whole
+             * seconds, so the figure can run up to a second ahead of the
+             * truth (started at 10.9, asked at 11.2: "1"): one second less
+             * is the safe bound. */
+            int64_t up_ms = strtoll(u + 18, NULL, 10) * 1000 - 1000;
+            if (up_ms < 0)
+                up_ms = 0;
             int64_t rest = c->rl_restart_delay_ms - up_ms;
             rl->checked[i] = true;
             rl->votes_at[i] = rest > 0 ? now + rest : 0;

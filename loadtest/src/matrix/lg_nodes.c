@@ -234,8 +234,11 @@ static int masters_older_than(const mctx *x, long long ms)
         char out[4096];
         if (master_query(x, i, 2, argv, out, sizeof out) != 1)
             return 0;
+        /* as the lock core reads it: the whole seconds Redis reports can
+         * run a second ahead, so one less is what the master has surely
+         * been up (lc_redlock.c) */
         const char *u = strstr(out, "uptime_in_seconds:");
-        if (!u || strtoll(u + 18, NULL, 10) * 1000 < ms)
+        if (!u || (strtoll(u + 18, NULL, 10) - 1) * 1000 < ms)
             return 0;
     }
     return 1;
