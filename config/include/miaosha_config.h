@@ -198,14 +198,16 @@ typedef struct cfg_config {
                                       is reset [true] */
     } purchase;
     struct {
-        int64_t lease_ms;            /* setnx/token lease, and the reentrant
-                                        lease when a request gives lease_ms
-                                        [5000, 1..86400000, and <=
-                                        lock.max_lease_ms] */
+        int64_t lease_ms;            /* setnx/token/fenced/redlock lease
+                                        when a request gives no lease_ms
+                                        (reentrant then runs on the
+                                        watchdog) [5000, 1..86400000, and
+                                        <= lock.max_lease_ms] */
         int64_t wait_ms;             /* how long to wait for a held lock;
                                         0 = try once [0, 0..86400000, and <=
                                         lock.max_wait_ms] */
-        int64_t retry_interval_ms;   /* setnx/token polling while waiting
+        int64_t retry_interval_ms;   /* setnx/token/fenced polling while
+                                        waiting, redlock's back-off
                                         [10, 1..60000] (lc_options) */
         int64_t watchdog_timeout_ms; /* reentrant watchdog lease, renewed every
                                         third [30000, 30..86400000]

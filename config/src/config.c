@@ -184,11 +184,12 @@ static const key_def KEYS[] = {
            "Redis, until its stock is reset"),
 
     K_NUM("lock.lease_ms", lock.lease_ms, 1, MS_PER_DAY, 5000, "lock.max_lease_ms", "ms",
-          "lease of setnx, token and fenced locks when a request has no ?lease_ms="),
+          "lease of setnx, token, fenced and redlock locks when a request has no ?lease_ms="),
     K_NUM("lock.wait_ms", lock.wait_ms, 0, MS_PER_DAY, 0, "lock.max_wait_ms", "ms",
           "how long to wait for a held lock; 0 = try once"),
     K_NUM("lock.retry_interval_ms", lock.retry_interval_ms, 1, 60000, 10, NULL, "ms",
-          "setnx/token polling interval while waiting (plus jitter)"),
+          "setnx/token/fenced polling interval while waiting (plus jitter); redlock "
+          "sleeps a random 0..2x it between rounds"),
     K_NUM("lock.watchdog_timeout_ms", lock.watchdog_timeout_ms, 30, MS_PER_DAY, 30000, NULL, "ms",
           "reentrant lease without ?lease_ms=, renewed every third of it"),
     K_NUM("lock.max_lease_ms", lock.max_lease_ms, 1, MS_PER_DAY, 300000, NULL, "ms",

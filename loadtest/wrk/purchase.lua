@@ -5,7 +5,8 @@
 --     wrk -t2 -c100 -d10s -s loadtest/wrk/purchase.lua http://127.0.0.1:8080
 --
 -- Environment (all optional):
---   MODE      none|mutex|setnx|token|reentrant|fenced|lua (default token)
+--   MODE      none|mutex|setnx|token|reentrant|redlock|fenced|lua (default token;
+--             redlock needs a server with redlock.nodes)
 --   SKU       product id (default demo)
 --   WORK_MS, LEASE_MS, WAIT_MS, REENTER   sent as query parameters when set
 --   METHOD    POST (default) or GET

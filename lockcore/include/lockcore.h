@@ -192,9 +192,10 @@ typedef struct lc_options {
                                     renewed every watchdog_timeout_ms / 3.
                                     Default 30000 (Redisson's
                                     lockWatchdogTimeout); >= 30 */
-    int64_t retry_interval_ms;   /* setnx/token polling interval while
-                                    waiting, plus 0..interval/2 of jitter;
-                                    default 10, >= 1 */
+    int64_t retry_interval_ms;   /* setnx/token/fenced polling interval
+                                    while waiting, plus 0..interval/2 of
+                                    jitter (redlock: a random 0..2x it
+                                    between rounds); default 10, >= 1 */
     const char *instance_id;     /* reentrant hash fields are
                                     "<instance_id>:<owner>"; NULL = a fresh
                                     libuuid. At most LC_ID_LEN-1 bytes. */

@@ -35,7 +35,7 @@ typedef struct svc_settings {
     int wait_timeout_ms;    /* that WAIT's timeout */
     const char *default_sku;
     long long initial_stock; /* seeded for default_sku when absent; < 0 = never */
-    int64_t lease_ms;        /* setnx/token default lease */
+    int64_t lease_ms;        /* setnx/token/fenced/redlock default lease */
     int64_t wait_ms;         /* default lock wait */
     int64_t work_ms;         /* default simulated work */
     int pipeline;            /* default: lock and Redis commands share round trips */

@@ -111,8 +111,8 @@ typedef struct purchase {
     int64_t lock_wait_ms;
     int lock_lost;
     int deleted_other_lock; /* a release deleted a later holder's lock */
-    int64_t lease_gone_us;  /* setnx, token: when the outer lock's key has
-                               certainly expired (monotonic); 0 = n/a */
+    int64_t lease_gone_us;  /* setnx, token, fenced: when the outer lock's key
+                               has certainly expired (monotonic); 0 = n/a */
     int64_t busy_wait_ms;   /* >= 0: echo wait_ms in a 429 */
     long long stock_left;
     int has_stock_left;

@@ -450,8 +450,8 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         {"miaosha_pubsub_waiters", "gauge", "Threads waiting on a reentrant lock now.",
          ls.pubsub_waiters},
         {"miaosha_orphan_locks_adopted_total", "counter",
-         "Token/reentrant lock commands that timed out and whose connection the orphan cleanup "
-         "took over.",
+         "Token, fenced and reentrant lock commands that timed out and whose connection the "
+         "orphan cleanup took over.",
          ls.orphans_adopted},
         {"miaosha_orphan_locks_released_total", "counter",
          "Locks granted to a timed-out acquire after it answered, given back by the orphan "

@@ -41,7 +41,7 @@ typedef enum lg_expect {
 
 typedef struct lg_run_cfg {
     const char *mode;                   /* URL segment: none|mutex|setnx|token|reentrant|
-                                           fenced|lua */
+                                           redlock|fenced|lua */
     const char *sku;                    /* default "demo"; [A-Za-z0-9_-]{1,64} */
     uint64_t requests;                  /* 1..10000000 purchases, each sent at most once */
     int concurrency;                    /* keep-alive connections */

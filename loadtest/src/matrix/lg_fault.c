@@ -22,8 +22,9 @@
  *              field of mx-fault-2 appears, SIGSTOP it, wait 20 ms for any
  *              command it already sent to land, re-check the field — a
  *              frozen process cannot release — then SIGKILL.
- *   token      the value is a random token (no owner visible), so eight
+ *   token,     the value is a random token (no owner visible), so eight
  *   fenced,    requests with fault=crash_in_section go to mx-fault-2 at once:
+ *   redlock,
  *   setnx
  *              they queue for the lock among the burst's buyers and the
  *              process exits as soon as one of them holds it (for setnx
@@ -75,7 +76,7 @@
 #define F_CONCURRENCY 24  /* 8 connections per instance */
 #define F_REQUESTS 200000 /* an upper bound: the burst is stopped once sold out */
 #define F_SOLD_BEFORE 3   /* sales before the fault */
-#define F_CRASHERS 8      /* kill token/setnx: crash_in_section requests */
+#define F_CRASHERS 8      /* kill token/fenced/redlock/setnx: crash_in_section requests */
 #define F_POLL_MS 5
 
 const char *lg_fault_expected(lg_scenario scen, lg_mode mode)
