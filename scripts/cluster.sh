@@ -253,44 +253,4 @@ cluster up in $1
 EOF
 }
 
-cmd=${1:-}
-case $cmd in
-start)
-  dir=${2:-$(mktemp -d "${TMPDIR:-/tmp}/miaosha-cluster.XXXXXX")}
-  # set -e ends the script at the first failing step (do_start is not in a
-  # condition, where bash would ignore -e); the EXIT trap then stops what
-  # was started, once.
-  start_failed() { log "start failed; stopping what was started"; do_stop "$dir" 2>/dev/null || true; }
-  trap start_failed EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
-  do_start "$dir"
-  trap - EXIT INT TERM
-  print_env "$dir"
-  ;;
-stop) do_stop "${2:?usage: $me stop DIR}"; log "stopped" ;;
-status) do_status "${2:?usage: $me status DIR}" ;;
-run)
-  shift
-  [ "${1:-}" = -- ] && shift
-  [ $# -gt 0 ] || die "usage: $me run -- CMD..."
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/miaosha-cluster.XXXXXX")
-  cleanup() { do_stop "$dir" 2>/dev/null || true; }
-  trap cleanup EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
-  do_start "$dir"
-  set -a
-  # shellcheck disable=SC1091
-  . "$dir/cluster.env"
-  set +a
-  print_env "$dir" >&2
-  st=0
-  "$@" || st=$?
-  exit $st
-  ;;
-*)
-  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
-  ;;
-esac
+proc_topology_cli "miaosha-cluster" cluster.env "$@"

@@ -202,3 +202,51 @@ proc_start_redis() {
   return 1
 }
 _proc_redis_ready() { [ -s "$1/redis.pid" ] && proc_redis_ping "$2"; }
+
+# proc_topology_cli TMPNAME ENVFILE ARGS... — the command line of a topology
+# script (cluster.sh, failover.sh): `start [DIR]`, `stop DIR`, `status DIR`,
+# `run -- CMD...` (start in a fresh directory, run CMD with DIR/ENVFILE in
+# its environment, stop on any exit, Ctrl-C included), anything else prints
+# the script's header and exits 2. The caller defines do_start DIR,
+# do_stop DIR, do_status DIR, print_env DIR, log and die, and runs under
+# set -e: a failing step of start ends it, and the EXIT trap then stops
+# what was started, once.
+proc_topology_cli() {
+  local tmpname=$1 envfile=$2 cmd=${3:-}
+  shift 2
+  [ $# -gt 0 ] && shift
+  case $cmd in
+  start)
+    PROC_TOPO_DIR=${1:-$(mktemp -d "${TMPDIR:-/tmp}/$tmpname.XXXXXX")}
+    trap 'log "start failed; stopping what was started"; do_stop "$PROC_TOPO_DIR" 2>/dev/null || true' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    do_start "$PROC_TOPO_DIR"
+    trap - EXIT INT TERM
+    print_env "$PROC_TOPO_DIR"
+    ;;
+  stop) do_stop "${1:?usage: $me stop DIR}"; log "stopped" ;;
+  status) do_status "${1:?usage: $me status DIR}" ;;
+  run)
+    [ "${1:-}" = -- ] && shift
+    [ $# -gt 0 ] || die "usage: $me run -- CMD..."
+    PROC_TOPO_DIR=$(mktemp -d "${TMPDIR:-/tmp}/$tmpname.XXXXXX")
+    trap 'do_stop "$PROC_TOPO_DIR" 2>/dev/null || true' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    do_start "$PROC_TOPO_DIR"
+    set -a
+    # shellcheck disable=SC1090
+    . "$PROC_TOPO_DIR/$envfile"
+    set +a
+    print_env "$PROC_TOPO_DIR" >&2
+    local st=0
+    "$@" || st=$?
+    exit $st
+    ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+  esac
+}
