@@ -413,6 +413,60 @@ static void check_fault_row(const csv_row *h, const csv_row *r)
     }
 }
 
+/* Reads DIR/matrix.csv (its header names the columns) and calls check on
+ * every row; returns the number of rows. */
+static int each_csv_row(const char *dir, void (*check)(const csv_row *h, const csv_row *r))
+{
+    char p[512], line[2048];
+    snprintf(p, sizeof p, "%s/matrix.csv", dir);
+    FILE *f = fopen(p, "r");
+    TU_REQUIRE(f != NULL, "%s written", p);
+    static csv_row hdr, row;
+    int rows = 0, ncols = 0;
+    if (fgets(line, sizeof line, f)) {
+        csv_split(&hdr, line, CSV_MAX_COLS);
+        ncols = hdr.n;
+    }
+    while (fgets(line, sizeof line, f)) {
+        csv_split(&row, line, ncols);
+        rows++;
+        check(&hdr, &row);
+    }
+    fclose(f);
+    return rows;
+}
+
+/* One cell of the lock masters' scenarios (test_matrix_redlock). */
+static void check_redlock_row(const csv_row *h, const csv_row *r)
+{
+    const char *scen = csv_get(h, r, "scenario"), *mode = csv_get(h, r, "mode");
+    const char *got = csv_get(h, r, "measured");
+    TU_CHECK(!strcmp(mode, "redlock"), "%s: only the redlock row runs (%s)", scen, mode);
+    TU_CHECK(!strcmp(csv_get(h, r, "pass"), "true"), "%s: as expected: %s (%s)", scen, got,
+             csv_get(h, r, "reason"));
+    if (!strcmp(scen, "node-restart"))
+        TU_CHECK(!strcmp(got, "oversell") && csv_num(h, r, "oversold") == 1,
+                 "node-restart: a second holder oversells (%s)", got);
+    else
+        TU_CHECK(!strcmp(got, "exact") && csv_num(h, r, "oversold") == 0 &&
+                     csv_num(h, r, "sold") == csv_num(h, r, "stock"),
+                 "%s: exact (%s)", scen, got);
+}
+
+/* One cell of the failover scenario (test_failover). */
+static void check_failover_row(const csv_row *h, const csv_row *r)
+{
+    const char *mode = csv_get(h, r, "mode"), *got = csv_get(h, r, "measured");
+    const char *want = !strcmp(mode, "lua") || !strcmp(mode, "redlock") ? "exact" : "oversell";
+    TU_CHECK(!strcmp(got, want), "failover/%s: measured %s, expected %s (%s)", mode, got, want,
+             csv_get(h, r, "reason"));
+    TU_CHECK(!strcmp(csv_get(h, r, "pass"), "true"), "failover/%s judged as expected", mode);
+    TU_CHECK(csv_num(h, r, "sold") == (!strcmp(want, "exact") ? 1 : 2),
+             "failover/%s: sold %lld of 1", mode, csv_num(h, r, "sold"));
+    TU_CHECK(csv_num(h, r, "fault_ms") > 0, "failover/%s: the failover took %lld ms", mode,
+             csv_num(h, r, "fault_ms"));
+}
+
 /* SIGINT to the matrix (not its group) while its Redis is frozen: it must
  * exit 130 and leave no Redis behind. */
 static void test_faults_interrupt(void)
@@ -484,33 +538,7 @@ static void test_matrix_redlock(void)
              load, server, redis_port, dir);
     int rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0, "matrix redlock scenarios exit %d\n%s", rc, out);
-    char p[512], line[2048];
-    snprintf(p, sizeof p, "%s/matrix.csv", dir);
-    FILE *f = fopen(p, "r");
-    TU_REQUIRE(f != NULL, "%s written", p);
-    static csv_row hdr, row;
-    int rows = 0, ncols = 0;
-    if (fgets(line, sizeof line, f)) {
-        csv_split(&hdr, line, CSV_MAX_COLS);
-        ncols = hdr.n;
-    }
-    while (fgets(line, sizeof line, f)) {
-        csv_split(&row, line, ncols);
-        rows++;
-        const char *scen = csv_get(&hdr, &row, "scenario"), *mode = csv_get(&hdr, &row, "mode");
-        const char *got = csv_get(&hdr, &row, "measured");
-        TU_CHECK(!strcmp(mode, "redlock"), "%s: only the redlock row runs (%s)", scen, mode);
-        TU_CHECK(!strcmp(csv_get(&hdr, &row, "pass"), "true"), "%s: as expected: %s (%s)", scen,
-                 got, csv_get(&hdr, &row, "reason"));
-        if (!strcmp(scen, "node-restart"))
-            TU_CHECK(!strcmp(got, "oversell") && csv_num(&hdr, &row, "oversold") == 1,
-                     "node-restart: a second holder oversells (%s)", got);
-        else
-            TU_CHECK(!strcmp(got, "exact") && csv_num(&hdr, &row, "oversold") == 0 &&
-                         csv_num(&hdr, &row, "sold") == csv_num(&hdr, &row, "stock"),
-                     "%s: exact (%s)", scen, got);
-    }
-    fclose(f);
+    int rows = each_csv_row(dir, check_redlock_row);
     TU_CHECK(rows == 3, "3 cells (redlock only), got %d", rows);
     remove_unless_failed(dir, "redlock matrix output");
 }
@@ -528,25 +556,11 @@ static void test_faults(void)
     fprintf(stderr, "%s\nmatrix --faults --quick: exit %d in %lld ms\n", out, rc,
             (long long)(tu_now_ms() - t0));
     TU_CHECK(rc == 0, "matrix --faults --quick exit %d", rc);
-    char p[512], line[2048];
-    snprintf(p, sizeof p, "%s/matrix.csv", dir);
-    FILE *f = fopen(p, "r");
-    TU_REQUIRE(f != NULL, "%s written", p);
-    static csv_row hdr, row;
-    int rows = 0, ncols = 0;
-    if (fgets(line, sizeof line, f)) {
-        csv_split(&hdr, line, CSV_MAX_COLS);
-        ncols = hdr.n;
-    }
-    while (fgets(line, sizeof line, f)) {
-        csv_split(&row, line, ncols);
-        rows++;
-        check_fault_row(&hdr, &row);
-    }
-    fclose(f);
+    int rows = each_csv_row(dir, check_fault_row);
     TU_CHECK(rows == 24, "24 fault cells (3 scenarios x 8 modes), got %d", rows);
+    char p[512], line[2048];
     snprintf(p, sizeof p, "%s/matrix.md", dir);
-    f = fopen(p, "r");
+    FILE *f = fopen(p, "r");
     int fault_table = 0;
     while (f && fgets(line, sizeof line, f))
         fault_table |= strstr(line, "## Fault cells") != NULL;
@@ -584,31 +598,7 @@ static void test_failover(void)
     fprintf(stderr, "%s\nmatrix --scenarios failover: exit %d in %lld ms\n", out, rc,
             (long long)(tu_now_ms() - t0));
     TU_CHECK(rc == 0, "matrix --scenarios failover exit %d", rc);
-    char p[512], line[2048];
-    snprintf(p, sizeof p, "%s/matrix.csv", dir);
-    FILE *f = fopen(p, "r");
-    TU_REQUIRE(f != NULL, "%s written", p);
-    static csv_row hdr, row;
-    int rows = 0, ncols = 0;
-    if (fgets(line, sizeof line, f)) {
-        csv_split(&hdr, line, CSV_MAX_COLS);
-        ncols = hdr.n;
-    }
-    while (fgets(line, sizeof line, f)) {
-        csv_split(&row, line, ncols);
-        rows++;
-        const char *mode = csv_get(&hdr, &row, "mode"), *got = csv_get(&hdr, &row, "measured");
-        const char *want = !strcmp(mode, "lua") || !strcmp(mode, "redlock") ? "exact" : "oversell";
-        TU_CHECK(!strcmp(got, want), "failover/%s: measured %s, expected %s (%s)", mode, got, want,
-                 csv_get(&hdr, &row, "reason"));
-        TU_CHECK(!strcmp(csv_get(&hdr, &row, "pass"), "true"), "failover/%s judged as expected",
-                 mode);
-        TU_CHECK(csv_num(&hdr, &row, "sold") == (!strcmp(want, "exact") ? 1 : 2),
-                 "failover/%s: sold %lld of 1", mode, csv_num(&hdr, &row, "sold"));
-        TU_CHECK(csv_num(&hdr, &row, "fault_ms") > 0, "failover/%s: the failover took %lld ms",
-                 mode, csv_num(&hdr, &row, "fault_ms"));
-    }
-    fclose(f);
+    int rows = each_csv_row(dir, check_failover_row);
     TU_CHECK(rows == 8, "8 failover cells, got %d", rows);
     remove_unless_failed(dir, "failover matrix output");
 }
