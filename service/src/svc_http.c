@@ -287,6 +287,65 @@ static enum MHD_Result reject_purchase(svc_req *r, unsigned status, const char *
     return error_now(r, status, error, detail, method, url);
 }
 
+/* The local sold-out answers: one prebuilt response per (SKU label slot,
+ * mode), built on first use and then shared by every request like
+ * /healthz's, because its body depends on nothing else (mode, SKU,
+ * instance). Most of a sale's requests arrive after its stock is gone, and
+ * building, printing and freeing the same JSON and response for each of
+ * them cost a third of a local answer's CPU (measured: 19.7 us of server
+ * CPU a request built each time, 12.7 shared; /healthz 11-12). A SKU beyond the label table
+ * (SVC_STATS_SKUS) gets a fresh reply each time; so does every request
+ * while shutting down, whose reply says "Connection: close". */
+static _Atomic(struct MHD_Response *) soldout_replies[SVC_STATS_SKUS][SVC_MODE_COUNT];
+
+static void soldout_body(svc_req *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o != NULL) {
+        cJSON_AddBoolToObject(o, "ok", 0);
+        cJSON_AddStringToObject(o, "error", "sold_out");
+        cJSON_AddStringToObject(o, "detail",
+                                "answered from this instance's sold-out flag, without Redis");
+        cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
+        cJSON_AddStringToObject(o, "sku", r->sku);
+        svc_json_add_int(o, "stock_left", 0);
+        cJSON_AddBoolToObject(o, "local", 1);
+        cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+    }
+    svc_reply_json(r, 409, o);
+}
+
+/* The shared response for r's (slot, mode), or NULL after storing a fresh
+ * reply in r (for send_reply). The response stays owned by the table. */
+static struct MHD_Response *soldout_response(svc_req *r, int slot)
+{
+    if (slot < 0 || slot >= SVC_STATS_SKUS || r->mode < 0 || r->mode >= SVC_MODE_COUNT ||
+        svc_shutting_down()) {
+        soldout_body(r);
+        return NULL;
+    }
+    _Atomic(struct MHD_Response *) *cell = &soldout_replies[slot][r->mode];
+    struct MHD_Response *resp = atomic_load_explicit(cell, memory_order_acquire);
+    if (resp != NULL)
+        return resp;
+    soldout_body(r);
+    if (r->resp == NULL)
+        return NULL;
+    resp = MHD_create_response_from_buffer(r->resp_len, r->resp, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL)
+        return NULL;
+    r->resp = NULL; /* now owned by libmicrohttpd */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, json_type);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    struct MHD_Response *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(cell, &none, resp, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        MHD_destroy_response(resp); /* another thread built it first */
+        resp = none;
+    }
+    return resp;
+}
+
 static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *method,
                                       const char *url)
 {
@@ -337,23 +396,14 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     /* The local sold-out flag: no worker, no Redis. A keyed request goes on
      * to Redis: its key may hold an earlier sale to replay. */
     if (r->s->local_sold_out && r->idem[0] == '\0' && svc_soldout_is(r->sku)) {
-        cJSON *o = cJSON_CreateObject();
-        if (o != NULL) {
-            cJSON_AddBoolToObject(o, "ok", 0);
-            cJSON_AddStringToObject(o, "error", "sold_out");
-            cJSON_AddStringToObject(o, "detail",
-                                    "answered from this instance's sold-out flag, without Redis");
-            cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
-            cJSON_AddStringToObject(o, "sku", r->sku);
-            svc_json_add_int(o, "stock_left", 0);
-            cJSON_AddBoolToObject(o, "local", 1);
-            cJSON_AddStringToObject(o, "instance", r->s->instance_id);
-        }
-        svc_reply_json(r, 409, o);
+        int slot = svc_stats_sku_slot(r->sku);
+        struct MHD_Response *resp = soldout_response(r, slot);
         svc_stats_sold_out_local();
-        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_SOLD_OUT, 0, 0,
-                           svc_now_us() - r->t0_us, -1);
-        return send_reply(r, method, url);
+        svc_stats_purchase(r->mode, slot, SVC_OUT_SOLD_OUT, 0, 0, svc_now_us() - r->t0_us, -1);
+        if (resp == NULL)
+            return send_reply(r, method, url); /* shutting down, or out of memory */
+        count_reply(r, 409, method, url);
+        return MHD_queue_response(r->conn, 409, resp);
     }
     if (submit(r, purchase_pool, svc_mode_is_lock(r->mode) ? svc_purchase_job : svc_lua_job) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,
@@ -876,4 +926,10 @@ void svc_http_stop(void)
     if (live_page != NULL)
         MHD_destroy_response(live_page);
     live_page = NULL;
+    for (int i = 0; i < SVC_STATS_SKUS; i++)
+        for (int m = 0; m < SVC_MODE_COUNT; m++) {
+            struct MHD_Response *resp = atomic_exchange(&soldout_replies[i][m], NULL);
+            if (resp != NULL)
+                MHD_destroy_response(resp);
+        }
 }

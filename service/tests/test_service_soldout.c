@@ -8,7 +8,10 @@
  *   - the same with the subscriptions killed just before the reset
  *     (CLIENT KILL TYPE pubsub) and with the stock set by hand in Redis (no
  *     message at all): the periodic check clears the flags within the bound;
- *   - purchase.local_sold_out=false never answers from memory. */
+ *   - purchase.local_sold_out=false never answers from memory;
+ *   - the local answer (one prebuilt reply per SKU and mode, shared by
+ *     every request) names the mode and SKU asked for, is the same bytes
+ *     each time and carries the JSON content type. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +87,48 @@ static void every_instance_sells(const char *what, int64_t t0_ms)
     }
 }
 
+/* One local answer of mode on sku: its body, checked for what it names. */
+static char *local_answer(const svc_server *s, const char *mode, const char *sku)
+{
+    char path[120];
+    svc_resp r;
+    snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=x", mode, sku);
+    svc_req(s, "POST", path, NULL, NULL, &r);
+    TU_CHECK(r.status == 409 && svc_jbool(r.json, "local") == 1, "%s %s: local: %ld %s", mode, sku,
+             r.status, B(&r));
+    const char *m = svc_jstr(r.json, "mode"), *k = svc_jstr(r.json, "sku");
+    TU_CHECK(m != NULL && strcmp(m, mode) == 0, "%s %s: names its mode: %s", mode, sku, B(&r));
+    TU_CHECK(k != NULL && strcmp(k, sku) == 0, "%s %s: names its SKU: %s", mode, sku, B(&r));
+    TU_CHECK(strncmp(r.ctype, "application/json", 16) == 0, "%s %s: content type '%s'", mode, sku,
+             r.ctype);
+    char *body = strdup(B(&r));
+    svc_resp_free(&r);
+    return body;
+}
+
+/* Answers from memory for each of the modes on sku, twice each: the same
+ * bytes every time, and each mode's own. */
+static void shared_answers(const char *sku)
+{
+    static const char *modes[] = {"lua", "token", "none"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        int local = 0;
+        int64_t dl = tu_now_ms() + tu_slack(2000);
+        char path[120];
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=x", modes[i], sku);
+        do { /* the first sold-out of a mode may come from Redis */
+            svc_resp r;
+            svc_req(&srv[2], "POST", path, NULL, NULL, &r);
+            local = r.status == 409 && svc_jbool(r.json, "local") == 1;
+            svc_resp_free(&r);
+        } while (!local && tu_now_ms() < dl);
+        char *a = local_answer(&srv[2], modes[i], sku), *b = local_answer(&srv[2], modes[i], sku);
+        TU_CHECK(strcmp(a, b) == 0, "%s %s: the same bytes twice:\n%s\n%s", modes[i], sku, a, b);
+        free(a);
+        free(b);
+    }
+}
+
 int main(void)
 {
     rp = tu_redis_port();
@@ -131,6 +176,12 @@ int main(void)
     }
     TU_CHECK(!local && metric(&off, "miaosha_sold_out_local_total") == 0,
              "purchase.local_sold_out=false: never from memory");
+
+    /* 5. the shared local answer, per SKU and mode */
+    flag_all("so3");
+    flag_all("so4");
+    shared_answers("so3");
+    shared_answers("so4");
 
     for (int i = 0; i < N; i++)
         TU_CHECK(svc_stop(&srv[i], 6000) == 0, "stop %d", i);
