@@ -21,8 +21,10 @@ typedef struct slot {
     char order_id[60];  /* a 200's order id, or the id a non-200 named */
 } slot;
 
-/* The (status, error) pairs seen, interned under a mutex: only answers
- * that name an error take it, and the table is tiny. */
+/* The (status, error) pairs seen. Every answer that names an error looks
+ * its pair up, so lookups take no lock: an entry is written once, under
+ * errs_mu, before nerrs publishes it (release), and a reader only reads
+ * the first nerrs entries (acquire). Only a new pair takes the mutex. */
 typedef struct err_key {
     int status;
     char error[32];
@@ -37,25 +39,34 @@ typedef struct run_ctx {
     slot *slots;
     pthread_mutex_t errs_mu;
     err_key errs[LG_RUN_MAX_ERRS];
-    int nerrs;
+    _Atomic int nerrs;
 } run_ctx;
+
+/* The index + 1 of (status, code) among the first n entries; 0: absent. */
+static uint8_t find_err(const run_ctx *x, int n, int status, const char *code)
+{
+    for (int i = 0; i < n; i++)
+        if (x->errs[i].status == status && strcmp(x->errs[i].error, code) == 0)
+            return (uint8_t)(i + 1);
+    return 0;
+}
 
 /* The slot index + 1 of (status, code), interning it; 0 when the table is full. */
 static uint8_t intern_err(run_ctx *x, int status, const char *code)
 {
-    uint8_t idx = 0;
+    uint8_t idx = find_err(x, atomic_load_explicit(&x->nerrs, memory_order_acquire), status, code);
+    if (idx)
+        return idx;
     pthread_mutex_lock(&x->errs_mu);
-    for (int i = 0; i < x->nerrs; i++) {
-        if (x->errs[i].status == status && strcmp(x->errs[i].error, code) == 0) {
-            idx = (uint8_t)(i + 1);
-            break;
-        }
-    }
-    if (!idx && x->nerrs < LG_RUN_MAX_ERRS) {
-        err_key *k = &x->errs[x->nerrs++];
+    /* Again under the mutex: another thread may have just added it. */
+    int n = atomic_load_explicit(&x->nerrs, memory_order_relaxed);
+    idx = find_err(x, n, status, code);
+    if (!idx && n < LG_RUN_MAX_ERRS) {
+        err_key *k = &x->errs[n];
         k->status = status;
         snprintf(k->error, sizeof k->error, "%s", code);
-        idx = (uint8_t)x->nerrs;
+        atomic_store_explicit(&x->nerrs, n + 1, memory_order_release);
+        idx = (uint8_t)(n + 1);
     }
     pthread_mutex_unlock(&x->errs_mu);
     return idx;
@@ -238,8 +249,8 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         res->transport_errors += e->errors[k];
     res->not_sent = cfg->requests > e->claimed ? cfg->requests - e->claimed : 0;
 
-    res->nerrs = x->nerrs;
-    for (int k = 0; k < x->nerrs; k++) {
+    res->nerrs = atomic_load(&x->nerrs); /* the workers are done */
+    for (int k = 0; k < res->nerrs; k++) {
         res->errs[k].status = x->errs[k].status;
         memcpy(res->errs[k].error, x->errs[k].error, sizeof res->errs[k].error);
     }
