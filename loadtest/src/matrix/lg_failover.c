@@ -9,9 +9,10 @@
  *
  *   1. the replica's link is frozen: from now on the master's writes stay
  *      in the forwarder's socket buffers, never on the replica;
- *   2. the holder buys with work_ms 4000 and waits until it holds the lock
- *      on the master (the lock key is there; no lock: its purchase is in
- *      flight and has read the stock);
+ *   2. the holder buys with work_ms 4000 (a lease no wait of the cell
+ *      outlives: fo_lease_ms) and waits until it holds the lock on the
+ *      master (the lock key is there; no lock: its purchase is in flight
+ *      and has read the stock);
  *   3. the front is frozen (the holder's connection stays open, without
  *      EOF: what a client sees of a master that vanished from the network)
  *      and the master is SIGKILLed; Sentinel promotes the replica, which
@@ -40,9 +41,9 @@
 
 #define FO_DOWN_AFTER_MS 500
 #define FO_FAILOVER_TIMEOUT_MS 2000
-#define FO_WORK_MS 4000   /* the holder's time in its critical section */
-#define FO_LEASE_MS 60000 /* setnx/token: no lease runs out in the cell */
+#define FO_WORK_MS 4000 /* the holder's time in its critical section */
 #define FO_FAILOVER_MAX_MS 10000
+#define FO_LEASE_CAP_MS 300000 /* lock.max_lease_ms's default: the cap on ?lease_ms= */
 
 const char *lg_failover_expected(lg_mode mode)
 {
@@ -70,6 +71,21 @@ const char *lg_failover_expected(lg_mode mode)
      * redlock.nodes like every instance the matrix starts): the buyer
      * finds the lock held and the cell stays exact. */
     return mode > LG_MODE_REENTRANT ? "exact" : "oversell";
+}
+
+/* The lease of setnx, token, fenced and redlock (reentrant runs on its
+ * watchdog): no lease may run out in the cell, or an "exact" redlock
+ * would turn into an oversell for the wrong reason (the holder's lease
+ * gone, not the failover) and every lock_lost would be the clock's. The
+ * holder needs its work and its commit; the buyer tries for up to
+ * FO_FAILOVER_MAX_MS after the kill. Both are scaled by --time-factor like
+ * every upper bound of the cell, then doubled: a loaded machine stretches
+ * the holder's sleep and commit as well as the failover. 28 s at factor 1
+ * (the default 5 s lease against 4 s of work left a second). */
+static long long fo_lease_ms(const mctx *x)
+{
+    long long l = 2 * lg_mx_bound(x, FO_WORK_MS + FO_FAILOVER_MAX_MS);
+    return l < FO_LEASE_CAP_MS ? l : FO_LEASE_CAP_MS;
 }
 
 typedef struct holder {
@@ -179,8 +195,9 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     lg_ha_freeze(&h, 1);
 
     char lease[32] = "";
-    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN)
-        snprintf(lease, sizeof lease, "&lease_ms=%d", FO_LEASE_MS);
+    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
+        mode == LG_MODE_REDLOCK)
+        snprintf(lease, sizeof lease, "&lease_ms=%lld", fo_lease_ms(x));
     snprintf(hd.url, sizeof hd.url, "%s/miaosha/%s?sku=%s&user=holder&work_ms=%d&wait_ms=0%s",
              ins[0].base, m, sku, FO_WORK_MS, lease);
     if (pthread_create(&t, NULL, hold, &hd) != 0) {
