@@ -29,8 +29,10 @@
  * stock value (class "same-read"); a release that deleted another holder's
  * lock (setnx; class "deleted-other", the victim "lock-deleted"); a holder
  * that got in while an earlier holder whose lease ran out still worked
- * (token; class "lease-intruder"). Hover or click a lane: the side panel
- * shows that request's trace.
+ * (token; class "lease-intruder"); a write the store refused because a
+ * newer holder's fencing token had passed it (fenced: a 409 `fenced_out`,
+ * one element of class "fenced-out" each). Hover or click a lane: the side
+ * panel shows that request's trace.
  *
  * How oversold units are counted (so that they equal the audit's
  * `oversold` = sold - (initial - stock left)): every sale wrote
@@ -56,6 +58,7 @@
             oversoldUnits: 'oversold units',
             deleted: 'releases that deleted another holder\'s lock',
             intruders: 'holders that got in after a lease ran out',
+            fencedOuts: 'stale writes refused (fenced_out)',
             instance: 'instance',
             worker: 'worker',
             read: 'read',
@@ -68,6 +71,7 @@
             deletedOther: 'release deleted another holder\'s lock',
             lockDeleted: 'its lock was deleted by another holder',
             intruder: 'got the lock while the previous holder still worked',
+            fencedOut: 'write refused by the fence (fenced_out)',
             ms: 'ms',
             panelHint: 'Hover or click a purchase to see its trace.',
             none: 'No purchases in this trace.',
@@ -87,6 +91,7 @@
             oversoldUnits: '超卖件数',
             deleted: '误删他人锁的释放',
             intruders: '租约过期后进入的持有者',
+            fencedOuts: '被拒绝的过期写入（fenced_out）',
             instance: '实例',
             worker: '工作线程',
             read: '读到',
@@ -99,6 +104,7 @@
             deletedOther: '释放时误删了他人的锁',
             lockDeleted: '锁被他人误删',
             intruder: '前一持有者仍在执行时拿到了锁',
+            fencedOut: '写入被栅栏拒绝（fenced_out）',
             ms: '毫秒',
             panelHint: '鼠标悬停或点击一次购买，查看它的追踪记录。',
             none: '追踪中没有购买记录。',
@@ -133,6 +139,7 @@
         '.mtl .same-read rect.bg{fill:#fff0f0}',
         '.mtl.focus .same-read.hot rect.bg{fill:#ffd6d6}',
         '.mtl .oversold{fill:#d00;stroke:#600}',
+        '.mtl .fenced-out{fill:#088;stroke:#033}',
         '.mtl .lock-deleted rect.held{stroke:#909;stroke-width:2}',
         '.mtl .link{stroke:#909;stroke-width:1.2;stroke-dasharray:3 2;fill:none}',
         '.mtl .link.lease{stroke:#e67300}'
@@ -203,7 +210,11 @@
                 r._t[p] = num(r[p]) ? r[p] + off : null;
             });
             r._sold = num(r.stock_read) && num(r.stock_written);
+            /* fenced: the store refused this holder's write (its token was
+             * no longer the highest); nothing was written */
+            r._fencedOut = r.error === 'fenced_out';
         });
+        var fencedOut = recs.filter(function (r) { return r._fencedOut; }).length;
 
         var sold = recs.filter(function (r) { return r._sold; });
         var commitTime = function (r) {
@@ -280,7 +291,8 @@
         });
         return {
             records: recs, sold: sold.length, oversold: oversold, deleted: deleted,
-            intruders: intruders, links: links, t0: t0, t1: t1, initial: initial, left: left,
+            intruders: intruders, fencedOut: fencedOut, links: links, t0: t0, t1: t1,
+            initial: initial, left: left,
             incomplete: incomplete, wall: useWall
         };
     }
@@ -323,6 +335,8 @@
             lines.push('** ' + w.lockDeleted);
         if (r._intruder)
             lines.push('** ' + w.intruder);
+        if (r._fencedOut)
+            lines.push('** ' + w.fencedOut);
         return lines.join('\n');
     }
 
@@ -344,7 +358,7 @@
         var recs = a.records.filter(function (r) {
             r._y = null;
             return !state.onlySales || r._sold || r.lock_lost === true ||
-                r.deleted_other_lock === true || r._lockDeleted || r._intruder;
+                r.deleted_other_lock === true || r._lockDeleted || r._intruder || r._fencedOut;
         });
         var byValue = state.order === 'value';
         var groupOf = function (r) {
@@ -488,6 +502,16 @@
                 d.appendChild(el('title', {}, w.deletedOther));
                 g.appendChild(d);
             }
+            if (r._fencedOut) {
+                /* where the refused write went: its commit attempt, else its
+                 * release, else its answer */
+                var fx = x(t.committed_us != null ? t.committed_us :
+                    (t.released_us != null ? t.released_us : end));
+                var f = el('path', {'class': 'fenced-out', d: 'M' + fx + ' ' + (yy + 2) + 'l5.5 5.5' +
+                    'l-5.5 5.5l-5.5 -5.5z'});
+                f.appendChild(el('title', {}, w.fencedOut));
+                g.appendChild(f);
+            }
             g.appendChild(el('title', {}, describe(r, w)));
             svg.appendChild(g);
             lanes.push(g);
@@ -541,11 +565,13 @@
         var root = html('div', 'mtl');
         root.setAttribute('data-oversold', String(a.oversold));
         root.setAttribute('data-sold', String(a.sold));
+        root.setAttribute('data-fenced-out', String(a.fencedOut));
         container.appendChild(root);
 
         var sum = html('div', 'mtl-summary');
         var parts = [[w.purchases, a.records.length], [w.sold, a.sold],
-            [w.oversoldUnits, a.oversold], [w.deleted, a.deleted], [w.intruders, a.intruders]];
+            [w.oversoldUnits, a.oversold], [w.deleted, a.deleted], [w.intruders, a.intruders],
+            [w.fencedOuts, a.fencedOut]];
         parts.forEach(function (p, i) {
             if (i > 0)
                 sum.appendChild(document.createTextNode(' · '));
@@ -560,7 +586,7 @@
 
         var legend = html('div', 'mtl-legend');
         [['#f2d98c', w.wait], ['#4a7bd0', w.held], ['#e67300', w.lost], ['#ffd6d6', w.sameRead],
-            ['#d00', w.oversold], ['#909', w.deletedOther]].forEach(function (l) {
+            ['#d00', w.oversold], ['#909', w.deletedOther], ['#088', w.fencedOut]].forEach(function (l) {
             var s = html('span'), i = html('i');
             i.style.background = l[0];
             s.appendChild(i);

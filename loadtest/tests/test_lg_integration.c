@@ -19,6 +19,7 @@
  *                               it with 130 and stops that Redis
  * A missing server binary fails the test: it never skips.
  */
+#include <ctype.h>
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -453,6 +454,26 @@ static void check_redlock_row(const csv_row *h, const csv_row *r)
                  "%s: exact (%s)", scen, got);
 }
 
+/* The first negative duration ("-1 ms", "-20ms") in a reason, or NULL: a
+ * time printed before it was taken (a -1 "not measured" shown as a
+ * measurement). A minus inside a word ("mx-fo-1") is not one. */
+static const char *negative_duration(const char *s)
+{
+    for (const char *p = s; *p; p++) {
+        if (*p != '-' || !isdigit((unsigned char)p[1]) ||
+            (p > s && (isalnum((unsigned char)p[-1]) || p[-1] == '-')))
+            continue;
+        const char *q = p + 1;
+        while (isdigit((unsigned char)*q))
+            q++;
+        if (*q == ' ')
+            q++;
+        if (!strncmp(q, "ms", 2) && !isalnum((unsigned char)q[2]))
+            return p;
+    }
+    return NULL;
+}
+
 /* One cell of the failover scenario (test_failover). */
 static void check_failover_row(const csv_row *h, const csv_row *r)
 {
@@ -465,6 +486,18 @@ static void check_failover_row(const csv_row *h, const csv_row *r)
              "failover/%s: sold %lld of 1", mode, csv_num(h, r, "sold"));
     TU_CHECK(csv_num(h, r, "fault_ms") > 0, "failover/%s: the failover took %lld ms", mode,
              csv_num(h, r, "fault_ms"));
+    /* redlock's lock is kept on its own masters and its lease outlasts the
+     * cell (lg_failover.c, fo_lease_ms): its holder never lost it */
+    if (!strcmp(mode, "redlock"))
+        TU_CHECK(csv_num(h, r, "lock_lost") == 0, "failover/redlock: the holder kept its lock (%s)",
+                 csv_get(h, r, "reason"));
+    const char *reason = csv_get(h, r, "reason");
+    TU_CHECK(negative_duration(reason) == NULL, "failover/%s: a negative duration in '%s'", mode,
+             reason);
+    /* every cell's buyer answered after the kill, and its time is printed
+     * (redlock's 429 as well as the 200 of a lost lock) */
+    TU_CHECK(strstr(reason, " ms after the kill") != NULL, "failover/%s: the buyer's time in '%s'",
+             mode, reason);
 }
 
 /* SIGINT to the matrix (not its group) while its Redis is frozen: it must
@@ -587,6 +620,9 @@ static void test_faults(void)
  * how long the failover took. */
 static void test_failover(void)
 {
+    TU_CHECK(negative_duration("buyer 429 -1 ms after the kill") != NULL &&
+                 negative_duration("mx-fo-1: 12 ms, -3x") == NULL,
+             "the negative-duration check tells -1 ms from a name's minus");
     char dir[] = "/tmp/miaosha-lg-failover-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
     static char out[1 << 16];

@@ -5,6 +5,10 @@
 #    race): headless Chromium loads the page from file:// and the DOM holds
 #    exactly the audit's `oversold` highlighted units (class="oversold");
 #    a `token` burst with --lang zh: none, and the Chinese words.
+#    A `fenced` slow-holder burst (work_ms 300 > lease_ms 100, holders
+#    queued by wait_ms): the store refuses the stale holders' writes (409
+#    fenced_out); the DOM holds one mark (class="fenced-out") per
+#    fenced_out record of GET /trace, which equals the run's fenced_out.
 # 2. A quick matrix of two cells (race × none, token): matrix.html links to
 #    both timelines; in each, the highlighted units equal the cell's
 #    `oversold` in matrix.csv and the page's audit.
@@ -88,6 +92,28 @@ ck "run token: no highlighted oversold unit" [ "$(browser_count "$out/run-token-
 ck "run token --lang zh: Chinese labels in the DOM" grep -q '超卖件数.*购买时间线\|购买时间线.*超卖件数' \
   <(tr -d '\n' <"$out/run-token-zh.dom")
 ck "run token: one lane per purchase (60)" [ "$(browser_count "$out/run-token-zh.dom" 'class="lane')" = 60 ]
+
+# A slow holder in fenced mode: every lease runs out while its holder
+# works, the next waiter gets in and raises the fence, and the stale
+# holder's write is refused. Stock 100: nothing sells out, every 409 is a
+# fenced_out.
+"$load" run --mode fenced --sku tl-fenced --requests 12 --concurrency 6 --stock 100 --work-ms 300 \
+  --lease-ms 100 --wait-ms 5000 --target "$base" --json --timeline "$out/run-fenced.html" \
+  >"$out/run-fenced.json" || die "run fenced failed (exit $?)"
+fo=$(json_num "$out/run-fenced.json" fenced_out)
+ck "run fenced: fenced_out answers ($fo) > 0" [ "${fo:-0}" -gt 0 ]
+proc_http GET "$base/trace/tl-fenced"
+[ "$H_CODE" = 200 ] || die "GET /trace/tl-fenced answered $H_CODE"
+printf '%s\n' "$H_BODY" >"$out/run-fenced.jsonl"
+tfo=$(grep -c '"error":"fenced_out"' "$out/run-fenced.jsonl" || true)
+ck "run fenced: the trace holds the run's $fo fenced_out answers ($tfo)" [ "$tfo" = "$fo" ]
+browser_page "file://$out/run-fenced.html" "$out/run-fenced.dom" "$out/run-fenced.png" ||
+  die "chromium on run-fenced.html"
+n=$(browser_count "$out/run-fenced.dom" 'class="fenced-out"')
+ck "run fenced: $n fenced-out marks in the DOM = $tfo fenced_out records in the trace" [ "$n" = "$tfo" ]
+ck "run fenced: the renderer counted $tfo" grep -q "data-fenced-out=\"$tfo\"" "$out/run-fenced.dom"
+ck "run fenced: the legend names fenced_out" grep -q 'write refused by the fence (fenced_out)' "$out/run-fenced.dom"
+ck "run none: no fenced-out mark" [ "$(browser_count "$out/run-none.dom" 'class="fenced-out"')" = 0 ]
 
 # --- 2. matrix.html and its timelines -----------------------------------------
 "$load" matrix --quick --modes none,token --scenarios race --server "$server" \

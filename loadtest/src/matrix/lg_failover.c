@@ -9,9 +9,10 @@
  *
  *   1. the replica's link is frozen: from now on the master's writes stay
  *      in the forwarder's socket buffers, never on the replica;
- *   2. the holder buys with work_ms 4000 and waits until it holds the lock
- *      on the master (the lock key is there; no lock: its purchase is in
- *      flight and has read the stock);
+ *   2. the holder buys with work_ms 4000 (a lease no wait of the cell
+ *      outlives: fo_lease_ms) and waits until it holds the lock on the
+ *      master (the lock key is there; no lock: its purchase is in flight
+ *      and has read the stock);
  *   3. the front is frozen (the holder's connection stays open, without
  *      EOF: what a client sees of a master that vanished from the network)
  *      and the master is SIGKILLed; Sentinel promotes the replica, which
@@ -40,9 +41,9 @@
 
 #define FO_DOWN_AFTER_MS 500
 #define FO_FAILOVER_TIMEOUT_MS 2000
-#define FO_WORK_MS 4000   /* the holder's time in its critical section */
-#define FO_LEASE_MS 60000 /* setnx/token: no lease runs out in the cell */
+#define FO_WORK_MS 4000 /* the holder's time in its critical section */
 #define FO_FAILOVER_MAX_MS 10000
+#define FO_LEASE_CAP_MS 300000 /* lock.max_lease_ms's default: the cap on ?lease_ms= */
 
 const char *lg_failover_expected(lg_mode mode)
 {
@@ -72,11 +73,27 @@ const char *lg_failover_expected(lg_mode mode)
     return mode > LG_MODE_REENTRANT ? "exact" : "oversell";
 }
 
+/* The lease of setnx, token, fenced and redlock (reentrant runs on its
+ * watchdog): no lease may run out in the cell, or an "exact" redlock
+ * would turn into an oversell for the wrong reason (the holder's lease
+ * gone, not the failover) and every lock_lost would be the clock's. The
+ * holder needs its work and its commit; the buyer tries for up to
+ * FO_FAILOVER_MAX_MS after the kill. Both are scaled by --time-factor like
+ * every upper bound of the cell, then doubled: a loaded machine stretches
+ * the holder's sleep and commit as well as the failover. 28 s at factor 1
+ * (the default 5 s lease against 4 s of work left a second). */
+static long long fo_lease_ms(const mctx *x)
+{
+    long long l = 2 * lg_mx_bound(x, FO_WORK_MS + FO_FAILOVER_MAX_MS);
+    return l < FO_LEASE_CAP_MS ? l : FO_LEASE_CAP_MS;
+}
+
 typedef struct holder {
     char url[512];
     long status;
     char error[32];
     int lost;
+    long long answered; /* lg_now_ms() when its answer came */
 } holder;
 
 static void *hold(void *arg)
@@ -87,6 +104,7 @@ static void *hold(void *arg)
     if (lg_http_call("POST", h->url, NULL, NULL, FO_WORK_MS + 20000, &h->status, &body, e,
                      sizeof e) != 0)
         h->status = 0;
+    h->answered = lg_now_ms();
     if (body)
         lg_parse_purchase(body, strlen(body), oid, h->error, &h->lost, &deleted);
     free(body);
@@ -177,8 +195,9 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     lg_ha_freeze(&h, 1);
 
     char lease[32] = "";
-    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN)
-        snprintf(lease, sizeof lease, "&lease_ms=%d", FO_LEASE_MS);
+    if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
+        mode == LG_MODE_REDLOCK)
+        snprintf(lease, sizeof lease, "&lease_ms=%lld", fo_lease_ms(x));
     snprintf(hd.url, sizeof hd.url, "%s/miaosha/%s?sku=%s&user=holder&work_ms=%d&wait_ms=0%s",
              ins[0].base, m, sku, FO_WORK_MS, lease);
     if (pthread_create(&t, NULL, hold, &hd) != 0) {
@@ -224,12 +243,16 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=buyer&work_ms=0&wait_ms=0%s", ins[1].base,
              m, sku, lease);
     long bst = 0;
+    long long answer_ms = -1; /* kill -> the buyer's last answer, whatever it was */
     for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); lg_now_ms() < end && !lg_mx_stopped(x);
          lg_sleep_ms(20)) {
         char e[256];
         c->requests++;
         if (lg_http_call("POST", url, NULL, NULL, 3000, &bst, NULL, e, sizeof e) != 0)
             bst = 0;
+        long long t_answer = lg_now_ms();
+        if (bst != 0)
+            answer_ms = t_answer - t_kill;
         if (bst == 503) {
             c->n503++;
             continue;
@@ -237,7 +260,7 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
         break;
     }
     if (bst == 200) {
-        c->resume_ms = lg_now_ms() - t_kill;
+        c->resume_ms = answer_ms;
         c->ok++;
     } else if (bst == 429) {
         c->lock_busy++;
@@ -250,7 +273,10 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     if (hd.status == 200)
         c->ok++;
     c->lock_lost = hd.lost ? 1 : 0;
-    int buyer_first = bst == 200 && c->resume_ms < FO_WORK_MS;
+    /* The buyer's answer came while the holder still held (it had not
+     * answered yet): what the cell is about, 200 beside the holder (the
+     * lock lost) or 429 (the lock kept). */
+    int buyer_first = bst != 0 && bst != 503 && t_kill + answer_ms < hd.answered;
 
     lg_audit a;
     char e2[256];
@@ -270,13 +296,19 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
         snprintf(c->outcome, sizeof c->outcome, "exact");
     else
         snprintf(c->outcome, sizeof c->outcome, "short");
+    /* The buyer's time is that of its last answer, the 429 of a lock kept
+     * as well as the 200 of a lock lost (resume_ms, the CSV's "resume",
+     * counts a 200 only and stays -1 otherwise: never print that). */
+    char buyer[96];
+    if (bst == 0 || answer_ms < 0)
+        snprintf(buyer, sizeof buyer, "buyer no answer");
+    else
+        snprintf(buyer, sizeof buyer, "buyer %ld %lld ms after the kill", bst, answer_ms);
     snprintf(c->reason, sizeof c->reason,
-             "sold %lld of 1; failover %lld ms; buyer %ld %lld ms after the kill (%llu x 503)%s; "
-             "holder %ld%s%s",
-             (long long)a.sold, (long long)c->fault_ms, bst, (long long)c->resume_ms,
-             (unsigned long long)c->n503,
-             buyer_first ? ", while the holder held" : " — not before the holder woke", hd.status,
-             hd.error[0] ? " " : "", hd.error);
+             "sold %lld of 1; failover %lld ms; %s (%llu x 503)%s; holder %ld%s%s",
+             (long long)a.sold, (long long)c->fault_ms, buyer, (unsigned long long)c->n503,
+             buyer_first ? ", while the holder held" : " — not before the holder answered",
+             hd.status, hd.error[0] ? " " : "", hd.error);
     rc = 0;
 out:
     if (started) {
