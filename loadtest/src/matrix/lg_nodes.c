@@ -35,7 +35,6 @@
 
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,18 +60,6 @@ void lg_nodes_instances(instance ins[2])
     ins[1].extra[0] = "--set";
     ins[1].extra[1] = "redlock.restart_delay_ms=4000";
     ins[1].nextra = 2;
-}
-
-static void addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void addf(char *buf, size_t len, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    if (used + 1 >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, len - used, fmt, ap);
-    va_end(ap);
 }
 
 /* One command on lock master i: 1 a value (in out), 0 nil, -1 no answer. */
@@ -192,10 +179,10 @@ static int nodes_down(mctx *x, lg_cell *c, instance *in, char *err, size_t errle
     char e[256];
     int audit_ok = lg_admin_audit(in->base, sku, &a, e, sizeof e) == 0;
     int left = keys_left(x, key);
-    addf(c->reason, sizeof c->reason,
-         "3 of 5 down: %d/%d buyers refused (%llu 503), %s sold, lock key on %d of 2 survivors",
-         refused, ND_PROBES, (unsigned long long)c->n503,
-         audit_ok ? (a.sold == 0 ? "nothing" : "SOME") : "(no audit)", left);
+    lg_addf(c->reason, sizeof c->reason,
+            "3 of 5 down: %d/%d buyers refused (%llu 503), %s sold, lock key on %d of 2 survivors",
+            refused, ND_PROBES, (unsigned long long)c->n503,
+            audit_ok ? (a.sold == 0 ? "nothing" : "SOME") : "(no audit)", left);
     int refused_all = audit_ok && a.sold == 0 && sold == 0 && refused == ND_PROBES && left == 0;
     const char *o = !audited          ? "error"
                     : c->oversold > 0 ? "oversell"
