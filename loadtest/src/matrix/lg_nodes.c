@@ -133,17 +133,9 @@ static int nodes_down(mctx *x, lg_cell *c, instance *in, char *err, size_t errle
         return -1;
     lg_mx_lock_kill(x, 3);
     lg_mx_lock_kill(x, 4);
-    lg_run_result *r = calloc(1, sizeof *r);
-    if (!r) {
-        snprintf(err, errlen, "out of memory");
+    lg_run_result *r = lg_mx_run_burst(&rc, c, err, errlen);
+    if (!r)
         return -1;
-    }
-    if (lg_run(&rc, r, err, errlen) < 0) {
-        free(r);
-        return -1;
-    }
-    c->ran = 1;
-    lg_mx_fill_from_run(c, r);
     int audited = r->audited;
     int exact2 = audited && c->oversold == 0 && c->undersold == 0 && c->dup == 0 &&
                  c->missing == 0 && r->ok_without_id == 0 && c->sold == c->stock &&
