@@ -202,6 +202,19 @@ purchase_wrk() {
   BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
 }
 
+# buys_ab PORT CONNECTIONS LABEL_A MODE_A QUERY_A LABEL_B MODE_B QUERY_B ->
+# sets AB_A and AB_B: the medians of ROUNDS alternating purchase_wrk runs, A
+# then B in each round (so drift hits both alike), each run echoed as
+# "  round R: LABEL RPS/s (note)"
+buys_ab() {
+  local port=$1 conns=$2 r a=() b=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    purchase_wrk "$port" "$4" "$5" "$conns"; a+=("$BUY_RPS"); echo "  round $r: $3 $BUY_RPS/s ($BUY_NOTE)"
+    purchase_wrk "$port" "$7" "$8" "$conns"; b+=("$BUY_RPS"); echo "  round $r: $6 $BUY_RPS/s ($BUY_NOTE)"
+  done
+  AB_A=$(median "${a[@]}") AB_B=$(median "${b[@]}")
+}
+
 # cs_run THREADS [pipeline|plain [MODE]] -> sets CS_RPS (the section as the
 # service's default, purchase.pipeline=true, unless told; MODE token unless
 # told, lua = the service's purchase script)
@@ -476,12 +489,8 @@ if want service || want fenced; then
   section "service: /miaosha/fenced vs /miaosha/token, 8 connections"
   [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
   echo "successful purchases/s, 8 connections (wrk -c8 -d${DUR}s; sold from the audit), alternating: token, fenced"
-  ftok=() ffen=()
-  for ((r = 1; r <= ROUNDS; r++)); do
-    purchase_wrk "$SVC_PORT" token "" 8; ftok+=("$BUY_RPS"); echo "  round $r: token  $BUY_RPS/s ($BUY_NOTE)"
-    purchase_wrk "$SVC_PORT" fenced "" 8; ffen+=("$BUY_RPS"); echo "  round $r: fenced $BUY_RPS/s ($BUY_NOTE)"
-  done
-  target_row service "buys/s, 8 connections: fenced vs token" "$(median "${ffen[@]}")" "$(median "${ftok[@]}")" ">=" 0.8
+  buys_ab "$SVC_PORT" 8 "token " token "" fenced fenced ""
+  target_row service "buys/s, 8 connections: fenced vs token" "$AB_B" "$AB_A" ">=" 0.8
 fi
 
 # --------------------------------------------------------------- pipeline --
@@ -493,15 +502,11 @@ if want pipeline; then
   for mode in token reentrant; do
     for c in 8 64; do
       echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, $c connections (wrk -c$c -d${DUR}s), alternating: off, on"
-      pon=() poff=()
-      for ((r = 1; r <= ROUNDS; r++)); do
-        purchase_wrk "$SVC_PORT" "$mode" "&pipeline=0" "$c"; poff+=("$BUY_RPS"); echo "  round $r: pipeline off $BUY_RPS/s ($BUY_NOTE)"
-        purchase_wrk "$SVC_PORT" "$mode" "&pipeline=1" "$c"; pon+=("$BUY_RPS"); echo "  round $r: pipeline on  $BUY_RPS/s ($BUY_NOTE)"
-      done
+      buys_ab "$SVC_PORT" "$c" "pipeline off" "$mode" "&pipeline=0" "pipeline on " "$mode" "&pipeline=1"
       if [ "$c" = 64 ]; then
-        target_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$(median "${pon[@]}")" "$(median "${poff[@]}")" ">=" "$([ "$mode" = token ] && echo 1.6 || echo 1.5)"
+        target_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A" ">=" "$([ "$mode" = token ] && echo 1.6 || echo 1.5)"
       else
-        info_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$(median "${pon[@]}")" "$(median "${poff[@]}")"
+        info_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A"
       fi
     done
   done
@@ -523,12 +528,8 @@ if want lua; then
   section "lua: /miaosha/lua vs /miaosha/token"
   [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
   echo "successful purchases/s, 64 connections (wrk -c64 -d${DUR}s; sold from the audit), alternating: token, lua"
-  btok=() blua=()
-  for ((r = 1; r <= ROUNDS; r++)); do
-    purchase_wrk "$SVC_PORT" token; btok+=("$BUY_RPS"); echo "  round $r: token $BUY_RPS/s ($BUY_NOTE)"
-    purchase_wrk "$SVC_PORT" lua; blua+=("$BUY_RPS"); echo "  round $r: lua   $BUY_RPS/s ($BUY_NOTE)"
-  done
-  target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$(median "${blua[@]}")" "$(median "${btok[@]}")" ">=" 10
+  buys_ab "$SVC_PORT" 64 token token "" "lua  " lua ""
+  target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$AB_B" "$AB_A" ">=" 10
 
   # The same script from server.workers threads with no HTTP (cs_bench lua).
   workers=$("$SRV" --print-config | sed -n 's/.*"workers": *\([0-9]*\).*/\1/p')
@@ -561,12 +562,8 @@ if want trace; then
   section "trace: /miaosha/token with ?trace=1 vs ?trace=0, one SKU"
   [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
   echo "/miaosha/token?wait_ms=$WAIT_MS successful purchases/s, 64 connections (wrk -c64 -d${DUR}s), alternating: off, on"
-  ton=() toff=()
-  for ((r = 1; r <= ROUNDS; r++)); do
-    purchase_wrk "$SVC_PORT" token "&trace=0" 64; toff+=("$BUY_RPS"); echo "  round $r: trace off $BUY_RPS/s ($BUY_NOTE)"
-    purchase_wrk "$SVC_PORT" token "&trace=1" 64; ton+=("$BUY_RPS"); echo "  round $r: trace on  $BUY_RPS/s ($BUY_NOTE)"
-  done
-  target_row trace "token buys/s, 64 connections: trace on vs off" "$(median "${ton[@]}")" "$(median "${toff[@]}")" ">=" 0.95
+  buys_ab "$SVC_PORT" 64 "trace off" token "&trace=0" "trace on " token "&trace=1"
+  target_row trace "token buys/s, 64 connections: trace on vs off" "$AB_B" "$AB_A" ">=" 0.95
 fi
 
 # ------------------------------------------------------------------- load --

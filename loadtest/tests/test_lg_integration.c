@@ -437,6 +437,24 @@ static int each_csv_row(const char *dir, void (*check)(const csv_row *h, const c
     return rows;
 }
 
+/* Runs `miaosha-load matrix ARGS --server S --out DIR` (its stderr into
+ * DIR/stderr), prints its output and how long it took, checks it exits 0;
+ * then passes each row of its matrix.csv to check and returns how many. */
+static int matrix_rows(const char *dir, const char *args,
+                       void (*check)(const csv_row *h, const csv_row *r))
+{
+    static char out[1 << 16];
+    char cmd[4096];
+    int64_t t0 = tu_now_ms();
+    snprintf(cmd, sizeof cmd, "%s matrix %s --server %s --out %s 2>%s/stderr", load, args, server,
+             dir, dir);
+    int rc = sh(cmd, out, sizeof out);
+    fprintf(stderr, "%s\nmatrix %s: exit %d in %lld ms\n", out, args, rc,
+            (long long)(tu_now_ms() - t0));
+    TU_CHECK(rc == 0, "matrix %s exit %d", args, rc);
+    return each_csv_row(dir, check);
+}
+
 /* One cell of the lock masters' scenarios (test_matrix_redlock). */
 static void check_redlock_row(const csv_row *h, const csv_row *r)
 {
@@ -562,16 +580,12 @@ static void test_matrix_redlock(void)
 {
     char dir[] = "/tmp/miaosha-lg-redlock-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
-    static char out[1 << 16];
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "%s matrix --quick --modes redlock,token --scenarios "
-             "nodes-down,node-restart,node-restart-delay --server %s --redis 127.0.0.1:%d "
-             "--out %s 2>&1",
-             load, server, redis_port, dir);
-    int rc = sh(cmd, out, sizeof out);
-    TU_CHECK(rc == 0, "matrix redlock scenarios exit %d\n%s", rc, out);
-    int rows = each_csv_row(dir, check_redlock_row);
+    char args[256];
+    snprintf(args, sizeof args,
+             "--quick --modes redlock,token --scenarios nodes-down,node-restart,node-restart-delay "
+             "--redis 127.0.0.1:%d",
+             redis_port);
+    int rows = matrix_rows(dir, args, check_redlock_row);
     TU_CHECK(rows == 3, "3 cells (redlock only), got %d", rows);
     remove_unless_failed(dir, "redlock matrix output");
 }
@@ -580,18 +594,10 @@ static void test_faults(void)
 {
     char dir[] = "/tmp/miaosha-lg-faults-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
-    static char out[1 << 16];
-    char cmd[4096];
-    int64_t t0 = tu_now_ms();
-    snprintf(cmd, sizeof cmd, "%s matrix --faults --quick --server %s --out %s 2>%s/stderr", load,
-             server, dir, dir);
-    int rc = sh(cmd, out, sizeof out);
-    fprintf(stderr, "%s\nmatrix --faults --quick: exit %d in %lld ms\n", out, rc,
-            (long long)(tu_now_ms() - t0));
-    TU_CHECK(rc == 0, "matrix --faults --quick exit %d", rc);
-    int rows = each_csv_row(dir, check_fault_row);
+    int rows = matrix_rows(dir, "--faults --quick", check_fault_row);
     TU_CHECK(rows == 24, "24 fault cells (3 scenarios x 8 modes), got %d", rows);
-    char p[512], line[2048];
+    static char out[1 << 16];
+    char cmd[4096], p[512], line[2048];
     snprintf(p, sizeof p, "%s/matrix.md", dir);
     FILE *f = fopen(p, "r");
     int fault_table = 0;
@@ -625,16 +631,7 @@ static void test_failover(void)
              "the negative-duration check tells -1 ms from a name's minus");
     char dir[] = "/tmp/miaosha-lg-failover-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
-    static char out[1 << 16];
-    char cmd[4096];
-    int64_t t0 = tu_now_ms();
-    snprintf(cmd, sizeof cmd, "%s matrix --scenarios failover --server %s --out %s 2>%s/stderr",
-             load, server, dir, dir);
-    int rc = sh(cmd, out, sizeof out);
-    fprintf(stderr, "%s\nmatrix --scenarios failover: exit %d in %lld ms\n", out, rc,
-            (long long)(tu_now_ms() - t0));
-    TU_CHECK(rc == 0, "matrix --scenarios failover exit %d", rc);
-    int rows = each_csv_row(dir, check_failover_row);
+    int rows = matrix_rows(dir, "--scenarios failover", check_failover_row);
     TU_CHECK(rows == 8, "8 failover cells, got %d", rows);
     remove_unless_failed(dir, "failover matrix output");
 }

@@ -20,6 +20,47 @@ static void curl_init(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+int svc_run_exit(const char *const *args, int64_t limit_ms, char *out, size_t len)
+{
+    char path[] = "/tmp/miaosha-run-out-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        snprintf(out, len, "mkstemp: %s", strerror(errno));
+        return -1;
+    }
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = SVC_TEST_SERVER;
+    for (int i = 0; args[i] && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0, rc = -1;
+    int64_t t0 = tu_now_ms();
+    while (tu_now_ms() - t0 < limit_ms) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            rc = WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+            break;
+        }
+        tu_sleep_ms(10);
+    }
+    if (rc == -1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    ssize_t got = pread(fd, out, len - 1, 0);
+    out[got > 0 ? got : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return rc;
+}
+
 void svc_dump_log(const svc_server *s)
 {
     FILE *f = fopen(s->log, "r");

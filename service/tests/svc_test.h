@@ -36,6 +36,13 @@ int svc_stop(svc_server *s, int timeout_ms);
 /* Waits (up to timeout_ms) for the child to exit by itself; exit status as
  * svc_stop, or -1 on timeout (the child is then left running). */
 int svc_wait_exit(svc_server *s, int timeout_ms);
+/* Runs the server to its end in the foreground with args (NULL-terminated),
+ * its stdout and stderr both into out (len bytes, NUL-terminated, cut short
+ * where it does not fit): for the runs that exit at start (config errors,
+ * --help). Returns the exit status, -2 when a signal ended it, or -1 when
+ * it still ran after limit_ms (then killed with SIGKILL and reaped) or no
+ * temp file could be made. Call from the test's main thread. */
+int svc_run_exit(const char *const *args, int64_t limit_ms, char *out, size_t len);
 /* Prints the server's log to stderr. */
 void svc_dump_log(const svc_server *s);
 /* 1 when the server's log contains needle. */

@@ -5,54 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "svc_test.h"
 
-/* Runs the server with args (NULL-terminated), captures stdout+stderr into
- * out, returns the exit status (or -1 if it ran longer than 5 s). */
-static int run(const char *const *args, char *out, size_t len)
-{
-    char path[] = "/tmp/miaosha-cfg-out-XXXXXX";
-    int fd = mkstemp(path);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = SVC_TEST_SERVER;
-    for (int i = 0; args[i] && n < 31; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0, rc = -1;
-    int64_t t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < 5000) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            rc = WIFEXITED(status) ? WEXITSTATUS(status) : -2;
-            break;
-        }
-        tu_sleep_ms(10);
-    }
-    if (rc == -1) {
-        kill(pid, 9);
-        waitpid(pid, NULL, 0);
-    }
-    ssize_t got = pread(fd, out, len - 1, 0);
-    out[got > 0 ? got : 0] = '\0';
-    close(fd);
-    unlink(path);
-    return rc;
-}
-
 static void expect_invalid(const char *const *args, const char *needle)
 {
     char out[8192];
-    int rc = run(args, out, sizeof out);
+    int rc = svc_run_exit(args, 5000, out, sizeof out);
     TU_CHECK(rc == 2, "%s: exit %d, want 2 (%s)", args[0], rc, out);
     TU_CHECK(strstr(out, needle) != NULL, "%s: message names '%s': %s", args[1] ? args[1] : args[0],
              needle, out);
@@ -133,12 +93,12 @@ int main(void)
     }
     {
         const char *a[] = {"--help", NULL};
-        TU_CHECK(run(a, out, sizeof out) == 0, "--help exits 0");
+        TU_CHECK(svc_run_exit(a, 5000, out, sizeof out) == 0, "--help exits 0");
         TU_CHECK(strstr(out, "--port") != NULL, "--help lists flags");
     }
     {
         const char *a[] = {"--version", NULL};
-        TU_CHECK(run(a, out, sizeof out) == 0, "--version exits 0");
+        TU_CHECK(svc_run_exit(a, 5000, out, sizeof out) == 0, "--version exits 0");
         TU_CHECK(strstr(out, "miaosha") != NULL, "--version: %s", out);
     }
     /* A config file with a custom default SKU and initial stock is used. */
@@ -180,7 +140,7 @@ int main(void)
         char port[16];
         snprintf(port, sizeof port, "%d", s.port);
         const char *a[] = {"--listen", "127.0.0.1", "--port", port, NULL};
-        TU_CHECK(run(a, out, sizeof out) == 1, "port in use exits 1");
+        TU_CHECK(svc_run_exit(a, 5000, out, sizeof out) == 1, "port in use exits 1");
         TU_CHECK(strstr(out, "cannot listen") != NULL, "says why: %s", out);
         TU_CHECK(svc_stop(&s, 6000) == 0, "exit 0");
     }

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lg_proc.h"
@@ -24,51 +23,12 @@
 static tu_redis red[NODES];
 static char node_list[NODES * 24];
 
-/* The server's exit status with args (NULL-terminated) and its output in
- * out; -1 when it ran longer than 10 s (then killed). */
-static int run_exit(const char *const *args, char *out, size_t len)
-{
-    char path[] = "/tmp/miaosha-rl-out-XXXXXX";
-    int fd = mkstemp(path);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = SVC_TEST_SERVER;
-    for (int i = 0; args[i] && n < 31; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0, rc = -1;
-    int64_t t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < tu_slack(10000)) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            rc = WIFEXITED(status) ? WEXITSTATUS(status) : -2;
-            break;
-        }
-        tu_sleep_ms(10);
-    }
-    if (rc == -1) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-    ssize_t got = pread(fd, out, len - 1, 0);
-    out[got > 0 ? got : 0] = '\0';
-    close(fd);
-    unlink(path);
-    return rc;
-}
-
 static void expect_exit2(const char *nodes, const char *why)
 {
     char set[512], out[8192];
     snprintf(set, sizeof set, "redlock.nodes=%s", nodes);
     const char *a[] = {"--port", "0", "--set", set, NULL};
-    int rc = run_exit(a, out, sizeof out);
+    int rc = svc_run_exit(a, tu_slack(10000), out, sizeof out);
     TU_CHECK(rc == 2 && strstr(out, "redlock.nodes") && strstr(out, why),
              "redlock.nodes=%s: exit %d, names the key and '%s': %s", nodes, rc, why, out);
 }

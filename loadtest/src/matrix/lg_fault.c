@@ -49,7 +49,6 @@
  */
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,18 +173,6 @@ typedef struct fcell {
     char note[200];       /* what happened, for the reason */
     char checks[200];     /* bounds not met */
 } fcell;
-
-static void addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void addf(char *buf, size_t len, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    if (used + 1 >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, len - used, fmt, ap);
-    va_end(ap);
-}
 
 /* --- Redis and HTTP probes -------------------------------------------------- */
 
@@ -507,7 +494,7 @@ static int inject_kill(fcell *f)
     snprintf(f->note, sizeof f->note, "%s killed at sold %lld%s", v->id, f->sold_at_fault,
              f->hold_ms ? " holding the lock" : " mid-purchase");
     if (f->hold_ms)
-        addf(f->note, sizeof f->note, " (pttl %lld)", f->pttl_at_kill);
+        lg_addf(f->note, sizeof f->note, " (pttl %lld)", f->pttl_at_kill);
     return 0;
 }
 
@@ -533,13 +520,13 @@ static void probe_unavailable(fcell *f, int n, const char *tag, long long bound_
             f->probes_busy++;
         } else {
             /* mutex may answer 429 from its in-process lock first */
-            addf(f->checks, sizeof f->checks, "; %s %s answered %ld %s", tag, f->ins[i].id, st,
-                 code);
+            lg_addf(f->checks, sizeof f->checks, "; %s %s answered %ld %s", tag, f->ins[i].id, st,
+                    code);
         }
     }
     if (f->c->failfast_ms > bound_ms)
-        addf(f->checks, sizeof f->checks, "; 503 took %lld ms > %lld", (long long)f->c->failfast_ms,
-             bound_ms);
+        lg_addf(f->checks, sizeof f->checks, "; 503 took %lld ms > %lld",
+                (long long)f->c->failfast_ms, bound_ms);
 }
 
 static int inject_redis_restart(fcell *f)
@@ -577,7 +564,8 @@ static int inject_redis_restart(fcell *f)
                 lg_sleep_ms(10);
         }
         if (back < 0) {
-            addf(f->checks, sizeof f->checks, "; %s still 503 after Redis came back", f->ins[i].id);
+            lg_addf(f->checks, sizeof f->checks, "; %s still 503 after Redis came back",
+                    f->ins[i].id);
             worst = -1;
             break;
         }
@@ -586,16 +574,16 @@ static int inject_redis_restart(fcell *f)
     }
     f->c->reconnect_ms = worst;
     if (worst > lg_mx_bound(x, 1000))
-        addf(f->checks, sizeof f->checks, "; reconnect took %lld ms > %lld", worst,
-             lg_mx_bound(x, 1000));
+        lg_addf(f->checks, sizeof f->checks, "; reconnect took %lld ms > %lld", worst,
+                lg_mx_bound(x, 1000));
     snprintf(f->note, sizeof f->note,
              "Redis SIGKILLed at sold %lld, down %lld ms: %llu/3 probes "
              "503 (max %lld ms), all instances back %lld ms after it answered PING",
              f->sold_at_fault, (long long)f->c->fault_ms, (unsigned long long)f->probes_503,
              (long long)(f->c->failfast_ms > 0 ? f->c->failfast_ms : 0), worst);
     if (f->probes_busy)
-        addf(f->note, sizeof f->note, " (%llu probe(s) 429: the lock masters are up)",
-             (unsigned long long)f->probes_busy);
+        lg_addf(f->note, sizeof f->note, " (%llu probe(s) 429: the lock masters are up)",
+                (unsigned long long)f->probes_busy);
     return 0;
 }
 
@@ -617,11 +605,11 @@ static int inject_redis_pause(fcell *f)
              "Redis SIGSTOPped at sold %lld for %lld ms: ", f->sold_at_fault,
              (long long)f->c->fault_ms);
     if (f->probes_503)
-        addf(f->note, sizeof f->note, "probe 503 in %lld ms", (long long)f->c->failfast_ms);
+        lg_addf(f->note, sizeof f->note, "probe 503 in %lld ms", (long long)f->c->failfast_ms);
     else if (f->probes_busy)
-        addf(f->note, sizeof f->note, "probe 429 lock_busy (the lock masters are up)");
+        lg_addf(f->note, sizeof f->note, "probe 429 lock_busy (the lock masters are up)");
     else
-        addf(f->note, sizeof f->note, "probe not 503%s", f->checks);
+        lg_addf(f->note, sizeof f->note, "probe not 503%s", f->checks);
     return 0;
 }
 
@@ -688,17 +676,17 @@ static void check_bounds(fcell *f)
     long long slack = lg_mx_bound(f->x, 1000);
     if (f->scen == LG_SCEN_KILL && f->hold_ms) {
         if (c->freed_ms < 0)
-            addf(f->checks, sizeof f->checks, "; the dead holder's lock never went");
+            lg_addf(f->checks, sizeof f->checks, "; the dead holder's lock never went");
         else if (c->freed_ms < f->pttl_at_kill - 250)
-            addf(f->checks, sizeof f->checks, "; lock gone after %lld ms, before its TTL (%lld)",
-                 (long long)c->freed_ms, f->pttl_at_kill);
+            lg_addf(f->checks, sizeof f->checks, "; lock gone after %lld ms, before its TTL (%lld)",
+                    (long long)c->freed_ms, f->pttl_at_kill);
         else if (c->freed_ms > f->hold_ms + slack)
-            addf(f->checks, sizeof f->checks, "; lock gone only after %lld ms",
-                 (long long)c->freed_ms);
+            lg_addf(f->checks, sizeof f->checks, "; lock gone only after %lld ms",
+                    (long long)c->freed_ms);
     }
     if (f->scen == LG_SCEN_REDIS_PAUSE && c->resume_ms > f->hold_ms + slack)
-        addf(f->checks, sizeof f->checks, "; first sale %lld ms after SIGCONT > lease + %lld",
-             (long long)c->resume_ms, slack);
+        lg_addf(f->checks, sizeof f->checks, "; first sale %lld ms after SIGCONT > lease + %lld",
+                (long long)c->resume_ms, slack);
 }
 
 static void classify(fcell *f)
@@ -745,11 +733,11 @@ static void classify(fcell *f)
     snprintf(c->outcome, sizeof c->outcome, "%s", o);
     snprintf(c->reason, sizeof c->reason, "%s; ", f->note);
     if (c->freed_ms >= 0)
-        addf(c->reason, sizeof c->reason, "lock gone %lld ms after, ", (long long)c->freed_ms);
+        lg_addf(c->reason, sizeof c->reason, "lock gone %lld ms after, ", (long long)c->freed_ms);
     if (f->stuck)
-        addf(c->reason, sizeof c->reason, "lock without TTL, no sale since; ");
+        lg_addf(c->reason, sizeof c->reason, "lock without TTL, no sale since; ");
     else if (c->resume_ms >= 0 && f->scen != LG_SCEN_KILL)
-        addf(c->reason, sizeof c->reason, "next sale +%lld ms; ", (long long)c->resume_ms);
+        lg_addf(c->reason, sizeof c->reason, "next sale +%lld ms; ", (long long)c->resume_ms);
     if (f->scen == LG_SCEN_REDIS_PAUSE && f->hold_ms) {
         /* An acquire that timed out during the pause runs when Redis
          * resumes; without the lock core's cleanup its lock would block
@@ -757,17 +745,18 @@ static void classify(fcell *f)
         long long given_back = 0;
         for (int i = 0; i < 3; i++)
             given_back += orphans_released(&f->ins[i]);
-        addf(c->reason, sizeof c->reason, "%lld orphan lock(s) given back; ", given_back);
+        lg_addf(c->reason, sizeof c->reason, "%lld orphan lock(s) given back; ", given_back);
     }
-    addf(c->reason, sizeof c->reason, "%s", audit);
+    lg_addf(c->reason, sizeof c->reason, "%s", audit);
     if (c->fenced_out > 0) /* fenced: a holder the fault made outlive its lease */
-        addf(c->reason, sizeof c->reason, ", %llu fenced out", (unsigned long long)c->fenced_out);
+        lg_addf(c->reason, sizeof c->reason, ", %llu fenced out",
+                (unsigned long long)c->fenced_out);
     if (c->oversold > 0)
-        addf(c->reason, sizeof c->reason, " (+%lld oversold)", (long long)c->oversold);
+        lg_addf(c->reason, sizeof c->reason, " (+%lld oversold)", (long long)c->oversold);
     if (c->undersold)
-        addf(c->reason, sizeof c->reason, " (undersold %lld)", (long long)c->undersold);
+        lg_addf(c->reason, sizeof c->reason, " (undersold %lld)", (long long)c->undersold);
     if (f->checks[0] && f->hold_ms)
-        addf(c->reason, sizeof c->reason, "%s", f->checks);
+        lg_addf(c->reason, sizeof c->reason, "%s", f->checks);
 }
 
 /* Every instance healthy: started when down, waited for when a previous

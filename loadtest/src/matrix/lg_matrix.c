@@ -208,18 +208,10 @@ static int run_burst(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instan
     rc.admin_token = x->cfg->admin_token;
     if (lg_mx_targets(&rc, ins, nins, err, errlen) < 0)
         return -1;
-    lg_run_result *r = calloc(1, sizeof *r);
-    if (!r) {
-        snprintf(err, errlen, "out of memory");
+    lg_run_result *r = lg_mx_run_burst(&rc, c, err, errlen);
+    if (!r)
         return -1;
-    }
-    if (lg_run(&rc, r, err, errlen) < 0) {
-        free(r);
-        return -1;
-    }
-    c->ran = 1;
     c->recovery_ms = -1;
-    lg_mx_fill_from_run(c, r);
     classify_burst(c, r, scen);
     free(r);
     return 0;

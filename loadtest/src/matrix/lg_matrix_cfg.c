@@ -1,12 +1,13 @@
 /* lg_matrix_cfg.c — what the matrix runs: the names of the modes and the
  * scenarios, the default selection and the --modes / --scenarios / --faults
- * choices, where miaosha-server is. See lg_matrix.h. Shared by the runner,
- * the fault scenarios and the report, so none of them depends on another
- * for these. */
+ * choices, where miaosha-server is; the text appender lg_addf. See
+ * lg_matrix.h. Shared by the runner, the fault scenarios and the report, so
+ * none of them depends on another for these. */
 #include "lg_matrix_cfg.h"
 
 #include <libgen.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,4 +108,15 @@ int lg_matrix_default_server(const char *argv0, char *buf, size_t len)
     if (access(buf, X_OK) == 0)
         return 0;
     return -1;
+}
+
+void lg_addf(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    if (used + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, len - used, fmt, ap);
+    va_end(ap);
 }

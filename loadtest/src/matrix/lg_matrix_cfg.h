@@ -3,7 +3,8 @@
  * cell's measured result (lg_cell) and the whole result. Shared by the
  * runner (lg_matrix.h), the fault scenarios (lg_fault.h), process control
  * (lg_mx_proc.h) and the report room, so none of them depends on another
- * for these types. Implemented in lg_matrix_cfg.c.
+ * for these types; and the text appender lg_addf they share. Implemented in
+ * lg_matrix_cfg.c.
  *
  * Threads: the functions here are pure or touch only the cfg they are given;
  * call them from the thread that owns that cfg.
@@ -171,5 +172,11 @@ int lg_matrix_select(lg_matrix_cfg *c, const char *modes, const char *scens, cha
  * read). 0 with the path in buf (len bytes), or -1 when it is not an
  * executable file there. */
 int lg_matrix_default_server(const char *argv0, char *buf, size_t len);
+
+/* Appends printf-style text to the NUL-terminated string in buf (len bytes
+ * in all), cutting it short where it does not fit; does nothing when buf is
+ * already full. The fault and redlock cells build their reasons and notes
+ * with it. Touches only buf; any thread. */
+void lg_addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -1,6 +1,9 @@
 /* lg_mx_cell.c — see lg_mx_cell.h. */
 #include "lg_mx_cell.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
 {
     c->requests = r->requests;
@@ -26,4 +29,20 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
         c->oversold = r->audit.oversold;
         c->undersold = r->audit.undersold;
     }
+}
+
+lg_run_result *lg_mx_run_burst(const lg_run_cfg *rc, lg_cell *c, char *err, size_t errlen)
+{
+    lg_run_result *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (lg_run(rc, r, err, errlen) < 0) {
+        free(r);
+        return NULL;
+    }
+    c->ran = 1;
+    lg_mx_fill_from_run(c, r);
+    return r;
 }

@@ -131,6 +131,31 @@ void lg_mx_instance_stop(instance *in)
     in->pid = 0;
 }
 
+/* Starts a redis-server (x->cfg->redis_server) with args on *port (a free
+ * one per attempt when 0), in dir, its log in logp; 0 with *port and *pid
+ * set, or -1 with err (both left as they were). */
+static int start_redis(mctx *x, int *port, pid_t *pid, const char *dir, const char *const *args,
+                       const char *logp, int attempts, char *err, size_t errlen)
+{
+    lg_redis_opts o;
+    lg_redis_opts_init(&o);
+    o.server = x->cfg->redis_server;
+    o.port = *port;
+    o.dir = dir;
+    o.args = args;
+    o.logpath = logp;
+    o.attempts = attempts;
+    o.timeout_ms = 10000;
+    o.stop = x->cfg->stop;
+    int got = 0;
+    pid_t p = lg_redis_start(&o, &got, err, errlen);
+    if (p < 0)
+        return -1;
+    *pid = p;
+    *port = got;
+    return 0;
+}
+
 /* The private redis-server on x->redis_port (a free one per attempt when
  * 0). */
 static int redis_spawn(mctx *x, int attempts, char *err, size_t errlen)
@@ -146,23 +171,10 @@ static int redis_spawn(mctx *x, int attempts, char *err, size_t errlen)
                           "--maxclients",
                           "10000",
                           NULL};
-    lg_redis_opts o;
-    lg_redis_opts_init(&o);
-    o.server = x->cfg->redis_server;
-    o.port = x->redis_port;
-    o.dir = x->redis_dir;
-    o.args = args;
-    o.logpath = logp;
-    o.attempts = attempts;
-    o.timeout_ms = 10000;
-    o.stop = x->cfg->stop;
-    int port = 0;
-    pid_t pid = lg_redis_start(&o, &port, err, errlen);
-    if (pid < 0)
+    if (start_redis(x, &x->redis_port, &x->redis_pid, x->redis_dir, args, logp, attempts, err,
+                    errlen) < 0)
         return -1;
-    x->redis_pid = pid;
-    x->redis_port = port;
-    snprintf(x->redis_addr, sizeof x->redis_addr, "127.0.0.1:%d", port);
+    snprintf(x->redis_addr, sizeof x->redis_addr, "127.0.0.1:%d", x->redis_port);
     return 0;
 }
 
@@ -199,23 +211,8 @@ int lg_mx_lock_spawn(mctx *x, int i, char *err, size_t errlen)
     char logp[PATH_MAX + 32];
     snprintf(logp, sizeof logp, "%s/lock-master-%d.log", x->logdir, i);
     const char *args[] = {"--appendonly", "no", "--maxclients", "10000", NULL};
-    lg_redis_opts o;
-    lg_redis_opts_init(&o);
-    o.server = x->cfg->redis_server;
-    o.port = x->lock_port[i];
-    o.dir = x->lock_dir[i];
-    o.args = args;
-    o.logpath = logp;
-    o.attempts = x->lock_port[i] > 0 ? 3 : 5;
-    o.timeout_ms = 10000;
-    o.stop = x->cfg->stop;
-    int port = 0;
-    pid_t pid = lg_redis_start(&o, &port, err, errlen);
-    if (pid < 0)
-        return -1;
-    x->lock_pid[i] = pid;
-    x->lock_port[i] = port;
-    return 0;
+    return start_redis(x, &x->lock_port[i], &x->lock_pid[i], x->lock_dir[i], args, logp,
+                       x->lock_port[i] > 0 ? 3 : 5, err, errlen);
 }
 
 void lg_mx_lock_kill(mctx *x, int i)

@@ -35,7 +35,6 @@
 
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,18 +60,6 @@ void lg_nodes_instances(instance ins[2])
     ins[1].extra[0] = "--set";
     ins[1].extra[1] = "redlock.restart_delay_ms=4000";
     ins[1].nextra = 2;
-}
-
-static void addf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void addf(char *buf, size_t len, const char *fmt, ...)
-{
-    size_t used = strlen(buf);
-    if (used + 1 >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + used, len - used, fmt, ap);
-    va_end(ap);
 }
 
 /* One command on lock master i: 1 a value (in out), 0 nil, -1 no answer. */
@@ -146,17 +133,9 @@ static int nodes_down(mctx *x, lg_cell *c, instance *in, char *err, size_t errle
         return -1;
     lg_mx_lock_kill(x, 3);
     lg_mx_lock_kill(x, 4);
-    lg_run_result *r = calloc(1, sizeof *r);
-    if (!r) {
-        snprintf(err, errlen, "out of memory");
+    lg_run_result *r = lg_mx_run_burst(&rc, c, err, errlen);
+    if (!r)
         return -1;
-    }
-    if (lg_run(&rc, r, err, errlen) < 0) {
-        free(r);
-        return -1;
-    }
-    c->ran = 1;
-    lg_mx_fill_from_run(c, r);
     int audited = r->audited;
     int exact2 = audited && c->oversold == 0 && c->undersold == 0 && c->dup == 0 &&
                  c->missing == 0 && r->ok_without_id == 0 && c->sold == c->stock &&
@@ -192,10 +171,10 @@ static int nodes_down(mctx *x, lg_cell *c, instance *in, char *err, size_t errle
     char e[256];
     int audit_ok = lg_admin_audit(in->base, sku, &a, e, sizeof e) == 0;
     int left = keys_left(x, key);
-    addf(c->reason, sizeof c->reason,
-         "3 of 5 down: %d/%d buyers refused (%llu 503), %s sold, lock key on %d of 2 survivors",
-         refused, ND_PROBES, (unsigned long long)c->n503,
-         audit_ok ? (a.sold == 0 ? "nothing" : "SOME") : "(no audit)", left);
+    lg_addf(c->reason, sizeof c->reason,
+            "3 of 5 down: %d/%d buyers refused (%llu 503), %s sold, lock key on %d of 2 survivors",
+            refused, ND_PROBES, (unsigned long long)c->n503,
+            audit_ok ? (a.sold == 0 ? "nothing" : "SOME") : "(no audit)", left);
     int refused_all = audit_ok && a.sold == 0 && sold == 0 && refused == ND_PROBES && left == 0;
     const char *o = !audited          ? "error"
                     : c->oversold > 0 ? "oversell"

@@ -113,6 +113,104 @@ static void svg_hist(FILE *f, const char *label, const char *unit, double *v, in
             lo, hi, unit);
 }
 
+/* What the page's two tables need to write a cell: the result, the words
+ * and, for the trials table, room for one value per trial. */
+typedef struct table_ctx {
+    const lg_matrix_result *r;
+    lg_report_lang lang;
+    const html_words *w;
+    int trials;
+    double *v; /* [trials]; NULL for the outcome table */
+} table_ctx;
+
+/* Writes the <td> of scenario s, mode m. */
+typedef void (*td_writer)(FILE *f, const table_ctx *t, lg_scenario s, lg_mode m);
+
+/* The frame both tables share: the selected modes as rows, the selected
+ * scenarios as columns, each <td> written by td. */
+static void write_table(FILE *f, const char *id, const lg_matrix_cfg *cfg, const table_ctx *t,
+                        td_writer td)
+{
+    fprintf(f, "<table id=\"%s\">\n<thead><tr><th>%s</th>", id, t->w->mode);
+    for (lg_scenario s = 0; s < LG_NSCEN; s++)
+        if (cfg->scen_on[s]) {
+            fprintf(f, "<th data-scenario=\"%s\">", lg_scen_names[s]);
+            lg_html_text(f, lg_report_scen_title(t->lang, s));
+            fputs("</th>", f);
+        }
+    fputs("</tr></thead>\n<tbody>\n", f);
+    for (lg_mode m = 0; m < LG_NMODES; m++) {
+        if (!cfg->mode_on[m])
+            continue;
+        fprintf(f, "<tr><th>%s</th>", lg_mode_names[m]);
+        for (lg_scenario s = 0; s < LG_NSCEN; s++)
+            if (cfg->scen_on[s])
+                td(f, t, s, m);
+        fputs("</tr>\n", f);
+    }
+    fputs("</tbody>\n</table>\n", f);
+}
+
+/* The matrix table: the first trial's outcome, linked to its timeline. */
+static void outcome_td(FILE *f, const table_ctx *t, lg_scenario s, lg_mode m)
+{
+    const lg_cell *c = &t->r->cell[s][m];
+    char text[160];
+    lg_report_cell_text(t->lang, s, c, text, sizeof text);
+    fprintf(f, "<td class=\"%s%s\" data-scenario=\"%s\" data-mode=\"%s\"",
+            !c->ran   ? "none"
+            : c->pass ? "pass"
+                      : "diff",
+            c->oversold > 0 ? " oversold" : "", lg_scen_names[s], lg_mode_names[m]);
+    if (c->ran)
+        fprintf(f, " data-oversold=\"%lld\"", (long long)c->oversold);
+    fputs(" title=\"", f);
+    lg_html_text(f, c->reason);
+    fputs("\">", f);
+    if (c->timeline)
+        fprintf(f, "<a href=\"timeline-%s-%s.html\">", lg_scen_names[s], lg_mode_names[m]);
+    lg_html_text(f, text);
+    if (c->timeline)
+        fputs("</a>", f);
+    fputs("</td>", f);
+}
+
+/* The trials table: how many trials gave the expected outcome, and
+ * histograms over the trials of the oversold units and the latencies. */
+static void trials_td(FILE *f, const table_ctx *t, lg_scenario s, lg_mode m)
+{
+    int ran = 0, pass = 0, n = 0;
+    for (int k = 0; k < t->trials; k++) {
+        const lg_cell *c = lg_matrix_trial(t->r, k, s, m);
+        ran += c->ran;
+        pass += c->ran && c->pass;
+    }
+    fprintf(f, "<td data-scenario=\"%s\" data-mode=\"%s\" data-trials=\"%d\">", lg_scen_names[s],
+            lg_mode_names[m], ran);
+    if (ran) {
+        fprintf(f, "%d/%d %s<br>", pass, ran, t->w->as_expected);
+        n = 0;
+        for (int k = 0; k < t->trials; k++) {
+            const lg_cell *c = lg_matrix_trial(t->r, k, s, m);
+            if (c->ran)
+                t->v[n++] = (double)c->oversold;
+        }
+        svg_hist(f, t->w->oversold, "", t->v, n, 1);
+        for (int p = 0; p < 2; p++) {
+            n = 0;
+            for (int k = 0; k < t->trials; k++) {
+                const lg_cell *c = lg_matrix_trial(t->r, k, s, m);
+                if (c->ran && c->has_latency)
+                    t->v[n++] = round((p ? c->p99_ms : c->p50_ms) * 100) / 100;
+            }
+            svg_hist(f, p ? t->w->p99 : t->w->p50, t->w->ms, t->v, n, 0);
+        }
+    } else {
+        fputs("-", f);
+    }
+    fputs("</td>", f);
+}
+
 int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r, lg_report_lang lang,
                          char *err, size_t errlen)
 {
@@ -146,105 +244,19 @@ int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r, lg
         fprintf(f, " · <b>%d %s</b>", r->mismatches, w->differ);
     fprintf(f, "</p>\n<p class=\"note\">%s</p>\n", w->timeline_hint);
 
-    fprintf(f, "<table id=\"matrix\">\n<thead><tr><th>%s</th>", w->mode);
-    for (lg_scenario s = 0; s < LG_NSCEN; s++)
-        if (cfg->scen_on[s]) {
-            fprintf(f, "<th data-scenario=\"%s\">", lg_scen_names[s]);
-            lg_html_text(f, lg_report_scen_title(lang, s));
-            fputs("</th>", f);
-        }
-    fputs("</tr></thead>\n<tbody>\n", f);
-    for (lg_mode m = 0; m < LG_NMODES; m++) {
-        if (!cfg->mode_on[m])
-            continue;
-        fprintf(f, "<tr><th>%s</th>", lg_mode_names[m]);
-        for (lg_scenario s = 0; s < LG_NSCEN; s++) {
-            if (!cfg->scen_on[s])
-                continue;
-            const lg_cell *c = &r->cell[s][m];
-            char text[160];
-            lg_report_cell_text(lang, s, c, text, sizeof text);
-            fprintf(f, "<td class=\"%s%s\" data-scenario=\"%s\" data-mode=\"%s\"",
-                    !c->ran   ? "none"
-                    : c->pass ? "pass"
-                              : "diff",
-                    c->oversold > 0 ? " oversold" : "", lg_scen_names[s], lg_mode_names[m]);
-            if (c->ran)
-                fprintf(f, " data-oversold=\"%lld\"", (long long)c->oversold);
-            fputs(" title=\"", f);
-            lg_html_text(f, c->reason);
-            fputs("\">", f);
-            if (c->timeline)
-                fprintf(f, "<a href=\"timeline-%s-%s.html\">", lg_scen_names[s], lg_mode_names[m]);
-            lg_html_text(f, text);
-            if (c->timeline)
-                fputs("</a>", f);
-            fputs("</td>", f);
-        }
-        fputs("</tr>\n", f);
-    }
-    fputs("</tbody>\n</table>\n", f);
+    table_ctx t = {r, lang, w, trials, NULL};
+    write_table(f, "matrix", cfg, &t, outcome_td);
 
     if (trials > 1) {
-        double *v = malloc((size_t)trials * sizeof *v);
-        if (!v) {
+        t.v = malloc((size_t)trials * sizeof *t.v);
+        if (!t.v) {
             fclose(f);
             snprintf(err, errlen, "%s: out of memory", path);
             return -1;
         }
-        fprintf(f,
-                "<h2>%s</h2>\n<p class=\"note\">%s</p>\n<table id=\"trials\">\n"
-                "<thead><tr><th>%s</th>",
-                w->trials_title, w->trials_note, w->mode);
-        for (lg_scenario s = 0; s < LG_NSCEN; s++)
-            if (cfg->scen_on[s]) {
-                fprintf(f, "<th data-scenario=\"%s\">", lg_scen_names[s]);
-                lg_html_text(f, lg_report_scen_title(lang, s));
-                fputs("</th>", f);
-            }
-        fputs("</tr></thead>\n<tbody>\n", f);
-        for (lg_mode m = 0; m < LG_NMODES; m++) {
-            if (!cfg->mode_on[m])
-                continue;
-            fprintf(f, "<tr><th>%s</th>", lg_mode_names[m]);
-            for (lg_scenario s = 0; s < LG_NSCEN; s++) {
-                if (!cfg->scen_on[s])
-                    continue;
-                int ran = 0, pass = 0, n = 0;
-                for (int k = 0; k < trials; k++) {
-                    const lg_cell *c = lg_matrix_trial(r, k, s, m);
-                    ran += c->ran;
-                    pass += c->ran && c->pass;
-                }
-                fprintf(f, "<td data-scenario=\"%s\" data-mode=\"%s\" data-trials=\"%d\">",
-                        lg_scen_names[s], lg_mode_names[m], ran);
-                if (ran) {
-                    fprintf(f, "%d/%d %s<br>", pass, ran, w->as_expected);
-                    n = 0;
-                    for (int k = 0; k < trials; k++) {
-                        const lg_cell *c = lg_matrix_trial(r, k, s, m);
-                        if (c->ran)
-                            v[n++] = (double)c->oversold;
-                    }
-                    svg_hist(f, w->oversold, "", v, n, 1);
-                    for (int p = 0; p < 2; p++) {
-                        n = 0;
-                        for (int k = 0; k < trials; k++) {
-                            const lg_cell *c = lg_matrix_trial(r, k, s, m);
-                            if (c->ran && c->has_latency)
-                                v[n++] = round((p ? c->p99_ms : c->p50_ms) * 100) / 100;
-                        }
-                        svg_hist(f, p ? w->p99 : w->p50, w->ms, v, n, 0);
-                    }
-                } else {
-                    fputs("-", f);
-                }
-                fputs("</td>", f);
-            }
-            fputs("</tr>\n", f);
-        }
-        fputs("</tbody>\n</table>\n", f);
-        free(v);
+        fprintf(f, "<h2>%s</h2>\n<p class=\"note\">%s</p>\n", w->trials_title, w->trials_note);
+        write_table(f, "trials", cfg, &t, trials_td);
+        free(t.v);
     }
     fputs("</body>\n</html>\n", f);
     int bad = ferror(f);
