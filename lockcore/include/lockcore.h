@@ -350,7 +350,10 @@ void lc_conn_free(lc_conn *conn);
  * lockcore call on conn, which may replace it: after the caller's command
  * fails with ctx->err set, or when the socket turns out closed by the peer
  * or holding unread bytes (a pipelined reply left unread), that call
- * reconnects. Same thread rules as conn. */
+ * reconnects — except while an acquire sent by lc_acquire_send is pending:
+ * its replies may be waiting on the socket, so the context is returned as
+ * it is (using it then is a misuse, see lc_acquire_send). Same thread
+ * rules as conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
 /* One PING round trip (connecting first if needed), bounded by the connect
