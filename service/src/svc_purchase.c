@@ -139,7 +139,7 @@ typedef struct purchase {
     int64_t fence;                   /* fenced: the outer guard's fencing token */
     char fence_epoch[32];            /* fenced: the epoch its read saw */
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
-    char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
+    char new_order_id[SVC_UUID_LEN]; /* minted while the acquire travels */
     char detail[LC_ERRSTR_LEN + 64];
     svc_trace tr;         /* this purchase's timeline (GET /trace/{sku}) */
     svc_idem id;          /* the request's Idempotency-Key, when it has one */
@@ -951,7 +951,7 @@ static int begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
     pu->read_st = pu->pipeline ? append_read(pu, &pu->rp) : LC_OK;
     if (pu->read_st == LC_OK)
         (void)lc_acquire_send(conn, a, pu->pipeline ? &pu->rp : NULL); /* its status: below */
-    /* The order id, so that the critical section does not wait for it. */
+    /* The order id, while the acquire travels: the section never waits for it. */
     uuid_generate_random(u);
     uuid_unparse_lower(u, pu->new_order_id);
     return 1;
