@@ -350,7 +350,10 @@ void lc_conn_free(lc_conn *conn);
  * lockcore call on conn, which may replace it: after the caller's command
  * fails with ctx->err set, or when the socket turns out closed by the peer
  * or holding unread bytes (a pipelined reply left unread), that call
- * reconnects. Same thread rules as conn. */
+ * reconnects — except while an acquire sent by lc_acquire_send is pending:
+ * its replies may be waiting on the socket, so the context is returned as
+ * it is (using it then is a misuse, see lc_acquire_send). Same thread
+ * rules as conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
 /* One PING round trip (connecting first if needed), bounded by the connect
@@ -596,6 +599,39 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  * taken by that attempt stays in Redis until its lease runs out, as with
  * any timed-out acquire. Same statuses, guard and threads as lc_acquire. */
 lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out);
+
+/* The first attempt of lc_acquire_pipe(conn, a, p, ...) written to Redis
+ * now, its replies left for that call to read, so that the caller can do
+ * other work (answer an earlier request, build what the section needs)
+ * while they travel instead of before the lock command leaves. It changes
+ * nothing the lock does: the same commands in the same write, the same
+ * waiting, statuses and guard; only the attempt leaves earlier.
+ *   token, fenced  SET NX PX / the acquire script with p's commands; the
+ *                  token is minted here (and the next one right after the
+ *                  write, while the replies travel)
+ *   reentrant      the acquire script with p's commands, when the first
+ *                  step of lc_acquire_pipe would be an attempt (the line of
+ *                  waiters is not starving, or conn's owner already holds
+ *                  the key, or wait_ms is 0); else nothing is sent
+ *   none, mutex, setnx, redlock  nothing is sent (their first step is not
+ *                  one lock command with p: an in-process lock, SETNX's
+ *                  gap before PEXPIRE, other servers)
+ * Contract: after LC_OK the next lockcore call on conn must be
+ * lc_acquire_pipe(conn, a, p, out) (lc_acquire when p is NULL) with the
+ * same mode, key and p (p unchanged: the same commands, not yet taken) and
+ * the same other fields of a; it reads the sent attempt's replies and goes
+ * on as always (LC_BUSY, a wait, LC_IO, LC_OK with p's replies), with
+ * wait_ms and lc_guard_wait_ms counted from this call. A call with another
+ * mode, key or p answers LC_MISUSE and leaves the attempt pending;
+ * lc_conn_pipe answers LC_MISUSE meanwhile; any other call on conn before
+ * it is a bug (it would read the attempt's replies as its own). a and p
+ * must stay valid until then; a's strings are not kept.
+ * Returns LC_OK (also when nothing was sent, and when the write failed: the
+ * following lc_acquire_pipe then reports LC_IO, as a failed write in it
+ * would, and hands a lock the attempt may have taken to the orphan cleanup)
+ * or LC_MISUSE (bad arguments as lc_acquire_pipe's, a NULL conn, or an
+ * attempt already pending), nothing sent. The thread that owns conn. */
+lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p);
 
 /* lc_release, with p's commands (NULL or empty: exactly lc_release) in the
  * same write as the release command, right before it, so they run while

@@ -48,6 +48,10 @@ void lc_conn_free(lc_conn *conn)
 
 redisContext *lc_conn_redis(lc_conn *conn)
 {
+    /* A sent acquire's replies may be on the socket already: the reuse
+     * check would take them for stale bytes and reconnect. */
+    if (conn->sent != 0)
+        return conn->ctx;
     return lc_redis_reuse(conn->client, &conn->ctx, conn->err);
 }
 
@@ -67,7 +71,7 @@ lc_status lc_conn_ping(lc_conn *conn)
 
 lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
 {
-    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
+    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX || conn->sent != 0)
         return LC_MISUSE;
     lc_pipe_drop_replies(p);
     redisContext *ctx = lc_conn_redis(conn);
@@ -236,15 +240,13 @@ void lc_pipe_drop_replies(lc_pipe *p)
     }
 }
 
-int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
-            redisReply **rep, char *err)
+/* Appends argv and p's commands to ctx's output buffer, in lc_trip's
+ * order. Appending only fills hiredis's output buffer: whoever writes it
+ * (the first read, or lc_trip_send) sends every command in one write. */
+static int trip_append(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+                       char *err)
 {
     int np = p ? p->n : 0;
-    lc_pipe_drop_replies(p);
-    if (rep)
-        *rep = NULL;
-    /* Appending only fills hiredis's output buffer; the first read writes it
-     * all, so every command leaves in one write. */
     int ok = REDIS_OK;
     for (int i = 0; ok == REDIS_OK && p_first && i < np; i++)
         ok = redisAppendFormattedCommand(ctx, p->cmd[i], p->len[i]);
@@ -260,6 +262,45 @@ int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_f
             ctx->err = REDIS_ERR_OOM;
         return -1;
     }
+    return 0;
+}
+
+int lc_trip_send(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+                 char *err)
+{
+    lc_pipe_drop_replies(p);
+    if (trip_append(ctx, argc, argv, p, p_first, err) != 0)
+        return -1;
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(ctx, &done) != REDIS_OK) {
+            lc_seterr(err, "redis: %s", ctx->errstr[0] ? ctx->errstr : "write failed");
+            if (!ctx->err)
+                ctx->err = REDIS_ERR_IO;
+            return -1;
+        }
+    return 0;
+}
+
+int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+            redisReply **rep, char *err)
+{
+    lc_pipe_drop_replies(p);
+    if (trip_append(ctx, argc, argv, p, p_first, err) != 0) {
+        if (rep)
+            *rep = NULL;
+        return -1;
+    }
+    return lc_trip_recv(ctx, argc > 0, p, p_first, rep, err);
+}
+
+int lc_trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, redisReply **rep,
+                 char *err)
+{
+    int np = p ? p->n : 0;
+    int argc = has_cmd ? 1 : 0;
+    if (rep)
+        *rep = NULL;
     int total = np + (argc > 0 ? 1 : 0);
     bool readonly = false;
     for (int k = 0; k < total; k++) {

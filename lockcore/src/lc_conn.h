@@ -26,6 +26,18 @@ struct lc_conn {
      * queued on ctx before and after it. */
     bool trip_lock_unread;
     int trip_unread_before, trip_unread_after;
+    /* lc_acquire_send: 1 while a first attempt is written and its replies
+     * are unread, -1 while its write failed (lock_trip then reports the
+     * failure), 0 otherwise; what it was sent for, so that lc_acquire_pipe
+     * can check it is the same acquisition. */
+    int sent;
+    lc_mode sent_mode;
+    const lc_pipe *sent_p;
+    int sent_pn;
+    int64_t sent_start_ms;
+    char sent_token[LC_ID_LEN];  /* token, fenced: the token that was sent */
+    char sent_key[512 + 1];      /* LC_KEY_MAX + 1 */
+    char spare_token[LC_ID_LEN]; /* minted after a send, for the next one */
 };
 
 /* A connected context with AUTH, SELECT and timeouts applied, or NULL with
@@ -58,6 +70,16 @@ redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nk
  * then, the rest are NULL. */
 int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
             redisReply **rep, char *err);
+
+/* lc_trip in two halves, for lc_acquire_send: lc_trip_send writes every
+ * command now (blocking until the kernel took them all; p's old replies
+ * freed), 0 or -1 (ctx->err set, reason in err: part of the batch may
+ * have left); lc_trip_recv later reads the replies of what was sent, with
+ * lc_trip's rules (has_cmd: argv held a command). */
+int lc_trip_send(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+                 char *err);
+int lc_trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, redisReply **rep,
+                 char *err);
 
 /* Frees every reply p holds (none: nothing). */
 void lc_pipe_drop_replies(lc_pipe *p);

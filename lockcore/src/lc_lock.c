@@ -108,7 +108,22 @@ static lc_status pipe_alone(lc_conn *conn, lc_pipe *p)
 static int lock_trip(lc_conn *conn, redisContext *ctx, int argc, const char **argv, lc_pipe *p,
                      bool p_first, redisReply **rep)
 {
-    int t = lc_trip(ctx, argc, argv, p, p_first, rep, conn->err);
+    int t;
+    if (conn->sent != 0) {
+        /* lc_acquire_send wrote this very attempt (same argv, same p):
+         * only its replies are left to read; a failed write fails here, as
+         * it would have in lc_trip. */
+        bool written = conn->sent > 0;
+        conn->sent = 0;
+        if (written) {
+            t = lc_trip_recv(ctx, argc > 0, p, p_first, rep, conn->err);
+        } else {
+            t = -1;
+            *rep = NULL;
+        }
+    } else {
+        t = lc_trip(ctx, argc, argv, p, p_first, rep, conn->err);
+    }
     int np = p ? p->n : 0, missing = 0;
     for (int i = 0; t != 0 && i < np; i++)
         missing += p->reply[i] == NULL;
@@ -124,18 +139,26 @@ static int lock_trip(lc_conn *conn, redisContext *ctx, int argc, const char **ar
  * NOSCRIPT an acquire's commands go again with the EVAL (the first ones ran
  * without the lock: their replies are dropped); a release's have run, and
  * keep their replies. */
-static redisReply *eval_trip(lc_conn *conn, redisContext *ctx, const char *sha, const char *body,
-                             int nkeys, int nargs, const char **args, lc_pipe *p, bool p_first)
+/* EVALSHA sha nkeys args... into argv (16 slots; nk: 16 bytes); returns argc. */
+static int eval_argv(const char **argv, char *nk, const char *sha, int nkeys, int nargs,
+                     const char **args)
 {
-    const char *argv[16];
-    char nk[16];
     LC_ASSERT(nargs <= 13);
-    snprintf(nk, sizeof nk, "%d", nkeys);
+    snprintf(nk, 16, "%d", nkeys);
     argv[0] = "EVALSHA";
     argv[1] = sha;
     argv[2] = nk;
     for (int i = 0; i < nargs; i++)
         argv[3 + i] = args[i];
+    return 3 + nargs;
+}
+
+static redisReply *eval_trip(lc_conn *conn, redisContext *ctx, const char *sha, const char *body,
+                             int nkeys, int nargs, const char **args, lc_pipe *p, bool p_first)
+{
+    const char *argv[16];
+    char nk[16];
+    eval_argv(argv, nk, sha, nkeys, nargs, args);
     redisReply *r = NULL;
     int t = lock_trip(conn, ctx, 3 + nargs, argv, p, p_first, &r);
     if (t == 0 && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
@@ -324,7 +347,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     bool got = false;
     int64_t ttl = -1;
     lc_status s;
-    if (a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
+    if (conn->sent != 0 || a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
         !lc_pubsub_head_starving(c, channel)) {
         if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
             return s;
@@ -375,6 +398,128 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
     return lc_acquire_pipe(conn, a, NULL, out);
 }
 
+_Static_assert(sizeof((lc_conn *)0)->sent_key == LC_KEY_MAX + 1, "lc_conn.sent_key");
+
+/* A fresh token for token and fenced: the one minted after the last send
+ * when there is one (its cost then hid in that send's round trip). */
+static void mint_token(lc_conn *conn, char *out)
+{
+    if (conn->spare_token[0]) {
+        memcpy(out, conn->spare_token, LC_ID_LEN);
+        conn->spare_token[0] = '\0';
+        return;
+    }
+    uuid_t u;
+    uuid_generate(u);
+    uuid_unparse_lower(u, out);
+}
+
+lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
+{
+    if (!conn)
+        return LC_MISUSE;
+    if (conn->sent != 0)
+        return misuse(conn, "an acquire sent by lc_acquire_send is still unread");
+    if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
+        return misuse(conn, "lc_pipe not initialised");
+    lc_status s = check_args(conn, a);
+    if (s != LC_OK)
+        return s;
+    lc_client *c = conn->client;
+    char lease_s[24], nk[16];
+    const char *argv[16];
+    int argc;
+    switch (a->mode) {
+    case LC_TOKEN:
+        mint_token(conn, conn->sent_token);
+        snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
+        argv[0] = "SET";
+        argv[1] = a->key;
+        argv[2] = conn->sent_token;
+        argv[3] = "NX";
+        argv[4] = "PX";
+        argv[5] = lease_s;
+        argc = 6;
+        break;
+    case LC_FENCED: {
+        mint_token(conn, conn->sent_token);
+        snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
+        const char *args[] = {a->key, a->fence_key, conn->sent_token, lease_s};
+        argc = eval_argv(argv, nk, LC_SCRIPT_FENCED_ACQUIRE_SHA, 2, 4, args);
+        break;
+    }
+    case LC_REENTRANT: {
+        /* Only when lc_acquire_pipe's first step is an attempt (not a wait
+         * behind a starving head), with its field and lease. */
+        char field[LC_ID_LEN * 2 + 2], channel[LC_KEY_MAX + 64];
+        snprintf(field, sizeof field, "%s:%s", c->instance_id, a->owner);
+        channel_name(a->key, channel, sizeof channel);
+        if (!(a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
+              !lc_pubsub_head_starving(c, channel)))
+            return LC_OK;
+        snprintf(lease_s, sizeof lease_s, "%lld",
+                 (long long)(a->lease_ms == 0 ? c->watchdog_timeout_ms : a->lease_ms));
+        const char *args[] = {a->key, lease_s, field};
+        argc = eval_argv(argv, nk, LC_SCRIPT_REENTRANT_ACQUIRE_SHA, 1, 3, args);
+        /* argv points into field: send before it goes out of scope */
+        redisContext *ctx = lc_conn_redis(conn);
+        if (!ctx)
+            return LC_OK; /* nothing sent: lc_acquire_pipe connects or fails */
+        conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? 1 : -1;
+        goto sent;
+    }
+    default: return LC_OK; /* nothing sent ahead: lc_acquire_pipe does it all */
+    }
+    {
+        redisContext *ctx = lc_conn_redis(conn);
+        if (!ctx) {
+            conn->spare_token[0] = '\0';
+            return LC_OK;
+        }
+        conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? 1 : -1;
+    }
+sent:
+    conn->sent_mode = a->mode;
+    conn->sent_p = p;
+    conn->sent_pn = p ? p->n : 0;
+    conn->sent_start_ms = lc_now_ms();
+    snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);
+    /* The next send's token, minted while this one's replies travel. */
+    if ((a->mode == LC_TOKEN || a->mode == LC_FENCED) && conn->sent > 0) {
+        uuid_t u;
+        uuid_generate(u);
+        uuid_unparse_lower(u, conn->spare_token);
+    }
+    return LC_OK;
+}
+
+/* lc_acquire_pipe could not get to the attempt lc_acquire_send wrote (no
+ * memory for the guard): its replies will never be read here, so the
+ * context goes to the reaper as a timed-out attempt's would (a lock it took
+ * is released there, or ends with its lease). */
+static void abandon_sent(lc_conn *conn, const lc_lock_args *a)
+{
+    bool written = conn->sent > 0;
+    conn->sent = 0;
+    if (!written || !conn->ctx)
+        return;
+    if (!conn->ctx->err) {
+        conn->ctx->err = REDIS_ERR_IO;
+        snprintf(conn->ctx->errstr, sizeof conn->ctx->errstr, "%s", "sent acquire abandoned");
+    }
+    char field[LC_ID_LEN * 2 + 2];
+    if (a->mode == LC_REENTRANT)
+        snprintf(field, sizeof field, "%s:%s", conn->client->instance_id, a->owner);
+    lc_reaper_adopt(conn,
+                    &(lc_orphan_cmd){.mode = a->mode,
+                                     .key = a->key,
+                                     .owner = a->mode == LC_REENTRANT ? field : conn->sent_token,
+                                     .lease_ms = a->mode == LC_REENTRANT && a->lease_ms == 0
+                                                     ? conn->client->watchdog_timeout_ms
+                                                     : a->lease_ms,
+                                     .replies_after = conn->sent_pn});
+}
+
 lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out)
 {
     lc_pipe_drop_replies(p);
@@ -386,14 +531,21 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     lc_status s = check_args(conn, a);
     if (s != LC_OK)
         return s;
+    bool presend = conn->sent != 0;
+    if (presend && (a->mode != conn->sent_mode || p != conn->sent_p ||
+                    (p ? p->n : 0) != conn->sent_pn || strcmp(a->key, conn->sent_key) != 0))
+        return misuse(conn, "not the acquisition lc_acquire_send sent");
     conn->trip_lock_unread = false;
     lc_client *c = conn->client;
-    int64_t start = lc_now_ms();
+    int64_t start = presend ? conn->sent_start_ms : lc_now_ms();
     int64_t deadline = start + a->wait_ms;
     size_t klen = strlen(a->key);
     lc_guard *g = calloc(1, sizeof *g + klen + 1);
-    if (!g)
+    if (!g) {
+        if (presend)
+            abandon_sent(conn, a);
         return LC_NOMEM;
+    }
     memcpy(g->key, a->key, klen + 1);
     g->mode = a->mode;
     g->client = c;
@@ -412,9 +564,13 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
         break;
     case LC_TOKEN:
     case LC_FENCED: {
-        uuid_t u;
-        uuid_generate(u);
-        uuid_unparse_lower(u, g->owner_token);
+        if (presend) {
+            memcpy(g->owner_token, conn->sent_token, LC_ID_LEN);
+        } else {
+            uuid_t u;
+            uuid_generate(u);
+            uuid_unparse_lower(u, g->owner_token);
+        }
         s = poll_acquire(conn, a, g->owner_token, p, deadline, &g->fence);
         break;
     }

@@ -4,7 +4,9 @@
  * discards them and leaves the connection in step; a waiting acquire sends
  * them with each attempt; a timed-out call leaves a connection the next call
  * can use; a reentrant (and a token) waiter woken by a release reads what
- * the holder wrote in its release's round trip. */
+ * the holder wrote in its release's round trip; an acquire sent ahead
+ * (lc_acquire_send) ends as lc_acquire_pipe alone would, and another call
+ * in between is refused. */
 #include "lc_test.h"
 
 #include <pthread.h>
@@ -295,6 +297,101 @@ static void test_waiter_reads_release_write(void)
     TU_CHECK(st.pubsub_waiters == 0 && st.pubsub_channels == 0, "no waiter, no channel left");
 }
 
+/* lc_acquire_send, then lc_acquire_pipe: the same replies, lock and
+ * statuses as lc_acquire_pipe alone, in every mode (those that send nothing
+ * ahead included); a busy lock still waits and resends; a call for another
+ * key, lc_conn_pipe and a second send are refused while the attempt is
+ * pending, and the right call still ends it; each acquisition has a token of
+ * its own. */
+static void test_send_ahead(void)
+{
+    char prev_token[160] = "";
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        lc_mode m = all[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], stock[160];
+        lct_key(key, sizeof key, "pipe-send", m);
+        data_key(stock, sizeof stock, key, ":stock");
+        tu_redis_int(port, "SET %s 7", stock);
+        lc_lock_args a = lct_args(m, key, "o", m == LC_REENTRANT ? 0 : 5000, 0);
+        for (int round = 0; round < 2; round++) {
+            lc_pipe p;
+            lc_pipe_init(&p);
+            TU_REQUIRE(lc_pipe_append(&p, "GET %s", stock) == LC_OK, "append");
+            TU_REQUIRE(lc_pipe_append(&p, "EXISTS %s", key) == LC_OK, "append");
+            TU_REQUIRE(lc_acquire_send(c1, &a, &p) == LC_OK, "%s: send", mn);
+            lc_guard *g = NULL;
+            TU_REQUIRE(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK && g, "%s: acquire", mn);
+            TU_CHECK(is_str(lc_pipe_take(&p, 0), "7"), "%s: GET reply", mn);
+            TU_CHECK(is_int(lc_pipe_take(&p, 1), in_redis(m) ? 1 : 0), "%s: ran under the lock",
+                     mn);
+            if (m == LC_TOKEN || m == LC_FENCED) {
+                char v[160] = "";
+                tu_redis_str(port, v, sizeof v, "GET %s", key);
+                TU_CHECK(strcmp(v, lc_guard_owner_token(g)) == 0,
+                         "%s: the sent token is the guard's (%s)", mn, v);
+                TU_CHECK(strcmp(prev_token, lc_guard_owner_token(g)) != 0,
+                         "%s: a fresh token each time", mn);
+                snprintf(prev_token, sizeof prev_token, "%s", lc_guard_owner_token(g));
+            }
+            TU_CHECK(lc_release(c1, g) == LC_OK, "%s: release", mn);
+            lc_pipe_clear(&p);
+            TU_CHECK(in_step(c1), "%s: connection in step", mn);
+        }
+    }
+
+    /* Busy: the sent attempt fails, the wait resends with each attempt. */
+    const lc_mode waiting[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof waiting / sizeof *waiting; i++) {
+        lc_mode m = waiting[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], count[160];
+        lc_conn *hc = NULL;
+        lc_guard *held = lct_hold(cli, m, "pipe-send-busy", key, sizeof key, &hc);
+        data_key(count, sizeof count, key, ":count");
+        lc_lock_args a = lct_args(m, key, "second", m == LC_REENTRANT ? 0 : 5000, 80);
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_pipe_append(&p, "INCR %s", count);
+        lc_guard *g = NULL;
+        TU_REQUIRE(lc_acquire_send(c2, &a, &p) == LC_OK, "%s: send", mn);
+        TU_CHECK(lc_acquire_pipe(c2, &a, &p, &g) == LC_BUSY && !g, "%s: busy", mn);
+        TU_CHECK(lc_pipe_take(&p, 0) == NULL, "%s: no reply on busy", mn);
+        int64_t sent = tu_redis_int(port, "GET %s", count);
+        TU_CHECK(sent >= 2, "%s: sent ahead, then again (%lld)", mn, (long long)sent);
+        TU_CHECK(in_step(c2), "%s: in step after busy", mn);
+        lc_pipe_clear(&p);
+        TU_CHECK(lc_release(hc, held) == LC_OK, "%s: holder release", mn);
+        lc_conn_free(hc);
+    }
+
+    /* Misuse while an attempt is pending. */
+    char key[128], other[128];
+    lct_key(key, sizeof key, "pipe-send-misuse", LC_TOKEN);
+    lct_key(other, sizeof other, "pipe-send-other", LC_TOKEN);
+    lc_lock_args a = lct_args(LC_TOKEN, key, "o", 5000, 0);
+    lc_lock_args b = lct_args(LC_TOKEN, other, "o", 5000, 0);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "ECHO %s", "mine");
+    lc_guard *g = NULL;
+    TU_REQUIRE(lc_acquire_send(c1, &a, &p) == LC_OK, "send");
+    TU_CHECK(lc_acquire_send(c1, &a, &p) == LC_MISUSE, "a second send is refused");
+    TU_CHECK(lc_acquire_pipe(c1, &b, &p, &g) == LC_MISUSE && !g, "another key is refused");
+    TU_CHECK(lc_acquire(c1, &a, &g) == LC_MISUSE && !g, "another p is refused");
+    lc_pipe q;
+    lc_pipe_init(&q);
+    lc_pipe_append(&q, "PING");
+    TU_CHECK(lc_conn_pipe(c1, &q) == LC_MISUSE, "lc_conn_pipe is refused");
+    lc_pipe_clear(&q);
+    TU_CHECK(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK && g, "the sent acquisition still ends");
+    TU_CHECK(is_str(lc_pipe_take(&p, 0), "mine"), "with its own reply");
+    TU_CHECK(lc_release(c1, g) == LC_OK, "release");
+    lc_pipe_clear(&p);
+    TU_CHECK(in_step(c1), "in step after the refusals");
+    TU_CHECK(lc_acquire_send(NULL, &a, NULL) == LC_MISUSE, "NULL conn");
+}
+
 int main(void)
 {
     port = tu_redis_port();
@@ -306,6 +403,7 @@ int main(void)
     test_errors();
     test_waiter_reads_release_write();
     test_timeout();
+    test_send_ahead();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);

@@ -24,30 +24,53 @@ struct svc_pool {
     pthread_t *threads;
 };
 
+/* Takes the queue's head: waiting for one when wait (NULL once stop is
+ * requested and the queue is drained), else NULL when there is none. */
+static svc_req *take(svc_pool *p, int wait)
+{
+    SVC_PT(pthread_mutex_lock(&p->mu));
+    while (wait && p->head == NULL && !p->stop)
+        SVC_PT(pthread_cond_wait(&p->cv, &p->mu));
+    svc_req *r = p->head;
+    if (r != NULL) {
+        p->head = r->next;
+        if (p->head == NULL)
+            p->tail = NULL;
+    }
+    SVC_PT(pthread_mutex_unlock(&p->mu));
+    if (r != NULL)
+        r->next = NULL;
+    return r;
+}
+
 static void *worker_main(void *arg)
 {
     svc_pool *p = arg;
     lc_conn *conn = NULL;
     if (lc_conn_new(p->client, &conn) != LC_OK)
         conn = NULL; /* jobs then answer 503 */
-    for (;;) {
-        SVC_PT(pthread_mutex_lock(&p->mu));
-        while (p->head == NULL && !p->stop)
-            SVC_PT(pthread_cond_wait(&p->cv, &p->mu));
-        svc_req *r = p->head;
-        if (r == NULL) { /* stop requested and queue drained */
-            SVC_PT(pthread_mutex_unlock(&p->mu));
-            break;
-        }
-        p->head = r->next;
-        if (p->head == NULL)
-            p->tail = NULL;
-        SVC_PT(pthread_mutex_unlock(&p->mu));
-        r->next = NULL;
+    svc_req *r = take(p, 1);
+    if (r != NULL && r->begin != NULL)
+        r->begin(r, conn);
+    while (r != NULL) {
         r->job(r, conn);
+        /* The next request begins before this one is answered and resumed
+         * (svc_pool.h): its first Redis command is then on its way while
+         * the reply is built and the HTTP thread woken. */
+        svc_req *next = take(p, 0);
+        if (next != NULL && next->begin != NULL)
+            next->begin(next, conn);
+        if (r->finish != NULL)
+            r->finish(r, conn);
         long before = atomic_fetch_sub(&p->busy, 1);
         SVC_ASSERT(before > 0);
         p->done(r);
+        if (next == NULL) {
+            next = take(p, 1);
+            if (next != NULL && next->begin != NULL)
+                next->begin(next, conn);
+        }
+        r = next;
     }
     lc_conn_free(conn);
     return NULL;

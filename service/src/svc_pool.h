@@ -4,7 +4,18 @@
  * to the pool's completion callback (the daemon's: it resumes the request's
  * HTTP connection). The pool knows nothing of HTTP. The queue is bounded:
  * at most nthreads jobs run and max_queue wait; svc_pool_reserve refuses
- * the next one. */
+ * the next one.
+ *
+ * A job may come in parts, so that a worker's next request can start
+ * while the one before is still being answered: r->begin (NULL: none) runs
+ * first, as soon as a worker has taken r; r->job then; and r->finish (NULL
+ * unless the job set it) after the worker has taken its next queued
+ * request, if there was one, and run that one's begin — then the
+ * completion callback. So a purchase sends its lock's acquire (begin)
+ * before the worker builds the reply of the purchase before and resumes
+ * its connection (finish, done), and the time between one release and the
+ * next acquire shrinks by that work. finish must not use conn: the next
+ * begin may have left a command's replies in flight on it. */
 #ifndef MIAOSHA_SVC_POOL_H
 #define MIAOSHA_SVC_POOL_H
 

@@ -71,6 +71,17 @@
  * client that leaves after the commit was sent, or whose FIN has not
  * arrived yet, still buys.
  *
+ * Three parts (svc_pool.h): svc_purchase_begin runs the checks and sends
+ * the outer acquire (lc_acquire_send) as soon as a worker takes the
+ * request — when the worker has just released the purchase before, ahead
+ * of that one's reply; svc_purchase_job reads the acquire's replies and
+ * runs the section; svc_purchase_finish (left by the job when no
+ * Idempotency-Key needs the connection) builds the reply, trace and stats
+ * after the worker's next purchase has begun. Under contention the
+ * releasing worker usually takes the lock again, so the reply and the
+ * connection's resume ride in the next acquire's round trip instead of
+ * keeping the lock free.
+ *
  * Waiting: time spent in the worker queue counts against the request's
  * wait_ms (lc_acquire gets what is left, never below 0 = try once); a
  * request that sat in the queue longer than wait_ms + work_ms +
@@ -128,13 +139,22 @@ typedef struct purchase {
     int64_t fence;                   /* fenced: the outer guard's fencing token */
     char fence_epoch[32];            /* fenced: the epoch its read saw */
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
-    char new_order_id[SVC_UUID_LEN]; /* minted before the lock is taken */
+    char new_order_id[SVC_UUID_LEN]; /* minted while the acquire travels */
     char detail[LC_ERRSTR_LEN + 64];
     svc_trace tr;         /* this purchase's timeline (GET /trace/{sku}) */
     svc_idem id;          /* the request's Idempotency-Key, when it has one */
     char *sold_reply;     /* with a key: the sale's reply, stored with the order */
     uint64_t soldout_gen; /* the local sold-out flag's generation before the read */
     lc_conn *conn;
+    /* From begin_purchase to the acquire's end (the outer acquire is sent
+     * by begin_purchase, lc_acquire_send, and read by run_purchase). */
+    lc_lock_args a;
+    lc_pipe rp;        /* pipelining: the stock read sent with the acquire */
+    lc_status read_st; /* LC_OK, or why rp could not be built */
+    int64_t work_ms, wait_ms, queued_ms;
+    int64_t acq_t0_us;   /* when the acquire was sent */
+    purchase_result res; /* run_purchase's outcome, for finish_purchase */
+    char lock_key[SVC_KEY_MAX], fence_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
 } purchase;
 
 /* Whether a purchase counts its user's orders: a limit is set (the HTTP
@@ -453,18 +473,17 @@ static void free_read(purchase *pu)
     }
 }
 
-/* The outer acquisition: with the stock read in its round trip when
- * pipelining (the replies kept in pu->read_rep for section()), else alone. */
-static lc_status acquire_reading(purchase *pu, lc_conn *conn, const lc_lock_args *a, lc_guard **g)
+/* The outer acquisition begin_purchase sent (lc_acquire_send): with the
+ * stock read in its round trip when pipelining (the replies kept in
+ * pu->read_rep for section()), else alone. */
+static lc_status acquire_reading(purchase *pu, lc_conn *conn, lc_guard **g)
 {
     if (!pu->pipeline)
-        return lc_acquire(conn, a, g);
-    lc_pipe p;
-    lc_pipe_init(&p);
-    lc_status st = append_read(pu, &p);
-    if (st == LC_OK && (st = lc_acquire_pipe(conn, a, &p, g)) == LC_OK)
-        take_read(pu, &p);
-    lc_pipe_clear(&p);
+        return lc_acquire(conn, &pu->a, g);
+    lc_status st = pu->read_st;
+    if (st == LC_OK && (st = lc_acquire_pipe(conn, &pu->a, &pu->rp, g)) == LC_OK)
+        take_read(pu, &pu->rp);
+    lc_pipe_clear(&pu->rp);
     return st;
 }
 
@@ -833,153 +852,237 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
     return PR_SOLD;
 }
 
-void svc_purchase_job(svc_req *r, lc_conn *conn)
+/* Everything before the lock: the checks, the Idempotency-Key, the keys,
+ * and the outer acquire sent (lc_acquire_send, with the stock read when
+ * pipelining). Returns 1 when the purchase goes on in run_purchase, 0 when
+ * it was answered here (pu is then done with). */
+static int begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
 {
-    purchase pu;
     const svc_settings *s = r->s;
     const svc_params *p = &r->p;
-    char lock_key[SVC_KEY_MAX], fence_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
-    lc_guard *held[1 + 64];
-    int nheld = 0;
     uuid_t u;
 
-    memset(&pu, 0, sizeof pu);
-    pu.r = r;
-    pu.s = s;
-    pu.conn = conn;
-    pu.soldout_gen = svc_soldout_gen(r->sku);
-    pu.slot = svc_stats_sku_slot(r->sku);
-    pu.wait_us = -1;
-    pu.gave_up_us = -1;
-    pu.busy_wait_ms = -1;
-    svc_trace_begin(&pu.tr, r);
+    memset(pu, 0, sizeof *pu);
+    pu->r = r;
+    pu->s = s;
+    pu->conn = conn;
+    pu->soldout_gen = svc_soldout_gen(r->sku);
+    pu->slot = svc_stats_sku_slot(r->sku);
+    pu->wait_us = -1;
+    pu->gave_up_us = -1;
+    pu->busy_wait_ms = -1;
+    svc_trace_begin(&pu->tr, r);
     if (conn == NULL) {
-        snprintf(pu.detail, sizeof pu.detail, "no Redis connection");
-        respond(&pu, PR_REDIS_UNAVAILABLE);
-        return;
+        snprintf(pu->detail, sizeof pu->detail, "no Redis connection");
+        respond(pu, PR_REDIS_UNAVAILABLE);
+        return 0;
     }
-    int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
-    int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
-    pu.pipeline = (p->seen & SVC_P_PIPELINE) ? p->pipeline : s->pipeline;
+    pu->work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
+    pu->wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
+    pu->pipeline = (p->seen & SVC_P_PIPELINE) ? p->pipeline : s->pipeline;
     /* redlock's acquire goes to its lock masters and the stock read to the
      * data server: nothing shares a connection, so nothing is pipelined
      * (and the reply's "pipeline" says so). */
     if (r->mode == LC_REDLOCK)
-        pu.pipeline = 0;
-    purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, pu.detail, sizeof pu.detail);
+        pu->pipeline = 0;
+    purchase_result not_now = svc_purchase_admit(r, pu->wait_ms, pu->work_ms, pu->detail,
+                                                 sizeof pu->detail);
     if (not_now != PR_COUNT) {
-        respond(&pu, not_now);
-        return;
+        respond(pu, not_now);
+        return 0;
     }
     if (r->idem[0]) {
         /* The marker outlives the longest this purchase can take: every
          * lock wait, work_ms and a few round trips. */
-        int64_t marker_ms = (1 + p->reenter) * wait_ms + work_ms + 8LL * s->command_timeout_ms +
-                            5000;
-        int rc = svc_idem_begin(&pu.id, r, conn, marker_ms, &not_now, pu.detail, sizeof pu.detail);
+        int64_t marker_ms = (1 + p->reenter) * pu->wait_ms + pu->work_ms +
+                            8LL * s->command_timeout_ms + 5000;
+        int rc = svc_idem_begin(&pu->id, r, conn, marker_ms, &not_now, pu->detail,
+                                sizeof pu->detail);
         if (rc == 1) {
-            int kept = svc_idem_replay_replicated(&pu.id, r, conn) == 0;
+            int kept = svc_idem_replay_replicated(&pu->id, r, conn) == 0;
             if (!kept)
                 svc_stats_redis_error();
-            svc_trace_end(&pu.tr, NULL, r->status, kept ? "replayed" : "not_replicated", 0, 0);
-            svc_stats_purchase(r->mode, pu.slot, kept ? SVC_OUT_REPLAYED : SVC_OUT_ERROR, 0, 0,
+            svc_trace_end(&pu->tr, NULL, r->status, kept ? "replayed" : "not_replicated", 0, 0);
+            svc_stats_purchase(r->mode, pu->slot, kept ? SVC_OUT_REPLAYED : SVC_OUT_ERROR, 0, 0,
                                svc_now_us() - r->t0_us, -1);
-            return;
+            return 0;
         }
         if (rc < 0) {
-            respond(&pu, not_now);
-            return;
+            respond(pu, not_now);
+            return 0;
         }
     }
-    int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
+    pu->queued_ms = (svc_now_us() - r->queued_us) / 1000;
 
-    svc_lock_key(lock_key, r->sku, r->mode);
-    svc_key(fence_key, r->sku, "fence");
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, owner);
-    /* The order id too, so that the critical section does not wait for it. */
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, pu.new_order_id);
-    lc_lock_args a;
-    memset(&a, 0, sizeof a);
-    a.mode = r->mode;
-    a.key = lock_key;
-    a.fence_key = fence_key; /* fenced's counter; the other modes ignore it */
-    a.owner = owner;
-    if (p->seen & SVC_P_LEASE_MS)
-        a.lease_ms = p->lease_ms;
-    else
-        a.lease_ms = r->mode == LC_REENTRANT ? 0 : s->lease_ms; /* 0 = watchdog */
-    a.wait_ms = wait_ms > queued_ms ? wait_ms - queued_ms : 0;  /* the queue ate the rest */
-    a.cancel = svc_cancel_flag();
-    if (p->fault == SVC_FAULT_CRASH_BEFORE_EXPIRE) {
-        a.after_setnx = crash_before_expire;
-        a.after_setnx_arg = lock_key;
+    svc_lock_key(pu->lock_key, r->sku, r->mode);
+    svc_key(pu->fence_key, r->sku, "fence");
+    /* Only reentrant's lock uses the owner (its hash field): the other
+     * modes' holders are told apart by the lock core's own token. */
+    if (r->mode == LC_REENTRANT) {
+        uuid_generate_random(u);
+        uuid_unparse_lower(u, pu->owner);
+    } else {
+        snprintf(pu->owner, sizeof pu->owner, "%s", "-");
     }
+    lc_lock_args *a = &pu->a;
+    a->mode = r->mode;
+    a->key = pu->lock_key;
+    a->fence_key = pu->fence_key; /* fenced's counter; the other modes ignore it */
+    a->owner = pu->owner;
+    if (p->seen & SVC_P_LEASE_MS)
+        a->lease_ms = p->lease_ms;
+    else
+        a->lease_ms = r->mode == LC_REENTRANT ? 0 : s->lease_ms; /* 0 = watchdog */
+    /* the queue ate the rest */
+    a->wait_ms = pu->wait_ms > pu->queued_ms ? pu->wait_ms - pu->queued_ms : 0;
+    a->cancel = svc_cancel_flag();
+    if (p->fault == SVC_FAULT_CRASH_BEFORE_EXPIRE) {
+        a->after_setnx = crash_before_expire;
+        a->after_setnx_arg = pu->lock_key;
+    }
+
+    /* The outer acquisition leaves now; its replies are read by
+     * run_purchase, so whatever the worker does meanwhile (the order id
+     * below, answering the request before: svc_pool.h) rides in its round
+     * trip instead of delaying it. */
+    pu->acq_t0_us = svc_now_us();
+    svc_trace_mark(&pu->tr, SVC_T_WAIT_START);
+    lc_pipe_init(&pu->rp);
+    pu->read_st = pu->pipeline ? append_read(pu, &pu->rp) : LC_OK;
+    if (pu->read_st == LC_OK)
+        (void)lc_acquire_send(conn, a, pu->pipeline ? &pu->rp : NULL); /* its status: below */
+    /* The order id, while the acquire travels: the section never waits for it. */
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, pu->new_order_id);
+    return 1;
+}
+
+/* From the outer acquire's replies to the release: the nested
+ * acquisitions (reenter=N), the section, the releases. Returns the outcome
+ * for respond. */
+static purchase_result run_purchase(purchase *pu, lc_conn *conn)
+{
+    svc_req *r = pu->r;
+    const svc_params *p = &r->p;
+    lc_lock_args *a = &pu->a;
+    lc_guard *held[1 + 64];
+    int nheld = 0;
 
     /* Outer acquisition, then the nested ones (reenter=N), same key and
      * owner, each with the request's wait_ms less the time it queued. */
-    int64_t t = svc_now_us();
+    int64_t t = pu->acq_t0_us;
     lc_guard *g = NULL;
-    svc_trace_mark(&pu.tr, SVC_T_WAIT_START);
-    lc_status st = acquire_reading(&pu, conn, &a, &g);
+    lc_status st = acquire_reading(pu, conn, &g);
     if (st == LC_OK) {
         int64_t now = svc_now_us();
-        pu.wait_us = now - t;
+        pu->wait_us = now - t;
         /* The key's TTL was set before lc_acquire returned, so it is gone
          * lease_ms later at the latest (+1 ms: Redis's millisecond expiry
          * check). Only for setnx, token and fenced, whose lease is set
          * once: reentrant's is refreshed by re-entries and partial
          * releases. */
         if (r->mode == LC_SETNX || r->mode == LC_TOKEN || r->mode == LC_FENCED)
-            pu.lease_gone_us = now + (a.lease_ms + 1) * 1000;
-        pu.lock_wait_ms = lc_guard_wait_ms(g);
-        pu.fence = lc_guard_fence(g);
-        svc_trace_acquired(&pu.tr, lc_guard_owner_token(g));
+            pu->lease_gone_us = now + (a->lease_ms + 1) * 1000;
+        pu->lock_wait_ms = lc_guard_wait_ms(g);
+        pu->fence = lc_guard_fence(g);
+        svc_trace_acquired(&pu->tr, lc_guard_owner_token(g));
         held[nheld++] = g;
         if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {
             svc_log(SVC_ERROR, "fault crash_in_section: exiting while holding %s lock %s",
-                    lc_mode_name(r->mode), lock_key);
+                    lc_mode_name(r->mode), pu->lock_key);
             _exit(3);
         }
-        a.after_setnx = NULL;
+        a->after_setnx = NULL;
         for (int i = 0;
              i < p->reenter && st == LC_OK && nheld < (int)(sizeof held / sizeof held[0]); i++) {
-            st = lc_acquire(conn, &a, &g);
+            st = lc_acquire(conn, a, &g);
             if (st == LC_OK)
                 held[nheld++] = g;
             else if (st == LC_BUSY)
-                snprintf(pu.detail, sizeof pu.detail,
+                snprintf(pu->detail, sizeof pu->detail,
                          "nested acquisition %d of %d not granted within %lld ms "
                          "(mode %s is not reentrant)",
-                         i + 1, p->reenter, (long long)a.wait_ms, lc_mode_name(r->mode));
+                         i + 1, p->reenter, (long long)a->wait_ms, lc_mode_name(r->mode));
         }
     } else if (st == LC_BUSY) {
-        pu.gave_up_us = svc_now_us() - t;
-        snprintf(pu.detail, sizeof pu.detail, "lock not acquired within %lld ms%s",
-                 (long long)wait_ms, queued_ms > 0 ? " (time queued for a worker included)" : "");
+        pu->gave_up_us = svc_now_us() - t;
+        snprintf(pu->detail, sizeof pu->detail, "lock not acquired within %lld ms%s",
+                 (long long)pu->wait_ms,
+                 pu->queued_ms > 0 ? " (time queued for a worker included)" : "");
     }
     if (st != LC_OK) {
         purchase_result res;
         if (st == LC_BUSY) {
             res = PR_LOCK_BUSY;
-            pu.busy_wait_ms = wait_ms;
+            pu->busy_wait_ms = pu->wait_ms;
         } else if (st == LC_CANCELED) {
             res = PR_SHUTTING_DOWN;
-            snprintf(pu.detail, sizeof pu.detail,
+            snprintf(pu->detail, sizeof pu->detail,
                      "server shutting down while waiting for the lock; nothing was written");
         } else {
             res = st == LC_IO ? PR_REDIS_UNAVAILABLE : PR_LOCK_ERROR;
-            snprintf(pu.detail, sizeof pu.detail, "lock %s: %s", lc_status_name(st),
+            snprintf(pu->detail, sizeof pu->detail, "lock %s: %s", lc_status_name(st),
                      lc_conn_errstr(conn));
         }
-        free_read(&pu); /* read with the outer acquire, but a nested one failed */
-        release_all(&pu, conn, held, nheld);
-        respond(&pu, res);
-        return;
+        free_read(pu); /* read with the outer acquire, but a nested one failed */
+        release_all(pu, conn, held, nheld);
+        return res;
     }
 
-    purchase_result res = section(&pu, conn, work_ms, held, &nheld);
-    release_all(&pu, conn, held, nheld);
-    respond(&pu, res);
+    purchase_result res = section(pu, conn, pu->work_ms, held, &nheld);
+    release_all(pu, conn, held, nheld);
+    return res;
+}
+
+/* r->job_state after a begin that answered the request itself. */
+static char answered;
+
+void svc_purchase_begin(svc_req *r, lc_conn *conn)
+{
+    purchase *pu = malloc(sizeof *pu);
+    if (pu == NULL)
+        return; /* svc_purchase_job does it all, on its stack */
+    if (begin_purchase(pu, r, conn)) {
+        r->job_state = pu;
+    } else {
+        free(pu);
+        r->job_state = &answered;
+    }
+}
+
+void svc_purchase_finish(svc_req *r, lc_conn *conn)
+{
+    (void)conn; /* the next purchase's acquire may be in flight on it */
+    purchase *pu = r->job_state;
+    r->job_state = NULL;
+    r->finish = NULL;
+    respond(pu, pu->res);
+    free(pu);
+}
+
+void svc_purchase_job(svc_req *r, lc_conn *conn)
+{
+    purchase local;
+    purchase *pu = r->job_state;
+    r->job_state = NULL;
+    if (pu == (purchase *)(void *)&answered)
+        return;
+    if (pu == NULL) { /* not begun (no memory for it): here, on the stack */
+        pu = &local;
+        if (!begin_purchase(pu, r, conn))
+            return;
+    }
+    purchase_result res = run_purchase(pu, conn);
+    /* The answer can wait until the worker has sent its next purchase's
+     * acquire (svc_pool.h) when it needs no Redis: an Idempotency-Key's
+     * outcome is stored by respond, on this connection. */
+    if (pu != &local && !pu->id.on) {
+        pu->res = res;
+        r->job_state = pu;
+        r->finish = svc_purchase_finish;
+        return;
+    }
+    respond(pu, res);
+    if (pu != &local)
+        free(pu);
 }

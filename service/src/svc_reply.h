@@ -38,6 +38,12 @@ struct svc_req {
     const svc_settings *s; /* the settings it runs under (read-only) */
     svc_req *next;         /* worker-pool queue link */
     svc_job_fn job;        /* what the worker runs */
+    svc_job_fn begin;      /* NULL, or what the worker runs first, as soon
+                              as it has taken r (svc_pool.h) */
+    svc_job_fn finish;     /* NULL, or left by the job: the rest of it,
+                              run once the worker has begun its next
+                              request (svc_pool.h) */
+    void *job_state;       /* the job's own, from begin to finish */
     size_t uri_len;        /* raw request target length, query included */
     int uri_nul;           /* the raw target holds "%00" (any case) */
     int uri_fields;        /* '&'-separated fields in the raw query */

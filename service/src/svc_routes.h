@@ -8,6 +8,16 @@
 /* POST|GET /miaosha/{mode} (svc_purchase.c). r->mode, r->sku and r->p are
  * validated; r->s gives the defaults for what the query leaves out. */
 void svc_purchase_job(svc_req *r, lc_conn *conn);
+/* Its begin (svc_pool.h): the checks before the lock and the outer acquire
+ * sent (lc_acquire_send), kept in r->job_state for svc_purchase_job, which
+ * reads the acquire's replies and runs the rest; a request answered by the
+ * checks (overloaded, client gone, an Idempotency-Key replay) is done
+ * there. Without it svc_purchase_job does everything itself. The job
+ * leaves svc_purchase_finish in r->finish when the answer needs no Redis
+ * (no Idempotency-Key): it builds and stores the reply, and does not touch
+ * conn. */
+void svc_purchase_begin(svc_req *r, lc_conn *conn);
+void svc_purchase_finish(svc_req *r, lc_conn *conn);
 
 /* POST|GET /miaosha/lua (svc_lua.c): the same request, reply, statuses and
  * order record without a lock, one atomic script. r->mode is SVC_MODE_LUA. */
