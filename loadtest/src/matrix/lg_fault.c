@@ -164,6 +164,7 @@ typedef struct fcell {
     long long t_kill;
     long long sold_at_fault;
     char holder[128]; /* kill: token value or reentrant hash field */
+    int lock_node;    /* redlock: the lock master the dead holder's key was read on */
     long long pttl_at_kill;
     int victim_down; /* kill: the victim is restarting */
     int stuck, sold_out;
@@ -180,7 +181,7 @@ typedef struct fcell {
  * first lock master (every master holds the same token). */
 static int lock_port(const fcell *f)
 {
-    return f->mode == LG_MODE_REDLOCK ? f->x->lock_port[0] : f->x->redis_port;
+    return f->mode == LG_MODE_REDLOCK ? f->x->lock_port[f->lock_node] : f->x->redis_port;
 }
 
 /* An integer from a command on one key (GET holding a number, PTTL,
@@ -466,8 +467,19 @@ static int inject_kill(fcell *f)
         int tok = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED ||
                   f->mode == LG_MODE_REDLOCK;
         if (tok) {
+            /* redlock's holder had a majority, not necessarily the first
+             * master (a node that answered after its per-node timeout has
+             * no key): the first master that has it is the one watched. */
             const char *argv[] = {"GET", f->k_lock};
-            lg_redis_query(lock_port(f), 500, 2, argv, f->holder, sizeof f->holder);
+            int nodes = f->mode == LG_MODE_REDLOCK ? LG_LOCK_MASTERS : 1;
+            for (f->lock_node = 0; f->lock_node < nodes; f->lock_node++)
+                if (lg_redis_query(lock_port(f), 500, 2, argv, f->holder, sizeof f->holder) == 1 &&
+                    f->holder[0])
+                    break;
+            if (f->lock_node == nodes) {
+                f->lock_node = 0;
+                f->holder[0] = 0;
+            }
         }
         f->pttl_at_kill = redis_int(f, "PTTL", f->k_lock, NULL);
         lock_seen = f->pttl_at_kill > 0 && (!tok || f->holder[0]);
