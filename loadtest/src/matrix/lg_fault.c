@@ -450,6 +450,38 @@ static int kill_busy(fcell *f, instance *v)
     return -1;
 }
 
+/* token, fenced, redlock: the dead holder's token into f->holder ("" when
+ * none), and for redlock the lock master watched from now on
+ * (f->lock_node). redlock's holder had a majority, not every master: a
+ * node whose SET answered after its per-node timeout has no key, and one
+ * outside the majority may hold another buyer's attempt that failed its
+ * quorum and is being released. The holder's token is the value a majority
+ * of the masters hold. */
+static void read_holder(fcell *f)
+{
+    const char *argv[] = {"GET", f->k_lock};
+    f->lock_node = 0;
+    if (f->mode != LG_MODE_REDLOCK) {
+        if (lg_redis_query(lock_port(f), 500, 2, argv, f->holder, sizeof f->holder) != 1)
+            f->holder[0] = 0;
+        return;
+    }
+    char val[LG_LOCK_MASTERS][sizeof f->holder];
+    for (int i = 0; i < LG_LOCK_MASTERS; i++)
+        if (lg_redis_query(f->x->lock_port[i], 500, 2, argv, val[i], sizeof val[i]) != 1)
+            val[i][0] = 0;
+    f->holder[0] = 0;
+    for (int i = 0; i < LG_LOCK_MASTERS && !f->holder[0]; i++) {
+        int same = 0;
+        for (int j = 0; j < LG_LOCK_MASTERS; j++)
+            same += val[i][0] && strcmp(val[i], val[j]) == 0;
+        if (same > LG_LOCK_MASTERS / 2) {
+            memcpy(f->holder, val[i], sizeof f->holder); /* same size, terminated */
+            f->lock_node = i;
+        }
+    }
+}
+
 static int inject_kill(fcell *f)
 {
     f->victim = &f->ins[2];
@@ -466,21 +498,8 @@ static int inject_kill(fcell *f)
     if (f->hold_ms) {
         int tok = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED ||
                   f->mode == LG_MODE_REDLOCK;
-        if (tok) {
-            /* redlock's holder had a majority, not necessarily the first
-             * master (a node that answered after its per-node timeout has
-             * no key): the first master that has it is the one watched. */
-            const char *argv[] = {"GET", f->k_lock};
-            int nodes = f->mode == LG_MODE_REDLOCK ? LG_LOCK_MASTERS : 1;
-            for (f->lock_node = 0; f->lock_node < nodes; f->lock_node++)
-                if (lg_redis_query(lock_port(f), 500, 2, argv, f->holder, sizeof f->holder) == 1 &&
-                    f->holder[0])
-                    break;
-            if (f->lock_node == nodes) {
-                f->lock_node = 0;
-                f->holder[0] = 0;
-            }
-        }
+        if (tok)
+            read_holder(f);
         f->pttl_at_kill = redis_int(f, "PTTL", f->k_lock, NULL);
         lock_seen = f->pttl_at_kill > 0 && (!tok || f->holder[0]);
     }
