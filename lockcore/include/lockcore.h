@@ -621,7 +621,8 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
  * same mode, key and p (p unchanged: the same commands, not yet taken) and
  * the same other fields of a; it reads the sent attempt's replies and goes
  * on as always (LC_BUSY, a wait, LC_IO, LC_OK with p's replies), with
- * wait_ms and lc_guard_wait_ms counted from this call. A call with another
+ * wait_ms and lc_guard_wait_ms counted from this call when it sent an
+ * attempt (else from lc_acquire_pipe's, as without it). A call with another
  * mode, key or p answers LC_MISUSE and leaves the attempt pending;
  * lc_conn_pipe answers LC_MISUSE meanwhile; any other call on conn before
  * it is a bug (it would read the attempt's replies as its own). a and p
@@ -630,7 +631,9 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
  * following lc_acquire_pipe then reports LC_IO, as a failed write in it
  * would, and hands a lock the attempt may have taken to the orphan cleanup)
  * or LC_MISUSE (bad arguments as lc_acquire_pipe's, a NULL conn, or an
- * attempt already pending), nothing sent. The thread that owns conn. */
+ * attempt already pending), nothing sent. A mode that sends nothing ahead
+ * answers LC_OK whatever p holds: lc_acquire_pipe judges p then (redlock
+ * refuses any command there, LC_MISUSE). The thread that owns conn. */
 lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p);
 
 /* lc_release, with p's commands (NULL or empty: exactly lc_release) in the

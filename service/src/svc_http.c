@@ -213,7 +213,7 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
         return -1;
     }
     r->job = job;
-    r->begin = job == svc_purchase_job ? svc_purchase_begin : NULL;
+    r->begin = job == svc_purchase_job && svc_purchase_begins_ahead(r) ? svc_purchase_begin : NULL;
     r->suspended = 1;
     r->queued_us = svc_now_us();
     /* Read here, on the connection's own thread: the worker only peeks at

@@ -23,7 +23,8 @@
 
 typedef struct svc_pool svc_pool;
 
-/* Called on the worker thread once r->job has returned, with the pool's
+/* Called on the worker thread once r->job (and r->finish, if the job left
+ * one) has returned, with the pool's
  * place already given back (svc_pool_busy no longer counts r). From then on
  * the pool does not touch r. */
 typedef void (*svc_pool_done_fn)(svc_req *r);
@@ -39,8 +40,9 @@ svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *na
  * wait already (the caller answers 503 overloaded). Every 0 must be followed
  * by exactly one svc_pool_submit. Any thread, lock-free. */
 int svc_pool_reserve(svc_pool *p);
-/* Queues r into the place reserved for it; a worker will run r->job and
- * then the pool's done(r). The pool uses r until that resume; the caller
+/* Queues r into the place reserved for it; a worker will run r->begin (if
+ * set), r->job, r->finish (if the job left one; after the next request's
+ * begin) and then the pool's done(r). The pool uses r until that resume; the caller
  * must not touch it meanwhile. Any thread (the HTTP threads call it). */
 void svc_pool_submit(svc_pool *p, svc_req *r);
 /* Places taken now: reserved, queued or running; 0 for a NULL pool. Any

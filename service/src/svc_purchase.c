@@ -153,7 +153,7 @@ typedef struct purchase {
     lc_status read_st; /* LC_OK, or why rp could not be built */
     int64_t work_ms, wait_ms, queued_ms;
     int64_t acq_t0_us;   /* when the acquire was sent */
-    purchase_result res; /* run_purchase's outcome, for finish_purchase */
+    purchase_result res; /* run_purchase's outcome, for svc_purchase_finish */
     char lock_key[SVC_KEY_MAX], fence_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
 } purchase;
 
@@ -1032,6 +1032,12 @@ static purchase_result run_purchase(purchase *pu, lc_conn *conn)
     purchase_result res = section(pu, conn, pu->work_ms, held, &nheld);
     release_all(pu, conn, held, nheld);
     return res;
+}
+
+int svc_purchase_begins_ahead(const svc_req *r)
+{
+    return (r->mode == LC_TOKEN || r->mode == LC_FENCED || r->mode == LC_REENTRANT) &&
+           r->idem[0] == '\0';
 }
 
 /* r->job_state after a begin that answered the request itself. */

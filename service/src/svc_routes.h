@@ -18,6 +18,15 @@ void svc_purchase_job(svc_req *r, lc_conn *conn);
  * conn. */
 void svc_purchase_begin(svc_req *r, lc_conn *conn);
 void svc_purchase_finish(svc_req *r, lc_conn *conn);
+/* 1 when r's purchase gets svc_purchase_begin, which a worker runs before
+ * it answers the purchase before (svc_pool.h): only where that pays and
+ * costs the earlier buyer nothing but the send — mode token, fenced or
+ * reentrant (whose first attempt lc_acquire_send writes; the others send
+ * nothing ahead) and no Idempotency-Key (its begin makes Redis round trips
+ * of its own, which the earlier reply must not wait for). Else 0: the job
+ * does everything itself, after the reply before it has gone. Any thread;
+ * r->mode and r->idem must be set. */
+int svc_purchase_begins_ahead(const svc_req *r);
 
 /* POST|GET /miaosha/lua (svc_lua.c): the same request, reply, statuses and
  * order record without a lock, one atomic script. r->mode is SVC_MODE_LUA. */
