@@ -338,6 +338,16 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
  * the lock over in order (the starvation mode of Go's sync.Mutex). Until then
  * the head sleeps: a release message only marks it (lc_pubsub.c). An owner
  * that already holds the lock always re-enters at once. */
+/* Whether reentrant_acquire's first step is an attempt rather than a wait
+ * behind a starving head: no wait at all, a re-entry, or a line that is
+ * not starving. lc_acquire_send sends ahead only then. */
+static bool reentrant_tries_first(lc_client *c, const lc_lock_args *a, const char *field,
+                                  const char *channel)
+{
+    return a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
+           !lc_pubsub_head_starving(c, channel);
+}
+
 static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const char *field,
                                    int64_t lease, lc_pipe *p, int64_t deadline)
 {
@@ -347,8 +357,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     bool got = false;
     int64_t ttl = -1;
     lc_status s;
-    if (conn->sent != 0 || a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
-        !lc_pubsub_head_starving(c, channel)) {
+    if (conn->sent != 0 || reentrant_tries_first(c, a, field, channel)) {
         if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
             return s;
         if (a->wait_ms == 0 || lc_now_ms() >= deadline)
@@ -400,6 +409,13 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
 
 _Static_assert(sizeof((lc_conn *)0)->sent_key == LC_KEY_MAX + 1, "lc_conn.sent_key");
 
+static void new_token(char *out)
+{
+    uuid_t u;
+    uuid_generate(u);
+    uuid_unparse_lower(u, out);
+}
+
 /* A fresh token for token and fenced: the one minted after the last send
  * when there is one (its cost then hid in that send's round trip). */
 static void mint_token(lc_conn *conn, char *out)
@@ -409,9 +425,7 @@ static void mint_token(lc_conn *conn, char *out)
         conn->spare_token[0] = '\0';
         return;
     }
-    uuid_t u;
-    uuid_generate(u);
-    uuid_unparse_lower(u, out);
+    new_token(out);
 }
 
 lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
@@ -427,6 +441,7 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
         return s;
     lc_client *c = conn->client;
     char lease_s[24], nk[16];
+    char field[LC_ID_LEN * 2 + 2], channel[LC_KEY_MAX + 64]; /* reentrant's, argv points here */
     const char *argv[16];
     int argc;
     switch (a->mode) {
@@ -451,45 +466,30 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     case LC_REENTRANT: {
         /* Only when lc_acquire_pipe's first step is an attempt (not a wait
          * behind a starving head), with its field and lease. */
-        char field[LC_ID_LEN * 2 + 2], channel[LC_KEY_MAX + 64];
         snprintf(field, sizeof field, "%s:%s", c->instance_id, a->owner);
         channel_name(a->key, channel, sizeof channel);
-        if (!(a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
-              !lc_pubsub_head_starving(c, channel)))
+        if (!reentrant_tries_first(c, a, field, channel))
             return LC_OK;
         snprintf(lease_s, sizeof lease_s, "%lld",
                  (long long)(a->lease_ms == 0 ? c->watchdog_timeout_ms : a->lease_ms));
         const char *args[] = {a->key, lease_s, field};
         argc = eval_argv(argv, nk, LC_SCRIPT_REENTRANT_ACQUIRE_SHA, 1, 3, args);
-        /* argv points into field: send before it goes out of scope */
-        redisContext *ctx = lc_conn_redis(conn);
-        if (!ctx)
-            return LC_OK; /* nothing sent: lc_acquire_pipe connects or fails */
-        conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? 1 : -1;
-        goto sent;
+        break;
     }
     default: return LC_OK; /* nothing sent ahead: lc_acquire_pipe does it all */
     }
-    {
-        redisContext *ctx = lc_conn_redis(conn);
-        if (!ctx) {
-            conn->spare_token[0] = '\0';
-            return LC_OK;
-        }
-        conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? 1 : -1;
-    }
-sent:
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_OK; /* nothing sent: lc_acquire_pipe connects or fails */
+    conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? 1 : -1;
     conn->sent_mode = a->mode;
     conn->sent_p = p;
     conn->sent_pn = p ? p->n : 0;
     conn->sent_start_ms = lc_now_ms();
     snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);
     /* The next send's token, minted while this one's replies travel. */
-    if ((a->mode == LC_TOKEN || a->mode == LC_FENCED) && conn->sent > 0) {
-        uuid_t u;
-        uuid_generate(u);
-        uuid_unparse_lower(u, conn->spare_token);
-    }
+    if ((a->mode == LC_TOKEN || a->mode == LC_FENCED) && conn->sent > 0)
+        new_token(conn->spare_token);
     return LC_OK;
 }
 
@@ -564,13 +564,10 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
         break;
     case LC_TOKEN:
     case LC_FENCED: {
-        if (presend) {
+        if (presend)
             memcpy(g->owner_token, conn->sent_token, LC_ID_LEN);
-        } else {
-            uuid_t u;
-            uuid_generate(u);
-            uuid_unparse_lower(u, g->owner_token);
-        }
+        else
+            mint_token(conn, g->owner_token);
         s = poll_acquire(conn, a, g->owner_token, p, deadline, &g->fence);
         break;
     }
@@ -593,9 +590,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
             s = misuse(conn, "redlock carries no commands (its nodes are not the data server)");
             break;
         }
-        uuid_t u;
-        uuid_generate(u);
-        uuid_unparse_lower(u, g->owner_token);
+        new_token(g->owner_token);
         s = lc_redlock_acquire(conn, a, g->owner_token, deadline, &g->valid_until);
         break;
     }
