@@ -7,6 +7,7 @@
 
 #include <uuid/uuid.h>
 
+#include "svc_clock.h"
 #include "svc_keys.h"
 #include "svc_replicas.h"
 
@@ -221,4 +222,14 @@ void svc_idem_end(svc_idem *id, const svc_req *r, lc_conn *conn, int store, unsi
                 rep ? rep->str : lc_conn_errstr(conn));
     freeReplyObject(rep);
     lc_pipe_clear(&p);
+}
+
+void svc_idem_replayed(const svc_idem *id, svc_req *r, lc_conn *conn, svc_trace *tr, int slot)
+{
+    int kept = svc_idem_replay_replicated(id, r, conn) == 0;
+    if (!kept)
+        svc_stats_redis_error();
+    svc_trace_end(tr, NULL, r->status, kept ? "replayed" : "not_replicated", 0, 0);
+    svc_stats_purchase(r->mode, slot, kept ? SVC_OUT_REPLAYED : SVC_OUT_ERROR, 0, 0,
+                       svc_now_us() - r->t0_us, -1);
 }

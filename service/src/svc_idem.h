@@ -33,6 +33,7 @@
 
 #include "svc_outcome.h"
 #include "svc_reply.h"
+#include "svc_trace.h"
 
 #define SVC_IDEM_RKEY_MAX (SVC_KEY_MAX + SVC_IDEM_KEY_MAX + 8)
 #define SVC_IDEM_FP_MAX (SVC_SKU_MAX + 24)
@@ -76,6 +77,13 @@ int svc_idem_found(const svc_idem *id, svc_req *r, const char *value, size_t vle
  * replaced by 503 not_replicated naming the stored order id. The worker
  * thread that owns conn. */
 int svc_idem_replay_replicated(const svc_idem *id, svc_req *r, lc_conn *conn);
+
+/* Ends a purchase answered with its key's stored reply (in r), for every
+ * mode: svc_idem_replay_replicated, then its trace record (no order of its
+ * own; error "replayed", or "not_replicated" when the replicas lack the
+ * order) and its stats under label slot (svc_stats_sku_slot): replayed,
+ * or a Redis error. The worker thread that owns conn and tr. */
+void svc_idem_replayed(const svc_idem *id, svc_req *r, lc_conn *conn, svc_trace *tr, int slot);
 
 /* The start of the stored value of a reply with this status,
  * "D|<fingerprint>|<status>|", for a caller that writes it with the order

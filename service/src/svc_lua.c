@@ -327,20 +327,6 @@ static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *r
     return res;
 }
 
-/* Finishes a request answered with its key's stored reply (in r): a
- * stored sale is held back until the replicas have its order when
- * redis.wait_replicas asks for it (svc_idem_replay_replicated). */
-static void replayed(lua_purchase *lp, lc_conn *conn)
-{
-    svc_req *r = lp->r;
-    int kept = svc_idem_replay_replicated(&lp->id, r, conn) == 0;
-    if (!kept)
-        svc_stats_redis_error();
-    svc_trace_end(&lp->tr, NULL, r->status, kept ? "replayed" : "not_replicated", 0, 0);
-    svc_stats_purchase(r->mode, lp->slot, kept ? SVC_OUT_REPLAYED : SVC_OUT_ERROR, 0, 0,
-                       svc_now_us() - r->t0_us, -1);
-}
-
 void svc_lua_job(svc_req *r, lc_conn *conn)
 {
     lua_purchase lp;
@@ -377,7 +363,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         int64_t marker_ms = work_ms + 8LL * s->command_timeout_ms + 5000;
         int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.detail, sizeof lp.detail);
         if (rc == 1) {
-            replayed(&lp, conn);
+            svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
             return;
         }
         if (rc < 0) {
@@ -418,7 +404,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     free(rec);
     if (lp.found_replay) {
         free(lp.sold_head);
-        replayed(&lp, conn);
+        svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
         return;
     }
     if (res == PR_SOLD && svc_wait_replicas(s, conn, lp.detail, sizeof lp.detail) != 0)

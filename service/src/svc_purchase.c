@@ -899,12 +899,7 @@ static int begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
         int rc = svc_idem_begin(&pu->id, r, conn, marker_ms, &not_now, pu->detail,
                                 sizeof pu->detail);
         if (rc == 1) {
-            int kept = svc_idem_replay_replicated(&pu->id, r, conn) == 0;
-            if (!kept)
-                svc_stats_redis_error();
-            svc_trace_end(&pu->tr, NULL, r->status, kept ? "replayed" : "not_replicated", 0, 0);
-            svc_stats_purchase(r->mode, pu->slot, kept ? SVC_OUT_REPLAYED : SVC_OUT_ERROR, 0, 0,
-                               svc_now_us() - r->t0_us, -1);
+            svc_idem_replayed(&pu->id, r, conn, &pu->tr, pu->slot);
             return 0;
         }
         if (rc < 0) {
