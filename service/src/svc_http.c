@@ -214,6 +214,7 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
     }
     r->job = job;
     r->begin = job == svc_purchase_job && svc_purchase_begins_ahead(r) ? svc_purchase_begin : NULL;
+    r->batch = job == svc_lua_job && svc_lua_batches(r) ? svc_lua_batch : NULL;
     r->suspended = 1;
     r->queued_us = svc_now_us();
     /* Read here, on the connection's own thread: the worker only peeks at

@@ -20,6 +20,14 @@
  * script, where a lock mode would hold its lock: nothing is written and
  * nothing is left behind.
  *
+ * Purchases queued behind one another go to Redis together (svc_lua_batch,
+ * a batch of the worker pool, svc_pool.h): each one's checks, order id and
+ * record as alone, then every script in one write and every reply in one
+ * read. The scripts stay separate atomic steps, run in queue order, so a
+ * batch changes what the round trips cost, not what any buyer gets: under
+ * a burst the purchases that would each have woken a worker and made a
+ * round trip share them.
+ *
  * The script's text and SHA1 are compiled in (service/CMakeLists.txt), so
  * the first call needs no SCRIPT LOAD; after SCRIPT FLUSH or a Redis restart
  * the EVALSHA answers NOSCRIPT and the same script goes again as EVAL,
@@ -40,6 +48,7 @@
 #include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_outcome.h"
+#include "svc_pool.h"
 #include "svc_replicas.h"
 #include "svc_scripts.h"
 #include "svc_shutdown.h"
@@ -188,11 +197,9 @@ static char *record_head(const lua_purchase *lp)
     return head;
 }
 
-/* One call of the script: EVALSHA, or EVAL with its text (eval). The reply
- * (caller frees), or NULL with the reason in detail; *sent is 0 when the
- * command could not even be built (out of memory: nothing went to Redis). */
-static redisReply *call_script(lua_purchase *lp, lc_conn *conn, const char *rec, int eval,
-                               int *sent)
+/* Appends one call of the script to pipe: EVALSHA, or EVAL with its text
+ * (eval). 0, or -1 when out of memory (nothing appended). */
+static int append_script(const lua_purchase *lp, lc_pipe *pipe, const char *rec, int eval)
 {
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
     char buyers_key[SVC_KEY_MAX], limit[24], ttl[24];
@@ -208,8 +215,9 @@ static redisReply *call_script(lua_purchase *lp, lc_conn *conn, const char *rec,
         char prefix[SVC_IDEM_FP_MAX + 16];
         svc_idem_done_prefix(&lp->id, 200, prefix, sizeof prefix);
         size_t n = strlen(prefix) + strlen(lp->sold_head) + 1;
-        if ((done_head = malloc(n)) != NULL)
-            snprintf(done_head, n, "%s%s", prefix, lp->sold_head);
+        if ((done_head = malloc(n)) == NULL)
+            return -1;
+        snprintf(done_head, n, "%s%s", prefix, lp->sold_head);
     }
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
                           eval ? SVC_SCRIPT_PURCHASE : SVC_SCRIPT_PURCHASE_SHA,
@@ -232,19 +240,35 @@ static redisReply *call_script(lua_purchase *lp, lc_conn *conn, const char *rec,
     for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
         if (lp->id.on || (i != 7 && i < 11))
             args[argc++] = argv[i];
+    int rc = lc_pipe_append_argv(pipe, argc, args, NULL) == LC_OK ? 0 : -1;
+    free(done_head);
+    return rc;
+}
+
+/* Why a sent script has no reply, into detail. */
+static void no_reply(lua_purchase *lp, lc_conn *conn)
+{
+    snprintf(lp->detail, sizeof lp->detail, "%.200s",
+             lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
+}
+
+/* One call of the script (see append_script). The reply (caller frees), or
+ * NULL with the reason in detail; *sent is 0 when the command could not
+ * even be built (out of memory: nothing went to Redis). */
+static redisReply *call_script(lua_purchase *lp, lc_conn *conn, const char *rec, int eval,
+                               int *sent)
+{
     lc_pipe p;
     lc_pipe_init(&p);
-    *sent = (!lp->id.on || done_head != NULL) && lc_pipe_append_argv(&p, argc, args, NULL) == LC_OK;
-    free(done_head);
+    *sent = append_script(lp, &p, rec, eval) == 0;
     if (*sent)
         (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
     redisReply *rep = *sent ? lc_pipe_take(&p, 0) : NULL;
     lc_pipe_clear(&p);
-    if (rep == NULL)
-        snprintf(lp->detail, sizeof lp->detail, "%.200s",
-                 !*sent                    ? "out of memory; nothing was written"
-                 : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
-                                           : "no reply");
+    if (rep == NULL && !*sent)
+        snprintf(lp->detail, sizeof lp->detail, "out of memory; nothing was written");
+    else if (rep == NULL)
+        no_reply(lp, conn);
     return rep;
 }
 
@@ -253,20 +277,9 @@ static int is_noscript(const redisReply *rep)
     return rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Runs the script and maps its reply. */
-static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec)
+/* Maps the script's reply (NULL: none came; detail says why) and frees it. */
+static purchase_result map_reply(lua_purchase *lp, redisReply *rep)
 {
-    int sent;
-    redisReply *rep = call_script(lp, conn, rec, 0, &sent);
-    if (rep != NULL && is_noscript(rep)) {
-        /* SCRIPT FLUSH or a restarted Redis: nothing ran, send the text */
-        freeReplyObject(rep);
-        rep = call_script(lp, conn, rec, 1, &sent);
-    }
-    if (rep == NULL && !sent) {
-        lp->order_id[0] = '\0';
-        return PR_OUT_OF_MEMORY;
-    }
     if (rep == NULL) {
         /* The script may have run: the order id goes back with the 503 so
          * a client can look for it in GET /orders. */
@@ -327,30 +340,101 @@ static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *r
     return res;
 }
 
+/* Runs the script and maps its reply: EVALSHA first, or straight EVAL with
+ * eval (when this connection just learnt that Redis lacks the script). */
+static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *rec, int eval)
+{
+    int sent;
+    redisReply *rep = call_script(lp, conn, rec, eval, &sent);
+    if (rep != NULL && !eval && is_noscript(rep)) {
+        /* SCRIPT FLUSH or a restarted Redis: nothing ran, send the text */
+        freeReplyObject(rep);
+        rep = call_script(lp, conn, rec, 1, &sent);
+    }
+    if (rep == NULL && !sent) {
+        lp->order_id[0] = '\0';
+        return PR_OUT_OF_MEMORY;
+    }
+    return map_reply(lp, rep);
+}
+
+/* The first steps of every lua purchase: lp set up, its record started,
+ * the worker's connection and the queue bound checked. 0 to go on; -1 when
+ * r is answered. */
+static int lua_start(lua_purchase *lp, svc_req *r, lc_conn *conn, int64_t wait_ms, int64_t work_ms)
+{
+    memset(lp, 0, sizeof *lp);
+    lp->r = r;
+    lp->conn = conn;
+    lp->soldout_gen = svc_soldout_gen(r->sku);
+    lp->slot = svc_stats_sku_slot(r->sku);
+    svc_trace_begin(&lp->tr, r);
+    if (conn == NULL) {
+        snprintf(lp->detail, sizeof lp->detail, "no Redis connection");
+        respond(lp, PR_REDIS_UNAVAILABLE);
+        return -1;
+    }
+    purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, lp->detail,
+                                                 sizeof lp->detail);
+    if (not_now != PR_COUNT) {
+        respond(lp, not_now);
+        return -1;
+    }
+    return 0;
+}
+
+/* The last steps before the script: the client still there, Redis
+ * reachable, the order id minted and the record's head built (*rec,
+ * malloc'd). 0 to send the script; -1 when r is answered. */
+static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec)
+{
+    *rec = NULL;
+    if (svc_client_gone(lp->r)) {
+        snprintf(lp->detail, sizeof lp->detail,
+                 "client closed its connection before the purchase; nothing was written");
+        respond(lp, PR_CLIENT_GONE);
+        return -1;
+    }
+    /* Connect first, so that "Redis unreachable" is told apart from "sent,
+     * no answer" (outcome unknown). */
+    if (lc_conn_redis(conn) == NULL) {
+        snprintf(lp->detail, sizeof lp->detail, "%s; nothing was written", lc_conn_errstr(conn));
+        respond(lp, PR_REDIS_UNAVAILABLE);
+        return -1;
+    }
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, lp->order_id);
+    *rec = record_head(lp);
+    if (*rec == NULL || (lp->id.on && split_sold_reply(lp) != 0)) {
+        free(*rec);
+        *rec = NULL;
+        lp->order_id[0] = '\0';
+        snprintf(lp->detail, sizeof lp->detail, "out of memory; nothing was written");
+        respond(lp, PR_OUT_OF_MEMORY);
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t work_ms_of(const svc_req *r)
+{
+    return (r->p.seen & SVC_P_WORK_MS) ? r->p.work_ms : r->s->work_ms;
+}
+
+static int64_t wait_ms_of(const svc_req *r)
+{
+    return (r->p.seen & SVC_P_WAIT_MS) ? r->p.wait_ms : r->s->wait_ms;
+}
+
 void svc_lua_job(svc_req *r, lc_conn *conn)
 {
     lua_purchase lp;
     const svc_settings *s = r->s;
-    const svc_params *p = &r->p;
-    memset(&lp, 0, sizeof lp);
-    lp.r = r;
-    lp.conn = conn;
-    lp.soldout_gen = svc_soldout_gen(r->sku);
-    lp.slot = svc_stats_sku_slot(r->sku);
-    svc_trace_begin(&lp.tr, r);
-    if (conn == NULL) {
-        snprintf(lp.detail, sizeof lp.detail, "no Redis connection");
-        respond(&lp, PR_REDIS_UNAVAILABLE);
+    int64_t work_ms = work_ms_of(r);
+    if (lua_start(&lp, r, conn, wait_ms_of(r), work_ms) != 0)
         return;
-    }
-    int64_t work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
-    int64_t wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
-    purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, lp.detail, sizeof lp.detail);
-    if (not_now != PR_COUNT) {
-        respond(&lp, not_now);
-        return;
-    }
-    if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {
+    if (r->p.fault == SVC_FAULT_CRASH_IN_SECTION) {
         svc_log(SVC_ERROR,
                 "fault crash_in_section: exiting before the lua purchase of sku %s; no lock "
                 "to leave behind",
@@ -361,6 +445,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         /* Before work_ms: a replay while this one works is 409 in_progress.
          * The marker outlives work_ms and a few round trips. */
         int64_t marker_ms = work_ms + 8LL * s->command_timeout_ms + 5000;
+        purchase_result not_now;
         int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.detail, sizeof lp.detail);
         if (rc == 1) {
             svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
@@ -376,31 +461,10 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         respond(&lp, PR_SHUTTING_DOWN);
         return;
     }
-    if (svc_client_gone(r)) {
-        snprintf(lp.detail, sizeof lp.detail,
-                 "client closed its connection before the purchase; nothing was written");
-        respond(&lp, PR_CLIENT_GONE);
+    char *rec;
+    if (lua_ready(&lp, conn, &rec) != 0)
         return;
-    }
-    /* Connect first, so that "Redis unreachable" is told apart from "sent,
-     * no answer" (outcome unknown). */
-    if (lc_conn_redis(conn) == NULL) {
-        snprintf(lp.detail, sizeof lp.detail, "%s; nothing was written", lc_conn_errstr(conn));
-        respond(&lp, PR_REDIS_UNAVAILABLE);
-        return;
-    }
-    uuid_t u;
-    uuid_generate_random(u);
-    uuid_unparse_lower(u, lp.order_id);
-    char *rec = record_head(&lp);
-    if (rec == NULL || (lp.id.on && split_sold_reply(&lp) != 0)) {
-        free(rec);
-        lp.order_id[0] = '\0';
-        snprintf(lp.detail, sizeof lp.detail, "out of memory; nothing was written");
-        respond(&lp, PR_OUT_OF_MEMORY);
-        return;
-    }
-    purchase_result res = run_script(&lp, conn, rec);
+    purchase_result res = run_script(&lp, conn, rec, 0);
     free(rec);
     if (lp.found_replay) {
         free(lp.sold_head);
@@ -410,4 +474,81 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     if (res == PR_SOLD && svc_wait_replicas(s, conn, lp.detail, sizeof lp.detail) != 0)
         res = PR_NOT_REPLICATED; /* with the order id: written on the master */
     respond(&lp, res);
+}
+
+int svc_lua_batches(const svc_req *r)
+{
+    return r->mode == SVC_MODE_LUA && r->idem[0] == '\0' && work_ms_of(r) == 0 &&
+           r->p.fault == SVC_FAULT_NONE;
+}
+
+void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
+{
+    SVC_ASSERT(n >= 1 && n <= SVC_POOL_BATCH_MAX && n <= LC_PIPE_MAX);
+    lua_purchase *lps = calloc((size_t)n, sizeof *lps);
+    if (lps == NULL) {
+        for (int i = 0; i < n; i++)
+            svc_lua_job(rs[i], conn); /* one by one, as without batches */
+        return;
+    }
+    char *recs[SVC_POOL_BATCH_MAX] = {0};
+    int sent[SVC_POOL_BATCH_MAX] = {0}; /* 1 + the script's reply index, or 0 */
+    int nsent = 0, sold = 0, reloaded = 0;
+    lc_pipe p;
+    lc_pipe_init(&p);
+    for (int i = 0; i < n; i++) {
+        lua_purchase *lp = &lps[i];
+        SVC_ASSERT(svc_lua_batches(rs[i]));
+        if (lua_start(lp, rs[i], conn, wait_ms_of(rs[i]), 0) != 0 ||
+            lua_ready(lp, conn, &recs[i]) != 0)
+            continue;
+        if (append_script(lp, &p, recs[i], 0) != 0) {
+            lp->order_id[0] = '\0';
+            snprintf(lp->detail, sizeof lp->detail, "out of memory; nothing was written");
+            respond(lp, PR_OUT_OF_MEMORY);
+            continue;
+        }
+        sent[i] = ++nsent;
+    }
+    /* Every script in one write, every reply in one read: Redis runs them
+     * one after another, each atomic, in queue order. */
+    if (nsent > 0) {
+        svc_stats_lua_batch(nsent);
+        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+    }
+    purchase_result res[SVC_POOL_BATCH_MAX];
+    for (int i = 0; i < n; i++) {
+        if (!sent[i])
+            continue;
+        lua_purchase *lp = &lps[i];
+        redisReply *rep = lc_pipe_take(&p, sent[i] - 1);
+        if (rep != NULL && is_noscript(rep)) {
+            /* SCRIPT FLUSH or a restarted Redis: none of the batch ran.
+             * The first goes again as EVAL, which caches the script for
+             * the rest, which go again as EVALSHA. */
+            freeReplyObject(rep);
+            res[i] = run_script(lp, conn, recs[i], !reloaded);
+            reloaded = 1;
+        } else {
+            if (rep == NULL)
+                no_reply(lp, conn);
+            res[i] = map_reply(lp, rep);
+        }
+        sold += res[i] == PR_SOLD;
+    }
+    lc_pipe_clear(&p);
+    /* One WAIT covers every write before it on this connection. */
+    char why[sizeof lps[0].detail];
+    int replicated = sold == 0 || svc_wait_replicas(rs[0]->s, conn, why, sizeof why) == 0;
+    for (int i = 0; i < n; i++) {
+        if (!sent[i])
+            continue;
+        if (res[i] == PR_SOLD && !replicated) {
+            memcpy(lps[i].detail, why, sizeof why);
+            res[i] = PR_NOT_REPLICATED; /* with the order id: written on the master */
+        }
+        free(recs[i]);
+        respond(&lps[i], res[i]);
+    }
+    free(lps);
 }

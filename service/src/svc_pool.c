@@ -18,6 +18,7 @@ struct svc_pool {
     pthread_cond_t cv;
     svc_req *head, *tail;
     int stop;
+    int idle; /* workers waiting in take */
     int nthreads;
     long capacity;     /* nthreads running + max_queue waiting */
     _Atomic long busy; /* reserved, queued or running */
@@ -29,8 +30,11 @@ struct svc_pool {
 static svc_req *take(svc_pool *p, int wait)
 {
     SVC_PT(pthread_mutex_lock(&p->mu));
-    while (wait && p->head == NULL && !p->stop)
+    while (wait && p->head == NULL && !p->stop) {
+        p->idle++;
         SVC_PT(pthread_cond_wait(&p->cv, &p->mu));
+        p->idle--;
+    }
     svc_req *r = p->head;
     if (r != NULL) {
         p->head = r->next;
@@ -43,6 +47,34 @@ static svc_req *take(svc_pool *p, int wait)
     return r;
 }
 
+/* Adds to rs (holding r, taken) the requests queued right behind it with
+ * r's batch function, up to SVC_POOL_BATCH_MAX in all; returns how many rs
+ * holds. Never waits. */
+static int take_batch(svc_pool *p, svc_req *r, svc_req **rs)
+{
+    int n = 0;
+    rs[n++] = r;
+    SVC_PT(pthread_mutex_lock(&p->mu));
+    while (n < SVC_POOL_BATCH_MAX && p->head != NULL && p->head->batch == r->batch) {
+        svc_req *q = p->head;
+        p->head = q->next;
+        if (p->head == NULL)
+            p->tail = NULL;
+        q->next = NULL;
+        rs[n++] = q;
+    }
+    SVC_PT(pthread_mutex_unlock(&p->mu));
+    return n;
+}
+
+/* Gives back r's place and hands r to done. */
+static void done_one(svc_pool *p, svc_req *r)
+{
+    long before = atomic_fetch_sub(&p->busy, 1);
+    SVC_ASSERT(before > 0);
+    p->done(r);
+}
+
 static void *worker_main(void *arg)
 {
     svc_pool *p = arg;
@@ -53,6 +85,17 @@ static void *worker_main(void *arg)
     if (r != NULL && r->begin != NULL)
         r->begin(r, conn);
     while (r != NULL) {
+        if (r->batch != NULL) {
+            svc_req *rs[SVC_POOL_BATCH_MAX];
+            int n = take_batch(p, r, rs);
+            r->batch(rs, n, conn);
+            for (int i = 0; i < n; i++)
+                done_one(p, rs[i]);
+            r = take(p, 1);
+            if (r != NULL && r->begin != NULL)
+                r->begin(r, conn);
+            continue;
+        }
         r->job(r, conn);
         /* The next request begins before this one is answered and resumed
          * (svc_pool.h): its first Redis command is then on its way while
@@ -62,9 +105,7 @@ static void *worker_main(void *arg)
             next->begin(next, conn);
         if (r->finish != NULL)
             r->finish(r, conn);
-        long before = atomic_fetch_sub(&p->busy, 1);
-        SVC_ASSERT(before > 0);
-        p->done(r);
+        done_one(p, r);
         if (next == NULL) {
             next = take(p, 1);
             if (next != NULL && next->begin != NULL)
@@ -133,8 +174,12 @@ void svc_pool_submit(svc_pool *p, svc_req *r)
     else
         p->head = r;
     p->tail = r;
-    SVC_PT(pthread_cond_signal(&p->cv));
+    /* Wake a worker only when one waits, and after the unlock, so that it
+     * does not wake only to block on the mutex this thread still holds. */
+    int wake = p->idle > 0;
     SVC_PT(pthread_mutex_unlock(&p->mu));
+    if (wake)
+        SVC_PT(pthread_cond_signal(&p->cv));
 }
 
 long svc_pool_busy(svc_pool *p)

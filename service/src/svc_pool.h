@@ -15,13 +15,28 @@
  * before the worker builds the reply of the purchase before and resumes
  * its connection (finish, done), and the time between one release and the
  * next acquire shrinks by that work. finish must not use conn: the next
- * begin may have left a command's replies in flight on it. */
+ * begin may have left a command's replies in flight on it.
+ *
+ * A request may instead be one of a batch: when r->batch is set, the worker
+ * takes r together with the requests queued right behind it that have the
+ * same batch function, up to SVC_POOL_BATCH_MAX, and runs batch once for
+ * all of them (the lua purchase sends their scripts in one write and reads
+ * every reply in one round trip), then done for each, in queue order. The
+ * queue's order is kept: a batch is a run of consecutive requests. Under
+ * light load the queue holds one request and the batch is that one; under
+ * a burst the requests that would have waited for a worker go together, so
+ * Redis and this process pay one write, one read and one wake-up for all of
+ * them instead of one each. */
 #ifndef MIAOSHA_SVC_POOL_H
 #define MIAOSHA_SVC_POOL_H
 
 #include "svc_reply.h"
 
 typedef struct svc_pool svc_pool;
+
+/* Requests run by one call of a batch function at most (at most one Redis
+ * pipe's worth of commands: LC_PIPE_MAX). */
+#define SVC_POOL_BATCH_MAX 16
 
 /* Called on the worker thread once r->job (and r->finish, if the job left
  * one) has returned, with the pool's
@@ -42,7 +57,9 @@ svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *na
 int svc_pool_reserve(svc_pool *p);
 /* Queues r into the place reserved for it; a worker will run r->begin (if
  * set), r->job, r->finish (if the job left one; after the next request's
- * begin) and then the pool's done(r). The pool uses r until that resume; the caller
+ * begin) and then the pool's done(r) — or, when r->batch is set, r->batch
+ * for r and the requests queued behind it with the same batch, then done
+ * for each. The pool uses r until that resume; the caller
  * must not touch it meanwhile. Any thread (the HTTP threads call it). */
 void svc_pool_submit(svc_pool *p, svc_req *r);
 /* Places taken now: reserved, queued or running; 0 for a NULL pool. Any

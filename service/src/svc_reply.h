@@ -26,6 +26,8 @@ typedef struct svc_req svc_req;
  * below. conn is the worker's own connection, NULL when it could not be
  * made (the job then answers 503). */
 typedef void (*svc_job_fn)(svc_req *r, lc_conn *conn);
+/* The same for n requests at once (svc_pool.h): fills each one's reply. */
+typedef void (*svc_batch_fn)(svc_req **rs, int n, lc_conn *conn);
 
 /* One HTTP request. Created by the URI log callback (so even a request that
  * never reaches the access handler has one), handed to MHD as con_cls and
@@ -44,6 +46,9 @@ struct svc_req {
                               run once the worker has begun its next
                               request (svc_pool.h) */
     void *job_state;       /* the job's own, from begin to finish */
+    svc_batch_fn batch;    /* NULL, or what runs r instead of job, together
+                              with the requests queued behind it that have
+                              the same batch (svc_pool.h) */
     size_t uri_len;        /* raw request target length, query included */
     int uri_nul;           /* the raw target holds "%00" (any case) */
     int uri_fields;        /* '&'-separated fields in the raw query */

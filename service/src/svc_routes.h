@@ -31,6 +31,20 @@ int svc_purchase_begins_ahead(const svc_req *r);
 /* POST|GET /miaosha/lua (svc_lua.c): the same request, reply, statuses and
  * order record without a lock, one atomic script. r->mode is SVC_MODE_LUA. */
 void svc_lua_job(svc_req *r, lc_conn *conn);
+/* The same for n (1..SVC_POOL_BATCH_MAX) queued lua purchases at once, as a
+ * batch of the worker pool (svc_pool.h): each one's checks as
+ * svc_lua_job's, then every script in one write and every reply in one
+ * round trip (a NOSCRIPT reply's purchase goes again alone as EVAL), one
+ * WAIT for all when purchase writes must reach replicas, each answered as
+ * svc_lua_job would. Only for requests svc_lua_batches accepts. The worker
+ * that owns conn. */
+void svc_lua_batch(svc_req **rs, int n, lc_conn *conn);
+/* 1 when r may run in a batch: a lua purchase with nothing to do between
+ * its checks and its script — no Idempotency-Key (its marker is a round
+ * trip of its own), work_ms 0 (a batch would make the later ones wait for
+ * the earlier ones' work) and no fault. Else 0: svc_lua_job alone. Any
+ * thread; r's routing and parameters must be set. */
+int svc_lua_batches(const svc_req *r);
 
 /* GET /stock/{sku} and PUT /stock/{sku} (r->is_put, r->p.stock), and
  * GET /orders/{sku} (svc_stock.c). */

@@ -112,6 +112,7 @@ static _Atomic uint64_t http_status[600];
 static _Atomic uint64_t redis_errors;
 static _Atomic long inflight;
 static _Atomic uint64_t sold_out_local;
+static _Atomic uint64_t lua_batches, lua_batched;
 static int64_t started_us;
 
 void svc_stats_init(void)
@@ -190,6 +191,12 @@ void svc_stats_inflight(int delta)
 void svc_stats_sold_out_local(void)
 {
     atomic_fetch_add_explicit(&sold_out_local, 1, memory_order_relaxed);
+}
+
+void svc_stats_lua_batch(int n)
+{
+    atomic_fetch_add_explicit(&lua_batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&lua_batched, (uint64_t)n, memory_order_relaxed);
 }
 
 /* ---- rendering ---- */
@@ -428,9 +435,17 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "# TYPE miaosha_inflight_purchases gauge\nmiaosha_inflight_purchases %ld\n"
         "# HELP miaosha_sold_out_local_total Purchases answered 409 sold_out from the local "
         "sold-out flag, without Redis.\n"
-        "# TYPE miaosha_sold_out_local_total counter\nmiaosha_sold_out_local_total %llu\n",
+        "# TYPE miaosha_sold_out_local_total counter\nmiaosha_sold_out_local_total %llu\n"
+        "# HELP miaosha_lua_batches_total Writes that carried the scripts of several queued "
+        "lua purchases at once (one is a batch of one).\n"
+        "# TYPE miaosha_lua_batches_total counter\nmiaosha_lua_batches_total %llu\n"
+        "# HELP miaosha_lua_batched_purchases_total Lua purchase scripts sent in those "
+        "writes.\n"
+        "# TYPE miaosha_lua_batched_purchases_total counter\n"
+        "miaosha_lua_batched_purchases_total %llu\n",
         (unsigned long long)ld(&redis_errors), redis_up ? 1 : 0, atomic_load(&inflight),
-        (unsigned long long)ld(&sold_out_local));
+        (unsigned long long)ld(&sold_out_local), (unsigned long long)ld(&lua_batches),
+        (unsigned long long)ld(&lua_batched));
     struct {
         const char *name, *type, *help;
         uint64_t v;

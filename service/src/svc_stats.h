@@ -82,6 +82,10 @@ void svc_stats_inflight(int delta);
 /* One purchase answered 409 sold_out from the local sold-out flag, without
  * Redis (miaosha_sold_out_local_total; it is counted as sold_out too). */
 void svc_stats_sold_out_local(void);
+/* One batch of n lua scripts sent in one write (svc_lua_batch):
+ * miaosha_lua_batches_total and miaosha_lua_batched_purchases_total. Any
+ * thread. */
+void svc_stats_lua_batch(int n);
 
 /* The GET /stats body: {"ok":true,"instance":...,"uptime_s":...,
  * "redis_errors":...,"inflight":...,"orphan_locks":{"adopted","released",

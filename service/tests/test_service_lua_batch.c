@@ -1,0 +1,268 @@
+/* test_service_lua_batch.c — lua purchases queued behind a busy worker go to
+ * Redis together (svc_lua_batch: every script in one write, every reply in
+ * one read), against a private redis-server and real HTTP, with one worker
+ * (server.workers=1) so that the queue is deterministic:
+ *
+ *   a setnx purchase of another SKU waits for a lock this test holds, so
+ *   the only worker is busy; N lua purchases are fired and queue behind it
+ *   (the test waits until /stats says all are in flight); the test then
+ *   deletes the lock and the worker takes the N as one batch.
+ *
+ * Checked: the batch is one write of N scripts (/metrics
+ * miaosha_lua_batches_total +1, miaosha_lua_batched_purchases_total +N);
+ * exactly the stock is sold, the rest get 409 sold_out, the audit is exact
+ * and every acknowledged order is listed; with SCRIPT FLUSH before the
+ * batch, every purchase still sells and the script is sent as text once
+ * (one EVAL), not once per purchase; with redis.wait_replicas=1 and no
+ * replica, one WAIT answers for the batch and every sale of it is 503
+ * not_replicated naming its order, which is in the order list. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svc_test.h"
+
+#define N 12
+
+static int rp;
+
+/* cmdstat_<cmd>:calls= from INFO commandstats; 0 when never called. */
+static long long calls(const char *cmd)
+{
+    char info[16384], key[64];
+    if (tu_redis_str(rp, info, sizeof info, "INFO commandstats") != 0)
+        return -1;
+    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, key);
+    return p ? atoll(p + strlen(key)) : 0;
+}
+
+/* A counter's value from /metrics; -1 when missing. */
+static long long metric(const svc_server *s, const char *name)
+{
+    svc_resp r = {0};
+    long long v = -1;
+    char key[96];
+    snprintf(key, sizeof key, "\n%s ", name);
+    if (svc_req(s, "GET", "/metrics", NULL, NULL, &r) == 0 && r.status == 200) {
+        const char *p = strstr(B(&r), key);
+        if (p != NULL)
+            v = atoll(p + strlen(key));
+    }
+    svc_resp_free(&r);
+    return v;
+}
+
+/* Waits until /stats says want purchases are in flight; 1 when it did. */
+static int wait_inflight(const svc_server *s, int want)
+{
+    int64_t end = tu_now_ms() + tu_slack(10000);
+    double inflight = -1;
+    while (tu_now_ms() < end) {
+        svc_resp st = {0};
+        svc_req(s, "GET", "/stats", NULL, NULL, &st);
+        inflight = svc_jnum(st.json, "inflight");
+        svc_resp_free(&st);
+        if (inflight == want)
+            return 1;
+        tu_sleep_ms(10);
+    }
+    fprintf(stderr, "inflight %.0f, want %d\n", inflight, want);
+    return 0;
+}
+
+typedef struct {
+    const svc_server *s;
+    char path[160];
+    char **paths;
+    int n;
+    svc_resp one;
+    svc_resp *out;
+} call;
+
+static void *hold_worker(void *arg)
+{
+    call *c = arg;
+    svc_req(c->s, "POST", c->path, NULL, NULL, &c->one);
+    return NULL;
+}
+
+static void *fire(void *arg)
+{
+    call *c = arg;
+    svc_burst(c->s, "POST", c->paths, c->n, c->out);
+    return NULL;
+}
+
+/* The batch scenario on server s: stock of sku, N lua buyers queued behind
+ * the held worker, released together. out[N] gets their replies. Returns
+ * the metrics' batch and purchase counts added by the run in *batches,
+ * *batched. */
+static void run_batch(const svc_server *s, const char *sku, int stock, int flush, svc_resp *out,
+                      long long *batches, long long *batched)
+{
+    char lock_key[96], hold_sku[64];
+    snprintf(hold_sku, sizeof hold_sku, "%s_hold", sku);
+    snprintf(lock_key, sizeof lock_key, "miaosha:{%s}:lock:setnx", hold_sku);
+    TU_REQUIRE(svc_set_stock(s, sku, stock, NULL) == 200, "stock %s", sku);
+    TU_REQUIRE(svc_set_stock(s, hold_sku, 5, NULL) == 200, "stock %s", hold_sku);
+    long long b0 = metric(s, "miaosha_lua_batches_total");
+    long long p0 = metric(s, "miaosha_lua_batched_purchases_total");
+    TU_CHECK(b0 >= 0 && p0 >= 0, "/metrics has the lua batch counters");
+
+    /* The worker waits for a lock the test holds. */
+    char okbuf[16];
+    TU_REQUIRE(tu_redis_str(rp, okbuf, sizeof okbuf, "SET %s someone-else PX 60000", lock_key) ==
+                       0 &&
+                   !strcmp(okbuf, "OK"),
+               "hold the lock");
+    call hold = {.s = s};
+    snprintf(hold.path, sizeof hold.path, "/miaosha/setnx?sku=%s&wait_ms=%lld", hold_sku,
+             (long long)tu_slack(20000));
+    pthread_t th_hold, th_fire;
+    TU_REQUIRE(pthread_create(&th_hold, NULL, hold_worker, &hold) == 0, "thread");
+    TU_REQUIRE(wait_inflight(s, 1), "the setnx purchase holds the only worker");
+
+    char *paths[N];
+    for (int i = 0; i < N; i++) {
+        paths[i] = malloc(160);
+        TU_REQUIRE(paths[i] != NULL, "memory");
+        snprintf(paths[i], 160, "/miaosha/lua?sku=%s&user=u%d", sku, i);
+    }
+    call burst = {.s = s, .paths = paths, .n = N, .out = out};
+    TU_REQUIRE(pthread_create(&th_fire, NULL, fire, &burst) == 0, "thread");
+    TU_CHECK(wait_inflight(s, 1 + N), "all %d lua purchases queued behind it", N);
+    if (flush) {
+        TU_CHECK(tu_redis_str(rp, okbuf, sizeof okbuf, "SCRIPT FLUSH") == 0 &&
+                     !strcmp(okbuf, "OK"),
+                 "SCRIPT FLUSH");
+    }
+    TU_CHECK(tu_redis_int(rp, "DEL %s", lock_key) == 1, "release the held lock");
+    pthread_join(th_fire, NULL);
+    pthread_join(th_hold, NULL);
+    TU_CHECK(hold.one.status == 200 || hold.one.status == 503, "the held purchase ended: %ld %s",
+             hold.one.status, B(&hold.one));
+    svc_resp_free(&hold.one);
+    for (int i = 0; i < N; i++)
+        free(paths[i]);
+    *batches = metric(s, "miaosha_lua_batches_total") - b0;
+    *batched = metric(s, "miaosha_lua_batched_purchases_total") - p0;
+}
+
+/* Every acknowledged (200 or 503 with an order id) order of out is listed
+ * once in GET /orders/{sku}; returns how many orders are listed. */
+static int check_orders(const svc_server *s, const char *sku, svc_resp *out)
+{
+    char path[128];
+    svc_resp o = {0};
+    snprintf(path, sizeof path, "/orders/%s?limit=1000", sku);
+    TU_CHECK(svc_req(s, "GET", path, NULL, NULL, &o) == 0 && o.status == 200, "orders");
+    cJSON *orders = cJSON_GetObjectItemCaseSensitive(o.json, "orders");
+    int norders = cJSON_GetArraySize(orders), missing = 0;
+    for (int i = 0; i < N; i++) {
+        const char *id = svc_jstr(out[i].json, "order_id");
+        int found = 0;
+        for (int j = 0; id && j < norders; j++)
+            found += !strcmp(svc_jstr(cJSON_GetArrayItem(orders, j), "order_id"), id);
+        missing += id != NULL && found != 1;
+    }
+    TU_CHECK(missing == 0, "%s: %d acknowledged orders not listed exactly once", sku, missing);
+    svc_resp_free(&o);
+    return norders;
+}
+
+static void test_batch(const svc_server *s, const char *sku, int flush)
+{
+    const int stock = 8;
+    svc_resp out[N];
+    memset(out, 0, sizeof out);
+    long long eval0 = calls("eval"), batches, batched;
+    run_batch(s, sku, stock, flush, out, &batches, &batched);
+    TU_CHECK(batches == 1 && batched == N, "%s: one write carried the %d scripts (%lld batches, %lld "
+             "scripts)", sku, N, batches, batched);
+    int ok = 0, sold_out = 0;
+    for (int i = 0; i < N; i++) {
+        if (out[i].status == 200 && svc_jstr(out[i].json, "order_id") != NULL)
+            ok++;
+        else if (out[i].status == 409 && svc_jerr_is(&out[i], "sold_out"))
+            sold_out++;
+        else
+            fprintf(stderr, "%s: unexpected %ld %s\n", sku, out[i].status, B(&out[i]));
+    }
+    TU_CHECK(ok == stock && sold_out == N - stock, "%s: %d sold (want %d), %d sold out", sku, ok,
+             stock, sold_out);
+    svc_audit a;
+    TU_CHECK(svc_get_audit(s, sku, &a) == 200 && a.sold == stock && a.orders == stock &&
+                 a.stock == 0 && a.oversold == 0 && a.undersold == 0,
+             "%s: audit sold %lld orders %lld stock %lld", sku, a.sold, a.orders, a.stock);
+    TU_CHECK(check_orders(s, sku, out) == stock, "%s: %d orders listed", sku, stock);
+    if (flush)
+        TU_CHECK(calls("eval") == eval0 + 1,
+                 "after SCRIPT FLUSH the batch sent the script's text once (EVAL %lld -> %lld)",
+                 eval0, calls("eval"));
+    for (int i = 0; i < N; i++)
+        svc_resp_free(&out[i]);
+}
+
+static void test_not_replicated(const svc_server *s)
+{
+    const int stock = 8;
+    svc_resp out[N];
+    memset(out, 0, sizeof out);
+    long long wait0 = calls("wait"), batches, batched;
+    run_batch(s, "lbrep", stock, 0, out, &batches, &batched);
+    TU_CHECK(batches == 1 && batched == N, "lbrep: one batch of %d (%lld, %lld)", N, batches,
+             batched);
+    int unrep = 0, sold_out = 0;
+    for (int i = 0; i < N; i++) {
+        if (out[i].status == 503 && svc_jerr_is(&out[i], "not_replicated") &&
+            svc_jstr(out[i].json, "order_id") != NULL)
+            unrep++;
+        else if (out[i].status == 409 && svc_jerr_is(&out[i], "sold_out"))
+            sold_out++;
+        else
+            fprintf(stderr, "lbrep: unexpected %ld %s\n", out[i].status, B(&out[i]));
+    }
+    TU_CHECK(unrep == stock && sold_out == N - stock,
+             "no replica: every sale of the batch is 503 not_replicated with its order id (%d), "
+             "%d sold out",
+             unrep, sold_out);
+    /* the held setnx purchase WAITs once, the batch once */
+    TU_CHECK(calls("wait") - wait0 == 2, "one WAIT for the whole batch (%lld WAITs)",
+             calls("wait") - wait0);
+    TU_CHECK(check_orders(s, "lbrep", out) == stock, "the unreplicated orders are on the master");
+    for (int i = 0; i < N; i++)
+        svc_resp_free(&out[i]);
+}
+
+int main(void)
+{
+    tu_redis rd;
+    memset(&rd, 0, sizeof rd);
+    TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis");
+    rp = rd.port;
+
+    svc_server one;
+    const char *extra[] = {"--instance-id", "batch", "--set", "server.workers=1", NULL};
+    TU_REQUIRE(svc_start(&one, rp, extra) == 0, "server starts");
+    test_batch(&one, "lbatch", 0);
+    test_batch(&one, "lbflush", 1);
+    TU_CHECK(svc_stop(&one, 6000) == 0, "SIGTERM exit 0");
+    if (tu_failed)
+        svc_dump_log(&one);
+
+    svc_server rep;
+    const char *extra_rep[] = {"--instance-id",      "batch-rep",
+                               "--set",              "server.workers=1",
+                               "--set",              "redis.wait_replicas=1",
+                               "--set",              "redis.wait_timeout_ms=50",
+                               NULL};
+    TU_REQUIRE(svc_start(&rep, rp, extra_rep) == 0, "server with wait_replicas=1 starts");
+    test_not_replicated(&rep);
+    TU_CHECK(svc_stop(&rep, 6000) == 0, "SIGTERM exit 0");
+    if (tu_failed)
+        svc_dump_log(&rep);
+    tu_redis_stop(&rd);
+    return tu_done();
+}
