@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct svc_pool {
     lc_client *client;
@@ -18,7 +19,9 @@ struct svc_pool {
     pthread_cond_t cv;
     svc_req *head, *tail;
     int stop;
-    int idle; /* workers waiting in take */
+    int idle;     /* workers waiting in take */
+    int batching; /* workers running a batch */
+    int max_batching;
     int nthreads;
     long capacity;     /* nthreads running + max_queue waiting */
     _Atomic long busy; /* reserved, queued or running */
@@ -49,12 +52,14 @@ static svc_req *take(svc_pool *p, int wait)
 
 /* Adds to rs (holding r, taken) the requests queued right behind it with
  * r's batch function, up to SVC_POOL_BATCH_MAX in all; returns how many rs
- * holds. Never waits. */
+ * holds, and counts the worker as running a batch until batch_done. Never
+ * waits. */
 static int take_batch(svc_pool *p, svc_req *r, svc_req **rs)
 {
     int n = 0;
     rs[n++] = r;
     SVC_PT(pthread_mutex_lock(&p->mu));
+    p->batching++;
     while (n < SVC_POOL_BATCH_MAX && p->head != NULL && p->head->batch == r->batch) {
         svc_req *q = p->head;
         p->head = q->next;
@@ -65,6 +70,13 @@ static int take_batch(svc_pool *p, svc_req *r, svc_req **rs)
     }
     SVC_PT(pthread_mutex_unlock(&p->mu));
     return n;
+}
+
+static void batch_done(svc_pool *p)
+{
+    SVC_PT(pthread_mutex_lock(&p->mu));
+    p->batching--;
+    SVC_PT(pthread_mutex_unlock(&p->mu));
 }
 
 /* Gives back r's place and hands r to done. */
@@ -91,6 +103,7 @@ static void *worker_main(void *arg)
             r->batch(rs, n, conn);
             for (int i = 0; i < n; i++)
                 done_one(p, rs[i]);
+            batch_done(p); /* then straight back to the queue: see submit */
             r = take(p, 1);
             if (r != NULL && r->begin != NULL)
                 r->begin(r, conn);
@@ -131,6 +144,11 @@ svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *na
     p->name = name;
     p->done = done;
     p->capacity = (long)nthreads + max_queue;
+    /* A batch keeps its worker busy on the CPU but for one round trip:
+     * more batching workers than CPUs would only split the queue into
+     * smaller batches (svc_pool.h). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    p->max_batching = cpus < 1 ? 1 : cpus > nthreads ? nthreads : (int)cpus;
     p->threads = calloc((size_t)nthreads, sizeof *p->threads);
     if (p->threads == NULL) {
         snprintf(err, errlen, "%s pool: out of memory", name);
@@ -175,8 +193,13 @@ void svc_pool_submit(svc_pool *p, svc_req *r)
         p->head = r;
     p->tail = r;
     /* Wake a worker only when one waits, and after the unlock, so that it
-     * does not wake only to block on the mutex this thread still holds. */
-    int wake = p->idle > 0;
+     * does not wake only to block on the mutex this thread still holds.
+     * A request that can join a batch wakes nobody while max_batching
+     * workers run batches: each of them takes the queue's head as soon as
+     * its batch is answered, so r waits at most one batch's round trip and
+     * then goes with the others queued meanwhile, instead of waking one
+     * more thread to make a round trip of its own (svc_pool.h). */
+    int wake = p->idle > 0 && (r->batch == NULL || p->batching < p->max_batching);
     SVC_PT(pthread_mutex_unlock(&p->mu));
     if (wake)
         SVC_PT(pthread_cond_signal(&p->cv));

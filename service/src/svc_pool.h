@@ -26,7 +26,12 @@
  * light load the queue holds one request and the batch is that one; under
  * a burst the requests that would have waited for a worker go together, so
  * Redis and this process pay one write, one read and one wake-up for all of
- * them instead of one each. */
+ * them instead of one each. So that batches form, a request that can join
+ * one wakes no idle worker while as many workers as the machine has CPUs
+ * (at most nthreads) already run batches: one of those takes it, with the
+ * requests queued behind it, as soon as its own batch is answered — within
+ * one batch's round trip. Requests without a batch wake a worker as
+ * before. */
 #ifndef MIAOSHA_SVC_POOL_H
 #define MIAOSHA_SVC_POOL_H
 

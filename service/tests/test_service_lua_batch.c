@@ -134,8 +134,7 @@ static void run_batch(const svc_server *s, const char *sku, int stock, int flush
     TU_REQUIRE(pthread_create(&th_fire, NULL, fire, &burst) == 0, "thread");
     TU_CHECK(wait_inflight(s, 1 + N), "all %d lua purchases queued behind it", N);
     if (flush) {
-        TU_CHECK(tu_redis_str(rp, okbuf, sizeof okbuf, "SCRIPT FLUSH") == 0 &&
-                     !strcmp(okbuf, "OK"),
+        TU_CHECK(tu_redis_str(rp, okbuf, sizeof okbuf, "SCRIPT FLUSH") == 0 && !strcmp(okbuf, "OK"),
                  "SCRIPT FLUSH");
     }
     TU_CHECK(tu_redis_int(rp, "DEL %s", lock_key) == 1, "release the held lock");
@@ -179,8 +178,10 @@ static void test_batch(const svc_server *s, const char *sku, int flush)
     memset(out, 0, sizeof out);
     long long eval0 = calls("eval"), batches, batched;
     run_batch(s, sku, stock, flush, out, &batches, &batched);
-    TU_CHECK(batches == 1 && batched == N, "%s: one write carried the %d scripts (%lld batches, %lld "
-             "scripts)", sku, N, batches, batched);
+    TU_CHECK(batches == 1 && batched == N,
+             "%s: one write carried the %d scripts (%lld batches, %lld "
+             "scripts)",
+             sku, N, batches, batched);
     int ok = 0, sold_out = 0;
     for (int i = 0; i < N; i++) {
         if (out[i].status == 200 && svc_jstr(out[i].json, "order_id") != NULL)
@@ -253,10 +254,14 @@ int main(void)
         svc_dump_log(&one);
 
     svc_server rep;
-    const char *extra_rep[] = {"--instance-id",      "batch-rep",
-                               "--set",              "server.workers=1",
-                               "--set",              "redis.wait_replicas=1",
-                               "--set",              "redis.wait_timeout_ms=50",
+    const char *extra_rep[] = {"--instance-id",
+                               "batch-rep",
+                               "--set",
+                               "server.workers=1",
+                               "--set",
+                               "redis.wait_replicas=1",
+                               "--set",
+                               "redis.wait_timeout_ms=50",
                                NULL};
     TU_REQUIRE(svc_start(&rep, rp, extra_rep) == 0, "server with wait_replicas=1 starts");
     test_not_replicated(&rep);
