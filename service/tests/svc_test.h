@@ -99,4 +99,9 @@ typedef struct svc_audit {
 } svc_audit;
 long svc_get_audit(const svc_server *s, const char *sku, svc_audit *a);
 
+/* cmdstat_<cmd>:calls= from the INFO commandstats of the redis-server on
+ * 127.0.0.1:redis_port (cmd lower-case, as Redis names it): 0 when cmd
+ * never ran, -1 when Redis did not answer. */
+long long svc_redis_calls(int redis_port, const char *cmd);
+
 #endif

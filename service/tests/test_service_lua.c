@@ -95,15 +95,10 @@ static void burst(const char *sku, int n, int stock, int work_ms, int want)
     free(out);
 }
 
-/* cmdstat_<cmd>:calls= from INFO commandstats; 0 when never called. */
+/* How often Redis ran cmd (INFO commandstats). */
 static long long calls(const char *cmd)
 {
-    char info[16384], key[64];
-    if (tu_redis_str(rp, info, sizeof info, "INFO commandstats") != 0)
-        return -1;
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(info, key);
-    return p ? atoll(p + strlen(key)) : 0;
+    return svc_redis_calls(rp, cmd);
 }
 
 static void test_stock_zero(void)

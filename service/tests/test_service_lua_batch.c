@@ -27,15 +27,10 @@
 
 static int rp;
 
-/* cmdstat_<cmd>:calls= from INFO commandstats; 0 when never called. */
+/* How often Redis ran cmd (INFO commandstats). */
 static long long calls(const char *cmd)
 {
-    char info[16384], key[64];
-    if (tu_redis_str(rp, info, sizeof info, "INFO commandstats") != 0)
-        return -1;
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(info, key);
-    return p ? atoll(p + strlen(key)) : 0;
+    return svc_redis_calls(rp, cmd);
 }
 
 /* A counter's value from /metrics; -1 when missing. */
