@@ -78,7 +78,9 @@
  * to nobody — a lock only its lease would end (30 s for reentrant). When an
  * acquire or a release returns LC_IO with the command possibly in flight
  * (a timeout or a reset; not a failed connect, nor an error reply, after
- * which nothing runs), lockcore takes that connection away from the lc_conn
+ * which nothing runs) — or when an attempt lc_acquire_send wrote will never
+ * be read (lc_conn_free, or no memory for lc_acquire_pipe's guard) —
+ * lockcore takes that connection away from the lc_conn
  * (which reconnects on its next use) and hands it to the client's reaper
  * thread (one per client, started on first need, stopped by
  * lc_client_free; it holds at most 256 such connections, beyond which a
