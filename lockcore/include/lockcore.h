@@ -78,7 +78,9 @@
  * to nobody — a lock only its lease would end (30 s for reentrant). When an
  * acquire or a release returns LC_IO with the command possibly in flight
  * (a timeout or a reset; not a failed connect, nor an error reply, after
- * which nothing runs), lockcore takes that connection away from the lc_conn
+ * which nothing runs) — or when an attempt lc_acquire_send wrote will never
+ * be read (lc_conn_free, or no memory for lc_acquire_pipe's guard) —
+ * lockcore takes that connection away from the lc_conn
  * (which reconnects on its next use) and hands it to the client's reaper
  * thread (one per client, started on first need, stopped by
  * lc_client_free; it holds at most 256 such connections, beyond which a
@@ -339,7 +341,9 @@ typedef struct lc_conn lc_conn;
 lc_status lc_conn_new(lc_client *c, lc_conn **out);
 
 /* Closes and frees it. NULL-safe. The thread that owns conn; guards made
- * through it stay valid (they do not reference the connection). */
+ * through it stay valid (they do not reference the connection). An attempt
+ * lc_acquire_send wrote and nobody read goes to the orphan cleanup with the
+ * connection (see lc_acquire): a lock it took is given back. */
 void lc_conn_free(lc_conn *conn);
 
 /* The connected hiredis context, for the caller's own commands (the service's
@@ -350,15 +354,15 @@ void lc_conn_free(lc_conn *conn);
  * lockcore call on conn, which may replace it: after the caller's command
  * fails with ctx->err set, or when the socket turns out closed by the peer
  * or holding unread bytes (a pipelined reply left unread), that call
- * reconnects — except while an acquire sent by lc_acquire_send is pending:
- * its replies may be waiting on the socket, so the context is returned as
- * it is (using it then is a misuse, see lc_acquire_send). Same thread
- * rules as conn. */
+ * reconnects. While an acquire sent by lc_acquire_send is pending it
+ * returns NULL (reason in lc_conn_errstr): the caller's commands would read
+ * that attempt's replies as theirs. Same thread rules as conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
 /* One PING round trip (connecting first if needed), bounded by the connect
- * and command timeouts. LC_OK, or LC_IO with the reason in lc_conn_errstr.
- * The thread that owns conn. Not counted in lc_stats.io_errors. */
+ * and command timeouts. LC_OK, or LC_IO with the reason in lc_conn_errstr;
+ * LC_MISUSE, nothing sent, while an acquire sent by lc_acquire_send is
+ * pending. The thread that owns conn. Not counted in lc_stats.io_errors. */
 lc_status lc_conn_ping(lc_conn *conn);
 
 /* The last failure on this connection (never NULL; "" when none), at most
@@ -467,7 +471,11 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
 /* Releases one acquisition and frees g (in every case, so never call it twice
  * on one guard). NULL g is LC_MISUSE; so is a NULL conn for setnx, token,
  * reentrant, redlock and fenced (the guard is still freed and its renewal stopped, so the
- * lease frees the lock).
+ * lease frees the lock). While an acquire sent by lc_acquire_send is
+ * pending on conn, conn counts as NULL for every mode but redlock (whose
+ * nodes are other connections): setnx, token, fenced and reentrant answer
+ * LC_MISUSE as above, nothing sent; none and mutex release (LC_OK)
+ * unless the call carries commands (lc_release_pipe: LC_MISUSE).
  *   none       LC_OK
  *   mutex      LC_OK
  *   setnx      DEL key: LC_OK when a key was deleted — even another
@@ -564,8 +572,9 @@ void lc_pipe_clear(lc_pipe *p);
  * Redis). p then holds every reply that came, NULL for one that did not.
  * LC_OK when every reply came (error replies included); LC_IO otherwise,
  * the reason in lc_conn_errstr, and the connection reconnects on the next
- * call; LC_MISUSE for a NULL argument. Not counted in lc_stats.io_errors.
- * The thread that owns conn. */
+ * call; LC_MISUSE for a NULL argument, or while an acquire sent by
+ * lc_acquire_send is pending (nothing sent). Not counted in
+ * lc_stats.io_errors. The thread that owns conn. */
 lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
 
 /* lc_acquire, with p's commands (NULL or empty: exactly lc_acquire) in the
@@ -616,22 +625,37 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
  *   none, mutex, setnx, redlock  nothing is sent (their first step is not
  *                  one lock command with p: an in-process lock, SETNX's
  *                  gap before PEXPIRE, other servers)
- * Contract: after LC_OK the next lockcore call on conn must be
- * lc_acquire_pipe(conn, a, p, out) (lc_acquire when p is NULL) with the
- * same mode, key and p (p unchanged: the same commands, not yet taken) and
- * the same other fields of a; it reads the sent attempt's replies and goes
- * on as always (LC_BUSY, a wait, LC_IO, LC_OK with p's replies), with
- * wait_ms and lc_guard_wait_ms counted from this call when it sent an
- * attempt (else from lc_acquire_pipe's, as without it). A call with another
- * mode, key or p answers LC_MISUSE and leaves the attempt pending;
- * lc_conn_pipe answers LC_MISUSE meanwhile; any other call on conn before
- * it is a bug (it would read the attempt's replies as its own). a and p
- * must stay valid until then; a's strings are not kept.
- * Returns LC_OK (also when nothing was sent, and when the write failed: the
- * following lc_acquire_pipe then reports LC_IO, as a failed write in it
- * would, and hands a lock the attempt may have taken to the orphan cleanup)
- * or LC_MISUSE (bad arguments as lc_acquire_pipe's, a NULL conn, or an
- * attempt already pending), nothing sent. A mode that sends nothing ahead
+ * Contract: after LC_OK the attempt is pending until the
+ * lc_acquire_pipe(conn, a, p, out) (lc_acquire when p is NULL) that ends
+ * it: same mode, key, owner and lease_ms, same fence_key (fenced), the same
+ * p with the same commands not yet taken (wait_ms and cancel may differ:
+ * wait_ms and lc_guard_wait_ms count from this call when it sent an
+ * attempt, else from lc_acquire_pipe's, as without it). That call reads
+ * the sent attempt's replies and goes on as always (LC_BUSY, a wait,
+ * LC_IO, LC_OK with p's replies). Meanwhile, on conn:
+ *   refused, nothing sent, the attempt left pending (they would send on
+ *   the context whose replies belong to the attempt):
+ *     lc_acquire_pipe / lc_acquire of another acquisition (any field above
+ *       differs), lc_acquire_send   LC_MISUSE
+ *     lc_conn_pipe, lc_conn_ping, lc_extend   LC_MISUSE
+ *     lc_conn_redis   NULL
+ *     lc_release / lc_release_pipe of setnx, token, fenced, reentrant, and
+ *       of none or mutex with commands   LC_MISUSE (g freed all the same)
+ *   run as usual (they do not touch that context): lc_conn_errstr, the
+ *     lc_guard_* queries, lc_release of none or mutex without commands and
+ *     of redlock (its nodes' own connections)
+ *   lc_conn_free: frees conn; the attempt, if written, goes to the orphan
+ *     cleanup (a lock it took is given back).
+ * a's strings are copied; p must stay valid until the ending call.
+ * Returns LC_OK (also when nothing was sent: a mode that sends nothing
+ * ahead, or reentrant waiting behind a starving head; when Redis could not
+ * be reached: the following lc_acquire_pipe then answers LC_IO with this
+ * call's reason at once, so the pair costs one connect timeout, not two;
+ * and when the write failed: the following lc_acquire_pipe then reports
+ * LC_IO, as a failed write in it would, and hands a lock the attempt may
+ * have taken to the orphan cleanup) or LC_MISUSE (bad arguments as
+ * lc_acquire_pipe's, a NULL conn, or an attempt already pending), nothing
+ * sent. A mode that sends nothing ahead
  * answers LC_OK whatever p holds: lc_acquire_pipe judges p then (redlock
  * refuses any command there, LC_MISUSE). The thread that owns conn. */
 lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p);
@@ -659,7 +683,8 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p);
 /* token and fenced: compare-and-PEXPIRE — sets the lease to lease_ms (> 0)
  * if the key still holds this guard's token (fenced: the fencing token
  * stays the same). LC_OK, LC_NOT_OWNER, LC_IO, LC_MISUSE (another mode,
- * bad lease). The thread that owns conn. */
+ * bad lease, or an acquire sent by lc_acquire_send pending on conn: nothing
+ * sent, the guard unchanged). The thread that owns conn. */
 lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms);
 
 /* 1 once the lock is known to have been lost while held: the watchdog's

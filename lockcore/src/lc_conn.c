@@ -11,7 +11,6 @@
 #include "lc_conn.h"
 
 #include "lc_internal.h"
-#include "lc_redlock.h"
 #include "lc_util.h"
 
 #include <errno.h>
@@ -36,27 +35,34 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
     return LC_OK;
 }
 
-void lc_conn_free(lc_conn *conn)
+/* lc_conn_free is in lc_lock.c: a pending lc_acquire_send attempt goes to
+ * the orphan cleanup first. */
+
+redisContext *lc_conn_ctx(lc_conn *conn)
 {
-    if (!conn)
-        return;
-    if (conn->ctx)
-        redisFree(conn->ctx);
-    lc_redlock_conn_free(conn->rl);
-    free(conn);
+    if (conn->sent != LC_SENT_NONE)
+        return conn->ctx;
+    return lc_redis_reuse(conn->client, &conn->ctx, conn->err);
 }
+
+#define SENT_PENDING "lockcore: an acquire sent by lc_acquire_send is still unread"
 
 redisContext *lc_conn_redis(lc_conn *conn)
 {
-    /* A sent acquire's replies may be on the socket already: the reuse
-     * check would take them for stale bytes and reconnect. */
-    if (conn->sent != 0)
-        return conn->ctx;
+    /* The caller's commands would read the attempt's replies as theirs. */
+    if (conn->sent != LC_SENT_NONE) {
+        lc_seterr(conn->err, "%s", SENT_PENDING);
+        return NULL;
+    }
     return lc_redis_reuse(conn->client, &conn->ctx, conn->err);
 }
 
 lc_status lc_conn_ping(lc_conn *conn)
 {
+    if (conn->sent != LC_SENT_NONE) {
+        lc_seterr(conn->err, "%s", SENT_PENDING);
+        return LC_MISUSE;
+    }
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
@@ -71,8 +77,12 @@ lc_status lc_conn_ping(lc_conn *conn)
 
 lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
 {
-    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX || conn->sent != 0)
+    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
         return LC_MISUSE;
+    if (conn->sent != LC_SENT_NONE) {
+        lc_seterr(conn->err, "%s", SENT_PENDING);
+        return LC_MISUSE;
+    }
     lc_pipe_drop_replies(p);
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)

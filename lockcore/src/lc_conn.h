@@ -26,19 +26,39 @@ struct lc_conn {
      * queued on ctx before and after it. */
     bool trip_lock_unread;
     int trip_unread_before, trip_unread_after;
-    /* lc_acquire_send: 1 while a first attempt is written and its replies
-     * are unread, -1 while its write failed (lock_trip then reports the
-     * failure), 0 otherwise; what it was sent for, so that lc_acquire_pipe
-     * can check it is the same acquisition. */
+    /* lc_acquire_send: LC_SENT_* below; what it was sent for, so that
+     * lc_acquire_pipe can check it is the same acquisition (and
+     * lc_conn_free can hand it to the orphan cleanup). While it is not
+     * LC_SENT_NONE every other call on conn that would use ctx refuses
+     * (lockcore.h, lc_acquire_send). */
     int sent;
     lc_mode sent_mode;
     const lc_pipe *sent_p;
     int sent_pn;
     int64_t sent_start_ms;
-    char sent_token[LC_ID_LEN];  /* token, fenced: the token that was sent */
-    char sent_key[512 + 1];      /* LC_KEY_MAX + 1 */
-    char spare_token[LC_ID_LEN]; /* minted after a send, for the next one */
+    int64_t sent_lease_ms;        /* a->lease_ms as given */
+    char sent_owner[LC_ID_LEN];   /* a->owner */
+    char sent_token[LC_ID_LEN];   /* token, fenced: the token that was sent */
+    char sent_key[512 + 1];       /* LC_KEY_MAX + 1 */
+    char sent_fence_key[512 + 1]; /* fenced: a->fence_key */
+    char sent_err[LC_ERRSTR_LEN]; /* LC_SENT_NO_CONN: why it could not connect */
+    char spare_token[LC_ID_LEN];  /* minted after a send, for the next one */
 };
+
+/* conn->sent: nothing pending; written, its replies unread; the write
+ * failed (lock_trip reports it); nothing written because Redis could not
+ * be reached (lc_acquire_pipe then answers LC_IO without a second connect
+ * timeout). */
+#define LC_SENT_NONE 0
+#define LC_SENT_WRITTEN 1
+#define LC_SENT_FAILED -1
+#define LC_SENT_NO_CONN -2
+
+/* The context for lockcore's own commands: conn->ctx as it is while an
+ * attempt is pending (its replies may be on the socket already, which the
+ * reuse check would take for stale bytes), else lc_redis_reuse's. NULL
+ * with conn->err set when Redis cannot be reached. */
+redisContext *lc_conn_ctx(lc_conn *conn);
 
 /* A connected context with AUTH, SELECT and timeouts applied, or NULL with
  * the reason in err (LC_ERRSTR_LEN bytes). */

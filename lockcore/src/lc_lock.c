@@ -109,12 +109,12 @@ static int lock_trip(lc_conn *conn, redisContext *ctx, int argc, const char **ar
                      bool p_first, redisReply **rep)
 {
     int t;
-    if (conn->sent != 0) {
+    if (conn->sent != LC_SENT_NONE) {
         /* lc_acquire_send wrote this very attempt (same argv, same p):
          * only its replies are left to read; a failed write fails here, as
          * it would have in lc_trip. */
-        bool written = conn->sent > 0;
-        conn->sent = 0;
+        bool written = conn->sent == LC_SENT_WRITTEN;
+        conn->sent = LC_SENT_NONE;
         if (written) {
             t = lc_trip_recv(ctx, argc > 0, p, p_first, rep, conn->err);
         } else {
@@ -222,7 +222,7 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
 static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
                            bool *got)
 {
-    redisContext *ctx = lc_conn_redis(conn);
+    redisContext *ctx = lc_conn_ctx(conn);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -249,7 +249,7 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
 static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
                             bool *got, int64_t *fence)
 {
-    redisContext *ctx = lc_conn_redis(conn);
+    redisContext *ctx = lc_conn_ctx(conn);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -278,7 +278,7 @@ static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *to
 static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field, int64_t lease,
                                lc_pipe *p, bool *got, int64_t *ttl)
 {
-    redisContext *ctx = lc_conn_redis(conn);
+    redisContext *ctx = lc_conn_ctx(conn);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -357,7 +357,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     bool got = false;
     int64_t ttl = -1;
     lc_status s;
-    if (conn->sent != 0 || reentrant_tries_first(c, a, field, channel)) {
+    if (conn->sent != LC_SENT_NONE || reentrant_tries_first(c, a, field, channel)) {
         if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
             return s;
         if (a->wait_ms == 0 || lc_now_ms() >= deadline)
@@ -408,6 +408,7 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out)
 }
 
 _Static_assert(sizeof((lc_conn *)0)->sent_key == LC_KEY_MAX + 1, "lc_conn.sent_key");
+_Static_assert(sizeof((lc_conn *)0)->sent_fence_key == LC_KEY_MAX + 1, "lc_conn.sent_fence_key");
 
 static void new_token(char *out)
 {
@@ -432,7 +433,7 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
 {
     if (!conn)
         return LC_MISUSE;
-    if (conn->sent != 0)
+    if (conn->sent != LC_SENT_NONE)
         return misuse(conn, "an acquire sent by lc_acquire_send is still unread");
     if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
         return misuse(conn, "lc_pipe not initialised");
@@ -478,46 +479,78 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     }
     default: return LC_OK; /* nothing sent ahead: lc_acquire_pipe does it all */
     }
-    redisContext *ctx = lc_conn_redis(conn);
-    if (!ctx)
-        return LC_OK; /* nothing sent: lc_acquire_pipe connects or fails */
-    conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? 1 : -1;
     conn->sent_mode = a->mode;
     conn->sent_p = p;
     conn->sent_pn = p ? p->n : 0;
     conn->sent_start_ms = lc_now_ms();
+    conn->sent_lease_ms = a->lease_ms;
+    snprintf(conn->sent_owner, sizeof conn->sent_owner, "%s", a->owner);
     snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);
+    snprintf(conn->sent_fence_key, sizeof conn->sent_fence_key, "%s",
+             a->mode == LC_FENCED ? a->fence_key : "");
+    redisContext *ctx = lc_conn_ctx(conn);
+    if (!ctx) {
+        /* Nothing sent, and the connect has cost its timeout already:
+         * lc_acquire_pipe answers LC_IO with this reason instead of
+         * waiting a second time on a Redis just found unreachable. */
+        conn->sent = LC_SENT_NO_CONN;
+        memcpy(conn->sent_err, conn->err, sizeof conn->sent_err);
+        return LC_OK;
+    }
+    conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? LC_SENT_WRITTEN
+                                                                         : LC_SENT_FAILED;
     /* The next send's token, minted while this one's replies travel. */
-    if ((a->mode == LC_TOKEN || a->mode == LC_FENCED) && conn->sent > 0)
+    if ((a->mode == LC_TOKEN || a->mode == LC_FENCED) && conn->sent == LC_SENT_WRITTEN)
         new_token(conn->spare_token);
     return LC_OK;
 }
 
-/* lc_acquire_pipe could not get to the attempt lc_acquire_send wrote (no
- * memory for the guard): its replies will never be read here, so the
- * context goes to the reaper as a timed-out attempt's would (a lock it took
- * is released there, or ends with its lease). */
-static void abandon_sent(lc_conn *conn, const lc_lock_args *a)
+/* Whether a and p are the acquisition lc_acquire_send sent on conn. */
+static bool sent_matches(const lc_conn *conn, const lc_lock_args *a, const lc_pipe *p)
 {
-    bool written = conn->sent > 0;
-    conn->sent = 0;
+    return a->mode == conn->sent_mode && p == conn->sent_p && (p ? p->n : 0) == conn->sent_pn &&
+           a->lease_ms == conn->sent_lease_ms && strcmp(a->key, conn->sent_key) == 0 &&
+           strcmp(a->owner, conn->sent_owner) == 0 &&
+           (a->mode != LC_FENCED || strcmp(a->fence_key, conn->sent_fence_key) == 0);
+}
+
+/* Nobody will read the replies of the attempt lc_acquire_send wrote (no
+ * memory for lc_acquire_pipe's guard, or lc_conn_free): the context goes
+ * to the reaper as a timed-out attempt's would (a lock it took is released
+ * there, or ends with its lease). */
+static void abandon_sent(lc_conn *conn)
+{
+    bool written = conn->sent == LC_SENT_WRITTEN;
+    conn->sent = LC_SENT_NONE;
     if (!written || !conn->ctx)
         return;
     if (!conn->ctx->err) {
         conn->ctx->err = REDIS_ERR_IO;
         snprintf(conn->ctx->errstr, sizeof conn->ctx->errstr, "%s", "sent acquire abandoned");
     }
+    bool re = conn->sent_mode == LC_REENTRANT;
     char field[LC_ID_LEN * 2 + 2];
-    if (a->mode == LC_REENTRANT)
-        snprintf(field, sizeof field, "%s:%s", conn->client->instance_id, a->owner);
-    lc_reaper_adopt(conn,
-                    &(lc_orphan_cmd){.mode = a->mode,
-                                     .key = a->key,
-                                     .owner = a->mode == LC_REENTRANT ? field : conn->sent_token,
-                                     .lease_ms = a->mode == LC_REENTRANT && a->lease_ms == 0
-                                                     ? conn->client->watchdog_timeout_ms
-                                                     : a->lease_ms,
-                                     .replies_after = conn->sent_pn});
+    if (re)
+        snprintf(field, sizeof field, "%s:%s", conn->client->instance_id, conn->sent_owner);
+    lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = conn->sent_mode,
+                                           .key = conn->sent_key,
+                                           .owner = re ? field : conn->sent_token,
+                                           .lease_ms = re && conn->sent_lease_ms == 0
+                                                           ? conn->client->watchdog_timeout_ms
+                                                           : conn->sent_lease_ms,
+                                           .replies_after = conn->sent_pn});
+}
+
+void lc_conn_free(lc_conn *conn)
+{
+    if (!conn)
+        return;
+    if (conn->sent != LC_SENT_NONE)
+        abandon_sent(conn); /* takes conn->ctx when an attempt was written */
+    if (conn->ctx)
+        redisFree(conn->ctx);
+    lc_redlock_conn_free(conn->rl);
+    free(conn);
 }
 
 lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out)
@@ -531,10 +564,14 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     lc_status s = check_args(conn, a);
     if (s != LC_OK)
         return s;
-    bool presend = conn->sent != 0;
-    if (presend && (a->mode != conn->sent_mode || p != conn->sent_p ||
-                    (p ? p->n : 0) != conn->sent_pn || strcmp(a->key, conn->sent_key) != 0))
+    bool presend = conn->sent != LC_SENT_NONE;
+    if (presend && !sent_matches(conn, a, p))
         return misuse(conn, "not the acquisition lc_acquire_send sent");
+    if (conn->sent == LC_SENT_NO_CONN) {
+        conn->sent = LC_SENT_NONE;
+        memcpy(conn->err, conn->sent_err, sizeof conn->err);
+        return fail_io(conn);
+    }
     conn->trip_lock_unread = false;
     lc_client *c = conn->client;
     int64_t start = presend ? conn->sent_start_ms : lc_now_ms();
@@ -543,7 +580,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     lc_guard *g = calloc(1, sizeof *g + klen + 1);
     if (!g) {
         if (presend)
-            abandon_sent(conn, a);
+            abandon_sent(conn);
         return LC_NOMEM;
     }
     memcpy(g->key, a->key, klen + 1);
@@ -680,6 +717,13 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     lc_status s = LC_OK;
     lc_client *c = g->client;
     bool have_cmds = p && p->n > 0;
+    lc_conn *node_conn = conn; /* redlock's nodes are not conn->ctx */
+    /* An attempt's replies are pending on conn->ctx: whatever would send
+     * there is refused as with a NULL conn (the guard is freed all the
+     * same; its lease frees the lock). */
+    bool pending = conn && conn->sent != LC_SENT_NONE;
+    if (pending)
+        conn = NULL;
     if (conn)
         conn->trip_lock_unread = false;
     switch (g->mode) {
@@ -699,11 +743,14 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
             s = LC_LOST;
         break;
     case LC_REDLOCK:
-        s = !conn || have_cmds ? LC_MISUSE
-                               : lc_redlock_release(conn, g->key, g->owner_token, g->valid_until);
+        s = !node_conn || have_cmds
+                ? LC_MISUSE
+                : lc_redlock_release(node_conn, g->key, g->owner_token, g->valid_until);
         break;
     default: s = conn ? release_redis(conn, g, p) : LC_MISUSE;
     }
+    if (pending && s == LC_MISUSE)
+        (void)misuse(node_conn, "an acquire sent by lc_acquire_send is still unread");
     if (s == LC_IO) {               /* LC_IO only comes from release_redis: conn is set */
         if (conn->trip_lock_unread) /* it may still run: lc_reaper.c */
             lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
@@ -727,6 +774,8 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms)
         return misuse(conn, "extend is offered by token and fenced modes only");
     if (lease_ms <= 0 || lease_ms > LC_MAX_DURATION_MS)
         return misuse(conn, "lease_ms must be 1..86400000");
+    if (conn->sent != LC_SENT_NONE)
+        return misuse(conn, "an acquire sent by lc_acquire_send is still unread");
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return fail_io(conn);

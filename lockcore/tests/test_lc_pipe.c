@@ -6,10 +6,16 @@
  * can use; a reentrant (and a token) waiter woken by a release reads what
  * the holder wrote in its release's round trip; an acquire sent ahead
  * (lc_acquire_send) ends as lc_acquire_pipe alone would, and another call
- * in between is refused. */
+ * in between is refused (or, for what does not touch the connection's
+ * Redis, runs): another owner, lease or key is not the sent acquisition;
+ * a Redis whose connect times out costs the pair one connect timeout, not
+ * two; a connection freed with an attempt pending gives its lock back. */
 #include "lc_test.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 static int port;
 static lc_client *cli;
@@ -392,6 +398,189 @@ static void test_send_ahead(void)
     TU_CHECK(lc_acquire_send(NULL, &a, NULL) == LC_MISUSE, "NULL conn");
 }
 
+/* Between lc_acquire_send and its lc_acquire_pipe, per call: what would
+ * send on the connection's Redis context is refused (LC_MISUSE, or NULL
+ * from lc_conn_redis), what does not runs; the attempt then ends as
+ * always and the connection stays in step. */
+static void test_send_pending_calls(void)
+{
+    char key[128], okey[128], rkey[128];
+    lct_key(key, sizeof key, "pipe-pend", LC_TOKEN);
+    lct_key(okey, sizeof okey, "pipe-pend-other", LC_TOKEN);
+    lct_key(rkey, sizeof rkey, "pipe-pend-re", LC_REENTRANT);
+    lc_lock_args a = lct_args(LC_TOKEN, key, "o", 5000, 0);
+    lc_lock_args o = lct_args(LC_TOKEN, okey, "o", 30000, 0);
+    lc_lock_args n = lct_args(LC_NONE, okey, "o", 0, 0);
+    lc_lock_args r = lct_args(LC_REENTRANT, rkey, "o", 0, 0);
+    lc_guard *og = NULL, *ng = NULL, *rg = NULL, *g = NULL;
+    TU_REQUIRE(lc_acquire(c1, &o, &og) == LC_OK, "other lock");
+    TU_REQUIRE(lc_acquire(c1, &n, &ng) == LC_OK, "none guard");
+    TU_REQUIRE(lc_acquire(c1, &r, &rg) == LC_OK, "reentrant guard (watchdog)");
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "ECHO %s", "mine");
+    TU_REQUIRE(lc_acquire_send(c1, &a, &p) == LC_OK, "send");
+
+    TU_CHECK(lc_conn_ping(c1) == LC_MISUSE, "ping is refused");
+    TU_CHECK(strstr(lc_conn_errstr(c1), "lc_acquire_send") != NULL, "errstr says why: %s",
+             lc_conn_errstr(c1));
+    TU_CHECK(lc_conn_redis(c1) == NULL, "lc_conn_redis is refused (NULL)");
+    TU_CHECK(lc_extend(c1, og, 60000) == LC_MISUSE, "extend is refused");
+    TU_CHECK(tu_redis_int(port, "PTTL %s", okey) <= 30000, "nothing extended");
+    TU_CHECK(lc_release(c1, ng) == LC_OK, "a none release without commands runs");
+    TU_CHECK(lc_release(c1, og) == LC_MISUSE, "a token release is refused (guard freed)");
+    TU_CHECK(tu_redis_int(port, "EXISTS %s", okey) == 1, "nothing deleted: its lease frees it");
+    TU_CHECK(lc_release(c1, rg) == LC_MISUSE, "a reentrant release is refused (guard freed)");
+
+    TU_CHECK(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK && g, "the sent acquisition still ends");
+    TU_CHECK(is_str(lc_pipe_take(&p, 0), "mine"), "with its own reply");
+    TU_CHECK(lc_extend(c1, g, 6000) == LC_OK, "extend runs again");
+    TU_CHECK(lc_release(c1, g) == LC_OK, "release runs again");
+    TU_CHECK(lc_conn_ping(c1) == LC_OK, "ping runs again");
+    TU_CHECK(in_step(c1), "in step after the refusals");
+    lc_pipe_clear(&p);
+    tu_redis_int(port, "DEL %s %s", okey, rkey);
+}
+
+/* The match check of lc_acquire_pipe covers every field the sent attempt
+ * used: another owner (reentrant's hash field; the guard would release a
+ * field the attempt never wrote), lease or fence key is refused and
+ * leaves the attempt pending. */
+static void test_send_mismatch(void)
+{
+    const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        char key[128];
+        lct_key(key, sizeof key, "pipe-mismatch", m);
+        lc_lock_args a = lct_args(m, key, "o", 5000, 0);
+        lc_lock_args other_owner = a, other_lease = a, other_fence = a;
+        other_owner.owner = "someone-else";
+        other_lease.lease_ms = 6000;
+        other_fence.fence_key = "lctest:other-fence";
+        lc_guard *g = NULL;
+        TU_REQUIRE(lc_acquire_send(c1, &a, NULL) == LC_OK, "%s: send", mn);
+        TU_CHECK(lc_acquire(c1, &other_owner, &g) == LC_MISUSE && !g, "%s: another owner", mn);
+        TU_CHECK(lc_acquire(c1, &other_lease, &g) == LC_MISUSE && !g, "%s: another lease", mn);
+        if (m == LC_FENCED)
+            TU_CHECK(lc_acquire(c1, &other_fence, &g) == LC_MISUSE && !g, "%s: another fence key",
+                     mn);
+        TU_CHECK(lc_acquire(c1, &a, &g) == LC_OK && g, "%s: the sent one ends", mn);
+        if (m == LC_REENTRANT) {
+            char field[160];
+            snprintf(field, sizeof field, "%s:o", lc_client_instance_id(cli));
+            TU_CHECK(tu_redis_int(port, "HEXISTS %s %s", key, field) == 1 &&
+                         strcmp(lc_guard_owner_token(g), field) == 0,
+                     "%s: the guard's field is the one written", mn);
+        }
+        TU_CHECK(lc_release(c1, g) == LC_OK, "%s: release", mn);
+        TU_CHECK(in_step(c1), "%s: in step", mn);
+    }
+}
+
+/* A listener whose accept queue is full: the kernel drops further SYNs, so
+ * a connect to it waits its whole timeout. Returns its port; *fds gets the
+ * listener and the connection that fills the queue. */
+static int blackhole(int fds[2])
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    TU_REQUIRE(fds[0] >= 0 && bind(fds[0], (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                   listen(fds[0], 0) == 0 && getsockname(fds[0], (struct sockaddr *)&sa, &len) == 0,
+               "listener");
+    fds[1] = socket(AF_INET, SOCK_STREAM, 0);
+    TU_REQUIRE(fds[1] >= 0 && connect(fds[1], (struct sockaddr *)&sa, sizeof sa) == 0,
+               "the connection that fills the accept queue");
+    return ntohs(sa.sin_port);
+}
+
+/* Redis unreachable (every connect times out): lc_acquire_send waits one
+ * connect timeout and sends nothing; the lc_acquire_pipe after it answers
+ * LC_IO with that connect's reason at once, not after a second timeout. A
+ * refused call in between does not replace the reason. */
+static void test_send_unreachable(void)
+{
+    enum { CONNECT_MS = 400 };
+    int fds[2];
+    int bport = blackhole(fds);
+    lc_client *bc = lct_client_t(bport, 0, CONNECT_MS);
+    lc_conn *conn = lct_conn(bc);
+    const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        lc_lock_args a = lct_args(m, "lctest:{down}:lock", "o", 5000, 1000);
+        lc_stats before, after;
+        lc_client_stats(bc, &before);
+        int64_t t0 = tu_now_ms();
+        TU_CHECK(lc_acquire_send(conn, &a, NULL) == LC_OK, "%s: send", mn);
+        int64_t t1 = tu_now_ms();
+        char reason[LC_ERRSTR_LEN];
+        snprintf(reason, sizeof reason, "%s", lc_conn_errstr(conn));
+        TU_CHECK(t1 - t0 >= CONNECT_MS - 50, "%s: the send waited its connect timeout (%lld ms)",
+                 mn, (long long)(t1 - t0));
+        TU_CHECK(lc_conn_ping(conn) == LC_MISUSE, "%s: ping refused while pending", mn);
+        lc_guard *g = NULL;
+        lc_status st = lc_acquire(conn, &a, &g);
+        int64_t took = tu_now_ms() - t1;
+        lc_client_stats(bc, &after);
+        TU_CHECK(st == LC_IO && !g, "%s: LC_IO (%s)", mn, lc_status_name(st));
+        /* A second connect would cost CONNECT_MS at least, however fast the
+         * machine: that floor is the bound. */
+        TU_CHECK(took < CONNECT_MS, "%s: answered without a second connect timeout (%lld ms)", mn,
+                 (long long)took);
+        TU_CHECK(reason[0] && strcmp(lc_conn_errstr(conn), reason) == 0,
+                 "%s: the send's connect failure is the reason: %s", mn, lc_conn_errstr(conn));
+        TU_CHECK(after.io_errors == before.io_errors + 1, "%s: one I/O error counted", mn);
+    }
+    lc_conn_free(conn);
+    lc_client_free(bc);
+    close(fds[1]);
+    close(fds[0]);
+}
+
+/* lc_conn_free with an attempt pending: the attempt ran and took the lock
+ * (its lease is long), and nobody will read its reply; the orphan cleanup
+ * gives it back, as for an attempt that timed out. */
+static void test_send_then_free(void)
+{
+    const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        char key[128];
+        lct_key(key, sizeof key, "pipe-send-free", m);
+        lc_conn *conn = lct_conn(cli);
+        lc_lock_args a = lct_args(m, key, "o", m == LC_REENTRANT ? 0 : 60000, 0);
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_pipe_append(&p, "ECHO %s", "never read");
+        lc_stats before, after;
+        lc_client_stats(cli, &before);
+        TU_REQUIRE(lc_acquire_send(conn, &a, &p) == LC_OK, "%s: send", mn);
+        lc_conn_free(conn);
+        lc_pipe_clear(&p);
+        int64_t until = tu_now_ms() + tu_slack(5000);
+        for (;;) { /* the key goes, then the reaper reads the release's reply */
+            lc_client_stats(cli, &after);
+            if ((tu_redis_int(port, "EXISTS %s", key) == 0 &&
+                 after.orphans_released > before.orphans_released) ||
+                tu_now_ms() >= until)
+                break;
+            tu_sleep_ms(10);
+        }
+        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0,
+                 "%s: the lock the abandoned attempt took is given back", mn);
+        TU_CHECK(after.orphans_released == before.orphans_released + 1,
+                 "%s: counted as an orphan released", mn);
+    }
+}
+
 int main(void)
 {
     port = tu_redis_port();
@@ -404,6 +593,10 @@ int main(void)
     test_waiter_reads_release_write();
     test_timeout();
     test_send_ahead();
+    test_send_pending_calls();
+    test_send_mismatch();
+    test_send_unreachable();
+    test_send_then_free();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);

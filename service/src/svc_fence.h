@@ -19,7 +19,9 @@
  *
  * The scripts (scripts/fence_read.lua, fence_write.lua) are compiled in
  * with their SHA1 and sent as EVALSHA; the caller re-sends one as EVAL
- * (eval = 1) when Redis answers NOSCRIPT (svc_fence_noscript).
+ * (eval = 1) when Redis answers NOSCRIPT (svc_fence_noscript), or sends it
+ * as EVAL at once where a NOSCRIPT answer would come too late to send it
+ * again (the write riding before the lock's release).
  *
  * Everything here only formats commands and reads replies: no I/O, no
  * logging. Any thread; the lc_pipe is the caller's.

@@ -54,8 +54,14 @@
  * read rides in the acquire's write (under the counter's value: the token
  * is only known from the acquire's reply) and the write in the release's.
  * The write checks the epoch itself (no WATCH, no MULTI: a script is one
- * step), and a NOSCRIPT answer is sent again as EVAL — the write even
- * after the release, safe because the fence decides whether it applies.
+ * step). A NOSCRIPT read is sent again as EVAL, still holding the lock.
+ * The write that rides in the release's write goes as EVAL (the body, not
+ * the SHA1) so it can never answer NOSCRIPT: that write would have run
+ * only after the release behind it, and a buyer taking the lock and
+ * reading in between would fence out a holder that never lost its lock
+ * (the first purchases after a SCRIPT FLUSH or a Redis restart). Apart,
+ * the write is EVALSHA and its NOSCRIPT goes again as EVAL before the
+ * release.
  *
  * Stock resets: PUT /stock increments miaosha:{sku}:epoch in its
  * transaction, and the purchase WATCHes that key in the round trip of its
@@ -704,11 +710,14 @@ static purchase_result plain_write(purchase *pu, lc_conn *conn, const char *rec,
 
 /* The fenced commit: one script (svc_fence.h) with the same three writes,
  * applied only while this holder's token is the stock's high-water mark
- * and the epoch is the one its read saw (send_releasing). A NOSCRIPT
- * answer means it did not run; it goes again as EVAL, alone — after the
- * release when pipelining, which is safe: the fence, not the lock, decides
- * whether it applies, and a later holder's read has moved the mark past
- * this token by then if there was one. PR_SOLD, or why not (pu->detail;
+ * and the epoch is the one its read saw (send_releasing). Pipelined it
+ * rides before the release as EVAL, never EVALSHA: a NOSCRIPT answer there
+ * would come after the release had run, and the write sent again then
+ * would find the mark moved by whoever took the lock and read in between
+ * — 409 fenced_out for a holder whose lease never ran out. EVAL costs
+ * Redis no more than EVALSHA here (it hashes the 2 KB body, next to the
+ * script's own run). Apart it is EVALSHA, and a NOSCRIPT answer goes again
+ * as EVAL, still holding the lock. PR_SOLD, or why not (pu->detail;
  * pu->order_id cleared when nothing was written). */
 static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec, long long before,
                                     lc_guard **held, int *nheld)
@@ -724,8 +733,9 @@ static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec
     lc_pipe w;
     lc_pipe_init(&w);
     redisReply *rep = NULL;
-    int built = !oom && svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch,
-                                               before - 1, rec, strlen(rec), &x, 0) == LC_OK;
+    int built = !oom &&
+                svc_fence_append_write(&w, pu->r->sku, pu->fence, pu->fence_epoch, before - 1, rec,
+                                       strlen(rec), &x, pu->pipeline) == LC_OK;
     if (built) {
         send_releasing(pu, conn, &w, held, nheld);
         rep = lc_pipe_take(&w, 0);

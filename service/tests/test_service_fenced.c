@@ -15,6 +15,10 @@
  *                a purchase in flight across a reset answers stock_reset;
  *                buyers under repeated resets leave a clean audit.
  *   noscript     SCRIPT FLUSH: the next purchase still sells.
+ *   noscript mid-section  SCRIPT FLUSH while a holder sleeps between its
+ *                read and its write (private redis-server, keyspace events
+ *                on): its write still runs before its release, and it and
+ *                a buyer waiting on the lock both buy.
  *   bad input    lease_ms <= 0: 400 naming lease_ms.
  * /stats and /metrics count the fenced_out answers. */
 #include <pthread.h>
@@ -22,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <hiredis/hiredis.h>
 
 #include "svc_test.h"
 
@@ -350,6 +356,121 @@ static void test_noscript(int pipeline)
     check_exact(sku, 2, "noscript");
 }
 
+typedef struct ns_buy {
+    const svc_server *s;
+    char path[256];
+    svc_resp resp;
+    pthread_t th;
+} ns_buy;
+
+static void *ns_buy_main(void *arg)
+{
+    ns_buy *b = arg;
+    svc_req(b->s, "GET", b->path, NULL, NULL, &b->resp);
+    return NULL;
+}
+
+/* Reads keyspace events from sub until the lock key's first "del" (the
+ * holder's release); returns 1 when the stock key's "set" (the holder's
+ * write) came before it, 0 when after or never, -1 when no release came. */
+static int write_before_release(redisContext *sub, const char *lock, const char *stock)
+{
+    int wrote = 0;
+    for (;;) {
+        redisReply *m = NULL;
+        if (redisGetReply(sub, (void **)&m) != REDIS_OK || m == NULL)
+            return -1;
+        int released = 0;
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 4 &&
+            m->element[2]->type == REDIS_REPLY_STRING &&
+            m->element[3]->type == REDIS_REPLY_STRING) {
+            const char *ch = strchr(m->element[2]->str, ':'); /* after __keyspace@0__ */
+            const char *ev = m->element[3]->str;
+            if (ch != NULL && !strcmp(ch + 1, stock) && !strcmp(ev, "set"))
+                wrote = 1;
+            released = ch != NULL && !strcmp(ch + 1, lock) && !strcmp(ev, "del");
+        }
+        freeReplyObject(m);
+        if (released)
+            return wrote;
+    }
+}
+
+/* SCRIPT FLUSH while holder A sleeps work_ms between its read and its
+ * write, buyer B waiting on the lock. A's write rides before its release
+ * when pipelining; had it gone as EVALSHA it would answer NOSCRIPT, the
+ * release behind it would run, and the write sent again afterwards would
+ * find the mark moved by B's read: 409 fenced_out for a holder that never
+ * lost its lock (B's retry lands in that gap only sometimes — the flake
+ * this case pins down). Keyspace events show the order itself, every
+ * time: the stock's "set" must come before the lock's "del". A private
+ * redis-server: the flush and the events disturb no other test. */
+static void test_noscript_mid_section(void)
+{
+    tu_redis rd;
+    svc_server s2;
+    const char *rargs[] = {"--notify-keyspace-events", "Kg$", NULL};
+    TU_REQUIRE(tu_redis_start(&rd, 0, rargs) == 0, "private redis-server");
+    const char *extra[] = {"--instance-id", "fenced-ns", NULL};
+    TU_REQUIRE(svc_start(&s2, rd.port, extra) == 0, "server on the private redis");
+    for (int pipeline = 0; pipeline < 2; pipeline++) {
+        char sku[64], what[64], lock[128], stock[128], mark[128], ok[16];
+        snprintf(sku, sizeof sku, "fenced_nsm_p%d", pipeline);
+        snprintf(what, sizeof what, "noscript mid-section p%d", pipeline);
+        snprintf(lock, sizeof lock, "miaosha:{%s}:lock:fenced", sku);
+        snprintf(stock, sizeof stock, "miaosha:{%s}:stock", sku);
+        snprintf(mark, sizeof mark, "miaosha:{%s}:fence_hwm", sku);
+        TU_REQUIRE(svc_set_stock(&s2, sku, 5, NULL) == 200, "stock %s", sku);
+        int64_t ev_ms = tu_slack(10000);
+        redisContext *sub = redisConnectWithTimeout(
+            "127.0.0.1", rd.port, (struct timeval){ev_ms / 1000, (ev_ms % 1000) * 1000});
+        TU_REQUIRE(sub != NULL && !sub->err, "subscriber connects");
+        redisSetTimeout(sub, (struct timeval){ev_ms / 1000, (ev_ms % 1000) * 1000});
+        redisReply *r = redisCommand(sub, "PSUBSCRIBE __keyspace@0__:miaosha:{%s}:*", sku);
+        TU_REQUIRE(r != NULL && r->type == REDIS_REPLY_ARRAY, "%s: PSUBSCRIBE", what);
+        freeReplyObject(r);
+
+        ns_buy a = {.s = &s2}, b = {.s = &s2};
+        snprintf(a.path, sizeof a.path,
+                 "/miaosha/fenced?sku=%s&user=A&work_ms=1500&wait_ms=5000&pipeline=%d", sku,
+                 pipeline);
+        snprintf(b.path, sizeof b.path,
+                 "/miaosha/fenced?sku=%s&user=B&work_ms=0&wait_ms=10000&pipeline=%d", sku,
+                 pipeline);
+        TU_REQUIRE(pthread_create(&a.th, NULL, ns_buy_main, &a) == 0, "thread");
+        /* A has read once the mark exists (its read raised it). */
+        int64_t until = tu_now_ms() + tu_slack(5000);
+        while (tu_redis_int(rd.port, "EXISTS %s", mark) != 1 && tu_now_ms() < until)
+            tu_sleep_ms(5);
+        TU_REQUIRE(tu_redis_int(rd.port, "EXISTS %s", mark) == 1, "%s: A has read", what);
+        TU_REQUIRE(pthread_create(&b.th, NULL, ns_buy_main, &b) == 0, "thread");
+        TU_REQUIRE(tu_redis_str(rd.port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
+                   "SCRIPT FLUSH");
+        /* Checked after the flush: A's write, still to come, follows it. */
+        TU_REQUIRE(tu_redis_int(rd.port, "GET %s", stock) == 5,
+                   "%s: A has not written before the flush", what);
+        pthread_join(a.th, NULL);
+        pthread_join(b.th, NULL);
+        int order = write_before_release(sub, lock, stock);
+        TU_CHECK(order == 1, "%s: A's write ran before its release (%d: 0 after, -1 no release)",
+                 what, order);
+        TU_CHECK(a.resp.status == 200, "%s: A buys: %ld %s", what, a.resp.status, B(&a.resp));
+        TU_CHECK(b.resp.status == 200, "%s: B buys after A: %ld %s", what, b.resp.status,
+                 B(&b.resp));
+        svc_audit au;
+        TU_CHECK(svc_get_audit(&s2, sku, &au) == 200 && au.sold == 2 && au.orders == 2 &&
+                     au.stock == 3 && au.oversold == 0,
+                 "%s: sold %lld orders %lld stock %lld", what, au.sold, au.orders, au.stock);
+        svc_resp_free(&a.resp);
+        svc_resp_free(&b.resp);
+        redisFree(sub);
+    }
+    TU_CHECK(svc_stop(&s2, 6000) == 0, "private server: SIGTERM exit 0");
+    if (tu_failed)
+        svc_dump_log(&s2);
+    tu_redis_stop(&rd);
+}
+
 static void test_bad_lease(void)
 {
     const char *bad[] = {"0", "-5"};
@@ -402,6 +523,7 @@ int main(void)
     }
     test_reset_load();
     test_counted();
+    test_noscript_mid_section();
     TU_CHECK(svc_stop(&srv, 6000) == 0, "SIGTERM exit 0");
     if (tu_failed)
         svc_dump_log(&srv);
