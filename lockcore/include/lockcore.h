@@ -64,7 +64,7 @@
  * (lc_conn_errstr). All durations are milliseconds.
  * A call on an lc_conn is bounded by the connect and command timeouts (and
  * wait_ms); in redlock mode by redlock_node_timeout_ms per round, plus at
- * most one node timeout for replies an earlier call left in flight.
+ * most one more per round for replies an earlier round left in flight.
  *
  * Processes: create the client after fork(), never before — a child does
  * not inherit the background threads, and would share the parent's Redis
