@@ -319,12 +319,16 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         rl->cur[i] = true;
         rl->until[i] = deadline;
     }
-    while (until == RL_UNTIL_ALL || got < quorum) {
+    for (;;) {
+        /* Once the majority is in, only a command not yet written is
+         * waited for: every node has been sent it when the round returns
+         * (or counts as failed), a release included. */
+        bool decided = until != RL_UNTIL_ALL && got >= quorum;
         struct pollfd pf[LC_REDLOCK_MAX_NODES];
         int idx[LC_REDLOCK_MAX_NODES], k = 0;
         int64_t now = lc_now_ms(), next = INT64_MAX;
         for (int i = 0; i < c->rl_n; i++) {
-            if (st[i] != RL_WAITING)
+            if (st[i] != RL_WAITING || (decided && !sdslen(rl->ctx[i]->obuf)))
                 continue;
             if (now >= rl->until[i]) {
                 st[i] = RL_FAILED; /* no reply within the node timeout */
@@ -363,7 +367,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
     for (int i = 0; i < c->rl_n; i++) {
         if (st[i] == RL_SKIP)
             continue;
-        if (st[i] == RL_DONE || (st[i] == RL_WAITING && got >= quorum)) {
+        if (st[i] == RL_DONE || (st[i] == RL_WAITING && until != RL_UNTIL_ALL && got >= quorum)) {
             /* Answered, or still on its way after the majority came in:
              * then an earlier round's reply from now on. */
             if (rl->cur[i]) {
