@@ -63,7 +63,8 @@
  * failure is kept, bounded to LC_ERRSTR_LEN bytes, in the lc_conn
  * (lc_conn_errstr). All durations are milliseconds.
  * A call on an lc_conn is bounded by the connect and command timeouts (and
- * wait_ms); in redlock mode by redlock_node_timeout_ms per round.
+ * wait_ms); in redlock mode by redlock_node_timeout_ms per round, plus at
+ * most one more per round for replies an earlier round left in flight.
  *
  * Processes: create the client after fork(), never before — a child does
  * not inherit the background threads, and would share the parent's Redis
@@ -435,7 +436,10 @@ typedef struct lc_lock_args {
  *   redlock    SET key <fresh libuuid> NX PX lease to every node at once
  *              (non-blocking sockets, one poll loop; a node that has not
  *              answered within redlock_node_timeout_ms counts as failed and
- *              is reconnected on the next call; with
+ *              is reconnected on the next call; the round returns as soon
+ *              as a majority said OK: the other nodes' replies are read by
+ *              the next redlock call on conn, and a node whose OK comes
+ *              late holds the key too and gets the release; with
  *              redlock_restart_delay_ms a node up for less than the delay
  *              gets no SET and counts as failed too; "up" is its INFO
  *              uptime_in_seconds less one second, as Redis's whole seconds
@@ -491,8 +495,10 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              stops renewing at the last local release of a watchdog-mode
  *              acquisition, whatever Redis answered.
  *   redlock    the token's compare-and-delete on every node at once
- *              (EVALSHA; a node answering NOSCRIPT gets EVAL in a second
- *              round): LC_LOST when the guard's validity had run out
+ *              (EVAL, the script's text along, so a node that lost its
+ *              script cache runs it too; it returns as soon as a majority
+ *              deleted the key, the other nodes' replies read by the next
+ *              redlock call on conn): LC_LOST when the guard's validity had run out
  *              before the release (lc_guard_validity_ms was 0: another
  *              holder may have been let in, whatever the nodes answer);
  *              else LC_OK when a majority deleted the key; LC_IO when

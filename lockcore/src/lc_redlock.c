@@ -7,17 +7,32 @@
  * minus the round's time minus a clock drift allowance. A failed attempt
  * releases on every node, those that did not answer included (the SET may
  * have run there and only its reply been lost). The release is the token
- * mode's compare-and-delete script, on every node.
+ * mode's compare-and-delete script, on every node, sent as EVAL (its text
+ * along: no NOSCRIPT round after a node lost its script cache).
  *
  * Why parallel, and why by hand: the round's time is subtracted from the
  * validity, so N sequential round trips would cost N times the latency and
  * one slow node would delay every node after it. hiredis' async API needs
  * an event library; instead each node has a plain context in non-blocking
  * mode: the command is formatted once, appended to every node's output
- * buffer, and one poll() loop writes and reads them all, until every node
- * answered or the per-node timeout passed. A node that did not answer in
- * time may still answer later, so its context is dropped and remade on the
- * next round: a kept context never has a reply in flight.
+ * buffer, and one poll() loop writes and reads them all.
+ *
+ * A round that decides on a majority (the acquire's SET, the release)
+ * returns as soon as the majority answered: the other nodes have the
+ * command and will run it; only their replies are still on their way.
+ * The rule for a kept context: every reply in flight on it is counted
+ * (late[]), and all of them must come within the node timeout of the newest
+ * command sent there; the next round reads what came without waiting,
+ * sends its command behind the rest (a connection keeps its order: a late
+ * SET runs before the release that follows it), and drops a context whose
+ * replies are overdue, as a node that did not answer in time. A node
+ * already RL_LATE_MAX replies behind is waited for first (at most its node
+ * timeout), so a stopped node costs a majority round at most one node
+ * timeout.
+ * The other rounds (INFO, a failed attempt's release) wait for every node
+ * or its timeout. On 5 loopback nodes sharing 2 CPUs this is what makes a
+ * cycle cheaper: the client writes the next round while the slowest two
+ * servers still run, and reads their late reply together with the next.
  *
  * The node contexts belong to the lc_conn (a hiredis context is not
  * thread-safe), so each caller thread has its own N sockets.
@@ -44,12 +59,23 @@
 
 struct lc_rl_conn {
     redisContext *ctx[LC_REDLOCK_MAX_NODES];
+    /* Replies in flight on ctx[i] that an earlier round no longer waited
+     * for (it returned on a majority), whether this round's is awaited
+     * after them, and until when (lc_now_ms time: the newest command's
+     * node timeout) they may all take. */
+    int late[LC_REDLOCK_MAX_NODES];
+    bool cur[LC_REDLOCK_MAX_NODES];
+    int64_t until[LC_REDLOCK_MAX_NODES];
     /* With a restart delay: the node's uptime was read on this context,
      * and it votes from votes_at (lc_now_ms time) on. A new context is
      * unchecked: a restart always breaks the old one. */
     bool checked[LC_REDLOCK_MAX_NODES];
     int64_t votes_at[LC_REDLOCK_MAX_NODES];
 };
+
+/* A node whose context has this many earlier replies in flight is waited
+ * for before the next command goes behind them. */
+#define RL_LATE_MAX 2
 
 /* --- options ------------------------------------------------------------ */
 
@@ -136,49 +162,132 @@ static void node_drop(struct lc_rl_conn *rl, int i)
         redisFree(rl->ctx[i]);
     rl->ctx[i] = NULL;
     rl->checked[i] = false;
+    rl->late[i] = 0;
+    rl->cur[i] = false;
 }
 
-/* Drops every kept context that is readable while idle: the peer closed it
- * (a restarted node) or sent what nobody asked for. One poll() for all. */
-static void drop_stale(lc_client *c, struct lc_rl_conn *rl)
+/* Reads what node i's socket holds and takes every complete reply: an
+ * earlier round's is dropped, this round's goes to *got. false: the
+ * context failed (EOF, a protocol error, a reply nobody asked for). */
+static bool node_read(struct lc_rl_conn *rl, int i, redisReply **got)
 {
-    struct pollfd pf[LC_REDLOCK_MAX_NODES];
-    int idx[LC_REDLOCK_MAX_NODES], k = 0;
-    for (int i = 0; i < c->rl_n; i++) {
-        if (rl->ctx[i]) {
-            pf[k].fd = rl->ctx[i]->fd;
-            pf[k].events = POLLIN;
+    redisContext *ctx = rl->ctx[i];
+    if (redisBufferRead(ctx) != REDIS_OK)
+        return false;
+    for (;;) {
+        void *r = NULL;
+        if (redisGetReplyFromReader(ctx, &r) != REDIS_OK)
+            return false;
+        if (!r)
+            return true;
+        if (rl->late[i] > 0) {
+            rl->late[i]--;
+            freeReplyObject(r);
+        } else if (rl->cur[i]) {
+            rl->cur[i] = false;
+            *got = r;
+        } else {
+            freeReplyObject(r);
+            return false;
+        }
+    }
+}
+
+/* Before every round. The rule of this file: every reply in flight on a
+ * kept context is counted in late[] (an earlier round returned on a
+ * majority without it), and comes within the node timeout of the newest
+ * command sent there, or the context is dropped as a node that did not
+ * answer in time — its commands may still run, as with any timeout.
+ * Reads what has come, without waiting; drops the contexts whose replies
+ * are overdue, and every idle one that is readable: the peer closed it (a
+ * restarted node) or sent what nobody asked for. Replies still on their
+ * way stay in flight and the round's command goes behind them (a
+ * connection keeps its order, so it runs after them), except on a node
+ * already RL_LATE_MAX behind: that one is waited for, at most until its
+ * node timeout. */
+static void drain(lc_client *c, struct lc_rl_conn *rl)
+{
+    bool first = true;
+    for (;;) {
+        struct pollfd pf[LC_REDLOCK_MAX_NODES];
+        int idx[LC_REDLOCK_MAX_NODES], k = 0;
+        int64_t until = INT64_MAX, now = lc_now_ms();
+        for (int i = 0; i < c->rl_n; i++) {
+            redisContext *ctx = rl->ctx[i];
+            bool must = ctx && rl->late[i] >= RL_LATE_MAX;
+            if (!ctx || (!first && !must))
+                continue;
+            if (rl->late[i] > 0 && now >= rl->until[i]) {
+                node_drop(rl, i); /* no reply within its node timeout */
+                continue;
+            }
+            if (must && rl->until[i] < until)
+                until = rl->until[i];
+            pf[k].fd = ctx->fd;
+            pf[k].events = rl->late[i] > 0 && sdslen(ctx->obuf) ? POLLOUT : POLLIN;
             pf[k].revents = 0;
             idx[k++] = i;
         }
-    }
-    if (k == 0 || poll(pf, (nfds_t)k, 0) <= 0)
-        return;
-    for (int j = 0; j < k; j++) {
-        if (pf[j].revents)
-            node_drop(rl, idx[j]);
+        if (k == 0 || (!first && until == INT64_MAX))
+            return;
+        int rc = poll(pf, (nfds_t)k, first ? 0 : (int)(until - now));
+        if (rc < 0 && errno != EINTR)
+            return;
+        for (int j = 0; rc > 0 && j < k; j++) {
+            int i = idx[j], done = 0;
+            redisReply *none = NULL;
+            if (!pf[j].revents)
+                continue;
+            if (rl->late[i] == 0)
+                node_drop(rl, i);
+            else if (pf[j].events == POLLOUT && redisBufferWrite(rl->ctx[i], &done) != REDIS_OK)
+                node_drop(rl, i);
+            else if (pf[j].events == POLLIN && !node_read(rl, i, &none))
+                node_drop(rl, i);
+        }
+        first = false;
     }
 }
 
-enum { RL_SKIP, RL_WRITING, RL_READING, RL_DONE, RL_FAILED };
+enum { RL_SKIP, RL_WAITING, RL_DONE, RL_FAILED };
+
+/* When a round may return before every node answered. */
+typedef enum {
+    RL_UNTIL_ALL,     /* every node answered or timed out */
+    RL_UNTIL_GRANTED, /* a majority answered a status reply (SET's OK) */
+    RL_UNTIL_DELETED  /* a majority answered the integer 1 (a key deleted) */
+} rl_until;
+
+static bool counts(rl_until until, const redisReply *r)
+{
+    if (until == RL_UNTIL_GRANTED)
+        return r->type == REDIS_REPLY_STATUS;
+    return until == RL_UNTIL_DELETED && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+}
 
 /* One parallel round: cmd (len bytes of RESP) to every node i with send[i],
  * each reply in rep[i] (NULL when the node failed or did not answer within
  * the node timeout; an error reply is a reply). checked_only: a node whose
  * context is gone or unchecked (check_uptimes) is not connected, and counts
- * as failed — a node that restarted since its check must not vote. Returns
- * how many failed, the last reason in conn->err. */
+ * as failed — a node that restarted since its check must not vote.
+ * until: with RL_UNTIL_GRANTED or RL_UNTIL_DELETED the round returns as
+ * soon as a majority gave that answer; the other nodes have the command
+ * (written, or in their context's buffer) and their replies stay in
+ * flight (rep[i] NULL, not failed), read by the next round's drain() or
+ * behind its own reply. Returns how many failed, the last reason in
+ * conn->err. */
 static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t len,
-                      redisReply **rep, bool checked_only)
+                      redisReply **rep, bool checked_only, rl_until until)
 {
     lc_client *c = conn->client;
     struct lc_rl_conn *rl = conn->rl;
     int st[LC_REDLOCK_MAX_NODES];
+    int quorum = c->rl_n / 2 + 1, got = 0;
+    drain(c, rl);
     int64_t deadline = lc_now_ms() + c->rl_node_timeout_ms;
-    drop_stale(c, rl);
     for (int i = 0; i < c->rl_n; i++) {
         rep[i] = NULL;
-        st[i] = send[i] ? RL_WRITING : RL_SKIP;
+        st[i] = send[i] ? RL_WAITING : RL_SKIP;
         if (!send[i])
             continue;
         if (checked_only && (!rl->ctx[i] || !rl->checked[i])) {
@@ -200,59 +309,75 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
             }
         }
         /* Write at once: a connected socket takes a small command without
-         * a poll() first, which saves one system call per round. */
+         * a poll() first, which saves one system call per node. */
         int done = 0;
         if (redisAppendFormattedCommand(rl->ctx[i], cmd, len) != REDIS_OK ||
-            redisBufferWrite(rl->ctx[i], &done) != REDIS_OK)
+            redisBufferWrite(rl->ctx[i], &done) != REDIS_OK) {
             st[i] = RL_FAILED;
-        else if (done)
-            st[i] = RL_READING;
+            continue;
+        }
+        rl->cur[i] = true;
+        rl->until[i] = deadline;
     }
     for (;;) {
+        /* Once the majority is in, only a command not yet written is
+         * waited for: every node has been sent it when the round returns
+         * (or counts as failed), a release included. */
+        bool decided = until != RL_UNTIL_ALL && got >= quorum;
         struct pollfd pf[LC_REDLOCK_MAX_NODES];
         int idx[LC_REDLOCK_MAX_NODES], k = 0;
+        int64_t now = lc_now_ms(), next = INT64_MAX;
         for (int i = 0; i < c->rl_n; i++) {
-            if (st[i] == RL_WRITING || st[i] == RL_READING) {
-                pf[k].fd = rl->ctx[i]->fd;
-                pf[k].events = st[i] == RL_WRITING ? POLLOUT : POLLIN;
-                pf[k].revents = 0;
-                idx[k++] = i;
+            if (st[i] != RL_WAITING || (decided && !sdslen(rl->ctx[i]->obuf)))
+                continue;
+            if (now >= rl->until[i]) {
+                st[i] = RL_FAILED; /* no reply within the node timeout */
+                continue;
             }
+            next = rl->until[i] < next ? rl->until[i] : next;
+            pf[k].fd = rl->ctx[i]->fd;
+            pf[k].events = sdslen(rl->ctx[i]->obuf) ? POLLOUT : POLLIN;
+            pf[k].revents = 0;
+            idx[k++] = i;
         }
-        int64_t now = lc_now_ms();
-        if (k == 0 || now >= deadline)
+        if (k == 0)
             break;
-        int rc = poll(pf, (nfds_t)k, (int)(deadline - now));
+        int rc = poll(pf, (nfds_t)k, (int)(next - now));
         if (rc < 0 && errno != EINTR)
             break;
         for (int j = 0; rc > 0 && j < k; j++) {
             if (!pf[j].revents)
                 continue;
-            int i = idx[j];
-            redisContext *ctx = rl->ctx[i];
-            if (st[i] == RL_WRITING) {
-                int done = 0;
-                if (redisBufferWrite(ctx, &done) != REDIS_OK)
+            int i = idx[j], done = 0;
+            if (pf[j].events == POLLOUT) {
+                if (redisBufferWrite(rl->ctx[i], &done) != REDIS_OK)
                     st[i] = RL_FAILED;
-                else if (done)
-                    st[i] = RL_READING;
-                continue;
-            }
-            void *r = NULL;
-            if (redisBufferRead(ctx) != REDIS_OK || redisGetReplyFromReader(ctx, &r) != REDIS_OK) {
+            } else if (!node_read(rl, i, &rep[i])) {
+                if (rep[i])
+                    freeReplyObject(rep[i]);
+                rep[i] = NULL;
                 st[i] = RL_FAILED;
-            } else if (r) {
-                rep[i] = r;
+            } else if (rep[i]) {
                 st[i] = RL_DONE;
+                got += counts(until, rep[i]);
             }
         }
     }
     int failed = 0;
     for (int i = 0; i < c->rl_n; i++) {
-        if (st[i] == RL_SKIP || st[i] == RL_DONE)
+        if (st[i] == RL_SKIP)
             continue;
+        if (st[i] == RL_DONE || (st[i] == RL_WAITING && until != RL_UNTIL_ALL && got >= quorum)) {
+            /* Answered, or still on its way after the majority came in:
+             * then an earlier round's reply from now on. */
+            if (rl->cur[i]) {
+                rl->cur[i] = false;
+                rl->late[i]++;
+            }
+            continue;
+        }
         failed++;
-        if (st[i] != RL_FAILED || !rl->ctx[i] || !rl->ctx[i]->err)
+        if (!rl->ctx[i] || !rl->ctx[i]->err)
             lc_seterr(conn->err, "redlock node %s:%d: no reply within %d ms", c->rl_host[i],
                       c->rl_port[i], c->rl_node_timeout_ms);
         else
@@ -286,7 +411,7 @@ static void check_uptimes(lc_conn *conn)
     struct lc_rl_conn *rl = conn->rl;
     bool send[LC_REDLOCK_MAX_NODES];
     int k = 0;
-    drop_stale(c, rl); /* a node restarted since its check: check again */
+    drain(c, rl); /* a node restarted since its check: check again */
     for (int i = 0; i < c->rl_n; i++) {
         send[i] = !rl->ctx[i] || !rl->checked[i];
         k += send[i];
@@ -295,7 +420,7 @@ static void check_uptimes(lc_conn *conn)
         return;
     static const char info[] = "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
     redisReply *rep[LC_REDLOCK_MAX_NODES];
-    round_trip(conn, send, info, sizeof info - 1, rep, false);
+    round_trip(conn, send, info, sizeof info - 1, rep, false, RL_UNTIL_ALL);
     int64_t now = lc_now_ms();
     for (int i = 0; i < c->rl_n; i++) {
         redisReply *r = rep[i];
@@ -324,49 +449,41 @@ static void check_uptimes(lc_conn *conn)
 
 /* --- release ------------------------------------------------------------ */
 
-/* The token's compare-and-delete on every node: EVALSHA, then EVAL to the
- * nodes that answered NOSCRIPT (flushed or restarted). Sets how many nodes
- * answered the script and how many deleted the key. */
-static lc_status unlock_all(lc_conn *conn, const char *key, const char *token, int *answered,
-                            int *deleted)
+/* The token's compare-and-delete on every node, in one round, as EVAL:
+ * the script's text travels with it, so a node that lost its script cache
+ * (flushed, restarted) runs it all the same. EVALSHA would need a second
+ * command after NOSCRIPT, and a reply read after the round returned (see
+ * until) can no longer send anything: the release would stay undone there
+ * until the lease ran out. until: RL_UNTIL_DELETED returns once a majority
+ * deleted the key, the others' commands sent and their replies in flight;
+ * RL_UNTIL_ALL waits for every node. Sets how many nodes answered the
+ * script and how many deleted the key. */
+static lc_status unlock_all(lc_conn *conn, const char *key, const char *token, rl_until until,
+                            int *answered, int *deleted)
 {
     lc_client *c = conn->client;
     bool send[LC_REDLOCK_MAX_NODES];
     redisReply *rep[LC_REDLOCK_MAX_NODES];
     *answered = *deleted = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const char *argv[] = {pass ? "EVAL" : "EVALSHA",
-                              pass ? LC_SCRIPT_TOKEN_RELEASE : LC_SCRIPT_TOKEN_RELEASE_SHA, "1",
-                              key, token};
-        char *cmd = NULL;
-        int len = redisFormatCommandArgv(&cmd, 5, argv, NULL);
-        if (len < 0)
-            return LC_NOMEM;
-        if (pass == 0) {
-            for (int i = 0; i < c->rl_n; i++)
-                send[i] = true;
+    const char *argv[] = {"EVAL", LC_SCRIPT_TOKEN_RELEASE, "1", key, token};
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, 5, argv, NULL);
+    if (len < 0)
+        return LC_NOMEM;
+    for (int i = 0; i < c->rl_n; i++)
+        send[i] = true;
+    round_trip(conn, send, cmd, (size_t)len, rep, false, until);
+    redisFreeCommand(cmd);
+    for (int i = 0; i < c->rl_n; i++) {
+        redisReply *r = rep[i];
+        if (r && r->type == REDIS_REPLY_INTEGER) {
+            (*answered)++;
+            *deleted += r->integer == 1;
+        } else if (r && r->type == REDIS_REPLY_ERROR) {
+            lc_seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i], r->str);
         }
-        round_trip(conn, send, cmd, (size_t)len, rep, false);
-        redisFreeCommand(cmd);
-        bool again = false;
-        for (int i = 0; i < c->rl_n; i++) {
-            redisReply *r = rep[i];
-            bool noscript = r && r->type == REDIS_REPLY_ERROR &&
-                            strncmp(r->str, "NOSCRIPT", 8) == 0;
-            if (send[i] && r && r->type == REDIS_REPLY_INTEGER) {
-                (*answered)++;
-                *deleted += r->integer == 1;
-            } else if (r && r->type == REDIS_REPLY_ERROR && !noscript) {
-                lc_seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i],
-                          r->str);
-            }
-            send[i] = noscript;
-            again |= noscript;
-            if (r)
-                freeReplyObject(r);
-        }
-        if (!again)
-            break;
+        if (r)
+            freeReplyObject(r);
     }
     return LC_OK;
 }
@@ -377,7 +494,7 @@ lc_status lc_redlock_release(lc_conn *conn, const char *key, const char *token, 
     if (s != LC_OK)
         return s;
     int answered, deleted;
-    if ((s = unlock_all(conn, key, token, &answered, &deleted)) != LC_OK)
+    if ((s = unlock_all(conn, key, token, RL_UNTIL_DELETED, &answered, &deleted)) != LC_OK)
         return s;
     int quorum = conn->client->rl_n / 2 + 1;
     if (lc_now_ms() >= valid_until) {
@@ -424,7 +541,7 @@ lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *t
                 all[i] = true;
         }
         int64_t t0 = lc_now_ms();
-        round_trip(conn, all, cmd, (size_t)len, rep, c->rl_restart_delay_ms > 0);
+        round_trip(conn, all, cmd, (size_t)len, rep, c->rl_restart_delay_ms > 0, RL_UNTIL_GRANTED);
         int64_t elapsed = lc_now_ms() - t0;
         int granted = 0, answered = 0;
         for (int i = 0; i < n; i++) {
@@ -447,7 +564,7 @@ lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *t
         /* Not held: give back what this attempt may have taken, on every
          * node, before anyone waits on it for a lease. */
         int ans_u, del_u;
-        if (unlock_all(conn, a->key, token, &ans_u, &del_u) != LC_OK) {
+        if (unlock_all(conn, a->key, token, RL_UNTIL_ALL, &ans_u, &del_u) != LC_OK) {
             redisFreeCommand(cmd);
             return LC_NOMEM;
         }
