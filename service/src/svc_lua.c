@@ -503,6 +503,8 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
             lua_ready(lp, conn, &recs[i]) != 0)
             continue;
         if (append_script(lp, &p, recs[i], 0) != 0) {
+            free(recs[i]);
+            recs[i] = NULL;
             lp->order_id[0] = '\0';
             snprintf(lp->detail, sizeof lp->detail, "out of memory; nothing was written");
             respond(lp, PR_OUT_OF_MEMORY);
