@@ -493,7 +493,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
     }
     char *recs[SVC_POOL_BATCH_MAX] = {0};
     int sent[SVC_POOL_BATCH_MAX] = {0}; /* 1 + the script's reply index, or 0 */
-    int nsent = 0, sold = 0, reloaded = 0;
+    int nsent = 0, sold = 0, lost = 0, reloaded = 0;
     lc_pipe p;
     lc_pipe_init(&p);
     for (int i = 0; i < n; i++) {
@@ -525,9 +525,11 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
         lua_purchase *lp = &lps[i];
         redisReply *rep = lc_pipe_take(&p, sent[i] - 1);
         if (rep != NULL && is_noscript(rep)) {
-            /* SCRIPT FLUSH or a restarted Redis: none of the batch ran.
-             * The first goes again as EVAL, which caches the script for
-             * the rest, which go again as EVALSHA. */
+            /* SCRIPT FLUSH or a restarted Redis: this script did not run
+             * (those before it in the batch may have, had the flush come
+             * between them). The first to get NOSCRIPT goes again as EVAL,
+             * which caches the script for the rest, which go again as
+             * EVALSHA, each in turn, so the batch's order is kept. */
             freeReplyObject(rep);
             res[i] = run_script(lp, conn, recs[i], !reloaded);
             reloaded = 1;
@@ -537,11 +539,22 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
             res[i] = map_reply(lp, rep);
         }
         sold += res[i] == PR_SOLD;
+        /* no reply (outcome unknown): the connection broke */
+        lost += res[i] == PR_REDIS_UNAVAILABLE;
     }
     lc_pipe_clear(&p);
-    /* One WAIT covers every write before it on this connection. */
+    /* One WAIT covers every write before it on this connection — but not
+     * after the connection broke: the next command reconnects, and a WAIT
+     * on a new connection, which has written nothing, is answered at once
+     * by every replica, whatever the sales before the break reached. */
     char why[sizeof lps[0].detail];
-    int replicated = sold == 0 || svc_wait_replicas(rs[0]->s, conn, why, sizeof why) == 0;
+    int replicated = sold == 0;
+    if (!replicated && lost > 0 && rs[0]->s->wait_replicas > 0)
+        snprintf(why, sizeof why,
+                 "the connection to Redis broke after the sale, before WAIT could check its "
+                 "replicas");
+    else if (!replicated)
+        replicated = svc_wait_replicas(rs[0]->s, conn, why, sizeof why) == 0;
     for (int i = 0; i < n; i++) {
         if (!sent[i])
             continue;
