@@ -385,7 +385,8 @@ static int lua_start(lua_purchase *lp, svc_req *r, lc_conn *conn, int64_t wait_m
 
 /* The last steps before the script: the client still there, Redis
  * reachable, the order id minted and the record's head built (*rec,
- * malloc'd). 0 to send the script; -1 when r is answered. */
+ * malloc'd). 0 to send the script; -1 when r is answered; -2 when r is
+ * answered because Redis could not be reached. */
 static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec)
 {
     *rec = NULL;
@@ -400,7 +401,7 @@ static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec)
     if (lc_conn_redis(conn) == NULL) {
         snprintf(lp->detail, sizeof lp->detail, "%s; nothing was written", lc_conn_errstr(conn));
         respond(lp, PR_REDIS_UNAVAILABLE);
-        return -1;
+        return -2;
     }
     uuid_t u;
     uuid_generate_random(u);
@@ -494,13 +495,28 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
     char *recs[SVC_POOL_BATCH_MAX] = {0};
     int sent[SVC_POOL_BATCH_MAX] = {0}; /* 1 + the script's reply index, or 0 */
     int nsent = 0, sold = 0, lost = 0, reloaded = 0;
+    int down = 0; /* Redis could not be reached: the rest do not try again */
+    char down_why[sizeof lps[0].detail];
     lc_pipe p;
     lc_pipe_init(&p);
     for (int i = 0; i < n; i++) {
         lua_purchase *lp = &lps[i];
         SVC_ASSERT(svc_lua_batches(rs[i]));
-        if (lua_start(lp, rs[i], conn, wait_ms_of(rs[i]), 0) != 0 ||
-            lua_ready(lp, conn, &recs[i]) != 0)
+        if (lua_start(lp, rs[i], conn, wait_ms_of(rs[i]), 0) != 0)
+            continue;
+        if (down) {
+            /* One connect timeout for the batch, not one per purchase:
+             * the purchases behind would each wait for all of them. */
+            memcpy(lp->detail, down_why, sizeof down_why);
+            respond(lp, PR_REDIS_UNAVAILABLE);
+            continue;
+        }
+        int rc = lua_ready(lp, conn, &recs[i]);
+        if (rc == -2) {
+            down = 1;
+            memcpy(down_why, lp->detail, sizeof down_why);
+        }
+        if (rc != 0)
             continue;
         if (append_script(lp, &p, recs[i], 0) != 0) {
             free(recs[i]);
