@@ -564,13 +564,17 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
      * on a new connection, which has written nothing, is answered at once
      * by every replica, whatever the sales before the break reached. */
     char why[sizeof lps[0].detail];
-    int replicated = sold == 0;
-    if (!replicated && lost > 0 && rs[0]->s->wait_replicas > 0)
+    int replicated = 1;
+    if (sold > 0 && rs[0]->s->wait_replicas > 0 && lost > 0) {
+        replicated = 0;
         snprintf(why, sizeof why,
                  "the connection to Redis broke after the sale, before WAIT could check its "
                  "replicas");
-    else if (!replicated)
+    } else if (sold > 0 && rs[0]->s->wait_replicas > 0) {
+        /* up to redis.wait_timeout_ms: the queue wakes another worker */
+        svc_pool_batch_waits();
         replicated = svc_wait_replicas(rs[0]->s, conn, why, sizeof why) == 0;
+    }
     for (int i = 0; i < n; i++) {
         if (!sent[i])
             continue;

@@ -28,6 +28,10 @@ struct svc_pool {
     pthread_t *threads;
 };
 
+/* The batch the calling worker runs (svc_pool_batch_waits): its pool while
+ * it counts in p->batching, else NULL. */
+static _Thread_local svc_pool *batch_pool;
+
 /* Takes the queue's head: waiting for one when wait (NULL once stop is
  * requested and the queue is drained), else NULL when there is none. */
 static svc_req *take(svc_pool *p, int wait)
@@ -60,6 +64,7 @@ static int take_batch(svc_pool *p, svc_req *r, svc_req **rs)
     rs[n++] = r;
     SVC_PT(pthread_mutex_lock(&p->mu));
     p->batching++;
+    batch_pool = p;
     while (n < SVC_POOL_BATCH_MAX && p->head != NULL && p->head->batch == r->batch) {
         svc_req *q = p->head;
         p->head = q->next;
@@ -74,9 +79,28 @@ static int take_batch(svc_pool *p, svc_req *r, svc_req **rs)
 
 static void batch_done(svc_pool *p)
 {
+    if (batch_pool == NULL)
+        return; /* svc_pool_batch_waits has counted it out */
+    batch_pool = NULL;
     SVC_PT(pthread_mutex_lock(&p->mu));
     p->batching--;
     SVC_PT(pthread_mutex_unlock(&p->mu));
+}
+
+void svc_pool_batch_waits(void)
+{
+    svc_pool *p = batch_pool;
+    if (p == NULL)
+        return;
+    batch_pool = NULL;
+    SVC_PT(pthread_mutex_lock(&p->mu));
+    p->batching--;
+    /* What was queued while this worker counted woke nobody: one idle
+     * worker takes it now rather than after this wait. */
+    int wake = p->head != NULL && p->idle > 0;
+    SVC_PT(pthread_mutex_unlock(&p->mu));
+    if (wake)
+        SVC_PT(pthread_cond_signal(&p->cv));
 }
 
 /* Gives back r's place and hands r to done. */

@@ -30,8 +30,11 @@
  * one wakes no idle worker while as many workers as the machine has CPUs
  * (at most nthreads) already run batches: one of those takes it, with the
  * requests queued behind it, as soon as its own batch is answered — within
- * one batch's round trip. Requests without a batch wake a worker as
- * before. */
+ * one batch's round trip. A batch that must then wait for something
+ * slower than its round trip (WAIT for replicas, up to
+ * redis.wait_timeout_ms) says so (svc_pool_batch_waits) and stops
+ * counting, so the queue does not wait for it while workers sleep.
+ * Requests without a batch wake a worker as before. */
 #ifndef MIAOSHA_SVC_POOL_H
 #define MIAOSHA_SVC_POOL_H
 
@@ -67,6 +70,13 @@ int svc_pool_reserve(svc_pool *p);
  * for each. The pool uses r until that resume; the caller
  * must not touch it meanwhile. Any thread (the HTTP threads call it). */
 void svc_pool_submit(svc_pool *p, svc_req *r);
+/* Called by a batch function (r->batch) on its worker when what is left of
+ * its batch is a wait longer than a round trip (WAIT for replicas): the
+ * worker stops counting as one that runs a batch, and one idle worker is
+ * woken if requests are queued, so that batchable requests do not wait for
+ * it (the wake policy of svc_pool_submit). Does nothing when called twice
+ * in one batch, or on a thread that runs no batch. The worker thread. */
+void svc_pool_batch_waits(void);
 /* Places taken now: reserved, queued or running; 0 for a NULL pool. Any
  * thread. */
 long svc_pool_busy(svc_pool *p);

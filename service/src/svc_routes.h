@@ -34,9 +34,11 @@ void svc_lua_job(svc_req *r, lc_conn *conn);
 /* The same for n (1..SVC_POOL_BATCH_MAX) queued lua purchases at once, as a
  * batch of the worker pool (svc_pool.h): each one's checks as
  * svc_lua_job's, then every script in one write and every reply in one
- * round trip (a NOSCRIPT reply's purchase goes again alone as EVAL), one
- * WAIT for all when purchase writes must reach replicas, each answered as
- * svc_lua_job would. Only for requests svc_lua_batches accepts. The worker
+ * round trip (the purchases answered NOSCRIPT go again one by one, in
+ * queue order, the first as EVAL and the rest as EVALSHA), one WAIT for
+ * all when purchase writes must reach replicas (none after the connection
+ * broke: the sales are then not_replicated), each answered as svc_lua_job
+ * would. Only for requests svc_lua_batches accepts. The worker
  * that owns conn. */
 void svc_lua_batch(svc_req **rs, int n, lc_conn *conn);
 /* 1 when r may run in a batch: a lua purchase with nothing to do between

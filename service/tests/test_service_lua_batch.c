@@ -15,11 +15,15 @@
  * batch, every purchase still sells and the script is sent as text once
  * (one EVAL), not once per purchase; with redis.wait_replicas=1 and no
  * replica, one WAIT answers for the batch and every sale of it is 503
- * not_replicated naming its order, which is in the order list. */
+ * not_replicated naming its order, which is in the order list; and a
+ * batch blocked in a long WAIT does not keep a lua purchase queued while
+ * workers sleep: with as many batches in WAIT as the pool lets run at once
+ * (one per CPU), one more purchase is taken by an idle worker at once. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "svc_test.h"
 
@@ -234,6 +238,74 @@ static void test_not_replicated(const svc_server *s)
         svc_resp_free(&out[i]);
 }
 
+/* Clients Redis holds blocked (here: in WAIT); -1 on error. */
+static long long blocked_clients(void)
+{
+    char info[4096];
+    if (tu_redis_str(rp, info, sizeof info, "INFO clients") != 0)
+        return -1;
+    const char *p = strstr(info, "blocked_clients:");
+    return p ? atoll(p + strlen("blocked_clients:")) : -1;
+}
+
+/* Waits until want clients are blocked, up to ms; 1 when they were. */
+static int wait_blocked(long long want, int64_t ms)
+{
+    int64_t end = tu_now_ms() + ms;
+    while (tu_now_ms() < end) {
+        if (blocked_clients() == want)
+            return 1;
+        tu_sleep_ms(5);
+    }
+    return 0;
+}
+
+/* k batches, one purchase each, WAIT (no replica) for wait_timeout_ms on k
+ * workers, k being the most batches the pool counts at once (the CPUs);
+ * one more lua purchase must still find one of the idle workers at once,
+ * not wait for a WAIT to end (and then be refused: it waited longer than
+ * the queue bound, wait_ms 0 + 1 s). */
+static void test_wait_frees_queue(const svc_server *s, int k, int64_t wait_timeout_ms)
+{
+    TU_REQUIRE(svc_set_stock(s, "lbwait", 100, NULL) == 200, "stock lbwait");
+    call c[k + 1];
+    pthread_t th[k + 1];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i <= k; i++) {
+        c[i].s = s;
+        snprintf(c[i].path, sizeof c[i].path, "/miaosha/lua?sku=lbwait&user=w%d", i);
+    }
+    int64_t t0 = tu_now_ms();
+    int started = 0;
+    for (int i = 0; i < k; i++) {
+        TU_REQUIRE(pthread_create(&th[i], NULL, hold_worker, &c[i]) == 0, "thread");
+        started++;
+        int blocked = wait_blocked(i + 1, tu_slack(5000));
+        TU_CHECK(blocked, "purchase %d blocks in WAIT", i);
+        if (!blocked)
+            break;
+    }
+    if (started == k) {
+        TU_REQUIRE(pthread_create(&th[k], NULL, hold_worker, &c[k]) == 0, "thread");
+        started++;
+        /* Well before the first WAIT ends: with the batching workers
+         * counted until their WAITs end, nobody would take it until then. */
+        int64_t left = wait_timeout_ms - (tu_now_ms() - t0);
+        TU_CHECK(left > 200 && wait_blocked(k + 1, left - 100),
+                 "one more purchase is taken by an idle worker while %d batches WAIT "
+                 "(%lld ms left; %lld clients blocked)",
+                 k, (long long)left, blocked_clients());
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        TU_CHECK(c[i].one.status == 503 && svc_jerr_is(&c[i].one, "not_replicated") &&
+                     svc_jstr(c[i].one.json, "order_id") != NULL,
+                 "purchase %d: 503 not_replicated with its order id, got %ld %s", i,
+                 c[i].one.status, B(&c[i].one));
+        svc_resp_free(&c[i].one);
+    }
+}
+
 int main(void)
 {
     tu_redis rd;
@@ -265,6 +337,26 @@ int main(void)
     TU_CHECK(svc_stop(&rep, 6000) == 0, "SIGTERM exit 0");
     if (tu_failed)
         svc_dump_log(&rep);
+
+    /* as many workers as CPUs run batches at once (svc_pool.c); one more
+     * worker stays idle */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int k = cpus < 1 ? 1 : cpus > 32 ? 32 : (int)cpus;
+    int64_t wait_timeout_ms = 2000 + tu_slack(1500);
+    char workers[48], wait_to[48], cmd_to[48];
+    snprintf(workers, sizeof workers, "server.workers=%d", k + 1);
+    snprintf(wait_to, sizeof wait_to, "redis.wait_timeout_ms=%lld", (long long)wait_timeout_ms);
+    snprintf(cmd_to, sizeof cmd_to, "redis.command_timeout_ms=%lld",
+             (long long)wait_timeout_ms + 5000);
+    svc_server slow;
+    const char *extra_slow[] = {
+        "--instance-id", "batch-wait", "--set", workers, "--set", "redis.wait_replicas=1",
+        "--set",         wait_to,      "--set", cmd_to,  NULL};
+    TU_REQUIRE(svc_start(&slow, rp, extra_slow) == 0, "server with a long WAIT starts");
+    test_wait_frees_queue(&slow, k, wait_timeout_ms);
+    TU_CHECK(svc_stop(&slow, 6000) == 0, "SIGTERM exit 0");
+    if (tu_failed)
+        svc_dump_log(&slow);
     tu_redis_stop(&rd);
     return tu_done();
 }
