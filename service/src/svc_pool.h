@@ -3,8 +3,9 @@
  * Requests are queued FIFO; a worker runs r->job(r, conn) and then hands r
  * to the pool's completion callback (the daemon's: it resumes the request's
  * HTTP connection). The pool knows nothing of HTTP. The queue is bounded:
- * at most nthreads jobs run and max_queue wait; svc_pool_reserve refuses
- * the next one.
+ * nthreads + max_queue places, one per request reserved, queued or
+ * running (a batch of k requests holds k); svc_pool_reserve refuses the
+ * next one.
  *
  * A job may come in parts, so that a worker's next request can start
  * while the one before is still being answered: r->begin (NULL: none) runs
@@ -47,9 +48,10 @@ typedef struct svc_pool svc_pool;
 #define SVC_POOL_BATCH_MAX 16
 
 /* Called on the worker thread once r->job (and r->finish, if the job left
- * one) has returned, with the pool's
- * place already given back (svc_pool_busy no longer counts r). From then on
- * the pool does not touch r. */
+ * one) has returned — for a request of a batch, once r->batch has
+ * returned for the whole batch — with the pool's place already given back
+ * (svc_pool_busy no longer counts r). From then on the pool does not touch
+ * r. */
 typedef void (*svc_pool_done_fn)(svc_req *r);
 
 /* Starts nthreads workers with room for max_queue waiting jobs, each with
