@@ -9,7 +9,13 @@
  * in between is refused (or, for what does not touch the connection's
  * Redis, runs): another owner, lease or key is not the sent acquisition;
  * a Redis whose connect times out costs the pair one connect timeout, not
- * two; a connection freed with an attempt pending gives its lock back. */
+ * two; a connection freed with an attempt pending gives its lock back.
+ *
+ * On a private redis-server: the test pauses Redis (CLIENT PAUSE ALL),
+ * which would stall the tests sharing the suite's server; and an acquire
+ * sent ahead as EVALSHA must find the script it loaded, where another
+ * test's SCRIPT FLUSH would turn it into a NOSCRIPT reply that takes no
+ * lock. */
 #include "lc_test.h"
 
 #include <arpa/inet.h>
@@ -17,6 +23,7 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+static tu_redis rd;
 static int port;
 static lc_client *cli;
 static lc_conn *c1, *c2;
@@ -550,6 +557,13 @@ static void test_send_unreachable(void)
 static void test_send_then_free(void)
 {
     const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
+    /* Load the scripts: an EVALSHA Redis does not know answers NOSCRIPT
+     * and takes no lock. */
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_lock_args a = lct_args(modes[i], "lctest:{pipe-warm}:lock", "o", 1000, 0);
+        lc_guard *g = NULL;
+        TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK && lc_release(c1, g) == LC_OK, "warm-up");
+    }
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
         lc_mode m = modes[i];
         const char *mn = lc_mode_name(m);
@@ -583,7 +597,8 @@ static void test_send_then_free(void)
 
 int main(void)
 {
-    port = tu_redis_port();
+    TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis-server");
+    port = rd.port;
     cli = lct_client(port, 0);
     c1 = lct_conn(cli);
     c2 = lct_conn(cli);
@@ -600,5 +615,6 @@ int main(void)
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);
+    tu_redis_stop(&rd);
     return tu_done();
 }
