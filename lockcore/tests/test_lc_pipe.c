@@ -23,6 +23,11 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+/* A waiting acquire that must make two attempts before its deadline: long
+ * enough that a round trip slowed down by a loaded machine still leaves
+ * time for a second one (each attempt is one round trip, 5 ms apart). */
+enum { BUSY_WAIT_MS = 200 };
+
 static tu_redis rd;
 static int port;
 static lc_client *cli;
@@ -144,7 +149,7 @@ static void test_busy_discards(void)
 
         /* A write, only to count the attempts (real callers send reads). */
         lc_pipe_append(&p, "INCR %s", count);
-        a.wait_ms = 80;
+        a.wait_ms = BUSY_WAIT_MS;
         TU_CHECK(lc_acquire_pipe(c2, &a, &p, &g) == LC_BUSY && !g, "%s: busy after wait", mn);
         TU_CHECK(lc_pipe_take(&p, 0) == NULL, "%s: no reply after wait", mn);
         int64_t sent = tu_redis_int(port, "GET %s", count);
@@ -246,7 +251,7 @@ static void test_timeout(void)
  * trip, what the holder wrote in its release's. */
 typedef struct pipe_waiter {
     lc_mode mode;
-    const char *key, *stock;
+    const char *key, *stock, *tries; /* tries: INCRed by each attempt */
     lc_status status;
     char got[32];
     int64_t end;
@@ -260,6 +265,7 @@ static void *pipe_waiter_main(void *arg)
     lc_pipe p;
     lc_pipe_init(&p);
     lc_pipe_append(&p, "GET %s", w->stock);
+    lc_pipe_append(&p, "INCR %s", w->tries);
     lc_guard *g = NULL;
     w->status = lc_acquire_pipe(conn, &a, &p, &g);
     w->end = tu_now_ms();
@@ -281,15 +287,28 @@ static void test_waiter_reads_release_write(void)
     for (size_t i = 0; i < 3; i++) {
         lc_mode m = modes[i];
         const char *mn = lc_mode_name(m);
-        char key[128], stock[160];
+        char key[128], stock[160], tries[160];
         lc_conn *hc = NULL;
         lc_guard *held = lct_hold(cli, m, "pipe-wait", key, sizeof key, &hc);
         data_key(stock, sizeof stock, key, ":stock");
+        data_key(tries, sizeof tries, key, ":tries");
         tu_redis_int(port, "SET %s 42", stock);
-        pipe_waiter w = {.mode = m, .key = key, .stock = stock};
+        pipe_waiter w = {.mode = m, .key = key, .stock = stock, .tries = tries};
         pthread_t th;
         TU_REQUIRE(pthread_create(&th, NULL, pipe_waiter_main, &w) == 0, "thread");
-        tu_sleep_ms(150);
+        /* Released once the waiter waits: it has tried and failed (and a
+         * reentrant one has joined its channel's subscribed line). */
+        int64_t until = tu_now_ms() + tu_slack(5000);
+        int waiting = 0;
+        while (!waiting && tu_now_ms() < until) {
+            lc_stats ps;
+            lc_client_stats(cli, &ps);
+            waiting = tu_redis_int(port, "GET %s", tries) >= 1 &&
+                      (m != LC_REENTRANT || (ps.pubsub_waiters >= 1 && ps.pubsub_channels >= 1));
+            if (!waiting)
+                tu_sleep_ms(5);
+        }
+        TU_CHECK(waiting, "%s: the waiter waits", mn);
         lc_pipe p;
         lc_pipe_init(&p);
         lc_pipe_append(&p, "SET %s %d", stock, 41);
@@ -362,7 +381,7 @@ static void test_send_ahead(void)
         lc_conn *hc = NULL;
         lc_guard *held = lct_hold(cli, m, "pipe-send-busy", key, sizeof key, &hc);
         data_key(count, sizeof count, key, ":count");
-        lc_lock_args a = lct_args(m, key, "second", m == LC_REENTRANT ? 0 : 5000, 80);
+        lc_lock_args a = lct_args(m, key, "second", m == LC_REENTRANT ? 0 : 5000, BUSY_WAIT_MS);
         lc_pipe p;
         lc_pipe_init(&p);
         lc_pipe_append(&p, "INCR %s", count);
