@@ -9,13 +9,15 @@
  * in between is refused (or, for what does not touch the connection's
  * Redis, runs): another owner, lease or key is not the sent acquisition;
  * a Redis whose connect times out costs the pair one connect timeout, not
- * two; a connection freed with an attempt pending gives its lock back.
+ * two; a connection freed with an attempt pending gives its lock back (an
+ * attempt Redis answered NOSCRIPT took none); an acquire sent ahead that
+ * meets NOSCRIPT still ends with the replies of its EVAL's round.
  *
- * On a private redis-server: the test pauses Redis (CLIENT PAUSE ALL),
- * which would stall the tests sharing the suite's server; and an acquire
- * sent ahead as EVALSHA must find the script it loaded, where another
- * test's SCRIPT FLUSH would turn it into a NOSCRIPT reply that takes no
- * lock. */
+ * On a private redis-server: the test pauses Redis (CLIENT PAUSE ALL) and
+ * flushes its script cache, which would stall or disturb the tests sharing
+ * the suite's server; and an acquire sent ahead as EVALSHA must find the
+ * script it loaded, where another test's SCRIPT FLUSH would turn it into a
+ * NOSCRIPT reply that takes no lock. */
 #include "lc_test.h"
 
 #include <arpa/inet.h>
@@ -424,6 +426,41 @@ static void test_send_ahead(void)
     TU_CHECK(lc_acquire_send(NULL, &a, NULL) == LC_MISUSE, "NULL conn");
 }
 
+/* The script cache flushed before a send: the EVALSHA sent ahead answers
+ * NOSCRIPT, lc_acquire_pipe sends the EVAL with the caller's commands
+ * again, and hands back the replies of that round, which ran under the
+ * lock (those of the first ran without it). */
+static void test_send_noscript(void)
+{
+    const lc_mode modes[] = {LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], stock[160], ok[16];
+        lct_key(key, sizeof key, "pipe-send-noscript", m);
+        data_key(stock, sizeof stock, key, ":stock");
+        tu_redis_int(port, "SET %s 7", stock);
+        lc_lock_args a = lct_args(m, key, "o", m == LC_REENTRANT ? 0 : 5000, 0);
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_pipe_append(&p, "GET %s", stock);
+        lc_pipe_append(&p, "EXISTS %s", key);
+        TU_REQUIRE(tu_redis_str(port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
+                   "SCRIPT FLUSH");
+        TU_REQUIRE(lc_acquire_send(c1, &a, &p) == LC_OK, "%s: send", mn);
+        lc_guard *g = NULL;
+        TU_CHECK(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK && g, "%s: acquire after NOSCRIPT (%s)",
+                 mn, lc_conn_errstr(c1));
+        TU_CHECK(is_str(lc_pipe_take(&p, 0), "7"), "%s: GET reply", mn);
+        TU_CHECK(is_int(lc_pipe_take(&p, 1), 1), "%s: the replies of the EVAL's round", mn);
+        if (g)
+            TU_CHECK(lc_release(c1, g) == LC_OK, "%s: release", mn);
+        lc_pipe_clear(&p);
+        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "%s: released", mn);
+        TU_CHECK(in_step(c1), "%s: in step", mn);
+    }
+}
+
 /* Between lc_acquire_send and its lc_acquire_pipe, per call: what would
  * send on the connection's Redis context is refused (LC_MISUSE, or NULL
  * from lc_conn_redis), what does not runs; the attempt then ends as
@@ -577,7 +614,7 @@ static void test_send_then_free(void)
 {
     const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
     /* Load the scripts: an EVALSHA Redis does not know answers NOSCRIPT
-     * and takes no lock. */
+     * and takes no lock (test_noscript_then_free). */
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
         lc_lock_args a = lct_args(modes[i], "lctest:{pipe-warm}:lock", "o", 1000, 0);
         lc_guard *g = NULL;
@@ -614,6 +651,47 @@ static void test_send_then_free(void)
     }
 }
 
+/* lc_conn_free with an attempt pending that Redis answers NOSCRIPT (its
+ * script cache was flushed): the attempt never ran, so nothing is given
+ * back or counted, neither released nor unresolved, and the cleanup closes
+ * the connection on that reply rather than holding it for a lease. */
+static void test_noscript_then_free(void)
+{
+    const lc_mode modes[] = {LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], ok[16];
+        lct_key(key, sizeof key, "pipe-noscript-free", m);
+        lc_conn *conn = lct_conn(cli);
+        redisContext *ctx = lc_conn_redis(conn);
+        redisReply *idr = ctx ? redisCommand(ctx, "CLIENT ID") : NULL;
+        TU_REQUIRE(idr && idr->type == REDIS_REPLY_INTEGER, "%s: CLIENT ID", mn);
+        long long id = idr->integer;
+        freeReplyObject(idr);
+        lc_lock_args a = lct_args(m, key, "o", m == LC_REENTRANT ? 0 : 60000, 0);
+        lc_stats before, after;
+        lc_client_stats(cli, &before);
+        TU_REQUIRE(tu_redis_str(port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
+                   "SCRIPT FLUSH");
+        TU_REQUIRE(lc_acquire_send(conn, &a, NULL) == LC_OK, "%s: send", mn);
+        lc_conn_free(conn);
+        int64_t until = tu_now_ms() + tu_slack(5000);
+        int64_t listed = 1;
+        while ((listed = tu_redis_int(port, "CLIENT LIST ID %lld", id)) != 0 && tu_now_ms() < until)
+            tu_sleep_ms(10);
+        TU_CHECK(listed == 0, "%s: the cleanup closed the connection on the NOSCRIPT reply", mn);
+        lc_client_stats(cli, &after);
+        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "%s: no lock taken", mn);
+        TU_CHECK(after.orphans_adopted == before.orphans_adopted + 1, "%s: adopted", mn);
+        TU_CHECK(after.orphans_released == before.orphans_released &&
+                     after.orphans_unresolved == before.orphans_unresolved,
+                 "%s: nothing released or unresolved (%llu, %llu)", mn,
+                 (unsigned long long)(after.orphans_released - before.orphans_released),
+                 (unsigned long long)(after.orphans_unresolved - before.orphans_unresolved));
+    }
+}
+
 int main(void)
 {
     TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis-server");
@@ -627,10 +705,12 @@ int main(void)
     test_waiter_reads_release_write();
     test_timeout();
     test_send_ahead();
+    test_send_noscript();
     test_send_pending_calls();
     test_send_mismatch();
     test_send_unreachable();
     test_send_then_free();
+    test_noscript_then_free();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);
