@@ -9,7 +9,15 @@
  * in between is refused (or, for what does not touch the connection's
  * Redis, runs): another owner, lease or key is not the sent acquisition;
  * a Redis whose connect times out costs the pair one connect timeout, not
- * two; a connection freed with an attempt pending gives its lock back. */
+ * two; a connection freed with an attempt pending gives its lock back (an
+ * attempt Redis answered NOSCRIPT took none); an acquire sent ahead that
+ * meets NOSCRIPT still ends with the replies of its EVAL's round.
+ *
+ * On a private redis-server: the test pauses Redis (CLIENT PAUSE ALL) and
+ * flushes its script cache, which would stall or disturb the tests sharing
+ * the suite's server; and an acquire sent ahead as EVALSHA must find the
+ * script it loaded, where another test's SCRIPT FLUSH would turn it into a
+ * NOSCRIPT reply that takes no lock. */
 #include "lc_test.h"
 
 #include <arpa/inet.h>
@@ -17,6 +25,12 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
+/* A waiting acquire that must make two attempts before its deadline: long
+ * enough that a round trip slowed down by a loaded machine still leaves
+ * time for a second one (each attempt is one round trip, 5 ms apart). */
+enum { BUSY_WAIT_MS = 200 };
+
+static tu_redis rd;
 static int port;
 static lc_client *cli;
 static lc_conn *c1, *c2;
@@ -137,7 +151,7 @@ static void test_busy_discards(void)
 
         /* A write, only to count the attempts (real callers send reads). */
         lc_pipe_append(&p, "INCR %s", count);
-        a.wait_ms = 80;
+        a.wait_ms = BUSY_WAIT_MS;
         TU_CHECK(lc_acquire_pipe(c2, &a, &p, &g) == LC_BUSY && !g, "%s: busy after wait", mn);
         TU_CHECK(lc_pipe_take(&p, 0) == NULL, "%s: no reply after wait", mn);
         int64_t sent = tu_redis_int(port, "GET %s", count);
@@ -239,7 +253,7 @@ static void test_timeout(void)
  * trip, what the holder wrote in its release's. */
 typedef struct pipe_waiter {
     lc_mode mode;
-    const char *key, *stock;
+    const char *key, *stock, *tries; /* tries: INCRed by each attempt */
     lc_status status;
     char got[32];
     int64_t end;
@@ -253,6 +267,7 @@ static void *pipe_waiter_main(void *arg)
     lc_pipe p;
     lc_pipe_init(&p);
     lc_pipe_append(&p, "GET %s", w->stock);
+    lc_pipe_append(&p, "INCR %s", w->tries);
     lc_guard *g = NULL;
     w->status = lc_acquire_pipe(conn, &a, &p, &g);
     w->end = tu_now_ms();
@@ -274,15 +289,28 @@ static void test_waiter_reads_release_write(void)
     for (size_t i = 0; i < 3; i++) {
         lc_mode m = modes[i];
         const char *mn = lc_mode_name(m);
-        char key[128], stock[160];
+        char key[128], stock[160], tries[160];
         lc_conn *hc = NULL;
         lc_guard *held = lct_hold(cli, m, "pipe-wait", key, sizeof key, &hc);
         data_key(stock, sizeof stock, key, ":stock");
+        data_key(tries, sizeof tries, key, ":tries");
         tu_redis_int(port, "SET %s 42", stock);
-        pipe_waiter w = {.mode = m, .key = key, .stock = stock};
+        pipe_waiter w = {.mode = m, .key = key, .stock = stock, .tries = tries};
         pthread_t th;
         TU_REQUIRE(pthread_create(&th, NULL, pipe_waiter_main, &w) == 0, "thread");
-        tu_sleep_ms(150);
+        /* Released once the waiter waits: it has tried and failed (and a
+         * reentrant one has joined its channel's subscribed line). */
+        int64_t until = tu_now_ms() + tu_slack(5000);
+        int waiting = 0;
+        while (!waiting && tu_now_ms() < until) {
+            lc_stats ps;
+            lc_client_stats(cli, &ps);
+            waiting = tu_redis_int(port, "GET %s", tries) >= 1 &&
+                      (m != LC_REENTRANT || (ps.pubsub_waiters >= 1 && ps.pubsub_channels >= 1));
+            if (!waiting)
+                tu_sleep_ms(5);
+        }
+        TU_CHECK(waiting, "%s: the waiter waits", mn);
         lc_pipe p;
         lc_pipe_init(&p);
         lc_pipe_append(&p, "SET %s %d", stock, 41);
@@ -355,7 +383,7 @@ static void test_send_ahead(void)
         lc_conn *hc = NULL;
         lc_guard *held = lct_hold(cli, m, "pipe-send-busy", key, sizeof key, &hc);
         data_key(count, sizeof count, key, ":count");
-        lc_lock_args a = lct_args(m, key, "second", m == LC_REENTRANT ? 0 : 5000, 80);
+        lc_lock_args a = lct_args(m, key, "second", m == LC_REENTRANT ? 0 : 5000, BUSY_WAIT_MS);
         lc_pipe p;
         lc_pipe_init(&p);
         lc_pipe_append(&p, "INCR %s", count);
@@ -396,6 +424,41 @@ static void test_send_ahead(void)
     lc_pipe_clear(&p);
     TU_CHECK(in_step(c1), "in step after the refusals");
     TU_CHECK(lc_acquire_send(NULL, &a, NULL) == LC_MISUSE, "NULL conn");
+}
+
+/* The script cache flushed before a send: the EVALSHA sent ahead answers
+ * NOSCRIPT, lc_acquire_pipe sends the EVAL with the caller's commands
+ * again, and hands back the replies of that round, which ran under the
+ * lock (those of the first ran without it). */
+static void test_send_noscript(void)
+{
+    const lc_mode modes[] = {LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], stock[160], ok[16];
+        lct_key(key, sizeof key, "pipe-send-noscript", m);
+        data_key(stock, sizeof stock, key, ":stock");
+        tu_redis_int(port, "SET %s 7", stock);
+        lc_lock_args a = lct_args(m, key, "o", m == LC_REENTRANT ? 0 : 5000, 0);
+        lc_pipe p;
+        lc_pipe_init(&p);
+        lc_pipe_append(&p, "GET %s", stock);
+        lc_pipe_append(&p, "EXISTS %s", key);
+        TU_REQUIRE(tu_redis_str(port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
+                   "SCRIPT FLUSH");
+        TU_REQUIRE(lc_acquire_send(c1, &a, &p) == LC_OK, "%s: send", mn);
+        lc_guard *g = NULL;
+        TU_CHECK(lc_acquire_pipe(c1, &a, &p, &g) == LC_OK && g, "%s: acquire after NOSCRIPT (%s)",
+                 mn, lc_conn_errstr(c1));
+        TU_CHECK(is_str(lc_pipe_take(&p, 0), "7"), "%s: GET reply", mn);
+        TU_CHECK(is_int(lc_pipe_take(&p, 1), 1), "%s: the replies of the EVAL's round", mn);
+        if (g)
+            TU_CHECK(lc_release(c1, g) == LC_OK, "%s: release", mn);
+        lc_pipe_clear(&p);
+        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "%s: released", mn);
+        TU_CHECK(in_step(c1), "%s: in step", mn);
+    }
 }
 
 /* Between lc_acquire_send and its lc_acquire_pipe, per call: what would
@@ -550,6 +613,13 @@ static void test_send_unreachable(void)
 static void test_send_then_free(void)
 {
     const lc_mode modes[] = {LC_TOKEN, LC_REENTRANT, LC_FENCED};
+    /* Load the scripts: an EVALSHA Redis does not know answers NOSCRIPT
+     * and takes no lock (test_noscript_then_free). */
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_lock_args a = lct_args(modes[i], "lctest:{pipe-warm}:lock", "o", 1000, 0);
+        lc_guard *g = NULL;
+        TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK && lc_release(c1, g) == LC_OK, "warm-up");
+    }
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
         lc_mode m = modes[i];
         const char *mn = lc_mode_name(m);
@@ -581,9 +651,51 @@ static void test_send_then_free(void)
     }
 }
 
+/* lc_conn_free with an attempt pending that Redis answers NOSCRIPT (its
+ * script cache was flushed): the attempt never ran, so nothing is given
+ * back or counted, neither released nor unresolved, and the cleanup closes
+ * the connection on that reply rather than holding it for a lease. */
+static void test_noscript_then_free(void)
+{
+    const lc_mode modes[] = {LC_REENTRANT, LC_FENCED};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        lc_mode m = modes[i];
+        const char *mn = lc_mode_name(m);
+        char key[128], ok[16];
+        lct_key(key, sizeof key, "pipe-noscript-free", m);
+        lc_conn *conn = lct_conn(cli);
+        redisContext *ctx = lc_conn_redis(conn);
+        redisReply *idr = ctx ? redisCommand(ctx, "CLIENT ID") : NULL;
+        TU_REQUIRE(idr && idr->type == REDIS_REPLY_INTEGER, "%s: CLIENT ID", mn);
+        long long id = idr->integer;
+        freeReplyObject(idr);
+        lc_lock_args a = lct_args(m, key, "o", m == LC_REENTRANT ? 0 : 60000, 0);
+        lc_stats before, after;
+        lc_client_stats(cli, &before);
+        TU_REQUIRE(tu_redis_str(port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
+                   "SCRIPT FLUSH");
+        TU_REQUIRE(lc_acquire_send(conn, &a, NULL) == LC_OK, "%s: send", mn);
+        lc_conn_free(conn);
+        int64_t until = tu_now_ms() + tu_slack(5000);
+        int64_t listed = 1;
+        while ((listed = tu_redis_int(port, "CLIENT LIST ID %lld", id)) != 0 && tu_now_ms() < until)
+            tu_sleep_ms(10);
+        TU_CHECK(listed == 0, "%s: the cleanup closed the connection on the NOSCRIPT reply", mn);
+        lc_client_stats(cli, &after);
+        TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "%s: no lock taken", mn);
+        TU_CHECK(after.orphans_adopted == before.orphans_adopted + 1, "%s: adopted", mn);
+        TU_CHECK(after.orphans_released == before.orphans_released &&
+                     after.orphans_unresolved == before.orphans_unresolved,
+                 "%s: nothing released or unresolved (%llu, %llu)", mn,
+                 (unsigned long long)(after.orphans_released - before.orphans_released),
+                 (unsigned long long)(after.orphans_unresolved - before.orphans_unresolved));
+    }
+}
+
 int main(void)
 {
-    port = tu_redis_port();
+    TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis-server");
+    port = rd.port;
     cli = lct_client(port, 0);
     c1 = lct_conn(cli);
     c2 = lct_conn(cli);
@@ -593,12 +705,15 @@ int main(void)
     test_waiter_reads_release_write();
     test_timeout();
     test_send_ahead();
+    test_send_noscript();
     test_send_pending_calls();
     test_send_mismatch();
     test_send_unreachable();
     test_send_then_free();
+    test_noscript_then_free();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);
+    tu_redis_stop(&rd);
     return tu_done();
 }
