@@ -383,14 +383,15 @@ static int lua_start(lua_purchase *lp, svc_req *r, lc_conn *conn, int64_t wait_m
     return 0;
 }
 
-/* The last steps before the script: the client still there, Redis
- * reachable, the order id minted and the record's head built (*rec,
- * malloc'd). 0 to send the script; -1 when r is answered; -2 when r is
+/* The last steps before the script: the client still there (unless
+ * gone_checked: the admission check has just looked, with nothing in
+ * between), Redis reachable, the order id minted and the record's head
+ * built (*rec, malloc'd). 0 to send the script; -1 when r is answered; -2 when r is
  * answered because Redis could not be reached. */
-static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec)
+static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec, int gone_checked)
 {
     *rec = NULL;
-    if (svc_client_gone(lp->r)) {
+    if (!gone_checked && svc_client_gone(lp->r)) {
         snprintf(lp->detail, sizeof lp->detail,
                  "client closed its connection before the purchase; nothing was written");
         respond(lp, PR_CLIENT_GONE);
@@ -463,7 +464,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         return;
     }
     char *rec;
-    if (lua_ready(&lp, conn, &rec) != 0)
+    if (lua_ready(&lp, conn, &rec, 0) != 0)
         return;
     purchase_result res = run_script(&lp, conn, rec, 0);
     free(rec);
@@ -511,7 +512,9 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
             respond(lp, PR_REDIS_UNAVAILABLE);
             continue;
         }
-        int rc = lua_ready(lp, conn, &recs[i]);
+        /* lua_start's admission check has just peeked at the client's
+         * socket: nothing happens between it and the send. */
+        int rc = lua_ready(lp, conn, &recs[i], 1);
         if (rc == -2) {
             down = 1;
             memcpy(down_why, lp->detail, sizeof down_why);
