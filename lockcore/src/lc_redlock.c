@@ -217,10 +217,6 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
             bool must = ctx && rl->late[i] >= RL_LATE_MAX;
             if (!ctx || (!first && !must))
                 continue;
-            if (rl->late[i] > 0 && now >= rl->until[i]) {
-                node_drop(rl, i); /* no reply within its node timeout */
-                continue;
-            }
             if (must && rl->until[i] < until)
                 until = rl->until[i];
             pf[k].fd = ctx->fd;
@@ -230,7 +226,7 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
         }
         if (k == 0 || (!first && until == INT64_MAX))
             return;
-        int rc = poll(pf, (nfds_t)k, first ? 0 : (int)(until - now));
+        int rc = poll(pf, (nfds_t)k, first || until <= now ? 0 : (int)(until - now));
         if (rc < 0 && errno != EINTR)
             return;
         for (int j = 0; rc > 0 && j < k; j++) {
@@ -244,6 +240,15 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
                 node_drop(rl, i);
             else if (pf[j].events == POLLIN && !node_read(rl, i, &none))
                 node_drop(rl, i);
+        }
+        /* Only now, with what has come read: a reply that arrived in time
+         * but was not read until this round is not a node that failed to
+         * answer. */
+        now = lc_now_ms();
+        for (int j = 0; j < k; j++) {
+            int i = idx[j];
+            if (rl->ctx[i] && rl->late[i] > 0 && now >= rl->until[i])
+                node_drop(rl, i); /* no reply within its node timeout */
         }
         first = false;
     }

@@ -266,6 +266,55 @@ static void test_late_node(void)
     lc_conn_free(conn);
 }
 
+/* total_connections_received of node i (this call's own included). */
+static long long node_connects(int i)
+{
+    char info[8192];
+    if (tu_redis_str(red[i].port, info, sizeof info, "INFO stats") != 0)
+        return -1;
+    const char *p = strstr(info, "total_connections_received:");
+    return p ? atoll(p + strlen("total_connections_received:")) : -1;
+}
+
+/* A release returns on a majority; a slow node's reply then comes in time
+ * but is read only by the next round, after its node timeout has passed.
+ * That node answered: its context is kept (no new connection), it votes. */
+static void test_late_reply_read_later(void)
+{
+    lc_conn *conn = lct_conn(cli);
+    char key[128];
+    lct_key(key, sizeof key, "late-read", LC_REDLOCK);
+    cycle(conn, key, 10000, NODES); /* connected to all five */
+    lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, 0);
+    lc_guard *g = NULL;
+    TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK && g, "acquired on all five");
+    TU_REQUIRE(kill(red[4].pid, SIGSTOP) == 0, "SIGSTOP node 4");
+    lc_status s = lc_release(conn, g);
+    kill(red[4].pid, SIGCONT);
+    TU_CHECK(s == LC_OK, "released on the majority (%s)", lc_status_name(s));
+    /* Node 4 runs the release it was sent while stopped and answers at
+     * once; nobody reads that answer until the next round. */
+    int64_t until = tu_now_ms() + tu_slack(2000);
+    while (tu_redis_int(red[4].port, "EXISTS %s", key) != 0 && tu_now_ms() < until)
+        tu_sleep_ms(2);
+    TU_CHECK(holders(key) == 0, "node 4 deleted the key too");
+    long long before = node_connects(4);
+    /* Not sleep-and-hope: the wait makes the next round start past node
+     * 4's node timeout, with its reply long in the socket. */
+    tu_sleep_ms(NODE_TIMEOUT + 100);
+    g = NULL;
+    s = lc_acquire(conn, &a, &g);
+    long long after = node_connects(4); /* nothing else connects in between */
+    TU_CHECK(s == LC_OK && g, "acquired again (%s: %s)", lc_status_name(s), lc_conn_errstr(conn));
+    TU_CHECK(before >= 0 && after == before + 1, /* + the second count's own connection */
+             "node 4's context was kept: its reply had come in time (connections %lld -> %lld)",
+             before, after);
+    TU_CHECK(holders(key) == NODES, "all five voted");
+    if (g)
+        TU_CHECK(lc_release(conn, g) == LC_OK, "released");
+    lc_conn_free(conn);
+}
+
 static void test_nodes_down(void)
 {
     lc_conn *conn = lct_conn(cli);
@@ -517,6 +566,7 @@ int main(int argc, char **argv)
         test_noscript();
         test_stopped_node();
         test_late_node();
+        test_late_reply_read_later();
         test_nodes_down();
         test_split_vote();
         test_restart_delay();
