@@ -3,11 +3,16 @@
  * and after a lease ran out; a busy attempt draws no number and writes
  * nothing; the acquire script survives SCRIPT FLUSH (NOSCRIPT → EVAL); a
  * fence key that is not a counter takes no lock; the caller's commands in
- * the acquire's write see this attempt's number in the counter; misuse. */
+ * the acquire's write see this attempt's number in the counter; misuse.
+ *
+ * On a private redis-server: the test flushes the script cache, which on
+ * the suite's shared server would turn another test's EVALSHA, sent at the
+ * same moment, into a NOSCRIPT reply. */
 #include "lc_test.h"
 
 #include <pthread.h>
 
+static tu_redis rd;
 static int port;
 static lc_client *cli;
 static lc_conn *c1, *c2;
@@ -288,7 +293,8 @@ static void test_pipe(void)
 
 int main(void)
 {
-    port = tu_redis_port();
+    TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis-server");
+    port = rd.port;
     cli = lct_client(port, 0);
     c1 = lct_conn(cli);
     c2 = lct_conn(cli);
@@ -303,5 +309,6 @@ int main(void)
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);
+    tu_redis_stop(&rd);
     return tu_done();
 }
