@@ -16,11 +16,18 @@
  *                buyers under repeated resets leave a clean audit.
  *   noscript     SCRIPT FLUSH: the next purchase still sells.
  *   noscript mid-section  SCRIPT FLUSH while a holder sleeps between its
- *                read and its write (private redis-server, keyspace events
- *                on): its write still runs before its release, and it and
- *                a buyer waiting on the lock both buy.
+ *                read and its write (keyspace events show the order): its
+ *                write still runs before its release, and it and a buyer
+ *                waiting on the lock both buy.
  *   bad input    lease_ms <= 0: 400 naming lease_ms.
- * /stats and /metrics count the fenced_out answers. */
+ * /stats and /metrics count the fenced_out answers.
+ *
+ * On a private redis-server (keyspace events on): the noscript cases flush
+ * the script cache, which on the suite's shared server would turn another
+ * test's EVALSHA, sent at the same moment, into a NOSCRIPT reply; and a
+ * fresh server each run is what lets the fixed SKU names and the fence
+ * counters (which PUT /stock keeps) start from zero when the test runs
+ * again. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -31,6 +38,7 @@
 
 #include "svc_test.h"
 
+static tu_redis rd;
 static svc_server srv;
 static int port;
 static long fenced_out_seen; /* 409 fenced_out answers, all cases */
@@ -403,16 +411,9 @@ static int write_before_release(redisContext *sub, const char *lock, const char 
  * find the mark moved by B's read: 409 fenced_out for a holder that never
  * lost its lock (B's retry lands in that gap only sometimes — the flake
  * this case pins down). Keyspace events show the order itself, every
- * time: the stock's "set" must come before the lock's "del". A private
- * redis-server: the flush and the events disturb no other test. */
+ * time: the stock's "set" must come before the lock's "del". */
 static void test_noscript_mid_section(void)
 {
-    tu_redis rd;
-    svc_server s2;
-    const char *rargs[] = {"--notify-keyspace-events", "Kg$", NULL};
-    TU_REQUIRE(tu_redis_start(&rd, 0, rargs) == 0, "private redis-server");
-    const char *extra[] = {"--instance-id", "fenced-ns", NULL};
-    TU_REQUIRE(svc_start(&s2, rd.port, extra) == 0, "server on the private redis");
     for (int pipeline = 0; pipeline < 2; pipeline++) {
         char sku[64], what[64], lock[128], stock[128], mark[128], ok[16];
         snprintf(sku, sizeof sku, "fenced_nsm_p%d", pipeline);
@@ -420,17 +421,17 @@ static void test_noscript_mid_section(void)
         snprintf(lock, sizeof lock, "miaosha:{%s}:lock:fenced", sku);
         snprintf(stock, sizeof stock, "miaosha:{%s}:stock", sku);
         snprintf(mark, sizeof mark, "miaosha:{%s}:fence_hwm", sku);
-        TU_REQUIRE(svc_set_stock(&s2, sku, 5, NULL) == 200, "stock %s", sku);
+        TU_REQUIRE(svc_set_stock(&srv, sku, 5, NULL) == 200, "stock %s", sku);
         int64_t ev_ms = tu_slack(10000);
         redisContext *sub = redisConnectWithTimeout(
-            "127.0.0.1", rd.port, (struct timeval){ev_ms / 1000, (ev_ms % 1000) * 1000});
+            "127.0.0.1", port, (struct timeval){ev_ms / 1000, (ev_ms % 1000) * 1000});
         TU_REQUIRE(sub != NULL && !sub->err, "subscriber connects");
         redisSetTimeout(sub, (struct timeval){ev_ms / 1000, (ev_ms % 1000) * 1000});
         redisReply *r = redisCommand(sub, "PSUBSCRIBE __keyspace@0__:miaosha:{%s}:*", sku);
         TU_REQUIRE(r != NULL && r->type == REDIS_REPLY_ARRAY, "%s: PSUBSCRIBE", what);
         freeReplyObject(r);
 
-        ns_buy a = {.s = &s2}, b = {.s = &s2};
+        ns_buy a = {.s = &srv}, b = {.s = &srv};
         snprintf(a.path, sizeof a.path,
                  "/miaosha/fenced?sku=%s&user=A&work_ms=1500&wait_ms=5000&pipeline=%d", sku,
                  pipeline);
@@ -440,14 +441,14 @@ static void test_noscript_mid_section(void)
         TU_REQUIRE(pthread_create(&a.th, NULL, ns_buy_main, &a) == 0, "thread");
         /* A has read once the mark exists (its read raised it). */
         int64_t until = tu_now_ms() + tu_slack(5000);
-        while (tu_redis_int(rd.port, "EXISTS %s", mark) != 1 && tu_now_ms() < until)
+        while (tu_redis_int(port, "EXISTS %s", mark) != 1 && tu_now_ms() < until)
             tu_sleep_ms(5);
-        TU_REQUIRE(tu_redis_int(rd.port, "EXISTS %s", mark) == 1, "%s: A has read", what);
+        TU_REQUIRE(tu_redis_int(port, "EXISTS %s", mark) == 1, "%s: A has read", what);
         TU_REQUIRE(pthread_create(&b.th, NULL, ns_buy_main, &b) == 0, "thread");
-        TU_REQUIRE(tu_redis_str(rd.port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
+        TU_REQUIRE(tu_redis_str(port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
                    "SCRIPT FLUSH");
         /* Checked after the flush: A's write, still to come, follows it. */
-        TU_REQUIRE(tu_redis_int(rd.port, "GET %s", stock) == 5,
+        TU_REQUIRE(tu_redis_int(port, "GET %s", stock) == 5,
                    "%s: A has not written before the flush", what);
         pthread_join(a.th, NULL);
         pthread_join(b.th, NULL);
@@ -458,17 +459,13 @@ static void test_noscript_mid_section(void)
         TU_CHECK(b.resp.status == 200, "%s: B buys after A: %ld %s", what, b.resp.status,
                  B(&b.resp));
         svc_audit au;
-        TU_CHECK(svc_get_audit(&s2, sku, &au) == 200 && au.sold == 2 && au.orders == 2 &&
+        TU_CHECK(svc_get_audit(&srv, sku, &au) == 200 && au.sold == 2 && au.orders == 2 &&
                      au.stock == 3 && au.oversold == 0,
                  "%s: sold %lld orders %lld stock %lld", what, au.sold, au.orders, au.stock);
         svc_resp_free(&a.resp);
         svc_resp_free(&b.resp);
         redisFree(sub);
     }
-    TU_CHECK(svc_stop(&s2, 6000) == 0, "private server: SIGTERM exit 0");
-    if (tu_failed)
-        svc_dump_log(&s2);
-    tu_redis_stop(&rd);
 }
 
 static void test_bad_lease(void)
@@ -508,7 +505,9 @@ static void test_counted(void)
 
 int main(void)
 {
-    port = tu_redis_port();
+    const char *rargs[] = {"--notify-keyspace-events", "Kg$", NULL};
+    TU_REQUIRE(tu_redis_start(&rd, 0, rargs) == 0, "private redis-server");
+    port = rd.port;
     const char *extra[] = {"--instance-id", "fenced", NULL};
     TU_REQUIRE(svc_start(&srv, port, extra) == 0, "server starts");
     test_bad_lease();
@@ -527,5 +526,6 @@ int main(void)
     TU_CHECK(svc_stop(&srv, 6000) == 0, "SIGTERM exit 0");
     if (tu_failed)
         svc_dump_log(&srv);
+    tu_redis_stop(&rd);
     return tu_done();
 }
