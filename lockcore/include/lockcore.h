@@ -371,6 +371,17 @@ lc_status lc_conn_ping(lc_conn *conn);
  * The thread that owns conn. */
 const char *lc_conn_errstr(const lc_conn *conn);
 
+/* How many connections to Redis conn has made so far (0 before its first
+ * command). conn makes a new one silently, on its next call, after an I/O
+ * error, when the peer closed the idle socket, after a -READONLY reply or
+ * a master switch. Read it after a command and again later: a different
+ * value means what was sent in between went over another connection. That
+ * matters to WAIT, which counts only its own connection's writes: on a
+ * fresh connection it reports every replica at once, whatever became of a
+ * write made on the old one (the service's check before it answers 200).
+ * Never fails; the thread that owns conn. */
+uint64_t lc_conn_connects(const lc_conn *conn);
+
 /* --- locks ------------------------------------------------------------- */
 
 typedef struct lc_guard lc_guard;

@@ -38,11 +38,28 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
 /* lc_conn_free is in lc_lock.c: a pending lc_acquire_send attempt goes to
  * the orphan cleanup first. */
 
+static bool ctx_healthy(lc_client *c, redisContext *ctx);
+
+redisContext *lc_conn_reuse(lc_conn *conn)
+{
+    if (conn->ctx && ctx_healthy(conn->client, conn->ctx))
+        return conn->ctx;
+    redisContext *ctx = lc_redis_reuse(conn->client, &conn->ctx, conn->err);
+    if (ctx != NULL)
+        conn->connects++; /* a fresh one (its address may be the old one's) */
+    return ctx;
+}
+
+uint64_t lc_conn_connects(const lc_conn *conn)
+{
+    return conn->connects;
+}
+
 redisContext *lc_conn_ctx(lc_conn *conn)
 {
     if (conn->sent != LC_SENT_NONE)
         return conn->ctx;
-    return lc_redis_reuse(conn->client, &conn->ctx, conn->err);
+    return lc_conn_reuse(conn);
 }
 
 #define SENT_PENDING "lockcore: an acquire sent by lc_acquire_send is still unread"
@@ -54,7 +71,7 @@ redisContext *lc_conn_redis(lc_conn *conn)
         lc_seterr(conn->err, "%s", SENT_PENDING);
         return NULL;
     }
-    return lc_redis_reuse(conn->client, &conn->ctx, conn->err);
+    return lc_conn_reuse(conn);
 }
 
 lc_status lc_conn_ping(lc_conn *conn)
@@ -174,9 +191,14 @@ static bool socket_stale(int fd)
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
+static bool ctx_healthy(lc_client *c, redisContext *ctx)
+{
+    return !ctx->err && !socket_stale(ctx->fd) && !lc_sentinel_stale(&c->sn, ctx);
+}
+
 redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err)
 {
-    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd) && !lc_sentinel_stale(&c->sn, *ctx))
+    if (*ctx && ctx_healthy(c, *ctx))
         return *ctx;
     if (*ctx)
         redisFree(*ctx);

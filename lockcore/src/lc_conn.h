@@ -17,6 +17,7 @@ struct lc_rl_conn;
 struct lc_conn {
     lc_client *client;
     redisContext *ctx;
+    uint64_t connects;     /* contexts made for ctx (lc_conn_connects) */
     struct lc_rl_conn *rl; /* redlock's node contexts, made on first use */
     unsigned rng;
     char err[LC_ERRSTR_LEN];
@@ -69,6 +70,9 @@ redisContext *lc_redis_connect(lc_client *c, char *err);
  * cannot be reached. "Healthy" includes a socket the peer has not closed
  * while it sat idle, so a restarted Redis costs no failed command. */
 redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err);
+/* lc_redis_reuse on conn's own context, counting every fresh connection in
+ * conn->connects. */
+redisContext *lc_conn_reuse(lc_conn *conn);
 
 /* After a -READONLY reply r (the server is a replica now): marks ctx
  * broken, so lc_redis_reuse reconnects — and with Sentinels asks again where

@@ -1,7 +1,7 @@
 /* test_lc_basic — single-threaded contract tests against a real Redis:
  * names, misuse, busy-then-free, TTL on acquire, non-owner release,
  * reentrancy and the single release message, token extend, and the setnx
- * fault hook leaving a lock without TTL. */
+ * fault hook leaving a lock without TTL, and lc_conn_connects. */
 #include "lc_test.h"
 
 #include <signal.h>
@@ -249,6 +249,34 @@ static void test_setnx_crash(void)
     tu_redis_int(port, "DEL %s", key);
 }
 
+/* lc_conn_connects: 0 before the first command, 1 after it, the same while
+ * that connection lasts, and one more when a call had to connect again —
+ * here the server closed the connection (CLIENT KILL from another one). */
+static void test_connects(void)
+{
+    lc_conn *c = lct_conn(cli);
+    TU_CHECK(lc_conn_connects(c) == 0, "no connection before the first command");
+    TU_CHECK(lc_conn_ping(c) == LC_OK && lc_conn_connects(c) == 1, "one after the first");
+    TU_CHECK(lc_conn_ping(c) == LC_OK && lc_conn_connects(c) == 1, "the same one after the second");
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "CLIENT ID");
+    (void)lc_conn_pipe(c, &p);
+    redisReply *id = lc_pipe_take(&p, 0);
+    lc_pipe_clear(&p);
+    TU_REQUIRE(id != NULL && id->type == REDIS_REPLY_INTEGER, "CLIENT ID");
+    TU_CHECK(tu_redis_int(port, "CLIENT KILL ID %lld", id->integer) == 1, "the server closes it");
+    freeReplyObject(id);
+    /* The closed socket is seen before the next command (or, at worst,
+     * that command fails and the one after it connects). */
+    lc_status st = lc_conn_ping(c);
+    if (st != LC_OK)
+        st = lc_conn_ping(c);
+    TU_CHECK(st == LC_OK && lc_conn_connects(c) == 2, "the next call connected again (%llu)",
+             (unsigned long long)lc_conn_connects(c));
+    lc_conn_free(c);
+}
+
 int main(void)
 {
     port = tu_redis_port();
@@ -263,6 +291,7 @@ int main(void)
     test_token_extend();
     test_reentrancy();
     test_setnx_crash();
+    test_connects();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);
