@@ -467,13 +467,14 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     if (lua_ready(&lp, conn, &rec, 0) != 0)
         return;
     purchase_result res = run_script(&lp, conn, rec, 0);
+    uint64_t connects = lc_conn_connects(conn); /* the sale's connection */
     free(rec);
     if (lp.found_replay) {
         free(lp.sold_head);
         svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
         return;
     }
-    if (res == PR_SOLD && svc_wait_replicas(s, conn, lp.detail, sizeof lp.detail) != 0)
+    if (res == PR_SOLD && svc_wait_replicas(s, conn, connects, lp.detail, sizeof lp.detail) != 0)
         res = PR_NOT_REPLICATED; /* with the order id: written on the master */
     respond(&lp, res);
 }
@@ -537,6 +538,9 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
         svc_stats_lua_batch(nsent);
         (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
     }
+    /* The batch's connection: a NOSCRIPT retry below that reconnects
+     * leaves the sales before it where WAIT cannot see them. */
+    uint64_t connects = lc_conn_connects(conn);
     purchase_result res[SVC_POOL_BATCH_MAX];
     for (int i = 0; i < n; i++) {
         if (!sent[i])
@@ -576,7 +580,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
     } else if (sold > 0 && rs[0]->s->wait_replicas > 0) {
         /* up to redis.wait_timeout_ms: the queue wakes another worker */
         svc_pool_batch_waits();
-        replicated = svc_wait_replicas(rs[0]->s, conn, why, sizeof why) == 0;
+        replicated = svc_wait_replicas(rs[0]->s, conn, connects, why, sizeof why) == 0;
     }
     for (int i = 0; i < n; i++) {
         if (!sent[i])

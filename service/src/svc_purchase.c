@@ -147,10 +147,11 @@ typedef struct purchase {
     char order_id[SVC_UUID_LEN];     /* set once the order is being written */
     char new_order_id[SVC_UUID_LEN]; /* minted while the acquire travels */
     char detail[LC_ERRSTR_LEN + 64];
-    svc_trace tr;         /* this purchase's timeline (GET /trace/{sku}) */
-    svc_idem id;          /* the request's Idempotency-Key, when it has one */
-    char *sold_reply;     /* with a key: the sale's reply, stored with the order */
-    uint64_t soldout_gen; /* the local sold-out flag's generation before the read */
+    svc_trace tr;            /* this purchase's timeline (GET /trace/{sku}) */
+    svc_idem id;             /* the request's Idempotency-Key, when it has one */
+    char *sold_reply;        /* with a key: the sale's reply, stored with the order */
+    uint64_t soldout_gen;    /* the local sold-out flag's generation before the read */
+    uint64_t write_connects; /* lc_conn_connects after the write (svc_wait_replicas) */
     lc_conn *conn;
     /* From begin_purchase to the acquire's end (the outer acquire is sent
      * by begin_purchase, lc_acquire_send, and read by run_purchase). */
@@ -689,6 +690,7 @@ static purchase_result plain_write(purchase *pu, lc_conn *conn, const char *rec,
     }
     free(idem_val);
     send_releasing(pu, conn, &tx, held, nheld);
+    pu->write_connects = lc_conn_connects(conn);
     commit_result cr = read_commit(pu, &tx, lc_conn_errstr(conn), nw);
     lc_pipe_clear(&tx);
     switch (cr) {
@@ -738,6 +740,7 @@ static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec
                                        strlen(rec), &x, pu->pipeline) == LC_OK;
     if (built) {
         send_releasing(pu, conn, &w, held, nheld);
+        pu->write_connects = lc_conn_connects(conn);
         rep = lc_pipe_take(&w, 0);
         lc_pipe_clear(&w);
         if (svc_fence_noscript(rep)) {
@@ -747,6 +750,7 @@ static purchase_result fenced_write(purchase *pu, lc_conn *conn, const char *rec
                                            rec, strlen(rec), &x, 1) == LC_OK;
             if (built) {
                 (void)lc_conn_pipe(conn, &w);
+                pu->write_connects = lc_conn_connects(conn);
                 rep = lc_pipe_take(&w, 0);
             }
         }
@@ -854,7 +858,7 @@ static purchase_result section(purchase *pu, lc_conn *conn, int64_t work_ms, lc_
         return wr;
     /* After the plain EXEC and after the fenced script alike: the sale, its
      * buyer count and its Idempotency-Key value went in one step. */
-    if (svc_wait_replicas(pu->s, conn, pu->detail, sizeof pu->detail) != 0)
+    if (svc_wait_replicas(pu->s, conn, pu->write_connects, pu->detail, sizeof pu->detail) != 0)
         return PR_NOT_REPLICATED; /* with the order id: written on the master */
     svc_trace_written(&pu->tr, before - 1);
     pu->stock_left = before - 1;

@@ -3,10 +3,19 @@
 
 #include <stdio.h>
 
-int svc_wait_replicas(const svc_settings *s, lc_conn *conn, char *detail, size_t len)
+#define REMADE                                                                                     \
+    "the connection to Redis was remade after the write (an I/O error, a closed socket or a "      \
+    "master switch): whether the write reached a replica is unknown"
+
+int svc_wait_replicas(const svc_settings *s, lc_conn *conn, uint64_t connects, char *detail,
+                      size_t len)
 {
     if (s->wait_replicas <= 0)
         return 0;
+    if (lc_conn_connects(conn) != connects) {
+        snprintf(detail, len, "%s", REMADE);
+        return -1;
+    }
     lc_pipe p;
     lc_pipe_init(&p);
     if (lc_pipe_append(&p, "WAIT %d %d", s->wait_replicas, s->wait_timeout_ms) != LC_OK) {
@@ -18,7 +27,9 @@ int svc_wait_replicas(const svc_settings *s, lc_conn *conn, char *detail, size_t
     redisReply *r = lc_pipe_take(&p, 0);
     lc_pipe_clear(&p);
     int rc = -1;
-    if (r == NULL)
+    if (lc_conn_connects(conn) != connects) /* the WAIT itself went over a new one */
+        snprintf(detail, len, "%s", REMADE);
+    else if (r == NULL)
         snprintf(detail, len, "WAIT: %.200s",
                  lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
     else if (r->type == REDIS_REPLY_INTEGER && r->integer >= s->wait_replicas)

@@ -11,14 +11,19 @@
 #define MIAOSHA_SVC_REPLICAS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "svc.h"
 
 /* Sends WAIT s->wait_replicas s->wait_timeout_ms on conn (nothing when
- * wait_replicas is 0) after the purchase's write on the same connection.
+ * wait_replicas is 0) after the purchase's write on the same connection:
+ * connects is lc_conn_connects(conn) read right after the write's reply.
  * 0 when enough replicas have it (or nothing to wait for); -1 with the
- * reason in detail (len bytes): fewer replicas within the timeout, no reply
- * or an error. The worker thread that owns conn. */
-int svc_wait_replicas(const svc_settings *s, lc_conn *conn, char *detail, size_t len);
+ * reason in detail (len bytes): fewer replicas within the timeout, no reply,
+ * an error, or a connection remade since the write (conn reconnects
+ * silently; a WAIT on a new connection, which has written nothing, would
+ * count every replica at once). The worker thread that owns conn. */
+int svc_wait_replicas(const svc_settings *s, lc_conn *conn, uint64_t connects, char *detail,
+                      size_t len);
 
 #endif
