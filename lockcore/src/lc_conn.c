@@ -38,15 +38,12 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
 /* lc_conn_free is in lc_lock.c: a pending lc_acquire_send attempt goes to
  * the orphan cleanup first. */
 
-static bool ctx_healthy(lc_client *c, redisContext *ctx);
-
 redisContext *lc_conn_reuse(lc_conn *conn)
 {
-    if (conn->ctx && ctx_healthy(conn->client, conn->ctx))
-        return conn->ctx;
-    redisContext *ctx = lc_redis_reuse(conn->client, &conn->ctx, conn->err);
-    if (ctx != NULL)
-        conn->connects++; /* a fresh one (its address may be the old one's) */
+    bool fresh;
+    redisContext *ctx = lc_redis_reuse(conn->client, &conn->ctx, conn->err, &fresh);
+    if (fresh)
+        conn->connects++; /* counted here: its address may be the old one's */
     return ctx;
 }
 
@@ -191,18 +188,17 @@ static bool socket_stale(int fd)
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
-static bool ctx_healthy(lc_client *c, redisContext *ctx)
+redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err, bool *fresh)
 {
-    return !ctx->err && !socket_stale(ctx->fd) && !lc_sentinel_stale(&c->sn, ctx);
-}
-
-redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err)
-{
-    if (*ctx && ctx_healthy(c, *ctx))
+    if (fresh)
+        *fresh = false;
+    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd) && !lc_sentinel_stale(&c->sn, *ctx))
         return *ctx;
     if (*ctx)
         redisFree(*ctx);
     *ctx = lc_redis_connect(c, err);
+    if (fresh)
+        *fresh = *ctx != NULL;
     return *ctx;
 }
 

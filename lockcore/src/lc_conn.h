@@ -68,8 +68,9 @@ redisContext *lc_redis_connect(lc_client *c, char *err);
 /* Returns a usable context for *ctx: the same one when it is healthy, else a
  * fresh connection (freeing the old one); NULL with err set when Redis
  * cannot be reached. "Healthy" includes a socket the peer has not closed
- * while it sat idle, so a restarted Redis costs no failed command. */
-redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err);
+ * while it sat idle, so a restarted Redis costs no failed command. *fresh
+ * (fresh may be NULL) says whether a new connection was made. */
+redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err, bool *fresh);
 /* lc_redis_reuse on conn's own context, counting every fresh connection in
  * conn->connects. */
 redisContext *lc_conn_reuse(lc_conn *conn);

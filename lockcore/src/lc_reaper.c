@@ -206,7 +206,7 @@ static bool undo_fresh(lc_client *c, const lc_orphan *o, redisContext **own)
     char channel[LC_KEY_MAX + 64], lease[24], err[LC_ERRSTR_LEN];
     int nargs;
     int nkeys = undo_args(o, args, &nargs, channel, sizeof channel, lease, sizeof lease);
-    redisContext *ctx = lc_redis_reuse(c, own, err);
+    redisContext *ctx = lc_redis_reuse(c, own, err, NULL);
     if (!ctx)
         return false;
     redisReply *r = token_like(o->mode)

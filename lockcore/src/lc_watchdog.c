@@ -89,7 +89,7 @@ static void recount(lc_client *c, const lc_hold *h, bool was)
 static int renew(lc_client *c, const char *key, const char *field)
 {
     char err[LC_ERRSTR_LEN];
-    if (!lc_redis_reuse(c, &c->wd.ctx, err))
+    if (!lc_redis_reuse(c, &c->wd.ctx, err, NULL))
         return -1;
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)c->watchdog_timeout_ms);
