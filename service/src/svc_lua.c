@@ -496,7 +496,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
     }
     char *recs[SVC_POOL_BATCH_MAX] = {0};
     int sent[SVC_POOL_BATCH_MAX] = {0}; /* 1 + the script's reply index, or 0 */
-    int nsent = 0, sold = 0, lost = 0, reloaded = 0;
+    int nsent = 0, sold = 0, reloaded = 0;
     int down = 0; /* Redis could not be reached: the rest do not try again */
     char down_why[sizeof lps[0].detail];
     lc_pipe p;
@@ -562,22 +562,15 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
             res[i] = map_reply(lp, rep);
         }
         sold += res[i] == PR_SOLD;
-        /* no reply (outcome unknown): the connection broke */
-        lost += res[i] == PR_REDIS_UNAVAILABLE;
     }
     lc_pipe_clear(&p);
-    /* One WAIT covers every write before it on this connection — but not
-     * after the connection broke: the next command reconnects, and a WAIT
-     * on a new connection, which has written nothing, is answered at once
-     * by every replica, whatever the sales before the break reached. */
+    /* One WAIT covers every write before it on this connection; when the
+     * connection broke or was remade since the batch's write (a missing
+     * reply, a NOSCRIPT retry that reconnected), svc_wait_replicas sees
+     * the count of connections move and refuses. */
     char why[sizeof lps[0].detail];
     int replicated = 1;
-    if (sold > 0 && rs[0]->s->wait_replicas > 0 && lost > 0) {
-        replicated = 0;
-        snprintf(why, sizeof why,
-                 "the connection to Redis broke after the sale, before WAIT could check its "
-                 "replicas");
-    } else if (sold > 0 && rs[0]->s->wait_replicas > 0) {
+    if (sold > 0 && rs[0]->s->wait_replicas > 0) {
         /* up to redis.wait_timeout_ms: the queue wakes another worker */
         svc_pool_batch_waits();
         replicated = svc_wait_replicas(rs[0]->s, conn, connects, why, sizeof why) == 0;
