@@ -28,6 +28,9 @@
  * cJSON: that cost is part of what the comparison measures). Prints one
  * line of key=value pairs: sections/s, fairness (min/max per-thread
  * completions), busy (acquisitions not granted within WAIT_MS) and errors.
+ * It also prints p50_us, the median time of one completed purchase (from
+ * before the acquire to after the release, µs): with one thread, the
+ * no-HTTP counterpart of bench/run.sh's one-connection p50.
  * Defaults: WAIT_MS 1000, MODE token (the lock core's defaults otherwise:
  * retry interval 10 ms + jitter). Exit 0, or 1 when Redis failed.
  */
@@ -59,10 +62,25 @@ static bool lua; /* MODE lua: the service's purchase script, no lock */
 static long long wait_ms = 1000;
 static atomic_bool stop_flag;
 
+/* Completed purchases' times in 1 µs buckets; the last bucket holds every
+ * time of LAT_BUCKETS - 1 µs or more. */
+#define LAT_BUCKETS 20001
+
 typedef struct worker {
     pthread_t th;
     long done, busy, errors;
+    unsigned *lat; /* LAT_BUCKETS counts, or NULL when out of memory */
 } worker;
+
+static double now_s(void);
+
+static void lat_add(worker *w, double since_s)
+{
+    if (!w->lat)
+        return;
+    double us = (now_s() - since_s) * 1e6;
+    w->lat[us >= LAT_BUCKETS - 1 ? LAT_BUCKETS - 1 : (long)us]++;
+}
 
 static double now_s(void)
 {
@@ -179,6 +197,7 @@ static void lua_loop(worker *w, lc_conn *conn)
              "\"ts_ms\":1700000000000,\"lock_wait_ms\":0,\"stock_before\":",
              "");
     while (!atomic_load(&stop_flag)) {
+        double t0 = now_s();
         redisContext *c = lc_conn_redis(conn);
         if (c == NULL) {
             w->errors++;
@@ -197,9 +216,10 @@ static void lua_loop(worker *w, lc_conn *conn)
             r = redisCommandArgv(c, 10, argv, NULL);
         }
         if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1)
+            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1) {
             w->done++;
-        else
+            lat_add(w, t0);
+        } else
             w->errors++;
         freeReplyObject(r);
     }
@@ -236,6 +256,7 @@ static void *worker_main(void *arg)
     a.lease_ms = mode == LC_REENTRANT ? 0 : 5000;
     a.wait_ms = wait_ms;
     while (!atomic_load(&stop_flag)) {
+        double t0 = now_s();
         uuid_t u;
         uuid_generate_random(u);
         uuid_unparse_lower(u, owner);
@@ -245,9 +266,10 @@ static void *worker_main(void *arg)
             lc_status st = purchase_pipelined(conn, &a, rec, reclen, &ok);
             if (st == LC_BUSY)
                 w->busy++;
-            else if (st == LC_OK && ok)
+            else if (st == LC_OK && ok) {
                 w->done++;
-            else
+                lat_add(w, t0);
+            } else
                 w->errors++;
             continue;
         }
@@ -262,9 +284,10 @@ static void *worker_main(void *arg)
         }
         int rc = section(conn, rec, reclen);
         st = lc_release(conn, g);
-        if (rc == 0 && st == LC_OK)
+        if (rc == 0 && st == LC_OK) {
             w->done++;
-        else
+            lat_add(w, t0);
+        } else
             w->errors++;
     }
     lc_conn_free(conn);
@@ -339,6 +362,8 @@ int main(int argc, char **argv)
         return 1;
     }
     static worker ws[MAX_THREADS];
+    for (int i = 0; i < threads; i++)
+        ws[i].lat = calloc(LAT_BUCKETS, sizeof *ws[i].lat);
     double t0 = now_s();
     for (int i = 0; i < threads; i++)
         pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
@@ -356,15 +381,29 @@ int main(int argc, char **argv)
         if (ws[i].done > mx)
             mx = ws[i].done;
     }
+    /* The median purchase time over every thread's histogram. */
+    long timed = 0, seen = 0, p50_us = -1;
+    for (int i = 0; i < threads; i++)
+        for (long b = 0; ws[i].lat && b < LAT_BUCKETS; b++)
+            timed += ws[i].lat[b];
+    for (long b = 0; timed > 0 && b < LAT_BUCKETS && p50_us < 0; b++) {
+        for (int i = 0; i < threads; i++)
+            seen += ws[i].lat ? ws[i].lat[b] : 0;
+        if (2 * seen >= timed)
+            p50_us = b;
+    }
+    for (int i = 0; i < threads; i++)
+        free(ws[i].lat);
     /* Sections completed in the stop window still count: divide by the
      * time until the last thread stopped. */
     double elapsed = now_s() - t0;
     lc_client_free(cli);
     redis_setup(port, 0); /* drop the order list, keep Redis small */
     printf("cs_bench mode=%s section=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld "
-           "sections_per_s=%.0f "
+           "sections_per_s=%.0f p50_us=%ld "
            "fairness=%.2f busy=%ld errors=%ld\n",
            lua ? "lua" : lc_mode_name(mode), pipelined ? "pipeline" : "plain", threads, wait_ms,
-           elapsed, total, total / elapsed, mx ? (double)mn / (double)mx : 0.0, busy, errors);
+           elapsed, total, total / elapsed, p50_us, mx ? (double)mn / (double)mx : 0.0, busy,
+           errors);
     return errors > 0 && total == 0 ? 1 : 0;
 }
