@@ -151,7 +151,8 @@ static const key_def KEYS[] = {
           "Redis round-trip timeout per command; bounds how late a 503 comes"),
 
     K_STR("redis.sentinels", redis.sentinels, S_HOSTS, 0, "", 0,
-          "Redis Sentinels, host:port comma-separated; set: every connection goes to the "
+          "Redis Sentinels, host:port comma-separated (in the JSON file also an array); set: "
+          "every connection goes to the "
           "master they name for redis.master_name (redis.host/port unused); empty = no Sentinel"),
     K_STR("redis.master_name", redis.master_name, S_ID, 0, "mymaster", 0,
           "the master's name at the Sentinels (SENTINEL get-master-addr-by-name); required "
@@ -745,7 +746,7 @@ static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, con
     return CFG_INVALID;
 }
 
-/* redlock.nodes as a JSON array of "host:port" strings: joined with
+/* redlock.nodes or redis.sentinels as a JSON array of "host:port" strings: joined with
  * commas, then checked as the text form is. */
 static cfg_status apply_node_array(cfg_config *c, const key_def *k, const cJSON *item,
                                    const char *shown, const ctx *x)
@@ -797,7 +798,7 @@ static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item,
         return CFG_OK;
     }
     case T_STR:
-        if (k->kind == S_NODES && cJSON_IsArray(item))
+        if ((k->kind == S_NODES || k->kind == S_HOSTS) && cJSON_IsArray(item))
             return apply_node_array(c, k, item, shown, x);
         if (!cJSON_IsString(item))
             return bad_type(k, shown, "is not a string", x);

@@ -789,6 +789,20 @@ static void test_sentinel_keys(void)
     CHECK_ERR(st, err, "redis.sentinels", "a:1,,b:2", "host:port");
     st = load(&c, err, "--set", "redis.sentinels=a:1 b:2", NULL);
     CHECK_ERR(st, err, "redis.sentinels", "a:1 b:2", "host:port");
+    /* In the file, as a list of host:port (joined as the text form). */
+    const char *p = write_file("sn.json", "{\"redis\":{\"sentinels\":[\"127.0.0.1:26379\","
+                                          "\"s2:26380\"]}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_OK && strcmp(c.redis.sentinels, "127.0.0.1:26379,s2:26380") == 0,
+             "sentinels as an array: %s / %s", err, c.redis.sentinels);
+    p = write_file("sn2.json", "{\"redis\":{\"sentinels\":[\"a:1\",\"a:1\"]}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.sentinels") && has(err, "twice"),
+             "an array naming one twice: %s", err);
+    p = write_file("sn3.json", "{\"redis\":{\"sentinels\":[\"a:1\",26380]}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.sentinels") && has(err, "array of strings"),
+             "an array with a number: %s", err);
     st = load(&c, err, "--set", "redis.wait_timeout_ms=2000", NULL);
     CHECK_ERR(st, err, "redis.wait_timeout_ms", "2000", "redis.command_timeout_ms");
     st = load(&c, err, "--set", "redis.wait_replicas=17", NULL);
