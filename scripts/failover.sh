@@ -23,9 +23,9 @@
 #   FAILOVER_LOCK<i>_PORT, FAILOVER_LOCK<i>_PID (i = 1..5),
 #   FAILOVER_REDLOCK_NODES (host:port comma-separated, the 5 lock masters),
 # and what miaosha-server reads (config keys redis.sentinels,
-# redis.master_name, redis.wait_replicas):
+# redis.master_name, redis.wait_replicas, redlock.nodes):
 #   MIAOSHA_REDIS_SENTINELS, MIAOSHA_REDIS_MASTER_NAME=mymaster,
-#   MIAOSHA_REDIS_WAIT_REPLICAS=1
+#   MIAOSHA_REDIS_WAIT_REPLICAS=1, MIAOSHA_REDLOCK_NODES (= FAILOVER_REDLOCK_NODES)
 # `run` exports them all to CMD.
 #
 # Knobs (environment):
@@ -130,6 +130,7 @@ write_env() { # dir
     echo "MIAOSHA_REDIS_SENTINELS=${sent#,}"
     echo "MIAOSHA_REDIS_MASTER_NAME=$NAME"
     echo "MIAOSHA_REDIS_WAIT_REPLICAS=1"
+    echo "MIAOSHA_REDLOCK_NODES=${nodes#,}"
   } > "$f.tmp"
   mv "$f.tmp" "$f"
 }
@@ -182,7 +183,7 @@ print_env() {
 failover topology up in $1
   master:       127.0.0.1:$FAILOVER_MASTER_PORT (replicas $FAILOVER_REPLICA1_PORT, $FAILOVER_REPLICA2_PORT)
   sentinels:    MIAOSHA_REDIS_SENTINELS=$MIAOSHA_REDIS_SENTINELS (master name $NAME)
-  redlock:      FAILOVER_REDLOCK_NODES=$FAILOVER_REDLOCK_NODES
+  redlock:      MIAOSHA_REDLOCK_NODES=$MIAOSHA_REDLOCK_NODES
   the service:  set -a; . $1/failover.env; set +a; miaosha-server --port 8080
   stop with:    scripts/failover.sh stop $1
 EOF

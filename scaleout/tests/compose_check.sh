@@ -41,6 +41,11 @@ ck "failover: app-failover asks the three Sentinels" -- \
   line_has app-failover 'MIAOSHA_REDIS_SENTINELS: sentinel1:26379,sentinel2:26379,sentinel3:26379'
 ck "failover: app-failover WAITs for one replica" -- \
   line_has app-failover "MIAOSHA_REDIS_WAIT_REPLICAS: '?1'?"
+ck "failover: app-failover offers redlock on the five lock masters" -- \
+  line_has app-failover 'MIAOSHA_REDLOCK_NODES: lock1:6379,lock2:6379,lock3:6379,lock4:6379,lock5:6379'
+for i in 1 2 3 4 5; do
+  ck "failover: app-failover starts after lock$i" -- line_has app-failover "depends_on: .*lock$i"
+done
 loadcmd=$(sed -n '/^  load:/,/^  [a-z]/p' <<<"$cfg" | sed -n '/^    command:/,/^    [a-z]/p' | grep '^    - ' | tr '\n' ' ')
 # (miaosha-load resolves the service name "nginx" at start: a name, not only
 # an address, is accepted since --target uses getaddrinfo.)
