@@ -218,7 +218,7 @@ static const key_def KEYS[] = {
     K_NUM("trace.ring_size", trace.ring_size, 16, 65536, 4096, NULL, "",
           "trace records kept per SKU; the oldest are overwritten"),
     K_NUM("trace.max_skus", trace.max_skus, 1, 1024, 16, NULL, "",
-          "SKUs that get a trace ring (each ring_size records of 336 bytes); "
+          "SKUs that get a trace ring (each ring_size records of 344 bytes); "
           "purchases of later SKUs are not traced"),
 
     K_ENUM("log.level", log.level, CFG_LOG_INFO, "least severe level logged"),

@@ -618,6 +618,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     }
 }
 
+/* Request numbers: the HTTP threads take one each (on_uri). */
+static atomic_uint_fast64_t next_request_id;
+
 /* Called with the raw (still percent-encoded) request target; cls is the
  * settings the request runs under. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
@@ -634,6 +637,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         r->s = cls;
         r->client_fd = -1;
         r->t0_us = svc_now_us();
+        r->id = atomic_fetch_add_explicit(&next_request_id, 1, memory_order_relaxed) + 1;
         if (uri != NULL) {
             const char *q = strchr(uri, '?');
             r->uri_len = strlen(uri);

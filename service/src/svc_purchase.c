@@ -995,6 +995,8 @@ static purchase_result run_purchase(purchase *pu, lc_conn *conn)
         pu->lock_wait_ms = lc_guard_wait_ms(g);
         pu->fence = lc_guard_fence(g);
         svc_trace_acquired(&pu->tr, lc_guard_owner_token(g));
+        if (r->mode == LC_FENCED)
+            svc_trace_fence(&pu->tr, pu->fence);
         held[nheld++] = g;
         if (p->fault == SVC_FAULT_CRASH_IN_SECTION) {
             svc_log(SVC_ERROR, "fault crash_in_section: exiting while holding %s lock %s",

@@ -55,6 +55,8 @@ struct svc_req {
     int seen;              /* first access-handler call happened */
     int suspended;         /* handed to a worker (reply expected) */
     int64_t t0_us;         /* request start, monotonic */
+    uint64_t id;           /* this instance's request number, from 1 in
+                              arrival order (the trace's request_id) */
     int64_t queued_us;     /* when it was handed to a worker pool */
     int client_fd;         /* the client's socket, read by the MHD thread
                               when r is handed to a worker (-1: unknown);

@@ -23,7 +23,7 @@
 
 _Static_assert(sizeof(svc_trace) <= SVC_TRACE_REC_BYTES, "svc_trace grew past its stated size");
 
-enum { F_READ = 1, F_WRITTEN = 2, F_LOST = 4, F_DELETED = 8, F_USER = 16 };
+enum { F_READ = 1, F_WRITTEN = 2, F_LOST = 4, F_DELETED = 8, F_USER = 16, F_FENCE = 32 };
 
 typedef struct ring {
     char sku[SVC_SKU_MAX + 1];
@@ -102,6 +102,7 @@ void svc_trace_begin(svc_trace *t, const svc_req *r)
     t->on = 1;
     t->worker = worker_index;
     t->mode = (int)r->mode;
+    t->request_id = r->id;
     t->release_status = -1;
     t->t[SVC_T_RECEIVED] = r->t0_us;
     if (r->p.seen & SVC_P_USER) {
@@ -122,6 +123,14 @@ void svc_trace_acquired(svc_trace *t, const char *owner_token)
         return;
     svc_trace_mark(t, SVC_T_ACQUIRED);
     snprintf(t->owner, sizeof t->owner, "%s", owner_token ? owner_token : "");
+}
+
+void svc_trace_fence(svc_trace *t, long long fence)
+{
+    if (!t->on)
+        return;
+    t->fence = fence;
+    t->flags |= F_FENCE;
 }
 
 void svc_trace_read(svc_trace *t, long long stock)
@@ -218,7 +227,8 @@ static void put_record(svc_buf *b, const svc_trace *t, const char *instance)
         [SVC_T_COMMITTED] = "committed_us", [SVC_T_RELEASED] = "released_us",
         [SVC_T_RESPONDED] = "responded_us",
     };
-    svc_buf_printf(b, "{\"seq\":%llu", (unsigned long long)t->seq);
+    svc_buf_printf(b, "{\"seq\":%llu,\"request_id\":%llu", (unsigned long long)t->seq,
+                   (unsigned long long)t->request_id);
     put_str(b, "instance", instance);
     svc_buf_printf(b, ",\"worker\":%d", t->worker);
     put_str(b, "order_id", t->order_id);
@@ -235,6 +245,10 @@ static void put_record(svc_buf *b, const svc_trace *t, const char *instance)
     else
         svc_buf_printf(b, ",\"stock_written\":null");
     put_str(b, "owner_token", t->owner);
+    if (t->flags & F_FENCE)
+        svc_buf_printf(b, ",\"fence\":%lld", t->fence);
+    else
+        svc_buf_printf(b, ",\"fence\":null");
     put_str(b, "release_status",
             t->release_status >= 0 ? lc_status_name((lc_status)t->release_status) : NULL);
     svc_buf_printf(b, ",\"lock_lost\":%s,\"deleted_other_lock\":%s,\"status\":%u",

@@ -36,7 +36,7 @@ typedef enum {
 } svc_trace_point;
 
 #define SVC_TRACE_OWNER_MAX 104 /* lc_guard_owner_token: "<instance>:<uuid>" */
-#define SVC_TRACE_REC_BYTES 336 /* sizeof one record (checked at compile time) */
+#define SVC_TRACE_REC_BYTES 344 /* sizeof one record (checked at compile time) */
 #define SVC_TRACE_SINCE_MAX 999999999999LL
 
 /* One purchase's record, while it runs. Opaque in use: only the functions
@@ -45,7 +45,9 @@ typedef struct svc_trace {
     int on;  /* 0: every call below does nothing */
     int sku; /* ring index */
     uint64_t seq;
+    uint64_t request_id;    /* svc_req.id */
     int64_t t[SVC_T_COUNT]; /* monotonic µs; 0 = not reached */
+    long long fence;        /* fenced: the fencing token (F_FENCE) */
     long long stock_read, stock_written;
     int worker;
     int mode;
@@ -76,6 +78,9 @@ void svc_trace_mark(svc_trace *t, svc_trace_point p);
 /* The lock's owner/fencing token (lc_guard_owner_token), copied, cut at
  * SVC_TRACE_OWNER_MAX - 1 bytes; NULL = none. Stamps SVC_T_ACQUIRED. */
 void svc_trace_acquired(svc_trace *t, const char *owner_token);
+/* fenced: the fencing token the acquisition got (lc_guard_fence), the
+ * number the store compares, beside the lock's owner token. */
+void svc_trace_fence(svc_trace *t, long long fence);
 /* The stock value GET read (nil = 0). Stamps SVC_T_READ. */
 void svc_trace_read(svc_trace *t, long long stock);
 /* The stock value the committed SET wrote. Stamps SVC_T_COMMITTED. */

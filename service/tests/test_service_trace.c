@@ -4,13 +4,16 @@
  *   same stock value (the oversell's cause) and wrote the same value;
  * - token: every read is distinct, each write is its read - 1, each holder
  *   has its own owner token;
+ * - every record names its request (request_id: distinct, in arrival
+ *   order, a replayed Idempotency-Key included, whose order_id is null);
+ *   fenced records carry the fencing token the reply gave, token's null;
  * - ?trace=0 leaves a purchase out; since= paging; 400 for a bad since
  *   (negative, non-integer, overflow, empty) or sku, 404 for a SKU never
  *   traced, 405 for POST; Content-Type application/x-ndjson;
  * - the ring bound: 10^5 purchases with trace.ring_size=64 keep the last 64
  *   records, and the server's VmRSS grows by less than 4 MiB between the
  *   first 2000 purchases and the last (the documented bound is
- *   max_skus × ring_size × 336 bytes; here 64 × 336 = 21 KiB). */
+ *   max_skus × ring_size × 344 bytes; here 64 × 344 = 21.5 KiB). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,7 +297,7 @@ static void test_ring_bound(int redis_port)
     TU_CHECK(svc_jnum(d.header, "last_seq") == answered, "last_seq %g, answered %d",
              svc_jnum(d.header, "last_seq"), answered);
     TU_CHECK(svc_jnum(d.header, "oldest_seq") == answered - 63, "oldest_seq");
-    TU_CHECK(svc_jnum(d.header, "record_bytes") <= 336, "record_bytes <= 336");
+    TU_CHECK(svc_jnum(d.header, "record_bytes") <= 344, "record_bytes <= 344");
     TU_CHECK(d.n > 0 && svc_jnum(d.rec[0], "seq") == answered - 63 &&
                  svc_jnum(d.rec[d.n - 1], "seq") == answered,
              "oldest first, the newest last");
@@ -353,6 +356,54 @@ static void test_lua(const svc_server *s)
     doc_free(&d);
 }
 
+static void test_ids_and_fence(const svc_server *s)
+{
+    TU_REQUIRE(svc_set_stock(s, "tr_fence", 10, NULL) == 200, "stock");
+    long long fences[3];
+    for (int i = 0; i < 3; i++) {
+        char path[128];
+        svc_resp r = {0};
+        snprintf(path, sizeof path, "/miaosha/fenced?sku=tr_fence&user=f%d", i);
+        svc_req(s, "GET", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "fenced purchase %d: %ld %s", i, r.status, B(&r));
+        fences[i] = (long long)svc_jnum(r.json, "fence");
+        svc_resp_free(&r);
+    }
+    for (int i = 0; i < 2; i++) { /* the second is a replay */
+        svc_resp r = {0};
+        svc_req_hdr(s, "GET", "/miaosha/token?sku=tr_fence&user=k1", "Idempotency-Key: trace-k1",
+                    &r);
+        TU_CHECK(r.status == 200 && (i == 0 || strcmp(r.replayed, "true") == 0),
+                 "token purchase %d: %ld replayed '%s'", i, r.status, r.replayed);
+        svc_resp_free(&r);
+    }
+    trace_doc d;
+    TU_REQUIRE(get_trace(s, "tr_fence", 0, &d) == 200, "trace");
+    TU_REQUIRE(d.n == 5, "5 records, got %d", d.n);
+    for (int i = 0; i < d.n; i++) {
+        const cJSON *a = d.rec[i];
+        const cJSON *fence = cJSON_GetObjectItem(a, "fence");
+        TU_CHECK(svc_jnum(a, "request_id") >= 1, "record %d: request_id", i);
+        if (i > 0)
+            TU_CHECK(svc_jnum(a, "request_id") > svc_jnum(d.rec[i - 1], "request_id"),
+                     "record %d: request ids in arrival order (%.0f after %.0f)", i,
+                     svc_jnum(a, "request_id"), svc_jnum(d.rec[i - 1], "request_id"));
+        if (i < 3) {
+            TU_CHECK(!strcmp(svc_jstr(a, "mode"), "fenced") && cJSON_IsNumber(fence) &&
+                         (long long)fence->valuedouble == fences[i] && fences[i] >= 1,
+                     "record %d: the reply's fence %lld", i, fences[i]);
+        } else {
+            TU_CHECK(cJSON_IsNull(fence), "record %d (token): fence null", i);
+        }
+    }
+    TU_CHECK(fences[0] < fences[1] && fences[1] < fences[2], "fencing tokens grow");
+    TU_CHECK(
+        svc_jstr(d.rec[3], "order_id") != NULL && svc_jstr(d.rec[4], "order_id") == NULL &&
+            !strcmp(svc_jstr(d.rec[4], "error") ? svc_jstr(d.rec[4], "error") : "", "replayed"),
+        "the replay: no order id of its own, named by its request_id");
+    doc_free(&d);
+}
+
 int main(void)
 {
     svc_server s;
@@ -361,6 +412,7 @@ int main(void)
     test_race_none(&s);
     test_token_distinct(&s);
     test_lua(&s);
+    test_ids_and_fence(&s);
     test_paging_and_errors(&s);
     TU_CHECK(svc_stop(&s, 6000) == 0, "clean stop");
     test_ring_bound(port);
