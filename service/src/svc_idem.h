@@ -3,17 +3,21 @@
  * timeout, a dropped connection) gets that outcome again instead of buying
  * twice.
  *
- * One Redis string per key and SKU, miaosha:{sku}:idem:<key> (the SKU's
- * hash tag, so the lua script and the lock modes' MULTI may write it with
- * the order; the same key on another SKU is another key):
+ * First the key is claimed for what it buys: miaosha:idem:<key> =
+ * "<sku>|<fingerprint>" (SET NX GET, kept purchase.idempotency_ttl_s), so a
+ * key sent again for another SKU, mode or user is refused before anything
+ * of a SKU is touched. Then one Redis string per key and SKU,
+ * miaosha:{sku}:idem:<key> (the SKU's hash tag, so the lua script and the
+ * lock modes' MULTI may write it with the order):
  *   "P|<fingerprint>|<token>"            in progress: SET NX before the
  *                                        purchase starts, for at most the
  *                                        longest a purchase can take
  *   "D|<fingerprint>|<status>|<body>"    done: the reply, kept
  *                                        purchase.idempotency_ttl_s
- * The fingerprint is "<mode>/<user>": the parameters that say what is
- * bought (the SKU is in the key); a key seen again with another
- * fingerprint is 422 idempotency_key_reused.
+ * The fingerprint is "<mode>/<user>": with the SKU, the parameters that
+ * say what is bought (work_ms, wait_ms, lease_ms and the like say how, and
+ * may differ on a retry); a key seen again with another SKU or fingerprint
+ * is 422 idempotency_key_reused.
  *
  * A sale's outcome is written in the same atomic step as the order (the
  * lock modes' MULTI/EXEC, the lua script), so there is never an order
@@ -49,13 +53,16 @@ typedef struct svc_idem {
  * [A-Za-z0-9_:.-]; else 0 (NULL included). Any thread. */
 int svc_idem_valid(const char *v);
 
-/* Sets the in-progress marker of r's key (r->idem, not empty) with a
- * lifetime of marker_ms (SET NX PX ... GET, one round trip). Returns
+/* Claims r's key (r->idem, not empty) for r's SKU, mode and user (the first
+ * claim stays for purchase.idempotency_ttl_s), then sets the key's
+ * in-progress marker for r's SKU with a lifetime of marker_ms (SET NX PX
+ * ... GET): two round trips. Returns
  *    0  the marker is ours: go on, and end with svc_idem_end (id->on = 1);
  *    1  the key's stored reply is in r (status and body as first sent,
  *       r->replayed set): answer it as it is;
  *   -1  refused, *res set: PR_IN_PROGRESS (another request with the key is
- *       running), PR_KEY_REUSED (stored with another fingerprint),
+ *       running), PR_KEY_REUSED (claimed for another SKU, or stored with
+ *       another fingerprint),
  *       PR_REDIS_UNAVAILABLE or PR_REDIS_ERROR, with the reason in detail
  *       (len bytes). Nothing was bought. */
 int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, purchase_result *res,

@@ -7,8 +7,9 @@
  *     counts the duplicate buyer; a stock reset clears the buyers; no
  *     ?user= is a 400 while a limit is set;
  *   - Idempotency-Key: a replay returns the first status and body with
- *     Idempotent-Replayed: true; another user with the key is 422
- *     idempotency_key_reused; a replay while the first runs (work_ms) is 409
+ *     Idempotent-Replayed: true; the key with another user, SKU or mode is
+ *     422 idempotency_key_reused (nothing bought or marked on the other
+ *     SKU), with another work_ms a replay; a replay while the first runs (work_ms) is 409
  *     in_progress; the stored outcome's PTTL is purchase.idempotency_ttl_s;
  *     sold_out is stored, lock_busy is not (a retry can buy); concurrent
  *     duplicates of keyed purchases leave exactly one order per key, each
@@ -160,11 +161,37 @@ static void test_idempotency(void)
                  "%s: the outcome's PTTL %lld ms is purchase.idempotency_ttl_s", mode,
                  (long long)pttl);
 
-        /* the key with another user */
+        /* the key with another user, another SKU, another mode: 422, and
+         * nothing is bought or marked on the other SKU */
         snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=u2", mode, sku);
         svc_req_hdr(&open_, "POST", path, hdr, &a);
         TU_CHECK(a.status == 422 && svc_jerr_is(&a, "idempotency_key_reused"), "%s 422: %ld %s",
                  mode, a.status, B(&a));
+        svc_resp_free(&a);
+        char other[48];
+        snprintf(other, sizeof other, "%s-other", sku);
+        TU_REQUIRE(svc_set_stock(&open_, other, 10, NULL) == 200, "stock");
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=u1", mode, other);
+        svc_req_hdr(&open_, "POST", path, hdr, &a);
+        TU_CHECK(a.status == 422 && svc_jerr_is(&a, "idempotency_key_reused") &&
+                     svc_jdetail_has(&a, sku),
+                 "%s, the key on another sku: 422 naming the first: %ld %s", mode, a.status, B(&a));
+        svc_resp_free(&a);
+        svc_get_audit(&open_, other, &au);
+        TU_CHECK(au.orders == 0 && au.stock == 10 &&
+                     tu_redis_int(rp, "EXISTS miaosha:{%s}:idem:order-1.%s:x_y", other, mode) == 0,
+                 "%s: nothing bought or marked on the other sku", mode);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=u1",
+                 strcmp(mode, "token") ? "token" : "lua", sku);
+        svc_req_hdr(&open_, "POST", path, hdr, &a);
+        TU_CHECK(a.status == 422 && svc_jerr_is(&a, "idempotency_key_reused"),
+                 "%s, the key with another mode: %ld %s", mode, a.status, B(&a));
+        svc_resp_free(&a);
+        /* how it is bought (work_ms here) is not what is bought: a replay */
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=u1&work_ms=5", mode, sku);
+        svc_req_hdr(&open_, "POST", path, hdr, &a);
+        TU_CHECK(a.status == 200 && strcmp(a.replayed, "true") == 0,
+                 "%s, the key with another work_ms: replayed (%ld %s)", mode, a.status, B(&a));
         svc_resp_free(&a);
 
         /* a replay while the first still works */
@@ -252,7 +279,7 @@ static void test_idempotency(void)
             snprintf(paths[i], sizeof paths[i],
                      "/miaosha/%s?sku=%s&user=r%d&work_ms=200&wait_ms=10000", modes[m], sku,
                      i % KEYS);
-            snprintf(hdrs[i], sizeof hdrs[i], "Idempotency-Key: race-%d", i % KEYS);
+            snprintf(hdrs[i], sizeof hdrs[i], "Idempotency-Key: race-%s-%d", modes[m], i % KEYS);
             k[i] = (keyed){paths[i], hdrs[i], {0}};
             pthread_create(&th[i], NULL, keyed_req, &k[i]);
         }
@@ -273,7 +300,7 @@ static void test_idempotency(void)
                  au.orders);
         for (int i = 0; i < KEYS; i++) {
             char v[1024];
-            tu_redis_str(rp, v, sizeof v, "GET miaosha:{%s}:idem:race-%d", sku, i);
+            tu_redis_str(rp, v, sizeof v, "GET miaosha:{%s}:idem:race-%s-%d", sku, modes[m], i);
             TU_CHECK(strncmp(v, "D|", 2) == 0 && strstr(v, "|200|") != NULL,
                      "%s key %d: its stored outcome is the sale: %.80s", modes[m], i, v);
         }

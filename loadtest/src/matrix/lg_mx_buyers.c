@@ -232,7 +232,7 @@ static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int key
         snprintf(b[i].path, sizeof b[i].path, "/miaosha/%s?sku=%s&user=r%d&work_ms=%d%s",
                  lg_mode_names[m], sku, i, RETRY_WORK_MS, lp);
         if (keyed)
-            snprintf(b[i].key, sizeof b[i].key, "mx-%lld-%d", run, i);
+            snprintf(b[i].key, sizeof b[i].key, "mx-%s-%lld-%d", lg_mode_names[m], run, i);
         pthread_create(&th[i], NULL, do_retry, &b[i]);
     }
     uint64_t answered = 0, other = 0;
