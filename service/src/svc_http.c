@@ -478,7 +478,7 @@ static enum MHD_Result route_local(svc_req *r, int which, const char *method, co
     }
     if (which == 0 && !r->s->sentinel) {
         int up = svc_health_up();
-        svc_stats_http(up ? 200 : 503);
+        count_reply(r, up ? 200 : 503, method, url);
         return MHD_queue_response(r->conn, up ? 200 : 503, up ? health_up : health_down);
     }
     if (which == 0) { /* the master may move: named afresh, with the reason when down */

@@ -472,7 +472,8 @@ static void test_encoded_nul(void)
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{nul1}:sold") == 0, "nothing sold");
 }
 
-/* The access log prints the decoded URL: a "%0A" must not start a line. */
+/* The access log prints the decoded URL: a "%0A" must not start a line;
+ * every route is in it, /healthz's fast path included. */
 static void test_access_log_escaped(void)
 {
     expect("GET", "/x%0AFAKE%20ERROR%20line", NULL, NULL, 404, "not_found", NULL);
@@ -485,6 +486,9 @@ static void test_access_log_escaped(void)
     if (f)
         fclose(f);
     TU_CHECK(!forged, "no forged log line");
+    /* /healthz, answered on its own fast path, is logged like any request */
+    expect("GET", "/healthz", NULL, NULL, 200, NULL, NULL);
+    TU_CHECK(svc_log_has(&srv, "access GET /healthz 200"), "/healthz in the access log");
 }
 
 /* Rejected purchases never take one of the 64 SKU labels. */
