@@ -710,7 +710,8 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms);
  * Any thread. */
 int lc_guard_lost(const lc_guard *g);
 
-/* Milliseconds lc_acquire spent before it got the lock. Any thread. */
+/* Milliseconds lc_acquire spent before it got the lock, whole ones (floor
+ * of the µs span: an uncontended acquisition reads 0). Any thread. */
 int64_t lc_guard_wait_ms(const lc_guard *g);
 
 /* redlock: the milliseconds of validity left now — the lease minus the

@@ -482,7 +482,8 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     conn->sent_mode = a->mode;
     conn->sent_p = p;
     conn->sent_pn = p ? p->n : 0;
-    conn->sent_start_ms = lc_now_ms();
+    conn->sent_start_us = lc_now_us();
+    conn->sent_start_ms = conn->sent_start_us / 1000;
     conn->sent_lease_ms = a->lease_ms;
     snprintf(conn->sent_owner, sizeof conn->sent_owner, "%s", a->owner);
     snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);
@@ -574,7 +575,8 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     }
     conn->trip_lock_unread = false;
     lc_client *c = conn->client;
-    int64_t start = presend ? conn->sent_start_ms : lc_now_ms();
+    int64_t start_us = presend ? conn->sent_start_us : lc_now_us();
+    int64_t start = start_us / 1000;
     int64_t deadline = start + a->wait_ms;
     size_t klen = strlen(a->key);
     lc_guard *g = calloc(1, sizeof *g + klen + 1);
@@ -650,7 +652,9 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
             fail_io(conn);
         return s;
     }
-    g->wait_ms = lc_now_ms() - start;
+    /* From µs, floored: two millisecond readings would make a wait of a
+     * few µs across a millisecond boundary read 1 ms. */
+    g->wait_ms = (lc_now_us() - start_us) / 1000;
     atomic_fetch_add(&c->acquired, 1);
     *out = g;
     return LC_OK;

@@ -20,6 +20,9 @@
 /* CLOCK_MONOTONIC in ms. Any thread. */
 int64_t lc_now_ms(void);
 
+/* CLOCK_MONOTONIC in µs, for spans shorter than a millisecond. Any thread. */
+int64_t lc_now_us(void);
+
 /* Sleeps ms (nothing for ms <= 0), restarting after signals. Any thread. */
 void lc_sleep_ms(int64_t ms);
 
