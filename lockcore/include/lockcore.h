@@ -113,7 +113,13 @@
  * runs any more; idempotent), and so does fenced; reentrant sends nothing (one unlock too many
  * would take a re-entering owner's real hold); (c) setnx keeps its flaw (no
  * owner to compare) and lc_extend is not covered (it only extends a lock
- * its guard still holds). The unlock-once rule stays right when one owner
+ * its guard still holds); (d) redlock has no reaper: its algorithm
+ * already sends the release to every node after a failed attempt and on
+ * lc_release, those that did not answer in time included (on a fresh
+ * connection when the old one was dropped); what is left is a node that
+ * runs the late SET after that release (the two on different
+ * connections), whose key then lives out its lease on that one node — a
+ * minority, which cannot grant a lock alone. The unlock-once rule stays right when one owner
  * id is used by several acquisitions at once (they share the field): each
  * late grant added one hold, and each cleanup takes back one. Counted in
  * lc_stats.orphans_*.
