@@ -77,6 +77,38 @@ int svc_idem_found(const svc_idem *id, svc_req *r, const char *value, size_t vle
     return 1;
 }
 
+/* SET key value NX PX px_ms GET, one round trip: the reply (nil when value
+ * was set, else the value found), or NULL with *res and detail set — Redis
+ * unavailable or an error reply; nothing was bought. */
+static redisReply *set_nx_get(lc_conn *conn, const char *key, const char *value, int64_t px_ms,
+                              purchase_result *res, char *detail, size_t len)
+{
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_status st = lc_pipe_append(&p, "SET %s %s NX PX %lld GET", key, value,
+                                  (long long)(px_ms > 0 ? px_ms : 1));
+    if (st == LC_OK)
+        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+    redisReply *rep = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
+    lc_pipe_clear(&p);
+    if (rep == NULL) {
+        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
+                 st != LC_OK               ? "out of memory"
+                 : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
+                                           : "no reply");
+        *res = PR_REDIS_UNAVAILABLE;
+        return NULL;
+    }
+    if (rep->type != REDIS_REPLY_NIL && rep->type != REDIS_REPLY_STRING) {
+        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
+                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+        *res = PR_REDIS_ERROR;
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
 /* The key-wide claim (svc_idem.h): 0 when the key is new or was claimed
  * for the same SKU, mode and user; -1 with *res and detail set otherwise. */
 static int claim(const svc_idem *id, svc_req *r, lc_conn *conn, purchase_result *res, char *detail,
@@ -85,35 +117,18 @@ static int claim(const svc_idem *id, svc_req *r, lc_conn *conn, purchase_result 
     char key[SVC_IDEM_KEY_MAX + 16], what[SVC_SKU_MAX + SVC_IDEM_FP_MAX + 2];
     snprintf(key, sizeof key, "miaosha:idem:%s", r->idem);
     snprintf(what, sizeof what, "%s|%s", r->sku, id->fp);
-    lc_pipe p;
-    lc_pipe_init(&p);
-    lc_status st = lc_pipe_append(&p, "SET %s %s NX PX %lld GET", key, what,
-                                  (long long)(r->s->idem_ttl_ms > 0 ? r->s->idem_ttl_ms : 1));
-    if (st == LC_OK)
-        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
-    redisReply *rep = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
-    lc_pipe_clear(&p);
-    int rc = -1;
-    if (rep == NULL) {
-        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
-                 st != LC_OK               ? "out of memory"
-                 : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
-                                           : "no reply");
-        *res = PR_REDIS_UNAVAILABLE;
-    } else if (rep->type == REDIS_REPLY_NIL ||
-               (rep->type == REDIS_REPLY_STRING && strcmp(rep->str, what) == 0)) {
-        rc = 0;
-    } else if (rep->type == REDIS_REPLY_STRING) {
+    redisReply *rep = set_nx_get(conn, key, what, r->s->idem_ttl_ms, res, detail, len);
+    if (rep == NULL)
+        return -1;
+    int rc = 0;
+    if (rep->type == REDIS_REPLY_STRING && strcmp(rep->str, what) != 0) {
         const char *bar = strchr(rep->str, '|');
         snprintf(detail, len,
                  "Idempotency-Key: already used for another purchase (sku %.*s, mode/user %s); "
                  "send a new key for a new purchase",
                  bar ? (int)(bar - rep->str) : 0, rep->str, bar ? bar + 1 : "?");
         *res = PR_KEY_REUSED;
-    } else {
-        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
-                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-        *res = PR_REDIS_ERROR;
+        rc = -1;
     }
     freeReplyObject(rep);
     return rc;
@@ -133,32 +148,14 @@ int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, p
     snprintf(id->marker, sizeof id->marker, "P|%s|%s", id->fp, token);
     if (claim(id, r, conn, res, detail, len) != 0)
         return -1;
-
-    lc_pipe p;
-    lc_pipe_init(&p);
-    lc_status st = lc_pipe_append(&p, "SET %s %s NX PX %lld GET", id->rkey, id->marker,
-                                  (long long)(marker_ms > 0 ? marker_ms : 1));
-    if (st == LC_OK)
-        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
-    redisReply *rep = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
-    lc_pipe_clear(&p);
-    int rc = -1;
-    if (rep == NULL) {
-        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
-                 st != LC_OK               ? "out of memory"
-                 : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
-                                           : "no reply");
-        *res = PR_REDIS_UNAVAILABLE;
-    } else if (rep->type == REDIS_REPLY_NIL) {
+    redisReply *rep = set_nx_get(conn, id->rkey, id->marker, marker_ms, res, detail, len);
+    if (rep == NULL)
+        return -1;
+    int rc = 0;
+    if (rep->type == REDIS_REPLY_NIL)
         id->on = 1; /* set: ours */
-        rc = 0;
-    } else if (rep->type == REDIS_REPLY_STRING) {
+    else
         rc = svc_idem_found(id, r, rep->str, rep->len, res, detail, len);
-    } else {
-        snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
-                 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
-        *res = PR_REDIS_ERROR;
-    }
     freeReplyObject(rep);
     return rc;
 }
