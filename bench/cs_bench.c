@@ -29,8 +29,9 @@
  * line of key=value pairs: sections/s, fairness (min/max per-thread
  * completions), busy (acquisitions not granted within WAIT_MS) and errors.
  * It also prints p50_us, the median time of one completed purchase (from
- * before the acquire to after the release, µs): with one thread, the
- * no-HTTP counterpart of bench/run.sh's one-connection p50.
+ * before the acquire to after the release, µs; 20000 means 20 ms or
+ * more): with one thread, the no-HTTP counterpart of bench/run.sh's
+ * one-connection p50.
  * Defaults: WAIT_MS 1000, MODE token (the lock core's defaults otherwise:
  * retry interval 10 ms + jitter). Exit 0, or 1 when Redis failed.
  */
@@ -381,6 +382,9 @@ int main(int argc, char **argv)
         if (ws[i].done > mx)
             mx = ws[i].done;
     }
+    /* Sections completed in the stop window still count: divide by the
+     * time until the last thread stopped. */
+    double elapsed = now_s() - t0;
     /* The median purchase time over every thread's histogram. */
     long timed = 0, seen = 0, p50_us = -1;
     for (int i = 0; i < threads; i++)
@@ -394,9 +398,6 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < threads; i++)
         free(ws[i].lat);
-    /* Sections completed in the stop window still count: divide by the
-     * time until the last thread stopped. */
-    double elapsed = now_s() - t0;
     lc_client_free(cli);
     redis_setup(port, 0); /* drop the order list, keep Redis small */
     printf("cs_bench mode=%s section=%s threads=%d wait_ms=%lld seconds=%.2f sections=%ld "

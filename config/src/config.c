@@ -179,7 +179,7 @@ static const key_def KEYS[] = {
           "limit_reached); 0 = unlimited"),
     K_NUM("purchase.idempotency_ttl_s", purchase.idempotency_ttl_s, 1, 2592000, 86400, NULL, "s",
           "how long the outcome of a purchase with an Idempotency-Key header is kept for its "
-          "replays"),
+          "replays, and the key stays bound to that purchase's SKU, mode and user"),
     K_BOOL("purchase.local_sold_out", purchase.local_sold_out, 1,
            "answer purchases of a SKU this instance has seen sold out 409 from memory, without "
            "Redis, until its stock is reset"),
@@ -748,6 +748,8 @@ static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, con
 
 /* redlock.nodes or redis.sentinels as a JSON array of "host:port" strings: joined with
  * commas, then checked as the text form is. */
+_Static_assert(CFG_SENTINELS_LEN <= CFG_NODES_LEN, "apply_node_array joins into CFG_NODES_LEN");
+
 static cfg_status apply_node_array(cfg_config *c, const key_def *k, const cJSON *item,
                                    const char *shown, const ctx *x)
 {

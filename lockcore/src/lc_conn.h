@@ -36,8 +36,7 @@ struct lc_conn {
     lc_mode sent_mode;
     const lc_pipe *sent_p;
     int sent_pn;
-    int64_t sent_start_ms;
-    int64_t sent_start_us;        /* the same instant, for lc_guard_wait_ms */
+    int64_t sent_start_us;        /* when it was sent: wait_ms counts from here */
     int64_t sent_lease_ms;        /* a->lease_ms as given */
     char sent_owner[LC_ID_LEN];   /* a->owner */
     char sent_token[LC_ID_LEN];   /* token, fenced: the token that was sent */

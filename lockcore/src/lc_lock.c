@@ -483,7 +483,6 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     conn->sent_p = p;
     conn->sent_pn = p ? p->n : 0;
     conn->sent_start_us = lc_now_us();
-    conn->sent_start_ms = conn->sent_start_us / 1000;
     conn->sent_lease_ms = a->lease_ms;
     snprintf(conn->sent_owner, sizeof conn->sent_owner, "%s", a->owner);
     snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);

@@ -44,7 +44,8 @@ ck "failover: app-failover WAITs for one replica" -- \
 ck "failover: app-failover offers redlock on the five lock masters" -- \
   line_has app-failover 'MIAOSHA_REDLOCK_NODES: lock1:6379,lock2:6379,lock3:6379,lock4:6379,lock5:6379'
 for i in 1 2 3 4 5; do
-  ck "failover: app-failover starts after lock$i" -- line_has app-failover "depends_on: .*lock$i"
+  ck "failover: app-failover starts after lock$i" -- \
+    line_has app-failover "depends_on:( [a-z0-9-]+: condition: service_[a-z_]+)* lock$i: condition"
 done
 loadcmd=$(sed -n '/^  load:/,/^  [a-z]/p' <<<"$cfg" | sed -n '/^    command:/,/^    [a-z]/p' | grep '^    - ' | tr '\n' ' ')
 # (miaosha-load resolves the service name "nginx" at start: a name, not only

@@ -110,14 +110,17 @@ static redisReply *set_nx_get(lc_conn *conn, const char *key, const char *value,
 }
 
 /* The key-wide claim (svc_idem.h): 0 when the key is new or was claimed
- * for the same SKU, mode and user; -1 with *res and detail set otherwise. */
-static int claim(const svc_idem *id, svc_req *r, lc_conn *conn, purchase_result *res, char *detail,
-                 size_t len)
+ * for the same SKU, mode and user; -1 with *res and detail set otherwise.
+ * It lives marker_ms longer than the outcome's TTL: the outcome is stored
+ * up to marker_ms after the claim, and must never outlive it (the key
+ * would then be free on another SKU while its outcome still answers). */
+static int claim(const svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms,
+                 purchase_result *res, char *detail, size_t len)
 {
     char key[SVC_IDEM_KEY_MAX + 16], what[SVC_SKU_MAX + SVC_IDEM_FP_MAX + 2];
     snprintf(key, sizeof key, "miaosha:idem:%s", r->idem);
     snprintf(what, sizeof what, "%s|%s", r->sku, id->fp);
-    redisReply *rep = set_nx_get(conn, key, what, r->s->idem_ttl_ms, res, detail, len);
+    redisReply *rep = set_nx_get(conn, key, what, r->s->idem_ttl_ms + marker_ms, res, detail, len);
     if (rep == NULL)
         return -1;
     int rc = 0;
@@ -146,7 +149,7 @@ int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, p
     uuid_generate_random(u);
     uuid_unparse_lower(u, token);
     snprintf(id->marker, sizeof id->marker, "P|%s|%s", id->fp, token);
-    if (claim(id, r, conn, res, detail, len) != 0)
+    if (claim(id, r, conn, marker_ms, res, detail, len) != 0)
         return -1;
     redisReply *rep = set_nx_get(conn, id->rkey, id->marker, marker_ms, res, detail, len);
     if (rep == NULL)

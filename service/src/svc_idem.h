@@ -4,7 +4,8 @@
  * twice.
  *
  * First the key is claimed for what it buys: miaosha:idem:<key> =
- * "<sku>|<fingerprint>" (SET NX GET, kept purchase.idempotency_ttl_s), so a
+ * "<sku>|<fingerprint>" (SET NX GET, kept purchase.idempotency_ttl_s plus
+ * the marker's lifetime, so it outlives the stored outcome), so a
  * key sent again for another SKU, mode or user is refused before anything
  * of a SKU is touched. Then one Redis string per key and SKU,
  * miaosha:{sku}:idem:<key> (the SKU's hash tag, so the lua script and the

@@ -160,6 +160,9 @@ static void test_idempotency(void)
         TU_CHECK(pttl > (TTL_S - 60) * 1000LL && pttl <= TTL_S * 1000LL,
                  "%s: the outcome's PTTL %lld ms is purchase.idempotency_ttl_s", mode,
                  (long long)pttl);
+        int64_t claim_pttl = tu_redis_int(rp, "PTTL miaosha:idem:order-1.%s:x_y", mode);
+        TU_CHECK(claim_pttl > pttl, "%s: the key's claim (PTTL %lld) outlives its outcome (%lld)",
+                 mode, (long long)claim_pttl, (long long)pttl);
 
         /* the key with another user, another SKU, another mode: 422, and
          * nothing is bought or marked on the other SKU */
