@@ -1,11 +1,13 @@
 /* test_lc_basic — single-threaded contract tests against a real Redis:
  * names, misuse, busy-then-free, TTL on acquire, non-owner release,
  * reentrancy and the single release message, token extend, and the setnx
- * fault hook leaving a lock without TTL, and lc_conn_connects. */
+ * fault hook leaving a lock without TTL, lc_conn_connects, and
+ * lc_guard_wait_ms as whole milliseconds of the acquisition's own span. */
 #include "lc_test.h"
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int port;
@@ -277,6 +279,34 @@ static void test_connects(void)
     lc_conn_free(c);
 }
 
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The wait is the floor of the acquisition's span in µs, so it can never
+ * exceed the whole milliseconds of a span measured around the call. Two
+ * millisecond clock readings could: a ~50 µs acquire across a millisecond
+ * boundary read 1 ms (of 200 tries, some always cross one). */
+static void test_wait_ms_floor(void)
+{
+    int over = 0;
+    for (int i = 0; i < 200; i++) {
+        lc_lock_args a = lct_args(LC_TOKEN, "lctest:{wait}:lock", "w", 5000, 0);
+        lc_guard *g = NULL;
+        int64_t t0 = now_us();
+        lc_status st = lc_acquire(c1, &a, &g);
+        int64_t span_ms = (now_us() - t0) / 1000;
+        TU_REQUIRE(st == LC_OK, "acquire %d", i);
+        if (lc_guard_wait_ms(g) > span_ms)
+            over++;
+        TU_CHECK(lc_release(c1, g) == LC_OK, "release %d", i);
+    }
+    TU_CHECK(over == 0, "lc_guard_wait_ms above the measured span %d times of 200", over);
+}
+
 int main(void)
 {
     port = tu_redis_port();
@@ -292,6 +322,7 @@ int main(void)
     test_reentrancy();
     test_setnx_crash();
     test_connects();
+    test_wait_ms_floor();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);
