@@ -55,7 +55,7 @@ typedef struct svc_idem {
 int svc_idem_valid(const char *v);
 
 /* Claims r's key (r->idem, not empty) for r's SKU, mode and user (the first
- * claim stays for purchase.idempotency_ttl_s), then sets the key's
+ * claim stays for purchase.idempotency_ttl_s plus marker_ms), then sets the key's
  * in-progress marker for r's SKU with a lifetime of marker_ms (SET NX PX
  * ... GET): two round trips. Returns
  *    0  the marker is ours: go on, and end with svc_idem_end (id->on = 1);
