@@ -136,6 +136,7 @@
 #define MIAOSHA_LOCKCORE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -179,6 +180,49 @@ typedef enum lc_status {
  * which is also its URL segment; "?" for an out-of-range value. Static
  * storage. Any thread. */
 const char *lc_mode_name(lc_mode mode);
+
+/* What a caller may rely on about a mode, so that no caller restates
+ * lockcore's own switch on the mode. Every field is a fact of the mode's
+ * commands (lockcore/README.md lists them per mode). */
+typedef struct lc_mode_info {
+    /* lc_mode_name's */
+    const char *name;
+    /* lc_acquire_send writes the first attempt (token, fenced, reentrant):
+     * sending it early saves the caller that round trip. The other modes
+     * send nothing ahead. */
+    bool sends_ahead;
+    /* lc_acquire_pipe and lc_release_pipe put the caller's commands in the
+     * lock's own round trips: every mode whose lock is on the caller's
+     * Redis or nowhere (all but redlock, whose lock lives on its own
+     * masters). */
+    bool carries_commands;
+    /* The key's TTL is set once by the acquisition and never renewed
+     * (setnx, token, fenced): the lock has certainly expired lease_ms + 1
+     * ms after lc_acquire returned. */
+    bool fixed_lease;
+    /* lease_ms 0 means "renewed by the watchdog until released" (reentrant,
+     * Redisson's default). */
+    bool watchdog;
+    /* The lock lives under the caller's key on the caller's Redis (setnx,
+     * token, reentrant, fenced): deleting that key frees it. */
+    bool lock_in_redis;
+    /* lc_lock_args.owner names the holder (reentrant's hash field); the
+     * other modes ignore it. */
+    bool uses_owner;
+    /* The same owner may acquire again while it holds (reentrant). */
+    bool reentrant;
+    /* lc_guard_fence hands out a fencing token (fenced). */
+    bool issues_fence;
+    /* The acquisition is two commands, SETNX then PEXPIRE (setnx): a crash
+     * can fall between them (lc_lock_args.after_setnx). */
+    bool two_step_acquire;
+    /* Offered only with lc_options.redlock_nodes (redlock). */
+    bool needs_redlock_nodes;
+} lc_mode_info;
+
+/* The mode's row (static storage, never freed), or NULL for a value out of
+ * range. Any thread. */
+const lc_mode_info *lc_mode_info_of(lc_mode mode);
 
 /* Parses a public mode name (exact, lower case). Returns 0 and sets *out, or
  * -1 for an unknown name. Any thread. */

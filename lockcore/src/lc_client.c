@@ -15,18 +15,52 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
-static const char *const mode_names[LC_MODE_COUNT] = {"none",      "mutex",   "setnx", "token",
-                                                      "reentrant", "redlock", "fenced"};
+/* One row per mode: what lc_mode_info promises callers. The columns are
+ * facts of each mode's commands (lc_lock.c), written once here so no caller
+ * restates them. */
+static const lc_mode_info mode_info[LC_MODE_COUNT] = {
+    [LC_NONE] = {.name = "none", .carries_commands = true},
+    [LC_MUTEX] = {.name = "mutex", .carries_commands = true},
+    [LC_SETNX] = {.name = "setnx",
+                  .carries_commands = true,
+                  .fixed_lease = true,
+                  .lock_in_redis = true,
+                  .two_step_acquire = true},
+    [LC_TOKEN] = {.name = "token",
+                  .sends_ahead = true,
+                  .carries_commands = true,
+                  .fixed_lease = true,
+                  .lock_in_redis = true},
+    [LC_REENTRANT] = {.name = "reentrant",
+                      .sends_ahead = true,
+                      .carries_commands = true,
+                      .watchdog = true,
+                      .lock_in_redis = true,
+                      .uses_owner = true,
+                      .reentrant = true},
+    [LC_REDLOCK] = {.name = "redlock", .needs_redlock_nodes = true},
+    [LC_FENCED] = {.name = "fenced",
+                   .sends_ahead = true,
+                   .carries_commands = true,
+                   .fixed_lease = true,
+                   .lock_in_redis = true,
+                   .issues_fence = true},
+};
+
+const lc_mode_info *lc_mode_info_of(lc_mode mode)
+{
+    return (unsigned)mode < LC_MODE_COUNT ? &mode_info[mode] : NULL;
+}
 
 const char *lc_mode_name(lc_mode mode)
 {
-    return (unsigned)mode < LC_MODE_COUNT ? mode_names[mode] : "?";
+    return (unsigned)mode < LC_MODE_COUNT ? mode_info[mode].name : "?";
 }
 
 int lc_mode_parse(const char *name, lc_mode *out)
 {
     for (int i = 0; name && i < LC_MODE_COUNT; i++) {
-        if (strcmp(name, mode_names[i]) == 0) {
+        if (strcmp(name, mode_info[i].name) == 0) {
             *out = (lc_mode)i;
             return 0;
         }
