@@ -214,7 +214,7 @@ typedef struct lc_mode_info {
     /* lc_guard_fence hands out a fencing token (fenced). */
     bool issues_fence;
     /* The acquisition is two commands, SETNX then PEXPIRE (setnx): a crash
-     * can fall between them (lc_lock_args.after_setnx). */
+     * can fall between them and leave a lock with no TTL. */
     bool two_step_acquire;
     /* Offered only with lc_options.redlock_nodes (redlock). */
     bool needs_redlock_nodes;
@@ -467,10 +467,6 @@ typedef struct lc_lock_args {
      * may be raised from any thread or a signal handler (lock-free atomic
      * store). NULL = none. */
     const atomic_int *cancel;
-    /* Test-only fault point (setnx): called after SETNX succeeded and before
-     * PEXPIRE is sent, so a crash there is reproducible. NULL normally. */
-    void (*after_setnx)(void *arg);
-    void *after_setnx_arg;
 } lc_lock_args;
 
 #define LC_CANCEL_LATENCY_MS 100 /* how soon a raised cancel flag is seen */
@@ -648,8 +644,8 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  * same write as the lock command of every attempt, right after it:
  *   none       p's commands alone: one round trip
  *   mutex      the in-process lock, then p's commands: one round trip
- *   setnx      SETNX alone (the fault point after_setnx stays between it
- *              and PEXPIRE, the mode's flaw); when it succeeded, PEXPIRE
+ *   setnx      SETNX alone (the gap between it and PEXPIRE, the
+ *              mode's flaw, stays); when it succeeded, PEXPIRE
  *              and p's commands in one write: two round trips
  *   token      SET NX PX and p's commands: one round trip
  *   reentrant  the acquire script and p's commands: one round trip (a

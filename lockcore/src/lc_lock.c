@@ -12,6 +12,7 @@
 #include "lc_reaper.h"
 #include "lc_redlock.h"
 #include "lc_scripts.h"
+#include "lc_testhooks.h"
 #include "lc_util.h"
 
 #include <stdio.h>
@@ -37,6 +38,17 @@ struct lc_guard {
     char owner_token[2 * LC_ID_LEN + 2];
     char key[];
 };
+
+/* lc__hook_after_setnx's hook (lc_testhooks.h): per thread, so only the
+ * acquisition of the thread that set it can call it. */
+static _Thread_local void (*after_setnx_fn)(void *arg);
+static _Thread_local void *after_setnx_arg;
+
+void lc__hook_after_setnx(void (*fn)(void *arg), void *arg)
+{
+    after_setnx_fn = fn;
+    after_setnx_arg = fn ? arg : NULL;
+}
 
 /* Redisson's prefixName(): a key that carries a hash tag keeps it, so the
  * channel hashes to the key's slot; otherwise the whole key becomes one. */
@@ -199,8 +211,8 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
     freeReplyObject(r);
     if (!*got)
         return LC_OK;
-    if (a->after_setnx)
-        a->after_setnx(a->after_setnx_arg);
+    if (after_setnx_fn)
+        after_setnx_fn(after_setnx_arg);
     /* The second command is the flaw: a crash before it (or its failure)
      * leaves a lock with no TTL, held by nobody, forever. The caller's
      * commands may ride with it: the gap stays where it was. */
