@@ -6,8 +6,8 @@
  * out (30 s for reentrant). The reaper takes over the timed-out connection
  * and undoes what the stalled command does, on that same connection.
  *
- * lockcore.h ("Orphan cleanup") states the contract; lc_reaper.c explains
- * the order argument.
+ * lockcore/README.md ("Orphan cleanup") states what it guarantees and its
+ * limits; lc_reaper.c explains the order argument.
  */
 #ifndef MIAOSHA_LC_REAPER_H
 #define MIAOSHA_LC_REAPER_H
