@@ -135,11 +135,11 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
     c->command_timeout_ms = o->command_timeout_ms;
     c->watchdog_timeout_ms = o->watchdog_timeout_ms;
     c->retry_interval_ms = o->retry_interval_ms;
-    lc_status s = lc_sentinel_setup(&c->sn, o, err, errlen);
+    lc_status s = lc__sentinel_setup(&c->sn, o, err, errlen);
     if (s == LC_OK)
-        s = lc_redlock_setup(c, o, err, errlen);
+        s = lc__redlock_setup(c, o, err, errlen);
     if (s != LC_OK) {
-        lc_sentinel_shutdown(&c->sn);
+        lc__sentinel_shutdown(&c->sn);
         free(c);
         return s;
     }
@@ -153,10 +153,10 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
         uuid_generate(u);
         uuid_unparse_lower(u, c->instance_id);
     }
-    lc_mutex_table_init(&c->mutexes);
-    lc_watchdog_init(&c->wd);
-    lc_pubsub_init(&c->ps);
-    lc_reaper_init(&c->reaper);
+    lc__mutex_table_init(&c->mutexes);
+    lc__watchdog_init(&c->wd);
+    lc__pubsub_init(&c->ps);
+    lc__reaper_init(&c->reaper);
     *out = c;
     return LC_OK;
 }
@@ -165,11 +165,11 @@ void lc_client_free(lc_client *c)
 {
     if (!c)
         return;
-    lc_reaper_shutdown(c); /* first: it may still wake waiters through the pub/sub part */
-    lc_watchdog_shutdown(c);
-    lc_pubsub_shutdown(c);
-    lc_sentinel_shutdown(&c->sn);
-    lc_mutex_table_destroy(&c->mutexes);
+    lc__reaper_shutdown(c); /* first: it may still wake waiters through the pub/sub part */
+    lc__watchdog_shutdown(c);
+    lc__pubsub_shutdown(c);
+    lc__sentinel_shutdown(&c->sn);
+    lc__mutex_table_destroy(&c->mutexes);
     free(c);
 }
 
@@ -199,7 +199,7 @@ void lc_client_master(lc_client *c, char *buf, size_t len)
     if (!buf || !len)
         return;
     if (c->sn.n)
-        lc_sentinel_current(&c->sn, buf, len);
+        lc__sentinel_current(&c->sn, buf, len);
     else
         snprintf(buf, len, "%s:%d", c->host, c->port);
 }

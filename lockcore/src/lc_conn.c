@@ -4,7 +4,7 @@
  *
  * An lc_conn connects lazily and reconnects on the next call after any I/O error (the
  * hiredis context keeps ctx->err set) or when the socket turns out closed
- * by the peer before a command is sent (lc_redis_reuse), so a handle
+ * by the peer before a command is sent (lc__redis_reuse), so a handle
  * outlives a Redis restart without the caller doing anything — and without
  * its first command after the restart failing.
  */
@@ -30,7 +30,7 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
         return LC_NOMEM;
     }
     conn->client = c;
-    conn->rng = (unsigned)(lc_now_ms() ^ (uintptr_t)conn ^ (unsigned)getpid());
+    conn->rng = (unsigned)(lc__now_ms() ^ (uintptr_t)conn ^ (unsigned)getpid());
     *out = conn;
     return LC_OK;
 }
@@ -38,10 +38,12 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
 /* lc_conn_free is in lc_lock.c: a pending lc_acquire_send attempt goes to
  * the orphan cleanup first. */
 
-redisContext *lc_conn_reuse(lc_conn *conn)
+/* lc__redis_reuse on conn's own context, counting every fresh connection in
+ * conn->connects. */
+static redisContext *conn_reuse(lc_conn *conn)
 {
     bool fresh;
-    redisContext *ctx = lc_redis_reuse(conn->client, &conn->ctx, conn->err, &fresh);
+    redisContext *ctx = lc__redis_reuse(conn->client, &conn->ctx, conn->err, &fresh);
     if (fresh)
         conn->connects++; /* counted here: its address may be the old one's */
     return ctx;
@@ -52,11 +54,11 @@ uint64_t lc_conn_connects(const lc_conn *conn)
     return conn->connects;
 }
 
-redisContext *lc_conn_ctx(lc_conn *conn)
+redisContext *lc__conn_ctx(lc_conn *conn)
 {
     if (conn->sent != LC_SENT_NONE)
         return conn->ctx;
-    return lc_conn_reuse(conn);
+    return conn_reuse(conn);
 }
 
 #define SENT_PENDING "lockcore: an acquire sent by lc_acquire_send is still unread"
@@ -65,16 +67,16 @@ redisContext *lc_conn_redis(lc_conn *conn)
 {
     /* The caller's commands would read the attempt's replies as theirs. */
     if (conn->sent != LC_SENT_NONE) {
-        lc_seterr(conn->err, "%s", SENT_PENDING);
+        lc__seterr(conn->err, "%s", SENT_PENDING);
         return NULL;
     }
-    return lc_conn_reuse(conn);
+    return conn_reuse(conn);
 }
 
 lc_status lc_conn_ping(lc_conn *conn)
 {
     if (conn->sent != LC_SENT_NONE) {
-        lc_seterr(conn->err, "%s", SENT_PENDING);
+        lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
     }
     redisContext *ctx = lc_conn_redis(conn);
@@ -83,7 +85,7 @@ lc_status lc_conn_ping(lc_conn *conn)
     redisReply *r = redisCommand(ctx, "PING");
     lc_status s = r && r->type == REDIS_REPLY_STATUS ? LC_OK : LC_IO;
     if (s != LC_OK)
-        lc_seterr(conn->err, "redis: %s", r ? r->str : ctx->errstr);
+        lc__seterr(conn->err, "redis: %s", r ? r->str : ctx->errstr);
     if (r)
         freeReplyObject(r);
     return s;
@@ -94,14 +96,14 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
     if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
         return LC_MISUSE;
     if (conn->sent != LC_SENT_NONE) {
-        lc_seterr(conn->err, "%s", SENT_PENDING);
+        lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
     }
-    lc_pipe_drop_replies(p);
+    lc__pipe_drop_replies(p);
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
-    return lc_trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
+    return lc__trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
 }
 
 const char *lc_conn_errstr(const lc_conn *conn)
@@ -111,7 +113,7 @@ const char *lc_conn_errstr(const lc_conn *conn)
 
 /* --- connect, reuse, script call (lc_conn.h) ---------------------------- */
 
-redisContext *lc_redis_connect(lc_client *c, char *err)
+redisContext *lc__redis_connect(lc_client *c, char *err)
 {
     struct timeval ct = {c->connect_timeout_ms / 1000, (c->connect_timeout_ms % 1000) * 1000};
     struct timeval cmd = {c->command_timeout_ms / 1000, (c->command_timeout_ms % 1000) * 1000};
@@ -121,17 +123,17 @@ redisContext *lc_redis_connect(lc_client *c, char *err)
     if (c->sn.n) {
         /* Asked at every connect: a reconnect is what follows an I/O error
          * or a -READONLY reply, and must find the master of now. */
-        if (lc_sentinel_resolve(&c->sn, mhost, &mport, err) != 0)
+        if (lc__sentinel_resolve(&c->sn, mhost, &mport, err) != 0)
             return NULL;
         host = mhost;
     }
     redisContext *ctx = redisConnectWithTimeout(host, mport, ct);
     if (!ctx) {
-        lc_seterr(err, "redis %s:%d: out of memory", host, mport);
+        lc__seterr(err, "redis %s:%d: out of memory", host, mport);
         return NULL;
     }
     if (ctx->err) {
-        lc_seterr(err, "redis %s:%d: %s", host, mport, ctx->errstr);
+        lc__seterr(err, "redis %s:%d: %s", host, mport, ctx->errstr);
         redisFree(ctx);
         return NULL;
     }
@@ -156,7 +158,7 @@ redisContext *lc_redis_connect(lc_client *c, char *err)
     for (int i = 0; i < n; i++) {
         redisReply *r = NULL;
         if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r || r->type == REDIS_REPLY_ERROR) {
-            lc_seterr(err, "redis %s:%d: %s", host, mport, r ? r->str : ctx->errstr);
+            lc__seterr(err, "redis %s:%d: %s", host, mport, r ? r->str : ctx->errstr);
             if (r)
                 freeReplyObject(r);
             redisFree(ctx);
@@ -168,8 +170,8 @@ redisContext *lc_redis_connect(lc_client *c, char *err)
                             strcmp(r->element[0]->str, "master") == 0);
         freeReplyObject(r);
         if (not_master) {
-            lc_seterr(err, "redis %s:%d: named master of %s by Sentinel, but not a master (yet)",
-                      host, mport, c->sn.master_name);
+            lc__seterr(err, "redis %s:%d: named master of %s by Sentinel, but not a master (yet)",
+                       host, mport, c->sn.master_name);
             redisFree(ctx);
             return NULL;
         }
@@ -188,15 +190,15 @@ static bool socket_stale(int fd)
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
-redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err, bool *fresh)
+redisContext *lc__redis_reuse(lc_client *c, redisContext **ctx, char *err, bool *fresh)
 {
     if (fresh)
         *fresh = false;
-    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd) && !lc_sentinel_stale(&c->sn, *ctx))
+    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd) && !lc__sentinel_stale(&c->sn, *ctx))
         return *ctx;
     if (*ctx)
         redisFree(*ctx);
-    *ctx = lc_redis_connect(c, err);
+    *ctx = lc__redis_connect(c, err);
     if (fresh)
         *fresh = *ctx != NULL;
     return *ctx;
@@ -213,20 +215,23 @@ static void mark_broken(redisContext *ctx)
     }
 }
 
-void lc_mark_readonly(redisContext *ctx, const redisReply *r)
+/* After a -READONLY reply r (the server is a replica now): marks ctx
+ * broken, so lc__redis_reuse reconnects — and with Sentinels asks again where
+ * the master is. Anything else: nothing. */
+static void mark_readonly(redisContext *ctx, const redisReply *r)
 {
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "READONLY", 8) == 0)
         mark_broken(ctx);
 }
 
-redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
-                    const char **args, char *err)
+redisReply *lc__eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
+                     const char **args, char *err)
 {
     /* argv: EVALSHA sha nkeys args... */
     const char *argv[16];
     char nk[16];
     if (nargs > 13) {
-        lc_seterr(err, "lockcore: too many script arguments (%d)", nargs);
+        lc__seterr(err, "lockcore: too many script arguments (%d)", nargs);
         return NULL;
     }
     snprintf(nk, sizeof nk, "%d", nkeys);
@@ -243,12 +248,12 @@ redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nk
         r = redisCommandArgv(ctx, 3 + nargs, argv, NULL);
     }
     if (!r) {
-        lc_seterr(err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
+        lc__seterr(err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        lc_seterr(err, "redis: %s", r->str);
-        lc_mark_readonly(ctx, r);
+        lc__seterr(err, "redis: %s", r->str);
+        mark_readonly(ctx, r);
         freeReplyObject(r);
         return NULL;
     }
@@ -257,7 +262,7 @@ redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nk
 
 /* --- the caller's commands in a lock's round trip (lc_conn.h) ----------- */
 
-void lc_pipe_drop_replies(lc_pipe *p)
+void lc__pipe_drop_replies(lc_pipe *p)
 {
     if (!p)
         return;
@@ -268,9 +273,9 @@ void lc_pipe_drop_replies(lc_pipe *p)
     }
 }
 
-/* Appends argv and p's commands to ctx's output buffer, in lc_trip's
+/* Appends argv and p's commands to ctx's output buffer, in lc__trip's
  * order. Appending only fills hiredis's output buffer: whoever writes it
- * (the first read, or lc_trip_send) sends every command in one write. */
+ * (the first read, or lc__trip_send) sends every command in one write. */
 static int trip_append(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
                        char *err)
 {
@@ -285,7 +290,7 @@ static int trip_append(redisContext *ctx, int argc, const char **argv, lc_pipe *
     if (ok != REDIS_OK) {
         /* Nothing was written, but the output buffer may hold part of the
          * batch: the context must not be used again. */
-        lc_seterr(err, "redis: %s", ctx->err ? ctx->errstr : "out of memory");
+        lc__seterr(err, "redis: %s", ctx->err ? ctx->errstr : "out of memory");
         if (!ctx->err)
             ctx->err = REDIS_ERR_OOM;
         return -1;
@@ -293,16 +298,16 @@ static int trip_append(redisContext *ctx, int argc, const char **argv, lc_pipe *
     return 0;
 }
 
-int lc_trip_send(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
-                 char *err)
+int lc__trip_send(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+                  char *err)
 {
-    lc_pipe_drop_replies(p);
+    lc__pipe_drop_replies(p);
     if (trip_append(ctx, argc, argv, p, p_first, err) != 0)
         return -1;
     int done = 0;
     while (!done)
         if (redisBufferWrite(ctx, &done) != REDIS_OK) {
-            lc_seterr(err, "redis: %s", ctx->errstr[0] ? ctx->errstr : "write failed");
+            lc__seterr(err, "redis: %s", ctx->errstr[0] ? ctx->errstr : "write failed");
             if (!ctx->err)
                 ctx->err = REDIS_ERR_IO;
             return -1;
@@ -310,20 +315,20 @@ int lc_trip_send(redisContext *ctx, int argc, const char **argv, lc_pipe *p, boo
     return 0;
 }
 
-int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
-            redisReply **rep, char *err)
+int lc__trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+             redisReply **rep, char *err)
 {
-    lc_pipe_drop_replies(p);
+    lc__pipe_drop_replies(p);
     if (trip_append(ctx, argc, argv, p, p_first, err) != 0) {
         if (rep)
             *rep = NULL;
         return -1;
     }
-    return lc_trip_recv(ctx, argc > 0, p, p_first, rep, err);
+    return lc__trip_recv(ctx, argc > 0, p, p_first, rep, err);
 }
 
-int lc_trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, redisReply **rep,
-                 char *err)
+int lc__trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, redisReply **rep,
+                  char *err)
 {
     int np = p ? p->n : 0;
     int argc = has_cmd ? 1 : 0;
@@ -334,7 +339,7 @@ int lc_trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, redi
     for (int k = 0; k < total; k++) {
         void *r = NULL;
         if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
-            lc_seterr(err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
+            lc__seterr(err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
             if (!ctx->err)
                 ctx->err = REDIS_ERR_EOF;
             return -1;

@@ -57,56 +57,48 @@ struct lc_conn {
 
 /* The context for lockcore's own commands: conn->ctx as it is while an
  * attempt is pending (its replies may be on the socket already, which the
- * reuse check would take for stale bytes), else lc_redis_reuse's. NULL
+ * reuse check would take for stale bytes), else lc__redis_reuse's. NULL
  * with conn->err set when Redis cannot be reached. */
-redisContext *lc_conn_ctx(lc_conn *conn);
+redisContext *lc__conn_ctx(lc_conn *conn);
 
 /* A connected context with AUTH, SELECT and timeouts applied, or NULL with
  * the reason in err (LC_ERRSTR_LEN bytes). */
-redisContext *lc_redis_connect(lc_client *c, char *err);
+redisContext *lc__redis_connect(lc_client *c, char *err);
 
 /* Returns a usable context for *ctx: the same one when it is healthy, else a
  * fresh connection (freeing the old one); NULL with err set when Redis
  * cannot be reached. "Healthy" includes a socket the peer has not closed
  * while it sat idle, so a restarted Redis costs no failed command. *fresh
  * (fresh may be NULL) says whether a new connection was made. */
-redisContext *lc_redis_reuse(lc_client *c, redisContext **ctx, char *err, bool *fresh);
-/* lc_redis_reuse on conn's own context, counting every fresh connection in
- * conn->connects. */
-redisContext *lc_conn_reuse(lc_conn *conn);
-
-/* After a -READONLY reply r (the server is a replica now): marks ctx
- * broken, so lc_redis_reuse reconnects — and with Sentinels asks again where
- * the master is. Anything else: nothing. */
-void lc_mark_readonly(redisContext *ctx, const redisReply *r);
+redisContext *lc__redis_reuse(lc_client *c, redisContext **ctx, char *err, bool *fresh);
 
 /* Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT (a flushed or
  * restarted Redis). At most 13 arguments (keys included). Returns the reply
  * (caller frees) or NULL on I/O or an error reply, with the reason in err. */
-redisReply *lc_eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
-                    const char **args, char *err);
+redisReply *lc__eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
+                     const char **args, char *err);
 
 /* One write, every reply read: the command argv (argc 0: none) with p's
  * commands (NULL: none) after it, or before it when p_first. p's replies go
  * to p->reply (freeing any left from a former call), the command's to *rep
  * (NULL when argc is 0); an error reply is a reply. Returns 0 when every
- * reply came; -1 when one did not (ctx->err set, so the next lc_redis_reuse
+ * reply came; -1 when one did not (ctx->err set, so the next lc__redis_reuse
  * reconnects; the reason in err): the replies that came are stored even
  * then, the rest are NULL. */
-int lc_trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
-            redisReply **rep, char *err);
+int lc__trip(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+             redisReply **rep, char *err);
 
-/* lc_trip in two halves, for lc_acquire_send: lc_trip_send writes every
+/* lc__trip in two halves, for lc_acquire_send: lc__trip_send writes every
  * command now (blocking until the kernel took them all; p's old replies
  * freed), 0 or -1 (ctx->err set, reason in err: part of the batch may
- * have left); lc_trip_recv later reads the replies of what was sent, with
- * lc_trip's rules (has_cmd: argv held a command). */
-int lc_trip_send(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
-                 char *err);
-int lc_trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, redisReply **rep,
-                 char *err);
+ * have left); lc__trip_recv later reads the replies of what was sent, with
+ * lc__trip's rules (has_cmd: argv held a command). */
+int lc__trip_send(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+                  char *err);
+int lc__trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, redisReply **rep,
+                  char *err);
 
 /* Frees every reply p holds (none: nothing). */
-void lc_pipe_drop_replies(lc_pipe *p);
+void lc__pipe_drop_replies(lc_pipe *p);
 
 #endif

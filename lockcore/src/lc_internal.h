@@ -28,7 +28,7 @@
  *   lc_sentinel  -> lc_util
  *   lc_redlock, lc_mutex   -> lc_util
  *   lc_util, lc_pipe       -> nothing in lockcore
- * (lc_pipe.c formats the caller's commands; lc_conn.c's lc_trip sends them
+ * (lc_pipe.c formats the caller's commands; lc_conn.c's lc__trip sends them
  * with a lock command, reading the lc_pipe fields directly.)
  * No file uses a function of a file that uses one of its own: keep it so
  * (README.md, "Sources", has the command that checks it).
@@ -52,12 +52,12 @@ typedef struct lc_mutex_table {
     pthread_mutex_t mu;
     lc_mutex_entry *buckets[64];
 } lc_mutex_table;
-void lc_mutex_table_init(lc_mutex_table *t);
-void lc_mutex_table_destroy(lc_mutex_table *t);
+void lc__mutex_table_init(lc_mutex_table *t);
+void lc__mutex_table_destroy(lc_mutex_table *t);
 /* LC_OK with *out set, LC_BUSY, LC_CANCELED, LC_NOMEM. */
-lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
-                           const atomic_int *cancel, lc_mutex_entry **out);
-void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
+lc_status lc__mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
+                            const atomic_int *cancel, lc_mutex_entry **out);
+void lc__mutex_release(lc_mutex_table *t, lc_mutex_entry *e);
 
 /* --- hold table and watchdog (lc_watchdog.c) --------------------------- */
 /* One entry per (key, field) this process holds in reentrant mode: the local
@@ -95,24 +95,24 @@ typedef struct lc_watchdog {
     redisContext *ctx;
 } lc_watchdog;
 
-void lc_watchdog_init(lc_watchdog *w);
-void lc_watchdog_shutdown(lc_client *c);
+void lc__watchdog_init(lc_watchdog *w);
+void lc__watchdog_shutdown(lc_client *c);
 /* Does this process hold (key, field), not known to be lost? */
-bool lc_hold_exists(lc_client *c, const char *key, const char *field);
+bool lc__hold_exists(lc_client *c, const char *key, const char *field);
 /* Records one more local hold, a watchdog-mode one when watchdog is true
  * (then renewal starts, and the watchdog thread on first need). Returns
  * NULL when out of memory or the thread cannot start. */
-lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog);
+lc_hold *lc__hold_add(lc_client *c, const char *key, const char *field, bool watchdog);
 /* Called before every release script of a hold of h. While every local hold
  * is being released the watchdog does not renew the lock, and a renewal
  * that overlapped a release and answered 0 is not a loss (it may have run
  * right after the DEL). */
-void lc_hold_begin_release(lc_client *c, lc_hold *h);
-/* Ends the release begun by lc_hold_begin_release and drops that hold
- * (watchdog: it was a watchdog-mode one, as given to lc_hold_add); the
+void lc__hold_begin_release(lc_client *c, lc_hold *h);
+/* Ends the release begun by lc__hold_begin_release and drops that hold
+ * (watchdog: it was a watchdog-mode one, as given to lc__hold_add); the
  * entry is freed (or left to the renewing thread) at zero holds. Returns
  * whether the lock had been reported lost. */
-bool lc_hold_drop(lc_client *c, lc_hold *h, bool watchdog);
+bool lc__hold_drop(lc_client *c, lc_hold *h, bool watchdog);
 
 /* --- pub/sub wake-up (lc_pubsub.c) -------------------------------------- */
 typedef struct lc_ps_waiter {
@@ -133,33 +133,33 @@ typedef struct lc_pubsub {
     redisContext *ctx;
 } lc_pubsub;
 
-void lc_pubsub_init(lc_pubsub *p);
-void lc_pubsub_shutdown(lc_client *c);
+void lc__pubsub_init(lc_pubsub *p);
+void lc__pubsub_shutdown(lc_client *c);
 /* Has the first local waiter on channel been first in line for
  * barge_limit_ms or more? Then new arrivals queue instead of trying first
  * (see lc_lock.c). Any thread; takes the pub/sub mutex. */
-bool lc_pubsub_head_starving(lc_client *c, const char *channel);
+bool lc__pubsub_head_starving(lc_client *c, const char *channel);
 /* Queues w on channel (subscribing once per process) and waits until the
  * subscription is confirmed, deadline_ms passes, connect + command timeout
  * have passed (Redis down: the caller then falls back to PTTL waits) or
  * *cancel is set. Returns the channel, or NULL when memory, the eventfd or
  * the subscriber thread could not be had; *is_head tells whether w is first
  * in line. */
-lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
-                              int64_t deadline_ms, const atomic_int *cancel, bool *is_head);
+lc_ps_channel *lc__pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
+                               int64_t deadline_ms, const atomic_int *cancel, bool *is_head);
 /* Waits until w is signaled (a release message reached it), until_ms, or a
  * raised cancel flag. A head that is not starving yet ignores messages and
  * wakes at its starvation point instead. The caller tries after any return. */
-void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
-                    const atomic_int *cancel);
+void lc__pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
+                     const atomic_int *cancel);
 /* Leaves the queue (with or without the lock). The next waiter becomes
  * head and tries at its own starvation point. */
-void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w);
+void lc__pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w);
 /* A thread of this process has just deleted the lock with the unlock script
  * (which also published): wakes the channel's head at once if it is
  * starving, rather than when the message comes back through the subscriber
  * thread. Any thread; takes the pub/sub mutex. */
-void lc_pubsub_released(lc_client *c, const char *channel);
+void lc__pubsub_released(lc_client *c, const char *channel);
 
 /* --- client (lc_client.c) ---------------------------------------------- */
 struct lc_client {

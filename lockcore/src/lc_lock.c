@@ -12,6 +12,7 @@
 #include "lc_reaper.h"
 #include "lc_redlock.h"
 #include "lc_scripts.h"
+#include "lc_testhooks.h"
 #include "lc_util.h"
 
 #include <stdio.h>
@@ -31,12 +32,23 @@ struct lc_guard {
     lc_mutex_entry *mx;
     lc_hold *hold;
     bool watchdog;       /* reentrant without an explicit lease */
-    int64_t valid_until; /* redlock: lc_now_ms() time its validity ends */
+    int64_t valid_until; /* redlock: lc__now_ms() time its validity ends */
     int64_t fence;       /* fenced: the fencing token; 0 otherwise */
     atomic_int lost;
     char owner_token[2 * LC_ID_LEN + 2];
     char key[];
 };
+
+/* lc__hook_after_setnx's hook (lc_testhooks.h): per thread, so only the
+ * acquisition of the thread that set it can call it. */
+static _Thread_local void (*after_setnx_fn)(void *arg);
+static _Thread_local void *after_setnx_arg;
+
+void lc__hook_after_setnx(void (*fn)(void *arg), void *arg)
+{
+    after_setnx_fn = fn;
+    after_setnx_arg = fn ? arg : NULL;
+}
 
 /* Redisson's prefixName(): a key that carries a hash tag keeps it, so the
  * channel hashes to the key's slot; otherwise the whole key becomes one. */
@@ -57,7 +69,7 @@ static lc_status fail_io(lc_conn *conn)
 static lc_status misuse(lc_conn *conn, const char *why)
 {
     if (conn)
-        lc_seterr(conn->err, "lockcore: %s", why);
+        lc__seterr(conn->err, "lockcore: %s", why);
     return LC_MISUSE;
 }
 
@@ -98,10 +110,10 @@ static lc_status pipe_alone(lc_conn *conn, lc_pipe *p)
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
-    return lc_trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
+    return lc__trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
 }
 
-/* lc_trip for a lock command (argv) and the caller's p, noting what a
+/* lc__trip for a lock command (argv) and the caller's p, noting what a
  * failure left unread on the connection (conn->trip_*): the orphan cleanup
  * must read past exactly those replies to find the lock command's. Replies
  * come in order, so after a missing one every later one is missing too. */
@@ -112,17 +124,17 @@ static int lock_trip(lc_conn *conn, redisContext *ctx, int argc, const char **ar
     if (conn->sent != LC_SENT_NONE) {
         /* lc_acquire_send wrote this very attempt (same argv, same p):
          * only its replies are left to read; a failed write fails here, as
-         * it would have in lc_trip. */
+         * it would have in lc__trip. */
         bool written = conn->sent == LC_SENT_WRITTEN;
         conn->sent = LC_SENT_NONE;
         if (written) {
-            t = lc_trip_recv(ctx, argc > 0, p, p_first, rep, conn->err);
+            t = lc__trip_recv(ctx, argc > 0, p, p_first, rep, conn->err);
         } else {
             t = -1;
             *rep = NULL;
         }
     } else {
-        t = lc_trip(ctx, argc, argv, p, p_first, rep, conn->err);
+        t = lc__trip(ctx, argc, argv, p, p_first, rep, conn->err);
     }
     int np = p ? p->n : 0, missing = 0;
     for (int i = 0; t != 0 && i < np; i++)
@@ -133,7 +145,7 @@ static int lock_trip(lc_conn *conn, redisContext *ctx, int argc, const char **ar
     return t;
 }
 
-/* A script by EVALSHA (EVAL on NOSCRIPT, as lc_eval) with p's commands
+/* A script by EVALSHA (EVAL on NOSCRIPT, as lc__eval) with p's commands
  * after it (acquire) or before it (p_first: release). Returns the script's
  * reply, or NULL on I/O or an error reply (reason in conn->err). On
  * NOSCRIPT an acquire's commands go again with the EVAL (the first ones ran
@@ -170,7 +182,7 @@ static redisReply *eval_trip(lc_conn *conn, redisContext *ctx, const char *sha, 
     }
     if (t != 0 || r->type == REDIS_REPLY_ERROR) {
         if (r && r->type == REDIS_REPLY_ERROR)
-            lc_seterr(conn->err, "redis: %s", r->str);
+            lc__seterr(conn->err, "redis: %s", r->str);
         if (r)
             freeReplyObject(r);
         return NULL;
@@ -190,7 +202,7 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
         return LC_IO;
     redisReply *r = redisCommand(ctx, "SETNX %s 1", a->key);
     if (!r || r->type != REDIS_REPLY_INTEGER) {
-        lc_seterr(conn->err, "redis SETNX: %s", r ? r->str : ctx->errstr);
+        lc__seterr(conn->err, "redis SETNX: %s", r ? r->str : ctx->errstr);
         if (r)
             freeReplyObject(r);
         return LC_IO;
@@ -199,8 +211,8 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
     freeReplyObject(r);
     if (!*got)
         return LC_OK;
-    if (a->after_setnx)
-        a->after_setnx(a->after_setnx_arg);
+    if (after_setnx_fn)
+        after_setnx_fn(after_setnx_arg);
     /* The second command is the flaw: a crash before it (or its failure)
      * leaves a lock with no TTL, held by nobody, forever. The caller's
      * commands may ride with it: the gap stays where it was. */
@@ -208,9 +220,9 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
     const char *argv[] = {"PEXPIRE", a->key, lease_s};
     r = NULL;
-    if (lc_trip(ctx, 3, argv, p, false, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
-        lc_seterr(conn->err, "redis PEXPIRE after SETNX (lock left without TTL): %s",
-                  r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
+    if (lc__trip(ctx, 3, argv, p, false, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
+        lc__seterr(conn->err, "redis PEXPIRE after SETNX (lock left without TTL): %s",
+                   r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
         if (r)
             freeReplyObject(r);
         return LC_IO;
@@ -222,7 +234,7 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
 static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
                            bool *got)
 {
-    redisContext *ctx = lc_conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx(conn);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -231,8 +243,8 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
     redisReply *r = NULL;
     if (lock_trip(conn, ctx, 6, argv, p, false, &r) != 0 ||
         (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)) {
-        lc_seterr(conn->err, "redis SET NX PX: %s",
-                  r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
+        lc__seterr(conn->err, "redis SET NX PX: %s",
+                   r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
         if (r)
             freeReplyObject(r);
         return LC_IO;
@@ -240,7 +252,7 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
     *got = r->type == REDIS_REPLY_STATUS;
     freeReplyObject(r);
     if (!*got)
-        lc_pipe_drop_replies(p);
+        lc__pipe_drop_replies(p);
     return LC_OK;
 }
 
@@ -249,7 +261,7 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
 static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
                             bool *got, int64_t *fence)
 {
-    redisContext *ctx = lc_conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx(conn);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -260,9 +272,9 @@ static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *to
     if (!r)
         return LC_IO;
     if (r->type != REDIS_REPLY_INTEGER && r->type != REDIS_REPLY_NIL) {
-        lc_seterr(conn->err, "fenced acquire: unexpected reply type %d", r->type);
+        lc__seterr(conn->err, "fenced acquire: unexpected reply type %d", r->type);
         freeReplyObject(r);
-        lc_pipe_drop_replies(p);
+        lc__pipe_drop_replies(p);
         return LC_IO;
     }
     *got = r->type == REDIS_REPLY_INTEGER;
@@ -270,7 +282,7 @@ static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *to
         *fence = r->integer;
     freeReplyObject(r);
     if (!*got)
-        lc_pipe_drop_replies(p);
+        lc__pipe_drop_replies(p);
     return LC_OK;
 }
 
@@ -278,7 +290,7 @@ static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *to
 static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field, int64_t lease,
                                lc_pipe *p, bool *got, int64_t *ttl)
 {
-    redisContext *ctx = lc_conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx(conn);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -292,7 +304,7 @@ static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field
     *ttl = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     freeReplyObject(r);
     if (!*got)
-        lc_pipe_drop_replies(p);
+        lc__pipe_drop_replies(p);
     return LC_OK;
 }
 
@@ -314,15 +326,15 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
             return s;
         if (got)
             return LC_OK;
-        int64_t now = lc_now_ms();
+        int64_t now = lc__now_ms();
         if (now >= deadline)
             return LC_BUSY;
-        if (lc_canceled(a->cancel))
+        if (lc__canceled(a->cancel))
             return LC_CANCELED;
         int64_t nap = step + rand_r(&conn->rng) % (step / 2 + 1);
         if (a->cancel && nap > LC_CANCEL_LATENCY_MS)
             nap = LC_CANCEL_LATENCY_MS;
-        lc_sleep_ms(nap < deadline - now ? nap : deadline - now);
+        lc__sleep_ms(nap < deadline - now ? nap : deadline - now);
     }
 }
 
@@ -344,8 +356,8 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
 static bool reentrant_tries_first(lc_client *c, const lc_lock_args *a, const char *field,
                                   const char *channel)
 {
-    return a->wait_ms == 0 || lc_hold_exists(c, a->key, field) ||
-           !lc_pubsub_head_starving(c, channel);
+    return a->wait_ms == 0 || lc__hold_exists(c, a->key, field) ||
+           !lc__pubsub_head_starving(c, channel);
 }
 
 static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const char *field,
@@ -360,12 +372,12 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     if (conn->sent != LC_SENT_NONE || reentrant_tries_first(c, a, field, channel)) {
         if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
             return s;
-        if (a->wait_ms == 0 || lc_now_ms() >= deadline)
+        if (a->wait_ms == 0 || lc__now_ms() >= deadline)
             return LC_BUSY;
     }
     lc_ps_waiter w;
     bool head = false;
-    lc_ps_channel *ch = lc_pubsub_join(c, channel, &w, deadline, a->cancel, &head);
+    lc_ps_channel *ch = lc__pubsub_join(c, channel, &w, deadline, a->cancel, &head);
     if (!ch)
         return LC_NOMEM;
     bool try_now = head; /* a release may have slipped in before the subscription */
@@ -374,12 +386,12 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
             if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
                 break;
         }
-        int64_t now = lc_now_ms();
+        int64_t now = lc__now_ms();
         if (now >= deadline) {
             s = LC_BUSY;
             break;
         }
-        if (lc_canceled(a->cancel)) {
+        if (lc__canceled(a->cancel)) {
             s = LC_CANCELED;
             break;
         }
@@ -391,10 +403,10 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
             if (now + t < until)
                 until = now + t;
         }
-        lc_pubsub_wait(c, ch, &w, until, a->cancel);
+        lc__pubsub_wait(c, ch, &w, until, a->cancel);
         try_now = true;
     }
-    lc_pubsub_leave(c, ch, &w);
+    lc__pubsub_leave(c, ch, &w);
     return s;
 }
 
@@ -482,13 +494,13 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     conn->sent_mode = a->mode;
     conn->sent_p = p;
     conn->sent_pn = p ? p->n : 0;
-    conn->sent_start_us = lc_now_us();
+    conn->sent_start_us = lc__now_us();
     conn->sent_lease_ms = a->lease_ms;
     snprintf(conn->sent_owner, sizeof conn->sent_owner, "%s", a->owner);
     snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);
     snprintf(conn->sent_fence_key, sizeof conn->sent_fence_key, "%s",
              a->mode == LC_FENCED ? a->fence_key : "");
-    redisContext *ctx = lc_conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx(conn);
     if (!ctx) {
         /* Nothing sent, and the connect has cost its timeout already:
          * lc_acquire_pipe answers LC_IO with this reason instead of
@@ -497,8 +509,8 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
         memcpy(conn->sent_err, conn->err, sizeof conn->sent_err);
         return LC_OK;
     }
-    conn->sent = lc_trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? LC_SENT_WRITTEN
-                                                                         : LC_SENT_FAILED;
+    conn->sent = lc__trip_send(ctx, argc, argv, p, false, conn->err) == 0 ? LC_SENT_WRITTEN
+                                                                          : LC_SENT_FAILED;
     /* The next send's token, minted while this one's replies travel. */
     if ((a->mode == LC_TOKEN || a->mode == LC_FENCED) && conn->sent == LC_SENT_WRITTEN)
         new_token(conn->spare_token);
@@ -532,13 +544,13 @@ static void abandon_sent(lc_conn *conn)
     char field[LC_ID_LEN * 2 + 2];
     if (re)
         snprintf(field, sizeof field, "%s:%s", conn->client->instance_id, conn->sent_owner);
-    lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = conn->sent_mode,
-                                           .key = conn->sent_key,
-                                           .owner = re ? field : conn->sent_token,
-                                           .lease_ms = re && conn->sent_lease_ms == 0
-                                                           ? conn->client->watchdog_timeout_ms
-                                                           : conn->sent_lease_ms,
-                                           .replies_after = conn->sent_pn});
+    lc__reaper_adopt(conn, &(lc_orphan_cmd){.mode = conn->sent_mode,
+                                            .key = conn->sent_key,
+                                            .owner = re ? field : conn->sent_token,
+                                            .lease_ms = re && conn->sent_lease_ms == 0
+                                                            ? conn->client->watchdog_timeout_ms
+                                                            : conn->sent_lease_ms,
+                                            .replies_after = conn->sent_pn});
 }
 
 void lc_conn_free(lc_conn *conn)
@@ -549,13 +561,13 @@ void lc_conn_free(lc_conn *conn)
         abandon_sent(conn); /* takes conn->ctx when an attempt was written */
     if (conn->ctx)
         redisFree(conn->ctx);
-    lc_redlock_conn_free(conn->rl);
+    lc__redlock_conn_free(conn->rl);
     free(conn);
 }
 
 lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out)
 {
-    lc_pipe_drop_replies(p);
+    lc__pipe_drop_replies(p);
     if (!out)
         return misuse(conn, "NULL out");
     *out = NULL;
@@ -574,7 +586,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     }
     conn->trip_lock_unread = false;
     lc_client *c = conn->client;
-    int64_t start_us = presend ? conn->sent_start_us : lc_now_us();
+    int64_t start_us = presend ? conn->sent_start_us : lc__now_us();
     int64_t start = start_us / 1000;
     int64_t deadline = start + a->wait_ms;
     size_t klen = strlen(a->key);
@@ -592,9 +604,9 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     switch (a->mode) {
     case LC_NONE: s = pipe_alone(conn, p); break;
     case LC_MUTEX:
-        s = lc_mutex_acquire(&c->mutexes, a->key, a->wait_ms, a->cancel, &g->mx);
+        s = lc__mutex_acquire(&c->mutexes, a->key, a->wait_ms, a->cancel, &g->mx);
         if (s == LC_OK && (s = pipe_alone(conn, p)) != LC_OK)
-            lc_mutex_release(&c->mutexes, g->mx);
+            lc__mutex_release(&c->mutexes, g->mx);
         break;
     case LC_SETNX:
         snprintf(g->owner_token, sizeof g->owner_token, "1");
@@ -614,7 +626,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
         g->lease_ms = g->watchdog ? c->watchdog_timeout_ms : a->lease_ms;
         snprintf(g->owner_token, sizeof g->owner_token, "%s:%s", c->instance_id, a->owner);
         s = reentrant_acquire(conn, a, g->owner_token, g->lease_ms, p, deadline);
-        if (s == LC_OK && !(g->hold = lc_hold_add(c, a->key, g->owner_token, g->watchdog))) {
+        if (s == LC_OK && !(g->hold = lc__hold_add(c, a->key, g->owner_token, g->watchdog))) {
             /* No memory, or no watchdog thread: give the lock back rather
              * than hold it unrenewed. */
             (void)release_redis(conn, g, NULL);
@@ -629,7 +641,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
             break;
         }
         new_token(g->owner_token);
-        s = lc_redlock_acquire(conn, a, g->owner_token, deadline, &g->valid_until);
+        s = lc__redlock_acquire(conn, a, g->owner_token, deadline, &g->valid_until);
         break;
     }
     default: s = LC_MISUSE;
@@ -637,13 +649,13 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
 
     if (s != LC_OK) {
         if (s == LC_IO && conn->trip_lock_unread) /* it may still run: lc_reaper.c */
-            lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
-                                                   .key = g->key,
-                                                   .owner = g->owner_token,
-                                                   .lease_ms = g->lease_ms,
-                                                   .replies_before = conn->trip_unread_before,
-                                                   .replies_after = conn->trip_unread_after});
-        lc_pipe_drop_replies(p); /* replies only ever go with the lock */
+            lc__reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
+                                                    .key = g->key,
+                                                    .owner = g->owner_token,
+                                                    .lease_ms = g->lease_ms,
+                                                    .replies_before = conn->trip_unread_before,
+                                                    .replies_after = conn->trip_unread_after});
+        lc__pipe_drop_replies(p); /* replies only ever go with the lock */
         free(g);
         if (s == LC_BUSY)
             atomic_fetch_add(&c->busy, 1);
@@ -653,7 +665,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     }
     /* From µs, floored: two millisecond readings would make a wait of a
      * few µs across a millisecond boundary read 1 ms. */
-    g->wait_ms = (lc_now_us() - start_us) / 1000;
+    g->wait_ms = (lc__now_us() - start_us) / 1000;
     atomic_fetch_add(&c->acquired, 1);
     *out = g;
     return LC_OK;
@@ -670,9 +682,9 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p)
     if (g->mode == LC_SETNX) {
         /* Plain DEL: no owner check, so it deletes whoever holds it now. */
         const char *argv[] = {"DEL", g->key};
-        if (lc_trip(ctx, 2, argv, p, true, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
-            lc_seterr(conn->err, "redis DEL: %s",
-                      r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
+        if (lc__trip(ctx, 2, argv, p, true, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
+            lc__seterr(conn->err, "redis DEL: %s",
+                       r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
             s = LC_IO;
         } else {
             s = r->integer == 1 ? LC_OK : LC_NOT_OWNER;
@@ -698,7 +710,7 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p)
             s = LC_NOT_OWNER;
         else if (r->type == REDIS_REPLY_INTEGER && r->integer == 1 &&
                  atomic_load(&conn->client->waiters) > 0)
-            lc_pubsub_released(conn->client, channel); /* 1: deleted and published */
+            lc__pubsub_released(conn->client, channel); /* 1: deleted and published */
     }
     if (r)
         freeReplyObject(r);
@@ -712,7 +724,7 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
 
 lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
 {
-    lc_pipe_drop_replies(p);
+    lc__pipe_drop_replies(p);
     if (!g)
         return misuse(conn, "NULL guard");
     if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
@@ -734,21 +746,21 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     case LC_MUTEX:
         /* The caller's commands run while the lock is held. */
         s = !have_cmds ? LC_OK : conn ? pipe_alone(conn, p) : LC_MISUSE;
-        lc_mutex_release(&c->mutexes, g->mx);
+        lc__mutex_release(&c->mutexes, g->mx);
         break;
     case LC_REENTRANT:
         /* The watchdog stops at the last local release whatever happens
          * next, even on misuse: a hold left behind would be renewed for
          * the life of the process. */
-        lc_hold_begin_release(c, g->hold);
+        lc__hold_begin_release(c, g->hold);
         s = conn ? release_redis(conn, g, p) : LC_MISUSE;
-        if (lc_hold_drop(c, g->hold, g->watchdog) && s == LC_NOT_OWNER)
+        if (lc__hold_drop(c, g->hold, g->watchdog) && s == LC_NOT_OWNER)
             s = LC_LOST;
         break;
     case LC_REDLOCK:
         s = !node_conn || have_cmds
                 ? LC_MISUSE
-                : lc_redlock_release(node_conn, g->key, g->owner_token, g->valid_until);
+                : lc__redlock_release(node_conn, g->key, g->owner_token, g->valid_until);
         break;
     default: s = conn ? release_redis(conn, g, p) : LC_MISUSE;
     }
@@ -756,13 +768,13 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
         (void)misuse(node_conn, "an acquire sent by lc_acquire_send is still unread");
     if (s == LC_IO) {               /* LC_IO only comes from release_redis: conn is set */
         if (conn->trip_lock_unread) /* it may still run: lc_reaper.c */
-            lc_reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
-                                                   .release = true,
-                                                   .key = g->key,
-                                                   .owner = g->owner_token,
-                                                   .lease_ms = g->lease_ms,
-                                                   .replies_before = conn->trip_unread_before,
-                                                   .replies_after = conn->trip_unread_after});
+            lc__reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
+                                                    .release = true,
+                                                    .key = g->key,
+                                                    .owner = g->owner_token,
+                                                    .lease_ms = g->lease_ms,
+                                                    .replies_before = conn->trip_unread_before,
+                                                    .replies_after = conn->trip_unread_after});
         (void)fail_io(conn);
     }
     free(g);
@@ -785,8 +797,8 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms)
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     const char *args[] = {g->key, g->owner_token, lease};
-    redisReply *r = lc_eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args,
-                            conn->err);
+    redisReply *r = lc__eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args,
+                             conn->err);
     if (!r)
         return fail_io(conn);
     lc_status s = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? LC_OK : LC_NOT_OWNER;
@@ -803,7 +815,7 @@ int lc_guard_lost(const lc_guard *g)
     if (atomic_load(&((lc_guard *)g)->lost))
         return 1;
     if (g->mode == LC_REDLOCK)
-        return lc_now_ms() >= g->valid_until;
+        return lc__now_ms() >= g->valid_until;
     return g->hold && atomic_load(&g->hold->lost) ? 1 : 0;
 }
 
@@ -821,7 +833,7 @@ int64_t lc_guard_validity_ms(const lc_guard *g)
 {
     if (g->mode != LC_REDLOCK)
         return -1;
-    int64_t left = g->valid_until - lc_now_ms();
+    int64_t left = g->valid_until - lc__now_ms();
     return left > 0 ? left : 0;
 }
 

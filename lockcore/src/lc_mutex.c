@@ -30,13 +30,13 @@ static unsigned bucket_of(const char *key)
     return h % 64;
 }
 
-void lc_mutex_table_init(lc_mutex_table *t)
+void lc__mutex_table_init(lc_mutex_table *t)
 {
     LC_PTHREAD(pthread_mutex_init(&t->mu, NULL));
     memset(t->buckets, 0, sizeof t->buckets);
 }
 
-void lc_mutex_table_destroy(lc_mutex_table *t)
+void lc__mutex_table_destroy(lc_mutex_table *t)
 {
     for (int i = 0; i < 64; i++) {
         lc_mutex_entry *e = t->buckets[i];
@@ -66,10 +66,10 @@ static void unref(lc_mutex_table *t, lc_mutex_entry *e)
     free(e);
 }
 
-lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
-                           const atomic_int *cancel, lc_mutex_entry **out)
+lc_status lc__mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
+                            const atomic_int *cancel, lc_mutex_entry **out)
 {
-    int64_t deadline = lc_now_ms() + wait_ms;
+    int64_t deadline = lc__now_ms() + wait_ms;
     LC_PTHREAD(pthread_mutex_lock(&t->mu));
     unsigned b = bucket_of(key);
     lc_mutex_entry *e = t->buckets[b];
@@ -82,19 +82,19 @@ lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
             LC_PTHREAD(pthread_mutex_unlock(&t->mu));
             return LC_NOMEM;
         }
-        lc_cond_init(&e->cv);
+        lc__cond_init(&e->cv);
         e->next = t->buckets[b];
         t->buckets[b] = e;
     }
     e->refs++;
     while (e->held) {
-        int64_t now = lc_now_ms();
-        if (now >= deadline || lc_canceled(cancel)) {
+        int64_t now = lc__now_ms();
+        if (now >= deadline || lc__canceled(cancel)) {
             unref(t, e);
             LC_PTHREAD(pthread_mutex_unlock(&t->mu));
             return now >= deadline ? LC_BUSY : LC_CANCELED;
         }
-        lc_cond_wait_until(&e->cv, &t->mu, lc_cancel_wake(cancel, now, deadline));
+        lc__cond_wait_until(&e->cv, &t->mu, lc__cancel_wake(cancel, now, deadline));
     }
     e->held = true;
     LC_PTHREAD(pthread_mutex_unlock(&t->mu));
@@ -102,7 +102,7 @@ lc_status lc_mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
     return LC_OK;
 }
 
-void lc_mutex_release(lc_mutex_table *t, lc_mutex_entry *e)
+void lc__mutex_release(lc_mutex_table *t, lc_mutex_entry *e)
 {
     LC_PTHREAD(pthread_mutex_lock(&t->mu));
     LC_ASSERT(e->held); /* only its holder releases it */

@@ -1,7 +1,7 @@
 /* lc_pipe.c — the caller's commands that ride in a lock's round trip
  * (lc_pipe, lockcore.h): formatting them, handing their replies over.
  *
- * Sending them is lc_conn.c's lc_trip; which lock command they go with, and
+ * Sending them is lc_conn.c's lc__trip; which lock command they go with, and
  * what happens to their replies on each status, is lc_lock.c's. This file
  * uses no other lockcore source.
  */

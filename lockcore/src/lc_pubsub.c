@@ -11,7 +11,7 @@
  *
  * Waiters queue per channel, oldest first, and a message signals the head.
  * A release by a thread of this process signals it directly as well
- * (lc_pubsub_released): the message would arrive one thread hop later, via
+ * (lc__pubsub_released): the message would arrive one thread hop later, via
  * this module's thread; when it does, it finds the head gone or sets a flag
  * a head that is not starving ignores.
  * A head that leaves, with or without the lock, makes the next waiter head,
@@ -54,11 +54,11 @@ struct lc_ps_channel {
     struct lc_ps_channel *next;
 };
 
-void lc_pubsub_init(lc_pubsub *p)
+void lc__pubsub_init(lc_pubsub *p)
 {
     memset(p, 0, sizeof *p);
     LC_PTHREAD(pthread_mutex_init(&p->mu, NULL));
-    lc_cond_init(&p->subscribed_cv);
+    lc__cond_init(&p->subscribed_cv);
     p->wake_fd = -1;
 }
 
@@ -72,7 +72,7 @@ static lc_ps_channel *find(lc_pubsub *p, const char *name, size_t len)
 
 /* Under p->mu: when ch's head turns starving (has been first in line for
  * barge_limit_ms); INT64_MAX without a head. A head still waiting for its
- * subscription has head_since_ms far in the future (lc_pubsub_join). */
+ * subscription has head_since_ms far in the future (lc__pubsub_join). */
 static int64_t starving_at(const lc_client *c, const lc_ps_channel *ch)
 {
     return ch->head ? ch->head_since_ms + c->barge_limit_ms : INT64_MAX;
@@ -87,7 +87,7 @@ static void release_heard(lc_client *c, lc_ps_channel *ch)
     if (!ch->head)
         return;
     ch->head->signaled = true;
-    if (lc_now_ms() >= starving_at(c, ch))
+    if (lc__now_ms() >= starving_at(c, ch))
         LC_PTHREAD(pthread_cond_signal(&ch->head->cv));
 }
 
@@ -206,7 +206,7 @@ static void sync_subscriptions(lc_pubsub *p)
  * to watch the socket now, else the milliseconds to leave it alone. */
 static int quiet_ms(lc_client *c)
 {
-    int64_t now = lc_now_ms(), quiet_until = INT64_MAX;
+    int64_t now = lc__now_ms(), quiet_until = INT64_MAX;
     for (lc_ps_channel *ch = c->ps.channels; ch; ch = ch->next) {
         if (ch->pending > 0)
             return -1;
@@ -237,15 +237,15 @@ static void *pubsub_main(void *arg)
         if (!p->ctx) {
             /* At most one attempt per LC_PS_RECONNECT_MS, whether the last
              * one failed or its connection dropped at once (maxclients). */
-            int64_t wait = last_attempt + LC_PS_RECONNECT_MS - lc_now_ms();
+            int64_t wait = last_attempt + LC_PS_RECONNECT_MS - lc__now_ms();
             LC_PTHREAD(pthread_mutex_unlock(&p->mu));
             if (wait > 0) {
                 struct pollfd pf = {p->wake_fd, POLLIN, 0};
                 poll(&pf, 1, (int)wait);
                 drain(p->wake_fd);
             }
-            last_attempt = lc_now_ms();
-            redisContext *ctx = p->stop ? NULL : lc_redis_connect(c, err);
+            last_attempt = lc__now_ms();
+            redisContext *ctx = p->stop ? NULL : lc__redis_connect(c, err);
             LC_PTHREAD(pthread_mutex_lock(&p->mu));
             if (!ctx)
                 continue;
@@ -265,7 +265,7 @@ static void *pubsub_main(void *arg)
             drain(p->wake_fd);
         if (ok && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)))
             ok = redisBufferRead(p->ctx) == REDIS_OK;
-        if (ok && lc_sentinel_stale(&c->sn, p->ctx))
+        if (ok && lc__sentinel_stale(&c->sn, p->ctx))
             ok = 0; /* the master moved: subscribe on the new one */
 
         LC_PTHREAD(pthread_mutex_lock(&p->mu));
@@ -283,17 +283,17 @@ static void *pubsub_main(void *arg)
     return NULL;
 }
 
-bool lc_pubsub_head_starving(lc_client *c, const char *channel)
+bool lc__pubsub_head_starving(lc_client *c, const char *channel)
 {
     LC_PTHREAD(pthread_mutex_lock(&c->ps.mu));
     lc_ps_channel *ch = find(&c->ps, channel, strlen(channel));
-    bool starving = ch && lc_now_ms() >= starving_at(c, ch);
+    bool starving = ch && lc__now_ms() >= starving_at(c, ch);
     LC_PTHREAD(pthread_mutex_unlock(&c->ps.mu));
     return starving;
 }
 
-lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
-                              int64_t deadline_ms, const atomic_int *cancel, bool *is_head)
+lc_ps_channel *lc__pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w,
+                               int64_t deadline_ms, const atomic_int *cancel, bool *is_head)
 {
     lc_pubsub *p = &c->ps;
     LC_PTHREAD(pthread_mutex_lock(&p->mu));
@@ -317,7 +317,7 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
         ch->next = p->channels;
         p->channels = ch;
     }
-    lc_cond_init(&w->cv);
+    lc__cond_init(&w->cv);
     w->signaled = false;
     w->next = NULL;
     w->prev = ch->tail;
@@ -335,31 +335,32 @@ lc_ps_channel *lc_pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *w
     /* Wait for the subscription before the caller's next attempt, or a
      * release in between would go unheard (Redisson subscribes, then tries
      * again). Bounded: with Redis down the caller falls back to PTTL waits. */
-    int64_t limit = lc_now_ms() + c->connect_timeout_ms + c->command_timeout_ms;
+    int64_t limit = lc__now_ms() + c->connect_timeout_ms + c->command_timeout_ms;
     if (limit > deadline_ms)
         limit = deadline_ms;
-    while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc_now_ms() < limit &&
-           !lc_canceled(cancel)) {
-        lc_cond_wait_until(&p->subscribed_cv, &p->mu, lc_cancel_wake(cancel, lc_now_ms(), limit));
+    while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc__now_ms() < limit &&
+           !lc__canceled(cancel)) {
+        lc__cond_wait_until(&p->subscribed_cv, &p->mu,
+                            lc__cancel_wake(cancel, lc__now_ms(), limit));
     }
     /* A head's starvation clock starts once it can hear releases: newcomers
      * should not queue behind a waiter still waiting for its subscription. */
     if (ch->head == w)
-        ch->head_since_ms = lc_now_ms();
+        ch->head_since_ms = lc__now_ms();
     *is_head = ch->head == w;
     LC_PTHREAD(pthread_mutex_unlock(&p->mu));
     return ch;
 }
 
-void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
-                    const atomic_int *cancel)
+void lc__pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t until_ms,
+                     const atomic_int *cancel)
 {
     lc_pubsub *p = &c->ps;
     bool was_deaf = false;
     int64_t poll_at = 0; /* set when the head sleeps only until its next poll */
     LC_PTHREAD(pthread_mutex_lock(&p->mu));
     for (;;) {
-        int64_t now = lc_now_ms();
+        int64_t now = lc__now_ms();
         bool head = ch->head == w;
         int64_t at = starving_at(c, ch);
         int64_t wake = until_ms;
@@ -377,15 +378,15 @@ void lc_pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t un
              * without a release) would leave the line asleep. */
             wake = poll_at = now + LC_HEAD_POLL_MS;
         }
-        if (now >= until_ms || lc_canceled(cancel))
+        if (now >= until_ms || lc__canceled(cancel))
             break;
-        lc_cond_wait_until(&w->cv, &p->mu, lc_cancel_wake(cancel, now, wake));
+        lc__cond_wait_until(&w->cv, &p->mu, lc__cancel_wake(cancel, now, wake));
     }
     w->signaled = false;
     LC_PTHREAD(pthread_mutex_unlock(&p->mu));
 }
 
-void lc_pubsub_released(lc_client *c, const char *channel)
+void lc__pubsub_released(lc_client *c, const char *channel)
 {
     lc_pubsub *p = &c->ps;
     LC_PTHREAD(pthread_mutex_lock(&p->mu));
@@ -395,7 +396,7 @@ void lc_pubsub_released(lc_client *c, const char *channel)
     LC_PTHREAD(pthread_mutex_unlock(&p->mu));
 }
 
-void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
+void lc__pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
 {
     lc_pubsub *p = &c->ps;
     LC_PTHREAD(pthread_mutex_lock(&p->mu));
@@ -412,10 +413,10 @@ void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
     ch->nwaiters--;
     atomic_fetch_sub(&c->waiters, 1);
     if (was_head && ch->head) {
-        /* The new head wakes to re-evaluate how it waits (lc_pubsub_wait):
+        /* The new head wakes to re-evaluate how it waits (lc__pubsub_wait):
          * it is deaf to messages until its own starvation point, when it
          * tries. */
-        ch->head_since_ms = lc_now_ms();
+        ch->head_since_ms = lc__now_ms();
         LC_PTHREAD(pthread_cond_signal(&ch->head->cv));
     }
     if (ch->nwaiters == 0) {
@@ -428,7 +429,7 @@ void lc_pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
     LC_PTHREAD(pthread_mutex_unlock(&p->mu));
 }
 
-void lc_pubsub_shutdown(lc_client *c)
+void lc__pubsub_shutdown(lc_client *c)
 {
     lc_pubsub *p = &c->ps;
     LC_PTHREAD(pthread_mutex_lock(&p->mu));

@@ -84,7 +84,7 @@ struct lc_orphan {
     int skip_before;   /* unread replies ahead of the lock command's */
     int skip_after;    /* unread replies after it (before our release's) */
     int64_t lease_ms;
-    int64_t deadline; /* lc_now_ms() time */
+    int64_t deadline; /* lc__now_ms() time */
     char *key;
     char owner[2 * LC_ID_LEN + 2];
     struct lc_orphan *next;
@@ -169,7 +169,7 @@ static void count_undo(lc_client *c, const lc_orphan *o, const redisReply *r)
     if (o->mode == LC_REENTRANT && r->integer == 1 && atomic_load(&c->waiters) > 0) {
         char channel[LC_KEY_MAX + 64];
         channel_name(o->key, channel, sizeof channel);
-        lc_pubsub_released(c, channel);
+        lc__pubsub_released(c, channel);
     }
 }
 
@@ -206,14 +206,14 @@ static bool undo_fresh(lc_client *c, const lc_orphan *o, redisContext **own)
     char channel[LC_KEY_MAX + 64], lease[24], err[LC_ERRSTR_LEN];
     int nargs;
     int nkeys = undo_args(o, args, &nargs, channel, sizeof channel, lease, sizeof lease);
-    redisContext *ctx = lc_redis_reuse(c, own, err, NULL);
+    redisContext *ctx = lc__redis_reuse(c, own, err, NULL);
     if (!ctx)
         return false;
     redisReply *r = token_like(o->mode)
-                        ? lc_eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, nkeys,
-                                  nargs, args, err)
-                        : lc_eval(ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA, LC_SCRIPT_REENTRANT_RELEASE,
-                                  nkeys, nargs, args, err);
+                        ? lc__eval(ctx, LC_SCRIPT_TOKEN_RELEASE_SHA, LC_SCRIPT_TOKEN_RELEASE, nkeys,
+                                   nargs, args, err)
+                        : lc__eval(ctx, LC_SCRIPT_REENTRANT_RELEASE_SHA,
+                                   LC_SCRIPT_REENTRANT_RELEASE, nkeys, nargs, args, err);
     if (!r)
         return false;
     count_undo(c, o, r);
@@ -341,7 +341,7 @@ static void *reaper_main(void *arg)
             break;
 
         size_t n = 0;
-        int64_t now = lc_now_ms(), wake = now + LC_REAPER_WAIT_MS;
+        int64_t now = lc__now_ms(), wake = now + LC_REAPER_WAIT_MS;
         for (lc_orphan *o = list; o; o = o->next) {
             n++;
             if (o->deadline < wake)
@@ -350,7 +350,7 @@ static void *reaper_main(void *arg)
         if (n + 1 > pf_cap) {
             struct pollfd *grown = realloc(pf, (n + 1) * sizeof *pf);
             if (!grown) {
-                lc_sleep_ms(10); /* no memory for the poll set: look again soon */
+                lc__sleep_ms(10); /* no memory for the poll set: look again soon */
                 continue;
             }
             pf = grown;
@@ -362,14 +362,14 @@ static void *reaper_main(void *arg)
             pf[i] = (struct pollfd){o->ctx->fd, POLLIN, 0};
         int64_t wait = wake > now ? wake - now : 0;
         if (poll(pf, n + 1, (int)wait) < 0 && errno != EINTR)
-            lc_sleep_ms(10);
+            lc__sleep_ms(10);
         if (pf[0].revents) {
             uint64_t v;
             while (read(rp->wake_fd, &v, sizeof v) > 0) {
             }
         }
 
-        now = lc_now_ms();
+        now = lc__now_ms();
         lc_orphan **pp = &list;
         i = 1;
         while (*pp) {
@@ -412,14 +412,14 @@ static void *reaper_main(void *arg)
     return NULL;
 }
 
-void lc_reaper_init(lc_reaper *r)
+void lc__reaper_init(lc_reaper *r)
 {
     memset(r, 0, sizeof *r);
     LC_PTHREAD(pthread_mutex_init(&r->mu, NULL));
     r->wake_fd = -1;
 }
 
-void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
+void lc__reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
 {
     if (!token_like(cmd->mode) && cmd->mode != LC_REENTRANT)
         return; /* setnx keeps its flaw: no owner to compare */
@@ -444,7 +444,7 @@ void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
     o->skip_before = cmd->replies_before;
     o->skip_after = cmd->replies_after;
     o->lease_ms = cmd->lease_ms;
-    o->deadline = lc_now_ms() + LC_REAPER_WAIT_MS;
+    o->deadline = lc__now_ms() + LC_REAPER_WAIT_MS;
     snprintf(o->owner, sizeof o->owner, "%s", cmd->owner);
 
     lc_reaper *rp = &c->reaper;
@@ -476,7 +476,7 @@ void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
     atomic_fetch_add(&c->orphans_adopted, 1);
 }
 
-void lc_reaper_shutdown(lc_client *c)
+void lc__reaper_shutdown(lc_client *c)
 {
     lc_reaper *rp = &c->reaper;
     LC_PTHREAD(pthread_mutex_lock(&rp->mu));

@@ -6,8 +6,8 @@
  * out (30 s for reentrant). The reaper takes over the timed-out connection
  * and undoes what the stalled command does, on that same connection.
  *
- * lockcore.h ("Orphan cleanup") states the contract; lc_reaper.c explains
- * the order argument.
+ * lockcore/README.md ("Orphan cleanup") states what it guarantees and its
+ * limits; lc_reaper.c explains the order argument.
  */
 #ifndef MIAOSHA_LC_REAPER_H
 #define MIAOSHA_LC_REAPER_H
@@ -52,11 +52,11 @@ typedef struct lc_orphan_cmd {
     int replies_after;  /* unread replies queued after it; 0 normally */
 } lc_orphan_cmd;
 
-void lc_reaper_init(lc_reaper *r);
+void lc__reaper_init(lc_reaper *r);
 /* Stops the thread (at once: it waits for no reply) and closes every
  * connection it still held; what their commands may still do is left to
  * the lease. Counted in orphans_unresolved. */
-void lc_reaper_shutdown(lc_client *c);
+void lc__reaper_shutdown(lc_client *c);
 
 /* Called by the thread that owns conn right after a lock command on it
  * failed with LC_IO. When the failure left the command possibly in flight
@@ -69,6 +69,6 @@ void lc_reaper_shutdown(lc_client *c);
  * held already, it does nothing either (counted unresolved): the context
  * stays with conn (freed on its next use) and the lease ends the orphan,
  * as before the cleanup existed. Never blocks on Redis. */
-void lc_reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd);
+void lc__reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd);
 
 #endif

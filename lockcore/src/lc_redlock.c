@@ -61,13 +61,13 @@ struct lc_rl_conn {
     redisContext *ctx[LC_REDLOCK_MAX_NODES];
     /* Replies in flight on ctx[i] that an earlier round no longer waited
      * for (it returned on a majority), whether this round's is awaited
-     * after them, and until when (lc_now_ms time: the newest command's
+     * after them, and until when (lc__now_ms time: the newest command's
      * node timeout) they may all take. */
     int late[LC_REDLOCK_MAX_NODES];
     bool cur[LC_REDLOCK_MAX_NODES];
     int64_t until[LC_REDLOCK_MAX_NODES];
     /* With a restart delay: the node's uptime was read on this context,
-     * and it votes from votes_at (lc_now_ms time) on. A new context is
+     * and it votes from votes_at (lc__now_ms time) on. A new context is
      * unchecked: a restart always breaks the old one. */
     bool checked[LC_REDLOCK_MAX_NODES];
     int64_t votes_at[LC_REDLOCK_MAX_NODES];
@@ -95,7 +95,7 @@ static lc_status bad(char *err, size_t errlen, const char *fmt, ...)
     return LC_MISUSE;
 }
 
-lc_status lc_redlock_setup(lc_client *c, const lc_options *o, char *err, size_t errlen)
+lc_status lc__redlock_setup(lc_client *c, const lc_options *o, char *err, size_t errlen)
 {
     int n = o->redlock_node_count;
     int timeout = o->redlock_node_timeout_ms ? o->redlock_node_timeout_ms : 50;
@@ -145,7 +145,7 @@ int64_t lc_redlock_drift_ms(int64_t lease_ms)
 
 /* --- the node contexts -------------------------------------------------- */
 
-void lc_redlock_conn_free(struct lc_rl_conn *rl)
+void lc__redlock_conn_free(struct lc_rl_conn *rl)
 {
     if (!rl)
         return;
@@ -211,7 +211,7 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
     for (;;) {
         struct pollfd pf[LC_REDLOCK_MAX_NODES];
         int idx[LC_REDLOCK_MAX_NODES], k = 0;
-        int64_t until = INT64_MAX, now = lc_now_ms();
+        int64_t until = INT64_MAX, now = lc__now_ms();
         for (int i = 0; i < c->rl_n; i++) {
             redisContext *ctx = rl->ctx[i];
             bool must = ctx && rl->late[i] >= RL_LATE_MAX;
@@ -244,7 +244,7 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
         /* Only now, with what has come read: a reply that arrived in time
          * but was not read until this round is not a node that failed to
          * answer. */
-        now = lc_now_ms();
+        now = lc__now_ms();
         for (int j = 0; j < k; j++) {
             int i = idx[j];
             if (rl->ctx[i] && rl->late[i] > 0 && now >= rl->until[i])
@@ -289,15 +289,15 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
     int st[LC_REDLOCK_MAX_NODES];
     int quorum = c->rl_n / 2 + 1, got = 0;
     drain(c, rl);
-    int64_t deadline = lc_now_ms() + c->rl_node_timeout_ms;
+    int64_t deadline = lc__now_ms() + c->rl_node_timeout_ms;
     for (int i = 0; i < c->rl_n; i++) {
         rep[i] = NULL;
         st[i] = send[i] ? RL_WAITING : RL_SKIP;
         if (!send[i])
             continue;
         if (checked_only && (!rl->ctx[i] || !rl->checked[i])) {
-            lc_seterr(conn->err, "redlock node %s:%d: reconnected, its uptime not checked yet",
-                      c->rl_host[i], c->rl_port[i]);
+            lc__seterr(conn->err, "redlock node %s:%d: reconnected, its uptime not checked yet",
+                       c->rl_host[i], c->rl_port[i]);
             st[i] = RL_FAILED;
             continue;
         }
@@ -307,8 +307,8 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
              * same deadline. */
             rl->ctx[i] = redisConnectNonBlock(c->rl_host[i], c->rl_port[i]);
             if (!rl->ctx[i] || rl->ctx[i]->err) {
-                lc_seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i],
-                          rl->ctx[i] ? rl->ctx[i]->errstr : "out of memory");
+                lc__seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i],
+                           rl->ctx[i] ? rl->ctx[i]->errstr : "out of memory");
                 st[i] = RL_FAILED;
                 continue;
             }
@@ -331,7 +331,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         bool decided = until != RL_UNTIL_ALL && got >= quorum;
         struct pollfd pf[LC_REDLOCK_MAX_NODES];
         int idx[LC_REDLOCK_MAX_NODES], k = 0;
-        int64_t now = lc_now_ms(), next = INT64_MAX;
+        int64_t now = lc__now_ms(), next = INT64_MAX;
         for (int i = 0; i < c->rl_n; i++) {
             if (st[i] != RL_WAITING || (decided && !sdslen(rl->ctx[i]->obuf)))
                 continue;
@@ -383,11 +383,11 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         }
         failed++;
         if (!rl->ctx[i] || !rl->ctx[i]->err)
-            lc_seterr(conn->err, "redlock node %s:%d: no reply within %d ms", c->rl_host[i],
-                      c->rl_port[i], c->rl_node_timeout_ms);
+            lc__seterr(conn->err, "redlock node %s:%d: no reply within %d ms", c->rl_host[i],
+                       c->rl_port[i], c->rl_node_timeout_ms);
         else
-            lc_seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i],
-                      rl->ctx[i]->errstr);
+            lc__seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i],
+                       rl->ctx[i]->errstr);
         node_drop(rl, i);
     }
     return failed;
@@ -396,7 +396,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
 static lc_status ensure_nodes(lc_conn *conn)
 {
     if (conn->client->rl_n == 0) {
-        lc_seterr(conn->err, "lockcore: redlock mode needs redlock_nodes in lc_options");
+        lc__seterr(conn->err, "lockcore: redlock mode needs redlock_nodes in lc_options");
         return LC_MISUSE;
     }
     if (!conn->rl && !(conn->rl = calloc(1, sizeof *conn->rl)))
@@ -426,7 +426,7 @@ static void check_uptimes(lc_conn *conn)
     static const char info[] = "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
     redisReply *rep[LC_REDLOCK_MAX_NODES];
     round_trip(conn, send, info, sizeof info - 1, rep, false, RL_UNTIL_ALL);
-    int64_t now = lc_now_ms();
+    int64_t now = lc__now_ms();
     for (int i = 0; i < c->rl_n; i++) {
         redisReply *r = rep[i];
         if (!r)
@@ -445,8 +445,8 @@ static void check_uptimes(lc_conn *conn)
             rl->checked[i] = true;
             rl->votes_at[i] = rest > 0 ? now + rest : 0;
         } else {
-            lc_seterr(conn->err, "redlock node %s:%d: INFO server gave no uptime_in_seconds",
-                      c->rl_host[i], c->rl_port[i]);
+            lc__seterr(conn->err, "redlock node %s:%d: INFO server gave no uptime_in_seconds",
+                       c->rl_host[i], c->rl_port[i]);
         }
         freeReplyObject(r);
     }
@@ -485,7 +485,7 @@ static lc_status unlock_all(lc_conn *conn, const char *key, const char *token, r
             (*answered)++;
             *deleted += r->integer == 1;
         } else if (r && r->type == REDIS_REPLY_ERROR) {
-            lc_seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i], r->str);
+            lc__seterr(conn->err, "redlock node %s:%d: %s", c->rl_host[i], c->rl_port[i], r->str);
         }
         if (r)
             freeReplyObject(r);
@@ -493,7 +493,8 @@ static lc_status unlock_all(lc_conn *conn, const char *key, const char *token, r
     return LC_OK;
 }
 
-lc_status lc_redlock_release(lc_conn *conn, const char *key, const char *token, int64_t valid_until)
+lc_status lc__redlock_release(lc_conn *conn, const char *key, const char *token,
+                              int64_t valid_until)
 {
     lc_status s = ensure_nodes(conn);
     if (s != LC_OK)
@@ -502,23 +503,23 @@ lc_status lc_redlock_release(lc_conn *conn, const char *key, const char *token, 
     if ((s = unlock_all(conn, key, token, RL_UNTIL_DELETED, &answered, &deleted)) != LC_OK)
         return s;
     int quorum = conn->client->rl_n / 2 + 1;
-    if (lc_now_ms() >= valid_until) {
-        lc_seterr(conn->err, "redlock: released after its validity ran out");
+    if (lc__now_ms() >= valid_until) {
+        lc__seterr(conn->err, "redlock: released after its validity ran out");
         return LC_LOST;
     }
     if (deleted >= quorum)
         return LC_OK;
     if (answered < quorum)
         return LC_IO;
-    lc_seterr(conn->err, "redlock: only %d of %d nodes held this token", deleted,
-              conn->client->rl_n);
+    lc__seterr(conn->err, "redlock: only %d of %d nodes held this token", deleted,
+               conn->client->rl_n);
     return LC_NOT_OWNER;
 }
 
 /* --- acquire ------------------------------------------------------------ */
 
-lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,
-                             int64_t deadline, int64_t *valid_until)
+lc_status lc__redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,
+                              int64_t deadline, int64_t *valid_until)
 {
     lc_status s = ensure_nodes(conn);
     if (s != LC_OK)
@@ -538,16 +539,16 @@ lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *t
         redisReply *rep[LC_REDLOCK_MAX_NODES];
         if (c->rl_restart_delay_ms > 0) {
             check_uptimes(conn);
-            int64_t now = lc_now_ms();
+            int64_t now = lc__now_ms();
             for (int i = 0; i < n; i++)
                 all[i] = conn->rl->checked[i] && now >= conn->rl->votes_at[i];
         } else {
             for (int i = 0; i < n; i++)
                 all[i] = true;
         }
-        int64_t t0 = lc_now_ms();
+        int64_t t0 = lc__now_ms();
         round_trip(conn, all, cmd, (size_t)len, rep, c->rl_restart_delay_ms > 0, RL_UNTIL_GRANTED);
-        int64_t elapsed = lc_now_ms() - t0;
+        int64_t elapsed = lc__now_ms() - t0;
         int granted = 0, answered = 0;
         for (int i = 0; i < n; i++) {
             redisReply *r = rep[i];
@@ -555,8 +556,8 @@ lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *t
                 answered++;
                 granted += r->type == REDIS_REPLY_STATUS;
             } else if (r) {
-                lc_seterr(conn->err, "redlock node %s:%d SET NX PX: %s", c->rl_host[i],
-                          c->rl_port[i], r->str);
+                lc__seterr(conn->err, "redlock node %s:%d SET NX PX: %s", c->rl_host[i],
+                           c->rl_port[i], r->str);
             }
             if (r)
                 freeReplyObject(r);
@@ -575,12 +576,12 @@ lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *t
         }
         if (answered < quorum) {
             redisFreeCommand(cmd);
-            lc_seterr(conn->err, "redlock: %d of %d nodes answered, %d needed", answered, n,
-                      quorum);
+            lc__seterr(conn->err, "redlock: %d of %d nodes answered, %d needed", answered, n,
+                       quorum);
             return LC_IO;
         }
-        int64_t now = lc_now_ms();
-        if (now >= deadline || lc_canceled(a->cancel)) {
+        int64_t now = lc__now_ms();
+        if (now >= deadline || lc__canceled(a->cancel)) {
             redisFreeCommand(cmd);
             return now >= deadline ? LC_BUSY : LC_CANCELED;
         }
@@ -590,6 +591,6 @@ lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *t
         int64_t nap = rand_r(&conn->rng) % (span + 1);
         if (a->cancel && nap > LC_CANCEL_LATENCY_MS)
             nap = LC_CANCEL_LATENCY_MS;
-        lc_sleep_ms(nap < deadline - now ? nap : deadline - now);
+        lc__sleep_ms(nap < deadline - now ? nap : deadline - now);
     }
 }

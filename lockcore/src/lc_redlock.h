@@ -13,21 +13,21 @@ struct lc_rl_conn;
 /* Checks o's redlock options and copies them into c (rl_n, rl_host,
  * rl_port, rl_node_timeout_ms). LC_OK, or LC_MISUSE with the reason in err
  * (errlen bytes, when err is not NULL). */
-lc_status lc_redlock_setup(lc_client *c, const lc_options *o, char *err, size_t errlen);
+lc_status lc__redlock_setup(lc_client *c, const lc_options *o, char *err, size_t errlen);
 
 /* Closes and frees an lc_conn's node contexts. NULL-safe. */
-void lc_redlock_conn_free(struct lc_rl_conn *rl);
+void lc__redlock_conn_free(struct lc_rl_conn *rl);
 
-/* Takes the lock with the algorithm's attempts until deadline (lc_now_ms
- * time): LC_OK with *valid_until (lc_now_ms time) set, LC_BUSY, LC_IO,
+/* Takes the lock with the algorithm's attempts until deadline (lc__now_ms
+ * time): LC_OK with *valid_until (lc__now_ms time) set, LC_BUSY, LC_IO,
  * LC_CANCELED, LC_MISUSE (no nodes configured), LC_NOMEM; reason in
  * conn->err. a->lease_ms was checked by the caller. */
-lc_status lc_redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,
-                             int64_t deadline, int64_t *valid_until);
+lc_status lc__redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,
+                              int64_t deadline, int64_t *valid_until);
 
 /* Compare-and-delete on every node; the status as lockcore.h's lc_release
  * says for redlock (LC_LOST when valid_until had passed). */
-lc_status lc_redlock_release(lc_conn *conn, const char *key, const char *token,
-                             int64_t valid_until);
+lc_status lc__redlock_release(lc_conn *conn, const char *key, const char *token,
+                              int64_t valid_until);
 
 #endif

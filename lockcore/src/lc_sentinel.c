@@ -26,7 +26,7 @@ static lc_status bad(char *err, size_t errlen, const char *what, const char *nod
     return LC_MISUSE;
 }
 
-lc_status lc_sentinel_setup(lc_sentinel *s, const lc_options *o, char *err, size_t errlen)
+lc_status lc__sentinel_setup(lc_sentinel *s, const lc_options *o, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     LC_PTHREAD(pthread_mutex_init(&s->mu, NULL));
@@ -124,7 +124,7 @@ static int ask_all(lc_sentinel *s, char *host, int *port, char *err)
         size_t used = strlen(all);
         snprintf(all + used, sizeof all - used, "%s%s", used ? "; " : "", why);
     }
-    lc_seterr(err, "sentinel: no master %s (%s)", s->master_name, all);
+    lc__seterr(err, "sentinel: no master %s (%s)", s->master_name, all);
     return -1;
 }
 
@@ -138,8 +138,8 @@ static bool stopping(lc_sentinel *s)
 
 static void nap(lc_sentinel *s, int64_t ms)
 {
-    for (int64_t until = lc_now_ms() + ms; lc_now_ms() < until && !stopping(s);)
-        lc_sleep_ms(20);
+    for (int64_t until = lc__now_ms() + ms; lc__now_ms() < until && !stopping(s);)
+        lc__sleep_ms(20);
 }
 
 /* "+switch-master" payload: "<name> <old-ip> <old-port> <new-ip> <new-port>". */
@@ -197,7 +197,7 @@ static void *watch(void *arg)
     return NULL;
 }
 
-int lc_sentinel_resolve(lc_sentinel *s, char *host, int *port, char *err)
+int lc__sentinel_resolve(lc_sentinel *s, char *host, int *port, char *err)
 {
     LC_PTHREAD(pthread_mutex_lock(&s->mu));
     if (!s->started && !s->stop)
@@ -206,7 +206,7 @@ int lc_sentinel_resolve(lc_sentinel *s, char *host, int *port, char *err)
     return ask_all(s, host, port, err);
 }
 
-bool lc_sentinel_stale(lc_sentinel *s, const redisContext *ctx)
+bool lc__sentinel_stale(lc_sentinel *s, const redisContext *ctx)
 {
     if (s->n == 0 || !ctx->tcp.host)
         return false;
@@ -217,7 +217,7 @@ bool lc_sentinel_stale(lc_sentinel *s, const redisContext *ctx)
     return stale;
 }
 
-void lc_sentinel_current(lc_sentinel *s, char *buf, size_t len)
+void lc__sentinel_current(lc_sentinel *s, char *buf, size_t len)
 {
     LC_PTHREAD(pthread_mutex_lock(&s->mu));
     if (s->cur_host[0])
@@ -227,7 +227,7 @@ void lc_sentinel_current(lc_sentinel *s, char *buf, size_t len)
     LC_PTHREAD(pthread_mutex_unlock(&s->mu));
 }
 
-void lc_sentinel_shutdown(lc_sentinel *s)
+void lc__sentinel_shutdown(lc_sentinel *s)
 {
     LC_PTHREAD(pthread_mutex_lock(&s->mu));
     s->stop = true;

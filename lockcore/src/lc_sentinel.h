@@ -8,7 +8,7 @@
  * follows a failover by itself. One watcher thread per client (started on
  * the first resolution) stays subscribed to +switch-master on one Sentinel,
  * so a connection to a demoted master is dropped before its next command
- * (lc_sentinel_stale) even when its socket never broke.
+ * (lc__sentinel_stale) even when its socket never broke.
  */
 #ifndef MIAOSHA_LC_SENTINEL_H
 #define MIAOSHA_LC_SENTINEL_H
@@ -38,24 +38,24 @@ typedef struct lc_sentinel {
 
 /* Checks o's sentinel options and copies them into s (s->n stays 0 when
  * none). LC_OK, or LC_MISUSE with the reason in err (errlen bytes). */
-lc_status lc_sentinel_setup(lc_sentinel *s, const lc_options *o, char *err, size_t errlen);
+lc_status lc__sentinel_setup(lc_sentinel *s, const lc_options *o, char *err, size_t errlen);
 
 /* Stops the watcher thread (waits at most ~100 ms) and destroys s. */
-void lc_sentinel_shutdown(lc_sentinel *s);
+void lc__sentinel_shutdown(lc_sentinel *s);
 
 /* Asks each Sentinel in turn (s->timeout_ms each) for the master's address;
  * the first answer wins. 0 with host (256 bytes) and *port set, or -1 with
  * the reason (every Sentinel's, shortened) in err (LC_ERRSTR_LEN bytes).
  * Starts the watcher on first use. Any thread. */
-int lc_sentinel_resolve(lc_sentinel *s, char *host, int *port, char *err);
+int lc__sentinel_resolve(lc_sentinel *s, char *host, int *port, char *err);
 
 /* Whether ctx is connected somewhere other than the master last announced
  * (a +switch-master since it connected). False without Sentinels. Any
  * thread. */
-bool lc_sentinel_stale(lc_sentinel *s, const redisContext *ctx);
+bool lc__sentinel_stale(lc_sentinel *s, const redisContext *ctx);
 
 /* "host:port" of the master last resolved or announced into buf (len
  * bytes); "" when none yet. Any thread. */
-void lc_sentinel_current(lc_sentinel *s, char *buf, size_t len);
+void lc__sentinel_current(lc_sentinel *s, char *buf, size_t len);
 
 #endif

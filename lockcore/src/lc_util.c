@@ -12,21 +12,21 @@
 #include <string.h>
 #include <time.h>
 
-int64_t lc_now_ms(void)
+int64_t lc__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t lc_now_us(void)
+int64_t lc__now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void lc_sleep_ms(int64_t ms)
+void lc__sleep_ms(int64_t ms)
 {
     if (ms <= 0)
         return;
@@ -35,7 +35,7 @@ void lc_sleep_ms(int64_t ms)
     }
 }
 
-void lc_cond_init(pthread_cond_t *cv)
+void lc__cond_init(pthread_cond_t *cv)
 {
     pthread_condattr_t a;
     LC_PTHREAD(pthread_condattr_init(&a));
@@ -44,16 +44,16 @@ void lc_cond_init(pthread_cond_t *cv)
     LC_PTHREAD(pthread_condattr_destroy(&a));
 }
 
-void lc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+void lc__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
 {
-    /* An absolute CLOCK_MONOTONIC time: the clock lc_cond_init set. */
+    /* An absolute CLOCK_MONOTONIC time: the clock lc__cond_init set. */
     struct timespec ts = {deadline_ms / 1000, (deadline_ms % 1000) * 1000000L};
     int rc = pthread_cond_timedwait(cv, mu, &ts);
     if (rc != 0 && rc != ETIMEDOUT)
-        lc_abort(__FILE__, __LINE__, "pthread_cond_timedwait(cv, mu, &ts)", rc);
+        lc__abort(__FILE__, __LINE__, "pthread_cond_timedwait(cv, mu, &ts)", rc);
 }
 
-void lc_seterr(char *buf, const char *fmt, ...)
+void lc__seterr(char *buf, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -61,7 +61,7 @@ void lc_seterr(char *buf, const char *fmt, ...)
     va_end(ap);
 }
 
-_Noreturn void lc_abort(const char *file, int line, const char *what, int rc)
+_Noreturn void lc__abort(const char *file, int line, const char *what, int rc)
 {
     /* Like assert(3): one line on stderr, then abort() for the core dump. */
     if (rc)

@@ -18,41 +18,41 @@
 /* --- clock --------------------------------------------------------------- */
 
 /* CLOCK_MONOTONIC in ms. Any thread. */
-int64_t lc_now_ms(void);
+int64_t lc__now_ms(void);
 
 /* CLOCK_MONOTONIC in µs, for spans shorter than a millisecond. Any thread. */
-int64_t lc_now_us(void);
+int64_t lc__now_us(void);
 
 /* Sleeps ms (nothing for ms <= 0), restarting after signals. Any thread. */
-void lc_sleep_ms(int64_t ms);
+void lc__sleep_ms(int64_t ms);
 
 /* --- condition variables ------------------------------------------------- */
 
 /* Initialises a condition variable that waits on CLOCK_MONOTONIC, so a wait's
- * deadline is lc_now_ms() arithmetic and a wall-clock step cannot stretch it. */
-void lc_cond_init(pthread_cond_t *cv);
+ * deadline is lc__now_ms() arithmetic and a wall-clock step cannot stretch it. */
+void lc__cond_init(pthread_cond_t *cv);
 
 /* Waits on cv (mu held, as pthread_cond_timedwait) until signalled or
- * deadline_ms (lc_now_ms() time) passes; a timeout is not a failure. The
+ * deadline_ms (lc__now_ms() time) passes; a timeout is not a failure. The
  * caller re-checks its condition after any return (spurious wake-ups). */
-void lc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
+void lc__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
 /* --- errors -------------------------------------------------------------- */
 
 /* Formats into buf, LC_ERRSTR_LEN bytes, truncating. */
-void lc_seterr(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void lc__seterr(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* --- cancel flags (lc_lock_args.cancel) ---------------------------------- */
 
 /* Has the caller's cancel flag (may be NULL) been raised? */
-static inline bool lc_canceled(const atomic_int *cancel)
+static inline bool lc__canceled(const atomic_int *cancel)
 {
     return cancel && atomic_load(cancel) != 0;
 }
 
 /* The time a wait may sleep to: until, or sooner so a cancel is seen within
  * LC_CANCEL_LATENCY_MS. */
-static inline int64_t lc_cancel_wake(const atomic_int *cancel, int64_t now, int64_t until)
+static inline int64_t lc__cancel_wake(const atomic_int *cancel, int64_t now, int64_t until)
 {
     return cancel && now + LC_CANCEL_LATENCY_MS < until ? now + LC_CANCEL_LATENCY_MS : until;
 }
@@ -64,7 +64,7 @@ static inline int64_t lc_cancel_wake(const atomic_int *cancel, int64_t now, int6
  * in lockcore or in its caller (a client freed while in use), never a
  * state of Redis or of the machine, which lockcore reports as a status
  * instead. */
-_Noreturn void lc_abort(const char *file, int line, const char *what, int rc);
+_Noreturn void lc__abort(const char *file, int line, const char *what, int rc);
 
 /* LC_PTHREAD(pthread_xxx(...)): the call must return 0. lockcore's mutexes
  * and condition variables use default attributes (plus the monotonic
@@ -77,7 +77,7 @@ _Noreturn void lc_abort(const char *file, int line, const char *what, int rc);
     do {                                                                                           \
         int lc_rc_ = (call);                                                                       \
         if (lc_rc_ != 0)                                                                           \
-            lc_abort(__FILE__, __LINE__, #call, lc_rc_);                                           \
+            lc__abort(__FILE__, __LINE__, #call, lc_rc_);                                          \
     } while (0)
 
 /* LC_ASSERT(cond): an internal invariant (a hold count above zero, an entry
@@ -89,7 +89,7 @@ _Noreturn void lc_abort(const char *file, int line, const char *what, int rc);
 #define LC_ASSERT(cond)                                                                            \
     do {                                                                                           \
         if (!(cond))                                                                               \
-            lc_abort(__FILE__, __LINE__, "assertion " #cond " failed", 0);                         \
+            lc__abort(__FILE__, __LINE__, "assertion " #cond " failed", 0);                        \
     } while (0)
 
 #endif

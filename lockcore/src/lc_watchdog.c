@@ -9,7 +9,7 @@
  *
  * Renewal stops when:
  *   - the last local watchdog-mode hold of (key, field) is released
- *     (lc_hold_drop): a watchdog-mode re-entry inside an explicit-lease
+ *     (lc__hold_drop): a watchdog-mode re-entry inside an explicit-lease
  *     hold renews the lock only until it is released, as in Redisson,
  *     where only the watchdog-mode acquisitions keep the renewal going;
  *   - the renew script returns 0: the lock is gone (expired during a pause,
@@ -26,7 +26,7 @@
  *
  * Releases race two things. A renewal may run right after a release
  * script's DEL and answer 0: so every release is announced first
- * (lc_hold_begin_release), and a 0 from a renewal that any release overlapped
+ * (lc__hold_begin_release), and a 0 from a renewal that any release overlapped
  * is not a loss (the next renewal decides). And threads sharing one owner id
  * may re-enter while the last hold is being released, before or after its
  * DEL: the entry then has more holds than releases under way, so it is
@@ -43,12 +43,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lc_watchdog_init(lc_watchdog *w)
+void lc__watchdog_init(lc_watchdog *w)
 {
     memset(w, 0, sizeof *w);
     w->sleeping_until = INT64_MAX;
     LC_PTHREAD(pthread_mutex_init(&w->mu, NULL));
-    lc_cond_init(&w->cv);
+    lc__cond_init(&w->cv);
 }
 
 static void hold_free(lc_hold *h)
@@ -89,13 +89,13 @@ static void recount(lc_client *c, const lc_hold *h, bool was)
 static int renew(lc_client *c, const char *key, const char *field)
 {
     char err[LC_ERRSTR_LEN];
-    if (!lc_redis_reuse(c, &c->wd.ctx, err, NULL))
+    if (!lc__redis_reuse(c, &c->wd.ctx, err, NULL))
         return -1;
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)c->watchdog_timeout_ms);
     const char *args[] = {key, lease, field};
-    redisReply *r = lc_eval(c->wd.ctx, LC_SCRIPT_REENTRANT_RENEW_SHA, LC_SCRIPT_REENTRANT_RENEW, 1,
-                            3, args, err);
+    redisReply *r = lc__eval(c->wd.ctx, LC_SCRIPT_REENTRANT_RENEW_SHA, LC_SCRIPT_REENTRANT_RENEW, 1,
+                             3, args, err);
     if (!r)
         return -1;
     int res = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 1 : 0;
@@ -120,16 +120,16 @@ static void *watchdog_main(void *arg)
             LC_PTHREAD(pthread_cond_wait(&w->cv, &w->mu));
             continue;
         }
-        if (due->next_renew_ms > lc_now_ms()) {
+        if (due->next_renew_ms > lc__now_ms()) {
             w->sleeping_until = due->next_renew_ms;
-            lc_cond_wait_until(&w->cv, &w->mu, due->next_renew_ms);
+            lc__cond_wait_until(&w->cv, &w->mu, due->next_renew_ms);
             continue;
         }
         w->sleeping_until = 0; /* busy renewing: it rescans before sleeping */
         /* Renew outside the lock so acquire/release never wait on Redis here;
          * `renewing` keeps the entry alive if its last hold is dropped. */
         due->renewing = true;
-        due->next_renew_ms = lc_now_ms() + period;
+        due->next_renew_ms = lc__now_ms() + period;
         bool quiet = due->releasing == 0;
         unsigned releases = due->releases;
         LC_PTHREAD(pthread_mutex_unlock(&w->mu));
@@ -162,7 +162,7 @@ static void schedule(lc_watchdog *w, const lc_hold *h)
         LC_PTHREAD(pthread_cond_signal(&w->cv));
 }
 
-bool lc_hold_exists(lc_client *c, const char *key, const char *field)
+bool lc__hold_exists(lc_client *c, const char *key, const char *field)
 {
     LC_PTHREAD(pthread_mutex_lock(&c->wd.mu));
     bool found = find_live(&c->wd, key, field) != NULL;
@@ -170,7 +170,7 @@ bool lc_hold_exists(lc_client *c, const char *key, const char *field)
     return found;
 }
 
-lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watchdog)
+lc_hold *lc__hold_add(lc_client *c, const char *key, const char *field, bool watchdog)
 {
     lc_watchdog *w = &c->wd;
     LC_PTHREAD(pthread_mutex_lock(&w->mu));
@@ -201,7 +201,7 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
     /* Renewal starts with the first watchdog-mode hold, whose acquire
      * script set the full lease (inside an explicit-lease hold too). */
     if (!was && renewed(h))
-        h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
+        h->next_renew_ms = lc__now_ms() + c->watchdog_timeout_ms / 3;
     /* Also wakes the thread for a re-entry during the last release: it
      * skipped the entry meanwhile and may sleep past its renewal time. */
     if (renewed(h))
@@ -210,7 +210,7 @@ lc_hold *lc_hold_add(lc_client *c, const char *key, const char *field, bool watc
     return h;
 }
 
-void lc_hold_begin_release(lc_client *c, lc_hold *h)
+void lc__hold_begin_release(lc_client *c, lc_hold *h)
 {
     LC_PTHREAD(pthread_mutex_lock(&c->wd.mu));
     LC_ASSERT(h->releasing < h->holds);
@@ -219,7 +219,7 @@ void lc_hold_begin_release(lc_client *c, lc_hold *h)
     LC_PTHREAD(pthread_mutex_unlock(&c->wd.mu));
 }
 
-bool lc_hold_drop(lc_client *c, lc_hold *h, bool watchdog)
+bool lc__hold_drop(lc_client *c, lc_hold *h, bool watchdog)
 {
     lc_watchdog *w = &c->wd;
     LC_PTHREAD(pthread_mutex_lock(&w->mu));
@@ -246,7 +246,7 @@ bool lc_hold_drop(lc_client *c, lc_hold *h, bool watchdog)
     return lost;
 }
 
-void lc_watchdog_shutdown(lc_client *c)
+void lc__watchdog_shutdown(lc_client *c)
 {
     lc_watchdog *w = &c->wd;
     LC_PTHREAD(pthread_mutex_lock(&w->mu));

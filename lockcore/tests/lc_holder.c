@@ -6,7 +6,8 @@
  *
  * Prints "acquired\n" on stdout once it holds the lock, then sleeps until
  * killed. With crash_before_expire (setnx) it _exit(0)s between SETNX and
- * PEXPIRE, through lockcore's test-only fault hook. */
+ * PEXPIRE, through lockcore's test hook (lc_testhooks.h). */
+#include "lc_testhooks.h"
 #include "lockcore.h"
 
 #include <stdio.h>
@@ -43,7 +44,7 @@ int main(int argc, char **argv)
     a.owner = "holder";
     a.lease_ms = atoll(argv[5]);
     if (argc > 6 && strcmp(argv[6], "crash_before_expire") == 0)
-        a.after_setnx = crash;
+        lc__hook_after_setnx(crash, NULL);
     lc_guard *g;
     if (lc_acquire(conn, &a, &g) != LC_OK)
         return 4;

@@ -25,7 +25,7 @@ static inline lc_client *lct_client_t(int port, int64_t watchdog_ms, int timeout
         o.watchdog_timeout_ms = watchdog_ms;
     lc_client *c = NULL;
     char err[256];
-    signal(SIGPIPE, SIG_IGN); /* hiredis writes with write(): see lockcore.h */
+    signal(SIGPIPE, SIG_IGN); /* hiredis writes with write(): lockcore/README.md */
     if (lc_client_new(&o, &c, err, sizeof err) != LC_OK) {
         fprintf(stderr, "lc_client_new: %s\n", err);
         exit(1);

@@ -1,5 +1,5 @@
-/* test_lc_orphan — the orphan-lock cleanup (lockcore.h, "Orphan cleanup")
- * against a private redis-server that the test pauses (SIGSTOP) and
+/* test_lc_orphan — the orphan-lock cleanup (lockcore/README.md, "Orphan
+ * cleanup") against a private redis-server that the test pauses (SIGSTOP) and
  * resumes (SIGCONT).
  *
  * The bug it guards: an acquire that timed out while Redis was paused is

@@ -4,7 +4,9 @@
 #
 # Configures a fresh build of the source tree with -DMIAOSHA_BUILD_TESTS=OFF
 # (Release, into a temp dir), builds it with -j2, `cmake --install`s it to a
-# temp prefix, then uses only what was installed:
+# temp prefix, checks that lockcore's test hooks stayed out of it
+# (lockcore/testing/lc_testhooks.h, and no lc__ name or hook in the
+# installed lockcore.h), then uses only what was installed:
 #   * <prefix>/bin/miaosha-server with <prefix>/etc/miaosha/miaosha.json,
 #     on the suite's redis-server and a free loopback port: /healthz is 200
 #     and a token purchase sells one unit;
@@ -53,6 +55,10 @@ for f in bin/miaosha-server bin/miaosha-load etc/miaosha/miaosha.json include/lo
          "$libdir/liblockcore.a" "$libdir/pkgconfig/lockcore.pc" "$libdir/cmake/miaosha/miaoshaConfig.cmake"; do
   ck "installed: $f" -- test -f "$prefix/$f"
 done
+ck "lockcore's test hooks (lockcore/testing) are not installed" -- \
+  bash -c "! find '$prefix' -name lc_testhooks.h | grep -q ."
+ck "the installed lockcore.h names no lc__ internal and no test hook" -- \
+  bash -c "! grep -nE 'lc__|after_setnx' '$prefix/include/lockcore.h'"
 
 # ---------------------------------------------------------------- the server
 sku=install-$$

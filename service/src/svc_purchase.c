@@ -107,6 +107,8 @@
 
 #include <uuid/uuid.h>
 
+#include "lc_testhooks.h"
+
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_fence.h"
@@ -945,10 +947,6 @@ static int begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
     /* the queue ate the rest */
     a->wait_ms = pu->wait_ms > pu->queued_ms ? pu->wait_ms - pu->queued_ms : 0;
     a->cancel = svc_cancel_flag();
-    if (p->fault == SVC_FAULT_CRASH_BEFORE_EXPIRE) {
-        a->after_setnx = crash_before_expire;
-        a->after_setnx_arg = pu->lock_key;
-    }
 
     /* The outer acquisition leaves now; its replies are read by
      * run_purchase, so whatever the worker does meanwhile (the order id
@@ -981,7 +979,11 @@ static purchase_result run_purchase(purchase *pu, lc_conn *conn)
      * owner, each with the request's wait_ms less the time it queued. */
     int64_t t = pu->acq_t0_us;
     lc_guard *g = NULL;
+    /* setnx sends nothing ahead, so its SETNX runs in here, on this thread. */
+    if (p->fault == SVC_FAULT_CRASH_BEFORE_EXPIRE)
+        lc__hook_after_setnx(crash_before_expire, pu->lock_key);
     lc_status st = acquire_reading(pu, conn, &g);
+    lc__hook_after_setnx(NULL, NULL);
     if (st == LC_OK) {
         int64_t now = svc_now_us();
         pu->wait_us = now - t;
@@ -1003,7 +1005,6 @@ static purchase_result run_purchase(purchase *pu, lc_conn *conn)
                     lc_mode_name(r->mode), pu->lock_key);
             _exit(3);
         }
-        a->after_setnx = NULL;
         for (int i = 0;
              i < p->reenter && st == LC_OK && nheld < (int)(sizeof held / sizeof held[0]); i++) {
             st = lc_acquire(conn, a, &g);

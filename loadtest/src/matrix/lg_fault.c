@@ -247,8 +247,8 @@ static int inflight(const instance *in)
 }
 
 /* /stats "orphan_locks"."released" of an instance: locks the lock core gave
- * back because an acquire that had timed out was granted late (lockcore.h,
- * "Orphan cleanup"); 0 when it does not answer. */
+ * back because an acquire that had timed out was granted late
+ * (lockcore/README.md, "Orphan cleanup"); 0 when it does not answer. */
 static long long orphans_released(const instance *in)
 {
     char url[128], e[256];
