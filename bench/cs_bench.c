@@ -4,7 +4,7 @@
  *   cs_bench PORT THREADS SECONDS [WAIT_MS [MODE|lua [pipeline|plain]]]
  *
  * THREADS threads, each with its own lc_conn (as each service worker has),
- * loop exactly what service/src/svc_purchase.c does per purchase:
+ * loop exactly what service/src/svc_section.c does per purchase:
  *
  *   lc_acquire(MODE, "bench:{cs}:lock", owner = fresh uuid, lease 5000 ms,
  *              wait WAIT_MS)

@@ -1,6 +1,31 @@
-/* svc_fence.c — the fenced mode's read and write commands and the reading
- * of their replies (svc_fence.h). */
-#include "svc_fence.h"
+/* svc_fence.c — the fenced mode's store (svc_store_fenced, svc_store.h):
+ * the two steps of the critical section that go through the fence.
+ *
+ * The fenced mode takes token's lock and, with it, a fencing token from
+ * the lock core (lc_guard_fence: a number that grows with every grant of
+ * miaosha:{sku}:fence). A lease cannot stop a holder that pauses past it;
+ * the store can, if it checks the number (Kleppmann, "How to do distributed
+ * locking"). Here the store is Redis, and both halves of the demo's
+ * non-atomic read-then-write check it:
+ *   read   raises the SKU's high-water mark miaosha:{sku}:fence_hwm to the
+ *          reader's token, or refuses a reader whose token is below it;
+ *   write  applies the lock modes' three writes only while the mark still
+ *          equals the writer's token, else writes nothing: 409 fenced_out.
+ * Fencing only the write would not do: "A reads, B acquires and reads, A
+ * writes, B writes" passes a write-only check for both (A's token is the
+ * highest the store has seen when A writes) and B writes the stock A
+ * already decremented. With the read fenced, B's read moves the mark past
+ * A, and A's write is refused. docs/locks.md, "Fencing", tells the story.
+ *
+ * The scripts (scripts/fence_read.lua, fence_write.lua) are compiled in
+ * with their SHA1 and sent as EVALSHA; the section re-sends one as EVAL
+ * when Redis answers NOSCRIPT, or sends it as EVAL at once where a
+ * NOSCRIPT answer would come too late to send it again (the write riding
+ * before the lock's release).
+ *
+ * Like every store it only formats commands and reads replies.
+ */
+#include "svc_store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +34,8 @@
 #include "svc_keys.h"
 #include "svc_scripts.h"
 
-int svc_fence_noscript(const redisReply *rep)
-{
-    return rep != NULL && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
-}
-
-lc_status svc_fence_append_read(lc_pipe *p, const char *sku, int64_t token, const char *user,
-                                int eval)
+static int fenced_append_read(lc_pipe *p, const char *sku, const char *user, int64_t token,
+                              bool eval)
 {
     char fence[SVC_KEY_MAX], mark[SVC_KEY_MAX], stock[SVC_KEY_MAX], epoch[SVC_KEY_MAX],
         buyers[SVC_KEY_MAX], t[24] = "";
@@ -36,7 +56,8 @@ lc_status svc_fence_append_read(lc_pipe *p, const char *sku, int64_t token, cons
                           buyers,
                           t,
                           user ? user : ""};
-    return lc_pipe_append_argv(p, (int)(sizeof argv / sizeof argv[0]), argv, NULL);
+    return lc_pipe_append_argv(p, (int)(sizeof argv / sizeof argv[0]), argv, NULL) == LC_OK ? 1
+                                                                                            : -1;
 }
 
 /* An integer as GET answers it (a string) or a script passes it on. */
@@ -53,55 +74,77 @@ static int as_ll(const redisReply *e, long long *out)
     return end != e->str && *end == '\0' ? 0 : -1;
 }
 
-purchase_result svc_fence_parse_read(const redisReply *rep, svc_fence_read *out, char *detail,
-                                     size_t len)
+/* The read script's reply, {1, token, stock, epoch, bought} when it read
+ * under token or {0, token, mark} when the mark refused token, into *out
+ * and *token: true when read, else false with the ending in *end. A pipelined
+ * read ran under the fence counter's value: when that is not this holder's
+ * token, a later holder took the lock between the acquire and the read,
+ * and this one is fenced out. */
+static bool fenced_parse_read(redisReply *const *reps, int n, int64_t fence, svc_stock_read *out,
+                              purchase_result *end, char *detail, size_t len)
 {
+    (void)n;
+    const redisReply *rep = reps[0];
     memset(out, 0, sizeof *out);
-    if (rep == NULL)
-        return PR_REDIS_UNAVAILABLE;
+    *end = PR_REDIS_ERROR;
+    if (rep == NULL) {
+        *end = PR_REDIS_UNAVAILABLE;
+        return false;
+    }
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(detail, len, "fenced read: %.200s", rep->str);
-        return PR_REDIS_ERROR;
+        return false;
     }
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
         rep->element[0]->type != REDIS_REPLY_INTEGER ||
         rep->element[1]->type != REDIS_REPLY_INTEGER) {
         snprintf(detail, len, "fenced read: unexpected reply");
-        return PR_REDIS_ERROR;
+        return false;
     }
-    out->token = rep->element[1]->integer;
+    long long token = rep->element[1]->integer;
     if (rep->element[0]->integer == 0) {
         long long mark = 0;
         (void)as_ll(rep->element[2], &mark);
-        out->mark = mark;
         snprintf(detail, len,
                  "fencing token %lld is below the stock's high-water mark %lld: a later lock "
                  "holder has read the stock (this holder's lease ran out); nothing was written",
-                 (long long)out->token, mark);
-        return PR_FENCED_OUT;
+                 token, mark);
+        *end = PR_FENCED_OUT;
+        return false;
     }
     if (rep->elements != 5) {
         snprintf(detail, len, "fenced read: unexpected reply");
-        return PR_REDIS_ERROR;
+        return false;
     }
     const redisReply *st = rep->element[2], *ep = rep->element[3], *bo = rep->element[4];
     if (bo->type != REDIS_REPLY_NIL && as_ll(bo, &out->bought) != 0) {
         snprintf(detail, len, "fenced read: the buyers hash holds a non-integer count");
-        return PR_REDIS_ERROR;
+        return false;
     }
     if (st->type != REDIS_REPLY_NIL && as_ll(st, &out->stock) != 0) {
         snprintf(detail, len, "stock key holds a non-integer value");
-        return PR_BAD_STOCK_VALUE;
+        *end = PR_BAD_STOCK_VALUE;
+        return false;
     }
     if (ep->type == REDIS_REPLY_STRING)
         snprintf(out->epoch, sizeof out->epoch, "%s", ep->str);
-    return PR_COUNT;
+    if (token != fence) {
+        snprintf(detail, len,
+                 "the stock was read under fencing token %lld, not this holder's %lld: a later "
+                 "holder took the lock before the read; nothing was written",
+                 token, (long long)fence);
+        *end = PR_FENCED_OUT;
+        return false;
+    }
+    return true;
 }
 
-lc_status svc_fence_append_write(lc_pipe *p, const char *sku, int64_t token, const char *epoch,
-                                 long long stock_after, const char *rec, size_t reclen,
-                                 const svc_fence_extra *x, int eval)
+/* The sale's three writes and its extras (the buyer's count, the
+ * Idempotency-Key's reply), applied by the script only while s->fence is
+ * still the SKU's high-water mark and the epoch is the one the read saw. */
+static int fenced_append_write(lc_pipe *p, const svc_sale *s, const svc_stock_read *rd, bool eval)
 {
+    const char *sku = s->sku;
     char mark[SVC_KEY_MAX], ep[SVC_KEY_MAX], stock[SVC_KEY_MAX], sold[SVC_KEY_MAX],
         orders[SVC_KEY_MAX], buyers[SVC_KEY_MAX], t[24], after[24], ttl[24] = "";
     svc_key(mark, sku, "fence_hwm");
@@ -110,11 +153,11 @@ lc_status svc_fence_append_write(lc_pipe *p, const char *sku, int64_t token, con
     svc_key(sold, sku, "sold");
     svc_key(orders, sku, "orders");
     svc_key(buyers, sku, "buyers");
-    snprintf(t, sizeof t, "%lld", (long long)token);
-    snprintf(after, sizeof after, "%lld", stock_after);
-    const char *idem_key = x && x->idem_key && x->idem_val ? x->idem_key : NULL;
+    snprintf(t, sizeof t, "%lld", (long long)s->fence);
+    snprintf(after, sizeof after, "%lld", s->stock_after);
+    const char *idem_key = s->idem_key && s->idem_val ? s->idem_key : NULL;
     if (idem_key)
-        snprintf(ttl, sizeof ttl, "%lld", x->idem_ttl_ms);
+        snprintf(ttl, sizeof ttl, "%lld", s->idem_ttl_ms);
     /* The idempotency key shares the SKU's hash slot (svc_idem.h), so it is
      * a KEYS entry like the others; "" as a key name when there is none. */
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
@@ -128,22 +171,25 @@ lc_status svc_fence_append_write(lc_pipe *p, const char *sku, int64_t token, con
                           buyers,
                           idem_key ? idem_key : "",
                           t,
-                          epoch,
+                          rd->epoch,
                           after,
-                          rec,
-                          x && x->user ? x->user : "",
-                          idem_key ? x->idem_val : "",
+                          s->record,
+                          s->user ? s->user : "",
+                          idem_key ? s->idem_val : "",
                           ttl};
-    enum { NARGS = sizeof argv / sizeof argv[0], REC_ARG = 13 };
-    size_t lens[NARGS];
-    for (size_t i = 0; i < NARGS; i++)
-        lens[i] = i == REC_ARG ? reclen : strlen(argv[i]);
-    return lc_pipe_append_argv(p, NARGS, argv, lens);
+    enum { NARGS = sizeof argv / sizeof argv[0] };
+    return lc_pipe_append_argv(p, NARGS, argv, NULL) == LC_OK ? 1 : -1;
 }
 
-purchase_result svc_fence_parse_write(const redisReply *rep, int64_t token, char *detail,
-                                      size_t len)
+static purchase_result fenced_parse_write(redisReply *const *reps, int n, const svc_sale *s,
+                                          bool *written, char *detail, size_t len)
 {
+    (void)n;
+    const redisReply *rep = reps[0];
+    long long token = (long long)s->fence;
+    *written = rep == NULL; /* no reply: the script may have run */
+    if (rep == NULL)
+        return PR_REDIS_UNAVAILABLE;
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(detail, len, "fenced write: %.200s; nothing was written", rep->str);
         return PR_REDIS_ERROR;
@@ -161,7 +207,7 @@ purchase_result svc_fence_parse_write(const redisReply *rep, int64_t token, char
                  "fencing token %lld is no longer the stock's high-water mark (%lld): a later "
                  "lock holder has read the stock since this holder did (its lease ran out); "
                  "nothing was written",
-                 (long long)token, (long long)rep->element[1]->integer);
+                 token, (long long)rep->element[1]->integer);
         return PR_FENCED_OUT;
     case -1:
         snprintf(detail, len,
@@ -173,3 +219,10 @@ purchase_result svc_fence_parse_write(const redisReply *rep, int64_t token, char
         return PR_REDIS_ERROR;
     }
 }
+
+const svc_store svc_store_fenced = {
+    .append_read = fenced_append_read,
+    .parse_read = fenced_parse_read,
+    .append_write = fenced_append_write,
+    .parse_write = fenced_parse_write,
+};

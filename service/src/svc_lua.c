@@ -13,7 +13,7 @@
  * work_ms is spent before the script: there is no critical section to
  * widen, and the script's atomicity is the whole point. The request, its
  * parameters, the statuses, the reply's JSON and the order record are the
- * lock modes' (svc_purchase.c); lease_ms, wait_ms (except for the queue
+ * lock modes' (svc_order.h); lease_ms, wait_ms (except for the queue
  * bound), reenter and pipeline are accepted and have nothing to act on: the
  * reply says lock_wait_ms 0, lock_lost false, pipeline true (one round trip
  * is all there is). fault=crash_in_section exits the process before the
@@ -47,6 +47,7 @@
 #include "svc_clock.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
+#include "svc_order.h"
 #include "svc_outcome.h"
 #include "svc_pool.h"
 #include "svc_replicas.h"
@@ -59,10 +60,7 @@
 typedef struct lua_purchase {
     svc_req *r;
     int slot;
-    long long stock_left;
-    int has_stock_left;
-    char order_id[SVC_UUID_LEN]; /* set once the script carrying it is sent */
-    char detail[LC_ERRSTR_LEN + 64];
+    svc_order o;          /* its order_id is set once the script carrying it is sent */
     svc_idem id;          /* the request's Idempotency-Key, when it has one */
     char *sold_head;      /* with a key: the sale's reply up to its stock_left */
     char *sold_tail;      /* ... and after it (points into sold_head's block) */
@@ -73,45 +71,13 @@ typedef struct lua_purchase {
                      the script's one step (GET /trace/{sku}) */
 } lua_purchase;
 
-/* The reply, JSON text (malloc'd; NULL when out of memory). */
-static char *reply_text(const lua_purchase *lp, purchase_result res)
-{
-    const svc_req *r = lp->r;
-    unsigned status = svc_result[res].status;
-    const char *error = svc_result[res].error;
-    cJSON *o = cJSON_CreateObject();
-    if (o != NULL) {
-        cJSON_AddBoolToObject(o, "ok", status == 200);
-        if (error != NULL) {
-            cJSON_AddStringToObject(o, "error", error);
-            if (lp->detail[0])
-                cJSON_AddStringToObject(o, "detail", lp->detail);
-        }
-        cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
-        cJSON_AddBoolToObject(o, "pipeline", 1);
-        cJSON_AddStringToObject(o, "sku", r->sku);
-        if (lp->order_id[0])
-            cJSON_AddStringToObject(o, "order_id", lp->order_id);
-        if (lp->has_stock_left)
-            svc_json_add_int(o, "stock_left", lp->stock_left);
-        /* the lock modes' fields, so every mode's reply has one shape */
-        svc_json_add_int(o, "lock_wait_ms", 0);
-        cJSON_AddBoolToObject(o, "lock_lost", 0);
-        cJSON_AddBoolToObject(o, "deleted_other_lock", 0);
-        cJSON_AddStringToObject(o, "instance", r->s->instance_id);
-    }
-    char *txt = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
-    return txt;
-}
-
 /* The sale's reply as the script completes it: head, stock left, tail. */
 static char *sold_text(const lua_purchase *lp)
 {
     size_t h = strlen(lp->sold_head), t = strlen(lp->sold_tail);
     char *txt = malloc(h + t + 24);
     if (txt != NULL)
-        snprintf(txt, h + t + 24, "%s%lld%s", lp->sold_head, lp->stock_left, lp->sold_tail);
+        snprintf(txt, h + t + 24, "%s%lld%s", lp->sold_head, lp->o.stock_left, lp->sold_tail);
     return txt;
 }
 
@@ -122,7 +88,8 @@ static void respond(lua_purchase *lp, purchase_result res)
     unsigned status = svc_result[res].status;
     if (svc_result[res].redis_error)
         svc_stats_redis_error();
-    char *txt = res == PR_SOLD && lp->sold_head != NULL ? sold_text(lp) : reply_text(lp, res);
+    char *txt = res == PR_SOLD && lp->sold_head != NULL ? sold_text(lp)
+                                                        : svc_order_reply(&lp->o, res);
     free(lp->sold_head);
     lp->sold_head = lp->sold_tail = NULL;
     if (res == PR_SOLD_OUT && r->s->local_sold_out)
@@ -134,7 +101,7 @@ static void respond(lua_purchase *lp, purchase_result res)
                      res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
                      txt ? strlen(txt) : 0);
     svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
-    svc_trace_end(&lp->tr, lp->order_id, status, svc_result[res].error, 0, 0);
+    svc_trace_end(&lp->tr, lp->o.order_id, status, svc_result[res].error, 0, 0);
     svc_stats_purchase(r->mode, lp->slot, svc_result[res].out, 0, 0, svc_now_us() - r->t0_us, -1);
 }
 
@@ -144,10 +111,10 @@ static void respond(lua_purchase *lp, purchase_result res)
 static int split_sold_reply(lua_purchase *lp)
 {
     static const char field[] = "\"stock_left\":";
-    lp->stock_left = LLONG_MIN;
-    lp->has_stock_left = 1;
-    char *txt = reply_text(lp, PR_SOLD);
-    lp->has_stock_left = 0;
+    lp->o.stock_left = LLONG_MIN;
+    lp->o.has_stock_left = true;
+    char *txt = svc_order_reply(&lp->o, PR_SOLD);
+    lp->o.has_stock_left = false;
     if (txt == NULL)
         return -1;
     char digits[32];
@@ -159,42 +126,6 @@ static int split_sold_reply(lua_purchase *lp)
     lp->sold_head = txt;
     lp->sold_tail = at + strlen(digits);
     return 0;
-}
-
-/* The order record as the lock modes write it (svc_purchase.c), without
- * its end: `{...,"stock_before":` — the script appends the stock it read
- * and the closing brace. malloc'd; NULL when out of memory. */
-static char *record_head(const lua_purchase *lp)
-{
-    const svc_req *r = lp->r;
-    cJSON *o = cJSON_CreateObject();
-    if (o == NULL)
-        return NULL;
-    cJSON_AddStringToObject(o, "order_id", lp->order_id);
-    cJSON_AddStringToObject(o, "sku", r->sku);
-    if (r->p.seen & SVC_P_USER)
-        cJSON_AddStringToObject(o, "user", r->p.user);
-    else
-        cJSON_AddNullToObject(o, "user");
-    cJSON_AddStringToObject(o, "mode", svc_mode_name(r->mode));
-    cJSON_AddStringToObject(o, "instance", r->s->instance_id);
-    int64_t now_ms = svc_wall_ms();
-    svc_json_add_int(o, "received_ms", (long long)(now_ms - (svc_now_us() - r->t0_us) / 1000));
-    svc_json_add_int(o, "ts_ms", (long long)now_ms);
-    svc_json_add_int(o, "lock_wait_ms", 0);
-    char *txt = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (txt == NULL)
-        return NULL;
-    static const char tail[] = ",\"stock_before\":";
-    size_t n = strlen(txt); /* ends with '}' */
-    char *head = realloc(txt, n + sizeof tail);
-    if (head == NULL) {
-        free(txt);
-        return NULL;
-    }
-    memcpy(head + n - 1, tail, sizeof tail);
-    return head;
 }
 
 /* Appends one call of the script to pipe: EVALSHA, or EVAL with its text
@@ -248,7 +179,7 @@ static int append_script(const lua_purchase *lp, lc_pipe *pipe, const char *rec,
 /* Why a sent script has no reply, into detail. */
 static void no_reply(lua_purchase *lp, lc_conn *conn)
 {
-    snprintf(lp->detail, sizeof lp->detail, "%.200s",
+    snprintf(lp->o.detail, sizeof lp->o.detail, "%.200s",
              lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
 }
 
@@ -266,7 +197,7 @@ static redisReply *call_script(lua_purchase *lp, lc_conn *conn, const char *rec,
     redisReply *rep = *sent ? lc_pipe_take(&p, 0) : NULL;
     lc_pipe_clear(&p);
     if (rep == NULL && !*sent)
-        snprintf(lp->detail, sizeof lp->detail, "out of memory; nothing was written");
+        snprintf(lp->o.detail, sizeof lp->o.detail, "out of memory; nothing was written");
     else if (rep == NULL)
         no_reply(lp, conn);
     return rep;
@@ -283,41 +214,41 @@ static purchase_result map_reply(lua_purchase *lp, redisReply *rep)
     if (rep == NULL) {
         /* The script may have run: the order id goes back with the 503 so
          * a client can look for it in GET /orders. */
-        char why[sizeof lp->detail];
-        memcpy(why, lp->detail, sizeof why);
-        snprintf(lp->detail, sizeof lp->detail, "purchase outcome unknown: %.200s", why);
+        char why[sizeof lp->o.detail];
+        memcpy(why, lp->o.detail, sizeof why);
+        snprintf(lp->o.detail, sizeof lp->o.detail, "purchase outcome unknown: %.200s", why);
         return PR_REDIS_UNAVAILABLE;
     }
     purchase_result res = PR_REDIS_ERROR;
     if (rep->type == REDIS_REPLY_ERROR) {
-        snprintf(lp->detail, sizeof lp->detail, "purchase script: %.200s; nothing was written",
+        snprintf(lp->o.detail, sizeof lp->o.detail, "purchase script: %.200s; nothing was written",
                  rep->str);
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
                rep->element[0]->type == REDIS_REPLY_INTEGER &&
                rep->element[1]->type == REDIS_REPLY_INTEGER) {
         long long code = rep->element[0]->integer, n = rep->element[1]->integer;
         if (code == 1) {
-            lp->stock_left = n;
-            lp->has_stock_left = 1;
+            lp->o.stock_left = n;
+            lp->o.has_stock_left = true;
             /* the script read n + 1 and wrote n, in one step */
             svc_trace_step(&lp->tr, n + 1, n);
             res = PR_SOLD;
         } else if (code == 0) {
-            lp->stock_left = n < 0 ? n : 0;
-            lp->has_stock_left = 1;
+            lp->o.stock_left = n < 0 ? n : 0;
+            lp->o.has_stock_left = true;
             svc_trace_read(&lp->tr, n);
             res = PR_SOLD_OUT;
         } else if (code == 2) {
-            snprintf(lp->detail, sizeof lp->detail,
+            snprintf(lp->o.detail, sizeof lp->o.detail,
                      "user %s already holds %lld order(s) of this sku (purchase.limit_per_user "
                      "= %lld); nothing was written",
                      lp->r->p.user, n, lp->r->s->limit_per_user);
             res = PR_LIMIT_REACHED;
         } else if (code == -1) {
-            snprintf(lp->detail, sizeof lp->detail, "stock key holds a non-integer value");
+            snprintf(lp->o.detail, sizeof lp->o.detail, "stock key holds a non-integer value");
             res = PR_BAD_STOCK_VALUE;
         } else {
-            snprintf(lp->detail, sizeof lp->detail,
+            snprintf(lp->o.detail, sizeof lp->o.detail,
                      "sold, orders or buyers key holds the wrong kind of value; nothing was "
                      "written");
         }
@@ -327,16 +258,16 @@ static purchase_result map_reply(lua_purchase *lp, redisReply *rep)
         /* The key is not ours any more (our marker expired and another
          * request took it, or that one finished): its answer, not a sale. */
         int rc = svc_idem_found(&lp->id, lp->r, rep->element[1]->str, rep->element[1]->len, &res,
-                                lp->detail, sizeof lp->detail);
+                                lp->o.detail, sizeof lp->o.detail);
         lp->found_replay = rc == 1;
         lp->id.on = 0; /* not ours to end */
     } else {
-        snprintf(lp->detail, sizeof lp->detail, "purchase script: unexpected reply type %d",
+        snprintf(lp->o.detail, sizeof lp->o.detail, "purchase script: unexpected reply type %d",
                  rep->type);
     }
     freeReplyObject(rep);
     if (res != PR_SOLD)
-        lp->order_id[0] = '\0'; /* nothing was written: no such order */
+        lp->o.order_id[0] = '\0'; /* nothing was written: no such order */
     return res;
 }
 
@@ -352,7 +283,7 @@ static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *r
         rep = call_script(lp, conn, rec, 1, &sent);
     }
     if (rep == NULL && !sent) {
-        lp->order_id[0] = '\0';
+        lp->o.order_id[0] = '\0';
         return PR_OUT_OF_MEMORY;
     }
     return map_reply(lp, rep);
@@ -366,17 +297,21 @@ static int lua_start(lua_purchase *lp, svc_req *r, lc_conn *conn, int64_t wait_m
     memset(lp, 0, sizeof *lp);
     lp->r = r;
     lp->conn = conn;
+    svc_order_init(&lp->o, r);
+    /* the lock modes' fields, so every mode's reply has one shape: one
+     * round trip is all there is, and no lock was waited for */
+    lp->o.pipeline = true;
+    lp->o.lock_fields = true;
     lp->soldout_gen = svc_soldout_gen(r->sku);
     lp->slot = svc_stats_sku_slot(r->sku);
     svc_trace_begin(&lp->tr, r);
     if (conn == NULL) {
-        snprintf(lp->detail, sizeof lp->detail, "no Redis connection");
+        snprintf(lp->o.detail, sizeof lp->o.detail, "no Redis connection");
         respond(lp, PR_REDIS_UNAVAILABLE);
         return -1;
     }
-    purchase_result not_now = svc_purchase_admit(r, wait_ms, work_ms, lp->detail,
-                                                 sizeof lp->detail);
-    if (not_now != PR_COUNT) {
+    purchase_result not_now;
+    if (!svc_purchase_admit(r, wait_ms, work_ms, &not_now, lp->o.detail, sizeof lp->o.detail)) {
         respond(lp, not_now);
         return -1;
     }
@@ -392,7 +327,7 @@ static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec, int gone_check
 {
     *rec = NULL;
     if (!gone_checked && svc_client_gone(lp->r)) {
-        snprintf(lp->detail, sizeof lp->detail,
+        snprintf(lp->o.detail, sizeof lp->o.detail,
                  "client closed its connection before the purchase; nothing was written");
         respond(lp, PR_CLIENT_GONE);
         return -1;
@@ -400,19 +335,20 @@ static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec, int gone_check
     /* Connect first, so that "Redis unreachable" is told apart from "sent,
      * no answer" (outcome unknown). */
     if (lc_conn_redis(conn) == NULL) {
-        snprintf(lp->detail, sizeof lp->detail, "%s; nothing was written", lc_conn_errstr(conn));
+        snprintf(lp->o.detail, sizeof lp->o.detail, "%s; nothing was written",
+                 lc_conn_errstr(conn));
         respond(lp, PR_REDIS_UNAVAILABLE);
         return -2;
     }
     uuid_t u;
     uuid_generate_random(u);
-    uuid_unparse_lower(u, lp->order_id);
-    *rec = record_head(lp);
+    uuid_unparse_lower(u, lp->o.order_id);
+    *rec = svc_order_record(&lp->o, 0, true);
     if (*rec == NULL || (lp->id.on && split_sold_reply(lp) != 0)) {
         free(*rec);
         *rec = NULL;
-        lp->order_id[0] = '\0';
-        snprintf(lp->detail, sizeof lp->detail, "out of memory; nothing was written");
+        lp->o.order_id[0] = '\0';
+        snprintf(lp->o.detail, sizeof lp->o.detail, "out of memory; nothing was written");
         respond(lp, PR_OUT_OF_MEMORY);
         return -1;
     }
@@ -448,7 +384,8 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
          * The marker outlives work_ms and a few round trips. */
         int64_t marker_ms = work_ms + 8LL * s->command_timeout_ms + 5000;
         purchase_result not_now;
-        int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.detail, sizeof lp.detail);
+        int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.o.detail,
+                                sizeof lp.o.detail);
         if (rc == 1) {
             svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
             return;
@@ -459,7 +396,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         }
     }
     if (work_ms > 0 && svc_sleep_work(work_ms) != 0) {
-        snprintf(lp.detail, sizeof lp.detail, "server shutting down; nothing was written");
+        snprintf(lp.o.detail, sizeof lp.o.detail, "server shutting down; nothing was written");
         respond(&lp, PR_SHUTTING_DOWN);
         return;
     }
@@ -474,14 +411,15 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
         return;
     }
-    if (res == PR_SOLD && svc_wait_replicas(s, conn, connects, lp.detail, sizeof lp.detail) != 0)
+    if (res == PR_SOLD &&
+        svc_wait_replicas(s, conn, connects, lp.o.detail, sizeof lp.o.detail) != 0)
         res = PR_NOT_REPLICATED; /* with the order id: written on the master */
     respond(&lp, res);
 }
 
 int svc_lua_batches(const svc_req *r)
 {
-    return r->mode == SVC_MODE_LUA && r->idem[0] == '\0' && work_ms_of(r) == 0 &&
+    return svc_mode_lock(r->mode) == NULL && r->idem[0] == '\0' && work_ms_of(r) == 0 &&
            r->p.fault == SVC_FAULT_NONE;
 }
 
@@ -498,7 +436,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
     int sent[SVC_POOL_BATCH_MAX] = {0}; /* 1 + the script's reply index, or 0 */
     int nsent = 0, sold = 0, reloaded = 0;
     int down = 0; /* Redis could not be reached: the rest do not try again */
-    char down_why[sizeof lps[0].detail];
+    char down_why[sizeof lps[0].o.detail];
     lc_pipe p;
     lc_pipe_init(&p);
     for (int i = 0; i < n; i++) {
@@ -509,7 +447,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
         if (down) {
             /* One connect timeout for the batch, not one per purchase:
              * the purchases behind would each wait for all of them. */
-            memcpy(lp->detail, down_why, sizeof down_why);
+            memcpy(lp->o.detail, down_why, sizeof down_why);
             respond(lp, PR_REDIS_UNAVAILABLE);
             continue;
         }
@@ -518,15 +456,15 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
         int rc = lua_ready(lp, conn, &recs[i], 1);
         if (rc == -2) {
             down = 1;
-            memcpy(down_why, lp->detail, sizeof down_why);
+            memcpy(down_why, lp->o.detail, sizeof down_why);
         }
         if (rc != 0)
             continue;
         if (append_script(lp, &p, recs[i], 0) != 0) {
             free(recs[i]);
             recs[i] = NULL;
-            lp->order_id[0] = '\0';
-            snprintf(lp->detail, sizeof lp->detail, "out of memory; nothing was written");
+            lp->o.order_id[0] = '\0';
+            snprintf(lp->o.detail, sizeof lp->o.detail, "out of memory; nothing was written");
             respond(lp, PR_OUT_OF_MEMORY);
             continue;
         }
@@ -568,7 +506,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
      * connection broke or was remade since the batch's write (a missing
      * reply, a NOSCRIPT retry that reconnected), svc_wait_replicas sees
      * the count of connections move and refuses. */
-    char why[sizeof lps[0].detail];
+    char why[sizeof lps[0].o.detail];
     int replicated = 1;
     if (sold > 0 && rs[0]->s->wait_replicas > 0) {
         /* up to redis.wait_timeout_ms: the queue wakes another worker */
@@ -579,7 +517,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
         if (!sent[i])
             continue;
         if (res[i] == PR_SOLD && !replicated) {
-            memcpy(lps[i].detail, why, sizeof why);
+            memcpy(lps[i].o.detail, why, sizeof why);
             res[i] = PR_NOT_REPLICATED; /* with the order id: written on the master */
         }
         free(recs[i]);

@@ -15,7 +15,9 @@ void svc_mode_offer_redlock(int on)
 
 int svc_mode_offered(svc_mode mode)
 {
-    return mode >= 0 && mode < SVC_MODE_COUNT && (mode != LC_REDLOCK || redlock_offered);
+    const lc_mode_info *lock = svc_mode_lock(mode);
+    return mode >= 0 && mode < SVC_MODE_COUNT &&
+           (lock == NULL || !lock->needs_redlock_nodes || redlock_offered);
 }
 
 const char *svc_mode_name(svc_mode mode)

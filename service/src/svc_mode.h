@@ -28,6 +28,15 @@ static inline int svc_mode_is_lock(svc_mode mode)
     return mode >= 0 && mode < LC_MODE_COUNT;
 }
 
+/* What the lock core says of a lock mode (lc_mode_info): whether its
+ * acquire is sent ahead, carries commands, holds a fixed lease, and the
+ * like. NULL for a mode that takes no lock (lua). The service asks this
+ * instead of comparing modes. Any thread. */
+static inline const lc_mode_info *svc_mode_lock(svc_mode mode)
+{
+    return svc_mode_is_lock(mode) ? lc_mode_info_of((lc_mode)mode) : NULL;
+}
+
 /* 1 when the service offers the mode on /miaosha/{mode}: every lock mode
  * and lua, except redlock unless svc_mode_offer_redlock(1) was called
  * (redlock.nodes configured: its N lock masters). Any thread. */

@@ -29,12 +29,13 @@ const svc_result_info svc_result[PR_COUNT] = {
     [PR_NOT_REPLICATED] = {503, "not_replicated", SVC_OUT_ERROR, 1},
 };
 
-purchase_result svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, char *detail,
-                                   size_t len)
+bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,
+                        char *detail, size_t len)
 {
     if (svc_abort_work()) {
         snprintf(detail, len, "server shutting down");
-        return PR_SHUTTING_DOWN;
+        *why = PR_SHUTTING_DOWN;
+        return false;
     }
     int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
     if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
@@ -42,13 +43,15 @@ purchase_result svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t wo
                  "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "
                  "was tried",
                  (long long)queued_ms, QUEUE_GRACE_MS);
-        return PR_OVERLOADED;
+        *why = PR_OVERLOADED;
+        return false;
     }
     /* A client that gave up while queued (its FIN has arrived) gets nothing
      * done: working for it would only delay the buyers still there. */
     if (svc_client_gone(r)) {
         snprintf(detail, len, "client closed its connection while queued; nothing was tried");
-        return PR_CLIENT_GONE;
+        *why = PR_CLIENT_GONE;
+        return false;
     }
-    return PR_COUNT;
+    return true;
 }

@@ -1,11 +1,12 @@
 /* svc_outcome.h — every way a purchase ends, with its one HTTP status,
  * error code and /stats outcome: shared by the lock modes' path
- * (svc_purchase.c) and the lock-free lua path (svc_lua.c), so a purchase
+ * (svc_purchase.c, svc_section.c) and the lock-free lua path (svc_lua.c), so a purchase
  * answers the same whatever path it took, and nothing compares error
  * strings. */
 #ifndef MIAOSHA_SVC_OUTCOME_H
 #define MIAOSHA_SVC_OUTCOME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,7 +40,7 @@ typedef enum {
     PR_IN_PROGRESS,    /* Idempotency-Key: its first request is still running */
     PR_KEY_REUSED,     /* Idempotency-Key: stored with other parameters */
     PR_NOT_REPLICATED, /* written, but WAIT saw fewer than redis.wait_replicas replicas */
-    PR_COUNT
+    PR_COUNT           /* the number of outcomes, not an outcome */
 } purchase_result;
 
 /* One row per purchase_result. */
@@ -54,12 +55,13 @@ typedef struct svc_result_info {
 extern const svc_result_info svc_result[PR_COUNT];
 
 /* Whether a purchase taken from the worker queue may start, before it
- * touches Redis: PR_COUNT when it may; else PR_SHUTTING_DOWN (SIGTERM
- * arrived), PR_OVERLOADED (it waited for a worker longer than wait_ms +
- * work_ms + QUEUE_GRACE_MS; both in ms) or PR_CLIENT_GONE (its client
- * closed the connection while it was queued), with the reason in detail
- * (len bytes). Nothing was tried then. The worker thread that runs r. */
-purchase_result svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, char *detail,
-                                   size_t len);
+ * touches Redis: true when it may; else false with *why set to
+ * PR_SHUTTING_DOWN (SIGTERM arrived), PR_OVERLOADED (it waited for a worker
+ * longer than wait_ms + work_ms + QUEUE_GRACE_MS; both in ms) or
+ * PR_CLIENT_GONE (its client closed the connection while it was queued),
+ * and the reason in detail (len bytes). Nothing was tried then. The worker
+ * thread that runs r. */
+bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,
+                        char *detail, size_t len);
 
 #endif

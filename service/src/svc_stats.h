@@ -35,7 +35,7 @@
 
 #define SVC_STATS_SKUS 64
 
-/* How a purchase ended, as /stats and /metrics count it (svc_purchase.c
+/* How a purchase ended, as /stats and /metrics count it (svc_outcome.c
  * maps each of its results to one). */
 typedef enum {
     SVC_OUT_SOLD = 0,      /* 200 */

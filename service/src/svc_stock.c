@@ -50,7 +50,7 @@ static redisContext *job_redis(svc_req *r, lc_conn *conn)
 
 /* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
  * the modes that keep one in Redis (svc_lock_key); the fenced mode's
- * high-water mark (svc_fence.h). Its fence counter, miaosha:{sku}:fence,
+ * high-water mark (svc_fence.c). Its fence counter, miaosha:{sku}:fence,
  * is not here on purpose: a reset keeps it. A holder from before the reset
  * may still be running with its token, and fencing works only while every
  * later grant draws a larger number than every earlier one; a counter
@@ -61,8 +61,9 @@ static redisContext *job_redis(svc_req *r, lc_conn *conn)
 typedef struct sku_keys {
     char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX];
     char epoch[SVC_KEY_MAX], fence_hwm[SVC_KEY_MAX], buyers[SVC_KEY_MAX];
-    char lock_setnx[SVC_KEY_MAX], lock_token[SVC_KEY_MAX], lock_reentrant[SVC_KEY_MAX];
-    char lock_fenced[SVC_KEY_MAX];
+    /* the lock key of every mode whose lock lives in this Redis */
+    char locks[LC_MODE_COUNT][SVC_KEY_MAX];
+    int nlocks;
 } sku_keys;
 
 static void sku_keys_init(sku_keys *k, const char *sku)
@@ -74,10 +75,10 @@ static void sku_keys_init(sku_keys *k, const char *sku)
     svc_key(k->epoch, sku, "epoch");
     svc_key(k->fence_hwm, sku, "fence_hwm");
     svc_key(k->buyers, sku, "buyers");
-    svc_lock_key(k->lock_setnx, sku, LC_SETNX);
-    svc_lock_key(k->lock_token, sku, LC_TOKEN);
-    svc_lock_key(k->lock_reentrant, sku, LC_REENTRANT);
-    svc_lock_key(k->lock_fenced, sku, LC_FENCED);
+    k->nlocks = 0;
+    for (int m = 0; m < LC_MODE_COUNT; m++)
+        if (lc_mode_info_of((lc_mode)m)->lock_in_redis)
+            svc_lock_key(k->locks[k->nlocks++], sku, (lc_mode)m);
 }
 
 /* Reads n pipelined replies into reps (all of them, so the connection stays
@@ -182,10 +183,13 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
     redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
     redisAppendCommand(ctx, "SET %s 0", k.sold);
-    redisAppendCommand(ctx, "DEL %s %s %s %s %s %s %s", k.orders, k.buyers, k.lock_setnx,
-                       k.lock_token, k.lock_reentrant, k.lock_fenced, k.fence_hwm);
+    const char *del[3 + LC_MODE_COUNT] = {"DEL", k.orders, k.buyers, k.fence_hwm};
+    int ndel = 4;
+    for (int i = 0; i < k.nlocks; i++)
+        del[ndel++] = k.locks[i];
+    redisAppendCommandArgv(ctx, ndel, del, NULL);
     /* Voids the commit of every purchase that read the old stock (they
-     * WATCH this key): see svc_purchase.c. */
+     * WATCH this key): see svc_store.c. */
     redisAppendCommand(ctx, "INCR %s", k.epoch);
     /* Every instance's local sold-out flag of this SKU clears on it
      * (svc_soldout.h). */

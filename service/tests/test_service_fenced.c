@@ -1,6 +1,6 @@
 /* test_service_fenced.c — /miaosha/fenced: token's lock plus a fencing
  * token, with the stock's read and write both going through the fence
- * (svc_fence.h). Every case runs with ?pipeline=0 and ?pipeline=1.
+ * (svc_fence.c). Every case runs with ?pipeline=0 and ?pipeline=1.
  *
  *   race         stock 10, 50 buyers at once, work_ms 20: exactly 10 sold,
  *                and the orders' fencing tokens grow as the stock falls.

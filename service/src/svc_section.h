@@ -1,0 +1,78 @@
+/* svc_section.h — the critical section of a locked purchase, the one
+ * sequence every lock mode runs (svc_section.c). Only the lock differs
+ * between modes, so a comparison between modes varies the lock and nothing
+ * else. The lock-free lua mode has no section (svc_lua.c).
+ *
+ * svc_purchase.c fills an svc_section from the request, calls
+ * svc_section_start as soon as a worker takes the request (the lock's
+ * first attempt leaves then) and svc_section_run once the worker is free
+ * to wait for it; the outcome and the facts in x->o make the reply.
+ *
+ * Threads: both calls run on the worker that owns x->conn.
+ */
+#ifndef MIAOSHA_SVC_SECTION_H
+#define MIAOSHA_SVC_SECTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "svc_idem.h"
+#include "svc_order.h"
+#include "svc_store.h"
+#include "svc_trace.h"
+
+#define SVC_SECTION_MAX_HOLDS (1 + 64) /* the outer hold and reenter's */
+
+typedef struct svc_section {
+    /* Set by the caller before svc_section_start. */
+    svc_req *r;
+    lc_conn *conn;
+    const lc_mode_info *lock; /* the mode's facts (lc_mode_info_of) */
+    lc_lock_args a;           /* the outer acquisition; reenter's reuse it */
+    bool pipeline;            /* commands ride in the lock's round trips */
+    bool limited;             /* one buy per user: count the user's orders */
+    int64_t work_ms;          /* time spent inside the section */
+    int64_t wait_ms;          /* the wait asked for (a.wait_ms: what the
+                                 worker queue left of it) */
+    int64_t queued_ms;        /* time the request waited for a worker */
+    svc_order o;              /* what the reply and the order record say */
+    svc_trace tr;             /* the purchase's timeline (GET /trace) */
+    svc_idem id;              /* the Idempotency-Key, when id.on */
+
+    /* Set by the section, for the caller. */
+    int64_t wait_us;    /* time to the outer lock; -1 when not held */
+    int64_t gave_up_us; /* -1, or how long a 429 waited for the lock */
+    char *sold_reply;   /* with a key: the sale's reply, stored with the
+                           order (malloc'd; the caller frees it) */
+
+    /* The section's own. */
+    const svc_store *store;
+    lc_pipe rp;        /* the read riding with the first attempt */
+    lc_status read_st; /* LC_OK, or why rp could not be built */
+    int read_n;        /* replies of the read */
+    bool read_came;    /* read_rep holds them */
+    redisReply *read_rep[SVC_STORE_MAX_REPLIES];
+    redisContext *read_ctx; /* the context that carried the read */
+    lc_guard *held[SVC_SECTION_MAX_HOLDS];
+    int nheld;
+    int64_t acq_t0_us;               /* when the first attempt was sent */
+    int64_t lease_gone_us;           /* fixed lease: when the outer lock has
+                                        certainly expired; 0 = n/a */
+    uint64_t write_connects;         /* lc_conn_connects right after the write */
+    char new_order_id[SVC_UUID_LEN]; /* minted while the acquire travels */
+} svc_section;
+
+/* Sends the outer lock's first attempt (lc_acquire_send) — with the stock
+ * read riding in its write when x->pipeline — and mints the order id while
+ * it travels. Every field of the first group must be set. Cannot fail: a
+ * failure shows in svc_section_run. */
+void svc_section_start(svc_section *x);
+
+/* The critical section, after svc_section_start: acquire (the outer lock,
+ * then reenter's nested holds), read the stock, decide, work, commit, WAIT
+ * for replicas, release. Returns the outcome; its facts (order id, stock
+ * left, the lock's fields, the reason) are in x->o. Holds nothing when it
+ * returns. */
+purchase_result svc_section_run(svc_section *x);
+
+#endif
