@@ -66,6 +66,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "svc_admin.h"
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_health.h"
@@ -240,33 +241,6 @@ void svc_http_purchase_done(svc_req *r)
     MHD_resume_connection(r->conn);
 }
 
-/* Admin bearer token: 0 when allowed, else the reply is stored. */
-static int check_admin(svc_req *r)
-{
-    if (r->s->admin_token == NULL || r->s->admin_token[0] == '\0')
-        return 0;
-    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                MHD_HTTP_HEADER_AUTHORIZATION);
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {
-        svc_reply_error(r, 401, "unauthorized", "Authorization: Bearer <admin token> required",
-                        NULL);
-        return -1;
-    }
-    h += 7;
-    while (*h == ' ')
-        h++;
-    /* Constant-time comparison over the configured token's length. */
-    size_t n = strlen(r->s->admin_token), m = strlen(h);
-    unsigned char diff = (unsigned char)(n != m);
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(r->s->admin_token[i] ^ (i < m ? h[i] : 0));
-    if (diff) {
-        svc_reply_error(r, 403, "forbidden", "wrong admin token", NULL);
-        return -1;
-    }
-    return 0;
-}
-
 /* A path segment after prefix: "" when absent or when it holds another '/'. */
 static const char *segment(const char *url, const char *prefix)
 {
@@ -386,7 +360,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
             return reject_purchase(r, 403, "faults_disabled",
                                    "fault injection needs faults.enabled=true", method, url);
         /* A fault ends the process: as privileged as a stock reset. */
-        if (check_admin(r) != 0) {
+        if (svc_admin_check(r) != 0) {
             svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, 0,
                                -1);
             return send_reply(r, method, url);
@@ -427,7 +401,7 @@ static enum MHD_Result route_stock(svc_req *r, const char *seg, const char *meth
     if (!svc_valid_id(seg))
         return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}", method, url);
     snprintf(r->sku, sizeof r->sku, "%s", seg);
-    if (put && check_admin(r) != 0)
+    if (put && svc_admin_check(r) != 0)
         return send_reply(r, method, url);
     if (svc_params_parse(r->conn, r->s, put ? SVC_P_STOCK : 0, &r->p, detail, sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
