@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# deps.sh [--with-tools] — installs what miaosha needs from Debian's packages.
+# deps.sh [--unit | --with-tools] — installs what miaosha needs from Debian's
+# packages.
 #
 # Build: compiler, CMake, pkg-config and the -dev packages of hiredis,
-# libmicrohttpd, cJSON, libuuid and libcurl; redis-server, nginx and chromium
-# (headless, for the pages' browser tests: scripts/lib/browser.sh) for the
-# tests (docker-compose only validates docker-compose.yml); clang-format for
-# the formatter check, clang and libFuzzer's runtime for the fuzz targets.
+# libmicrohttpd, cJSON, libuuid and libcurl; git and clang-format for the
+# formatter check (scripts/format.sh reads the tracked files from git).
+# That is all the unit tier needs: --unit installs nothing else
+# (MIAOSHA_TEST_ONLY=unit scripts/test.sh).
+# The other tests: redis-server, nginx and chromium (headless, for the
+# pages' browser tests: scripts/lib/browser.sh), docker-compose (only
+# validates docker-compose.yml), procps; clang and libFuzzer's runtime for
+# the fuzz targets.
 # --with-tools adds the tools of the benchmarks (wrk, ab, redis-py, /usr/bin/time).
 # As root it runs apt-get; otherwise it prints the exact apt-get line.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config git ca-certificates procps
+unit=(build-essential cmake pkg-config git
       libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev
+      clang-format)
+pkgs=("${unit[@]}" ca-certificates procps
       redis-server redis-tools nginx-light docker-compose chromium
-      clang-format clang libclang-rt-dev)
-[ "${1:-}" = "--with-tools" ] && pkgs+=(wrk apache2-utils python3-redis time)
+      clang libclang-rt-dev)
+case "${1:-}" in
+  "") ;;
+  --unit) pkgs=("${unit[@]}") ;;
+  --with-tools) pkgs+=(wrk apache2-utils python3-redis time) ;;
+  *) echo "usage: $0 [--unit | --with-tools]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -66,6 +66,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "svc_admin.h"
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_health.h"
@@ -190,11 +191,6 @@ static enum MHD_Result error_now(svc_req *r, unsigned status, const char *error,
 
 /* ---- helpers ---- */
 
-static int method_is(const char *m, const char *want)
-{
-    return strcmp(m, want) == 0;
-}
-
 /* Hands r to a pool and suspends its connection: 0. Otherwise stores a 503
  * reply (shutting_down, or overloaded when the pool's queue is full) and
  * returns -1; the caller sends it. */
@@ -238,43 +234,6 @@ void svc_http_purchase_done(svc_req *r)
 {
     svc_stats_inflight(-1);
     MHD_resume_connection(r->conn);
-}
-
-/* Admin bearer token: 0 when allowed, else the reply is stored. */
-static int check_admin(svc_req *r)
-{
-    if (r->s->admin_token == NULL || r->s->admin_token[0] == '\0')
-        return 0;
-    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                MHD_HTTP_HEADER_AUTHORIZATION);
-    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) {
-        svc_reply_error(r, 401, "unauthorized", "Authorization: Bearer <admin token> required",
-                        NULL);
-        return -1;
-    }
-    h += 7;
-    while (*h == ' ')
-        h++;
-    /* Constant-time comparison over the configured token's length. */
-    size_t n = strlen(r->s->admin_token), m = strlen(h);
-    unsigned char diff = (unsigned char)(n != m);
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(r->s->admin_token[i] ^ (i < m ? h[i] : 0));
-    if (diff) {
-        svc_reply_error(r, 403, "forbidden", "wrong admin token", NULL);
-        return -1;
-    }
-    return 0;
-}
-
-/* A path segment after prefix: "" when absent or when it holds another '/'. */
-static const char *segment(const char *url, const char *prefix)
-{
-    size_t n = strlen(prefix);
-    if (strncmp(url, prefix, n) != 0)
-        return NULL;
-    url += n;
-    return strchr(url, '/') ? "" : url;
 }
 
 /* ---- routes ---- */
@@ -348,14 +307,52 @@ static struct MHD_Response *soldout_response(svc_req *r, int slot)
     return resp;
 }
 
+/* 1 when r's fault cannot happen under r's mode: crash_before_expire ends
+ * the process between SETNX and PEXPIRE, a step only a two-step acquire
+ * (setnx) has. */
+static int fault_needs_other_mode(const svc_req *r)
+{
+    const lc_mode_info *lock = svc_mode_lock(r->mode);
+    return r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && (lock == NULL || !lock->two_step_acquire);
+}
+
+/* The job that buys for r: a lock mode's critical section, or lua's one
+ * script. */
+static svc_job_fn purchase_job_of(const svc_req *r)
+{
+    return svc_mode_lock(r->mode) != NULL ? svc_purchase_job : svc_lua_job;
+}
+
+/* Hands r to pool (submit); when that fails, sends the 503 it stored. */
+static enum MHD_Result submit_or_reply(svc_req *r, svc_pool *pool, svc_job_fn job,
+                                       const char *method, const char *url)
+{
+    if (submit(r, pool, job) != 0)
+        return send_reply(r, method, url);
+    return MHD_YES;
+}
+
+/* For the routes that take no parameter: 1 when the query has one. */
+static int has_query(svc_req *r)
+{
+    return MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) > 0;
+}
+
+/* Answers such a query: 400 naming its first parameter. */
+static enum MHD_Result refuse_query(svc_req *r, const char *method, const char *url)
+{
+    char detail[160];
+    svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail);
+    return error_now(r, 400, "bad_request", detail, method, url);
+}
+
+/* POST|GET /miaosha/{mode}. Its admin check is its own: only a request
+ * with ?fault= needs the token, once the fault is known to be allowed at
+ * all. */
 static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *method,
                                       const char *url)
 {
     char detail[160];
-    if (!method_is(method, "GET") && !method_is(method, "POST")) {
-        r->allow = "GET, POST";
-        return error_now(r, 405, "method_not_allowed", "use GET or POST", method, url);
-    }
     if (svc_mode_parse(seg, &r->mode) != 0) {
         if (strcmp(seg, "redlock") == 0)
             snprintf(detail, sizeof detail,
@@ -386,12 +383,12 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
             return reject_purchase(r, 403, "faults_disabled",
                                    "fault injection needs faults.enabled=true", method, url);
         /* A fault ends the process: as privileged as a stock reset. */
-        if (check_admin(r) != 0) {
+        if (svc_admin_check(r) != 0) {
             svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, 0,
                                -1);
             return send_reply(r, method, url);
         }
-        if (r->p.fault == SVC_FAULT_CRASH_BEFORE_EXPIRE && r->mode != LC_SETNX)
+        if (fault_needs_other_mode(r))
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);
     }
@@ -407,7 +404,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         count_reply(r, 409, method, url);
         return MHD_queue_response(r->conn, 409, resp);
     }
-    if (submit(r, purchase_pool, svc_mode_is_lock(r->mode) ? svc_purchase_job : svc_lua_job) != 0) {
+    if (submit(r, purchase_pool, purchase_job_of(r)) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,
                            svc_now_us() - r->t0_us, -1);
         return send_reply(r, method, url);
@@ -415,115 +412,109 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     return MHD_YES;
 }
 
-static enum MHD_Result route_stock(svc_req *r, const char *seg, const char *method, const char *url)
+/* GET|HEAD /stock/{sku}: the audit. */
+static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *method,
+                                       const char *url)
 {
     char detail[160];
-    int get = method_is(method, "GET") || method_is(method, "HEAD");
-    int put = method_is(method, "PUT");
-    if (!get && !put) {
-        r->allow = "GET, HEAD, PUT";
-        return error_now(r, 405, "method_not_allowed", "use GET or PUT", method, url);
-    }
-    if (!svc_valid_id(seg))
-        return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}", method, url);
-    snprintf(r->sku, sizeof r->sku, "%s", seg);
-    if (put && check_admin(r) != 0)
-        return send_reply(r, method, url);
-    if (svc_params_parse(r->conn, r->s, put ? SVC_P_STOCK : 0, &r->p, detail, sizeof detail) != 0)
+    (void)seg;
+    if (svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
-    if (put) {
-        int in_query = (r->p.seen & SVC_P_STOCK) != 0;
-        if (in_query && r->body_len > 0)
-            return error_now(r, 400, "bad_request",
-                             "stock: give it in the query or the body, not both", method, url);
-        if (!in_query &&
-            svc_stock_parse_body(r->body, r->body_len, &r->p.stock, detail, sizeof detail) != 0)
-            return error_now(r, 400, "bad_request", detail, method, url);
-    }
-    if (submit(r, admin_pool, put ? svc_stock_put_job : svc_stock_get_job) != 0)
-        return send_reply(r, method, url);
-    return MHD_YES;
+    return submit_or_reply(r, admin_pool, svc_stock_get_job, method, url);
 }
 
+/* PUT /stock/{sku}: the reset, the stock in the query or the body. */
+static enum MHD_Result route_stock_put(svc_req *r, const char *seg, const char *method,
+                                       const char *url)
+{
+    char detail[160];
+    (void)seg;
+    if (svc_params_parse(r->conn, r->s, SVC_P_STOCK, &r->p, detail, sizeof detail) != 0)
+        return error_now(r, 400, "bad_request", detail, method, url);
+    int in_query = (r->p.seen & SVC_P_STOCK) != 0;
+    if (in_query && r->body_len > 0)
+        return error_now(r, 400, "bad_request", "stock: give it in the query or the body, not both",
+                         method, url);
+    if (!in_query &&
+        svc_stock_parse_body(r->body, r->body_len, &r->p.stock, detail, sizeof detail) != 0)
+        return error_now(r, 400, "bad_request", detail, method, url);
+    return submit_or_reply(r, admin_pool, svc_stock_put_job, method, url);
+}
+
+/* GET|HEAD /orders/{sku}?offset=&limit= */
 static enum MHD_Result route_orders(svc_req *r, const char *seg, const char *method,
                                     const char *url)
 {
     char detail[160];
-    if (!method_is(method, "GET") && !method_is(method, "HEAD")) {
-        r->allow = "GET, HEAD";
-        return error_now(r, 405, "method_not_allowed", "use GET", method, url);
-    }
-    if (!svc_valid_id(seg))
-        return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}", method, url);
-    snprintf(r->sku, sizeof r->sku, "%s", seg);
+    (void)seg;
     if (svc_params_parse(r->conn, r->s, SVC_P_OFFSET | SVC_P_LIMIT, &r->p, detail, sizeof detail) !=
         0)
         return error_now(r, 400, "bad_request", detail, method, url);
-    if (submit(r, admin_pool, svc_orders_job) != 0)
-        return send_reply(r, method, url);
-    return MHD_YES;
+    return submit_or_reply(r, admin_pool, svc_orders_job, method, url);
 }
 
 /* /healthz, /stats, /metrics: answered here, no Redis round trip. */
-static enum MHD_Result route_local(svc_req *r, int which, const char *method, const char *url)
+
+static enum MHD_Result route_healthz(svc_req *r, const char *seg, const char *method,
+                                     const char *url)
 {
-    if (!method_is(method, "GET") && !method_is(method, "HEAD")) {
-        r->allow = "GET, HEAD";
-        return error_now(r, 405, "method_not_allowed", "use GET", method, url);
-    }
-    if (MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) > 0) {
-        char detail[160];
-        svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail);
-        return error_now(r, 400, "bad_request", detail, method, url);
-    }
-    if (which == 0 && !r->s->sentinel) {
+    (void)seg;
+    if (has_query(r))
+        return refuse_query(r, method, url);
+    if (!r->s->sentinel) {
         int up = svc_health_up();
         count_reply(r, up ? 200 : 503, method, url);
         return MHD_queue_response(r->conn, up ? 200 : 503, up ? health_up : health_down);
     }
-    if (which == 0) { /* the master may move: named afresh, with the reason when down */
-        int up = svc_health_up();
-        char master[300], reason[LC_ERRSTR_LEN];
-        lc_client_master(client, master, sizeof master);
-        cJSON *o = cJSON_CreateObject();
-        if (o != NULL) {
-            cJSON_AddBoolToObject(o, "ok", up);
-            cJSON_AddStringToObject(o, "redis", up ? "up" : "down");
-            cJSON_AddStringToObject(o, "instance", r->s->instance_id);
-            cJSON_AddStringToObject(o, "master", master);
-            svc_health_reason(reason, sizeof reason);
-            if (!up && reason[0])
-                cJSON_AddStringToObject(o, "reason", reason);
-        }
-        svc_reply_json(r, up ? 200 : 503, o);
-        return send_reply(r, method, url);
+    /* The master may move: named afresh, with the reason when down. */
+    int up = svc_health_up();
+    char master[300], reason[LC_ERRSTR_LEN];
+    lc_client_master(client, master, sizeof master);
+    cJSON *o = cJSON_CreateObject();
+    if (o != NULL) {
+        cJSON_AddBoolToObject(o, "ok", up);
+        cJSON_AddStringToObject(o, "redis", up ? "up" : "down");
+        cJSON_AddStringToObject(o, "instance", r->s->instance_id);
+        cJSON_AddStringToObject(o, "master", master);
+        svc_health_reason(reason, sizeof reason);
+        if (!up && reason[0])
+            cJSON_AddStringToObject(o, "reason", reason);
     }
+    svc_reply_json(r, up ? 200 : 503, o);
+    return send_reply(r, method, url);
+}
+
+static enum MHD_Result route_stats(svc_req *r, const char *seg, const char *method, const char *url)
+{
     size_t len = 0;
-    char *body;
-    if (which == 1) {
-        body = svc_stats_json(r->s->instance_id, client, &len);
-        svc_reply_text(r, 200, body, len, json_type);
-    } else {
-        body = svc_stats_prometheus(client, svc_health_up(), &len);
-        svc_reply_text(r, 200, body, len, prom_type);
-    }
+    (void)seg;
+    if (has_query(r))
+        return refuse_query(r, method, url);
+    char *body = svc_stats_json(r->s->instance_id, client, &len);
+    svc_reply_text(r, 200, body, len, json_type);
+    return send_reply(r, method, url);
+}
+
+static enum MHD_Result route_metrics(svc_req *r, const char *seg, const char *method,
+                                     const char *url)
+{
+    size_t len = 0;
+    (void)seg;
+    if (has_query(r))
+        return refuse_query(r, method, url);
+    char *body = svc_stats_prometheus(client, svc_health_up(), &len);
+    svc_reply_text(r, 200, body, len, prom_type);
     return send_reply(r, method, url);
 }
 
 /* GET /: the live page, one prebuilt response shared by every request
  * (as /healthz's), so an open page costs the server a memcpy per load and
  * nothing else; the page then polls the routes above. */
-static enum MHD_Result route_page(svc_req *r, const char *method, const char *url)
+static enum MHD_Result route_page(svc_req *r, const char *seg, const char *method, const char *url)
 {
-    if (!method_is(method, "GET") && !method_is(method, "HEAD")) {
-        r->allow = "GET, HEAD";
-        return error_now(r, 405, "method_not_allowed", "use GET", method, url);
-    }
-    if (MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, NULL, NULL) > 0) {
-        char detail[160];
-        svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail);
-        return error_now(r, 400, "bad_request", detail, method, url);
-    }
+    (void)seg;
+    if (has_query(r))
+        return refuse_query(r, method, url);
     count_reply(r, 200, method, url);
     return MHD_queue_response(r->conn, 200, live_page);
 }
@@ -532,12 +523,6 @@ static enum MHD_Result route_page(svc_req *r, const char *method, const char *ur
 static enum MHD_Result route_trace(svc_req *r, const char *seg, const char *method, const char *url)
 {
     char detail[160];
-    if (!method_is(method, "GET") && !method_is(method, "HEAD")) {
-        r->allow = "GET, HEAD";
-        return error_now(r, 405, "method_not_allowed", "use GET", method, url);
-    }
-    if (!svc_valid_id(seg))
-        return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}", method, url);
     if (svc_params_parse(r->conn, r->s, SVC_P_SINCE, &r->p, detail, sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
     size_t len = 0;
@@ -549,28 +534,121 @@ static enum MHD_Result route_trace(svc_req *r, const char *seg, const char *meth
     return send_reply(r, method, url);
 }
 
+/* ---- the route table ---- */
+
+/* A request's method, one bit each; any other method matches no row. */
+enum { M_GET = 1u << 0, M_HEAD = 1u << 1, M_POST = 1u << 2, M_PUT = 1u << 3 };
+static const char *const method_names[] = {"GET", "HEAD", "POST", "PUT"}; /* in bit order */
+
+typedef enum MHD_Result (*route_fn)(svc_req *r, const char *seg, const char *method,
+                                    const char *url);
+
+/* One route: the methods it takes, its path, its handler, and whether it
+ * needs the admin token (svc_admin.h). The path is exact ("/healthz") or a
+ * prefix and one segment ("/stock/{sku}"): one or more bytes without a
+ * '/', handed to the handler as seg ("" for an exact path). dispatch()
+ * checks, in this order, the path (404), the method (405), a {sku}
+ * segment (400; then copied to r->sku) and the token (401, 403); the
+ * handler does the rest. */
+typedef struct route {
+    unsigned methods; /* M_* */
+    const char *path;
+    route_fn fn;
+    int admin;
+} route;
+
+/* service/README.md, "Routes". Rows sharing a path split it by method;
+ * their methods together are that path's Allow. /healthz comes first: it
+ * is the most frequent request and should cost one comparison. */
+static const route routes[] = {
+    {M_GET | M_HEAD, "/healthz", route_healthz, 0},
+    {M_GET | M_POST, "/miaosha/{mode}", route_purchase, 0}, /* ?fault=: its own check */
+    {M_GET | M_HEAD, "/stock/{sku}", route_stock_get, 0},
+    {M_PUT, "/stock/{sku}", route_stock_put, 1},
+    {M_GET | M_HEAD, "/orders/{sku}", route_orders, 0},
+    {M_GET | M_HEAD, "/trace/{sku}", route_trace, 0},
+    {M_GET | M_HEAD, "/stats", route_stats, 0},
+    {M_GET | M_HEAD, "/metrics", route_metrics, 0},
+    {M_GET | M_HEAD, "/", route_page, 0},
+};
+
+static unsigned method_bit(const char *method)
+{
+    for (unsigned i = 0; i < sizeof method_names / sizeof method_names[0]; i++)
+        if (strcmp(method, method_names[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+/* url's segment when url is on rt's path ("" for an exact path), else
+ * NULL; *sku tells whether the segment is a {sku}. */
+static const char *route_match(const route *rt, const char *url, int *sku)
+{
+    const char *p = rt->path;
+    while (*p != '\0' && *p != '{' && *p == *url) {
+        p++;
+        url++;
+    }
+    if (*p == '\0')
+        return *url == '\0' ? url : NULL;
+    if (*p != '{' || *url == '\0' || strchr(url, '/') != NULL)
+        return NULL;
+    *sku = strcmp(p, "{sku}") == 0;
+    return url;
+}
+
+/* 405 for a path whose rows take other methods: Allow lists them all
+ * ("GET, HEAD, PUT"), the detail those a client would name ("use GET or
+ * PUT": HEAD goes with GET). */
+static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *method,
+                                     const char *url)
+{
+    char allow[40] = "", use[48] = "use";
+    size_t na = 0, nu = 3;
+    int uses = 0;
+    for (unsigned i = 0; i < sizeof method_names / sizeof method_names[0]; i++) {
+        if ((allowed & (1u << i)) == 0)
+            continue;
+        na += (size_t)snprintf(allow + na, sizeof allow - na, "%s%s", na ? ", " : "",
+                               method_names[i]);
+        if ((1u << i) != M_HEAD)
+            nu += (size_t)snprintf(use + nu, sizeof use - nu, "%s%s", uses++ ? " or " : " ",
+                                   method_names[i]);
+    }
+    r->allow = allow;
+    enum MHD_Result ret = error_now(r, 405, "method_not_allowed", use, method, url);
+    r->allow = NULL; /* libmicrohttpd copied the header */
+    return ret;
+}
+
 static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
 {
-    const char *seg;
     if (r->body_over)
         return error_now(r, 413, "body_too_large", "request body over listen.max_body_bytes",
                          method, url);
-    if (strcmp(url, "/healthz") == 0)
-        return route_local(r, 0, method, url);
-    if (strcmp(url, "/") == 0)
-        return route_page(r, method, url);
-    if (strcmp(url, "/stats") == 0)
-        return route_local(r, 1, method, url);
-    if (strcmp(url, "/metrics") == 0)
-        return route_local(r, 2, method, url);
-    if ((seg = segment(url, "/miaosha/")) != NULL && seg[0] != '\0')
-        return route_purchase(r, seg, method, url);
-    if ((seg = segment(url, "/stock/")) != NULL && seg[0] != '\0')
-        return route_stock(r, seg, method, url);
-    if ((seg = segment(url, "/orders/")) != NULL && seg[0] != '\0')
-        return route_orders(r, seg, method, url);
-    if ((seg = segment(url, "/trace/")) != NULL && seg[0] != '\0')
-        return route_trace(r, seg, method, url);
+    unsigned m = method_bit(method), allowed = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const route *rt = &routes[i];
+        int sku = 0;
+        const char *seg = route_match(rt, url, &sku);
+        if (seg == NULL)
+            continue;
+        if ((rt->methods & m) == 0) { /* a later row may share the path */
+            allowed |= rt->methods;
+            continue;
+        }
+        if (sku) {
+            if (!svc_valid_id(seg))
+                return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}",
+                                 method, url);
+            snprintf(r->sku, sizeof r->sku, "%s", seg);
+        }
+        if (rt->admin && svc_admin_check(r) != 0)
+            return send_reply(r, method, url);
+        return rt->fn(r, seg, method, url);
+    }
+    if (allowed != 0)
+        return refuse_method(r, allowed, method, url);
     return error_now(r, 404, "not_found", "no such route", method, url);
 }
 

@@ -229,11 +229,6 @@ void svc_pool_submit(svc_pool *p, svc_req *r)
         SVC_PT(pthread_cond_signal(&p->cv));
 }
 
-long svc_pool_busy(svc_pool *p)
-{
-    return p ? atomic_load(&p->busy) : 0;
-}
-
 void svc_pool_free(svc_pool *p)
 {
     if (p == NULL)

@@ -50,7 +50,7 @@ typedef struct svc_pool svc_pool;
 /* Called on the worker thread once r->job (and r->finish, if the job left
  * one) has returned — for a request of a batch, once r->batch has
  * returned for the whole batch — with the pool's place already given back
- * (svc_pool_busy no longer counts r). From then on the pool does not touch
+ * (a svc_pool_reserve may take it). From then on the pool does not touch
  * r. */
 typedef void (*svc_pool_done_fn)(svc_req *r);
 
@@ -79,9 +79,6 @@ void svc_pool_submit(svc_pool *p, svc_req *r);
  * it (the wake policy of svc_pool_submit). Does nothing when called twice
  * in one batch, or on a thread that runs no batch. The worker thread. */
 void svc_pool_batch_waits(void);
-/* Places taken now: reserved, queued or running; 0 for a NULL pool. Any
- * thread. */
-long svc_pool_busy(svc_pool *p);
 /* Lets the workers finish the queue, joins them, frees their connections
  * and p (NULL: nothing). Main thread, after the last svc_pool_submit. */
 void svc_pool_free(svc_pool *p);

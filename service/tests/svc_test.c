@@ -251,6 +251,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
     header_value(data, n, "Allow:", r->allow, sizeof r->allow);
     header_value(data, n, "Content-Type:", r->ctype, sizeof r->ctype);
     header_value(data, n, "Idempotent-Replayed:", r->replayed, sizeof r->replayed);
+    header_value(data, n, "WWW-Authenticate:", r->www_auth, sizeof r->www_auth);
     return n;
 }
 

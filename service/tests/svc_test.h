@@ -55,6 +55,7 @@ typedef struct svc_resp {
     char allow[128];   /* Allow header */
     char ctype[128];   /* Content-Type header */
     char replayed[16]; /* Idempotent-Replayed header, "" when absent */
+    char www_auth[64]; /* WWW-Authenticate header, "" when absent */
     double ms;         /* total time */
     cJSON *json;       /* parsed body or NULL */
 } svc_resp;

@@ -1,6 +1,7 @@
 /* test_service_routes.c — every route and every status code the service
  * documents (service/README.md, "Routes"; except 503, see test_service_redis_down.c): 200, 400,
- * 401, 403, 404, 405, 409, 413, 414, 429, 431, plus the idle connection timeout, the limits on the
+ * 401, 403, 404, 405, 409, 413, 414, 429, 431 (every route's wrong methods and the order of the
+ * route table's checks among them), plus the idle connection timeout, the limits on the
  * request head (every refusal a JSON reply, nothing written), "%00", the access log's escaping and
  * the metrics' SKU labels. */
 #include <arpa/inet.h>
@@ -90,6 +91,52 @@ static void test_local_routes(void)
     expect("GET", "/healthz/", NULL, NULL, 404, "not_found", NULL);
 }
 
+/* The route table's answers for a request that names no route or the wrong
+ * method: 405 carries the path's Allow and the methods to use, and comes
+ * before anything about the rest of the request (an unknown mode, a bad
+ * SKU); a path no route has, also a prefix without its one segment, is 404
+ * whatever the method. */
+static void test_methods(void)
+{
+    static const struct {
+        const char *method, *path, *allow, *use;
+    } wrong[] = {
+        {"POST", "/", "GET, HEAD", "use GET"},
+        {"PUT", "/stats", "GET, HEAD", "use GET"},
+        {"DELETE", "/metrics", "GET, HEAD", "use GET"},
+        {"OPTIONS", "/healthz", "GET, HEAD", "use GET"},
+        {"get", "/healthz", "GET, HEAD", "use GET"}, /* method names are case-sensitive */
+        {"PUT", "/orders/rt1", "GET, HEAD", "use GET"},
+        {"POST", "/orders/b@d", "GET, HEAD", "use GET"},
+        {"POST", "/trace/rt1", "GET, HEAD", "use GET"},
+        {"PATCH", "/stock/rt1", "GET, HEAD, PUT", "use GET or PUT"},
+        {"DELETE", "/stock/bad!sku", "GET, HEAD, PUT", "use GET or PUT"},
+        {"DELETE", "/miaosha/token", "GET, POST", "use GET or POST"},
+        {"PUT", "/miaosha/bogus", "GET, POST", "use GET or POST"},
+        {"HEAD", "/miaosha/token", "GET, POST", NULL}, /* no body to a HEAD */
+    };
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        svc_resp r = {0};
+        req(wrong[i].method, wrong[i].path, NULL, NULL, &r);
+        TU_CHECK(r.status == 405 && strcmp(r.allow, wrong[i].allow) == 0,
+                 "%s %s: %ld Allow '%s', want 405 '%s'", wrong[i].method, wrong[i].path, r.status,
+                 r.allow, wrong[i].allow);
+        if (wrong[i].use != NULL) {
+            const char *d = svc_jstr(r.json, "detail");
+            TU_CHECK(svc_jerr_is(&r, "method_not_allowed") && d && strcmp(d, wrong[i].use) == 0,
+                     "%s %s: %s", wrong[i].method, wrong[i].path, B(&r));
+        }
+        svc_resp_free(&r);
+    }
+    static const char *const unknown[][2] = {
+        {"GET", "/stock/"},  {"GET", "/stock/a/b"}, {"PUT", "/stock/"},    {"GET", "/stock"},
+        {"GET", "/orders/"}, {"GET", "/trace/"},    {"GET", "/trace/a/b"}, {"GET", "/metrics/x"},
+        {"GET", "/Healthz"}, {"DELETE", "/nope"},   {"POST", "/miaosha"},
+    };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        expect(unknown[i][0], unknown[i][1], NULL, NULL, 404, "not_found", "no such route");
+}
+
 static void test_admin(void)
 {
     svc_resp r = {0};
@@ -97,6 +144,19 @@ static void test_admin(void)
     expect("PUT", "/stock/rt1", "{\"stock\":3}", "Bearer wrong", 403, "forbidden", NULL);
     expect("PUT", "/stock/rt1", "{\"stock\":3}", "Basic czNjcmV0", 401, "unauthorized", NULL);
     expect("PUT", "/stock/rt1", "{\"stock\":3}", TOKEN "x", 403, "forbidden", NULL);
+    expect("PUT", "/stock/rt1", "{\"stock\":3}", "Bearer s3cret-toke", 403, "forbidden", NULL);
+    expect("PUT", "/stock/rt1", "{\"stock\":3}", "Bearer", 401, "unauthorized", NULL);
+    /* A 401 names the scheme; a 403 does not ask again. */
+    req("PUT", "/stock/rt1", "{\"stock\":3}", NULL, &r);
+    TU_CHECK(r.status == 401 && strcmp(r.www_auth, "Bearer") == 0, "401 WWW-Authenticate '%s'",
+             r.www_auth);
+    svc_resp_free(&r);
+    req("PUT", "/stock/rt1", "{\"stock\":3}", "Bearer wrong", &r);
+    TU_CHECK(r.status == 403 && r.www_auth[0] == '\0', "403 WWW-Authenticate '%s'", r.www_auth);
+    svc_resp_free(&r);
+    /* The SKU is checked before the token, the token before the parameters. */
+    expect("PUT", "/stock/bad!sku", "{\"stock\":3}", NULL, 400, "bad_request", "sku");
+    expect("PUT", "/stock/rt1?stok=1", NULL, NULL, 401, "unauthorized", NULL);
     TU_CHECK(req("PUT", "/stock/rt1", "{\"stock\":3}", TOKEN, &r) == 200, "put %ld %s", r.status,
              B(&r));
     TU_CHECK(svc_jnum(r.json, "stock") == 3 && svc_jnum(r.json, "initial") == 3 &&
@@ -109,6 +169,10 @@ static void test_admin(void)
              B(&r));
     svc_resp_free(&r);
     TU_CHECK(tu_redis_int(srv.redis_port, "GET miaosha:{rt1}:stock") == 2, "stock key 2");
+    /* The scheme in any case, spaces before the token. */
+    TU_CHECK(req("PUT", "/stock/rt1?stock=2", NULL, "bearer   s3cret-token", &r) == 200,
+             "lower-case scheme %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
     expect("PUT", "/stock/rt1?stock=2", "{\"stock\":2}", TOKEN, 400, "bad_request", "not both");
     expect("PUT", "/stock/rt1", "not json", TOKEN, 400, "bad_request", "body");
     expect("PUT", "/stock/rt1", "{\"stock\":-1}", TOKEN, 400, "bad_request", "stock");
@@ -618,6 +682,7 @@ int main(void)
                  "miaosha:{rt1}:lock:reentrant");
     tu_redis_int(srv.redis_port, "DEL miaosha:{never_stocked}:stock");
     test_local_routes();
+    test_methods();
     test_admin();
     test_purchase();
     test_head_limits();

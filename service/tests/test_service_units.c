@@ -8,7 +8,8 @@
  *   svc_reply.h    svc_json_add_int, svc_reply_json, svc_reply_error,
  *                  svc_reply_text
  *   svc_keys.h     svc_key
- *   svc_idem.h     svc_idem_valid, svc_idem_stored_outcome */
+ *   svc_idem.h     svc_idem_valid, svc_idem_stored_outcome
+ *   svc_admin.h    svc_admin_verdict */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include <tu.h>
 
+#include "svc_admin.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_params.h"
@@ -672,6 +674,58 @@ static void test_idem_key(void)
                      svc_result[r].error);
 }
 
+/* ---- svc_admin_verdict ---- */
+
+static void test_admin_verdict(void)
+{
+    static const struct {
+        const char *token, *auth;
+        int want;
+    } t[] = {
+        /* no token configured: everything passes, credentials or not */
+        {NULL, NULL, 0},
+        {"", NULL, 0},
+        {"", "Bearer x", 0},
+        {NULL, "Basic eDp5", 0},
+        /* no usable credentials: 401 */
+        {"s3cret", NULL, 401},
+        {"s3cret", "", 401},
+        {"s3cret", "Bearer", 401},
+        {"s3cret", "Basic czNjcmV0", 401},
+        {"s3cret", "Bearers3cret", 401},
+        {"s3cret", " Bearer s3cret", 401},
+        {"s3cret", "Token s3cret", 401},
+        /* Bearer: the token decides */
+        {"s3cret", "Bearer s3cret", 0},
+        {"s3cret", "bearer s3cret", 0},
+        {"s3cret", "BEARER s3cret", 0},
+        {"s3cret", "Bearer    s3cret", 0},
+        {"s3cret", "Bearer ", 403},
+        {"s3cret", "Bearer s3cre", 403},
+        {"s3cret", "Bearer s3cretx", 403},
+        {"s3cret", "Bearer S3cret", 403},
+        {"s3cret", "Bearer s3cret ", 403},
+        {"s3cret", "Bearer \ts3cret", 403},
+        {"s3cret", "Bearer x3cret", 403},
+        {"s3cret", "Bearer s3crex", 403},
+        {"a", "Bearer a", 0},
+        {"a", "Bearer b", 403},
+    };
+    for (size_t i = 0; i < COUNT(t); i++) {
+        int got = svc_admin_verdict(t[i].token, t[i].auth);
+        TU_CHECK(got == t[i].want, "svc_admin_verdict(%s, %s) = %d, want %d",
+                 t[i].token ? t[i].token : "NULL", t[i].auth ? t[i].auth : "NULL", got, t[i].want);
+    }
+    /* A token as long as a header line may be: compared to its last byte. */
+    char tok[4097], auth[4105];
+    memset(tok, 'k', sizeof tok - 1);
+    tok[sizeof tok - 1] = '\0';
+    snprintf(auth, sizeof auth, "Bearer %s", tok);
+    TU_CHECK(svc_admin_verdict(tok, auth) == 0, "4096-byte token");
+    auth[sizeof auth - 2] = 'j';
+    TU_CHECK(svc_admin_verdict(tok, auth) == 403, "4096-byte token, last byte wrong");
+}
+
 int main(void)
 {
     test_valid_id();
@@ -684,5 +738,6 @@ int main(void)
     test_reply();
     test_key();
     test_idem_key();
+    test_admin_verdict();
     return tu_done();
 }

@@ -37,7 +37,6 @@ void lg_hist_record(lg_hist *h, uint64_t us)
 {
     h->b[lg_hist_index(us)]++;
     h->count++;
-    h->sum += us;
     if (us < h->min)
         h->min = us;
     if (us > h->max)
@@ -51,7 +50,6 @@ void lg_hist_merge(lg_hist *into, const lg_hist *from)
     for (int i = 0; i < LG_HIST_BUCKETS; i++)
         into->b[i] += from->b[i];
     into->count += from->count;
-    into->sum += from->sum;
     if (from->min < into->min)
         into->min = from->min;
     if (from->max > into->max)
@@ -82,9 +80,4 @@ uint64_t lg_hist_percentile(const lg_hist *h, double pct)
         }
     }
     return h->max;
-}
-
-double lg_hist_mean(const lg_hist *h)
-{
-    return h->count ? (double)h->sum / (double)h->count : 0.0;
 }

@@ -14,7 +14,6 @@
 
 typedef struct lg_hist {
     uint64_t count;
-    uint64_t sum;
     uint64_t min;
     uint64_t max;
     uint64_t b[LG_HIST_BUCKETS];
@@ -27,8 +26,6 @@ void lg_hist_merge(lg_hist *into, const lg_hist *from);
  * bucket whose cumulative count reaches ceil(pct/100 * count), reported as
  * the bucket's upper bound clipped to [min, max]. 0 when empty. */
 uint64_t lg_hist_percentile(const lg_hist *h, double pct);
-/* Mean in microseconds (0 when empty). */
-double lg_hist_mean(const lg_hist *h);
 
 /* Bucket mapping, exposed for the unit tests. */
 int lg_hist_index(uint64_t us);
