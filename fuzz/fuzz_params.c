@@ -58,12 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p = amp + 1;
     }
 
-    svc_settings s;
-    memset(&s, 0, sizeof s);
-    s.max_work_ms = 60000;
-    s.max_lease_ms = 300000;
-    s.max_wait_ms = 60000;
-    s.max_reenter = 8;
+    cfg_config s;
+    cfg_defaults(&s); /* the caps' defaults: 60000, 300000, 60000, 8 */
 
     fz_guard_init(detail, dlen);
     int rc = svc_params_parse_pairs(keys, values, n, &s, allowed, &out, detail, dlen);

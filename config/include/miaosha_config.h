@@ -102,159 +102,79 @@ typedef enum cfg_log_level {
 } cfg_log_level;
 
 /* Every setting. The member path is the JSON path (c.lock.lease_ms is
- * "lock.lease_ms"). Defaults and bounds are in brackets; "ms" are
- * milliseconds, "s" seconds, "bytes" bytes. Plain data with no pointers:
- * copy it freely. */
+ * "lock.lease_ms"). Each key's default, bounds and meaning are written in
+ * one place, the key table of src/config.c, which cfg_defaults, the
+ * checks, --help (cfg_print_help), config/README.md's key table and
+ * config/miaosha.json all come from: look there, not here. Units are in
+ * the names ("_ms" milliseconds, "_s" seconds, "_bytes" bytes). Plain data
+ * with no pointers: copy it freely. */
 typedef struct cfg_config {
     struct {
-        char address[CFG_ADDR_LEN]; /* numeric IPv4 or IPv6 address to bind
-                                       ["127.0.0.1"]; "0.0.0.0" = all IPv4 */
-        int port;                   /* TCP port [8080, 0..65535]; 0 = any
-                                       free port (the service reports it) */
-        int max_connections;        /* open connections at once [4096,
-                                       1..1000000]; more are refused */
-        int connection_timeout_s;   /* idle seconds before a connection is
-                                       closed [10, 1..3600]. An idle timeout:
-                                       a client that trickles a byte now and
-                                       then is not cut (nginx in front is the
-                                       slowloris guard) */
-        int64_t max_body_bytes;     /* request body limit; larger → 413
-                                       [4096, 0..1048576] */
-        int max_uri_bytes;          /* request URI limit; longer → 414
-                                       [2048, 64..65536, and <= half of
-                                       max_header_bytes] */
-        int max_header_bytes;       /* request line + headers, each header
-                                       line and query parameter counted 64
-                                       bytes more (libmicrohttpd's record
-                                       of one field); larger →
-                                       431 [16384, 4096..1048576]. The
-                                       service gives libmicrohttpd twice
-                                       this plus 4 KiB per connection */
-        bool allow_open;            /* run on a non-loopback address with
-                                       an empty admin_token (PUT /stock and
-                                       ?fault= open to anyone who can
-                                       connect) [false]: without it such a
-                                       configuration is CFG_INVALID */
+        char address[CFG_ADDR_LEN]; /* a numeric IPv4 or IPv6 address */
+        int port;
+        int max_connections;
+        int connection_timeout_s;
+        int64_t max_body_bytes;
+        int max_uri_bytes;
+        int max_header_bytes;
+        bool allow_open;
     } listen;
     struct {
-        int io_threads; /* HTTP threads that accept and parse
-                           (libmicrohttpd's thread pool) [2,
-                           1..64] */
-        int workers;    /* worker threads for requests that may
-                           block (purchases waiting on a lock or
-                           sleeping work_ms) [16, 1..4096] */
-        int max_queue;  /* requests waiting for a free worker,
-                           per pool; more get 503 overloaded
-                           [1024, 0..1000000] */
+        int io_threads;
+        int workers;
+        int max_queue;
     } server;
     struct {
-        char host[CFG_HOST_LEN];           /* host name or address ["127.0.0.1"] */
-        int port;                          /* [6379, 1..65535] */
-        char password[CFG_SECRET_LEN];     /* AUTH password; "" = no AUTH [""].
-                                            Masked in cfg_to_json. */
-        int db;                            /* SELECT db when > 0 [0, 0..255] */
-        int connect_timeout_ms;            /* [1000, 1..60000] */
-        int command_timeout_ms;            /* per command round trip [1000,
-                                              1..60000]; bounds a 503's latency */
-        char sentinels[CFG_SENTINELS_LEN]; /* Redis Sentinels, "host:port"
-                                             comma-separated, at most 9,
-                                             none twice [""]; set: the
-                                             master is asked of them and
-                                             host/port are not used */
-        char master_name[CFG_ID_LEN];      /* the master's name at the
-                                             Sentinels ["mymaster",
-                                             [A-Za-z0-9._-]{0,63}]; empty
-                                             with sentinels set is
-                                             CFG_INVALID */
-        int wait_replicas;                 /* after a purchase's write, WAIT
-                                             for this many replicas; 0 = no
-                                             WAIT [0, 0..16] */
-        int wait_timeout_ms;               /* WAIT's timeout [100, 1..60000];
-                                             fewer replicas by then: 503
-                                             not_replicated */
+        char host[CFG_HOST_LEN];
+        int port;
+        char password[CFG_SECRET_LEN]; /* masked in cfg_to_json */
+        int db;
+        int connect_timeout_ms;
+        int command_timeout_ms;
+        char sentinels[CFG_SENTINELS_LEN]; /* "host:port,host:port"; "" = none */
+        char master_name[CFG_ID_LEN];
+        int wait_replicas;
+        int wait_timeout_ms;
     } redis;
     struct {
-        char sku[CFG_SKU_LEN];     /* SKU when the request has no ?sku=
-                                      ["demo"], [A-Za-z0-9_-]{1,64} */
-        int64_t initial_stock;     /* stock the service seeds at start when
-                                      the SKU has none in Redis [100,
-                                      0..1000000000] */
-        int64_t work_ms;           /* simulated business time inside the
-                                      critical section when the request has
-                                      no ?work_ms= [0, 0..600000, and <=
-                                      purchase.max_work_ms] */
-        int64_t max_work_ms;       /* cap on ?work_ms= [60000, 0..600000] */
-        int max_reenter;           /* cap on ?reenter= [8, 0..64] */
-        bool pipeline;             /* send the stock read with the acquire
-                                      and the commit with the release, two
-                                      round trips a purchase, when the
-                                      request has no ?pipeline= [true] */
-        int64_t limit_per_user;    /* orders one ?user= may hold per SKU;
-                                      0 = unlimited [0, 0..1000000] */
-        int64_t idempotency_ttl_s; /* how long a purchase's Idempotency-Key
-                                      outcome is kept [86400, 1..2592000] */
-        bool local_sold_out;       /* answer a SKU this instance saw sold
-                                      out 409 from memory until its stock
-                                      is reset [true] */
+        char sku[CFG_SKU_LEN];
+        int64_t initial_stock;
+        int64_t work_ms;
+        int64_t max_work_ms;
+        int max_reenter;
+        bool pipeline;
+        int64_t limit_per_user;
+        int64_t idempotency_ttl_s;
+        bool local_sold_out;
     } purchase;
     struct {
-        int64_t lease_ms;            /* setnx/token/fenced/redlock lease
-                                        when a request gives no lease_ms
-                                        (reentrant then runs on the
-                                        watchdog) [5000, 1..86400000, and
-                                        <= lock.max_lease_ms] */
-        int64_t wait_ms;             /* how long to wait for a held lock;
-                                        0 = try once [0, 0..86400000, and <=
-                                        lock.max_wait_ms] */
-        int64_t retry_interval_ms;   /* setnx/token/fenced polling while
-                                        waiting, redlock's back-off
-                                        [10, 1..60000] (lc_options) */
-        int64_t watchdog_timeout_ms; /* reentrant watchdog lease, renewed every
-                                        third [30000, 30..86400000]
-                                        (lc_options) */
-        int64_t max_lease_ms;        /* cap on ?lease_ms= [300000,
-                                        1..86400000] */
-        int64_t max_wait_ms;         /* cap on ?wait_ms= [60000, 0..86400000] */
+        int64_t lease_ms;
+        int64_t wait_ms;
+        int64_t retry_interval_ms;
+        int64_t watchdog_timeout_ms;
+        int64_t max_lease_ms;
+        int64_t max_wait_ms;
     } lock;
     struct {
-        char nodes[CFG_NODES_LEN]; /* Redlock's independent lock masters,
-                                      "host:port" separated by commas
-                                      (in the JSON file also an array of
-                                      strings): an odd count 3..9, none
-                                      twice; "" = the redlock mode is not
-                                      offered [""] */
-        int node_timeout_ms;       /* per-node timeout of one parallel
-                                      round [50, 1..60000] (lc_options) */
-        int64_t restart_delay_ms;  /* a lock master up for less than this
-                                      does not vote; 0 = off [0,
-                                      0..86400000] (lc_options) */
+        char nodes[CFG_NODES_LEN]; /* "host:port,host:port"; "" = none */
+        int node_timeout_ms;
+        int64_t restart_delay_ms;
     } redlock;
     struct {
-        bool enabled; /* allow ?fault= (teaching only) [false] */
+        bool enabled;
     } faults;
     struct {
-        bool enabled;  /* record every purchase in its SKU's trace ring
-                          (GET /trace/{sku}) when the request has no
-                          ?trace= [true] */
-        int ring_size; /* records kept per SKU, the oldest overwritten
-                          [4096, 16..65536] */
-        int max_skus;  /* SKUs that get a ring; later ones are not
-                          traced [16, 1..1024] */
+        bool enabled;
+        int ring_size;
+        int max_skus;
     } trace;
     struct {
-        cfg_log_level level; /* "error" | "warn" | "info" | "debug"
-                                ["info"] */
-        bool access;         /* one access-log line per request
-                                [false] */
+        cfg_log_level level;
+        bool access;
     } log;
-    char admin_token[CFG_SECRET_LEN]; /* bearer token PUT /stock requires;
-                                         "" = no check [""]. Printable ASCII.
-                                         Masked in cfg_to_json. */
-    char instance_id[CFG_ID_LEN];     /* this process's id in order records and
-                                         reentrant lock fields, [A-Za-z0-9._-]
-                                         {0,63}. Default "": cfg_load replaces
-                                         an empty id by a fresh libuuid string
-                                         (36 characters). */
+    char admin_token[CFG_SECRET_LEN]; /* masked in cfg_to_json */
+    char instance_id[CFG_ID_LEN];     /* never empty after cfg_load: an empty
+                                         one is replaced by a fresh UUID */
 
     /* Not settings: where the values came from, filled by cfg_load. */
     char config_path[CFG_PATH_LEN]; /* the file loaded, "" when none */

@@ -46,47 +46,6 @@ static svc_level map_level(cfg_log_level l)
     }
 }
 
-static void settings_from(const cfg_config *c, svc_settings *s)
-{
-    memset(s, 0, sizeof *s);
-    s->listen_addr = c->listen.address;
-    s->port = c->listen.port;
-    s->http_threads = c->server.io_threads;
-    s->workers = c->server.workers;
-    s->admin_workers = SVC_ADMIN_WORKERS;
-    s->max_queue = c->server.max_queue;
-    s->max_connections = c->listen.max_connections;
-    s->connection_timeout_s = c->listen.connection_timeout_s;
-    s->header_limit = (size_t)c->listen.max_header_bytes;
-    s->max_body = (size_t)c->listen.max_body_bytes;
-    s->max_uri = (size_t)c->listen.max_uri_bytes;
-    s->command_timeout_ms = c->redis.command_timeout_ms;
-    s->sentinel = c->redis.sentinels[0] != '\0';
-    s->wait_replicas = c->redis.wait_replicas;
-    s->wait_timeout_ms = c->redis.wait_timeout_ms;
-    s->default_sku = c->purchase.sku;
-    s->initial_stock = (long long)c->purchase.initial_stock;
-    s->lease_ms = c->lock.lease_ms;
-    s->wait_ms = c->lock.wait_ms;
-    s->work_ms = c->purchase.work_ms;
-    s->pipeline = c->purchase.pipeline;
-    s->admin_token = c->admin_token;
-    s->faults_enabled = c->faults.enabled;
-    s->instance_id = c->instance_id;
-    s->access_log = c->log.access;
-    s->log_level = map_level(c->log.level);
-    s->max_work_ms = c->purchase.max_work_ms;
-    s->max_lease_ms = c->lock.max_lease_ms;
-    s->max_wait_ms = c->lock.max_wait_ms;
-    s->max_reenter = c->purchase.max_reenter;
-    s->trace_enabled = c->trace.enabled;
-    s->trace_ring_size = c->trace.ring_size;
-    s->trace_max_skus = c->trace.max_skus;
-    s->limit_per_user = (long long)c->purchase.limit_per_user;
-    s->idem_ttl_ms = c->purchase.idempotency_ttl_s * 1000;
-    s->local_sold_out = c->purchase.local_sold_out;
-}
-
 /* redlock.nodes (checked by cfg_load: "host:port" items, an odd count,
  * none twice) split into lc_options' list, in storage that outlives the
  * client. Returns the count (0: not configured). */
@@ -149,7 +108,6 @@ static int wait_signal(void)
 int main(int argc, char **argv)
 {
     static cfg_config cfg;
-    static svc_settings s;
     char err[CFG_ERR_LEN];
     sigset_t set;
 
@@ -171,8 +129,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "miaosha-server: see --help\n");
         return cfg_exit_code(cst) > 0 ? cfg_exit_code(cst) : 2;
     }
-    settings_from(&cfg, &s);
-    svc_log_set_level(s.log_level);
+    svc_log_set_level(map_level(cfg.log.level));
     if (cfg_unknown_env(err, sizeof err) > 0)
         svc_log(SVC_WARN, "ignoring unknown environment variables: %s", err);
 
@@ -223,17 +180,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "miaosha-server: invalid configuration: %s\n", err);
         return 2;
     }
-    s.instance_id = lc_client_instance_id(client);
 
     svc_stats_init();
-    if (svc_trace_init(s.trace_enabled, s.trace_ring_size, s.trace_max_skus) != 0)
-        svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", s.trace_max_skus);
+    if (svc_trace_init(cfg.trace.enabled, cfg.trace.ring_size, cfg.trace.max_skus) != 0)
+        svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", cfg.trace.max_skus);
     if (svc_health_start(&lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
         lc_client_free(client);
         return 1;
     }
-    if (s.local_sold_out && svc_soldout_start(&lo) != 0) {
+    if (cfg.purchase.local_sold_out && svc_soldout_start(&lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the sold-out flag's listener");
         svc_health_stop();
         lc_client_free(client);
@@ -242,22 +198,24 @@ int main(int argc, char **argv)
     /* Seed the default SKU once (never resets a running sale). */
     {
         lc_conn *conn = NULL;
-        if (s.initial_stock >= 0 && lc_conn_new(client, &conn) == LC_OK) {
-            if (svc_stock_seed(conn, s.default_sku, s.initial_stock, err, sizeof err) == 0)
-                svc_log(SVC_INFO, "sku %s: %s (initial stock %lld)", s.default_sku, err,
-                        s.initial_stock);
+        if (lc_conn_new(client, &conn) == LC_OK) {
+            if (svc_stock_seed(conn, cfg.purchase.sku, (long long)cfg.purchase.initial_stock, err,
+                               sizeof err) == 0)
+                svc_log(SVC_INFO, "sku %s: %s (initial stock %lld)", cfg.purchase.sku, err,
+                        (long long)cfg.purchase.initial_stock);
             else
-                svc_log(SVC_WARN, "sku %s: not seeded, Redis unreachable (%s)", s.default_sku, err);
+                svc_log(SVC_WARN, "sku %s: not seeded, Redis unreachable (%s)", cfg.purchase.sku,
+                        err);
         }
         lc_conn_free(conn);
     }
 
-    svc_pool *purchases = svc_pool_new(client, s.workers, s.max_queue, "purchase",
+    svc_pool *purchases = svc_pool_new(client, cfg.server.workers, cfg.server.max_queue, "purchase",
                                        svc_http_purchase_done, err, sizeof err);
-    svc_pool *admin = purchases ? svc_pool_new(client, s.admin_workers, s.max_queue, "admin",
-                                               svc_http_job_done, err, sizeof err)
+    svc_pool *admin = purchases ? svc_pool_new(client, SVC_ADMIN_WORKERS, cfg.server.max_queue,
+                                               "admin", svc_http_job_done, err, sizeof err)
                                 : NULL;
-    if (admin == NULL || svc_http_start(&s, client, purchases, admin, err, sizeof err) != 0) {
+    if (admin == NULL || svc_http_start(&cfg, client, purchases, admin, err, sizeof err) != 0) {
         svc_log(SVC_ERROR, "cannot start: %s", err);
         svc_pool_free(admin);
         svc_pool_free(purchases);
@@ -267,7 +225,7 @@ int main(int argc, char **argv)
         return 1;
     }
     char redis_at[CFG_SENTINELS_LEN + CFG_ID_LEN + 32];
-    if (s.sentinel)
+    if (cfg.redis.sentinels[0] != '\0')
         snprintf(redis_at, sizeof redis_at, "master %s from sentinels %s", cfg.redis.master_name,
                  cfg.redis.sentinels);
     else
@@ -275,9 +233,9 @@ int main(int argc, char **argv)
     svc_log(SVC_INFO,
             "miaosha-server %s instance %s listening on %s port %d (io_threads %d, workers %d, "
             "redis %s, wait_replicas %d, faults %s, admin token %s)",
-            cfg_version(), s.instance_id, s.listen_addr, svc_http_port(), s.http_threads, s.workers,
-            redis_at, s.wait_replicas, s.faults_enabled ? "enabled" : "disabled",
-            s.admin_token[0] ? "set" : "not set");
+            cfg_version(), cfg.instance_id, cfg.listen.address, svc_http_port(),
+            cfg.server.io_threads, cfg.server.workers, redis_at, cfg.redis.wait_replicas,
+            cfg.faults.enabled ? "enabled" : "disabled", cfg.admin_token[0] ? "set" : "not set");
 
     if (lo.redlock_node_count > 0)
         svc_log(SVC_INFO,

@@ -26,7 +26,7 @@ int svc_admin_verdict(const char *admin_token, const char *authorization)
 int svc_admin_check(svc_req *r)
 {
     const char *h = NULL;
-    if (r->s->admin_token != NULL && r->s->admin_token[0] != '\0')
+    if (r->s->admin_token[0] != '\0')
         h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     int verdict = svc_admin_verdict(r->s->admin_token, h);
     if (verdict == 401)

@@ -78,7 +78,7 @@
 #include "svc_stats.h"
 #include "svc_trace.h"
 
-static const svc_settings *S;
+static const cfg_config *S;
 static lc_client *client;
 static svc_pool *purchase_pool, *admin_pool;
 static struct MHD_Daemon *daemon_;
@@ -172,7 +172,7 @@ static enum MHD_Result refuse_body_now(svc_req *r, const char *method, const cha
 static void count_reply(svc_req *r, unsigned status, const char *method, const char *url)
 {
     svc_stats_http(status);
-    if (r->s->access_log) {
+    if (r->s->log.access) {
         /* The URL is decoded: "%0A" would end the line and forge another. */
         char m[40], u[600];
         svc_log_escape(m, sizeof m, method);
@@ -364,10 +364,10 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     }
     int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p, detail,
                               sizeof detail);
-    snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->default_sku);
+    snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->purchase.sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
-    if (r->s->limit_per_user > 0 && !(r->p.seen & SVC_P_USER))
+    if (r->s->purchase.limit_per_user > 0 && !(r->p.seen & SVC_P_USER))
         return reject_purchase(r, 400, "bad_request",
                                "user: required while purchase.limit_per_user is set", method, url);
     const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
@@ -379,7 +379,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         snprintf(r->idem, sizeof r->idem, "%s", key);
     }
     if (r->p.fault != SVC_FAULT_NONE) {
-        if (!r->s->faults_enabled)
+        if (!r->s->faults.enabled)
             return reject_purchase(r, 403, "faults_disabled",
                                    "fault injection needs faults.enabled=true", method, url);
         /* A fault ends the process: as privileged as a stock reset. */
@@ -394,7 +394,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     }
     /* The local sold-out flag: no worker, no Redis. A keyed request goes on
      * to Redis: its key may hold an earlier sale to replay. */
-    if (r->s->local_sold_out && r->idem[0] == '\0' && svc_soldout_is(r->sku)) {
+    if (r->s->purchase.local_sold_out && r->idem[0] == '\0' && svc_soldout_is(r->sku)) {
         int slot = svc_stats_sku_slot(r->sku);
         struct MHD_Response *resp = soldout_response(r, slot);
         svc_stats_sold_out_local();
@@ -461,7 +461,7 @@ static enum MHD_Result route_healthz(svc_req *r, const char *seg, const char *me
     (void)seg;
     if (has_query(r))
         return refuse_query(r, method, url);
-    if (!r->s->sentinel) {
+    if (r->s->redis.sentinels[0] == '\0') {
         int up = svc_health_up();
         count_reply(r, up ? 200 : 503, method, url);
         return MHD_queue_response(r->conn, up ? 200 : 503, up ? health_up : health_down);
@@ -746,17 +746,17 @@ static int check_head(svc_req *r, const char *method, const char *version)
     size_t head = strlen(method) + r->uri_len + strlen(version) + 6;
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND,
                               add_field_cost, &head);
-    if (r->uri_len > r->s->max_uri) {
+    if (r->uri_len > (size_t)r->s->listen.max_uri_bytes) {
         snprintf(detail, sizeof detail, "request URI is %zu bytes, over listen.max_uri_bytes = %zu",
-                 r->uri_len, r->s->max_uri);
+                 r->uri_len, (size_t)r->s->listen.max_uri_bytes);
         svc_reply_error(r, 414, "uri_too_long", detail, NULL);
         return -1;
     }
-    if (head > r->s->header_limit) {
+    if (head > (size_t)r->s->listen.max_header_bytes) {
         snprintf(detail, sizeof detail,
                  "request line and headers take %zu bytes (%d per field included), over "
                  "listen.max_header_bytes = %zu",
-                 head, FIELD_COST, r->s->header_limit);
+                 head, FIELD_COST, (size_t)r->s->listen.max_header_bytes);
         svc_reply_error(r, 431, "headers_too_large", detail, NULL);
         return -1;
     }
@@ -817,7 +817,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_reply(r, method, url);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl != NULL && (size_t)strtoull(cl, NULL, 10) > r->s->max_body) {
+        if (cl != NULL && (size_t)strtoull(cl, NULL, 10) > (size_t)r->s->listen.max_body_bytes) {
             r->body_over = 1;
             return dispatch(r, url, method);
         }
@@ -829,7 +829,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_YES;
         }
         if (!r->body_over) {
-            if (r->body_len + *upload_size > r->s->max_body) {
+            if (r->body_len + *upload_size > (size_t)r->s->listen.max_body_bytes) {
                 /* No Content-Length (chunked), and over the limit now:
                  * see refuse_body_now. */
                 r->body_over = 1;
@@ -912,7 +912,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     return svc_shutting_down() ? MHD_NO : MHD_YES;
 }
 
-int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc_pool *admin,
+int svc_http_start(const cfg_config *s, lc_client *c, svc_pool *purchases, svc_pool *admin,
                    char *err, size_t errlen)
 {
     struct addrinfo hints, *ai = NULL;
@@ -951,10 +951,10 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
-    snprintf(port, sizeof port, "%d", s->port);
-    int gai = getaddrinfo(s->listen_addr, port, &hints, &ai);
+    snprintf(port, sizeof port, "%d", s->listen.port);
+    int gai = getaddrinfo(s->listen.address, port, &hints, &ai);
     if (gai != 0 || ai == NULL) {
-        snprintf(err, errlen, "listen address %s: %s", s->listen_addr, gai_strerror(gai));
+        snprintf(err, errlen, "listen address %s: %s", s->listen.address, gai_strerror(gai));
         return -1;
     }
     if (ai->ai_family == AF_INET6)
@@ -963,13 +963,13 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
     /* One option and its values per line. */
     /* clang-format off */
     daemon_ = MHD_start_daemon(
-        flags, (uint16_t)s->port, on_accept, NULL, on_request, NULL,
+        flags, (uint16_t)s->listen.port, on_accept, NULL, on_request, NULL,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(s->http_threads > 1 ? s->http_threads : 0),
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->connection_timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES(s->header_limit),
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(s->server.io_threads > 1 ? s->server.io_threads : 0),
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->listen.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->listen.connection_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)POOL_BYTES((size_t)s->listen.max_header_bytes),
         MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, (void *)s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
@@ -979,7 +979,7 @@ int svc_http_start(const svc_settings *s, lc_client *c, svc_pool *purchases, svc
     int saved = errno;
     freeaddrinfo(ai);
     if (daemon_ == NULL) {
-        snprintf(err, errlen, "cannot listen on %s port %d%s%s", s->listen_addr, s->port,
+        snprintf(err, errlen, "cannot listen on %s port %d%s%s", s->listen.address, s->listen.port,
                  saved ? ": " : "", saved ? strerror(saved) : "");
         return -1;
     }

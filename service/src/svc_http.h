@@ -14,7 +14,7 @@
  * orders to admin. s must outlive the daemon (every request points to it);
  * client is used for /metrics' lock statistics. Main thread. Returns 0, or
  * -1 with a message in err (errlen bytes). */
-int svc_http_start(const svc_settings *s, lc_client *client, svc_pool *purchases, svc_pool *admin,
+int svc_http_start(const cfg_config *s, lc_client *client, svc_pool *purchases, svc_pool *admin,
                    char *err, size_t errlen);
 /* The bound port (useful with port 0), or -1. */
 int svc_http_port(void);

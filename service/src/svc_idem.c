@@ -120,7 +120,8 @@ static int claim(const svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_m
     char key[SVC_IDEM_KEY_MAX + 16], what[SVC_SKU_MAX + SVC_IDEM_FP_MAX + 2];
     snprintf(key, sizeof key, "miaosha:idem:%s", r->idem);
     snprintf(what, sizeof what, "%s|%s", r->sku, id->fp);
-    redisReply *rep = set_nx_get(conn, key, what, r->s->idem_ttl_ms + marker_ms, res, detail, len);
+    redisReply *rep = set_nx_get(conn, key, what, svc_idem_ttl_ms(r->s) + marker_ms, res, detail,
+                                 len);
     if (rep == NULL)
         return -1;
     int rc = 0;
@@ -165,8 +166,8 @@ int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, p
 
 int svc_idem_replay_replicated(const svc_idem *id, svc_req *r, lc_conn *conn)
 {
-    const svc_settings *s = r->s;
-    if (!r->replayed || r->status != 200 || s->wait_replicas <= 0 || r->resp == NULL)
+    const cfg_config *s = r->s;
+    if (!r->replayed || r->status != 200 || s->redis.wait_replicas <= 0 || r->resp == NULL)
         return 0;
     char prefix[SVC_IDEM_FP_MAX + 16], detail[256];
     svc_idem_done_prefix(id, 200, prefix, sizeof prefix);
@@ -249,7 +250,7 @@ void svc_idem_end(svc_idem *id, const svc_req *r, lc_conn *conn, int store, unsi
             memcpy(v, prefix, plen);
             memcpy(v + plen, body, blen);
             st = lc_pipe_append(&p, "SET %s %b PX %lld XX", id->rkey, v, plen + blen,
-                                (long long)r->s->idem_ttl_ms);
+                                (long long)svc_idem_ttl_ms(r->s));
             free(v);
         }
     } else {

@@ -50,6 +50,12 @@ typedef struct svc_idem {
     char marker[SVC_IDEM_FP_MAX + SVC_UUID_LEN + 4];
 } svc_idem;
 
+/* How long a stored outcome is kept, in ms (purchase.idempotency_ttl_s). */
+static inline int64_t svc_idem_ttl_ms(const cfg_config *c)
+{
+    return c->purchase.idempotency_ttl_s * 1000;
+}
+
 /* 1 when v is a valid Idempotency-Key: 1..SVC_IDEM_KEY_MAX bytes of
  * [A-Za-z0-9_:.-]; else 0 (NULL included). Any thread. */
 int svc_idem_valid(const char *v);

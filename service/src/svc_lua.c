@@ -92,7 +92,7 @@ static void respond(lua_purchase *lp, purchase_result res)
                                                         : svc_order_reply(&lp->o, res);
     free(lp->sold_head);
     lp->sold_head = lp->sold_tail = NULL;
-    if (res == PR_SOLD_OUT && r->s->local_sold_out)
+    if (res == PR_SOLD_OUT && r->s->purchase.local_sold_out)
         svc_soldout_mark(r->sku, lp->soldout_gen);
     if (res == PR_SOLD || res == PR_NOT_REPLICATED)
         lp->id.on = 0; /* its outcome was written by the script */
@@ -139,8 +139,8 @@ static int append_script(const lua_purchase *lp, lc_pipe *pipe, const char *rec,
     svc_key(sold_key, r->sku, "sold");
     svc_key(orders_key, r->sku, "orders");
     svc_key(buyers_key, r->sku, "buyers");
-    snprintf(limit, sizeof limit, "%lld", r->s->limit_per_user);
-    snprintf(ttl, sizeof ttl, "%lld", (long long)r->s->idem_ttl_ms);
+    snprintf(limit, sizeof limit, "%lld", (long long)r->s->purchase.limit_per_user);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)svc_idem_ttl_ms(r->s));
     char *done_head = NULL;
     if (lp->id.on) {
         char prefix[SVC_IDEM_FP_MAX + 16];
@@ -242,7 +242,7 @@ static purchase_result map_reply(lua_purchase *lp, redisReply *rep)
             snprintf(lp->o.detail, sizeof lp->o.detail,
                      "user %s already holds %lld order(s) of this sku (purchase.limit_per_user "
                      "= %lld); nothing was written",
-                     lp->r->p.user, n, lp->r->s->limit_per_user);
+                     lp->r->p.user, n, (long long)lp->r->s->purchase.limit_per_user);
             res = PR_LIMIT_REACHED;
         } else if (code == -1) {
             snprintf(lp->o.detail, sizeof lp->o.detail, "stock key holds a non-integer value");
@@ -357,18 +357,18 @@ static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec, int gone_check
 
 static int64_t work_ms_of(const svc_req *r)
 {
-    return (r->p.seen & SVC_P_WORK_MS) ? r->p.work_ms : r->s->work_ms;
+    return (r->p.seen & SVC_P_WORK_MS) ? r->p.work_ms : r->s->purchase.work_ms;
 }
 
 static int64_t wait_ms_of(const svc_req *r)
 {
-    return (r->p.seen & SVC_P_WAIT_MS) ? r->p.wait_ms : r->s->wait_ms;
+    return (r->p.seen & SVC_P_WAIT_MS) ? r->p.wait_ms : r->s->lock.wait_ms;
 }
 
 void svc_lua_job(svc_req *r, lc_conn *conn)
 {
     lua_purchase lp;
-    const svc_settings *s = r->s;
+    const cfg_config *s = r->s;
     int64_t work_ms = work_ms_of(r);
     if (lua_start(&lp, r, conn, wait_ms_of(r), work_ms) != 0)
         return;
@@ -382,7 +382,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     if (r->idem[0]) {
         /* Before work_ms: a replay while this one works is 409 in_progress.
          * The marker outlives work_ms and a few round trips. */
-        int64_t marker_ms = work_ms + 8LL * s->command_timeout_ms + 5000;
+        int64_t marker_ms = work_ms + 8LL * s->redis.command_timeout_ms + 5000;
         purchase_result not_now;
         int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.o.detail,
                                 sizeof lp.o.detail);
@@ -508,7 +508,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
      * the count of connections move and refuses. */
     char why[sizeof lps[0].o.detail];
     int replicated = 1;
-    if (sold > 0 && rs[0]->s->wait_replicas > 0) {
+    if (sold > 0 && rs[0]->s->redis.wait_replicas > 0) {
         /* up to redis.wait_timeout_ms: the queue wakes another worker */
         svc_pool_batch_waits();
         replicated = svc_wait_replicas(rs[0]->s, conn, connects, why, sizeof why) == 0;

@@ -38,7 +38,7 @@ int svc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 }
 
 typedef struct parse_ctx {
-    const svc_settings *s;
+    const cfg_config *s;
     unsigned allowed;
     svc_params *out;
     char *detail;
@@ -121,12 +121,15 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
             return bad(p, "%s: must match [A-Za-z0-9_-]{1,64}", name);
         strcpy(bit == SVC_P_SKU ? p->out->sku : p->out->user, value);
         return MHD_YES;
-    case SVC_P_WORK_MS: return int_param(p, name, value, 0, p->s->max_work_ms, &p->out->work_ms);
-    case SVC_P_LEASE_MS: return int_param(p, name, value, 1, p->s->max_lease_ms, &p->out->lease_ms);
-    case SVC_P_WAIT_MS: return int_param(p, name, value, 0, p->s->max_wait_ms, &p->out->wait_ms);
+    case SVC_P_WORK_MS:
+        return int_param(p, name, value, 0, p->s->purchase.max_work_ms, &p->out->work_ms);
+    case SVC_P_LEASE_MS:
+        return int_param(p, name, value, 1, p->s->lock.max_lease_ms, &p->out->lease_ms);
+    case SVC_P_WAIT_MS:
+        return int_param(p, name, value, 0, p->s->lock.max_wait_ms, &p->out->wait_ms);
     case SVC_P_REENTER: {
         int64_t v = 0;
-        enum MHD_Result r = int_param(p, name, value, 0, p->s->max_reenter, &v);
+        enum MHD_Result r = int_param(p, name, value, 0, p->s->purchase.max_reenter, &v);
         p->out->reenter = (int)v;
         return r;
     }
@@ -158,7 +161,7 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
     }
 }
 
-int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned allowed,
+int svc_params_parse(struct MHD_Connection *c, const cfg_config *s, unsigned allowed,
                      svc_params *out, char *detail, size_t dlen)
 {
     parse_ctx p = {s, allowed, out, detail, dlen, 0, 0};
@@ -169,7 +172,7 @@ int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned a
 }
 
 int svc_params_parse_pairs(const char *const *keys, const char *const *values, size_t n,
-                           const svc_settings *s, unsigned allowed, svc_params *out, char *detail,
+                           const cfg_config *s, unsigned allowed, svc_params *out, char *detail,
                            size_t dlen)
 {
     parse_ctx p = {s, allowed, out, detail, dlen, 0, 0};

@@ -76,13 +76,13 @@ int svc_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
  * quoted in detail with control and non-ASCII bytes as '?', cut at 40
  * bytes. Returns 0, or -1 with a human reason ("unknown parameter 'x'") in
  * detail (dlen bytes, always terminated). The calling HTTP thread. */
-int svc_params_parse(struct MHD_Connection *c, const svc_settings *s, unsigned allowed,
+int svc_params_parse(struct MHD_Connection *c, const cfg_config *s, unsigned allowed,
                      svc_params *out, char *detail, size_t dlen);
 /* The same checks on n decoded (keys[i], values[i]) pairs in query order;
  * values[i] NULL is an argument without '='. For callers without a
  * libmicrohttpd connection (the unit tests). Any thread. */
 int svc_params_parse_pairs(const char *const *keys, const char *const *values, size_t n,
-                           const svc_settings *s, unsigned allowed, svc_params *out, char *detail,
+                           const cfg_config *s, unsigned allowed, svc_params *out, char *detail,
                            size_t dlen);
 
 #endif

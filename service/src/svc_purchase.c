@@ -62,7 +62,7 @@ static void respond(purchase *pu, purchase_result res)
     if (txt != x->sold_reply)
         free(x->sold_reply);
     x->sold_reply = NULL;
-    if (res == PR_SOLD_OUT && r->s->local_sold_out)
+    if (res == PR_SOLD_OUT && r->s->purchase.local_sold_out)
         svc_soldout_mark(r->sku, pu->soldout_gen);
     if (res == PR_SOLD || res == PR_NOT_REPLICATED)
         x->id.on = 0; /* its outcome was written with the order */
@@ -106,7 +106,7 @@ static void lock_args(purchase *pu)
     if (r->p.seen & SVC_P_LEASE_MS)
         a->lease_ms = r->p.lease_ms;
     else
-        a->lease_ms = x->lock->watchdog ? 0 : r->s->lease_ms;
+        a->lease_ms = x->lock->watchdog ? 0 : r->s->lock.lease_ms;
     a->wait_ms = x->wait_ms > x->queued_ms ? x->wait_ms - x->queued_ms : 0;
     a->cancel = svc_cancel_flag();
 }
@@ -116,7 +116,7 @@ static void lock_args(purchase *pu)
  * here (pu is then done with). */
 static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
 {
-    const svc_settings *s = r->s;
+    const cfg_config *s = r->s;
     const svc_params *p = &r->p;
     svc_section *x = &pu->x;
 
@@ -135,13 +135,13 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
         respond(pu, PR_REDIS_UNAVAILABLE);
         return false;
     }
-    x->work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->work_ms;
-    x->wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->wait_ms;
+    x->work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->purchase.work_ms;
+    x->wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->lock.wait_ms;
     /* A lock on servers of its own (redlock) shares no connection with the
      * stock: nothing can ride with it, and the reply's "pipeline" says so. */
     x->pipeline = x->lock->carries_commands &&
-                  ((p->seen & SVC_P_PIPELINE) ? p->pipeline : s->pipeline);
-    x->limited = s->limit_per_user > 0 && (p->seen & SVC_P_USER);
+                  ((p->seen & SVC_P_PIPELINE) ? p->pipeline : s->purchase.pipeline);
+    x->limited = s->purchase.limit_per_user > 0 && (p->seen & SVC_P_USER);
     purchase_result not_now;
     if (!svc_purchase_admit(r, x->wait_ms, x->work_ms, &not_now, x->o.detail, sizeof x->o.detail)) {
         respond(pu, not_now);
@@ -151,7 +151,7 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
         /* The marker outlives the longest this purchase can take: every
          * lock wait, work_ms and a few round trips. */
         int64_t marker_ms = (1 + p->reenter) * x->wait_ms + x->work_ms +
-                            8LL * s->command_timeout_ms + 5000;
+                            8LL * s->redis.command_timeout_ms + 5000;
         int rc = svc_idem_begin(&x->id, r, conn, marker_ms, &not_now, x->o.detail,
                                 sizeof x->o.detail);
         if (rc == 1) {

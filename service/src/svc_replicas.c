@@ -7,10 +7,10 @@
     "the connection to Redis was remade after the write (an I/O error, a closed socket or a "      \
     "master switch): whether the write reached a replica is unknown"
 
-int svc_wait_replicas(const svc_settings *s, lc_conn *conn, uint64_t connects, char *detail,
+int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t connects, char *detail,
                       size_t len)
 {
-    if (s->wait_replicas <= 0)
+    if (s->redis.wait_replicas <= 0)
         return 0;
     if (lc_conn_connects(conn) != connects) {
         snprintf(detail, len, "%s", REMADE);
@@ -18,7 +18,8 @@ int svc_wait_replicas(const svc_settings *s, lc_conn *conn, uint64_t connects, c
     }
     lc_pipe p;
     lc_pipe_init(&p);
-    if (lc_pipe_append(&p, "WAIT %d %d", s->wait_replicas, s->wait_timeout_ms) != LC_OK) {
+    if (lc_pipe_append(&p, "WAIT %d %d", s->redis.wait_replicas, s->redis.wait_timeout_ms) !=
+        LC_OK) {
         lc_pipe_clear(&p);
         snprintf(detail, len, "out of memory before WAIT");
         return -1;
@@ -32,11 +33,11 @@ int svc_wait_replicas(const svc_settings *s, lc_conn *conn, uint64_t connects, c
     else if (r == NULL)
         snprintf(detail, len, "WAIT: %.200s",
                  lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
-    else if (r->type == REDIS_REPLY_INTEGER && r->integer >= s->wait_replicas)
+    else if (r->type == REDIS_REPLY_INTEGER && r->integer >= s->redis.wait_replicas)
         rc = 0;
     else if (r->type == REDIS_REPLY_INTEGER)
         snprintf(detail, len, "the write reached %lld of %d replicas within %d ms", r->integer,
-                 s->wait_replicas, s->wait_timeout_ms);
+                 s->redis.wait_replicas, s->redis.wait_timeout_ms);
     else
         snprintf(detail, len, "WAIT: %.200s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
     if (r)

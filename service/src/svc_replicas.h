@@ -15,7 +15,7 @@
 
 #include "svc.h"
 
-/* Sends WAIT s->wait_replicas s->wait_timeout_ms on conn (nothing when
+/* Sends WAIT s->redis.wait_replicas s->redis.wait_timeout_ms on conn (nothing when
  * wait_replicas is 0) after the purchase's write on the same connection:
  * connects is lc_conn_connects(conn) read right after the write's reply.
  * 0 when enough replicas have it (or nothing to wait for); -1 with the
@@ -23,7 +23,7 @@
  * an error, or a connection remade since the write (conn reconnects
  * silently; a WAIT on a new connection, which has written nothing, would
  * count every replica at once). The worker thread that owns conn. */
-int svc_wait_replicas(const svc_settings *s, lc_conn *conn, uint64_t connects, char *detail,
+int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t connects, char *detail,
                       size_t len);
 
 #endif

@@ -37,30 +37,30 @@ typedef void (*svc_batch_fn)(svc_req **rs, int n, lc_conn *conn);
  * the MHD thread's read). */
 struct svc_req {
     struct MHD_Connection *conn;
-    const svc_settings *s; /* the settings it runs under (read-only) */
-    svc_req *next;         /* worker-pool queue link */
-    svc_job_fn job;        /* what the worker runs */
-    svc_job_fn begin;      /* NULL, or what the worker runs first, as soon
-                              as it has taken r (svc_pool.h) */
-    svc_job_fn finish;     /* NULL, or left by the job: the rest of it,
-                              run once the worker has begun its next
-                              request (svc_pool.h) */
-    void *job_state;       /* the job's own, from begin to finish */
-    svc_batch_fn batch;    /* NULL, or what runs r instead of job, together
-                              with the requests queued behind it that have
-                              the same batch (svc_pool.h) */
-    size_t uri_len;        /* raw request target length, query included */
-    int uri_nul;           /* the raw target holds "%00" (any case) */
-    int uri_fields;        /* '&'-separated fields in the raw query */
-    int seen;              /* first access-handler call happened */
-    int suspended;         /* handed to a worker (reply expected) */
-    int64_t t0_us;         /* request start, monotonic */
-    uint64_t id;           /* this instance's request number, from 1 in
-                              arrival order (the trace's request_id) */
-    int64_t queued_us;     /* when it was handed to a worker pool */
-    int client_fd;         /* the client's socket, read by the MHD thread
-                              when r is handed to a worker (-1: unknown);
-                              only peeked at (svc_client_gone) */
+    const cfg_config *s; /* the settings it runs under (read-only) */
+    svc_req *next;       /* worker-pool queue link */
+    svc_job_fn job;      /* what the worker runs */
+    svc_job_fn begin;    /* NULL, or what the worker runs first, as soon
+                            as it has taken r (svc_pool.h) */
+    svc_job_fn finish;   /* NULL, or left by the job: the rest of it,
+                            run once the worker has begun its next
+                            request (svc_pool.h) */
+    void *job_state;     /* the job's own, from begin to finish */
+    svc_batch_fn batch;  /* NULL, or what runs r instead of job, together
+                            with the requests queued behind it that have
+                            the same batch (svc_pool.h) */
+    size_t uri_len;      /* raw request target length, query included */
+    int uri_nul;         /* the raw target holds "%00" (any case) */
+    int uri_fields;      /* '&'-separated fields in the raw query */
+    int seen;            /* first access-handler call happened */
+    int suspended;       /* handed to a worker (reply expected) */
+    int64_t t0_us;       /* request start, monotonic */
+    uint64_t id;         /* this instance's request number, from 1 in
+                            arrival order (the trace's request_id) */
+    int64_t queued_us;   /* when it was handed to a worker pool */
+    int client_fd;       /* the client's socket, read by the MHD thread
+                            when r is handed to a worker (-1: unknown);
+                            only peeked at (svc_client_gone) */
 
     /* routing result */
     svc_mode mode;             /* purchase routes */

@@ -75,11 +75,11 @@ purchase_result svc_section_run(svc_section *x)
     svc_trace_read(&x->tr, rd.stock);
 
     /* Decide: one buy per user first, then the stock. */
-    if (x->limited && rd.bought >= r->s->limit_per_user) {
+    if (x->limited && rd.bought >= r->s->purchase.limit_per_user) {
         snprintf(x->o.detail, sizeof x->o.detail,
                  "user %s already holds %lld order(s) of this sku (purchase.limit_per_user = "
                  "%lld); nothing was written",
-                 r->p.user, rd.bought, r->s->limit_per_user);
+                 r->p.user, rd.bought, (long long)r->s->purchase.limit_per_user);
         end = PR_LIMIT_REACHED;
         goto release;
     }
@@ -475,7 +475,7 @@ static purchase_result commit(svc_section *x, const svc_stock_read *rd)
         .user = (r->p.seen & SVC_P_USER) ? r->p.user : NULL,
         .idem_key = x->id.on ? x->id.rkey : NULL,
         .idem_val = idem_val,
-        .idem_ttl_ms = (long long)r->s->idem_ttl_ms,
+        .idem_ttl_ms = (long long)svc_idem_ttl_ms(r->s),
     };
     redisReply *reps[SVC_STORE_MAX_REPLIES] = {NULL};
     lc_pipe w;

@@ -157,7 +157,8 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
     }
     /* Users holding more orders than purchase.limit_per_user; with no
      * limit (0), users holding more than one. */
-    long long dup = 0, allowed = r->s->limit_per_user > 0 ? r->s->limit_per_user : 1;
+    long long dup = 0,
+              allowed = r->s->purchase.limit_per_user > 0 ? r->s->purchase.limit_per_user : 1;
     if (reps[4]->type == REDIS_REPLY_ARRAY)
         for (size_t i = 0; i < reps[4]->elements; i++)
             if (as_int(reps[4]->element[i]) > allowed)

@@ -70,24 +70,24 @@ int main(void)
     TU_REQUIRE(lc_client_new(&o, &cli, err, sizeof err) == LC_OK, "client: %s", err);
     lc_conn *c = NULL;
     TU_REQUIRE(lc_conn_new(cli, &c) == LC_OK, "connection");
-    svc_settings s;
-    memset(&s, 0, sizeof s);
-    s.wait_replicas = 1;
-    s.wait_timeout_ms = (int)tu_slack(2000);
+    cfg_config s;
+    cfg_defaults(&s);
+    s.redis.wait_replicas = 1;
+    s.redis.wait_timeout_ms = (int)tu_slack(2000);
     char detail[256];
 
     uint64_t at = write_one(c);
     TU_CHECK(svc_wait_replicas(&s, c, at, detail, sizeof detail) == 0,
              "same connection, one replica: replicated (%s)", detail);
 
-    s.wait_replicas = 2;
-    s.wait_timeout_ms = 100;
+    s.redis.wait_replicas = 2;
+    s.redis.wait_timeout_ms = 100;
     at = write_one(c);
     TU_CHECK(svc_wait_replicas(&s, c, at, detail, sizeof detail) == -1 &&
                  strstr(detail, "reached 1 of 2") != NULL,
              "two asked, one exists: %s", detail);
-    s.wait_replicas = 1;
-    s.wait_timeout_ms = (int)tu_slack(2000);
+    s.redis.wait_replicas = 1;
+    s.redis.wait_timeout_ms = (int)tu_slack(2000);
 
     at = write_one(c);
     redisReply *id = one(c, "CLIENT", "ID", NULL);
@@ -103,7 +103,7 @@ int main(void)
              "(a WAIT on the fresh connection answers 1 at once: what the check guards against)");
     freeReplyObject(w);
 
-    s.wait_replicas = 0;
+    s.redis.wait_replicas = 0;
     TU_CHECK(svc_wait_replicas(&s, c, at, detail, sizeof detail) == 0,
              "wait_replicas 0: nothing to wait for");
 

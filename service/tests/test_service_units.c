@@ -26,14 +26,14 @@
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-static svc_settings settings(void)
+static cfg_config settings(void)
 {
-    svc_settings s;
-    memset(&s, 0, sizeof s);
-    s.max_work_ms = 60000;
-    s.max_lease_ms = 600000;
-    s.max_wait_ms = 60000;
-    s.max_reenter = 64;
+    cfg_config s;
+    cfg_defaults(&s);
+    s.purchase.max_work_ms = 60000;
+    s.lock.max_lease_ms = 600000;
+    s.lock.max_wait_ms = 60000;
+    s.purchase.max_reenter = 64;
     return s;
 }
 
@@ -114,7 +114,7 @@ static int parse(const char *const *items, size_t n, unsigned allowed, svc_param
 {
     const char *keys[64], *values[64];
     char buf[64][256];
-    svc_settings s = settings();
+    cfg_config s = settings();
     for (size_t i = 0; i < n; i++) {
         snprintf(buf[i], sizeof buf[i], "%s", items[i]);
         char *eq = strchr(buf[i], '=');
