@@ -23,8 +23,8 @@
  *     stores the reply in the request and resumes the connection; the MHD
  *     thread then queues the reply.
  *
- * Thread-per-connection was the alternative; it measured 90 k req/s against
- * 167 k for the epoll pool here, needs a guarded Redis pool, and lets 1000
+ * Thread-per-connection was the alternative; it served far fewer requests
+ * a second than the epoll pool, needs a guarded Redis pool, and lets 1000
  * idle keep-alive connections cost 1000 threads.
  *
  * Replies are queued on the access handler's second call, never its first:
@@ -253,8 +253,8 @@ static enum MHD_Result reject_purchase(svc_req *r, unsigned status, const char *
  * /healthz's, because its body depends on nothing else (mode, SKU,
  * instance). Most of a sale's requests arrive after its stock is gone, and
  * building, printing and freeing the same JSON and response for each of
- * them cost a third of a local answer's CPU (measured: 19.7 us of server
- * CPU a request built each time, 12.7 shared; /healthz 11-12). A SKU beyond the label table
+ * them cost a third of a local answer's CPU (bench/README.md, "The local
+ * sold-out answer"). A SKU beyond the label table
  * (SVC_STATS_SKUS) gets a fresh reply each time; so does every request
  * while shutting down, whose reply says "Connection: close". */
 static _Atomic(struct MHD_Response *) soldout_replies[SVC_STATS_SKUS][SVC_MODE_COUNT];
