@@ -1,7 +1,7 @@
 /* svc_test.c — see svc_test.h. */
 #include "svc_test.h"
 
-#include "lg_proc.h"
+#include "pk_proc.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -138,7 +138,7 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
         argv[n++] = extra[i];
     argv[n] = NULL;
     char err[256];
-    pid_t pid = lg_spawn(argv, s->log, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    pid_t pid = pk_spawn(argv, s->log, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     if (pid < 0) {
         fprintf(stderr, "svc_start: %s\n", err);
         return -1;
@@ -146,7 +146,7 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
     s->pid = pid;
     for (int i = 0; i < 500; i++) { /* 10 s */
         int status;
-        if (lg_wait_status(pid, 0, &status)) {
+        if (pk_wait_status(pid, 0, &status)) {
             s->pid = 0;
             fprintf(stderr, "svc_start: server exited with status %d\n", exit_code(status));
             svc_dump_log(s);
@@ -164,7 +164,7 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
         }
         tu_sleep_ms(20);
     }
-    lg_kill(s->pid);
+    pk_kill(s->pid);
     s->pid = 0;
     fprintf(stderr, "svc_start: server did not answer within 10 s\n");
     svc_dump_log(s);
@@ -185,7 +185,7 @@ static void check_sanitizer(const svc_server *s)
 int svc_wait_exit(svc_server *s, int timeout_ms)
 {
     int status;
-    if (s->pid <= 0 || !lg_wait_status(s->pid, timeout_ms, &status))
+    if (s->pid <= 0 || !pk_wait_status(s->pid, timeout_ms, &status))
         return -1;
     s->pid = 0;
     check_sanitizer(s);
@@ -196,12 +196,12 @@ int svc_stop(svc_server *s, int timeout_ms)
 {
     if (s->pid <= 0)
         return -1;
-    lg_signal_stop(s->pid);
+    pk_signal_stop(s->pid);
     /* An upper bound: scaled like every other (tu_slack), as a sanitizer
      * build on a busy machine can take seconds to drain and exit. */
     int rc = svc_wait_exit(s, (int)tu_slack(timeout_ms));
     if (rc == -1 && s->pid > 0) {
-        lg_kill(s->pid);
+        pk_kill(s->pid);
         s->pid = 0;
         check_sanitizer(s);
     }

@@ -23,7 +23,7 @@ typedef struct svc_server {
  * (NULL-terminated, may be NULL) with --port 0, reads the port it bound
  * from its "listening on ... port N" log line, and waits until /healthz
  * answers (any status) — up to 10 s. Returns 0, or -1 (the log is printed).
- * Started with the process kit (lg_proc.h) and LG_SPAWN_DIE_WITH_PARENT:
+ * Started with the process kit (pk_proc.h) and PK_SPAWN_DIE_WITH_PARENT:
  * the server dies with the test, also when the test crashes. Call from the
  * test's main thread (the kit's child table is not locked). */
 int svc_start(svc_server *s, int redis_port, const char *const *extra);

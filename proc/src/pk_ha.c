@@ -1,19 +1,19 @@
-/* lg_ha.c — master, replicas and Sentinels on loopback (lg_ha.h). */
-#include "lg_ha.h"
+/* pk_ha.c — master, replicas and Sentinels on loopback (pk_ha.h). */
+#include "pk_ha.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lg_proc.h"
+#include "pk_proc.h"
 
-static pid_t start_redis(const lg_ha_opts *o, const char *name, const char *const *args, int *port,
+static pid_t start_redis(const pk_ha_opts *o, const char *name, const char *const *args, int *port,
                          char *err, size_t errlen)
 {
     char log[512];
     snprintf(log, sizeof log, "%s/%s.log", o->dir, name);
-    lg_redis_opts ro;
-    lg_redis_opts_init(&ro);
+    pk_redis_opts ro;
+    pk_redis_opts_init(&ro);
     ro.server = o->server;
     ro.dir = o->dir;
     ro.args = args;
@@ -21,15 +21,15 @@ static pid_t start_redis(const lg_ha_opts *o, const char *name, const char *cons
     ro.flags = o->flags;
     ro.attempts = 10;
     ro.timeout_ms = 5000;
-    return lg_redis_start(&ro, port, err, errlen);
+    return pk_redis_start(&ro, port, err, errlen);
 }
 
-static pid_t start_sentinel(const lg_ha_opts *o, int i, int master_port, int *port, char *err,
+static pid_t start_sentinel(const pk_ha_opts *o, int i, int master_port, int *port, char *err,
                             size_t errlen)
 {
     const char *server = o->server ? o->server : "redis-server";
     for (int attempt = 0; attempt < 10; attempt++) {
-        int p = lg_free_port();
+        int p = pk_free_port();
         char conf[512], log[512], ports[16];
         snprintf(conf, sizeof conf, "%s/sentinel%d.conf", o->dir, i);
         snprintf(log, sizeof log, "%s/sentinel%d.log", o->dir, i);
@@ -46,23 +46,23 @@ static pid_t start_sentinel(const lg_ha_opts *o, int i, int master_port, int *po
                 "sentinel down-after-milliseconds %s %d\n"
                 "sentinel failover-timeout %s %d\n"
                 "sentinel parallel-syncs %s 1\n",
-                p, o->dir, LG_HA_NAME, master_port, LG_HA_NAME, o->down_after_ms, LG_HA_NAME,
-                o->failover_timeout_ms, LG_HA_NAME);
+                p, o->dir, PK_HA_NAME, master_port, PK_HA_NAME, o->down_after_ms, PK_HA_NAME,
+                o->failover_timeout_ms, PK_HA_NAME);
         fclose(f);
         const char *argv[] = {server, conf, "--sentinel", NULL};
-        pid_t pid = lg_spawn(argv, log, o->flags, err, errlen);
+        pid_t pid = pk_spawn(argv, log, o->flags, err, errlen);
         if (pid < 0)
             return -1;
-        for (long long end = lg_now_ms() + 5000; lg_now_ms() < end;) {
-            if (lg_redis_ping(p, 200)) {
+        for (long long end = pk_now_ms() + 5000; pk_now_ms() < end;) {
+            if (pk_redis_ping(p, 200)) {
                 *port = p;
                 return pid;
             }
-            if (lg_wait_exit(pid, 0))
+            if (pk_wait_exit(pid, 0))
                 break;
-            lg_sleep_ms(50);
+            pk_sleep_ms(50);
         }
-        lg_stop(pid, 1000);
+        pk_stop(pid, 1000);
         snprintf(err, errlen, "sentinel %d did not answer on port %d (see %s)", i, p, log);
     }
     return -1;
@@ -71,35 +71,35 @@ static pid_t start_sentinel(const lg_ha_opts *o, int i, int master_port, int *po
 static int has_line(int port, int argc, const char *const *argv, const char *needle)
 {
     char out[8192];
-    return lg_redis_query(port, 500, argc, argv, out, sizeof out) == 1 && strstr(out, needle);
+    return pk_redis_query(port, 500, argc, argv, out, sizeof out) == 1 && strstr(out, needle);
 }
 
 /* Polls cond(h, arg) every 50 ms up to ms. */
-static int wait_for(lg_ha *h, int (*cond)(lg_ha *, int), int arg, int ms)
+static int wait_for(pk_ha *h, int (*cond)(pk_ha *, int), int arg, int ms)
 {
-    for (long long end = lg_now_ms() + ms; lg_now_ms() < end; lg_sleep_ms(50))
+    for (long long end = pk_now_ms() + ms; pk_now_ms() < end; pk_sleep_ms(50))
         if (cond(h, arg))
             return 1;
     return 0;
 }
 
-static int linked(lg_ha *h, int i)
+static int linked(pk_ha *h, int i)
 {
     const char *argv[] = {"INFO", "replication"};
     return has_line(h->replica_port[i], 2, argv, "master_link_status:up");
 }
 
-static int sentinel_ready(lg_ha *h, int i)
+static int sentinel_ready(pk_ha *h, int i)
 {
-    const char *argv[] = {"SENTINEL", "master", LG_HA_NAME};
+    const char *argv[] = {"SENTINEL", "master", PK_HA_NAME};
     char slaves[32];
     snprintf(slaves, sizeof slaves, "num-slaves\n%d\n", h->replicas);
     char out[8192];
-    return lg_redis_query(h->sentinel_port[i], 500, 3, argv, out, sizeof out) == 1 &&
+    return pk_redis_query(h->sentinel_port[i], 500, 3, argv, out, sizeof out) == 1 &&
            strstr(out, slaves) && strstr(out, "num-other-sentinels\n2\n");
 }
 
-int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
+int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
     h->replicas = o->replicas == 2 ? 2 : 1;
@@ -107,11 +107,11 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
     if (h->master_pid < 0)
         goto fail;
     h->addr_port = h->master_port;
-    if (o->fronted && !(h->front = lg_fwd_start(h->master_port, &h->addr_port, err, errlen)))
+    if (o->fronted && !(h->front = pk_fwd_start(h->master_port, &h->addr_port, err, errlen)))
         goto fail;
     for (int i = 0; i < h->replicas; i++) {
         int to = h->master_port;
-        if (o->proxied && !(h->link[i] = lg_fwd_start(h->master_port, &to, err, errlen)))
+        if (o->proxied && !(h->link[i] = pk_fwd_start(h->master_port, &to, err, errlen)))
             goto fail;
         char tos[16], name[32];
         snprintf(tos, sizeof tos, "%d", to);
@@ -126,7 +126,7 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
         }
     }
     size_t used = 0;
-    for (int i = 0; i < LG_HA_SENTINELS; i++) {
+    for (int i = 0; i < PK_HA_SENTINELS; i++) {
         h->sentinel_pid[i] = start_sentinel(o, i + 1, h->addr_port, &h->sentinel_port[i], err,
                                             errlen);
         if (h->sentinel_pid[i] < 0)
@@ -134,7 +134,7 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
         used += (size_t)snprintf(h->sentinels + used, sizeof h->sentinels - used, "%s127.0.0.1:%d",
                                  i ? "," : "", h->sentinel_port[i]);
     }
-    for (int i = 0; i < LG_HA_SENTINELS; i++) {
+    for (int i = 0; i < PK_HA_SENTINELS; i++) {
         if (!wait_for(h, sentinel_ready, i, 15000)) {
             snprintf(err, errlen, "sentinel %d: did not see the replicas and the others in 15 s",
                      i + 1);
@@ -143,30 +143,30 @@ int lg_ha_start(lg_ha *h, const lg_ha_opts *o, char *err, size_t errlen)
     }
     return 0;
 fail:
-    lg_ha_stop(h);
+    pk_ha_stop(h);
     return -1;
 }
 
-void lg_ha_freeze(lg_ha *h, int frozen)
+void pk_ha_freeze(pk_ha *h, int frozen)
 {
     for (int i = 0; i < h->replicas; i++)
         if (h->link[i])
-            lg_fwd_freeze(h->link[i], frozen);
+            pk_fwd_freeze(h->link[i], frozen);
 }
 
-void lg_ha_freeze_front(lg_ha *h, int frozen)
+void pk_ha_freeze_front(pk_ha *h, int frozen)
 {
     if (h->front)
-        lg_fwd_freeze(h->front, frozen);
+        pk_fwd_freeze(h->front, frozen);
 }
 
-int lg_ha_master_port(const lg_ha *h)
+int pk_ha_master_port(const pk_ha *h)
 {
-    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", LG_HA_NAME};
-    for (int i = 0; i < LG_HA_SENTINELS; i++) {
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", PK_HA_NAME};
+    for (int i = 0; i < PK_HA_SENTINELS; i++) {
         char out[128];
         if (h->sentinel_port[i] > 0 &&
-            lg_redis_query(h->sentinel_port[i], 300, 3, argv, out, sizeof out) == 1) {
+            pk_redis_query(h->sentinel_port[i], 300, 3, argv, out, sizeof out) == 1) {
             const char *nl = strchr(out, '\n');
             if (nl)
                 return atoi(nl + 1);
@@ -175,21 +175,21 @@ int lg_ha_master_port(const lg_ha *h)
     return -1;
 }
 
-void lg_ha_stop(lg_ha *h)
+void pk_ha_stop(pk_ha *h)
 {
-    for (int i = 0; i < LG_HA_SENTINELS; i++)
+    for (int i = 0; i < PK_HA_SENTINELS; i++)
         if (h->sentinel_pid[i] > 0)
-            lg_stop(h->sentinel_pid[i], 2000);
+            pk_stop(h->sentinel_pid[i], 2000);
     for (int i = 0; i < 2; i++) {
         if (h->replica_pid[i] > 0)
-            lg_stop(h->replica_pid[i], 2000);
-        lg_fwd_stop(h->link[i]);
+            pk_stop(h->replica_pid[i], 2000);
+        pk_fwd_stop(h->link[i]);
         h->link[i] = NULL;
         h->replica_pid[i] = 0;
     }
     if (h->master_pid > 0)
-        lg_stop(h->master_pid, 2000);
-    lg_fwd_stop(h->front);
+        pk_stop(h->master_pid, 2000);
+    pk_fwd_stop(h->front);
     h->front = NULL;
     memset(h->sentinel_pid, 0, sizeof h->sentinel_pid);
     h->master_pid = 0;

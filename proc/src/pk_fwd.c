@@ -1,5 +1,5 @@
-/* lg_fwd.c — the freezable TCP forwarder (lg_fwd.h). */
-#include "lg_fwd.h"
+/* pk_fwd.c — the freezable TCP forwarder (pk_fwd.h). */
+#include "pk_fwd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 
 #define FWD_MAX 16
 
-struct lg_fwd {
+struct pk_fwd {
     int lfd, target_port;
     int a[FWD_MAX], b[FWD_MAX]; /* accepted side, upstream side; -1 unused */
     atomic_int frozen, stop;
@@ -38,7 +38,7 @@ static int connect_target(int port)
     return fd;
 }
 
-static void close_pair(lg_fwd *f, int i)
+static void close_pair(pk_fwd *f, int i)
 {
     close(f->a[i]);
     close(f->b[i]);
@@ -46,7 +46,7 @@ static void close_pair(lg_fwd *f, int i)
 }
 
 /* Moves what is readable on from to to; 0, or -1 at EOF or an error. */
-static int pump(lg_fwd *f, int from, int to)
+static int pump(pk_fwd *f, int from, int to)
 {
     char buf[16384];
     ssize_t n = read(from, buf, sizeof buf);
@@ -66,7 +66,7 @@ static int pump(lg_fwd *f, int from, int to)
 
 static void *run(void *arg)
 {
-    lg_fwd *f = arg;
+    pk_fwd *f = arg;
     while (!atomic_load(&f->stop)) {
         struct pollfd pf[1 + 2 * FWD_MAX];
         int idx[1 + 2 * FWD_MAX];
@@ -114,9 +114,9 @@ static void *run(void *arg)
     return NULL;
 }
 
-lg_fwd *lg_fwd_start(int target_port, int *port, char *err, size_t errlen)
+pk_fwd *pk_fwd_start(int target_port, int *port, char *err, size_t errlen)
 {
-    lg_fwd *f = calloc(1, sizeof *f);
+    pk_fwd *f = calloc(1, sizeof *f);
     if (!f) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -146,7 +146,7 @@ lg_fwd *lg_fwd_start(int target_port, int *port, char *err, size_t errlen)
     return f;
 }
 
-void lg_fwd_freeze(lg_fwd *f, int frozen)
+void pk_fwd_freeze(pk_fwd *f, int frozen)
 {
     atomic_store(&f->frozen, frozen ? 1 : 0);
     /* Two passes: the one under way may have polled before the store. */
@@ -155,12 +155,12 @@ void lg_fwd_freeze(lg_fwd *f, int frozen)
         usleep(1000);
 }
 
-long long lg_fwd_bytes(lg_fwd *f)
+long long pk_fwd_bytes(pk_fwd *f)
 {
     return atomic_load(&f->bytes);
 }
 
-void lg_fwd_stop(lg_fwd *f)
+void pk_fwd_stop(pk_fwd *f)
 {
     if (!f)
         return;

@@ -1,4 +1,4 @@
-/* lg_fwd.h — a small TCP forwarder on loopback that a test can freeze.
+/* pk_fwd.h — a small TCP forwarder on loopback that a test can freeze.
  *
  * Why: Sentinel's failover loses a write the master acknowledged and had
  * not yet sent to the replica it promotes. To make that window certain
@@ -11,30 +11,30 @@
  * forwards what queued up.
  *
  * One thread per forwarder; at most 16 connections at once (a replica
- * needs one). Every call but lg_fwd_stop may come from any thread.
+ * needs one). Every call but pk_fwd_stop may come from any thread.
  */
-#ifndef MIAOSHA_LG_FWD_H
-#define MIAOSHA_LG_FWD_H
+#ifndef MIAOSHA_PK_FWD_H
+#define MIAOSHA_PK_FWD_H
 
 #include <stddef.h>
 
-typedef struct lg_fwd lg_fwd;
+typedef struct pk_fwd pk_fwd;
 
 /* Listens on 127.0.0.1 on a port the kernel picks (*port) and forwards
  * every connection to 127.0.0.1:target_port. NULL with the reason in err
  * (errlen bytes) when the socket or the thread cannot be had. */
-lg_fwd *lg_fwd_start(int target_port, int *port, char *err, size_t errlen);
+pk_fwd *pk_fwd_start(int target_port, int *port, char *err, size_t errlen);
 
 /* frozen 1: stop forwarding (bytes already forwarded are forwarded; from
  * now on nothing is read from either side); 0: forward again. Takes effect
- * within one pass of the thread's loop (<= 20 ms); lg_fwd_freeze returns
+ * within one pass of the thread's loop (<= 20 ms); pk_fwd_freeze returns
  * once it has. */
-void lg_fwd_freeze(lg_fwd *f, int frozen);
+void pk_fwd_freeze(pk_fwd *f, int frozen);
 
 /* Bytes forwarded so far, both directions. */
-long long lg_fwd_bytes(lg_fwd *f);
+long long pk_fwd_bytes(pk_fwd *f);
 
 /* Stops the thread, closes every socket, frees f. NULL-safe. */
-void lg_fwd_stop(lg_fwd *f);
+void pk_fwd_stop(pk_fwd *f);
 
 #endif

@@ -1,5 +1,5 @@
-/* lg_proc.c — see lg_proc.h. */
-#include "lg_proc.h"
+/* pk_proc.c — see pk_proc.h. */
+#include "pk_proc.h"
 
 #include <hiredis/hiredis.h>
 
@@ -39,21 +39,21 @@ static void forget(pid_t pid)
             children[i] = 0;
 }
 
-long long lg_now_ms(void)
+long long pk_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void lg_sleep_ms(long long ms)
+void pk_sleep_ms(long long ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
     }
 }
 
-int lg_free_port(void)
+int pk_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -72,7 +72,7 @@ int lg_free_port(void)
     return port;
 }
 
-pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *err, size_t errlen)
+pid_t pk_spawn(const char *const argv[], const char *logpath, int flags, char *err, size_t errlen)
 {
     int out = open(logpath ? logpath : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
                    0644);
@@ -88,7 +88,7 @@ pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *e
         return -1;
     }
     if (pid == 0) {
-        if (flags & LG_SPAWN_DIE_WITH_PARENT) {
+        if (flags & PK_SPAWN_DIE_WITH_PARENT) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (getppid() != parent)
                 _exit(127); /* the parent died before prctl: nobody would stop us */
@@ -115,9 +115,9 @@ pid_t lg_spawn(const char *const argv[], const char *logpath, int flags, char *e
     return pid;
 }
 
-int lg_wait_status(pid_t pid, int timeout_ms, int *status)
+int pk_wait_status(pid_t pid, int timeout_ms, int *status)
 {
-    long long end = lg_now_ms() + timeout_ms;
+    long long end = pk_now_ms() + timeout_ms;
     for (;;) {
         int st = 0;
         pid_t r = waitpid(pid, &st, WNOHANG);
@@ -127,18 +127,18 @@ int lg_wait_status(pid_t pid, int timeout_ms, int *status)
                 *status = r == pid ? st : -1;
             return 1;
         }
-        if (lg_now_ms() >= end)
+        if (pk_now_ms() >= end)
             return 0;
-        lg_sleep_ms(10);
+        pk_sleep_ms(10);
     }
 }
 
-int lg_wait_exit(pid_t pid, int timeout_ms)
+int pk_wait_exit(pid_t pid, int timeout_ms)
 {
-    return lg_wait_status(pid, timeout_ms, NULL);
+    return pk_wait_status(pid, timeout_ms, NULL);
 }
 
-void lg_signal_stop(pid_t pid)
+void pk_signal_stop(pid_t pid)
 {
     if (pid <= 0)
         return;
@@ -146,24 +146,24 @@ void lg_signal_stop(pid_t pid)
     kill(pid, SIGCONT); /* a SIGSTOPped process acts on SIGTERM only once resumed */
 }
 
-void lg_stop(pid_t pid, int grace_ms)
+void pk_stop(pid_t pid, int grace_ms)
 {
     if (pid <= 0)
         return;
     if (kill(pid, 0) < 0 && errno == ESRCH) {
-        lg_wait_exit(pid, 0);
+        pk_wait_exit(pid, 0);
         forget(pid);
         return;
     }
-    lg_signal_stop(pid);
-    if (!lg_wait_exit(pid, grace_ms)) {
+    pk_signal_stop(pid);
+    if (!pk_wait_exit(pid, grace_ms)) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
     }
     forget(pid);
 }
 
-void lg_kill(pid_t pid)
+void pk_kill(pid_t pid)
 {
     if (pid <= 0)
         return;
@@ -172,14 +172,14 @@ void lg_kill(pid_t pid)
     forget(pid);
 }
 
-void lg_proc_kill_all(int grace_ms)
+void pk_kill_all(int grace_ms)
 {
     for (int i = 0; i < MAX_CHILDREN; i++)
         if (children[i] > 0)
-            lg_stop(children[i], grace_ms);
+            pk_stop(children[i], grace_ms);
 }
 
-redisContext *lg_redis_connect(int port, int timeout_ms)
+redisContext *pk_redis_connect(int port, int timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
@@ -190,9 +190,9 @@ redisContext *lg_redis_connect(int port, int timeout_ms)
     return NULL;
 }
 
-int lg_redis_ping(int port, int timeout_ms)
+int pk_redis_ping(int port, int timeout_ms)
 {
-    redisContext *c = lg_redis_connect(port, timeout_ms);
+    redisContext *c = pk_redis_connect(port, timeout_ms);
     redisReply *r = c ? redisCommand(c, "PING") : NULL;
     int ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
     if (r)
@@ -202,7 +202,7 @@ int lg_redis_ping(int port, int timeout_ms)
     return ok;
 }
 
-void lg_redis_opts_init(lg_redis_opts *o)
+void pk_redis_opts_init(pk_redis_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->server = "redis-server";
@@ -211,49 +211,49 @@ void lg_redis_opts_init(lg_redis_opts *o)
     o->retry_pause_ms = 200;
 }
 
-static int stopped(const lg_redis_opts *o)
+static int stopped(const pk_redis_opts *o)
 {
     return o->stop && *o->stop;
 }
 
-pid_t lg_redis_start(const lg_redis_opts *o, int *port, char *err, size_t errlen)
+pid_t pk_redis_start(const pk_redis_opts *o, int *port, char *err, size_t errlen)
 {
     const char *server = o->server ? o->server : "redis-server";
     int attempts = o->attempts > 0 ? o->attempts : 1;
     snprintf(err, errlen, "interrupted");
     for (int attempt = 0; attempt < attempts && !stopped(o); attempt++) {
         if (attempt > 0 && o->port > 0)
-            lg_sleep_ms(o->retry_pause_ms);
-        int p = o->port > 0 ? o->port : lg_free_port();
+            pk_sleep_ms(o->retry_pause_ms);
+        int p = o->port > 0 ? o->port : pk_free_port();
         if (p <= 0) {
             snprintf(err, errlen, "no free port");
             continue;
         }
         char ports[16];
         snprintf(ports, sizeof ports, "%d", p);
-        /* --daemonize no: a daemon calls setsid() (see lg_proc.h) */
+        /* --daemonize no: a daemon calls setsid() (see pk_proc.h) */
         const char *argv[64] = {server, "--port", ports, "--bind",      "127.0.0.1", "--dir",
                                 o->dir, "--save", "",    "--daemonize", "no"};
         int n = 11;
         for (int i = 0; o->args && o->args[i] && n < 63; i++)
             argv[n++] = o->args[i];
         argv[n] = NULL;
-        pid_t pid = lg_spawn(argv, o->logpath, o->flags, err, errlen);
+        pid_t pid = pk_spawn(argv, o->logpath, o->flags, err, errlen);
         if (pid < 0)
             return -1;
-        long long end = lg_now_ms() + o->timeout_ms;
+        long long end = pk_now_ms() + o->timeout_ms;
         int exited = 0;
         while (!stopped(o)) {
-            if (lg_redis_ping(p, 200)) {
+            if (pk_redis_ping(p, 200)) {
                 *port = p;
                 return pid;
             }
-            if ((exited = lg_wait_exit(pid, 0)) != 0 || lg_now_ms() >= end)
+            if ((exited = pk_wait_exit(pid, 0)) != 0 || pk_now_ms() >= end)
                 break;
-            lg_sleep_ms(50);
+            pk_sleep_ms(50);
         }
         if (!exited)
-            lg_stop(pid, 1000); /* never a reaped pid: it may be another process's now */
+            pk_stop(pid, 1000); /* never a reaped pid: it may be another process's now */
         snprintf(err, errlen, "could not start %s on port %d: %s (see %s)", server, p,
                  exited       ? "it exited"
                  : stopped(o) ? "interrupted"
@@ -291,13 +291,13 @@ static int append_scalar(const redisReply *e, char *out, size_t outlen, size_t *
     return 1;
 }
 
-int lg_redis_query(int port, int timeout_ms, int argc, const char *const argv[], char *out,
+int pk_redis_query(int port, int timeout_ms, int argc, const char *const argv[], char *out,
                    size_t outlen)
 {
     if (outlen < 1)
         return -1;
     out[0] = 0;
-    redisContext *c = lg_redis_connect(port, timeout_ms);
+    redisContext *c = pk_redis_connect(port, timeout_ms);
     redisReply *r = c ? redisCommandArgv(c, argc, (const char **)argv, NULL) : NULL;
     int rc = -1;
     size_t used = 0;
@@ -334,7 +334,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
-void lg_rm_tree(const char *dir)
+void pk_rm_tree(const char *dir)
 {
     if (dir && dir[0])
         nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
