@@ -8,10 +8,11 @@
  * writes wait in the kernel's buffers and never reach the replica, and
  * both ends still see an open connection (no disconnect, no resync, the
  * replica still counts as fresh for Sentinel's choice). Thawed, it
- * forwards what queued up.
+ * forwards what queued up. The same in front of a master keeps its
+ * clients' connections open, without EOF, after the master died.
  *
  * One thread per forwarder; at most 16 connections at once (a replica
- * needs one). Every call but pk_fwd_stop may come from any thread.
+ * needs one; more are accepted and closed at once).
  */
 #ifndef MIAOSHA_PK_FWD_H
 #define MIAOSHA_PK_FWD_H
@@ -21,20 +22,23 @@
 typedef struct pk_fwd pk_fwd;
 
 /* Listens on 127.0.0.1 on a port the kernel picks (*port) and forwards
- * every connection to 127.0.0.1:target_port. NULL with the reason in err
- * (errlen bytes) when the socket or the thread cannot be had. */
+ * every connection to 127.0.0.1:target_port from a thread of its own,
+ * connecting upstream when a client connects (a refused upstream closes
+ * the client's connection). Returns the forwarder, owned by the caller
+ * until pk_fwd_stop, or NULL with the reason in err (errlen bytes): no
+ * memory, or the socket or the thread cannot be had. Any thread. */
 pk_fwd *pk_fwd_start(int target_port, int *port, char *err, size_t errlen);
 
-/* frozen 1: stop forwarding (bytes already forwarded are forwarded; from
- * now on nothing is read from either side); 0: forward again. Takes effect
- * within one pass of the thread's loop (<= 20 ms); pk_fwd_freeze returns
- * once it has. */
+/* frozen 1: stops forwarding (bytes already forwarded are forwarded; from
+ * now on nothing is read from either side, nothing is closed); 0: forwards
+ * again. Takes effect within one pass of the thread's loop (<= 20 ms);
+ * returns once it has. f not NULL. Any thread, but not beside
+ * pk_fwd_stop of the same f. */
 void pk_fwd_freeze(pk_fwd *f, int frozen);
 
-/* Bytes forwarded so far, both directions. */
-long long pk_fwd_bytes(pk_fwd *f);
-
-/* Stops the thread, closes every socket, frees f. NULL-safe. */
+/* Stops the thread (blocks up to one pass, <= 20 ms), closes every socket
+ * and frees f. NULL-safe. The thread that owns f, once no other thread
+ * uses it. */
 void pk_fwd_stop(pk_fwd *f);
 
 #endif

@@ -20,7 +20,6 @@ struct pk_fwd {
     int a[FWD_MAX], b[FWD_MAX]; /* accepted side, upstream side; -1 unused */
     atomic_int frozen, stop;
     atomic_int pass; /* loop passes since start */
-    atomic_llong bytes;
     pthread_t thread;
 };
 
@@ -46,7 +45,7 @@ static void close_pair(pk_fwd *f, int i)
 }
 
 /* Moves what is readable on from to to; 0, or -1 at EOF or an error. */
-static int pump(pk_fwd *f, int from, int to)
+static int pump(int from, int to)
 {
     char buf[16384];
     ssize_t n = read(from, buf, sizeof buf);
@@ -60,7 +59,6 @@ static int pump(pk_fwd *f, int from, int to)
             return -1;
         off += w;
     }
-    atomic_fetch_add(&f->bytes, (long long)n);
     return 0;
 }
 
@@ -89,7 +87,7 @@ static void *run(void *arg)
             int i = idx[k] % FWD_MAX, up = idx[k] >= FWD_MAX;
             if (f->a[i] < 0)
                 continue;
-            if (pump(f, up ? f->b[i] : f->a[i], up ? f->a[i] : f->b[i]) != 0)
+            if (pump(up ? f->b[i] : f->a[i], up ? f->a[i] : f->b[i]) != 0)
                 close_pair(f, i);
         }
         if (r > 0 && (pf[0].revents & POLLIN)) {
@@ -153,11 +151,6 @@ void pk_fwd_freeze(pk_fwd *f, int frozen)
     int p = atomic_load(&f->pass);
     while (atomic_load(&f->pass) < p + 2)
         usleep(1000);
-}
-
-long long pk_fwd_bytes(pk_fwd *f)
-{
-    return atomic_load(&f->bytes);
 }
 
 void pk_fwd_stop(pk_fwd *f)
