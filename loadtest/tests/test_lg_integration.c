@@ -30,6 +30,7 @@
 
 #include "lg_admin.h"
 #include "pk_proc.h"
+#include "pk_redis.h"
 #include "tu.h"
 
 /* Removes a test's output directory, or keeps it (and says where) when a

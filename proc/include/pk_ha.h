@@ -1,7 +1,8 @@
 /* pk_ha.h — a Sentinel-managed Redis on loopback for the tests and the
  * matrix's failover scenario: one master, 1..2 replicas, 3 Sentinels
- * (redis-server --sentinel, quorum 2), every process started with the
- * process kit (pk_proc.h: the caller's session, stopped by PID).
+ * (redis-server --sentinel, quorum 2), every process started with
+ * pk_redis_start (pk_redis.h; pk_proc.h: the caller's session, stopped by
+ * PID).
  *
  * With proxied set, each replica's link to the master runs through its own
  * pk_fwd forwarder, so pk_ha_freeze can hold back every write the master
@@ -53,22 +54,32 @@ typedef struct pk_ha {
 
 /* Starts the master, the replicas (waits until each says
  * master_link_status:up) and the Sentinels (waits until each knows every
- * replica and the two other Sentinels): up to ~20 s. 0, or -1 with the
- * reason in err (errlen bytes; what was started is stopped again). */
+ * replica and the two other Sentinels), each a pk_redis_start child with
+ * its log <dir>/master.log, replica<N>.log, sentinel<N>.log (and
+ * sentinel<N>.conf, which Sentinel rewrites): blocks up to ~20 s, more
+ * when a port is taken and retried. Fills *h (zeroed first). Returns 0, or
+ * -1 with the reason in err (errlen bytes), everything it started stopped
+ * again. */
 int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen);
 
-/* Freezes (1) or thaws (0) every replica link (proxied only). Any thread. */
+/* Freezes (1) or thaws (0) every replica link (pk_fwd_freeze; a no-op
+ * unless proxied). Returns once it took effect (<= 20 ms per link). Any
+ * thread. */
 void pk_ha_freeze(pk_ha *h, int frozen);
 
-/* Freezes (1) or thaws (0) the master's front (fronted only). Any thread. */
+/* Freezes (1) or thaws (0) the master's front (a no-op unless fronted).
+ * Returns once it took effect (<= 20 ms). Any thread. */
 void pk_ha_freeze_front(pk_ha *h, int frozen);
 
-/* The master's port as the first Sentinel that answers names it, or -1.
- * Any thread. */
+/* The master's port as the first Sentinel that answers names it (SENTINEL
+ * get-master-addr-by-name, 300 ms per Sentinel), or -1 when none answers.
+ * After a failover: the promoted replica's port. Any thread. */
 int pk_ha_master_port(const pk_ha *h);
 
-/* Stops every process still running (SIGKILL for a master already killed
- * is a no-op) and the forwarders. Safe on a zeroed pk_ha. */
+/* Stops every process still running (pk_stop, 2 s grace each; one the
+ * caller already killed and reaped is found gone) and the forwarders,
+ * and zeroes the pids. Leaves the directory's files. Safe on a zeroed
+ * pk_ha and twice. */
 void pk_ha_stop(pk_ha *h);
 
 #endif

@@ -6,9 +6,12 @@
 #include <string.h>
 
 #include "pk_proc.h"
+#include "pk_redis.h"
 
-static pid_t start_redis(const pk_ha_opts *o, const char *name, const char *const *args, int *port,
-                         char *err, size_t errlen)
+/* One redis-server of the group (a Sentinel when conf is given), its log
+ * <dir>/<name>.log. */
+static pid_t start_redis(const pk_ha_opts *o, const char *name, const char *conf,
+                         const char *const *args, int *port, char *err, size_t errlen)
 {
     char log[512];
     snprintf(log, sizeof log, "%s/%s.log", o->dir, name);
@@ -16,6 +19,7 @@ static pid_t start_redis(const pk_ha_opts *o, const char *name, const char *cons
     pk_redis_opts_init(&ro);
     ro.server = o->server;
     ro.dir = o->dir;
+    ro.conf = conf;
     ro.args = args;
     ro.logpath = log;
     ro.flags = o->flags;
@@ -27,45 +31,26 @@ static pid_t start_redis(const pk_ha_opts *o, const char *name, const char *cons
 static pid_t start_sentinel(const pk_ha_opts *o, int i, int master_port, int *port, char *err,
                             size_t errlen)
 {
-    const char *server = o->server ? o->server : "redis-server";
-    for (int attempt = 0; attempt < 10; attempt++) {
-        int p = pk_free_port();
-        char conf[512], log[512], ports[16];
-        snprintf(conf, sizeof conf, "%s/sentinel%d.conf", o->dir, i);
-        snprintf(log, sizeof log, "%s/sentinel%d.log", o->dir, i);
-        snprintf(ports, sizeof ports, "%d", p);
-        FILE *f = fopen(conf, "w");
-        if (!f) {
-            snprintf(err, errlen, "%s: cannot write", conf);
-            return -1;
-        }
-        /* Sentinel rewrites its file: one per Sentinel, written afresh */
-        fprintf(f,
-                "bind 127.0.0.1\nport %d\ndaemonize no\ndir %s\n"
-                "sentinel monitor %s 127.0.0.1 %d 2\n"
-                "sentinel down-after-milliseconds %s %d\n"
-                "sentinel failover-timeout %s %d\n"
-                "sentinel parallel-syncs %s 1\n",
-                p, o->dir, PK_HA_NAME, master_port, PK_HA_NAME, o->down_after_ms, PK_HA_NAME,
-                o->failover_timeout_ms, PK_HA_NAME);
-        fclose(f);
-        const char *argv[] = {server, conf, "--sentinel", NULL};
-        pid_t pid = pk_spawn(argv, log, o->flags, err, errlen);
-        if (pid < 0)
-            return -1;
-        for (long long end = pk_now_ms() + 5000; pk_now_ms() < end;) {
-            if (pk_redis_ping(p, 200)) {
-                *port = p;
-                return pid;
-            }
-            if (pk_wait_exit(pid, 0))
-                break;
-            pk_sleep_ms(50);
-        }
-        pk_stop(pid, 1000);
-        snprintf(err, errlen, "sentinel %d did not answer on port %d (see %s)", i, p, log);
+    char conf[512], name[32];
+    snprintf(conf, sizeof conf, "%s/sentinel%d.conf", o->dir, i);
+    snprintf(name, sizeof name, "sentinel%d", i);
+    FILE *f = fopen(conf, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot write", conf);
+        return -1;
     }
-    return -1;
+    /* one file per Sentinel, which it rewrites; its port, address and
+     * directory come from pk_redis_start's options */
+    fprintf(f,
+            "sentinel monitor %s 127.0.0.1 %d 2\n"
+            "sentinel down-after-milliseconds %s %d\n"
+            "sentinel failover-timeout %s %d\n"
+            "sentinel parallel-syncs %s 1\n",
+            PK_HA_NAME, master_port, PK_HA_NAME, o->down_after_ms, PK_HA_NAME,
+            o->failover_timeout_ms, PK_HA_NAME);
+    fclose(f);
+    const char *args[] = {"--sentinel", NULL};
+    return start_redis(o, name, conf, args, port, err, errlen);
 }
 
 static int has_line(int port, int argc, const char *const *argv, const char *needle)
@@ -103,7 +88,7 @@ int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen)
 {
     memset(h, 0, sizeof *h);
     h->replicas = o->replicas == 2 ? 2 : 1;
-    h->master_pid = start_redis(o, "master", NULL, &h->master_port, err, errlen);
+    h->master_pid = start_redis(o, "master", NULL, NULL, &h->master_port, err, errlen);
     if (h->master_pid < 0)
         goto fail;
     h->addr_port = h->master_port;
@@ -117,7 +102,7 @@ int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen)
         snprintf(tos, sizeof tos, "%d", to);
         snprintf(name, sizeof name, "replica%d", i + 1);
         const char *args[] = {"--replicaof", "127.0.0.1", tos, NULL};
-        h->replica_pid[i] = start_redis(o, name, args, &h->replica_port[i], err, errlen);
+        h->replica_pid[i] = start_redis(o, name, NULL, args, &h->replica_port[i], err, errlen);
         if (h->replica_pid[i] < 0)
             goto fail;
         if (!wait_for(h, linked, i, 10000)) {

@@ -31,6 +31,7 @@
 
 #include "pk_ha.h"
 #include "pk_proc.h"
+#include "pk_redis.h"
 #include "svc_test.h"
 
 #define DOWN_AFTER_MS 500

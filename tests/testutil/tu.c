@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "pk_proc.h"
+#include "pk_redis.h"
 
 _Atomic long tu_passed;
 _Atomic long tu_failed;

@@ -38,6 +38,7 @@
 #include "lg_admin.h"
 #include "pk_ha.h"
 #include "pk_proc.h"
+#include "pk_redis.h"
 
 #define FO_DOWN_AFTER_MS 500
 #define FO_FAILOVER_TIMEOUT_MS 2000

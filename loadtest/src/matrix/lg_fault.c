@@ -60,6 +60,7 @@
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
 #include "pk_proc.h"
+#include "pk_redis.h"
 #include "lg_thread.h"
 
 #define STR_(v) #v

@@ -8,6 +8,7 @@
 
 #include "lg_admin.h"
 #include "pk_proc.h"
+#include "pk_redis.h"
 
 void lg_mx_log(const mctx *x, const char *fmt, ...)
 {

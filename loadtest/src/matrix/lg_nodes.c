@@ -42,6 +42,7 @@
 #include "lg_admin.h"
 #include "lg_mx_cell.h"
 #include "pk_proc.h"
+#include "pk_redis.h"
 
 #define NR_LEASE_MS 4000 /* A's lease, and the restart delay */
 #define NR_WORK_MS 3000  /* A's work inside the lock */
