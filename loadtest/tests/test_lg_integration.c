@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "lg_admin.h"
+#include "pk_http.h"
 #include "pk_proc.h"
 #include "pk_redis.h"
 #include "tu.h"
@@ -49,6 +50,10 @@ static int redis_port;
 static pid_t start_server(int *port, const char *id)
 {
     char err[256], ports[16], redis[64];
+    pk_http_wait_opts w;
+    pk_http_wait_opts_init(&w);
+    w.try_timeout_ms = 500;
+    w.poll_ms = 50;
     for (int attempt = 0; attempt < 3; attempt++) {
         *port = pk_free_port();
         snprintf(ports, sizeof ports, "%d", *port);
@@ -59,16 +64,11 @@ static pid_t start_server(int *port, const char *id)
         pid_t pid = pk_spawn(argv, logp, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
         if (pid < 0)
             continue;
-        char base[64];
-        snprintf(base, sizeof base, "http://127.0.0.1:%d", *port);
-        for (int i = 0; i < 200; i++) {
-            if (lg_admin_healthy(base, 500))
-                return pid;
-            if (pk_wait_exit(pid, 0))
-                break;
-            tu_sleep_ms(50);
-        }
-        pk_stop(pid, 2000);
+        int st = pk_http_wait_healthy(pid, port, &w, NULL);
+        if (st == PK_HTTP_HEALTHY)
+            return pid;
+        if (st == PK_HTTP_TIMEOUT)
+            pk_stop(pid, 2000);
         fprintf(stderr, "server did not come up (log %s)\n", logp);
     }
     return -1;
@@ -209,13 +209,12 @@ static void test_run(void)
     snprintf(ports3, sizeof ports3, "%d", p3);
     snprintf(redis3, sizeof redis3, "127.0.0.1:%d", redis_port);
     snprintf(base3, sizeof base3, "http://127.0.0.1:%d", p3);
-    pid_t late = fork();
-    if (late == 0) {
-        tu_sleep_ms(50);
-        execl(server, server, "--port", ports3, "--redis", redis3, "--instance-id", "lgtest-late",
-              (char *)NULL);
-        _exit(127);
-    }
+    const char *late_argv[] = {"sh",          "-c",     "sleep 0.05; exec \"$0\" \"$@\"",
+                               server,        "--port", ports3,
+                               "--redis",     redis3,   "--instance-id",
+                               "lgtest-late", NULL};
+    char lerr[256];
+    pid_t late = pk_spawn(late_argv, NULL, PK_SPAWN_DIE_WITH_PARENT, lerr, sizeof lerr);
     lg_audit la;
     TU_CHECK(late > 0 && lg_admin_audit(base3, "demo", &la, aerr, sizeof aerr) == 0,
              "audit retried until the late server answered: %s", aerr);
@@ -559,12 +558,8 @@ static void test_faults_interrupt(void)
     int64_t t0 = tu_now_ms();
     kill(pid, SIGINT);
     int st = -1;
-    while (waitpid(pid, &st, WNOHANG) == 0 && tu_now_ms() - t0 < tu_slack(15000))
-        tu_sleep_ms(20);
-    if (tu_now_ms() - t0 >= tu_slack(15000)) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-    }
+    if (!pk_wait_status(pid, (int)tu_slack(15000), &st))
+        pk_kill(pid);
     TU_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "Ctrl-C: exit 130 (status %d) after %lld ms",
              st, (long long)(tu_now_ms() - t0));
     TU_CHECK(!port || !pk_redis_ping(port, 300), "Ctrl-C: its Redis was stopped");

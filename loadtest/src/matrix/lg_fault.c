@@ -796,11 +796,7 @@ static void classify(fcell *f)
 static int instances_ready(mctx *x, instance ins[3], char *err, size_t errlen)
 {
     for (int i = 0; i < 3; i++) {
-        long long end = pk_now_ms() + lg_mx_bound(x, 10000);
-        int st;
-        while ((st = lg_mx_instance_poll(&ins[i])) == 0 && pk_now_ms() < end && !lg_mx_stopped(x))
-            pk_sleep_ms(20);
-        if (st == 1)
+        if (lg_mx_instance_wait(x, &ins[i], lg_mx_bound(x, 10000)) == 1)
             continue;
         lg_mx_instance_stop(&ins[i]);
         if (lg_mx_instance_start(x, &ins[i], err, errlen) < 0)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lg_admin.h"
+#include "pk_http.h"
 #include "pk_proc.h"
 #include "pk_redis.h"
 
@@ -82,13 +82,28 @@ int lg_mx_instance_poll(instance *in)
 {
     if (in->pid <= 0)
         return -1;
-    if (lg_admin_healthy(in->base, 500))
+    if (pk_http_status(in->port, "/healthz", 500) == 200)
         return 1;
     if (pk_wait_exit(in->pid, 0)) {
         in->pid = 0;
         return -1;
     }
     return 0;
+}
+
+int lg_mx_instance_wait(mctx *x, instance *in, long long ms)
+{
+    if (in->pid <= 0)
+        return -1;
+    pk_http_wait_opts w;
+    pk_http_wait_opts_init(&w);
+    w.timeout_ms = (int)ms;
+    w.try_timeout_ms = 500;
+    w.stop = x->cfg->stop;
+    int st = pk_http_wait_healthy(in->pid, &in->port, &w, NULL);
+    if (st == PK_HTTP_EXITED)
+        in->pid = 0;
+    return st == PK_HTTP_HEALTHY ? 1 : st == PK_HTTP_EXITED ? -1 : 0;
 }
 
 int lg_mx_instance_start(mctx *x, instance *in, char *err, size_t errlen)
@@ -98,14 +113,7 @@ int lg_mx_instance_start(mctx *x, instance *in, char *err, size_t errlen)
             in->port = 0; /* the port may be taken: pick another */
         if (lg_mx_instance_spawn(x, in, err, errlen) < 0)
             return -1;
-        long long end = pk_now_ms() + 10000;
-        int st = 0;
-        while (pk_now_ms() < end && !lg_mx_stopped(x)) {
-            st = lg_mx_instance_poll(in);
-            if (st != 0)
-                break;
-            pk_sleep_ms(30);
-        }
+        int st = lg_mx_instance_wait(x, in, 10000);
         if (st == 1)
             return 0;
         if (st == 0)
