@@ -35,11 +35,14 @@
  * retry on another port. Any thread. */
 int pk_free_port(void);
 
-/* pk_spawn flag: the kernel SIGKILLs the child when the thread that
- * spawned it ends (PR_SET_PDEATHSIG), so a test's servers never outlive a
- * test that crashed, failed a TU_REQUIRE or was killed by its timeout.
- * For tests and the fuzzer; the matrix does without (its own Ctrl-C
- * handling stops its children). */
+/* pk_spawn flag: the kernel SIGKILLs the child when its parent ends
+ * (PR_SET_PDEATHSIG), so a test's servers never outlive a test that
+ * crashed, failed a TU_REQUIRE or was killed by its timeout. Linux may
+ * tie it to the spawning thread rather than the process: spawn from the
+ * thread that lives as long as the children should (the main thread). A
+ * parent that ends before the child set it up makes the child exit 127
+ * at once. For tests and the fuzzer; the matrix does without (its own
+ * Ctrl-C handling stops its children). */
 #define PK_SPAWN_DIE_WITH_PARENT 1
 
 /* Starts argv[0] (searched in PATH when it has no '/'; argv
