@@ -1,6 +1,6 @@
 /* tu.c — see tu.h. Starting and stopping processes is the process kit's
- * (pk_proc.h), shared with the load generator's matrix; this file only
- * gives it the suite's defaults. */
+ * (proc/: pk_proc.h, pk_redis.h), shared with the load generator's matrix;
+ * this file only gives it the suite's defaults. */
 #include "tu.h"
 
 #include <hiredis/hiredis.h>
