@@ -1,7 +1,8 @@
 /* reqfuzz.c — miaosha-reqfuzz, the live request fuzzer (see README.md).
  *
  * Starts its own redis-server and miaosha-server on free loopback ports
- * (children in this session, killed with this process), then sends them
+ * with the process kit (proc/: children in this session, killed with this
+ * process, the server's port read from its log), then sends them
  * generated requests from a few threads over raw sockets: valid purchases,
  * stock reads and resets, and malformed ones (bad methods, huge and odd
  * URIs, %00, unknown, duplicate and bad parameters, huge and broken
@@ -19,7 +20,6 @@
  * refuses to produce. Responses are read with the load generator's parser
  * (lg_http.h), which therefore meets the server's every odd reply too. */
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -31,14 +31,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "lg_http.h"
+#include "pk_http.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
 
 #define TOKEN "fuzz-admin-token"
 #define SKU "fz"
@@ -897,102 +898,6 @@ static void *worker_main(void *arg)
 
 /* ---- the servers ---- */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static pid_t spawn(const char *const *argv, const char *log)
-{
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    /* Dies with the fuzzer, whatever ends it. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(127);
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-}
-
-/* One short exchange on a fresh connection; returns the reply's status or
- * 0. */
-static int simple_get(int port, const char *path)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    char req[256], resp[8192];
-    size_t have = 0;
-    int status = 0;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-                     path);
-    int64_t deadline = now_ms() + 5000;
-    if (send_all(fd, req, (size_t)n, deadline) == 0) {
-        lg_http_parser p;
-        lg_http_parser_init(&p, 0);
-        while (now_ms() < deadline && have < sizeof resp) {
-            struct pollfd pf = {fd, POLLIN, 0};
-            if (poll(&pf, 1, 200) <= 0)
-                continue;
-            ssize_t r = recv(fd, resp + have, sizeof resp - have, 0);
-            if (r <= 0)
-                break;
-            have += (size_t)r;
-            if (lg_http_parse(&p, resp, have) == LG_HTTP_DONE) {
-                status = p.status;
-                break;
-            }
-        }
-    }
-    close(fd);
-    return status;
-}
-
-static int redis_ping(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    char r[16] = {0};
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-             send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6 && recv(fd, r, sizeof r - 1, 0) > 0 &&
-             strncmp(r, "+PONG", 5) == 0;
-    if (fd >= 0)
-        close(fd);
-    return ok;
-}
-
 static long rss_kib(pid_t pid)
 {
     char path[64], line[256];
@@ -1026,37 +931,27 @@ static void dump_file(const char *path, long max_lines)
 
 static int start_servers(void)
 {
-    char rlog[300], slog[300], rport[16], redis_addr[64], dir_arg[300];
+    char rlog[300], slog[300], redis_addr[64], err[512];
     snprintf(g_dir, sizeof g_dir, "/tmp/miaosha-reqfuzz-XXXXXX");
     if (mkdtemp(g_dir) == NULL)
         return -1;
     snprintf(rlog, sizeof rlog, "%s/redis.log", g_dir);
     snprintf(slog, sizeof slog, "%s/server.log", g_dir);
-    snprintf(dir_arg, sizeof dir_arg, "%s", g_dir);
-    for (int attempt = 0; attempt < 5 && g_redis_pid == 0; attempt++) {
-        g_redis_port = free_port();
-        snprintf(rport, sizeof rport, "%d", g_redis_port);
-        const char *rargv[] = {O.redis, "--port",       rport, "--bind", "127.0.0.1", "--save",
-                               "",      "--appendonly", "no",  "--dir",  dir_arg,     NULL};
-        pid_t pid = spawn(rargv, rlog);
-        for (int i = 0; i < 250; i++) { /* 5 s */
-            if (waitpid(pid, NULL, WNOHANG) == pid) {
-                pid = 0;
-                break;
-            }
-            if (redis_ping(g_redis_port)) {
-                g_redis_pid = pid;
-                break;
-            }
-            usleep(20000);
-        }
-        if (g_redis_pid == 0 && pid > 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-        }
-    }
-    if (g_redis_pid == 0) {
-        fprintf(stderr, "reqfuzz: redis-server (%s) did not start; its log:\n", O.redis);
+    /* Both die with the fuzzer, whatever ends it. */
+    pk_redis_opts ro;
+    pk_redis_opts_init(&ro);
+    ro.server = O.redis;
+    ro.dir = g_dir;
+    const char *rargs[] = {"--appendonly", "no", NULL};
+    ro.args = rargs;
+    ro.logpath = rlog;
+    ro.flags = PK_SPAWN_DIE_WITH_PARENT;
+    ro.attempts = 5;
+    ro.timeout_ms = 5000;
+    g_redis_pid = pk_redis_start(&ro, &g_redis_port, err, sizeof err);
+    if (g_redis_pid < 0) {
+        g_redis_pid = 0;
+        fprintf(stderr, "reqfuzz: redis-server (%s) did not start: %s; its log:\n", O.redis, err);
         dump_file(rlog, 20);
         return -1;
     }
@@ -1075,31 +970,27 @@ static int start_servers(void)
                            "--set",
                            "purchase.initial_stock=1000000",
                            NULL};
-    g_server_pid = spawn(sargv, slog);
-    for (int i = 0; i < 500; i++) { /* 10 s */
-        int status;
-        if (waitpid(g_server_pid, &status, WNOHANG) == g_server_pid) {
-            g_server_pid = 0;
-            fprintf(stderr, "reqfuzz: miaosha-server (%s) exited at start; its log:\n", O.server);
-            dump_file(slog, 20);
-            return -1;
-        }
-        if (g_port == 0) {
-            FILE *f = fopen(slog, "r");
-            char line[1024];
-            while (f && g_port == 0 && fgets(line, sizeof line, f)) {
-                char *p = strstr(line, "listening on ");
-                if (p && (p = strstr(p, " port ")) != NULL)
-                    g_port = atoi(p + 6);
-            }
-            if (f)
-                fclose(f);
-        }
-        if (g_port != 0 && simple_get(g_port, "/healthz") == 200)
-            return 0;
-        usleep(20000);
+    g_server_pid = pk_spawn(sargv, slog, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    if (g_server_pid < 0) {
+        g_server_pid = 0;
+        fprintf(stderr, "reqfuzz: miaosha-server (%s): %s\n", O.server, err);
+        return -1;
     }
-    fprintf(stderr, "reqfuzz: miaosha-server did not answer /healthz 200 within 10 s; its log:\n");
+    /* --port 0: the port it bound is in its log */
+    pk_http_wait_opts w;
+    pk_http_wait_opts_init(&w);
+    w.port_log = slog;
+    switch (pk_http_wait_healthy(g_server_pid, &g_port, &w, NULL)) {
+    case PK_HTTP_HEALTHY: return 0;
+    case PK_HTTP_EXITED:
+        g_server_pid = 0;
+        fprintf(stderr, "reqfuzz: miaosha-server (%s) exited at start; its log:\n", O.server);
+        break;
+    default:
+        fprintf(stderr,
+                "reqfuzz: miaosha-server did not answer /healthz 200 within 10 s; its log:\n");
+        break;
+    }
     dump_file(slog, 20);
     return -1;
 }
@@ -1109,14 +1000,10 @@ static int start_servers(void)
 static int stop_child(pid_t pid)
 {
     int status = 0;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 1500; i++) {
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -2 - WTERMSIG(status);
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    pk_signal_stop(pid);
+    if (pk_wait_status(pid, 15000, &status))
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -2 - WTERMSIG(status);
+    pk_kill(pid);
     return -1;
 }
 
@@ -1179,8 +1066,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     if (start_servers() != 0) {
-        if (g_redis_pid > 0)
-            stop_child(g_redis_pid);
+        pk_kill_all(2000);
         return 2;
     }
     printf("reqfuzz: miaosha-server pid %d port %d, redis-server pid %d port %d, seed %u, "
@@ -1215,7 +1101,7 @@ int main(int argc, char **argv)
         if (rss_mid < 0 && (done >= mid || now_ms() >= mid_at))
             rss_mid = r;
         int status;
-        if (waitpid(g_server_pid, &status, WNOHANG) == g_server_pid) {
+        if (pk_wait_status(g_server_pid, 0, &status)) {
             died = 1;
             died_status = status;
             atomic_store(&g_stop, 1);
@@ -1248,7 +1134,7 @@ int main(int argc, char **argv)
             rss_start = rss_boot;
         if (rss_mid < 0)
             rss_mid = rss_end;
-        health = simple_get(g_port, "/healthz");
+        health = pk_http_status(g_port, "/healthz", 5000);
         exit_status = stop_child(g_server_pid);
     }
     stop_child(g_redis_pid);

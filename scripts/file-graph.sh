@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # file-graph.sh BUILD_DIR — checks that no module's source files stand in a
 # circle: "file A uses a function or variable that file B defines" must
-# point one way only, inside lockcore/, config/, service/ and loadtest/
+# point one way only, inside lockcore/, config/, service/, loadtest/ and proc/
 # (their tests, bench/ and fuzz/ are left out). Each module keeps shared
 # helpers in leaf files with their own small header (lc_util.c,
 # svc_reply.c, lg_matrix_cfg.c...), so the files can be read bottom-up.
@@ -20,7 +20,7 @@ command -v nm >/dev/null && command -v tsort >/dev/null ||
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
-for module in lockcore config service loadtest; do
+for module in lockcore config service loadtest proc; do
   objs=()
   # <build>/<module>/CMakeFiles/<target>.dir/<path below the module>.c.o,
   # kept only when that source still exists (a stale object of a moved file

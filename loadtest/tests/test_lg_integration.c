@@ -29,7 +29,9 @@
 #include <unistd.h>
 
 #include "lg_admin.h"
-#include "lg_proc.h"
+#include "pk_http.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
 #include "tu.h"
 
 /* Removes a test's output directory, or keeps it (and says where) when a
@@ -37,7 +39,7 @@
 static void remove_unless_failed(const char *dir, const char *what)
 {
     if (tu_failed == 0)
-        lg_rm_tree(dir);
+        pk_rm_tree(dir);
     else
         fprintf(stderr, "%s kept in %s\n", what, dir);
 }
@@ -48,26 +50,25 @@ static int redis_port;
 static pid_t start_server(int *port, const char *id)
 {
     char err[256], ports[16], redis[64];
+    pk_http_wait_opts w;
+    pk_http_wait_opts_init(&w);
+    w.try_timeout_ms = 500;
+    w.poll_ms = 50;
     for (int attempt = 0; attempt < 3; attempt++) {
-        *port = lg_free_port();
+        *port = pk_free_port();
         snprintf(ports, sizeof ports, "%d", *port);
         snprintf(redis, sizeof redis, "127.0.0.1:%d", redis_port);
         const char *argv[] = {server, "--port", ports, "--redis", redis, "--instance-id", id, NULL};
         char logp[256];
         snprintf(logp, sizeof logp, "/tmp/miaosha-lg-test-%s.log", id);
-        pid_t pid = lg_spawn(argv, logp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+        pid_t pid = pk_spawn(argv, logp, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
         if (pid < 0)
             continue;
-        char base[64];
-        snprintf(base, sizeof base, "http://127.0.0.1:%d", *port);
-        for (int i = 0; i < 200; i++) {
-            if (lg_admin_healthy(base, 500))
-                return pid;
-            if (lg_wait_exit(pid, 0))
-                break;
-            tu_sleep_ms(50);
-        }
-        lg_stop(pid, 2000);
+        int st = pk_http_wait_healthy(pid, port, &w, NULL);
+        if (st == PK_HTTP_HEALTHY)
+            return pid;
+        if (st == PK_HTTP_TIMEOUT)
+            pk_stop(pid, 2000);
         fprintf(stderr, "server did not come up (log %s)\n", logp);
     }
     return -1;
@@ -191,7 +192,7 @@ static void test_run(void)
     TU_CHECK(rc == 0 && json_num(out, "sold") == 15, "token over 2 instances exit %d\n%s", rc, out);
 
     /* a dead target: requests fail as connect errors, the run still ends */
-    int dead = lg_free_port();
+    int dead = pk_free_port();
     snprintf(cmd, sizeof cmd,
              "%s run --mode token --requests 50 --concurrency 4 --stock 10 --wait-ms 5000 "
              "--sku lgt-dead --target http://127.0.0.1:%d --target http://127.0.0.1:%d "
@@ -203,23 +204,22 @@ static void test_run(void)
 
     /* the audit's GETs are retried: a server that starts listening 50 ms
      * after the call (connection refused at first) still answers it */
-    int p3 = lg_free_port();
+    int p3 = pk_free_port();
     char ports3[16], redis3[64], base3[64], aerr[256];
     snprintf(ports3, sizeof ports3, "%d", p3);
     snprintf(redis3, sizeof redis3, "127.0.0.1:%d", redis_port);
     snprintf(base3, sizeof base3, "http://127.0.0.1:%d", p3);
-    pid_t late = fork();
-    if (late == 0) {
-        tu_sleep_ms(50);
-        execl(server, server, "--port", ports3, "--redis", redis3, "--instance-id", "lgtest-late",
-              (char *)NULL);
-        _exit(127);
-    }
+    const char *late_argv[] = {"sh",          "-c",     "sleep 0.05; exec \"$0\" \"$@\"",
+                               server,        "--port", ports3,
+                               "--redis",     redis3,   "--instance-id",
+                               "lgtest-late", NULL};
+    char lerr[256];
+    pid_t late = pk_spawn(late_argv, NULL, PK_SPAWN_DIE_WITH_PARENT, lerr, sizeof lerr);
     lg_audit la;
     TU_CHECK(late > 0 && lg_admin_audit(base3, "demo", &la, aerr, sizeof aerr) == 0,
              "audit retried until the late server answered: %s", aerr);
     if (late > 0)
-        lg_stop(late, 5000);
+        pk_stop(late, 5000);
 
     /* bench */
     snprintf(cmd, sizeof cmd,
@@ -235,8 +235,8 @@ static void test_run(void)
     snprintf(cmd, sizeof cmd, "%s run --help", load);
     TU_CHECK(sh(cmd, out, sizeof out) == 0 && strstr(out, "--expect"), "run --help");
 
-    lg_stop(s1, 5000);
-    lg_stop(s2, 5000);
+    pk_stop(s1, 5000);
+    pk_stop(s2, 5000);
 }
 
 /* extra: more matrix arguments (the pipeline-off run passes a server
@@ -528,7 +528,7 @@ static void test_faults_interrupt(void)
     snprintf(errp, sizeof errp, "%s/stderr", dir);
     const char *argv[] = {load,      "matrix",   "--scenarios", "redis-pause", "--modes", "token",
                           "--quick", "--server", server,        "--out",       dir,       NULL};
-    pid_t pid = lg_spawn(argv, errp, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    pid_t pid = pk_spawn(argv, errp, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     TU_REQUIRE(pid > 0, "matrix started");
     /* the private Redis's port, from the matrix's first log line */
     int port = 0;
@@ -549,8 +549,8 @@ static void test_faults_interrupt(void)
     /* paused = the port accepts but never answers a PING */
     int paused = 0;
     end = tu_now_ms() + tu_slack(30000);
-    while (port && !paused && tu_now_ms() < end && !lg_wait_exit(pid, 0)) {
-        paused = !lg_redis_ping(port, 150);
+    while (port && !paused && tu_now_ms() < end && !pk_wait_exit(pid, 0)) {
+        paused = !pk_redis_ping(port, 150);
         if (!paused)
             tu_sleep_ms(10);
     }
@@ -558,15 +558,11 @@ static void test_faults_interrupt(void)
     int64_t t0 = tu_now_ms();
     kill(pid, SIGINT);
     int st = -1;
-    while (waitpid(pid, &st, WNOHANG) == 0 && tu_now_ms() - t0 < tu_slack(15000))
-        tu_sleep_ms(20);
-    if (tu_now_ms() - t0 >= tu_slack(15000)) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-    }
+    if (!pk_wait_status(pid, (int)tu_slack(15000), &st))
+        pk_kill(pid);
     TU_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "Ctrl-C: exit 130 (status %d) after %lld ms",
              st, (long long)(tu_now_ms() - t0));
-    TU_CHECK(!port || !lg_redis_ping(port, 300), "Ctrl-C: its Redis was stopped");
+    TU_CHECK(!port || !pk_redis_ping(port, 300), "Ctrl-C: its Redis was stopped");
     remove_unless_failed(dir, "interrupt output");
 }
 
@@ -662,7 +658,7 @@ int main(int argc, char **argv)
         test_matrix_redlock();
     else
         TU_CHECK(0, "unknown test '%s'", what);
-    lg_proc_kill_all(2000);
+    pk_kill_all(2000);
     curl_global_cleanup();
     return tu_done();
 }

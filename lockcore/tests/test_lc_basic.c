@@ -5,10 +5,11 @@
  * lc_guard_wait_ms as whole milliseconds of the acquisition's own span. */
 #include "lc_test.h"
 
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "pk_proc.h"
 
 static int port;
 static lc_client *cli;
@@ -233,14 +234,12 @@ static void test_setnx_crash(void)
     lct_key(key, sizeof key, "crash", LC_SETNX);
     snprintf(portstr, sizeof portstr, "%d", port);
     snprintf(cmd, sizeof cmd, "%s/lockcore/tests/lc_holder", getenv("MIAOSHA_BUILD_DIR"));
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(cmd, cmd, portstr, "setnx", key, "30000", "5000", "crash_before_expire",
-              (char *)NULL);
-        _exit(127);
-    }
+    const char *argv[] = {cmd, portstr, "setnx", key, "30000", "5000", "crash_before_expire", NULL};
+    char err[256];
+    pid_t pid = pk_spawn(argv, NULL, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    TU_REQUIRE(pid > 0, "holder started: %s", err);
     int status = 0;
-    waitpid(pid, &status, 0);
+    TU_REQUIRE(pk_wait_status(pid, (int)tu_slack(30000), &status), "holder exited");
     TU_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "holder exited in the hook (%d)",
              status);
     TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 1, "the lock exists");

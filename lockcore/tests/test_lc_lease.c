@@ -7,10 +7,10 @@
 #include "lc_test.h"
 
 #include <pthread.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "pk_proc.h"
 
 static int port;
 
@@ -149,31 +149,45 @@ static void test_watchdog_keeps_lock(void)
     lc_client_free(cli);
 }
 
-/* Starts lc_holder; returns its pid once it printed "acquired". */
+/* 1 when the file at path holds needle. */
+static int file_has(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char buf[256];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* Starts lc_holder (its output in a temporary file); returns its pid once
+ * it printed "acquired", or -1 (it exited, or not within 10 s). */
 static pid_t spawn_holder(const char *mode, const char *key, const char *wd, const char *lease)
 {
-    char exe[512], portstr[16];
+    char exe[512], portstr[16], err[256], out[] = "/tmp/miaosha-lc-holder-XXXXXX";
     snprintf(exe, sizeof exe, "%s/lockcore/tests/lc_holder", getenv("MIAOSHA_BUILD_DIR"));
     snprintf(portstr, sizeof portstr, "%d", port);
-    int fds[2];
-    if (pipe(fds) != 0)
+    int fd = mkstemp(out);
+    if (fd < 0)
         return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        execl(exe, exe, portstr, mode, key, wd, lease, (char *)NULL);
-        _exit(127);
+    close(fd);
+    const char *argv[] = {exe, portstr, mode, key, wd, lease, NULL};
+    pid_t pid = pk_spawn(argv, out, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    int64_t end = tu_now_ms() + tu_slack(10000);
+    while (pid > 0 && !file_has(out, "acquired")) {
+        if (pk_wait_exit(pid, 0)) { /* reaped: it exited without the lock */
+            pid = -1;
+            break;
+        }
+        if (tu_now_ms() > end) {
+            pk_kill(pid);
+            pid = -1;
+            break;
+        }
+        tu_sleep_ms(2);
     }
-    close(fds[1]);
-    char buf[32] = "";
-    ssize_t n = read(fds[0], buf, sizeof buf - 1);
-    close(fds[0]);
-    if (n <= 0 || strncmp(buf, "acquired", 8) != 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return -1;
-    }
+    unlink(out);
     return pid;
 }
 
@@ -188,9 +202,8 @@ static void test_watchdog_dies_with_holder(void)
     tu_sleep_ms(800);
     int64_t ttl = tu_redis_int(port, "PTTL %s", key);
     TU_CHECK(ttl > 500, "the holder's watchdog renews it (PTTL %lld at 800 ms)", (long long)ttl);
-    kill(pid, SIGKILL);
     int64_t t0 = tu_now_ms();
-    waitpid(pid, NULL, 0);
+    pk_kill(pid);
     while (tu_redis_int(port, "EXISTS %s", key) == 1 && tu_now_ms() - t0 < 3000)
         tu_sleep_ms(5);
     int64_t gone = tu_now_ms() - t0;

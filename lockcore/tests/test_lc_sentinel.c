@@ -1,7 +1,7 @@
 /* test_lc_sentinel.c — lockcore asks Redis Sentinel for the master.
  *
  * The options' checks; then a master (known by a front forwarder's port),
- * one replica and three Sentinels (lg_ha.h): the client connects to the
+ * one replica and three Sentinels (pk_ha.h): the client connects to the
  * master they name and lc_client_master says so; the front is frozen (the
  * connection stays open, no EOF, as for a master cut off the network) and
  * the master SIGKILLed. The watcher learns +switch-master, so the next call
@@ -9,8 +9,8 @@
  * out on the old one; the switch is counted; a token lock works there.
  */
 #include "lc_test.h"
-#include "lg_ha.h"
-#include "lg_proc.h"
+#include "pk_ha.h"
+#include "pk_proc.h"
 
 static lc_status make(const char *const *sentinels, int n, const char *name, char *err, size_t len)
 {
@@ -49,8 +49,8 @@ static void test_options(void)
 static void test_none_answers(void)
 {
     char a[32], b[32];
-    snprintf(a, sizeof a, "127.0.0.1:%d", lg_free_port());
-    snprintf(b, sizeof b, "127.0.0.1:%d", lg_free_port());
+    snprintf(a, sizeof a, "127.0.0.1:%d", pk_free_port());
+    snprintf(b, sizeof b, "127.0.0.1:%d", pk_free_port());
     const char *s[] = {a, b};
     lc_options o;
     lc_options_init(&o);
@@ -79,16 +79,16 @@ static void test_failover(void)
 {
     char dir[] = "/tmp/miaosha-lc-sentinel-XXXXXX";
     TU_REQUIRE(mkdtemp(dir) != NULL, "temp dir");
-    lg_ha h;
-    lg_ha_opts ho = {.server = getenv("MIAOSHA_REDIS_SERVER"),
+    pk_ha h;
+    pk_ha_opts ho = {.server = getenv("MIAOSHA_REDIS_SERVER"),
                      .dir = dir,
                      .replicas = 1,
                      .fronted = 1,
                      .down_after_ms = 500,
                      .failover_timeout_ms = 2000,
-                     .flags = LG_SPAWN_DIE_WITH_PARENT};
+                     .flags = PK_SPAWN_DIE_WITH_PARENT};
     char err[256];
-    TU_REQUIRE(lg_ha_start(&h, &ho, err, sizeof err) == 0, "topology: %s", err);
+    TU_REQUIRE(pk_ha_start(&h, &ho, err, sizeof err) == 0, "topology: %s", err);
     char s1[32], s2[32], s3[32];
     snprintf(s1, sizeof s1, "127.0.0.1:%d", h.sentinel_port[0]);
     snprintf(s2, sizeof s2, "127.0.0.1:%d", h.sentinel_port[1]);
@@ -98,7 +98,7 @@ static void test_failover(void)
     lc_options_init(&o);
     o.sentinels = s;
     o.sentinel_count = 3;
-    o.master_name = LG_HA_NAME;
+    o.master_name = PK_HA_NAME;
     o.command_timeout_ms = 2000;
     lc_client *c = NULL;
     TU_REQUIRE(lc_client_new(&o, &c, err, sizeof err) == LC_OK, "client: %s", err);
@@ -109,13 +109,13 @@ static void test_failover(void)
     snprintf(want, sizeof want, "127.0.0.1:%d", h.addr_port);
     TU_CHECK(!strcmp(m, want), "master %s, want %s", m, want);
 
-    lg_ha_freeze_front(&h, 1);
+    pk_ha_freeze_front(&h, 1);
     int64_t t_kill = tu_now_ms();
-    lg_kill(h.master_pid);
+    pk_kill(h.master_pid);
     h.master_pid = 0;
     int newport = -1;
     while (tu_now_ms() - t_kill < tu_slack(10000)) {
-        newport = lg_ha_master_port(&h);
+        newport = pk_ha_master_port(&h);
         if (newport > 0 && newport != h.addr_port)
             break;
         tu_sleep_ms(10);
@@ -171,8 +171,8 @@ static void test_failover(void)
     tu_redis_stop(&other);
     lc_conn_free(conn);
     lc_client_free(c);
-    lg_ha_stop(&h);
-    lg_rm_tree(dir);
+    pk_ha_stop(&h);
+    pk_rm_tree(dir);
 }
 
 int main(void)

@@ -1,12 +1,12 @@
 /* svc_test.c — see svc_test.h. */
 #include "svc_test.h"
 
-#include "lg_proc.h"
+#include "pk_http.h"
+#include "pk_proc.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,28 +34,17 @@ int svc_run_exit(const char *const *args, int64_t limit_ms, char *out, size_t le
     for (int i = 0; args[i] && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
+    char err[256];
+    pid_t pid = pk_spawn(argv, path, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     int status = 0, rc = -1;
-    int64_t t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < limit_ms) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            rc = WIFEXITED(status) ? WEXITSTATUS(status) : -2;
-            break;
-        }
-        tu_sleep_ms(10);
-    }
-    if (rc == -1) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
-    ssize_t got = pread(fd, out, len - 1, 0);
+    if (pid > 0 && pk_wait_status(pid, (int)limit_ms, &status))
+        rc = WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+    else if (pid > 0)
+        pk_kill(pid);
+    ssize_t got = pid > 0 ? pread(fd, out, len - 1, 0) : 0;
     out[got > 0 ? got : 0] = '\0';
+    if (pid < 0)
+        snprintf(out, len, "%s", err);
     close(fd);
     unlink(path);
     return rc;
@@ -94,24 +83,6 @@ static int exit_code(int status)
     return -2;
 }
 
-/* The port the child bound, from its "listening on ADDR port N" line; 0
- * while that line is not there yet. */
-static int logged_port(const svc_server *s)
-{
-    FILE *f = fopen(s->log, "r");
-    char line[2048];
-    int port = 0;
-    if (f == NULL)
-        return 0;
-    while (port == 0 && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, " listening on ");
-        if (p != NULL && (p = strstr(p, " port ")) != NULL)
-            port = atoi(p + 6);
-    }
-    fclose(f);
-    return port;
-}
-
 int svc_start(svc_server *s, int redis_port, const char *const *extra)
 {
     char redis[64];
@@ -138,35 +109,30 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
         argv[n++] = extra[i];
     argv[n] = NULL;
     char err[256];
-    pid_t pid = lg_spawn(argv, s->log, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    pid_t pid = pk_spawn(argv, s->log, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     if (pid < 0) {
         fprintf(stderr, "svc_start: %s\n", err);
         return -1;
     }
     s->pid = pid;
-    for (int i = 0; i < 500; i++) { /* 10 s */
-        int status;
-        if (lg_wait_status(pid, 0, &status)) {
-            s->pid = 0;
-            fprintf(stderr, "svc_start: server exited with status %d\n", exit_code(status));
-            svc_dump_log(s);
-            return -1;
-        }
-        if (s->port == 0)
-            s->port = logged_port(s);
-        if (s->port != 0) {
-            svc_resp r;
-            svc_req(s, "GET", "/healthz", NULL, NULL, &r);
-            long st = r.status;
-            svc_resp_free(&r);
-            if (st != 0)
-                return 0;
-        }
-        tu_sleep_ms(20);
+    /* Any status counts: a test may start it with its Redis down (503). */
+    pk_http_wait_opts w;
+    pk_http_wait_opts_init(&w);
+    w.want_status = 0;
+    w.port_log = s->log;
+    int status = 0;
+    switch (pk_http_wait_healthy(pid, &s->port, &w, &status)) {
+    case PK_HTTP_HEALTHY: return 0;
+    case PK_HTTP_EXITED:
+        s->pid = 0;
+        fprintf(stderr, "svc_start: server exited with status %d\n", exit_code(status));
+        break;
+    default:
+        pk_kill(s->pid);
+        s->pid = 0;
+        fprintf(stderr, "svc_start: server did not answer within 10 s\n");
+        break;
     }
-    lg_kill(s->pid);
-    s->pid = 0;
-    fprintf(stderr, "svc_start: server did not answer within 10 s\n");
     svc_dump_log(s);
     return -1;
 }
@@ -185,7 +151,7 @@ static void check_sanitizer(const svc_server *s)
 int svc_wait_exit(svc_server *s, int timeout_ms)
 {
     int status;
-    if (s->pid <= 0 || !lg_wait_status(s->pid, timeout_ms, &status))
+    if (s->pid <= 0 || !pk_wait_status(s->pid, timeout_ms, &status))
         return -1;
     s->pid = 0;
     check_sanitizer(s);
@@ -196,12 +162,12 @@ int svc_stop(svc_server *s, int timeout_ms)
 {
     if (s->pid <= 0)
         return -1;
-    lg_signal_stop(s->pid);
+    pk_signal_stop(s->pid);
     /* An upper bound: scaled like every other (tu_slack), as a sanitizer
      * build on a busy machine can take seconds to drain and exit. */
     int rc = svc_wait_exit(s, (int)tu_slack(timeout_ms));
     if (rc == -1 && s->pid > 0) {
-        lg_kill(s->pid);
+        pk_kill(s->pid);
         s->pid = 0;
         check_sanitizer(s);
     }

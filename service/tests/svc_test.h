@@ -23,9 +23,10 @@ typedef struct svc_server {
  * (NULL-terminated, may be NULL) with --port 0, reads the port it bound
  * from its "listening on ... port N" log line, and waits until /healthz
  * answers (any status) — up to 10 s. Returns 0, or -1 (the log is printed).
- * Started with the process kit (lg_proc.h) and LG_SPAWN_DIE_WITH_PARENT:
- * the server dies with the test, also when the test crashes. Call from the
- * test's main thread (the kit's child table is not locked). */
+ * Started with the process kit (pk_spawn, then pk_http_wait_healthy) and
+ * PK_SPAWN_DIE_WITH_PARENT: the server dies with the test, also when the
+ * test crashes. Call from the test's main thread (the kit's child table is
+ * not locked). */
 int svc_start(svc_server *s, int redis_port, const char *const *extra);
 /* SIGTERM (and SIGCONT, in case a test paused it), then waits up to
  * tu_slack(timeout_ms); returns the exit status, or -1 (killed with
@@ -40,8 +41,10 @@ int svc_wait_exit(svc_server *s, int timeout_ms);
  * its stdout and stderr both into out (len bytes, NUL-terminated, cut short
  * where it does not fit): for the runs that exit at start (config errors,
  * --help). Returns the exit status, -2 when a signal ended it, or -1 when
- * it still ran after limit_ms (then killed with SIGKILL and reaped) or no
- * temp file could be made. Call from the test's main thread. */
+ * it still ran after limit_ms (then killed with SIGKILL and reaped), it
+ * could not be started or no temp file could be made (the reason in out).
+ * Started with the process kit (pk_spawn) and PK_SPAWN_DIE_WITH_PARENT.
+ * Call from the test's main thread. */
 int svc_run_exit(const char *const *args, int64_t limit_ms, char *out, size_t len);
 /* Prints the server's log to stderr. */
 void svc_dump_log(const svc_server *s);

@@ -1,6 +1,6 @@
 /* test_service_failover.c — a Sentinel failover while buyers run.
  *
- * A master with two replicas and three Sentinels (lg_ha.h: down-after 500
+ * A master with two replicas and three Sentinels (pk_ha.h: down-after 500
  * ms), the service pointed at the Sentinels with redis.wait_replicas=1.
  * Four buyers (token and lua) buy in a loop; the master is SIGKILLed. The
  * service must follow the new master within down-after + failover-timeout
@@ -29,8 +29,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "lg_ha.h"
-#include "lg_proc.h"
+#include "pk_ha.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
 #include "svc_test.h"
 
 #define DOWN_AFTER_MS 500
@@ -98,19 +99,19 @@ static int master_named(int port)
 
 static void test_failover(const char *dir)
 {
-    lg_ha h;
-    lg_ha_opts o = {.server = getenv("MIAOSHA_REDIS_SERVER"),
+    pk_ha h;
+    pk_ha_opts o = {.server = getenv("MIAOSHA_REDIS_SERVER"),
                     .dir = dir,
                     .replicas = 2,
                     .down_after_ms = DOWN_AFTER_MS,
                     .failover_timeout_ms = FAILOVER_TIMEOUT_MS,
-                    .flags = LG_SPAWN_DIE_WITH_PARENT};
+                    .flags = PK_SPAWN_DIE_WITH_PARENT};
     char err[256];
-    TU_REQUIRE(lg_ha_start(&h, &o, err, sizeof err) == 0, "topology: %s", err);
+    TU_REQUIRE(pk_ha_start(&h, &o, err, sizeof err) == 0, "topology: %s", err);
     char sentinels[128];
     snprintf(sentinels, sizeof sentinels, "redis.sentinels=%s", h.sentinels);
     const char *extra[] = {"--set", sentinels,
-                           "--set", "redis.master_name=" LG_HA_NAME,
+                           "--set", "redis.master_name=" PK_HA_NAME,
                            "--set", "redis.wait_replicas=1",
                            "--set", "redis.wait_timeout_ms=250",
                            "--set", "redis.command_timeout_ms=300",
@@ -118,7 +119,7 @@ static void test_failover(const char *dir)
                            "--set", "server.workers=8",
                            NULL};
     /* --redis names a port nobody listens on: with Sentinels it is unused */
-    TU_REQUIRE(svc_start(&srv, lg_free_port(), extra) == 0, "server starts");
+    TU_REQUIRE(svc_start(&srv, pk_free_port(), extra) == 0, "server starts");
     TU_CHECK(master_named(h.master_port), "/healthz names the master %d", h.master_port);
     TU_CHECK(svc_set_stock(&srv, "fo", 1000000, NULL) == 200, "stock");
 
@@ -133,7 +134,7 @@ static void test_failover(const char *dir)
     }
     tu_sleep_ms(400);
     atomic_store(&kill_ms, tu_now_ms());
-    lg_kill(h.master_pid);
+    pk_kill(h.master_pid);
     h.master_pid = 0;
     int64_t bound = tu_slack(DOWN_AFTER_MS + FAILOVER_TIMEOUT_MS + 1000);
     while (atomic_load(&first_after_ms) == 0 && tu_now_ms() - atomic_load(&kill_ms) < bound)
@@ -147,7 +148,7 @@ static void test_failover(const char *dir)
            (long long)bound);
     TU_CHECK(took >= 0, "no 200 within %lld ms of the kill", (long long)bound);
 
-    int newport = lg_ha_master_port(&h);
+    int newport = pk_ha_master_port(&h);
     TU_CHECK(newport > 0 && newport != h.master_port, "a new master: %d", newport);
     long n200 = 0, n503 = 0;
     for (int i = 0; i < BUYERS; i++) {
@@ -160,7 +161,7 @@ static void test_failover(const char *dir)
     }
     printf("failover: %ld sold, %ld 503 answers\n", n200, n503);
     TU_CHECK(n503 > 0, "no 503 while there was no master");
-    TU_CHECK(lg_wait_exit(srv.pid, 0) == 0, "the server is alive");
+    TU_CHECK(pk_wait_exit(srv.pid, 0) == 0, "the server is alive");
     int64_t t0 = tu_now_ms();
     while (!master_named(newport) && tu_now_ms() - t0 < tu_slack(2000))
         tu_sleep_ms(20);
@@ -178,7 +179,7 @@ static void test_failover(const char *dir)
     svc_resp_free(&r);
 
     /* Every acknowledged order is on the new master. */
-    redisContext *c = lg_redis_connect(newport, 2000);
+    redisContext *c = pk_redis_connect(newport, 2000);
     TU_REQUIRE(c != NULL, "connect to the new master");
     redisReply *l = redisCommand(c, "LRANGE miaosha:{fo}:orders 0 -1");
     TU_REQUIRE(l && l->type == REDIS_REPLY_ARRAY, "order list");
@@ -197,7 +198,7 @@ static void test_failover(const char *dir)
     freeReplyObject(l);
     redisFree(c);
     TU_CHECK(svc_stop(&srv, 5000) == 0, "clean stop");
-    lg_ha_stop(&h);
+    pk_ha_stop(&h);
 }
 
 /* Sentinels that answer nothing: start, 503 with the reason, no crash. */
@@ -205,9 +206,9 @@ static void test_no_sentinel(void)
 {
     char sentinels[96];
     snprintf(sentinels, sizeof sentinels, "redis.sentinels=127.0.0.1:%d,127.0.0.1:%d",
-             lg_free_port(), lg_free_port());
+             pk_free_port(), pk_free_port());
     const char *extra[] = {"--set", sentinels, "--set", "redis.connect_timeout_ms=200", NULL};
-    TU_REQUIRE(svc_start(&srv, lg_free_port(), extra) == 0, "server starts without a Sentinel");
+    TU_REQUIRE(svc_start(&srv, pk_free_port(), extra) == 0, "server starts without a Sentinel");
     svc_resp r;
     svc_req(&srv, "GET", "/healthz", NULL, NULL, &r);
     TU_CHECK(r.status == 503 && strstr(B(&r), "\"reason\":\"sentinel: no master mymaster"),
@@ -248,7 +249,7 @@ static void test_not_replicated(void)
                  "%s: %ld %s", paths[i], r.status, B(&r));
         char found[64] = "";
         if (oid) {
-            redisContext *c = lg_redis_connect(rd.port, 2000);
+            redisContext *c = pk_redis_connect(rd.port, 2000);
             redisReply *l = c ? redisCommand(c, "LRANGE miaosha:{nr}:orders 0 -1") : NULL;
             for (size_t e = 0; l && l->type == REDIS_REPLY_ARRAY && e < l->elements; e++)
                 if (strstr(l->element[e]->str, oid))
@@ -300,10 +301,10 @@ static void test_empty_master_name(const char *dir)
     const char *argv[] = {SVC_TEST_SERVER,      "--set", "redis.sentinels=127.0.0.1:26379", "--set",
                           "redis.master_name=", NULL};
     char err[256];
-    pid_t pid = lg_spawn(argv, log, LG_SPAWN_DIE_WITH_PARENT, err, sizeof err);
+    pid_t pid = pk_spawn(argv, log, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     TU_REQUIRE(pid > 0, "spawn: %s", err);
     int st = 0;
-    TU_CHECK(lg_wait_status(pid, (int)tu_slack(5000), &st) == 1 && WIFEXITED(st) &&
+    TU_CHECK(pk_wait_status(pid, (int)tu_slack(5000), &st) == 1 && WIFEXITED(st) &&
                  WEXITSTATUS(st) == 2,
              "exit 2 for an empty master_name (status %d)", st);
     FILE *f = fopen(log, "r");
@@ -324,6 +325,6 @@ int main(void)
     test_not_replicated();
     test_no_sentinel();
     test_failover(dir);
-    lg_rm_tree(dir);
+    pk_rm_tree(dir);
     return tu_done();
 }

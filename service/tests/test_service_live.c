@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lg_proc.h"
+#include "pk_proc.h"
 #include "svc_test.h"
 
 #define NONE_BUYERS 40
@@ -120,14 +120,14 @@ static int browse(const char *url, char **dom, const char *shot)
                           url,
                           NULL};
     unlink(out);
-    pid_t pid = lg_spawn(argv, err, LG_SPAWN_DIE_WITH_PARENT, e, sizeof e);
+    pid_t pid = pk_spawn(argv, err, PK_SPAWN_DIE_WITH_PARENT, e, sizeof e);
     if (pid < 0) {
         fprintf(stderr, "chromium: %s\n", e);
         return -1;
     }
     int status = 0;
-    if (!lg_wait_status(pid, (int)tu_slack(60000), &status)) {
-        lg_stop(pid, 2000);
+    if (!pk_wait_status(pid, (int)tu_slack(60000), &status)) {
+        pk_stop(pid, 2000);
         fprintf(stderr, "chromium did not finish within 60 s\n");
         return -1;
     }
@@ -354,8 +354,8 @@ static void cdp_close(cdp *c)
     cJSON_Delete(cdp_call(c, "Browser.close", "{}", 0));
     close(c->to);
     close(c->from);
-    if (c->pid > 0 && !lg_wait_exit(c->pid, (int)tu_slack(10000)))
-        lg_kill(c->pid);
+    if (c->pid > 0 && !pk_wait_exit(c->pid, (int)tu_slack(10000)))
+        pk_kill(c->pid);
 }
 
 #define LOG_TOP "var l=document.getElementById('log').firstChild;return l?l.textContent:'';"

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lg_proc.h"
+#include "pk_proc.h"
 #include "svc_test.h"
 
 #define NODES 5
@@ -45,7 +45,7 @@ static void test_bad_config(void)
              red[1].port, red[0].port);
     expect_exit2(nodes, "twice");
     /* A free port: nothing listens there. */
-    int dead = lg_free_port();
+    int dead = pk_free_port();
     snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", red[0].port,
              red[1].port, dead);
     char port[16];

@@ -1,6 +1,6 @@
 /* tu.c — see tu.h. Starting and stopping processes is the process kit's
- * (lg_proc.h), shared with the load generator's matrix; this file only
- * gives it the suite's defaults. */
+ * (proc/: pk_proc.h, pk_redis.h), shared with the load generator's matrix;
+ * this file only gives it the suite's defaults. */
 #include "tu.h"
 
 #include <hiredis/hiredis.h>
@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lg_proc.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
 
 _Atomic long tu_passed;
 _Atomic long tu_failed;
@@ -40,7 +41,7 @@ int tu_done(void)
 
 int64_t tu_now_ms(void)
 {
-    return (int64_t)lg_now_ms();
+    return (int64_t)pk_now_ms();
 }
 
 int64_t tu_slack(int64_t ms)
@@ -52,7 +53,7 @@ int64_t tu_slack(int64_t ms)
 
 void tu_sleep_ms(int64_t ms)
 {
-    lg_sleep_ms((long long)ms);
+    pk_sleep_ms((long long)ms);
 }
 
 int tu_redis_port(void)
@@ -87,20 +88,20 @@ int tu_redis_start(tu_redis *r, int keep_port, const char *const *extra_args)
     for (int i = 0; extra_args && extra_args[i] && n < 63; i++)
         args[n++] = extra_args[i];
     args[n] = NULL;
-    lg_redis_opts o;
-    lg_redis_opts_init(&o);
+    pk_redis_opts o;
+    pk_redis_opts_init(&o);
     o.server = getenv("MIAOSHA_REDIS_SERVER");
     o.port = keep_port ? r->port : 0;
     o.dir = r->dir;
     o.args = args;
     /* Dies with the test, however the test ends (a failed TU_REQUIRE, a
      * crash, a timeout kill): no server left behind. */
-    o.flags = LG_SPAWN_DIE_WITH_PARENT;
+    o.flags = PK_SPAWN_DIE_WITH_PARENT;
     o.attempts = 20;
     o.timeout_ms = 5000;
     char err[256];
     int port = 0;
-    pid_t pid = lg_redis_start(&o, &port, err, sizeof err);
+    pid_t pid = pk_redis_start(&o, &port, err, sizeof err);
     if (pid < 0) {
         fprintf(stderr, "tu_redis_start: %s\n", err);
         return -1;
@@ -114,9 +115,9 @@ void tu_redis_kill(tu_redis *r, int hard)
 {
     if (r->pid > 0) {
         if (hard)
-            lg_kill(r->pid);
+            pk_kill(r->pid);
         else
-            lg_stop(r->pid, (int)tu_slack(10000));
+            pk_stop(r->pid, (int)tu_slack(10000));
         r->pid = 0;
     }
 }
@@ -125,14 +126,14 @@ void tu_redis_stop(tu_redis *r)
 {
     tu_redis_kill(r, 1);
     if (r->dir[0]) {
-        lg_rm_tree(r->dir);
+        pk_rm_tree(r->dir);
         r->dir[0] = 0;
     }
 }
 
 static redisReply *vcommand(int port, const char *fmt, va_list ap)
 {
-    redisContext *c = lg_redis_connect(port, 2000);
+    redisContext *c = pk_redis_connect(port, 2000);
     redisReply *r = c ? redisvCommand(c, fmt, ap) : NULL;
     if (c)
         redisFree(c);

@@ -63,7 +63,8 @@ int tu_redis_port(void);
  * after the defaults and override them). The child is killed by the kernel
  * if the test process dies first (PR_SET_PDEATHSIG), stays in the test's
  * session (never daemonized), and is started and stopped by the process kit
- * the load generator's matrix uses too (loadtest/src/proc/lg_proc.h). */
+ * the load generator's matrix uses too (proc/: pk_redis_start, pk_stop;
+ * proc/README.md). */
 typedef struct tu_redis {
     pid_t pid;
     int port;

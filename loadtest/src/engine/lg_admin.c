@@ -307,16 +307,6 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
     return -1;
 }
 
-int lg_admin_healthy(const char *base, long timeout_ms)
-{
-    char url[600], err[256];
-    snprintf(url, sizeof url, "%s/healthz", base);
-    long st = 0;
-    if (lg_http_call("GET", url, NULL, NULL, timeout_ms, &st, NULL, err, sizeof err) < 0)
-        return 0;
-    return st == 200;
-}
-
 int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],
                       int *lock_lost, int *deleted_other_lock)
 {

@@ -51,8 +51,6 @@ int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, si
  * record's order_id to ids. Accepts a JSON array of records or an object
  * holding one ("orders"/"items"), records as objects or JSON strings. */
 int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err, size_t errlen);
-/* GET {base}/healthz answered 200. */
-int lg_admin_healthy(const char *base, long timeout_ms);
 
 /* Extracts what a purchase response says: order_id (copied, < 64 bytes,
  * "" when absent), error code ("" when absent), lock_lost and

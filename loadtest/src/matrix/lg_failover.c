@@ -1,7 +1,7 @@
 /* lg_failover.c — the failover scenario (lg_failover.h): the lock that a
  * Sentinel failover loses.
  *
- * Each cell builds its own topology (lg_ha.h): a master, one replica whose
+ * Each cell builds its own topology (pk_ha.h): a master, one replica whose
  * link runs through a forwarder, three Sentinels (down-after 500 ms), and
  * the master known to everyone by a second forwarder's port (its "front").
  * Two instances ask the Sentinels for the master: the holder's and the
@@ -36,8 +36,9 @@
 #include <sys/stat.h>
 
 #include "lg_admin.h"
-#include "lg_ha.h"
-#include "lg_proc.h"
+#include "pk_ha.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
 
 #define FO_DOWN_AFTER_MS 500
 #define FO_FAILOVER_TIMEOUT_MS 2000
@@ -93,7 +94,7 @@ typedef struct holder {
     long status;
     char error[32];
     int lost;
-    long long answered; /* lg_now_ms() when its answer came */
+    long long answered; /* pk_now_ms() when its answer came */
 } holder;
 
 static void *hold(void *arg)
@@ -104,7 +105,7 @@ static void *hold(void *arg)
     if (lg_http_call("POST", h->url, NULL, NULL, FO_WORK_MS + 20000, &h->status, &body, e,
                      sizeof e) != 0)
         h->status = 0;
-    h->answered = lg_now_ms();
+    h->answered = pk_now_ms();
     if (body)
         lg_parse_purchase(body, strlen(body), oid, h->error, &h->lost, &deleted);
     free(body);
@@ -115,7 +116,7 @@ static int key_exists(int port, const char *key)
 {
     const char *argv[] = {"EXISTS", key};
     char out[32];
-    return lg_redis_query(port, 300, 2, argv, out, sizeof out) == 1 && !strcmp(out, "1");
+    return pk_redis_query(port, 300, 2, argv, out, sizeof out) == 1 && !strcmp(out, "1");
 }
 
 static int stats_inflight(const instance *in)
@@ -149,15 +150,15 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     snprintf(lock_key, sizeof lock_key, "miaosha:{%s}:lock:%s", sku, m);
     snprintf(stock_key, sizeof stock_key, "miaosha:{%s}:stock", sku);
 
-    lg_ha h;
-    lg_ha_opts o = {.server = x->cfg->redis_server,
+    pk_ha h;
+    pk_ha_opts o = {.server = x->cfg->redis_server,
                     .dir = dir,
                     .replicas = 1,
                     .proxied = 1,
                     .fronted = 1,
                     .down_after_ms = FO_DOWN_AFTER_MS,
                     .failover_timeout_ms = FO_FAILOVER_TIMEOUT_MS};
-    if (lg_ha_start(&h, &o, err, errlen) < 0)
+    if (pk_ha_start(&h, &o, err, errlen) < 0)
         return -1;
     char sentinels[160];
     snprintf(sentinels, sizeof sentinels, "redis.sentinels=%s", h.sentinels);
@@ -171,7 +172,7 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     for (int i = 0; i < 2; i++) {
         snprintf(ins[i].id, sizeof ins[i].id, "mx-fo-%s-%s", i ? "buyer" : "holder", m);
         const char *extra[] = {"--set", sentinels,
-                               "--set", "redis.master_name=" LG_HA_NAME,
+                               "--set", "redis.master_name=" PK_HA_NAME,
                                "--set", "redis.command_timeout_ms=300",
                                "--set", "redis.connect_timeout_ms=300"};
         for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++)
@@ -184,15 +185,15 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     /* the stock reached the replica: only what comes after is held back */
     const char *get[] = {"GET", stock_key};
     char v[32] = "";
-    for (long long end = lg_now_ms() + lg_mx_bound(x, 5000);
-         !(lg_redis_query(h.replica_port[0], 300, 2, get, v, sizeof v) == 1 && !strcmp(v, "1"));
-         lg_sleep_ms(10)) {
-        if (lg_now_ms() > end || lg_mx_stopped(x)) {
+    for (long long end = pk_now_ms() + lg_mx_bound(x, 5000);
+         !(pk_redis_query(h.replica_port[0], 300, 2, get, v, sizeof v) == 1 && !strcmp(v, "1"));
+         pk_sleep_ms(10)) {
+        if (pk_now_ms() > end || lg_mx_stopped(x)) {
             snprintf(err, errlen, "the stock did not reach the replica");
             goto out;
         }
     }
-    lg_ha_freeze(&h, 1);
+    pk_ha_freeze(&h, 1);
 
     char lease[32] = "";
     if (mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_FENCED ||
@@ -206,26 +207,26 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     }
     started = 1;
     int has_lock = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT;
-    long long end = lg_now_ms() + lg_mx_bound(x, 5000);
+    long long end = pk_now_ms() + lg_mx_bound(x, 5000);
     while (!(has_lock ? key_exists(h.master_port, lock_key) : stats_inflight(&ins[0]) > 0)) {
-        if (lg_now_ms() > end || lg_mx_stopped(x)) {
+        if (pk_now_ms() > end || lg_mx_stopped(x)) {
             snprintf(c->outcome, sizeof c->outcome, "error");
             snprintf(c->reason, sizeof c->reason, "the holder never held the lock");
             rc = 0;
             goto out;
         }
-        lg_sleep_ms(5);
+        pk_sleep_ms(5);
     }
-    lg_sleep_ms(50); /* its stock read (with the acquire, or right after) is done */
+    pk_sleep_ms(50); /* its stock read (with the acquire, or right after) is done */
 
-    lg_ha_freeze_front(&h, 1);
-    long long t_kill = lg_now_ms();
-    lg_kill(h.master_pid);
+    pk_ha_freeze_front(&h, 1);
+    long long t_kill = pk_now_ms();
+    pk_kill(h.master_pid);
     h.master_pid = 0;
     int newport = -1;
-    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); lg_now_ms() < end && !lg_mx_stopped(x);
-         lg_sleep_ms(10)) {
-        newport = lg_ha_master_port(&h);
+    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); pk_now_ms() < end && !lg_mx_stopped(x);
+         pk_sleep_ms(10)) {
+        newport = pk_ha_master_port(&h);
         if (newport > 0 && newport != h.addr_port)
             break;
     }
@@ -236,7 +237,7 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
         rc = 0;
         goto out;
     }
-    c->fault_ms = lg_now_ms() - t_kill;
+    c->fault_ms = pk_now_ms() - t_kill;
 
     /* The buyer, on the other instance, until an answer that is not 503. */
     char url[512];
@@ -244,13 +245,13 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
              m, sku, lease);
     long bst = 0;
     long long answer_ms = -1; /* kill -> the buyer's last answer, whatever it was */
-    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); lg_now_ms() < end && !lg_mx_stopped(x);
-         lg_sleep_ms(20)) {
+    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); pk_now_ms() < end && !lg_mx_stopped(x);
+         pk_sleep_ms(20)) {
         char e[256];
         c->requests++;
         if (lg_http_call("POST", url, NULL, NULL, 3000, &bst, NULL, e, sizeof e) != 0)
             bst = 0;
-        long long t_answer = lg_now_ms();
+        long long t_answer = pk_now_ms();
         if (bst != 0)
             answer_ms = t_answer - t_kill;
         if (bst == 503) {
@@ -312,11 +313,11 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     rc = 0;
 out:
     if (started) {
-        lg_ha_freeze_front(&h, 0);
+        pk_ha_freeze_front(&h, 0);
         pthread_join(t, NULL);
     }
     for (int i = 0; i < 2; i++)
         lg_mx_instance_stop(&ins[i]);
-    lg_ha_stop(&h);
+    pk_ha_stop(&h);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* lg_failover.h — the matrix's failover scenario, for the runner
  * (lg_matrix.c): a Sentinel failover that loses a held lock. Private to the
  * matrix room; it uses the matrix's processes (lg_mx_proc.h) and the
- * process kit's Sentinel topology (lg_ha.h), never the runner. Main thread
+ * process kit's Sentinel topology (pk_ha.h), never the runner. Main thread
  * of the matrix only.
  */
 #ifndef MIAOSHA_LG_FAILOVER_H

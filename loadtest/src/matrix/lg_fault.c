@@ -59,7 +59,8 @@
 #include "lg_json.h"
 #include "lg_mx_cell.h"
 #include "lg_mx_proc.h"
-#include "lg_proc.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
 #include "lg_thread.h"
 
 #define STR_(v) #v
@@ -192,7 +193,7 @@ static long long redis_int(const fcell *f, const char *cmd, const char *key, con
     const char *argv[3] = {cmd, key, arg};
     char out[64];
     int port = key == f->k_lock ? lock_port(f) : f->x->redis_port;
-    if (lg_redis_query(port, 500, arg ? 3 : 2, argv, out, sizeof out) != 1)
+    if (pk_redis_query(port, 500, arg ? 3 : 2, argv, out, sizeof out) != 1)
         return LLONG_MIN;
     char *end;
     long long v = strtoll(out, &end, 10);
@@ -215,9 +216,9 @@ static long probe(const fcell *f, const instance *in, const char *user, const ch
              lg_mode_names[f->mode], f->sku, user, params);
     long st = 0;
     char *body = NULL;
-    long long t0 = lg_now_ms();
+    long long t0 = pk_now_ms();
     int rc = lg_http_call("POST", url, NULL, NULL, 5000, &st, &body, e, sizeof e);
-    *ms = lg_now_ms() - t0;
+    *ms = pk_now_ms() - t0;
     code[0] = 0;
     int lost = 0, deleted = 0;
     if (rc == 0 && body)
@@ -281,10 +282,10 @@ static int interrupted(fcell *f)
 /* Sleeps until `until` (monotonic ms) unless interrupted; 0 when reached. */
 static int hold_until(fcell *f, long long until)
 {
-    while (lg_now_ms() < until) {
+    while (pk_now_ms() < until) {
         if (interrupted(f))
             return -1;
-        lg_sleep_ms(F_POLL_MS);
+        pk_sleep_ms(F_POLL_MS);
     }
     return 0;
 }
@@ -338,7 +339,7 @@ static int dead_lock_held(fcell *f, long long *last_pttl)
     char out[256];
     if (f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED || f->mode == LG_MODE_REDLOCK) {
         const char *argv[] = {"GET", f->k_lock};
-        int r = lg_redis_query(lock_port(f), 500, 2, argv, out, sizeof out);
+        int r = pk_redis_query(lock_port(f), 500, 2, argv, out, sizeof out);
         return r < 0 || (r == 1 && !strcmp(out, f->holder));
     }
     if (f->mode == LG_MODE_REENTRANT) {
@@ -400,12 +401,12 @@ static int crash_victim(fcell *f, instance *v)
  * processes). Sets f->victim; 0 when killed. */
 static int kill_reentrant_holder(fcell *f)
 {
-    long long end = lg_now_ms() + lg_mx_bound(f->x, 20000);
-    while (lg_now_ms() < end && !interrupted(f)) {
+    long long end = pk_now_ms() + lg_mx_bound(f->x, 20000);
+    while (pk_now_ms() < end && !interrupted(f)) {
         char fields[1024];
         instance *v = NULL;
         const char *argv[] = {"HKEYS", f->k_lock};
-        if (lg_redis_query(f->x->redis_port, 500, 2, argv, fields, sizeof fields) == 1) {
+        if (pk_redis_query(f->x->redis_port, 500, 2, argv, fields, sizeof fields) == 1) {
             for (int i = 0; i < 3 && !v; i++) {
                 char prefix[80];
                 snprintf(prefix, sizeof prefix, "%s-g%d:", f->ins[i].id, f->ins[i].generation);
@@ -419,7 +420,7 @@ static int kill_reentrant_holder(fcell *f)
         }
         if (v) {
             kill(v->pid, SIGSTOP);
-            lg_sleep_ms(20); /* a release it sent before the stop lands now */
+            pk_sleep_ms(20); /* a release it sent before the stop lands now */
             if (redis_int(f, "HEXISTS", f->k_lock, f->holder) == 1) {
                 kill(v->pid, SIGKILL);
                 f->victim = v;
@@ -428,7 +429,7 @@ static int kill_reentrant_holder(fcell *f)
             kill(v->pid, SIGCONT);
             f->holder[0] = 0;
         }
-        lg_sleep_ms(2);
+        pk_sleep_ms(2);
     }
     snprintf(f->why, sizeof f->why, "no instance seen holding the lock");
     return -1;
@@ -438,13 +439,13 @@ static int kill_reentrant_holder(fcell *f)
  * flight. 0 when killed. */
 static int kill_busy(fcell *f, instance *v)
 {
-    long long end = lg_now_ms() + lg_mx_bound(f->x, 20000);
-    while (lg_now_ms() < end && !interrupted(f)) {
+    long long end = pk_now_ms() + lg_mx_bound(f->x, 20000);
+    while (pk_now_ms() < end && !interrupted(f)) {
         if (inflight(v) > 0) {
             kill(v->pid, SIGKILL);
             return 0;
         }
-        lg_sleep_ms(2);
+        pk_sleep_ms(2);
     }
     snprintf(f->why, sizeof f->why, "%s never had a purchase in flight", v->id);
     return -1;
@@ -462,13 +463,13 @@ static void read_holder(fcell *f)
     const char *argv[] = {"GET", f->k_lock};
     f->lock_node = 0;
     if (f->mode != LG_MODE_REDLOCK) {
-        if (lg_redis_query(lock_port(f), 500, 2, argv, f->holder, sizeof f->holder) != 1)
+        if (pk_redis_query(lock_port(f), 500, 2, argv, f->holder, sizeof f->holder) != 1)
             f->holder[0] = 0;
         return;
     }
     char val[LG_LOCK_MASTERS][sizeof f->holder];
     for (int i = 0; i < LG_LOCK_MASTERS; i++)
-        if (lg_redis_query(f->x->lock_port[i], 500, 2, argv, val[i], sizeof val[i]) != 1)
+        if (pk_redis_query(f->x->lock_port[i], 500, 2, argv, val[i], sizeof val[i]) != 1)
             val[i][0] = 0;
     f->holder[0] = 0;
     for (int i = 0; i < LG_LOCK_MASTERS && !f->holder[0]; i++) {
@@ -493,7 +494,7 @@ static int inject_kill(fcell *f)
     if (r < 0)
         return -1;
     instance *v = f->victim;
-    f->t_kill = f->t_end = lg_now_ms();
+    f->t_kill = f->t_end = pk_now_ms();
     int lock_seen = 1;
     if (f->hold_ms) {
         int tok = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED ||
@@ -505,7 +506,7 @@ static int inject_kill(fcell *f)
     }
     f->sold_at_fault = sold_now(f);
     /* reap and restart the victim whatever happens next */
-    if (!lg_wait_exit(v->pid, 3000)) {
+    if (!pk_wait_exit(v->pid, 3000)) {
         lg_mx_instance_stop(v);
         snprintf(f->why, sizeof f->why, "%s did not exit", v->id);
         return -1;
@@ -566,8 +567,8 @@ static int inject_redis_restart(fcell *f)
     f->sold_at_fault = sold_now(f);
     pid_t pid = x->redis_pid;
     kill(pid, SIGKILL);
-    long long t_down = lg_now_ms();
-    lg_wait_exit(pid, 3000);
+    long long t_down = pk_now_ms();
+    pk_wait_exit(pid, 3000);
     x->redis_pid = 0;
     probe_unavailable(f, 3, "down", lg_mx_bound(x, 2 * F_CMD_TIMEOUT_MS + 500));
     if (hold_until(f, t_down + F_DOWN_MS) < 0)
@@ -577,22 +578,22 @@ static int inject_redis_restart(fcell *f)
         snprintf(f->why, sizeof f->why, "restart of redis-server: %.150s", e);
         return -1;
     }
-    long long t_up = f->t_end = lg_now_ms();
+    long long t_up = f->t_end = pk_now_ms();
     f->c->fault_ms = t_up - t_down;
     /* every instance answers a purchase from Redis again (200, 409 or 429:
      * anything but 503), by itself: same processes */
     long long end = t_up + lg_mx_bound(x, 5000), worst = 0;
     for (int i = 0; i < 3; i++) {
         long long back = -1;
-        for (int k = 0; back < 0 && lg_now_ms() < end && !interrupted(f); k++) {
+        for (int k = 0; back < 0 && pk_now_ms() < end && !interrupted(f); k++) {
             char code[32], user[32];
             long long ms;
             snprintf(user, sizeof user, "probe-up-%d-%d", i, k);
             long st = probe(f, &f->ins[i], user, "&wait_ms=0", code, &ms);
             if (st != 0 && st != 503)
-                back = lg_now_ms() - t_up;
+                back = pk_now_ms() - t_up;
             else
-                lg_sleep_ms(10);
+                pk_sleep_ms(10);
         }
         if (back < 0) {
             lg_addf(f->checks, sizeof f->checks, "; %s still 503 after Redis came back",
@@ -623,14 +624,14 @@ static int inject_redis_pause(fcell *f)
     mctx *x = f->x;
     f->sold_at_fault = sold_now(f);
     kill(x->redis_pid, SIGSTOP);
-    long long t_stop = lg_now_ms();
+    long long t_stop = pk_now_ms();
     /* one probe: each takes up to the timeouts and the pause is only 2 s */
     probe_unavailable(f, 1, "paused", lg_mx_bound(x, 2 * F_CMD_TIMEOUT_MS + 400));
     int r = hold_until(f, t_stop + F_PAUSE_MS);
     kill(x->redis_pid, SIGCONT); /* always, also when interrupted */
     if (r < 0)
         return -1;
-    f->t_end = lg_now_ms();
+    f->t_end = pk_now_ms();
     f->c->fault_ms = f->t_end - t_stop;
     snprintf(f->note, sizeof f->note,
              "Redis SIGSTOPped at sold %lld for %lld ms: ", f->sold_at_fault,
@@ -658,7 +659,7 @@ static void watch(fcell *f)
     long long last_pttl = f->pttl_at_kill, last_sold = LLONG_MIN;
     int watch_lock = f->scen == LG_SCEN_KILL && f->hold_ms > 0;
     while (!interrupted(f)) {
-        long long now = lg_now_ms();
+        long long now = pk_now_ms();
         if (f->victim_down) {
             int st = lg_mx_instance_poll(v);
             if (st == 1) {
@@ -688,7 +689,7 @@ static void watch(fcell *f)
          * between its SETNX and PEXPIRE): it will never go by itself */
         if (now - last_sale > f->hold_ms + lg_mx_bound(x, 1000) &&
             redis_int(f, "PTTL", f->k_lock, NULL) == -1) {
-            lg_sleep_ms(50);
+            pk_sleep_ms(50);
             if (redis_int(f, "PTTL", f->k_lock, NULL) == -1) {
                 f->stuck = 1;
                 return;
@@ -696,7 +697,7 @@ static void watch(fcell *f)
         }
         if (now > end)
             return;
-        lg_sleep_ms(F_POLL_MS);
+        pk_sleep_ms(F_POLL_MS);
     }
 }
 
@@ -795,11 +796,7 @@ static void classify(fcell *f)
 static int instances_ready(mctx *x, instance ins[3], char *err, size_t errlen)
 {
     for (int i = 0; i < 3; i++) {
-        long long end = lg_now_ms() + lg_mx_bound(x, 10000);
-        int st;
-        while ((st = lg_mx_instance_poll(&ins[i])) == 0 && lg_now_ms() < end && !lg_mx_stopped(x))
-            lg_sleep_ms(20);
-        if (st == 1)
+        if (lg_mx_instance_wait(x, &ins[i], lg_mx_bound(x, 10000)) == 1)
             continue;
         lg_mx_instance_stop(&ins[i]);
         if (lg_mx_instance_start(x, &ins[i], err, errlen) < 0)
@@ -848,11 +845,11 @@ int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance 
     if (lg_admin_reset(ins[0].base, f->sku, c->stock, f->x->cfg->admin_token, err, errlen) < 0 ||
         burst_start(f, err, errlen) < 0)
         goto out;
-    long long end = lg_now_ms() + lg_mx_bound(x, 15000);
+    long long end = pk_now_ms() + lg_mx_bound(x, 15000);
     long long sold = LLONG_MIN;
-    while (!interrupted(f) && lg_now_ms() < end &&
+    while (!interrupted(f) && pk_now_ms() < end &&
            ((sold = sold_now(f)) == LLONG_MIN || sold < F_SOLD_BEFORE))
-        lg_sleep_ms(F_POLL_MS);
+        pk_sleep_ms(F_POLL_MS);
     int injected = -1;
     if (sold == LLONG_MIN || sold < F_SOLD_BEFORE)
         snprintf(f->why, sizeof f->why, "the burst did not start selling");

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lg_admin.h"
-#include "lg_proc.h"
+#include "pk_http.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
 
 void lg_mx_log(const mctx *x, const char *fmt, ...)
 {
@@ -36,7 +37,7 @@ long long lg_mx_bound(const mctx *x, long long ms)
 int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen)
 {
     if (in->port <= 0)
-        in->port = lg_free_port();
+        in->port = pk_free_port();
     if (in->port <= 0) {
         snprintf(err, errlen, "no free port");
         return -1;
@@ -68,7 +69,7 @@ int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen)
     for (int i = 0; i < x->cfg->nserver_args; i++)
         argv[n++] = x->cfg->server_args[i];
     argv[n] = NULL;
-    in->pid = lg_spawn(argv, logp, 0, err, errlen);
+    in->pid = pk_spawn(argv, logp, 0, err, errlen);
     if (in->pid < 0) {
         in->pid = 0;
         return -1;
@@ -81,13 +82,28 @@ int lg_mx_instance_poll(instance *in)
 {
     if (in->pid <= 0)
         return -1;
-    if (lg_admin_healthy(in->base, 500))
+    if (pk_http_status(in->port, "/healthz", 500) == 200)
         return 1;
-    if (lg_wait_exit(in->pid, 0)) {
+    if (pk_wait_exit(in->pid, 0)) {
         in->pid = 0;
         return -1;
     }
     return 0;
+}
+
+int lg_mx_instance_wait(mctx *x, instance *in, long long ms)
+{
+    if (in->pid <= 0)
+        return -1;
+    pk_http_wait_opts w;
+    pk_http_wait_opts_init(&w);
+    w.timeout_ms = (int)ms;
+    w.try_timeout_ms = 500;
+    w.stop = x->cfg->stop;
+    int st = pk_http_wait_healthy(in->pid, &in->port, &w, NULL);
+    if (st == PK_HTTP_EXITED)
+        in->pid = 0;
+    return st == PK_HTTP_HEALTHY ? 1 : st == PK_HTTP_EXITED ? -1 : 0;
 }
 
 int lg_mx_instance_start(mctx *x, instance *in, char *err, size_t errlen)
@@ -97,14 +113,7 @@ int lg_mx_instance_start(mctx *x, instance *in, char *err, size_t errlen)
             in->port = 0; /* the port may be taken: pick another */
         if (lg_mx_instance_spawn(x, in, err, errlen) < 0)
             return -1;
-        long long end = lg_now_ms() + 10000;
-        int st = 0;
-        while (lg_now_ms() < end && !lg_mx_stopped(x)) {
-            st = lg_mx_instance_poll(in);
-            if (st != 0)
-                break;
-            lg_sleep_ms(30);
-        }
+        int st = lg_mx_instance_wait(x, in, 10000);
         if (st == 1)
             return 0;
         if (st == 0)
@@ -127,7 +136,7 @@ int lg_mx_instance_start(mctx *x, instance *in, char *err, size_t errlen)
 void lg_mx_instance_stop(instance *in)
 {
     if (in->pid > 0)
-        lg_stop(in->pid, 5000);
+        pk_stop(in->pid, 5000);
     in->pid = 0;
 }
 
@@ -137,8 +146,8 @@ void lg_mx_instance_stop(instance *in)
 static int start_redis(mctx *x, int *port, pid_t *pid, const char *dir, const char *const *args,
                        const char *logp, int attempts, char *err, size_t errlen)
 {
-    lg_redis_opts o;
-    lg_redis_opts_init(&o);
+    pk_redis_opts o;
+    pk_redis_opts_init(&o);
     o.server = x->cfg->redis_server;
     o.port = *port;
     o.dir = dir;
@@ -148,7 +157,7 @@ static int start_redis(mctx *x, int *port, pid_t *pid, const char *dir, const ch
     o.timeout_ms = 10000;
     o.stop = x->cfg->stop;
     int got = 0;
-    pid_t p = lg_redis_start(&o, &got, err, errlen);
+    pid_t p = pk_redis_start(&o, &got, err, errlen);
     if (p < 0)
         return -1;
     *pid = p;
@@ -217,7 +226,7 @@ int lg_mx_lock_spawn(mctx *x, int i, char *err, size_t errlen)
 
 void lg_mx_lock_kill(mctx *x, int i)
 {
-    lg_kill(x->lock_pid[i]);
+    pk_kill(x->lock_pid[i]);
     x->lock_pid[i] = 0;
 }
 
@@ -244,17 +253,17 @@ int lg_mx_locks_start(mctx *x, char *err, size_t errlen)
 void lg_mx_shutdown(mctx *x)
 {
     if (x->redis_pid > 0)
-        lg_stop(x->redis_pid, 3000);
+        pk_stop(x->redis_pid, 3000);
     x->redis_pid = 0;
     for (int i = 0; i < LG_LOCK_MASTERS; i++) {
         if (x->lock_pid[i] > 0)
-            lg_stop(x->lock_pid[i], 3000);
+            pk_stop(x->lock_pid[i], 3000);
         x->lock_pid[i] = 0;
-        lg_rm_tree(x->lock_dir[i]);
+        pk_rm_tree(x->lock_dir[i]);
         x->lock_dir[i][0] = 0;
     }
-    lg_proc_kill_all(2000);
-    lg_rm_tree(x->redis_dir); /* dump.rdb, appendonlydir/ */
+    pk_kill_all(2000);
+    pk_rm_tree(x->redis_dir); /* dump.rdb, appendonlydir/ */
     x->redis_dir[0] = 0;
 }
 

@@ -3,11 +3,11 @@
  * context every scenario carries (the configuration, the Redis address,
  * where the logs go). Private to the matrix room: the runner (lg_matrix.c)
  * and the fault scenarios (lg_fault.c) use it; it uses neither. The
- * generic part (ports, spawn, stop by PID, PING) is the process kit,
- * lg_proc.h.
+ * generic part (ports, spawn, stop by PID, PING, the wait for /healthz)
+ * is the process kit, proc/ (pk_proc.h, pk_redis.h, pk_http.h).
  *
  * Threads: everything here runs on the matrix's main thread, which also
- * reaps the children (lg_proc.h), unless a comment says otherwise.
+ * reaps the children (pk_proc.h), unless a comment says otherwise.
  */
 #ifndef MIAOSHA_LG_MX_PROC_H
 #define MIAOSHA_LG_MX_PROC_H
@@ -71,7 +71,11 @@ int lg_mx_instance_spawn(mctx *x, instance *in, char *err, size_t errlen);
 /* One /healthz check (blocks up to 500 ms): 1 healthy, 0 not yet, -1 the
  * process exited (in->pid is then 0) or was not running. */
 int lg_mx_instance_poll(instance *in);
-/* Stops it (lg_stop: SIGTERM, SIGKILL after 5 s); in->pid = 0. No-op when
+/* Waits up to ms (pk_http_wait_healthy: /healthz 200, polled every 20 ms;
+ * Ctrl-C ends it): 1 healthy, 0 not in time or Ctrl-C (still running),
+ * -1 the process exited (in->pid is then 0) or was not running. */
+int lg_mx_instance_wait(mctx *x, instance *in, long long ms);
+/* Stops it (pk_stop: SIGTERM, SIGKILL after 5 s); in->pid = 0. No-op when
  * it is not running. */
 void lg_mx_instance_stop(instance *in);
 
@@ -95,7 +99,7 @@ int lg_mx_lock_spawn(mctx *x, int i, char *err, size_t errlen);
 void lg_mx_lock_kill(mctx *x, int i);
 
 /* On the way out: stops the private redis-server and the lock masters,
- * every child still running (lg_proc_kill_all), and removes their
+ * every child still running (pk_kill_all), and removes their
  * directories. */
 void lg_mx_shutdown(mctx *x);
 

@@ -1,5 +1,5 @@
-/* lg_fwd.c — the freezable TCP forwarder (lg_fwd.h). */
-#include "lg_fwd.h"
+/* pk_fwd.c — the freezable TCP forwarder (pk_fwd.h). */
+#include "pk_fwd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,12 +15,11 @@
 
 #define FWD_MAX 16
 
-struct lg_fwd {
+struct pk_fwd {
     int lfd, target_port;
     int a[FWD_MAX], b[FWD_MAX]; /* accepted side, upstream side; -1 unused */
     atomic_int frozen, stop;
     atomic_int pass; /* loop passes since start */
-    atomic_llong bytes;
     pthread_t thread;
 };
 
@@ -38,7 +37,7 @@ static int connect_target(int port)
     return fd;
 }
 
-static void close_pair(lg_fwd *f, int i)
+static void close_pair(pk_fwd *f, int i)
 {
     close(f->a[i]);
     close(f->b[i]);
@@ -46,7 +45,7 @@ static void close_pair(lg_fwd *f, int i)
 }
 
 /* Moves what is readable on from to to; 0, or -1 at EOF or an error. */
-static int pump(lg_fwd *f, int from, int to)
+static int pump(int from, int to)
 {
     char buf[16384];
     ssize_t n = read(from, buf, sizeof buf);
@@ -60,13 +59,12 @@ static int pump(lg_fwd *f, int from, int to)
             return -1;
         off += w;
     }
-    atomic_fetch_add(&f->bytes, (long long)n);
     return 0;
 }
 
 static void *run(void *arg)
 {
-    lg_fwd *f = arg;
+    pk_fwd *f = arg;
     while (!atomic_load(&f->stop)) {
         struct pollfd pf[1 + 2 * FWD_MAX];
         int idx[1 + 2 * FWD_MAX];
@@ -89,7 +87,7 @@ static void *run(void *arg)
             int i = idx[k] % FWD_MAX, up = idx[k] >= FWD_MAX;
             if (f->a[i] < 0)
                 continue;
-            if (pump(f, up ? f->b[i] : f->a[i], up ? f->a[i] : f->b[i]) != 0)
+            if (pump(up ? f->b[i] : f->a[i], up ? f->a[i] : f->b[i]) != 0)
                 close_pair(f, i);
         }
         if (r > 0 && (pf[0].revents & POLLIN)) {
@@ -114,9 +112,9 @@ static void *run(void *arg)
     return NULL;
 }
 
-lg_fwd *lg_fwd_start(int target_port, int *port, char *err, size_t errlen)
+pk_fwd *pk_fwd_start(int target_port, int *port, char *err, size_t errlen)
 {
-    lg_fwd *f = calloc(1, sizeof *f);
+    pk_fwd *f = calloc(1, sizeof *f);
     if (!f) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -146,7 +144,7 @@ lg_fwd *lg_fwd_start(int target_port, int *port, char *err, size_t errlen)
     return f;
 }
 
-void lg_fwd_freeze(lg_fwd *f, int frozen)
+void pk_fwd_freeze(pk_fwd *f, int frozen)
 {
     atomic_store(&f->frozen, frozen ? 1 : 0);
     /* Two passes: the one under way may have polled before the store. */
@@ -155,12 +153,7 @@ void lg_fwd_freeze(lg_fwd *f, int frozen)
         usleep(1000);
 }
 
-long long lg_fwd_bytes(lg_fwd *f)
-{
-    return atomic_load(&f->bytes);
-}
-
-void lg_fwd_stop(lg_fwd *f)
+void pk_fwd_stop(pk_fwd *f)
 {
     if (!f)
         return;
