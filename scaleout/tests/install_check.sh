@@ -48,7 +48,8 @@ ck "the test tools were not looked up (no redis-server/nginx/redis-cli in the ca
 step "build" "$tmp/build.log" cmake --build "$tmp/build" -j2
 ck "no test or benchmark was built" -- \
   bash -c "! ls '$tmp/build/lockcore/tests/test_lc_basic' '$tmp/build/config/tests/config_test' \
-    '$tmp/build/bench/lc_bench' '$tmp/build/tests/testutil/libmiaosha_testutil.a' 2>/dev/null | grep -q ."
+    '$tmp/build/bench/lc_bench' '$tmp/build/tests/testutil/libmiaosha_testutil.a' \
+    '$tmp/build/proc/test_pk' 2>/dev/null | grep -q ."
 step "cmake --install" "$tmp/install.log" cmake --install "$tmp/build"
 libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$tmp/build/CMakeCache.txt")
 for f in bin/miaosha-server bin/miaosha-load etc/miaosha/miaosha.json include/lockcore.h \
