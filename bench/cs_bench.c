@@ -73,7 +73,11 @@ typedef struct worker {
     unsigned *lat; /* LAT_BUCKETS counts, or NULL when out of memory */
 } worker;
 
-static double now_s(void);
+/* Seconds on lockcore's monotonic clock. */
+static double now_s(void)
+{
+    return (double)lc_now_us() / 1e6;
+}
 
 static void lat_add(worker *w, double since_s)
 {
@@ -81,13 +85,6 @@ static void lat_add(worker *w, double since_s)
         return;
     double us = (now_s() - since_s) * 1e6;
     w->lat[us >= LAT_BUCKETS - 1 ? LAT_BUCKETS - 1 : (long)us]++;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Reads the 5 replies of the MULTI pipeline; 0 when EXEC ran all three. */

@@ -72,13 +72,6 @@ static atomic_int g_recorded_500, g_recorded_timeout, g_recorded_unparsable, g_r
     g_recorded_closed, g_recorded_503;
 static pthread_mutex_t g_print = PTHREAD_MUTEX_INITIALIZER;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- a growable byte buffer for one request ---- */
 
 typedef struct buf {
@@ -603,7 +596,7 @@ static int send_all(int fd, const char *p, size_t n, int64_t deadline)
         }
         if (w < 0 && errno != EAGAIN && errno != EINTR)
             return -1; /* the server closed: normal for a refused request */
-        int left = (int)(deadline - now_ms());
+        int left = (int)(deadline - lc_now_ms());
         if (left <= 0)
             return -2;
         struct pollfd pf = {fd, POLLOUT, 0};
@@ -676,7 +669,8 @@ typedef struct worker {
  * reused, 0 when it must be closed. */
 static int exchange(worker *w, int fd, unsigned flags)
 {
-    int64_t deadline = now_ms() + ((flags & R_NO_REPLY_OK) ? BAD_WAIT_MS : WELL_FORMED_TIMEOUT_MS);
+    int64_t deadline = lc_now_ms() +
+                       ((flags & R_NO_REPLY_OK) ? BAD_WAIT_MS : WELL_FORMED_TIMEOUT_MS);
     int sent = send_all(fd, w->req.p, w->req.len, deadline);
     if (sent == -2 && !(flags & R_NO_REPLY_OK)) { /* the server stopped reading */
         atomic_fetch_add(&g_timeouts, 1);
@@ -719,7 +713,7 @@ static int exchange(worker *w, int fd, unsigned flags)
             record(&g_recorded_unparsable, "a reply the parser refuses", &w->req, w->rbuf, have);
             return 0;
         }
-        int left = (int)(deadline - now_ms());
+        int left = (int)(deadline - lc_now_ms());
         if (left <= 0) {
             if ((flags & R_NO_REPLY_OK) && have == 0) {
                 return 2; /* park it */
@@ -785,7 +779,7 @@ static void park_poll(worker *w, int wait_ms)
         pf[i] = (struct pollfd){w->park[i].fd, POLLIN, 0};
     if (w->nparked == 0 || (poll(pf, (nfds_t)w->nparked, wait_ms) < 0 && errno != EINTR))
         return;
-    int64_t now = now_ms();
+    int64_t now = lc_now_ms();
     for (int i = 0; i < w->nparked;) {
         parked *k = &w->park[i];
         int done = 0;
@@ -830,7 +824,7 @@ static void park(worker *w, int fd)
         park_poll(w, 10);
     parked *k = &w->park[w->nparked++];
     k->fd = fd;
-    k->deadline = now_ms() + PARK_MS;
+    k->deadline = lc_now_ms() + PARK_MS;
     k->have = 0;
     k->reqlen = w->req.len < sizeof k->req ? w->req.len : sizeof k->req;
     memcpy(k->req, w->req.p, k->reqlen);
@@ -1080,7 +1074,7 @@ int main(int argc, char **argv)
     pthread_t *t = calloc((size_t)O.threads, sizeof *t);
     if (w == NULL || t == NULL)
         return 2;
-    int64_t t0 = now_ms(), deadline = t0 + (int64_t)O.max_seconds * 1000, last_report = t0;
+    int64_t t0 = lc_now_ms(), deadline = t0 + (int64_t)O.max_seconds * 1000, last_report = t0;
     for (int i = 0; i < O.threads; i++) {
         w[i].rng = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)O.seed << 16) ^ (uint64_t)(i + 1);
         pthread_create(&t[i], NULL, worker_main, &w[i]);
@@ -1096,9 +1090,9 @@ int main(int argc, char **argv)
         long r = rss_kib(g_server_pid);
         if (r > rss_max)
             rss_max = r;
-        if (rss_start < 0 && (done >= warm || now_ms() >= warm_at))
+        if (rss_start < 0 && (done >= warm || lc_now_ms() >= warm_at))
             rss_start = r;
-        if (rss_mid < 0 && (done >= mid || now_ms() >= mid_at))
+        if (rss_mid < 0 && (done >= mid || lc_now_ms() >= mid_at))
             rss_mid = r;
         int status;
         if (pk_wait_status(g_server_pid, 0, &status)) {
@@ -1107,15 +1101,15 @@ int main(int argc, char **argv)
             atomic_store(&g_stop, 1);
             break;
         }
-        if (now_ms() >= deadline) {
+        if (lc_now_ms() >= deadline) {
             deadline_hit = 1;
             atomic_store(&g_stop, 1);
             break;
         }
         if (done >= O.requests)
             break;
-        if (now_ms() - last_report >= 10000) {
-            last_report = now_ms();
+        if (lc_now_ms() - last_report >= 10000) {
+            last_report = lc_now_ms();
             printf("reqfuzz: %lld requests, %.0f s, server RSS %ld KiB\n", done,
                    (double)(last_report - t0) / 1000.0, r);
             fflush(stdout);
@@ -1123,7 +1117,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < O.threads; i++)
         pthread_join(t[i], NULL);
-    double secs = (double)(now_ms() - t0) / 1000.0;
+    double secs = (double)(lc_now_ms() - t0) / 1000.0;
     long long sent = atomic_load(&g_next);
     if (sent > O.requests)
         sent = O.requests;

@@ -445,12 +445,12 @@ static int matrix_rows(const char *dir, const char *args,
 {
     static char out[1 << 16];
     char cmd[4096];
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     snprintf(cmd, sizeof cmd, "%s matrix %s --server %s --out %s 2>%s/stderr", load, args, server,
              dir, dir);
     int rc = sh(cmd, out, sizeof out);
     fprintf(stderr, "%s\nmatrix %s: exit %d in %lld ms\n", out, args, rc,
-            (long long)(tu_now_ms() - t0));
+            (long long)(lc_now_ms() - t0));
     TU_CHECK(rc == 0, "matrix %s exit %d", args, rc);
     return each_csv_row(dir, check);
 }
@@ -532,8 +532,8 @@ static void test_faults_interrupt(void)
     TU_REQUIRE(pid > 0, "matrix started");
     /* the private Redis's port, from the matrix's first log line */
     int port = 0;
-    int64_t end = tu_now_ms() + tu_slack(20000);
-    while (!port && tu_now_ms() < end) {
+    int64_t end = lc_now_ms() + tu_slack(20000);
+    while (!port && lc_now_ms() < end) {
         FILE *f = fopen(errp, "r");
         char line[512];
         while (f && fgets(line, sizeof line, f)) {
@@ -548,20 +548,20 @@ static void test_faults_interrupt(void)
     TU_CHECK(port > 0, "private redis port logged");
     /* paused = the port accepts but never answers a PING */
     int paused = 0;
-    end = tu_now_ms() + tu_slack(30000);
-    while (port && !paused && tu_now_ms() < end && !pk_wait_exit(pid, 0)) {
+    end = lc_now_ms() + tu_slack(30000);
+    while (port && !paused && lc_now_ms() < end && !pk_wait_exit(pid, 0)) {
         paused = !pk_redis_ping(port, 150);
         if (!paused)
             tu_sleep_ms(10);
     }
     TU_CHECK(paused, "the matrix paused its Redis");
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     kill(pid, SIGINT);
     int st = -1;
     if (!pk_wait_status(pid, (int)tu_slack(15000), &st))
         pk_kill(pid);
     TU_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "Ctrl-C: exit 130 (status %d) after %lld ms",
-             st, (long long)(tu_now_ms() - t0));
+             st, (long long)(lc_now_ms() - t0));
     TU_CHECK(!port || !pk_redis_ping(port, 300), "Ctrl-C: its Redis was stopped");
     remove_unless_failed(dir, "interrupt output");
 }

@@ -633,6 +633,18 @@ int64_t lc_guard_fence(const lc_guard *g);
  * thread. */
 const char *lc_guard_owner_token(const lc_guard *g);
 
+/* --- clock --------------------------------------------------------------- */
+
+/* The monotonic clock (CLOCK_MONOTONIC) lockcore measures every lease, wait
+ * and validity on, in milliseconds: only differences mean anything. A
+ * caller that sets its own deadlines beside lockcore's, or compares its
+ * spans with lc_guard_wait_ms, reads this one. Cannot fail. Any thread. */
+int64_t lc_now_ms(void);
+
+/* The same clock in microseconds, for spans shorter than a millisecond.
+ * Cannot fail. Any thread. */
+int64_t lc_now_us(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,7 +30,7 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
         return LC_NOMEM;
     }
     conn->client = c;
-    conn->rng = (unsigned)(lc__now_ms() ^ (uintptr_t)conn ^ (unsigned)getpid());
+    conn->rng = (unsigned)(lc_now_ms() ^ (uintptr_t)conn ^ (unsigned)getpid());
     *out = conn;
     return LC_OK;
 }

@@ -32,7 +32,7 @@ struct lc_guard {
     lc_mutex_entry *mx;
     lc_hold *hold;
     bool watchdog;       /* reentrant without an explicit lease */
-    int64_t valid_until; /* redlock: lc__now_ms() time its validity ends */
+    int64_t valid_until; /* redlock: lc_now_ms() time its validity ends */
     int64_t fence;       /* fenced: the fencing token; 0 otherwise */
     atomic_int lost;
     char owner_token[2 * LC_ID_LEN + 2];
@@ -326,7 +326,7 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
             return s;
         if (got)
             return LC_OK;
-        int64_t now = lc__now_ms();
+        int64_t now = lc_now_ms();
         if (now >= deadline)
             return LC_BUSY;
         if (lc__canceled(a->cancel))
@@ -372,7 +372,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
     if (conn->sent != LC_SENT_NONE || reentrant_tries_first(c, a, field, channel)) {
         if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
             return s;
-        if (a->wait_ms == 0 || lc__now_ms() >= deadline)
+        if (a->wait_ms == 0 || lc_now_ms() >= deadline)
             return LC_BUSY;
     }
     lc_ps_waiter w;
@@ -386,7 +386,7 @@ static lc_status reentrant_acquire(lc_conn *conn, const lc_lock_args *a, const c
             if ((s = reentrant_try(conn, a->key, field, lease, p, &got, &ttl)) != LC_OK || got)
                 break;
         }
-        int64_t now = lc__now_ms();
+        int64_t now = lc_now_ms();
         if (now >= deadline) {
             s = LC_BUSY;
             break;
@@ -494,7 +494,7 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     conn->sent_mode = a->mode;
     conn->sent_p = p;
     conn->sent_pn = p ? p->n : 0;
-    conn->sent_start_us = lc__now_us();
+    conn->sent_start_us = lc_now_us();
     conn->sent_lease_ms = a->lease_ms;
     snprintf(conn->sent_owner, sizeof conn->sent_owner, "%s", a->owner);
     snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);
@@ -586,7 +586,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     }
     conn->trip_lock_unread = false;
     lc_client *c = conn->client;
-    int64_t start_us = presend ? conn->sent_start_us : lc__now_us();
+    int64_t start_us = presend ? conn->sent_start_us : lc_now_us();
     int64_t start = start_us / 1000;
     int64_t deadline = start + a->wait_ms;
     size_t klen = strlen(a->key);
@@ -665,7 +665,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     }
     /* From µs, floored: two millisecond readings would make a wait of a
      * few µs across a millisecond boundary read 1 ms. */
-    g->wait_ms = (lc__now_us() - start_us) / 1000;
+    g->wait_ms = (lc_now_us() - start_us) / 1000;
     atomic_fetch_add(&c->acquired, 1);
     *out = g;
     return LC_OK;
@@ -815,7 +815,7 @@ int lc_guard_lost(const lc_guard *g)
     if (atomic_load(&((lc_guard *)g)->lost))
         return 1;
     if (g->mode == LC_REDLOCK)
-        return lc__now_ms() >= g->valid_until;
+        return lc_now_ms() >= g->valid_until;
     return g->hold && atomic_load(&g->hold->lost) ? 1 : 0;
 }
 
@@ -833,7 +833,7 @@ int64_t lc_guard_validity_ms(const lc_guard *g)
 {
     if (g->mode != LC_REDLOCK)
         return -1;
-    int64_t left = g->valid_until - lc__now_ms();
+    int64_t left = g->valid_until - lc_now_ms();
     return left > 0 ? left : 0;
 }
 

@@ -69,7 +69,7 @@ static void unref(lc_mutex_table *t, lc_mutex_entry *e)
 lc_status lc__mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
                             const atomic_int *cancel, lc_mutex_entry **out)
 {
-    int64_t deadline = lc__now_ms() + wait_ms;
+    int64_t deadline = lc_now_ms() + wait_ms;
     LC_PTHREAD(pthread_mutex_lock(&t->mu));
     unsigned b = bucket_of(key);
     lc_mutex_entry *e = t->buckets[b];
@@ -88,7 +88,7 @@ lc_status lc__mutex_acquire(lc_mutex_table *t, const char *key, int64_t wait_ms,
     }
     e->refs++;
     while (e->held) {
-        int64_t now = lc__now_ms();
+        int64_t now = lc_now_ms();
         if (now >= deadline || lc__canceled(cancel)) {
             unref(t, e);
             LC_PTHREAD(pthread_mutex_unlock(&t->mu));

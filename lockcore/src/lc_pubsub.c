@@ -87,7 +87,7 @@ static void release_heard(lc_client *c, lc_ps_channel *ch)
     if (!ch->head)
         return;
     ch->head->signaled = true;
-    if (lc__now_ms() >= starving_at(c, ch))
+    if (lc_now_ms() >= starving_at(c, ch))
         LC_PTHREAD(pthread_cond_signal(&ch->head->cv));
 }
 
@@ -206,7 +206,7 @@ static void sync_subscriptions(lc_pubsub *p)
  * to watch the socket now, else the milliseconds to leave it alone. */
 static int quiet_ms(lc_client *c)
 {
-    int64_t now = lc__now_ms(), quiet_until = INT64_MAX;
+    int64_t now = lc_now_ms(), quiet_until = INT64_MAX;
     for (lc_ps_channel *ch = c->ps.channels; ch; ch = ch->next) {
         if (ch->pending > 0)
             return -1;
@@ -237,14 +237,14 @@ static void *pubsub_main(void *arg)
         if (!p->ctx) {
             /* At most one attempt per LC_PS_RECONNECT_MS, whether the last
              * one failed or its connection dropped at once (maxclients). */
-            int64_t wait = last_attempt + LC_PS_RECONNECT_MS - lc__now_ms();
+            int64_t wait = last_attempt + LC_PS_RECONNECT_MS - lc_now_ms();
             LC_PTHREAD(pthread_mutex_unlock(&p->mu));
             if (wait > 0) {
                 struct pollfd pf = {p->wake_fd, POLLIN, 0};
                 poll(&pf, 1, (int)wait);
                 drain(p->wake_fd);
             }
-            last_attempt = lc__now_ms();
+            last_attempt = lc_now_ms();
             redisContext *ctx = p->stop ? NULL : lc__redis_connect(c, err);
             LC_PTHREAD(pthread_mutex_lock(&p->mu));
             if (!ctx)
@@ -287,7 +287,7 @@ bool lc__pubsub_head_starving(lc_client *c, const char *channel)
 {
     LC_PTHREAD(pthread_mutex_lock(&c->ps.mu));
     lc_ps_channel *ch = find(&c->ps, channel, strlen(channel));
-    bool starving = ch && lc__now_ms() >= starving_at(c, ch);
+    bool starving = ch && lc_now_ms() >= starving_at(c, ch);
     LC_PTHREAD(pthread_mutex_unlock(&c->ps.mu));
     return starving;
 }
@@ -335,18 +335,17 @@ lc_ps_channel *lc__pubsub_join(lc_client *c, const char *channel, lc_ps_waiter *
     /* Wait for the subscription before the caller's next attempt, or a
      * release in between would go unheard (Redisson subscribes, then tries
      * again). Bounded: with Redis down the caller falls back to PTTL waits. */
-    int64_t limit = lc__now_ms() + c->connect_timeout_ms + c->command_timeout_ms;
+    int64_t limit = lc_now_ms() + c->connect_timeout_ms + c->command_timeout_ms;
     if (limit > deadline_ms)
         limit = deadline_ms;
-    while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc__now_ms() < limit &&
+    while (!(ch->sent && ch->pending == 0 && ch->subscribed) && lc_now_ms() < limit &&
            !lc__canceled(cancel)) {
-        lc__cond_wait_until(&p->subscribed_cv, &p->mu,
-                            lc__cancel_wake(cancel, lc__now_ms(), limit));
+        lc__cond_wait_until(&p->subscribed_cv, &p->mu, lc__cancel_wake(cancel, lc_now_ms(), limit));
     }
     /* A head's starvation clock starts once it can hear releases: newcomers
      * should not queue behind a waiter still waiting for its subscription. */
     if (ch->head == w)
-        ch->head_since_ms = lc__now_ms();
+        ch->head_since_ms = lc_now_ms();
     *is_head = ch->head == w;
     LC_PTHREAD(pthread_mutex_unlock(&p->mu));
     return ch;
@@ -360,7 +359,7 @@ void lc__pubsub_wait(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w, int64_t u
     int64_t poll_at = 0; /* set when the head sleeps only until its next poll */
     LC_PTHREAD(pthread_mutex_lock(&p->mu));
     for (;;) {
-        int64_t now = lc__now_ms();
+        int64_t now = lc_now_ms();
         bool head = ch->head == w;
         int64_t at = starving_at(c, ch);
         int64_t wake = until_ms;
@@ -416,7 +415,7 @@ void lc__pubsub_leave(lc_client *c, lc_ps_channel *ch, lc_ps_waiter *w)
         /* The new head wakes to re-evaluate how it waits (lc__pubsub_wait):
          * it is deaf to messages until its own starvation point, when it
          * tries. */
-        ch->head_since_ms = lc__now_ms();
+        ch->head_since_ms = lc_now_ms();
         LC_PTHREAD(pthread_cond_signal(&ch->head->cv));
     }
     if (ch->nwaiters == 0) {

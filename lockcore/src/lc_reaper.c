@@ -84,7 +84,7 @@ struct lc_orphan {
     int skip_before;   /* unread replies ahead of the lock command's */
     int skip_after;    /* unread replies after it (before our release's) */
     int64_t lease_ms;
-    int64_t deadline; /* lc__now_ms() time */
+    int64_t deadline; /* lc_now_ms() time */
     char *key;
     char owner[2 * LC_ID_LEN + 2];
     struct lc_orphan *next;
@@ -341,7 +341,7 @@ static void *reaper_main(void *arg)
             break;
 
         size_t n = 0;
-        int64_t now = lc__now_ms(), wake = now + LC_REAPER_WAIT_MS;
+        int64_t now = lc_now_ms(), wake = now + LC_REAPER_WAIT_MS;
         for (lc_orphan *o = list; o; o = o->next) {
             n++;
             if (o->deadline < wake)
@@ -369,7 +369,7 @@ static void *reaper_main(void *arg)
             }
         }
 
-        now = lc__now_ms();
+        now = lc_now_ms();
         lc_orphan **pp = &list;
         i = 1;
         while (*pp) {
@@ -444,7 +444,7 @@ void lc__reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
     o->skip_before = cmd->replies_before;
     o->skip_after = cmd->replies_after;
     o->lease_ms = cmd->lease_ms;
-    o->deadline = lc__now_ms() + LC_REAPER_WAIT_MS;
+    o->deadline = lc_now_ms() + LC_REAPER_WAIT_MS;
     snprintf(o->owner, sizeof o->owner, "%s", cmd->owner);
 
     lc_reaper *rp = &c->reaper;

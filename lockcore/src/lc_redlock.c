@@ -61,13 +61,13 @@ struct lc_rl_conn {
     redisContext *ctx[LC_REDLOCK_MAX_NODES];
     /* Replies in flight on ctx[i] that an earlier round no longer waited
      * for (it returned on a majority), whether this round's is awaited
-     * after them, and until when (lc__now_ms time: the newest command's
+     * after them, and until when (lc_now_ms time: the newest command's
      * node timeout) they may all take. */
     int late[LC_REDLOCK_MAX_NODES];
     bool cur[LC_REDLOCK_MAX_NODES];
     int64_t until[LC_REDLOCK_MAX_NODES];
     /* With a restart delay: the node's uptime was read on this context,
-     * and it votes from votes_at (lc__now_ms time) on. A new context is
+     * and it votes from votes_at (lc_now_ms time) on. A new context is
      * unchecked: a restart always breaks the old one. */
     bool checked[LC_REDLOCK_MAX_NODES];
     int64_t votes_at[LC_REDLOCK_MAX_NODES];
@@ -211,7 +211,7 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
     for (;;) {
         struct pollfd pf[LC_REDLOCK_MAX_NODES];
         int idx[LC_REDLOCK_MAX_NODES], k = 0;
-        int64_t until = INT64_MAX, now = lc__now_ms();
+        int64_t until = INT64_MAX, now = lc_now_ms();
         for (int i = 0; i < c->rl_n; i++) {
             redisContext *ctx = rl->ctx[i];
             bool must = ctx && rl->late[i] >= RL_LATE_MAX;
@@ -244,7 +244,7 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
         /* Only now, with what has come read: a reply that arrived in time
          * but was not read until this round is not a node that failed to
          * answer. */
-        now = lc__now_ms();
+        now = lc_now_ms();
         for (int j = 0; j < k; j++) {
             int i = idx[j];
             if (rl->ctx[i] && rl->late[i] > 0 && now >= rl->until[i])
@@ -289,7 +289,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
     int st[LC_REDLOCK_MAX_NODES];
     int quorum = c->rl_n / 2 + 1, got = 0;
     drain(c, rl);
-    int64_t deadline = lc__now_ms() + c->rl_node_timeout_ms;
+    int64_t deadline = lc_now_ms() + c->rl_node_timeout_ms;
     for (int i = 0; i < c->rl_n; i++) {
         rep[i] = NULL;
         st[i] = send[i] ? RL_WAITING : RL_SKIP;
@@ -331,7 +331,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         bool decided = until != RL_UNTIL_ALL && got >= quorum;
         struct pollfd pf[LC_REDLOCK_MAX_NODES];
         int idx[LC_REDLOCK_MAX_NODES], k = 0;
-        int64_t now = lc__now_ms(), next = INT64_MAX;
+        int64_t now = lc_now_ms(), next = INT64_MAX;
         for (int i = 0; i < c->rl_n; i++) {
             if (st[i] != RL_WAITING || (decided && !sdslen(rl->ctx[i]->obuf)))
                 continue;
@@ -426,7 +426,7 @@ static void check_uptimes(lc_conn *conn)
     static const char info[] = "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
     redisReply *rep[LC_REDLOCK_MAX_NODES];
     round_trip(conn, send, info, sizeof info - 1, rep, false, RL_UNTIL_ALL);
-    int64_t now = lc__now_ms();
+    int64_t now = lc_now_ms();
     for (int i = 0; i < c->rl_n; i++) {
         redisReply *r = rep[i];
         if (!r)
@@ -503,7 +503,7 @@ lc_status lc__redlock_release(lc_conn *conn, const char *key, const char *token,
     if ((s = unlock_all(conn, key, token, RL_UNTIL_DELETED, &answered, &deleted)) != LC_OK)
         return s;
     int quorum = conn->client->rl_n / 2 + 1;
-    if (lc__now_ms() >= valid_until) {
+    if (lc_now_ms() >= valid_until) {
         lc__seterr(conn->err, "redlock: released after its validity ran out");
         return LC_LOST;
     }
@@ -539,16 +539,16 @@ lc_status lc__redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *
         redisReply *rep[LC_REDLOCK_MAX_NODES];
         if (c->rl_restart_delay_ms > 0) {
             check_uptimes(conn);
-            int64_t now = lc__now_ms();
+            int64_t now = lc_now_ms();
             for (int i = 0; i < n; i++)
                 all[i] = conn->rl->checked[i] && now >= conn->rl->votes_at[i];
         } else {
             for (int i = 0; i < n; i++)
                 all[i] = true;
         }
-        int64_t t0 = lc__now_ms();
+        int64_t t0 = lc_now_ms();
         round_trip(conn, all, cmd, (size_t)len, rep, c->rl_restart_delay_ms > 0, RL_UNTIL_GRANTED);
-        int64_t elapsed = lc__now_ms() - t0;
+        int64_t elapsed = lc_now_ms() - t0;
         int granted = 0, answered = 0;
         for (int i = 0; i < n; i++) {
             redisReply *r = rep[i];
@@ -580,7 +580,7 @@ lc_status lc__redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *
                        quorum);
             return LC_IO;
         }
-        int64_t now = lc__now_ms();
+        int64_t now = lc_now_ms();
         if (now >= deadline || lc__canceled(a->cancel)) {
             redisFreeCommand(cmd);
             return now >= deadline ? LC_BUSY : LC_CANCELED;

@@ -18,8 +18,8 @@ lc_status lc__redlock_setup(lc_client *c, const lc_options *o, char *err, size_t
 /* Closes and frees an lc_conn's node contexts. NULL-safe. */
 void lc__redlock_conn_free(struct lc_rl_conn *rl);
 
-/* Takes the lock with the algorithm's attempts until deadline (lc__now_ms
- * time): LC_OK with *valid_until (lc__now_ms time) set, LC_BUSY, LC_IO,
+/* Takes the lock with the algorithm's attempts until deadline (lc_now_ms
+ * time): LC_OK with *valid_until (lc_now_ms time) set, LC_BUSY, LC_IO,
  * LC_CANCELED, LC_MISUSE (no nodes configured), LC_NOMEM; reason in
  * conn->err. a->lease_ms was checked by the caller. */
 lc_status lc__redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *token,

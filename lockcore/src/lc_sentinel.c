@@ -138,7 +138,7 @@ static bool stopping(lc_sentinel *s)
 
 static void nap(lc_sentinel *s, int64_t ms)
 {
-    for (int64_t until = lc__now_ms() + ms; lc__now_ms() < until && !stopping(s);)
+    for (int64_t until = lc_now_ms() + ms; lc_now_ms() < until && !stopping(s);)
         lc__sleep_ms(20);
 }
 

@@ -12,14 +12,14 @@
 #include <string.h>
 #include <time.h>
 
-int64_t lc__now_ms(void)
+int64_t lc_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t lc__now_us(void)
+int64_t lc_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

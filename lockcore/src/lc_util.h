@@ -17,11 +17,8 @@
 
 /* --- clock --------------------------------------------------------------- */
 
-/* CLOCK_MONOTONIC in ms. Any thread. */
-int64_t lc__now_ms(void);
-
-/* CLOCK_MONOTONIC in µs, for spans shorter than a millisecond. Any thread. */
-int64_t lc__now_us(void);
+/* lc_now_ms and lc_now_us are public (lockcore.h): the one monotonic clock
+ * of the project. */
 
 /* Sleeps ms (nothing for ms <= 0), restarting after signals. Any thread. */
 void lc__sleep_ms(int64_t ms);
@@ -29,11 +26,11 @@ void lc__sleep_ms(int64_t ms);
 /* --- condition variables ------------------------------------------------- */
 
 /* Initialises a condition variable that waits on CLOCK_MONOTONIC, so a wait's
- * deadline is lc__now_ms() arithmetic and a wall-clock step cannot stretch it. */
+ * deadline is lc_now_ms() arithmetic and a wall-clock step cannot stretch it. */
 void lc__cond_init(pthread_cond_t *cv);
 
 /* Waits on cv (mu held, as pthread_cond_timedwait) until signalled or
- * deadline_ms (lc__now_ms() time) passes; a timeout is not a failure. The
+ * deadline_ms (lc_now_ms() time) passes; a timeout is not a failure. The
  * caller re-checks its condition after any return (spurious wake-ups). */
 void lc__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 

@@ -120,7 +120,7 @@ static void *watchdog_main(void *arg)
             LC_PTHREAD(pthread_cond_wait(&w->cv, &w->mu));
             continue;
         }
-        if (due->next_renew_ms > lc__now_ms()) {
+        if (due->next_renew_ms > lc_now_ms()) {
             w->sleeping_until = due->next_renew_ms;
             lc__cond_wait_until(&w->cv, &w->mu, due->next_renew_ms);
             continue;
@@ -129,7 +129,7 @@ static void *watchdog_main(void *arg)
         /* Renew outside the lock so acquire/release never wait on Redis here;
          * `renewing` keeps the entry alive if its last hold is dropped. */
         due->renewing = true;
-        due->next_renew_ms = lc__now_ms() + period;
+        due->next_renew_ms = lc_now_ms() + period;
         bool quiet = due->releasing == 0;
         unsigned releases = due->releases;
         LC_PTHREAD(pthread_mutex_unlock(&w->mu));
@@ -201,7 +201,7 @@ lc_hold *lc__hold_add(lc_client *c, const char *key, const char *field, bool wat
     /* Renewal starts with the first watchdog-mode hold, whose acquire
      * script set the full lease (inside an explicit-lease hold too). */
     if (!was && renewed(h))
-        h->next_renew_ms = lc__now_ms() + c->watchdog_timeout_ms / 3;
+        h->next_renew_ms = lc_now_ms() + c->watchdog_timeout_ms / 3;
     /* Also wakes the thread for a re-entry during the last release: it
      * skipped the entry meanwhile and may sleep past its renewal time. */
     if (renewed(h))

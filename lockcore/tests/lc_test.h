@@ -66,7 +66,7 @@ static inline lc_lock_args lct_args(lc_mode mode, const char *key, const char *o
 static inline void lct_key(char *buf, size_t len, const char *test, lc_mode mode)
 {
     snprintf(buf, len, "lctest:{%s-%s-%d}:lock", test, lc_mode_name(mode),
-             (int)(tu_now_ms() % 1000000));
+             (int)(lc_now_ms() % 1000000));
 }
 
 /* Takes the lock of a fresh key (written to key, keylen bytes) as owner
@@ -89,13 +89,13 @@ static inline lc_guard *lct_hold(lc_client *cli, lc_mode mode, const char *test,
 static inline lc_stats lct_settled_stats(lc_client *cli, int64_t within_ms)
 {
     lc_stats s;
-    int64_t until = tu_now_ms() + within_ms;
+    int64_t until = lc_now_ms() + within_ms;
     do {
         lc_client_stats(cli, &s);
         if (s.pubsub_channels == 0)
             break;
         tu_sleep_ms(10);
-    } while (tu_now_ms() < until);
+    } while (lc_now_ms() < until);
     return s;
 }
 
@@ -109,7 +109,7 @@ typedef struct lct_waiter {
     int64_t wait_ms;
     const atomic_int *cancel; /* NULL: none */
     lc_status status;
-    int64_t start, end; /* tu_now_ms() around lc_acquire */
+    int64_t start, end; /* lc_now_ms() around lc_acquire */
 } lct_waiter;
 
 static inline void *lct_waiter_main(void *arg)
@@ -120,9 +120,9 @@ static inline void *lct_waiter_main(void *arg)
                               w->wait_ms);
     a.cancel = w->cancel;
     lc_guard *g = NULL;
-    w->start = tu_now_ms();
+    w->start = lc_now_ms();
     w->status = lc_acquire(conn, &a, &g);
-    w->end = tu_now_ms();
+    w->end = lc_now_ms();
     if (g)
         lc_release(conn, g);
     lc_conn_free(conn);

@@ -160,10 +160,10 @@ static void test_token_extend(void)
 static int count_messages(redisContext *sub, int64_t ms)
 {
     int n = 0;
-    int64_t end = tu_now_ms() + ms;
+    int64_t end = lc_now_ms() + ms;
     struct timeval tv = {0, 50000};
     redisSetTimeout(sub, tv);
-    while (tu_now_ms() < end) {
+    while (lc_now_ms() < end) {
         redisReply *r = NULL;
         if (redisGetReply(sub, (void **)&r) != REDIS_OK) {
             /* timeout: the context is dead after it, reconnecting is not
@@ -278,13 +278,6 @@ static void test_connects(void)
     lc_conn_free(c);
 }
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The wait is the floor of the acquisition's span in µs, so it can never
  * exceed the whole milliseconds of a span measured around the call. Two
  * millisecond clock readings could: a ~50 µs acquire across a millisecond
@@ -295,9 +288,9 @@ static void test_wait_ms_floor(void)
     for (int i = 0; i < 200; i++) {
         lc_lock_args a = lct_args(LC_TOKEN, "lctest:{wait}:lock", "w", 5000, 0);
         lc_guard *g = NULL;
-        int64_t t0 = now_us();
+        int64_t t0 = lc_now_us();
         lc_status st = lc_acquire(c1, &a, &g);
-        int64_t span_ms = (now_us() - t0) / 1000;
+        int64_t span_ms = (lc_now_us() - t0) / 1000;
         TU_REQUIRE(st == LC_OK, "acquire %d", i);
         if (lc_guard_wait_ms(g) > span_ms)
             over++;

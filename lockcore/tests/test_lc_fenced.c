@@ -20,7 +20,7 @@ static lc_conn *c1, *c2;
 /* A fresh lock key and its fence counter under one hash tag. */
 static void keys(char *lock, char *fence, size_t len, const char *test)
 {
-    int n = (int)(tu_now_ms() % 1000000);
+    int n = (int)(lc_now_ms() % 1000000);
     snprintf(lock, len, "lctest:{fenced-%s-%d}:lock", test, n);
     snprintf(fence, len, "lctest:{fenced-%s-%d}:fence", test, n);
 }

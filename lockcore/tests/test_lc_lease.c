@@ -27,7 +27,7 @@ static void *waiter_main(void *arg)
     waiter *w = arg;
     lc_conn *conn = lct_conn(w->cli);
     w->status = lc_acquire(conn, &w->args, &w->g);
-    w->acquired_at = tu_now_ms();
+    w->acquired_at = lc_now_ms();
     /* keep holding until the main thread has released its (expired) lock */
     tu_sleep_ms(400);
     lc_conn_free(conn);
@@ -48,13 +48,13 @@ static void test_expiry_without_watchdog(lc_client *cli)
         lc_conn *conn = lct_conn(cli);
         lc_lock_args a = lct_args(m, key, "slow", 300, 0);
         lc_guard *g;
-        int64_t t0 = tu_now_ms();
+        int64_t t0 = lc_now_ms();
         TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "%s holder", lc_mode_name(m));
         /* the new holder's own lease outlives the test's checks */
         waiter w = {.cli = cli, .args = lct_args(m, key, "next", 5000, 2000)};
         pthread_t th;
         pthread_create(&th, NULL, waiter_main, &w);
-        tu_sleep_ms(500 - (tu_now_ms() - t0));
+        tu_sleep_ms(500 - (lc_now_ms() - t0));
         lc_status rs = lc_release(conn, g);
         int64_t exists = tu_redis_int(port, "EXISTS %s", key);
         pthread_join(th, NULL);
@@ -92,9 +92,9 @@ static void test_watchdog_keeps_lock(void)
     lc_lock_args b = lct_args(LC_REENTRANT, key, "other", 0, 0);
     lc_guard *g, *gb;
     TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire");
-    int64_t end = tu_now_ms() + 3500;
+    int64_t end = lc_now_ms() + 3500;
     int missing = 0, entered = 0, min_ttl = 1000000;
-    while (tu_now_ms() < end) {
+    while (lc_now_ms() < end) {
         int64_t ttl = tu_redis_int(port, "PTTL %s", key);
         if (ttl <= 0)
             missing++;
@@ -137,8 +137,8 @@ static void test_watchdog_keeps_lock(void)
     /* The renew script answering 0 marks the lock lost. */
     TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire again");
     tu_redis_int(port, "DEL %s", key);
-    int64_t until = tu_now_ms() + 1000;
-    while (!lc_guard_lost(g) && tu_now_ms() < until)
+    int64_t until = lc_now_ms() + 1000;
+    while (!lc_guard_lost(g) && lc_now_ms() < until)
         tu_sleep_ms(10);
     TU_CHECK(lc_guard_lost(g) == 1, "watchdog reported the lock lost");
     lc_client_stats(cli, &s);
@@ -174,13 +174,13 @@ static pid_t spawn_holder(const char *mode, const char *key, const char *wd, con
     close(fd);
     const char *argv[] = {exe, portstr, mode, key, wd, lease, NULL};
     pid_t pid = pk_spawn(argv, out, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
-    int64_t end = tu_now_ms() + tu_slack(10000);
+    int64_t end = lc_now_ms() + tu_slack(10000);
     while (pid > 0 && !file_has(out, "acquired")) {
         if (pk_wait_exit(pid, 0)) { /* reaped: it exited without the lock */
             pid = -1;
             break;
         }
-        if (tu_now_ms() > end) {
+        if (lc_now_ms() > end) {
             pk_kill(pid);
             pid = -1;
             break;
@@ -202,11 +202,11 @@ static void test_watchdog_dies_with_holder(void)
     tu_sleep_ms(800);
     int64_t ttl = tu_redis_int(port, "PTTL %s", key);
     TU_CHECK(ttl > 500, "the holder's watchdog renews it (PTTL %lld at 800 ms)", (long long)ttl);
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     pk_kill(pid);
-    while (tu_redis_int(port, "EXISTS %s", key) == 1 && tu_now_ms() - t0 < 3000)
+    while (tu_redis_int(port, "EXISTS %s", key) == 1 && lc_now_ms() - t0 < 3000)
         tu_sleep_ms(5);
-    int64_t gone = tu_now_ms() - t0;
+    int64_t gone = lc_now_ms() - t0;
     TU_CHECK(gone <= tu_slack(1100), "key gone %lld ms after SIGKILL (<= 1100)", (long long)gone);
 }
 
@@ -267,8 +267,8 @@ static void test_release_without_conn(void)
     lc_stats s;
     lc_client_stats(cli, &s);
     TU_CHECK(s.watchdog_active == 0, "renewal stopped");
-    int64_t until = tu_now_ms() + 1500;
-    while (tu_redis_int(port, "EXISTS %s", key) == 1 && tu_now_ms() < until)
+    int64_t until = lc_now_ms() + 1500;
+    while (tu_redis_int(port, "EXISTS %s", key) == 1 && lc_now_ms() < until)
         tu_sleep_ms(20);
     TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "the lease frees it (nothing renews it)");
     lc_conn_free(conn);
@@ -287,8 +287,8 @@ static void test_reenter_after_loss(void)
     lc_guard *old, *fresh;
     TU_REQUIRE(lc_acquire(conn, &a, &old) == LC_OK, "acquire");
     tu_redis_int(port, "DEL %s", key);
-    int64_t until = tu_now_ms() + 1000;
-    while (!lc_guard_lost(old) && tu_now_ms() < until)
+    int64_t until = lc_now_ms() + 1000;
+    while (!lc_guard_lost(old) && lc_now_ms() < until)
         tu_sleep_ms(5);
     TU_REQUIRE(lc_guard_lost(old), "loss seen");
     TU_REQUIRE(lc_acquire(conn, &a, &fresh) == LC_OK, "re-acquire");
@@ -320,11 +320,9 @@ typedef struct same_owner {
 
 static void spin_us(int64_t us)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+    int64_t t0 = lc_now_us();
+    while (lc_now_us() - t0 < us) {
+    }
 }
 
 static void *reenter_main(void *arg)
@@ -411,8 +409,8 @@ static void test_watchdog_reentry_inside_lease(void)
     lc_client_stats(cli, &s);
     TU_CHECK(s.watchdog_active == 0, "renewal stops with the re-entry (%llu)",
              (unsigned long long)s.watchdog_active);
-    int64_t until = tu_now_ms() + 3 * timeout;
-    while (tu_redis_int(port, "EXISTS %s", key) == 1 && tu_now_ms() < until)
+    int64_t until = lc_now_ms() + 3 * timeout;
+    while (tu_redis_int(port, "EXISTS %s", key) == 1 && lc_now_ms() < until)
         tu_sleep_ms(20);
     TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "then its lease runs out");
     lc_status st = lc_release(conn, outer);

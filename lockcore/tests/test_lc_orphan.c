@@ -22,9 +22,9 @@ static tu_redis r;
 /* SIGCONT once PAUSE_MS have passed since stopped_at; returns the time. */
 static int64_t resume_at(int64_t stopped_at)
 {
-    tu_sleep_ms(stopped_at + PAUSE_MS - tu_now_ms());
+    tu_sleep_ms(stopped_at + PAUSE_MS - lc_now_ms());
     kill(r.pid, SIGCONT);
-    return tu_now_ms();
+    return lc_now_ms();
 }
 
 static lc_stats stats(lc_client *cli)
@@ -38,12 +38,12 @@ static lc_stats stats(lc_client *cli)
  * orphans, or within_ms passes. Returns the ms it took, or -1. */
 static int64_t wait_gone(lc_client *cli, const char *key, uint64_t released, int64_t within_ms)
 {
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     do {
         if (stats(cli).orphans_released >= released && tu_redis_int(r.port, "EXISTS %s", key) == 0)
-            return tu_now_ms() - t0;
+            return lc_now_ms() - t0;
         tu_sleep_ms(10);
-    } while (tu_now_ms() - t0 < within_ms);
+    } while (lc_now_ms() - t0 < within_ms);
     return -1;
 }
 
@@ -60,7 +60,7 @@ static void test_late_grant(lc_client *cli, lc_mode mode)
     lc_lock_args a = lct_args(mode, key, "stalled", mode == LC_REENTRANT ? 0 : 30000, 0);
     lc_guard *g = NULL;
 
-    int64_t stopped = tu_now_ms();
+    int64_t stopped = lc_now_ms();
     kill(r.pid, SIGSTOP);
     lc_status s = lc_acquire(conn, &a, &g);
     TU_CHECK(s == LC_IO && !g, "%s: stalled acquire: %s", m, lc_status_name(s));
@@ -105,7 +105,7 @@ static void test_not_granted(lc_client *cli, lc_mode mode)
     lc_lock_args a = lct_args(mode, key, "stalled", mode == LC_REENTRANT ? 0 : 30000, 0);
     lc_guard *g = NULL;
 
-    int64_t stopped = tu_now_ms();
+    int64_t stopped = lc_now_ms();
     kill(r.pid, SIGSTOP);
     lc_status s = lc_acquire(conn, &a, &g);
     TU_CHECK(s == LC_IO, "%s: stalled acquire: %s", m, lc_status_name(s));
@@ -188,7 +188,7 @@ static void test_race(lc_client *cli, lc_mode mode)
         TU_REQUIRE(pthread_create(&th[i], NULL, stall_main, &args[i]) == 0, "thread");
     }
     pthread_barrier_wait(&ready);
-    int64_t stopped_at = tu_now_ms();
+    int64_t stopped_at = lc_now_ms();
     kill(r.pid, SIGSTOP);
     pthread_barrier_wait(&stopped);
     for (int i = 0; i < N; i++)
@@ -203,7 +203,7 @@ static void test_race(lc_client *cli, lc_mode mode)
 
     /* Once every adopted command is settled the key stays absent. */
     int64_t until = resumed + tu_slack(1000);
-    while (tu_now_ms() < until && tu_redis_int(r.port, "EXISTS %s", key) != 0)
+    while (lc_now_ms() < until && tu_redis_int(r.port, "EXISTS %s", key) != 0)
         tu_sleep_ms(10);
     TU_CHECK(tu_redis_int(r.port, "EXISTS %s", key) == 0, "%s: no ghost within 1 s (PTTL %lld)", m,
              (long long)tu_redis_int(r.port, "PTTL %s", key));
@@ -241,13 +241,13 @@ static void test_late_release(lc_client *cli, lc_mode mode)
     lc_conn *conn = NULL;
     lc_guard *held = lct_hold(cli, mode, "release", key, sizeof key, &conn);
     lc_stats before = stats(cli);
-    int64_t stopped = tu_now_ms();
+    int64_t stopped = lc_now_ms();
     kill(r.pid, SIGSTOP);
     lc_status s = lc_release(conn, held);
     TU_CHECK(s == LC_IO, "%s: stalled release: %s", m, lc_status_name(s));
     resume_at(stopped);
-    int64_t t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < tu_slack(1000) && tu_redis_int(r.port, "EXISTS %s", key) != 0)
+    int64_t t0 = lc_now_ms();
+    while (lc_now_ms() - t0 < tu_slack(1000) && tu_redis_int(r.port, "EXISTS %s", key) != 0)
         tu_sleep_ms(10);
     TU_CHECK(tu_redis_int(r.port, "EXISTS %s", key) == 0, "%s: released once Redis resumed", m);
     lc_stats after = stats(cli);
@@ -284,8 +284,8 @@ static void test_server_closed(lc_client *cli, lc_mode mode)
     TU_CHECK(tu_redis_str(r.port, ok, sizeof ok, "CLIENT UNPAUSE") == 0 && !strcmp(ok, "OK"),
              "%s: unpaused", m);
     uint64_t want = before.orphans_unresolved + (mode == LC_REENTRANT);
-    int64_t t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < tu_slack(1000) && stats(cli).orphans_unresolved < want)
+    int64_t t0 = lc_now_ms();
+    while (lc_now_ms() - t0 < tu_slack(1000) && stats(cli).orphans_unresolved < want)
         tu_sleep_ms(10);
     tu_sleep_ms(100); /* token: the fresh compare-and-delete */
     lc_stats after = stats(cli);
@@ -311,14 +311,14 @@ static void test_shutdown(void)
     TU_REQUIRE(lc_conn_ping(conn) == LC_OK, "ping");
     lc_lock_args a = lct_args(LC_TOKEN, "orphan:{shutdown}:lock", "o", 30000, 0);
     lc_guard *g = NULL;
-    int64_t stopped = tu_now_ms();
+    int64_t stopped = lc_now_ms();
     kill(r.pid, SIGSTOP);
     TU_CHECK(lc_acquire(conn, &a, &g) == LC_IO, "stalled");
     TU_CHECK(stats(cli).orphans_adopted == 1, "adopted");
     lc_conn_free(conn);
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     lc_client_free(cli);
-    int64_t took = tu_now_ms() - t0;
+    int64_t took = lc_now_ms() - t0;
     TU_CHECK(took < tu_slack(200), "lc_client_free with an orphan pending took %lld ms",
              (long long)took);
     resume_at(stopped);

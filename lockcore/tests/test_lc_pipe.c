@@ -270,7 +270,7 @@ static void *pipe_waiter_main(void *arg)
     lc_pipe_append(&p, "INCR %s", w->tries);
     lc_guard *g = NULL;
     w->status = lc_acquire_pipe(conn, &a, &p, &g);
-    w->end = tu_now_ms();
+    w->end = lc_now_ms();
     redisReply *r = lc_pipe_take(&p, 0);
     if (r && r->type == REDIS_REPLY_STRING)
         snprintf(w->got, sizeof w->got, "%s", r->str);
@@ -300,9 +300,9 @@ static void test_waiter_reads_release_write(void)
         TU_REQUIRE(pthread_create(&th, NULL, pipe_waiter_main, &w) == 0, "thread");
         /* Released once the waiter waits: it has tried and failed (and a
          * reentrant one has joined its channel's subscribed line). */
-        int64_t until = tu_now_ms() + tu_slack(5000);
+        int64_t until = lc_now_ms() + tu_slack(5000);
         int waiting = 0;
-        while (!waiting && tu_now_ms() < until) {
+        while (!waiting && lc_now_ms() < until) {
             lc_stats ps;
             lc_client_stats(cli, &ps);
             waiting = tu_redis_int(port, "GET %s", tries) >= 1 &&
@@ -314,7 +314,7 @@ static void test_waiter_reads_release_write(void)
         lc_pipe p;
         lc_pipe_init(&p);
         lc_pipe_append(&p, "SET %s %d", stock, 41);
-        int64_t released = tu_now_ms();
+        int64_t released = lc_now_ms();
         TU_CHECK(lc_release_pipe(hc, held, &p) == LC_OK, "%s: release", mn);
         TU_CHECK(is_str(lc_pipe_take(&p, 0), "OK"), "%s: SET reply", mn);
         lc_pipe_clear(&p);
@@ -580,9 +580,9 @@ static void test_send_unreachable(void)
         lc_lock_args a = lct_args(m, "lctest:{down}:lock", "o", 5000, 1000);
         lc_stats before, after;
         lc_client_stats(bc, &before);
-        int64_t t0 = tu_now_ms();
+        int64_t t0 = lc_now_ms();
         TU_CHECK(lc_acquire_send(conn, &a, NULL) == LC_OK, "%s: send", mn);
-        int64_t t1 = tu_now_ms();
+        int64_t t1 = lc_now_ms();
         char reason[LC_ERRSTR_LEN];
         snprintf(reason, sizeof reason, "%s", lc_conn_errstr(conn));
         TU_CHECK(t1 - t0 >= CONNECT_MS - 50, "%s: the send waited its connect timeout (%lld ms)",
@@ -590,7 +590,7 @@ static void test_send_unreachable(void)
         TU_CHECK(lc_conn_ping(conn) == LC_MISUSE, "%s: ping refused while pending", mn);
         lc_guard *g = NULL;
         lc_status st = lc_acquire(conn, &a, &g);
-        int64_t took = tu_now_ms() - t1;
+        int64_t took = lc_now_ms() - t1;
         lc_client_stats(bc, &after);
         TU_CHECK(st == LC_IO && !g, "%s: LC_IO (%s)", mn, lc_status_name(st));
         /* A second connect would cost CONNECT_MS at least, however fast the
@@ -635,12 +635,12 @@ static void test_send_then_free(void)
         TU_REQUIRE(lc_acquire_send(conn, &a, &p) == LC_OK, "%s: send", mn);
         lc_conn_free(conn);
         lc_pipe_clear(&p);
-        int64_t until = tu_now_ms() + tu_slack(5000);
+        int64_t until = lc_now_ms() + tu_slack(5000);
         for (;;) { /* the key goes, then the reaper reads the release's reply */
             lc_client_stats(cli, &after);
             if ((tu_redis_int(port, "EXISTS %s", key) == 0 &&
                  after.orphans_released > before.orphans_released) ||
-                tu_now_ms() >= until)
+                lc_now_ms() >= until)
                 break;
             tu_sleep_ms(10);
         }
@@ -676,9 +676,9 @@ static void test_noscript_then_free(void)
                    "SCRIPT FLUSH");
         TU_REQUIRE(lc_acquire_send(conn, &a, NULL) == LC_OK, "%s: send", mn);
         lc_conn_free(conn);
-        int64_t until = tu_now_ms() + tu_slack(5000);
+        int64_t until = lc_now_ms() + tu_slack(5000);
         int64_t listed = 1;
-        while ((listed = tu_redis_int(port, "CLIENT LIST ID %lld", id)) != 0 && tu_now_ms() < until)
+        while ((listed = tu_redis_int(port, "CLIENT LIST ID %lld", id)) != 0 && lc_now_ms() < until)
             tu_sleep_ms(10);
         TU_CHECK(listed == 0, "%s: the cleanup closed the connection on the NOSCRIPT reply", mn);
         lc_client_stats(cli, &after);

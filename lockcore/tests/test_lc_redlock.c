@@ -100,15 +100,15 @@ static int64_t cycle(lc_conn *conn, const char *key, int64_t lease, int expect_h
 {
     lc_lock_args a = lct_args(LC_REDLOCK, key, "o", lease, 0);
     lc_guard *g = NULL;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     lc_status s = lc_acquire(conn, &a, &g);
-    int64_t t1 = tu_now_ms();
+    int64_t t1 = lc_now_ms();
     TU_CHECK(s == LC_OK, "acquired (%s: %s)", lc_status_name(s), lc_conn_errstr(conn));
     if (s != LC_OK)
         return t1 - t0;
     int64_t v = lc_guard_validity_ms(g);
     int64_t drift = lc_redlock_drift_ms(lease);
-    TU_CHECK(v <= lease - drift && v >= lease - drift - (tu_now_ms() - t0) - 1,
+    TU_CHECK(v <= lease - drift && v >= lease - drift - (lc_now_ms() - t0) - 1,
              "validity %lld within lease - elapsed - drift (elapsed %lld)", (long long)v,
              (long long)(t1 - t0));
     TU_CHECK(holders(key) == expect_holders, "%d nodes hold the key", expect_holders);
@@ -133,9 +133,9 @@ static void test_basic(void)
     lc_lock_args b = lct_args(LC_REDLOCK, key, "b", 10000, 100);
     lc_guard *g = NULL, *h = NULL;
     TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "holder");
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     TU_CHECK(lc_acquire(other, &b, &h) == LC_BUSY && !h, "a second owner is busy");
-    int64_t took = tu_now_ms() - t0;
+    int64_t took = lc_now_ms() - t0;
     /* The last attempt may start just before the deadline: one round and
      * its cleanup round, each bounded by the node timeout. */
     TU_CHECK(took >= 100 && took < tu_slack(100 + 2 * NODE_TIMEOUT + 400),
@@ -198,9 +198,9 @@ static void test_stopped_node(void)
     for (int k = 0; k < 4; k++) {
         lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, 0);
         lc_guard *g = NULL;
-        int64_t t0 = tu_now_ms();
+        int64_t t0 = lc_now_ms();
         lc_status s = lc_acquire(conn, &a, &g);
-        int64_t took = tu_now_ms() - t0;
+        int64_t took = lc_now_ms() - t0;
         TU_CHECK(s == LC_OK, "acquired with node 4 stopped (%s)", lc_status_name(s));
         TU_CHECK(took <= tu_slack(NODE_TIMEOUT + 100),
                  "a stopped node costs at most one node timeout: %lld ms", (long long)took);
@@ -209,9 +209,9 @@ static void test_stopped_node(void)
             TU_CHECK(v <= 10000 - lc_redlock_drift_ms(10000) &&
                          v >= 10000 - lc_redlock_drift_ms(10000) - took - 1,
                      "validity within lease - elapsed - drift (%lld)", (long long)v);
-            t0 = tu_now_ms();
+            t0 = lc_now_ms();
             lc_status rs = lc_release(conn, g);
-            took = tu_now_ms() - t0;
+            took = lc_now_ms() - t0;
             TU_CHECK(rs == LC_OK, "released with node 4 stopped (%s: %s)", lc_status_name(rs),
                      lc_conn_errstr(conn));
             TU_CHECK(took <= tu_slack(NODE_TIMEOUT + 100),
@@ -239,9 +239,9 @@ static void test_late_node(void)
     TU_REQUIRE(kill(red[4].pid, SIGSTOP) == 0, "SIGSTOP node 4");
     lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, 0);
     lc_guard *g = NULL;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     lc_status s = lc_acquire(conn, &a, &g);
-    int64_t took = tu_now_ms() - t0;
+    int64_t took = lc_now_ms() - t0;
     TU_CHECK(s == LC_OK && took < NODE_TIMEOUT,
              "acquired on the majority, before node 4's timeout (%s, %lld ms)", lc_status_name(s),
              (long long)took);
@@ -251,8 +251,8 @@ static void test_late_node(void)
         return;
     }
     /* Node 4 runs the SET it was sent while stopped: it grants late. */
-    int64_t until = tu_now_ms() + tu_slack(2000);
-    while (tu_redis_int(red[4].port, "EXISTS %s", key) != 1 && tu_now_ms() < until)
+    int64_t until = lc_now_ms() + tu_slack(2000);
+    while (tu_redis_int(red[4].port, "EXISTS %s", key) != 1 && lc_now_ms() < until)
         tu_sleep_ms(2);
     char val[64] = "";
     TU_CHECK(tu_redis_str(red[4].port, val, sizeof val, "GET %s", key) == 0 &&
@@ -294,8 +294,8 @@ static void test_late_reply_read_later(void)
     TU_CHECK(s == LC_OK, "released on the majority (%s)", lc_status_name(s));
     /* Node 4 runs the release it was sent while stopped and answers at
      * once; nobody reads that answer until the next round. */
-    int64_t until = tu_now_ms() + tu_slack(2000);
-    while (tu_redis_int(red[4].port, "EXISTS %s", key) != 0 && tu_now_ms() < until)
+    int64_t until = lc_now_ms() + tu_slack(2000);
+    while (tu_redis_int(red[4].port, "EXISTS %s", key) != 0 && lc_now_ms() < until)
         tu_sleep_ms(2);
     TU_CHECK(holders(key) == 0, "node 4 deleted the key too");
     long long before = node_connects(4);
@@ -329,9 +329,9 @@ static void test_nodes_down(void)
     for (int wait = 0; wait <= 500; wait += 500) {
         lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, wait);
         lc_guard *g = NULL;
-        int64_t t0 = tu_now_ms();
+        int64_t t0 = lc_now_ms();
         lc_status s = lc_acquire(conn, &a, &g);
-        int64_t took = tu_now_ms() - t0;
+        int64_t took = lc_now_ms() - t0;
         TU_CHECK(s == LC_IO && !g, "2 of 5 nodes: io (%s: %s)", lc_status_name(s),
                  lc_conn_errstr(conn));
         TU_CHECK(took < tu_slack(300), "io at once, even with wait_ms %d (%lld ms)", wait,
@@ -405,9 +405,9 @@ static void test_restart_delay(void)
     /* The nodes were (re)started moments ago: wait until each has been up
      * for the delay and votes (poll with a deadline), then cd is connected
      * to every node and past the check. */
-    int64_t until = tu_now_ms() + tu_slack(DELAY + 3000);
+    int64_t until = lc_now_ms() + tu_slack(DELAY + 3000);
     int all = 0;
-    while (!all && tu_now_ms() < until) {
+    while (!all && lc_now_ms() < until) {
         lc_lock_args w = lct_args(LC_REDLOCK, key, "w", 10000, 0);
         lc_guard *gw = NULL;
         if (lc_acquire(cd, &w, &gw) == LC_OK) {
@@ -428,14 +428,14 @@ static void test_restart_delay(void)
     tu_redis_kill(&red[2], 1);
     /* The node's uptime starts between these two times: it cannot have
      * been up longer than since spawned. */
-    int64_t spawned = tu_now_ms();
+    int64_t spawned = lc_now_ms();
     TU_REQUIRE(tu_redis_start(&red[2], 1, no_save) == 0, "node 2 restarted empty");
-    int64_t restarted = tu_now_ms();
+    int64_t restarted = lc_now_ms();
     /* Wait for the blockers' PX to end (poll with a deadline). */
-    until = tu_now_ms() + tu_slack(3000);
+    until = lc_now_ms() + tu_slack(3000);
     while ((tu_redis_int(red[3].port, "EXISTS %s", key) == 1 ||
             tu_redis_int(red[4].port, "EXISTS %s", key) == 1) &&
-           tu_now_ms() < until)
+           lc_now_ms() < until)
         tu_sleep_ms(20);
     TU_CHECK(holders(key) == 2, "only A's keys on nodes 0 and 1 are left");
 
@@ -443,7 +443,7 @@ static void test_restart_delay(void)
     lc_status s = lc_acquire(cd, &d, &gd);
     TU_CHECK(s == LC_BUSY && !gd, "with the delay, the restarted node does not vote: %s (%s)",
              lc_status_name(s), lc_conn_errstr(cd));
-    TU_CHECK(tu_now_ms() - restarted < DELAY, "(checked within the delay)");
+    TU_CHECK(lc_now_ms() - restarted < DELAY, "(checked within the delay)");
     TU_CHECK(tu_redis_int(red[2].port, "EXISTS %s", key) == 0, "no SET was sent to node 2");
 
     lc_lock_args b = lct_args(LC_REDLOCK, key, "b", 10000, 0);
@@ -460,10 +460,10 @@ static void test_restart_delay(void)
      * all five hold the key (with a deadline). */
     int voted = 0;
     int64_t up = 0;
-    until = tu_now_ms() + tu_slack(DELAY + 3000);
-    while (!voted && tu_now_ms() < until) {
+    until = lc_now_ms() + tu_slack(DELAY + 3000);
+    while (!voted && lc_now_ms() < until) {
         s = lc_acquire(cd, &d, &gd);
-        up = tu_now_ms() - spawned; /* at least its uptime */
+        up = lc_now_ms() - spawned; /* at least its uptime */
         if (s == LC_OK) {
             voted = tu_redis_int(red[2].port, "EXISTS %s", key) == 1;
             lc_release(cd, gd);

@@ -61,13 +61,13 @@ static void test_none_answers(void)
     char err[256];
     TU_REQUIRE(lc_client_new(&o, &c, err, sizeof err) == LC_OK, "client: %s", err);
     lc_conn *conn = lct_conn(c);
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     TU_CHECK(lc_conn_ping(conn) == LC_IO, "no Sentinel: LC_IO");
     TU_CHECK(strstr(lc_conn_errstr(conn), "sentinel: no master mymaster") &&
                  strstr(lc_conn_errstr(conn), a),
              "the reason names them: %s", lc_conn_errstr(conn));
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(2000), "and fails fast: %lld ms",
-             (long long)(tu_now_ms() - t0));
+    TU_CHECK(lc_now_ms() - t0 < tu_slack(2000), "and fails fast: %lld ms",
+             (long long)(lc_now_ms() - t0));
     char m[64];
     lc_client_master(c, m, sizeof m);
     TU_CHECK(m[0] == 0, "no master known: '%s'", m);
@@ -110,11 +110,11 @@ static void test_failover(void)
     TU_CHECK(!strcmp(m, want), "master %s, want %s", m, want);
 
     pk_ha_freeze_front(&h, 1);
-    int64_t t_kill = tu_now_ms();
+    int64_t t_kill = lc_now_ms();
     pk_kill(h.master_pid);
     h.master_pid = 0;
     int newport = -1;
-    while (tu_now_ms() - t_kill < tu_slack(10000)) {
+    while (lc_now_ms() - t_kill < tu_slack(10000)) {
         newport = pk_ha_master_port(&h);
         if (newport > 0 && newport != h.addr_port)
             break;
@@ -122,20 +122,20 @@ static void test_failover(void)
     }
     TU_REQUIRE(newport > 0 && newport != h.addr_port, "Sentinel promoted the replica");
     snprintf(want, sizeof want, "127.0.0.1:%d", newport);
-    while (tu_now_ms() - t_kill < tu_slack(12000)) {
+    while (lc_now_ms() - t_kill < tu_slack(12000)) {
         lc_client_master(c, m, sizeof m);
         if (!strcmp(m, want))
             break;
         tu_sleep_ms(10);
     }
     TU_CHECK(!strcmp(m, want), "the watcher learned the switch: %s, want %s", m, want);
-    printf("failover: kill -> promoted %lld ms\n", (long long)(tu_now_ms() - t_kill));
+    printf("failover: kill -> promoted %lld ms\n", (long long)(lc_now_ms() - t_kill));
     /* The idle connection still points at the frozen front: dropped
      * before the command, not timed out on it. */
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     TU_CHECK(lc_conn_ping(conn) == LC_OK, "ping after the switch: %s", lc_conn_errstr(conn));
-    TU_CHECK(tu_now_ms() - t0 < 1000, "without waiting for the old master: %lld ms",
-             (long long)(tu_now_ms() - t0));
+    TU_CHECK(lc_now_ms() - t0 < 1000, "without waiting for the old master: %lld ms",
+             (long long)(lc_now_ms() - t0));
     lc_stats st;
     lc_client_stats(c, &st);
     TU_CHECK(st.master_switches == 1, "one switch counted: %llu",

@@ -27,7 +27,7 @@ static void *waiter_main(void *arg)
     lc_lock_args a = lct_args(LC_REENTRANT, w->key, w->owner, 0, w->wait_ms);
     lc_guard *g = NULL;
     w->status = lc_acquire(conn, &a, &g);
-    w->got_at = tu_now_ms();
+    w->got_at = lc_now_ms();
     if (g) {
         tu_sleep_ms(w->hold_ms);
         lc_release(conn, g);
@@ -55,7 +55,7 @@ static void test_line(void)
         pthread_create(&th[i], NULL, waiter_main, &ws[i]);
     }
     tu_sleep_ms(300);
-    int64_t released = tu_now_ms();
+    int64_t released = lc_now_ms();
     lc_release(conn, g);
     int64_t last = 0;
     for (int i = 0; i < 9; i++) {
@@ -97,7 +97,7 @@ static void test_lost_message(void)
     redisAppendCommand(rc, "CLIENT KILL TYPE pubsub");
     redisAppendCommand(rc, "DEL %s", key);
     redisAppendCommand(rc, "PUBLISH redisson_lock__channel:%s 0", key);
-    int64_t released = tu_now_ms();
+    int64_t released = lc_now_ms();
     for (int i = 0; i < 3; i++) {
         redisReply *r;
         if (redisGetReply(rc, (void **)&r) == REDIS_OK)
@@ -125,7 +125,7 @@ static void test_silent_release(void)
     pthread_t th;
     pthread_create(&th, NULL, lct_waiter_main, &w);
     tu_sleep_ms(300); /* the waiter is first in line and starving */
-    int64_t gone = tu_now_ms();
+    int64_t gone = lc_now_ms();
     tu_redis_int(port, "DEL %s", key);
     pthread_join(th, NULL);
     TU_CHECK(w.status == LC_OK, "waiter acquired (%s)", lc_status_name(w.status));
@@ -142,7 +142,7 @@ static void test_channels_cleaned(void)
     lc_conn *conn = lct_conn(cli), *other = lct_conn(cli);
     for (int i = 0; i < 200; i++) {
         char key[128];
-        snprintf(key, sizeof key, "lctest:{clean-%d-%lld}:lock", i, (long long)tu_now_ms());
+        snprintf(key, sizeof key, "lctest:{clean-%d-%lld}:lock", i, (long long)lc_now_ms());
         lc_lock_args a = lct_args(LC_REENTRANT, key, "holder", 1000, 0);
         lc_lock_args b = lct_args(LC_REENTRANT, key, "waiter", 1000, 1);
         lc_guard *g, *gb = NULL;
@@ -173,7 +173,7 @@ static void test_cancel(void)
         pthread_t th;
         pthread_create(&th, NULL, lct_waiter_main, &j);
         tu_sleep_ms(200);
-        int64_t raised = tu_now_ms();
+        int64_t raised = lc_now_ms();
         atomic_store(&flag, 1);
         pthread_join(th, NULL);
         TU_CHECK(j.status == LC_CANCELED, "%s: canceled (%s)", lc_mode_name(modes[i]),

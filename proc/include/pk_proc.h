@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include <lockcore.h> /* lc_now_ms: the one monotonic clock */
+
 /* A TCP port on 127.0.0.1 that nothing listened on a moment ago (the
  * kernel's choice for a bind to port 0), or -1 when no socket could be
  * bound. Another process may take it before the caller binds it: callers
@@ -89,10 +91,6 @@ void pk_kill_all(int grace_ms);
 /* rm -rf dir (no symlinks followed); best effort, nothing reported. NULL
  * or "": nothing. Any thread. */
 void pk_rm_tree(const char *dir);
-
-/* Milliseconds on the monotonic clock (CLOCK_MONOTONIC: only differences
- * mean anything). Any thread. */
-long long pk_now_ms(void);
 
 /* Sleeps ms milliseconds, resuming after signals; ms <= 0 returns at
  * once. Any thread. */

@@ -62,7 +62,7 @@ static int has_line(int port, int argc, const char *const *argv, const char *nee
 /* Polls cond(h, arg) every 50 ms up to ms. */
 static int wait_for(pk_ha *h, int (*cond)(pk_ha *, int), int arg, int ms)
 {
-    for (long long end = pk_now_ms() + ms; pk_now_ms() < end; pk_sleep_ms(50))
+    for (long long end = lc_now_ms() + ms; lc_now_ms() < end; pk_sleep_ms(50))
         if (cond(h, arg))
             return 1;
     return 0;

@@ -14,12 +14,12 @@
 
 #include "pk_proc.h"
 
-/* Waits until fd is ready for events or end (pk_now_ms) passed: 1 ready
+/* Waits until fd is ready for events or end (lc_now_ms) passed: 1 ready
  * (or an error or hang-up to find by the next call), 0 out of time. */
 static int ready(int fd, short events, long long end)
 {
     for (;;) {
-        long long left = end - pk_now_ms();
+        long long left = end - lc_now_ms();
         if (left <= 0)
             return 0;
         struct pollfd pf = {fd, events, 0};
@@ -75,7 +75,7 @@ int pk_http_status(int port, const char *path, int timeout_ms)
     char req[1024];
     int n = snprintf(req, sizeof req,
                      "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-    long long end = pk_now_ms() + timeout_ms;
+    long long end = lc_now_ms() + timeout_ms;
     int fd = connect_by(port, end);
     if (fd < 0)
         return 0;
@@ -142,7 +142,7 @@ int pk_http_wait_healthy(pid_t pid, int *port, const pk_http_wait_opts *o, int *
 {
     const char *path = o->path ? o->path : "/healthz";
     const char *after = o->port_after ? o->port_after : "listening on ";
-    long long end = pk_now_ms() + o->timeout_ms;
+    long long end = lc_now_ms() + o->timeout_ms;
     for (;;) {
         if (*port <= 0 && o->port_log)
             *port = pk_log_port(o->port_log, after);
@@ -153,7 +153,7 @@ int pk_http_wait_healthy(pid_t pid, int *port, const pk_http_wait_opts *o, int *
         }
         if (pid > 0 && pk_wait_status(pid, 0, status))
             return PK_HTTP_EXITED;
-        if (pk_now_ms() >= end || (o->stop && *o->stop))
+        if (lc_now_ms() >= end || (o->stop && *o->stop))
             return PK_HTTP_TIMEOUT;
         pk_sleep_ms(o->poll_ms);
     }

@@ -36,13 +36,6 @@ static void forget(pid_t pid)
             children[i] = 0;
 }
 
-long long pk_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void pk_sleep_ms(long long ms)
 {
     if (ms <= 0)
@@ -116,7 +109,7 @@ pid_t pk_spawn(const char *const argv[], const char *logpath, int flags, char *e
 
 int pk_wait_status(pid_t pid, int timeout_ms, int *status)
 {
-    long long end = pk_now_ms() + timeout_ms;
+    long long end = lc_now_ms() + timeout_ms;
     for (;;) {
         int st = 0;
         pid_t r = waitpid(pid, &st, WNOHANG);
@@ -126,7 +119,7 @@ int pk_wait_status(pid_t pid, int timeout_ms, int *status)
                 *status = r == pid ? st : -1;
             return 1;
         }
-        if (pk_now_ms() >= end)
+        if (lc_now_ms() >= end)
             return 0;
         pk_sleep_ms(10);
     }

@@ -77,14 +77,14 @@ pid_t pk_redis_start(const pk_redis_opts *o, int *port, char *err, size_t errlen
         pid_t pid = pk_spawn(argv, o->logpath, o->flags, err, errlen);
         if (pid < 0)
             return -1;
-        long long end = pk_now_ms() + o->timeout_ms;
+        long long end = lc_now_ms() + o->timeout_ms;
         int exited = 0;
         while (!stopped(o)) {
             if (pk_redis_ping(p, 200)) {
                 *port = p;
                 return pid;
             }
-            if ((exited = pk_wait_exit(pid, 0)) != 0 || pk_now_ms() >= end)
+            if ((exited = pk_wait_exit(pid, 0)) != 0 || lc_now_ms() >= end)
                 break;
             pk_sleep_ms(50);
         }

@@ -95,9 +95,9 @@ static void test_stop_and_kill(void)
     pid_t pid = pk_spawn(sleeper, NULL, 0, err, sizeof err);
     TU_REQUIRE(pid > 0, "spawn: %s", err);
     kill(pid, SIGSTOP);
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     pk_stop(pid, 5000);
-    int64_t took = tu_now_ms() - t0;
+    int64_t took = lc_now_ms() - t0;
     TU_CHECK(took < 4000, "a stopped child ends on SIGTERM, not after the grace (%lld ms)",
              (long long)took);
     TU_CHECK(!alive(pid), "and is gone");
@@ -107,9 +107,9 @@ static void test_stop_and_kill(void)
     pid = pk_spawn(stubborn, NULL, 0, err, sizeof err);
     TU_REQUIRE(pid > 0, "spawn: %s", err);
     tu_sleep_ms(100); /* the trap is set */
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     pk_stop(pid, 300);
-    took = tu_now_ms() - t0;
+    took = lc_now_ms() - t0;
     TU_CHECK(took >= 300 && took < tu_slack(3000), "SIGKILL after the 300 ms grace (%lld ms)",
              (long long)took);
     TU_CHECK(!alive(pid), "the stubborn child is gone");
@@ -148,8 +148,8 @@ static int spawn_sleeper(const char *log)
     snprintf(ready, sizeof ready, "%s.ready", log);
     const char *sleeper[] = {"sh", "-c", "echo ready; exec sleep 30", NULL};
     pid_t pid = pk_spawn(sleeper, ready, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
-    for (long long end = pk_now_ms() + 5000; pid > 0 && !file_has(ready, "ready");) {
-        if (pk_now_ms() > end)
+    for (long long end = lc_now_ms() + 5000; pid > 0 && !file_has(ready, "ready");) {
+        if (lc_now_ms() > end)
             return 1;
         pk_sleep_ms(10);
     }
@@ -249,11 +249,11 @@ static void test_redis(void)
     o.args = wrong;
     o.port = 0;
     o.attempts = 2;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     TU_CHECK(pk_redis_start(&o, &again, err, sizeof err) == -1 && strstr(err, "it exited") &&
                  strstr(err, log),
              "bad arguments: -1, '%s'", err);
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(5000), "and no wait for a PING that cannot come");
+    TU_CHECK(lc_now_ms() - t0 < tu_slack(5000), "and no wait for a PING that cannot come");
 
     /* Ctrl-C before the start */
     volatile sig_atomic_t stop = 1;
@@ -404,10 +404,10 @@ static void test_wait_healthy(void)
     TU_CHECK(pk_http_wait_healthy(-1, &port, &w, NULL) == PK_HTTP_HEALTHY, "want 0: a 503 counts");
     w.want_status = 200;
     w.timeout_ms = 300;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     TU_CHECK(pk_http_wait_healthy(-1, &port, &w, NULL) == PK_HTTP_TIMEOUT,
              "want 200: a 503 does not");
-    TU_CHECK(tu_now_ms() - t0 >= 300, "not before the 300 ms");
+    TU_CHECK(lc_now_ms() - t0 >= 300, "not before the 300 ms");
     httpd_stop(&h);
 
     /* the child exits first: its status */
@@ -416,20 +416,20 @@ static void test_wait_healthy(void)
     TU_REQUIRE(pid > 0, "spawn: %s", err);
     port = pk_free_port();
     w.timeout_ms = (int)tu_slack(5000);
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     TU_CHECK(pk_http_wait_healthy(pid, &port, &w, &st) == PK_HTTP_EXITED && WIFEXITED(st) &&
                  WEXITSTATUS(st) == 7,
              "exited, status 7 (wait status %d)", st);
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(2000), "seen at once, not at the timeout");
+    TU_CHECK(lc_now_ms() - t0 < tu_slack(2000), "seen at once, not at the timeout");
 
     /* nothing answers: the timeout, the child left running */
     const char *sleeper[] = {"sleep", "30", NULL};
     pid = pk_spawn(sleeper, NULL, PK_SPAWN_DIE_WITH_PARENT, err, sizeof err);
     TU_REQUIRE(pid > 0, "spawn: %s", err);
     w.timeout_ms = 300;
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     TU_CHECK(pk_http_wait_healthy(pid, &port, &w, &st) == PK_HTTP_TIMEOUT, "timeout");
-    int64_t took = tu_now_ms() - t0;
+    int64_t took = lc_now_ms() - t0;
     TU_CHECK(took >= 300 && took < tu_slack(2000), "after 300 ms (%lld)", (long long)took);
     TU_CHECK(pk_wait_exit(pid, 0) == 0, "the child still runs");
 
@@ -437,9 +437,9 @@ static void test_wait_healthy(void)
     volatile sig_atomic_t stop = 1;
     w.stop = &stop;
     w.timeout_ms = 10000;
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     TU_CHECK(pk_http_wait_healthy(pid, &port, &w, &st) == PK_HTTP_TIMEOUT &&
-                 tu_now_ms() - t0 < tu_slack(1500),
+                 lc_now_ms() - t0 < tu_slack(1500),
              "stop set: TIMEOUT at once");
     pk_kill(pid);
 }

@@ -244,20 +244,20 @@ int main(int argc, char **argv)
                 (long long)cfg.redlock.restart_delay_ms);
 
     int sig = wait_signal();
-    int64_t t0 = svc_now_us();
+    int64_t t0 = lc_now_us();
     svc_log(SVC_INFO, "received %s: stop accepting, finishing %ld in-flight requests",
             sig == SIGINT ? "SIGINT" : "SIGTERM", svc_http_pending());
     /* Nothing new starts; purchases waiting for a lock give up now (503
      * shutting_down, after releasing what they hold: svc_cancel_flag), those
      * in their critical section finish. */
     svc_shutdown_begin();
-    while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_DRAIN_MS * 1000)
+    while (svc_http_pending() > 0 && lc_now_us() - t0 < SHUTDOWN_DRAIN_MS * 1000)
         usleep(5000);
     if (svc_http_pending() > 0) {
         svc_log(SVC_WARN, "%ld requests still in flight: cutting work_ms sleeps short",
                 svc_http_pending());
         svc_shutdown_abort_work();
-        while (svc_http_pending() > 0 && svc_now_us() - t0 < SHUTDOWN_ABORT_MS * 1000)
+        while (svc_http_pending() > 0 && lc_now_us() - t0 < SHUTDOWN_ABORT_MS * 1000)
             usleep(5000);
     }
     if (svc_http_pending() > 0) {
@@ -274,6 +274,6 @@ int main(int argc, char **argv)
     svc_soldout_stop();
     svc_health_stop();
     lc_client_free(client);
-    svc_log(SVC_INFO, "stopped after %.0f ms", (double)(svc_now_us() - t0) / 1000.0);
+    svc_log(SVC_INFO, "stopped after %.0f ms", (double)(lc_now_us() - t0) / 1000.0);
     return 0;
 }

@@ -3,13 +3,6 @@
 
 #include <time.h>
 
-int64_t svc_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 int64_t svc_wall_ms(void)
 {
     struct timespec ts;

@@ -46,15 +46,15 @@ static int probe(void)
 {
     char first[LC_ERRSTR_LEN] = "", at[32];
     int64_t wall = svc_wall_ms();
-    int64_t t0 = svc_now_us();
+    int64_t t0 = lc_now_us();
     int ok = lc_conn_ping(conn) == LC_OK;
-    int64_t t1 = svc_now_us();
+    int64_t t1 = lc_now_us();
     int retried = !ok;
     if (!ok) {
         snprintf(first, sizeof first, "%s", lc_conn_errstr(conn));
         ok = lc_conn_ping(conn) == LC_OK;
     }
-    int64_t t2 = svc_now_us();
+    int64_t t2 = lc_now_us();
     wall_text(wall, at, sizeof at);
     SVC_PT(pthread_mutex_lock(&mu));
     snprintf(last_error, sizeof last_error, "%s", ok ? "" : lc_conn_errstr(conn));
@@ -109,8 +109,8 @@ static void *health_main(void *arg)
         struct timespec ts;
         SVC_PT(pthread_mutex_unlock(&mu));
         probe_and_update();
-        /* svc_now_us is CLOCK_MONOTONIC, the condition variable's clock */
-        int64_t due_us = svc_now_us() + SVC_HEALTH_PERIOD_MS * 1000;
+        /* lc_now_us is CLOCK_MONOTONIC, the condition variable's clock */
+        int64_t due_us = lc_now_us() + SVC_HEALTH_PERIOD_MS * 1000;
         ts.tv_sec = (time_t)(due_us / 1000000);
         ts.tv_nsec = (long)(due_us % 1000000) * 1000;
         SVC_PT(pthread_mutex_lock(&mu));
@@ -121,7 +121,7 @@ static void *health_main(void *arg)
         }
         /* A late probe no longer turns /healthz 503, but it delays seeing
          * a real failure: say so. */
-        int64_t late_ms = (svc_now_us() - due_us) / 1000;
+        int64_t late_ms = (lc_now_us() - due_us) / 1000;
         if (!stop && late_ms >= SVC_HEALTH_PERIOD_MS * 2)
             svc_log(SVC_WARN, "redis: the probe thread woke %lld ms late (CPU starved?)",
                     (long long)late_ms);

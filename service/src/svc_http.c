@@ -178,7 +178,7 @@ static void count_reply(svc_req *r, unsigned status, const char *method, const c
         svc_log_escape(m, sizeof m, method);
         svc_log_escape(u, sizeof u, url);
         svc_log(SVC_INFO, "access %s %s %u %.3fms", m, u, status,
-                (double)(svc_now_us() - r->t0_us) / 1000.0);
+                (double)(lc_now_us() - r->t0_us) / 1000.0);
     }
 }
 
@@ -212,7 +212,7 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
     r->begin = job == svc_purchase_job && svc_purchase_begins_ahead(r) ? svc_purchase_begin : NULL;
     r->batch = job == svc_lua_job && svc_lua_batches(r) ? svc_lua_batch : NULL;
     r->suspended = 1;
-    r->queued_us = svc_now_us();
+    r->queued_us = lc_now_us();
     /* Read here, on the connection's own thread: the worker only peeks at
      * the socket to see whether the client left (svc_client_gone). */
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn,
@@ -398,7 +398,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         int slot = svc_stats_sku_slot(r->sku);
         struct MHD_Response *resp = soldout_response(r, slot);
         svc_stats_sold_out_local();
-        svc_stats_purchase(r->mode, slot, SVC_OUT_SOLD_OUT, 0, 0, svc_now_us() - r->t0_us, -1);
+        svc_stats_purchase(r->mode, slot, SVC_OUT_SOLD_OUT, 0, 0, lc_now_us() - r->t0_us, -1);
         if (resp == NULL)
             return send_reply(r, method, url); /* shutting down, or out of memory */
         count_reply(r, 409, method, url);
@@ -406,7 +406,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     }
     if (submit(r, purchase_pool, purchase_job_of(r)) != 0) {
         svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,
-                           svc_now_us() - r->t0_us, -1);
+                           lc_now_us() - r->t0_us, -1);
         return send_reply(r, method, url);
     }
     return MHD_YES;
@@ -714,7 +714,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         r->conn = c;
         r->s = cls;
         r->client_fd = -1;
-        r->t0_us = svc_now_us();
+        r->t0_us = lc_now_us();
         r->id = atomic_fetch_add_explicit(&next_request_id, 1, memory_order_relaxed) + 1;
         if (uri != NULL) {
             const char *q = strchr(uri, '?');

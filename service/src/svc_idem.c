@@ -277,5 +277,5 @@ void svc_idem_replayed(const svc_idem *id, svc_req *r, lc_conn *conn, svc_trace 
         svc_stats_redis_error();
     svc_trace_end(tr, NULL, r->status, kept ? "replayed" : "not_replicated", 0, 0);
     svc_stats_purchase(r->mode, slot, kept ? SVC_OUT_REPLAYED : SVC_OUT_ERROR, 0, 0,
-                       svc_now_us() - r->t0_us, -1);
+                       lc_now_us() - r->t0_us, -1);
 }

@@ -102,7 +102,7 @@ static void respond(lua_purchase *lp, purchase_result res)
                      txt ? strlen(txt) : 0);
     svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
     svc_trace_end(&lp->tr, lp->o.order_id, status, svc_result[res].error, 0, 0);
-    svc_stats_purchase(r->mode, lp->slot, svc_result[res].out, 0, 0, svc_now_us() - r->t0_us, -1);
+    svc_stats_purchase(r->mode, lp->slot, svc_result[res].out, 0, 0, lc_now_us() - r->t0_us, -1);
 }
 
 /* With an Idempotency-Key: the sale's reply split around its stock_left,

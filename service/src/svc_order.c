@@ -66,7 +66,7 @@ char *svc_order_record(const svc_order *o, long long stock_before, bool open_end
     /* Their difference is the purchase's time in the service: queue, lock
      * wait and section. */
     int64_t now_ms = svc_wall_ms();
-    svc_json_add_int(j, "received_ms", (long long)(now_ms - (svc_now_us() - r->t0_us) / 1000));
+    svc_json_add_int(j, "received_ms", (long long)(now_ms - (lc_now_us() - r->t0_us) / 1000));
     svc_json_add_int(j, "ts_ms", (long long)now_ms);
     svc_json_add_int(j, "lock_wait_ms", (long long)o->lock_wait_ms);
     if (!open_end) {

@@ -37,7 +37,7 @@ bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purc
         *why = PR_SHUTTING_DOWN;
         return false;
     }
-    int64_t queued_ms = (svc_now_us() - r->queued_us) / 1000;
+    int64_t queued_ms = (lc_now_us() - r->queued_us) / 1000;
     if (queued_ms > wait_ms + work_ms + QUEUE_GRACE_MS) {
         snprintf(detail, len,
                  "waited %lld ms for a worker, more than wait_ms + work_ms + %d ms; nothing "

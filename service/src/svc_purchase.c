@@ -76,7 +76,7 @@ static void respond(purchase *pu, purchase_result res)
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
     svc_stats_purchase(r->mode, pu->slot, svc_result[res].out, x->o.lock_lost,
-                       x->o.deleted_other_lock, svc_now_us() - r->t0_us,
+                       x->o.deleted_other_lock, lc_now_us() - r->t0_us,
                        x->wait_us >= 0 ? x->wait_us : x->gave_up_us);
 }
 
@@ -163,7 +163,7 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
             return false;
         }
     }
-    x->queued_ms = (svc_now_us() - r->queued_us) / 1000;
+    x->queued_ms = (lc_now_us() - r->queued_us) / 1000;
     lock_args(pu);
     svc_section_start(x);
     return true;

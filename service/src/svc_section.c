@@ -160,7 +160,7 @@ void svc_section_start(svc_section *x)
     x->wait_us = -1;
     x->gave_up_us = -1;
     x->o.pipeline = x->pipeline;
-    x->acq_t0_us = svc_now_us();
+    x->acq_t0_us = lc_now_us();
     svc_trace_mark(&x->tr, SVC_T_WAIT_START);
     lc_pipe_init(&x->rp);
     /* Pipelined, the read goes under the fence counter's value (fenced):
@@ -211,7 +211,7 @@ static bool acquire(svc_section *x, purchase_result *end)
     }
     lc__hook_after_setnx(NULL, NULL);
     if (st == LC_OK) {
-        int64_t now = svc_now_us();
+        int64_t now = lc_now_us();
         x->wait_us = now - x->acq_t0_us;
         /* A lease set once ends lease_ms after lc_acquire returned at the
          * latest (+1 ms: Redis's millisecond expiry check). */
@@ -240,7 +240,7 @@ static bool acquire(svc_section *x, purchase_result *end)
                          i + 1, r->p.reenter, (long long)x->a.wait_ms, lc_mode_name(x->a.mode));
         }
     } else if (st == LC_BUSY) {
-        x->gave_up_us = svc_now_us() - x->acq_t0_us;
+        x->gave_up_us = lc_now_us() - x->acq_t0_us;
         snprintf(x->o.detail, sizeof x->o.detail, "lock not acquired within %lld ms%s",
                  (long long)x->wait_ms,
                  x->queued_ms > 0 ? " (time queued for a worker included)" : "");
@@ -284,7 +284,7 @@ static void release_one(svc_section *x, lc_guard *g, bool outer, lc_pipe *p)
 {
     if (lc_guard_lost(g))
         x->o.lock_lost = true;
-    bool late = outer && x->lease_gone_us > 0 && svc_now_us() > x->lease_gone_us;
+    bool late = outer && x->lease_gone_us > 0 && lc_now_us() > x->lease_gone_us;
     lc_status st = lc_release_pipe(x->conn, g, p);
     if (outer)
         svc_trace_released(&x->tr, (int)st);

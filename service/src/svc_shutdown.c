@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "svc_check.h"
+#include "svc_clock.h"
 
 static atomic_int stopping;   /* step 1 */
 static atomic_int abort_flag; /* step 2 */
@@ -60,13 +61,10 @@ int svc_sleep_work(int64_t ms)
     struct timespec ts;
     int aborted, rc = 0;
     SVC_PT(pthread_once(&abort_once, abort_cv_init));
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    /* lc_now_us is CLOCK_MONOTONIC, the condition variable's clock */
+    int64_t due_us = lc_now_us() + ms * 1000;
+    ts.tv_sec = (time_t)(due_us / 1000000);
+    ts.tv_nsec = (long)(due_us % 1000000) * 1000;
     SVC_PT(pthread_mutex_lock(&abort_mu));
     while (!atomic_load(&abort_flag) && rc != ETIMEDOUT) {
         rc = pthread_cond_timedwait(&abort_cv, &abort_mu, &ts);

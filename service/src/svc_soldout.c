@@ -181,7 +181,7 @@ static void *listener(void *arg)
     int was_down = 0;
     SVC_ASSERT(lc_conn_new(client, &poll_conn) == LC_OK);
     while (!atomic_load(&stop)) {
-        int64_t now = svc_now_us();
+        int64_t now = lc_now_us();
         if (sub == NULL && now >= next_sub) {
             sub = subscribe(&ctx);
             next_sub = now + SVC_SOLDOUT_POLL_MS * 1000;
@@ -222,9 +222,9 @@ static void *listener(void *arg)
             struct timespec ts = {0, (long)wait_ms * 1000000L};
             nanosleep(&ts, NULL);
         }
-        if (svc_now_us() >= next_check) {
+        if (lc_now_us() >= next_check) {
             check_flagged(poll_conn);
-            next_check = svc_now_us() + SVC_SOLDOUT_POLL_MS * 1000;
+            next_check = lc_now_us() + SVC_SOLDOUT_POLL_MS * 1000;
         }
     }
     lc_conn_free(sub);

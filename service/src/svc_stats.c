@@ -117,7 +117,7 @@ static int64_t started_us;
 
 void svc_stats_init(void)
 {
-    started_us = svc_now_us();
+    started_us = lc_now_us();
 }
 
 int svc_stats_sku_find(const char *sku)
@@ -250,7 +250,7 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
     svc_buf_printf(&b,
                    ",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,"
                    "\"sold_out_local\":%llu,",
-                   (double)(svc_now_us() - started_us) / 1e6, (unsigned long long)ld(&redis_errors),
+                   (double)(lc_now_us() - started_us) / 1e6, (unsigned long long)ld(&redis_errors),
                    atomic_load(&inflight), (unsigned long long)ld(&sold_out_local));
     /* Locks a timed-out acquire took after its request had answered 503,
      * and what lockcore's cleanup did about them (lockcore.h). */

@@ -53,7 +53,7 @@ int svc_trace_init(int enabled, int size, int skus)
     on_default = enabled != 0;
     /* Read back to back: the two clocks' offset, good to a microsecond or
      * two, which is what lets traces of several instances be merged. */
-    anchor_mono_us = svc_now_us();
+    anchor_mono_us = lc_now_us();
     clock_gettime(CLOCK_REALTIME, &ts);
     anchor_wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     return 0;
@@ -114,7 +114,7 @@ void svc_trace_begin(svc_trace *t, const svc_req *r)
 void svc_trace_mark(svc_trace *t, svc_trace_point p)
 {
     if (t->on && p >= 0 && p < SVC_T_COUNT)
-        t->t[p] = svc_now_us();
+        t->t[p] = lc_now_us();
 }
 
 void svc_trace_acquired(svc_trace *t, const char *owner_token)

@@ -13,7 +13,7 @@
  * traced and kept for the process. Purchases of a SKU that finds every ring
  * taken are not traced. Nothing here logs or exits.
  *
- * Times are CLOCK_MONOTONIC microseconds (svc_now_us); the rendering's
+ * Times are CLOCK_MONOTONIC microseconds (lc_now_us); the rendering's
  * first line gives the anchor that turns them into wall-clock time. */
 #ifndef MIAOSHA_SVC_TRACE_H
 #define MIAOSHA_SVC_TRACE_H

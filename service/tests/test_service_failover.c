@@ -41,7 +41,7 @@
 
 static svc_server srv;
 static atomic_int stop_buyers;
-static atomic_llong kill_ms;        /* tu_now_ms of the SIGKILL; 0 before */
+static atomic_llong kill_ms;        /* lc_now_ms of the SIGKILL; 0 before */
 static atomic_llong first_after_ms; /* first 200 answered after the kill */
 
 typedef struct buyer {
@@ -60,7 +60,7 @@ static void *buy(void *arg)
     const char *path = b->id % 2 ? "/miaosha/lua?sku=fo" : "/miaosha/token?sku=fo&wait_ms=200";
     while (!atomic_load(&stop_buyers)) {
         svc_resp r;
-        long long t = tu_now_ms();
+        long long t = lc_now_ms();
         svc_req_keep(&h, &srv, "POST", path, &r);
         if (r.status == 200) {
             b->n200++;
@@ -69,7 +69,7 @@ static void *buy(void *arg)
                 snprintf(b->orders[b->norders++], 40, "%s", oid);
             long long k = atomic_load(&kill_ms), zero = 0;
             if (k && t > k)
-                atomic_compare_exchange_strong(&first_after_ms, &zero, tu_now_ms());
+                atomic_compare_exchange_strong(&first_after_ms, &zero, lc_now_ms());
         } else if (r.status == 503) {
             b->n503++;
             const char *e = svc_jstr(r.json, "error");
@@ -133,11 +133,11 @@ static void test_failover(const char *dir)
         TU_REQUIRE(pthread_create(&t[i], NULL, buy, &b[i]) == 0, "buyer thread");
     }
     tu_sleep_ms(400);
-    atomic_store(&kill_ms, tu_now_ms());
+    atomic_store(&kill_ms, lc_now_ms());
     pk_kill(h.master_pid);
     h.master_pid = 0;
     int64_t bound = tu_slack(DOWN_AFTER_MS + FAILOVER_TIMEOUT_MS + 1000);
-    while (atomic_load(&first_after_ms) == 0 && tu_now_ms() - atomic_load(&kill_ms) < bound)
+    while (atomic_load(&first_after_ms) == 0 && lc_now_ms() - atomic_load(&kill_ms) < bound)
         tu_sleep_ms(10);
     long long took = atomic_load(&first_after_ms) ? atomic_load(&first_after_ms) - kill_ms : -1;
     tu_sleep_ms(300); /* sales on the new master */
@@ -162,8 +162,8 @@ static void test_failover(const char *dir)
     printf("failover: %ld sold, %ld 503 answers\n", n200, n503);
     TU_CHECK(n503 > 0, "no 503 while there was no master");
     TU_CHECK(pk_wait_exit(srv.pid, 0) == 0, "the server is alive");
-    int64_t t0 = tu_now_ms();
-    while (!master_named(newport) && tu_now_ms() - t0 < tu_slack(2000))
+    int64_t t0 = lc_now_ms();
+    while (!master_named(newport) && lc_now_ms() - t0 < tu_slack(2000))
         tu_sleep_ms(20);
     TU_CHECK(master_named(newport), "/healthz names the new master %d", newport);
 

@@ -46,8 +46,8 @@ static long fenced_out_seen; /* 409 fenced_out answers, all cases */
 /* Polls until `GET key` exists (want 1) or not (want 0), up to within_ms. */
 static int wait_key(const char *key, int want, int64_t within_ms)
 {
-    int64_t until = tu_now_ms() + tu_slack(within_ms);
-    while (tu_now_ms() < until) {
+    int64_t until = lc_now_ms() + tu_slack(within_ms);
+    while (lc_now_ms() < until) {
         if ((tu_redis_int(port, "EXISTS %s", key) == 1) == want)
             return 1;
         tu_sleep_ms(5);
@@ -440,8 +440,8 @@ static void test_noscript_mid_section(void)
                  pipeline);
         TU_REQUIRE(pthread_create(&a.th, NULL, ns_buy_main, &a) == 0, "thread");
         /* A has read once the mark exists (its read raised it). */
-        int64_t until = tu_now_ms() + tu_slack(5000);
-        while (tu_redis_int(port, "EXISTS %s", mark) != 1 && tu_now_ms() < until)
+        int64_t until = lc_now_ms() + tu_slack(5000);
+        while (tu_redis_int(port, "EXISTS %s", mark) != 1 && lc_now_ms() < until)
             tu_sleep_ms(5);
         TU_REQUIRE(tu_redis_int(port, "EXISTS %s", mark) == 1, "%s: A has read", what);
         TU_REQUIRE(pthread_create(&b.th, NULL, ns_buy_main, &b) == 0, "thread");

@@ -59,10 +59,10 @@ static void *watcher(void *arg)
 {
     (void)arg;
     while (!atomic_load(&hammer_stop)) {
-        int64_t t0 = tu_now_ms();
+        int64_t t0 = lc_now_ms();
         char pong[16];
         int rc = tu_redis_str(srv.redis_port, pong, sizeof pong, "PING");
-        long dt = (long)(tu_now_ms() - t0);
+        long dt = (long)(lc_now_ms() - t0);
         if (rc != 0 || strcmp(pong, "PONG") != 0)
             atomic_fetch_add(&ping_failed, 1);
         if (dt > atomic_load(&ping_worst_ms))
@@ -75,7 +75,7 @@ static void *watcher(void *arg)
 static void test_healthz_saturated(void)
 {
     pthread_t th[HAMMERS], w;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     for (int i = 0; i < HAMMERS; i++)
         pthread_create(&th[i], NULL, hammer, NULL);
     pthread_create(&w, NULL, watcher, NULL);
@@ -87,8 +87,8 @@ static void test_healthz_saturated(void)
     long ok = atomic_load(&hz_ok), down = atomic_load(&hz_503), other = atomic_load(&hz_other);
     printf("/healthz for %lld ms from %d connections: %ld 200, %ld 503, %ld other (%.0f/s); "
            "watcher PING worst %ld ms, %ld failed\n",
-           (long long)(tu_now_ms() - t0), HAMMERS, ok, down, other,
-           (double)(ok + down + other) * 1000.0 / (double)(tu_now_ms() - t0),
+           (long long)(lc_now_ms() - t0), HAMMERS, ok, down, other,
+           (double)(ok + down + other) * 1000.0 / (double)(lc_now_ms() - t0),
            atomic_load(&ping_worst_ms), atomic_load(&ping_failed));
     TU_CHECK(ok > 1000, "the load was real: %ld answers", ok);
     TU_CHECK(atomic_load(&ping_failed) == 0, "Redis answered every PING of the watcher");
@@ -129,12 +129,12 @@ int main(void)
     svc_req_keep(&h, &srv, "GET", "/healthz", &warm); /* connect before the burst */
     svc_resp_free(&warm);
     pthread_t th;
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     pthread_create(&th, NULL, burst_main, out);
     tu_sleep_ms(50); /* let the buyers in */
     int probes = 0, probes_holding = 0;
     double worst = 0;
-    while (!burst_done && tu_now_ms() - t0 < 30000) {
+    while (!burst_done && lc_now_ms() - t0 < 30000) {
         svc_resp r = {0};
         svc_req_keep(&h, &srv, "GET", "/healthz", &r);
         TU_CHECK(r.status == 200, "healthz %ld", r.status);
@@ -150,7 +150,7 @@ int main(void)
     }
     pthread_join(th, NULL);
     svc_handle_free(h);
-    int64_t dt = tu_now_ms() - t0;
+    int64_t dt = lc_now_ms() - t0;
     int ok = 0;
     for (int i = 0; i < BUYERS; i++) {
         ok += out[i].status == 200;

@@ -233,7 +233,7 @@ typedef struct cdp {
 /* The reply to command id, or NULL after timeout_ms. */
 static cJSON *cdp_reply(cdp *c, int id, int timeout_ms)
 {
-    int64_t deadline = tu_now_ms() + timeout_ms;
+    int64_t deadline = lc_now_ms() + timeout_ms;
     for (;;) {
         char *end = memchr(c->buf, '\0', c->len);
         if (end != NULL) {
@@ -249,7 +249,7 @@ static cJSON *cdp_reply(cdp *c, int id, int timeout_ms)
         }
         if (c->len == sizeof c->buf) /* one message over 64 KiB: drop it */
             c->len = 0;
-        int64_t left = deadline - tu_now_ms();
+        int64_t left = deadline - lc_now_ms();
         struct pollfd pf = {c->from, POLLIN, 0};
         if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
             return NULL;
@@ -295,13 +295,13 @@ static void cdp_eval(cdp *c, const char *js, char *out, size_t len)
 /* Polls js until its value contains want (up to 10 s, scaled); 1 when it did. */
 static int cdp_until(cdp *c, const char *js, const char *want, char *out, size_t len)
 {
-    int64_t deadline = tu_now_ms() + tu_slack(10000);
+    int64_t deadline = lc_now_ms() + tu_slack(10000);
     do {
         cdp_eval(c, js, out, len);
         if (strstr(out, want) != NULL)
             return 1;
         tu_sleep_ms(50);
-    } while (tu_now_ms() < deadline);
+    } while (lc_now_ms() < deadline);
     return 0;
 }
 

@@ -56,9 +56,9 @@ static long long metric(const svc_server *s, const char *name)
 /* Waits until /stats says want purchases are in flight; 1 when it did. */
 static int wait_inflight(const svc_server *s, int want)
 {
-    int64_t end = tu_now_ms() + tu_slack(10000);
+    int64_t end = lc_now_ms() + tu_slack(10000);
     double inflight = -1;
-    while (tu_now_ms() < end) {
+    while (lc_now_ms() < end) {
         svc_resp st = {0};
         svc_req(s, "GET", "/stats", NULL, NULL, &st);
         inflight = svc_jnum(st.json, "inflight");
@@ -251,8 +251,8 @@ static long long blocked_clients(void)
 /* Waits until want clients are blocked, up to ms; 1 when they were. */
 static int wait_blocked(long long want, int64_t ms)
 {
-    int64_t end = tu_now_ms() + ms;
-    while (tu_now_ms() < end) {
+    int64_t end = lc_now_ms() + ms;
+    while (lc_now_ms() < end) {
         if (blocked_clients() == want)
             return 1;
         tu_sleep_ms(5);
@@ -275,7 +275,7 @@ static void test_wait_frees_queue(const svc_server *s, int k, int64_t wait_timeo
         c[i].s = s;
         snprintf(c[i].path, sizeof c[i].path, "/miaosha/lua?sku=lbwait&user=w%d", i);
     }
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     int started = 0;
     for (int i = 0; i < k; i++) {
         TU_REQUIRE(pthread_create(&th[i], NULL, hold_worker, &c[i]) == 0, "thread");
@@ -290,7 +290,7 @@ static void test_wait_frees_queue(const svc_server *s, int k, int64_t wait_timeo
         started++;
         /* Well before the first WAIT ends: with the batching workers
          * counted until their WAITs end, nobody would take it until then. */
-        int64_t left = wait_timeout_ms - (tu_now_ms() - t0);
+        int64_t left = wait_timeout_ms - (lc_now_ms() - t0);
         TU_CHECK(left > 200 && wait_blocked(k + 1, left - 100),
                  "one more purchase is taken by an idle worker while %d batches WAIT "
                  "(%lld ms left; %lld clients blocked)",

@@ -40,7 +40,7 @@ static void test_success_and_record(svc_server *s)
         svc_resp r = {0}, o = {0};
         snprintf(sku, sizeof sku, "mode_%s", modes[m]);
         TU_CHECK(svc_set_stock(s, sku, 1, NULL) == 200, "stock %s", sku);
-        int64_t before_ms = tu_now_ms();
+        int64_t before_ms = lc_now_ms();
         (void)before_ms;
         snprintf(q, sizeof q, "sku=%s&user=u_%s", sku, modes[m]);
         TU_CHECK(buy(s, modes[m], q, &r) == 200, "%s buy %ld %s", modes[m], r.status, B(&r));
@@ -92,10 +92,10 @@ static void test_reenter(svc_server *s)
     svc_resp_free(&r);
     const char *blocking[] = {"token", "setnx", "mutex"};
     for (int i = 0; i < 3; i++) {
-        int64_t t0 = tu_now_ms();
+        int64_t t0 = lc_now_ms();
         TU_CHECK(buy(s, blocking[i], "sku=reent&reenter=2&wait_ms=200", &r) == 429,
                  "%s reenter=2 blocks on itself: %ld %s", blocking[i], r.status, B(&r));
-        TU_CHECK(tu_now_ms() - t0 >= 190, "%s waited wait_ms", blocking[i]);
+        TU_CHECK(lc_now_ms() - t0 >= 190, "%s waited wait_ms", blocking[i]);
         TU_CHECK(svc_jstr(r.json, "error") && !strcmp(svc_jstr(r.json, "error"), "lock_busy"),
                  "lock_busy");
         svc_resp_free(&r);
@@ -175,8 +175,8 @@ static void test_slow_holder_release(svc_server *s)
                  pipe_q);
         pthread_t th;
         TU_REQUIRE(pthread_create(&th, NULL, buy_thread, &a) == 0, "thread");
-        int64_t limit = tu_now_ms() + 5000;
-        while (tu_redis_int(s->redis_port, "EXISTS %s", key) != 1 && tu_now_ms() < limit)
+        int64_t limit = lc_now_ms() + 5000;
+        while (tu_redis_int(s->redis_port, "EXISTS %s", key) != 1 && lc_now_ms() < limit)
             ;
         buy_thread(&b);
         pthread_join(th, NULL);

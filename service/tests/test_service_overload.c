@@ -42,9 +42,9 @@ int main(void)
     pthread_create(&tb, NULL, one, &b);
     tu_sleep_ms(300);
     svc_resp c = {0};
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     svc_req(&srv, "GET", "/miaosha/none?sku=ov3", NULL, NULL, &c);
-    int64_t dt = tu_now_ms() - t0;
+    int64_t dt = lc_now_ms() - t0;
     TU_CHECK(c.status == 503 && svc_jerr_is(&c, "overloaded"), "queue full: %ld %s", c.status,
              B(&c));
     TU_CHECK(svc_jdetail_has(&c, "server.max_queue"), "detail names the key: %s", B(&c));

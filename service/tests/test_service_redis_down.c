@@ -20,8 +20,8 @@ static long wait_healthz(svc_server *s, long want, int64_t within_ms)
 {
     svc_resp r;
     long hs = 0;
-    int64_t t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < within_ms) {
+    int64_t t0 = lc_now_ms();
+    while (lc_now_ms() - t0 < within_ms) {
         hs = get(s, "/healthz", &r);
         svc_resp_free(&r);
         if (hs == want)
@@ -54,9 +54,9 @@ int main(void)
     for (int m = 0; m < 5; m++) {
         char path[128];
         snprintf(path, sizeof path, "/miaosha/%s?sku=down&wait_ms=100", modes[m]);
-        int64_t t0 = tu_now_ms();
+        int64_t t0 = lc_now_ms();
         long st = get(&s, path, &r);
-        int64_t dt = tu_now_ms() - t0;
+        int64_t dt = lc_now_ms() - t0;
         TU_CHECK(st == 503, "%s while down: %ld %s", modes[m], st, B(&r));
         TU_CHECK(svc_jstr(r.json, "error") &&
                      !strcmp(svc_jstr(r.json, "error"), "redis_unavailable"),
@@ -68,11 +68,11 @@ int main(void)
     svc_resp_free(&r);
     TU_CHECK(get(&s, "/orders/down", &r) == 503, "orders while down %ld", r.status);
     svc_resp_free(&r);
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     long hs = wait_healthz(&s, 503, 3000);
     TU_CHECK(hs == 503, "healthz 503 while down");
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "healthz turned 503 in %lld ms",
-             (long long)(tu_now_ms() - t0));
+    TU_CHECK(lc_now_ms() - t0 < tu_slack(1500), "healthz turned 503 in %lld ms",
+             (long long)(lc_now_ms() - t0));
     TU_CHECK(get(&s, "/stats", &r) == 200, "stats still answer");
     svc_resp_free(&r);
     TU_CHECK(get(&s, "/metrics", &r) == 200 && strstr(B(&r), "miaosha_redis_up 0"),
@@ -81,11 +81,11 @@ int main(void)
 
     /* Redis back on the same port (empty: no persistence here). */
     TU_REQUIRE(tu_redis_start(&rd, 1, NULL) == 0, "redis restarts");
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     hs = wait_healthz(&s, 200, 5000);
     TU_CHECK(hs == 200, "healthz 200 again");
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(1500), "recovered in %lld ms",
-             (long long)(tu_now_ms() - t0));
+    TU_CHECK(lc_now_ms() - t0 < tu_slack(1500), "recovered in %lld ms",
+             (long long)(lc_now_ms() - t0));
     TU_CHECK(svc_set_stock(&s, "down", 3, NULL) == 200, "stock after recovery");
     for (int m = 0; m < 5; m++) {
         char path[128];
@@ -102,16 +102,16 @@ int main(void)
     /* Redis paused (SIGSTOP) 2 s: requests fail fast with 503 after the
      * command timeout instead of hanging; /healthz turns 503; then back. */
     kill(rd.pid, SIGSTOP);
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     long st = get(&s, "/miaosha/token?sku=down", &r);
-    int64_t dt = tu_now_ms() - t0;
+    int64_t dt = lc_now_ms() - t0;
     TU_CHECK(st == 503, "token while paused: %ld %s", st, B(&r));
     TU_CHECK(dt < tu_slack(1500), "failed fast: %lld ms", (long long)dt);
     svc_resp_free(&r);
-    hs = wait_healthz(&s, 503, 3000 - (tu_now_ms() - t0));
+    hs = wait_healthz(&s, 503, 3000 - (lc_now_ms() - t0));
     TU_CHECK(hs == 503, "healthz 503 while paused");
-    TU_CHECK(tu_now_ms() - t0 < tu_slack(2000), "within %lld ms", (long long)(tu_now_ms() - t0));
-    while (tu_now_ms() - t0 < 2000)
+    TU_CHECK(lc_now_ms() - t0 < tu_slack(2000), "within %lld ms", (long long)(lc_now_ms() - t0));
+    while (lc_now_ms() - t0 < 2000)
         tu_sleep_ms(20);
     kill(rd.pid, SIGCONT);
     hs = wait_healthz(&s, 200, 5000);

@@ -42,21 +42,21 @@ static void paused_once(svc_server *s, tu_redis *rd, const char *mode)
     svc_resp_free(&r);
     double released = orphans_released(s);
 
-    int64_t stopped = tu_now_ms();
+    int64_t stopped = lc_now_ms();
     kill(rd->pid, SIGSTOP);
     long st = get(s, path, &r);
     TU_CHECK(st == 503, "%s: 503 while paused: %ld %s", mode, st, B(&r));
     svc_resp_free(&r);
-    while (tu_now_ms() - stopped < PAUSE_MS)
+    while (lc_now_ms() - stopped < PAUSE_MS)
         tu_sleep_ms(10);
     kill(rd->pid, SIGCONT);
-    int64_t resumed = tu_now_ms();
+    int64_t resumed = lc_now_ms();
 
     /* Buy until a sale, for up to 1 s: a lock left by the stalled acquire
      * would answer 429 lock_busy for the rest of its 30 s lease. */
     long last = 0;
     char body[256] = "";
-    while (tu_now_ms() - resumed < tu_slack(1000)) {
+    while (lc_now_ms() - resumed < tu_slack(1000)) {
         last = get(s, path, &r);
         snprintf(body, sizeof body, "%s", B(&r));
         svc_resp_free(&r);
@@ -65,7 +65,7 @@ static void paused_once(svc_server *s, tu_redis *rd, const char *mode)
         tu_sleep_ms(50);
     }
     TU_CHECK(last == 200, "%s: sells again within 1 s of SIGCONT (%lld ms): %ld %s", mode,
-             (long long)(tu_now_ms() - resumed), last, body);
+             (long long)(lc_now_ms() - resumed), last, body);
     TU_CHECK(orphans_released(s) >= released + 1, "%s: /stats orphan_locks.released counted", mode);
 }
 

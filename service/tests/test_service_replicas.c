@@ -52,9 +52,9 @@ int main(void)
     snprintf(mport, sizeof mport, "%d", master.port);
     const char *const rargs[] = {"--replicaof", "127.0.0.1", mport, NULL};
     TU_REQUIRE(tu_redis_start(&replica, 0, rargs) == 0, "replica");
-    int64_t until = tu_now_ms() + tu_slack(10000);
+    int64_t until = lc_now_ms() + tu_slack(10000);
     char info[4096] = "";
-    while (tu_now_ms() < until) {
+    while (lc_now_ms() < until) {
         tu_redis_str(master.port, info, sizeof info, "INFO replication");
         if (strstr(info, "connected_slaves:1") && strstr(info, "state=online"))
             break;

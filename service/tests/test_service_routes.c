@@ -629,8 +629,8 @@ static void test_body_limit_early(void)
     size_t clen = (size_t)n + CHUNK + 2;
     long long sent = 0;
     int answered = 0;
-    int64_t t0 = tu_now_ms();
-    while (sent < 64LL << 20 && tu_now_ms() - t0 < 5000) {
+    int64_t t0 = lc_now_ms();
+    while (sent < 64LL << 20 && lc_now_ms() - t0 < 5000) {
         if (send(fd, chunk, clen, MSG_NOSIGNAL) != (ssize_t)clen)
             break; /* the server closed: its reply is waiting */
         sent += CHUNK;
@@ -644,7 +644,7 @@ static void test_body_limit_early(void)
     status = 0;
     sscanf(head, "HTTP/1.%*d %d", &status);
     printf("chunked upload: %lld body bytes sent in %lld ms, reply %s\n", sent,
-           (long long)(tu_now_ms() - t0), answered ? "came while sending" : "did not come");
+           (long long)(lc_now_ms() - t0), answered ? "came while sending" : "did not come");
     TU_CHECK(got > 0 && status == 413, "chunked body over the limit: %d %s", status, head);
     TU_CHECK(sent <= MAX_BODY + 3 * CHUNK,
              "413 before much more than the limit was sent: %lld bytes", sent);
@@ -661,10 +661,10 @@ static void test_slowloris(void)
     int fd = connect_srv();
     const char *partial = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
     TU_CHECK(write(fd, partial, strlen(partial)) > 0, "write");
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     char buf[256];
     ssize_t n = read(fd, buf, sizeof buf);
-    int64_t dt = tu_now_ms() - t0;
+    int64_t dt = lc_now_ms() - t0;
     TU_CHECK(n <= 0 && dt >= 1500 && dt < 6000, "closed after %lld ms (n=%zd)", (long long)dt, n);
     close(fd);
 }

@@ -24,7 +24,7 @@ static void *one(void *arg)
 {
     job *j = arg;
     svc_req(&srv, "GET", j->path, NULL, NULL, &j->r);
-    j->done_ms = tu_now_ms();
+    j->done_ms = lc_now_ms();
     return NULL;
 }
 
@@ -51,8 +51,8 @@ int main(void)
     for (int i = 0; i < 5; i++)
         pthread_create(&th[i], NULL, one, all[i]);
     /* All hold their locks (sd3: the outsider) and the waiters wait. */
-    int64_t t0 = tu_now_ms();
-    while (tu_now_ms() - t0 < 3000 &&
+    int64_t t0 = lc_now_ms();
+    while (lc_now_ms() - t0 < 3000 &&
            (tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd1}:lock:token") != 1 ||
             tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd2}:lock:reentrant") != 1 ||
             tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") != 1))
@@ -61,7 +61,7 @@ int main(void)
     TU_CHECK(tu_redis_int(srv.redis_port, "EXISTS miaosha:{sd4}:lock:token") == 1,
              "sd4 outer held");
     tu_sleep_ms(300); /* the waiters are inside lc_acquire */
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     kill(srv.pid, SIGTERM);
     /* Draining (b sleeps in its section until the 3 s cut): a new
      * connection gets no answer. */
@@ -75,7 +75,7 @@ int main(void)
              B(&late));
     svc_resp_free(&late);
     int rc = svc_wait_exit(&srv, 8000);
-    int64_t dt = tu_now_ms() - t0;
+    int64_t dt = lc_now_ms() - t0;
     for (int i = 0; i < 5; i++)
         pthread_join(th[i], NULL);
     for (int i = 0; i < 2; i++) {

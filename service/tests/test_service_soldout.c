@@ -61,10 +61,10 @@ static void flag_all(const char *sku)
         TU_CHECK(buy(&srv[i], sku, &local) == 409 && !local, "instance %d: sold out from Redis", i);
         /* The reset's own message may still be on its way and clear the
          * first flag: the flag must hold soon after. */
-        int64_t dl = tu_now_ms() + tu_slack(2000);
+        int64_t dl = lc_now_ms() + tu_slack(2000);
         do
             TU_CHECK(buy(&srv[i], sku, &local) == 409, "instance %d: sold out", i);
-        while (!local && tu_now_ms() < dl);
+        while (!local && lc_now_ms() < dl);
         TU_CHECK(local, "instance %d: then from memory", i);
     }
 }
@@ -77,9 +77,9 @@ static void every_instance_sells(const char *what, int64_t t0_ms)
         int local = 1;
         long st = 409;
         int64_t dl = t0_ms + tu_slack(2000);
-        while (st != 200 && tu_now_ms() < dl)
+        while (st != 200 && lc_now_ms() < dl)
             st = buy(&srv[i], "so1", &local);
-        int64_t took = tu_now_ms() - t0_ms;
+        int64_t took = lc_now_ms() - t0_ms;
         printf("%s: instance %d sells again after %lld ms\n", what, i, (long long)took);
         TU_CHECK(st == 200, "%s: instance %d sells again", what, i);
         TU_CHECK(took <= tu_slack(BOUND_MS), "%s: instance %d within %d ms: %lld ms", what, i,
@@ -113,7 +113,7 @@ static void shared_answers(const char *sku)
     static const char *modes[] = {"lua", "token", "none"};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         int local = 0;
-        int64_t dl = tu_now_ms() + tu_slack(2000);
+        int64_t dl = lc_now_ms() + tu_slack(2000);
         char path[120];
         snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=x", modes[i], sku);
         do { /* the first sold-out of a mode may come from Redis */
@@ -121,7 +121,7 @@ static void shared_answers(const char *sku)
             svc_req(&srv[2], "POST", path, NULL, NULL, &r);
             local = r.status == 409 && svc_jbool(r.json, "local") == 1;
             svc_resp_free(&r);
-        } while (!local && tu_now_ms() < dl);
+        } while (!local && lc_now_ms() < dl);
         char *a = local_answer(&srv[2], modes[i], sku), *b = local_answer(&srv[2], modes[i], sku);
         TU_CHECK(strcmp(a, b) == 0, "%s %s: the same bytes twice:\n%s\n%s", modes[i], sku, a, b);
         free(a);
@@ -148,21 +148,21 @@ int main(void)
     svc_resp_free(&r);
 
     /* 1. the published reset */
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     TU_REQUIRE(svc_set_stock(&srv[0], "so1", N, NULL) == 200, "reset");
     every_instance_sells("published reset", t0);
 
     /* 2. the subscriptions dropped just before the reset */
     flag_all("so1");
     TU_CHECK(tu_redis_int(rp, "CLIENT KILL TYPE pubsub") >= N, "subscriptions killed");
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     TU_REQUIRE(svc_set_stock(&srv[0], "so1", N, NULL) == 200, "reset");
     every_instance_sells("reset with the subscriptions lost", t0);
 
     /* 3. no message at all: the stock set by hand */
     flag_all("so1");
     char ok[16];
-    t0 = tu_now_ms();
+    t0 = lc_now_ms();
     TU_REQUIRE(tu_redis_str(rp, ok, sizeof ok, "SET miaosha:{so1}:stock %d", N) == 0, "SET");
     every_instance_sells("stock set in Redis", t0);
 

@@ -277,11 +277,11 @@ static void test_ring_bound(int redis_port)
     TU_REQUIRE(svc_set_stock(&s, "tr_bound", 0, NULL) == 200, "stock 0");
     int answered = run_load(&s, 2000);
     long rss0 = vmrss_kb(s.pid);
-    int64_t t0 = tu_now_ms();
+    int64_t t0 = lc_now_ms();
     answered += run_load(&s, total - 2000);
     long rss1 = vmrss_kb(s.pid);
     printf("ring bound: %d purchases in %lld ms; VmRSS %ld kB → %ld kB\n", total,
-           (long long)(tu_now_ms() - t0), rss0, rss1);
+           (long long)(lc_now_ms() - t0), rss0, rss1);
     /* ASan keeps freed memory in quarantine (256 MiB by default) and TSan
      * has its shadow: there the RSS says nothing about the ring, and the
      * record counts below are the check. */
@@ -371,7 +371,7 @@ static void test_ids_and_fence(const svc_server *s)
         svc_resp_free(&r);
     }
     char key[64]; /* a new key per run: the suite's Redis keeps outcomes for a day */
-    snprintf(key, sizeof key, "Idempotency-Key: trace-%lld-%d", (long long)tu_now_ms(),
+    snprintf(key, sizeof key, "Idempotency-Key: trace-%lld-%d", (long long)lc_now_ms(),
              (int)getpid());
     for (int i = 0; i < 2; i++) { /* the second is a replay */
         svc_resp r = {0};

@@ -39,11 +39,6 @@ int tu_done(void)
     return f == 0 && p > 0 ? 0 : 1;
 }
 
-int64_t tu_now_ms(void)
-{
-    return (int64_t)pk_now_ms();
-}
-
 int64_t tu_slack(int64_t ms)
 {
     const char *f = getenv("MIAOSHA_TEST_TIME_FACTOR");

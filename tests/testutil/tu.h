@@ -18,6 +18,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <lockcore.h> /* lc_now_ms: the one monotonic clock */
+
 extern _Atomic long tu_passed;
 extern _Atomic long tu_failed;
 
@@ -40,9 +42,6 @@ int tu_check_(int ok, const char *expr, const char *file, int line, const char *
 
 /* Prints "<name>: N passed, N failed"; returns 0 when nothing failed, else 1. */
 int tu_done(void);
-
-/* Monotonic clock in milliseconds. Any thread. */
-int64_t tu_now_ms(void);
 
 /* An upper time bound for an assertion, scaled by MIAOSHA_TEST_TIME_FACTOR
  * (default 1): sanitizer builds run several times slower, and a bound that

@@ -1,6 +1,8 @@
 /* lg_engine.c — see lg_engine.h. */
 #include "lg_engine.h"
 
+#include <lockcore.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -117,11 +119,10 @@ const char *lg_err_name(lg_err e)
     return (unsigned)e < LG_ERR_COUNT ? n[e] : "?";
 }
 
+/* The engine counts in ns; the clock (lockcore's, the project's one) in µs. */
 static int64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    return lc_now_us() * 1000;
 }
 
 static int stop_requested(const shared *sh)

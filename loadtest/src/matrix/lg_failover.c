@@ -94,7 +94,7 @@ typedef struct holder {
     long status;
     char error[32];
     int lost;
-    long long answered; /* pk_now_ms() when its answer came */
+    long long answered; /* lc_now_ms() when its answer came */
 } holder;
 
 static void *hold(void *arg)
@@ -105,7 +105,7 @@ static void *hold(void *arg)
     if (lg_http_call("POST", h->url, NULL, NULL, FO_WORK_MS + 20000, &h->status, &body, e,
                      sizeof e) != 0)
         h->status = 0;
-    h->answered = pk_now_ms();
+    h->answered = lc_now_ms();
     if (body)
         lg_parse_purchase(body, strlen(body), oid, h->error, &h->lost, &deleted);
     free(body);
@@ -185,10 +185,10 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     /* the stock reached the replica: only what comes after is held back */
     const char *get[] = {"GET", stock_key};
     char v[32] = "";
-    for (long long end = pk_now_ms() + lg_mx_bound(x, 5000);
+    for (long long end = lc_now_ms() + lg_mx_bound(x, 5000);
          !(pk_redis_query(h.replica_port[0], 300, 2, get, v, sizeof v) == 1 && !strcmp(v, "1"));
          pk_sleep_ms(10)) {
-        if (pk_now_ms() > end || lg_mx_stopped(x)) {
+        if (lc_now_ms() > end || lg_mx_stopped(x)) {
             snprintf(err, errlen, "the stock did not reach the replica");
             goto out;
         }
@@ -207,9 +207,9 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     }
     started = 1;
     int has_lock = mode == LG_MODE_SETNX || mode == LG_MODE_TOKEN || mode == LG_MODE_REENTRANT;
-    long long end = pk_now_ms() + lg_mx_bound(x, 5000);
+    long long end = lc_now_ms() + lg_mx_bound(x, 5000);
     while (!(has_lock ? key_exists(h.master_port, lock_key) : stats_inflight(&ins[0]) > 0)) {
-        if (pk_now_ms() > end || lg_mx_stopped(x)) {
+        if (lc_now_ms() > end || lg_mx_stopped(x)) {
             snprintf(c->outcome, sizeof c->outcome, "error");
             snprintf(c->reason, sizeof c->reason, "the holder never held the lock");
             rc = 0;
@@ -220,11 +220,11 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     pk_sleep_ms(50); /* its stock read (with the acquire, or right after) is done */
 
     pk_ha_freeze_front(&h, 1);
-    long long t_kill = pk_now_ms();
+    long long t_kill = lc_now_ms();
     pk_kill(h.master_pid);
     h.master_pid = 0;
     int newport = -1;
-    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); pk_now_ms() < end && !lg_mx_stopped(x);
+    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); lc_now_ms() < end && !lg_mx_stopped(x);
          pk_sleep_ms(10)) {
         newport = pk_ha_master_port(&h);
         if (newport > 0 && newport != h.addr_port)
@@ -237,7 +237,7 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
         rc = 0;
         goto out;
     }
-    c->fault_ms = pk_now_ms() - t_kill;
+    c->fault_ms = lc_now_ms() - t_kill;
 
     /* The buyer, on the other instance, until an answer that is not 503. */
     char url[512];
@@ -245,13 +245,13 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
              m, sku, lease);
     long bst = 0;
     long long answer_ms = -1; /* kill -> the buyer's last answer, whatever it was */
-    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); pk_now_ms() < end && !lg_mx_stopped(x);
+    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); lc_now_ms() < end && !lg_mx_stopped(x);
          pk_sleep_ms(20)) {
         char e[256];
         c->requests++;
         if (lg_http_call("POST", url, NULL, NULL, 3000, &bst, NULL, e, sizeof e) != 0)
             bst = 0;
-        long long t_answer = pk_now_ms();
+        long long t_answer = lc_now_ms();
         if (bst != 0)
             answer_ms = t_answer - t_kill;
         if (bst == 503) {

@@ -216,9 +216,9 @@ static long probe(const fcell *f, const instance *in, const char *user, const ch
              lg_mode_names[f->mode], f->sku, user, params);
     long st = 0;
     char *body = NULL;
-    long long t0 = pk_now_ms();
+    long long t0 = lc_now_ms();
     int rc = lg_http_call("POST", url, NULL, NULL, 5000, &st, &body, e, sizeof e);
-    *ms = pk_now_ms() - t0;
+    *ms = lc_now_ms() - t0;
     code[0] = 0;
     int lost = 0, deleted = 0;
     if (rc == 0 && body)
@@ -282,7 +282,7 @@ static int interrupted(fcell *f)
 /* Sleeps until `until` (monotonic ms) unless interrupted; 0 when reached. */
 static int hold_until(fcell *f, long long until)
 {
-    while (pk_now_ms() < until) {
+    while (lc_now_ms() < until) {
         if (interrupted(f))
             return -1;
         pk_sleep_ms(F_POLL_MS);
@@ -401,8 +401,8 @@ static int crash_victim(fcell *f, instance *v)
  * processes). Sets f->victim; 0 when killed. */
 static int kill_reentrant_holder(fcell *f)
 {
-    long long end = pk_now_ms() + lg_mx_bound(f->x, 20000);
-    while (pk_now_ms() < end && !interrupted(f)) {
+    long long end = lc_now_ms() + lg_mx_bound(f->x, 20000);
+    while (lc_now_ms() < end && !interrupted(f)) {
         char fields[1024];
         instance *v = NULL;
         const char *argv[] = {"HKEYS", f->k_lock};
@@ -439,8 +439,8 @@ static int kill_reentrant_holder(fcell *f)
  * flight. 0 when killed. */
 static int kill_busy(fcell *f, instance *v)
 {
-    long long end = pk_now_ms() + lg_mx_bound(f->x, 20000);
-    while (pk_now_ms() < end && !interrupted(f)) {
+    long long end = lc_now_ms() + lg_mx_bound(f->x, 20000);
+    while (lc_now_ms() < end && !interrupted(f)) {
         if (inflight(v) > 0) {
             kill(v->pid, SIGKILL);
             return 0;
@@ -494,7 +494,7 @@ static int inject_kill(fcell *f)
     if (r < 0)
         return -1;
     instance *v = f->victim;
-    f->t_kill = f->t_end = pk_now_ms();
+    f->t_kill = f->t_end = lc_now_ms();
     int lock_seen = 1;
     if (f->hold_ms) {
         int tok = f->mode == LG_MODE_TOKEN || f->mode == LG_MODE_FENCED ||
@@ -567,7 +567,7 @@ static int inject_redis_restart(fcell *f)
     f->sold_at_fault = sold_now(f);
     pid_t pid = x->redis_pid;
     kill(pid, SIGKILL);
-    long long t_down = pk_now_ms();
+    long long t_down = lc_now_ms();
     pk_wait_exit(pid, 3000);
     x->redis_pid = 0;
     probe_unavailable(f, 3, "down", lg_mx_bound(x, 2 * F_CMD_TIMEOUT_MS + 500));
@@ -578,20 +578,20 @@ static int inject_redis_restart(fcell *f)
         snprintf(f->why, sizeof f->why, "restart of redis-server: %.150s", e);
         return -1;
     }
-    long long t_up = f->t_end = pk_now_ms();
+    long long t_up = f->t_end = lc_now_ms();
     f->c->fault_ms = t_up - t_down;
     /* every instance answers a purchase from Redis again (200, 409 or 429:
      * anything but 503), by itself: same processes */
     long long end = t_up + lg_mx_bound(x, 5000), worst = 0;
     for (int i = 0; i < 3; i++) {
         long long back = -1;
-        for (int k = 0; back < 0 && pk_now_ms() < end && !interrupted(f); k++) {
+        for (int k = 0; back < 0 && lc_now_ms() < end && !interrupted(f); k++) {
             char code[32], user[32];
             long long ms;
             snprintf(user, sizeof user, "probe-up-%d-%d", i, k);
             long st = probe(f, &f->ins[i], user, "&wait_ms=0", code, &ms);
             if (st != 0 && st != 503)
-                back = pk_now_ms() - t_up;
+                back = lc_now_ms() - t_up;
             else
                 pk_sleep_ms(10);
         }
@@ -624,14 +624,14 @@ static int inject_redis_pause(fcell *f)
     mctx *x = f->x;
     f->sold_at_fault = sold_now(f);
     kill(x->redis_pid, SIGSTOP);
-    long long t_stop = pk_now_ms();
+    long long t_stop = lc_now_ms();
     /* one probe: each takes up to the timeouts and the pause is only 2 s */
     probe_unavailable(f, 1, "paused", lg_mx_bound(x, 2 * F_CMD_TIMEOUT_MS + 400));
     int r = hold_until(f, t_stop + F_PAUSE_MS);
     kill(x->redis_pid, SIGCONT); /* always, also when interrupted */
     if (r < 0)
         return -1;
-    f->t_end = pk_now_ms();
+    f->t_end = lc_now_ms();
     f->c->fault_ms = f->t_end - t_stop;
     snprintf(f->note, sizeof f->note,
              "Redis SIGSTOPped at sold %lld for %lld ms: ", f->sold_at_fault,
@@ -659,7 +659,7 @@ static void watch(fcell *f)
     long long last_pttl = f->pttl_at_kill, last_sold = LLONG_MIN;
     int watch_lock = f->scen == LG_SCEN_KILL && f->hold_ms > 0;
     while (!interrupted(f)) {
-        long long now = pk_now_ms();
+        long long now = lc_now_ms();
         if (f->victim_down) {
             int st = lg_mx_instance_poll(v);
             if (st == 1) {
@@ -845,9 +845,9 @@ int lg_fault_cell(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance 
     if (lg_admin_reset(ins[0].base, f->sku, c->stock, f->x->cfg->admin_token, err, errlen) < 0 ||
         burst_start(f, err, errlen) < 0)
         goto out;
-    long long end = pk_now_ms() + lg_mx_bound(x, 15000);
+    long long end = lc_now_ms() + lg_mx_bound(x, 15000);
     long long sold = LLONG_MIN;
-    while (!interrupted(f) && pk_now_ms() < end &&
+    while (!interrupted(f) && lc_now_ms() < end &&
            ((sold = sold_now(f)) == LLONG_MIN || sold < F_SOLD_BEFORE))
         pk_sleep_ms(F_POLL_MS);
     int injected = -1;

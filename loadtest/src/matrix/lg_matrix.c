@@ -243,7 +243,7 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
     long st = 0;
     char *body = NULL, e2[256];
     int rc = lg_http_call("POST", url, x->cfg->admin_token, NULL, 5000, &st, &body, e2, sizeof e2);
-    long long t_crash = pk_now_ms();
+    long long t_crash = lc_now_ms();
     if (rc == 0) {
         snprintf(c->outcome, sizeof c->outcome, "error");
         snprintf(c->reason, sizeof c->reason,
@@ -262,10 +262,10 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
     in->pid = 0;
     if (lg_mx_instance_start(x, in, err, errlen) < 0)
         return -1;
-    long long restarted = pk_now_ms() - t_crash;
+    long long restarted = lc_now_ms() - t_crash;
     uint64_t probes = 0, busy = 0, other = 0;
     for (int i = 0; !lg_mx_stopped(x); i++) {
-        long long now = pk_now_ms();
+        long long now = lc_now_ms();
         if (now - t_crash > CRASH_WINDOW_MS)
             break;
         snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=probe%d&work_ms=0&wait_ms=100%s",
@@ -273,7 +273,7 @@ static int run_crash(mctx *x, lg_cell *c, lg_mode mode, instance *in, int64_t st
         rc = lg_http_call("POST", url, NULL, NULL, 3000, &st, NULL, e2, sizeof e2);
         probes++;
         if (rc == 0 && st == 200) {
-            c->recovery_ms = pk_now_ms() - t_crash;
+            c->recovery_ms = lc_now_ms() - t_crash;
             c->ok = 1;
             break;
         }
@@ -409,7 +409,7 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     mctx x;
     memset(&x, 0, sizeof x);
     x.cfg = cfg;
-    long long t0 = pk_now_ms();
+    long long t0 = lc_now_ms();
     if (mkdir_p(cfg->out_dir) < 0) {
         snprintf(err, errlen, "%s: %s", cfg->out_dir, strerror(errno));
         return -1;
@@ -620,6 +620,6 @@ out:
     for (int i = 0; i < 2; i++)
         lg_mx_instance_stop(&nodes[i]);
     lg_mx_shutdown(&x);
-    res->elapsed_s = (double)(pk_now_ms() - t0) / 1000.0;
+    res->elapsed_s = (double)(lc_now_ms() - t0) / 1000.0;
     return rc;
 }

@@ -102,7 +102,7 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
         return -1;
     }
     pthread_barrier_init(&go, NULL, (unsigned)n);
-    long long t0 = pk_now_ms();
+    long long t0 = lc_now_ms();
     for (int i = 0; i < n; i++) {
         snprintf(k[i].url, sizeof k[i].url, "%s/miaosha/%s?sku=%s&user=b%d&work_ms=%d%s", in->base,
                  lg_mode_names[m], sku, i % buyers, DUP_WORK_MS, lp);
@@ -124,7 +124,7 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
     free(th);
     c->ran = 1;
     c->recovery_ms = -1;
-    c->elapsed_s = (double)(pk_now_ms() - t0) / 1000.0;
+    c->elapsed_s = (double)(lc_now_ms() - t0) / 1000.0;
     c->requests = (uint64_t)n;
     c->ok = ok;
     c->errors = other;
@@ -191,7 +191,7 @@ static void *do_retry(void *arg)
     first_request(b);
     snprintf(url, sizeof url, "%s%s", b->in->base, b->path);
     snprintf(hdr, sizeof hdr, "Idempotency-Key: %s", b->key);
-    long long dl = pk_now_ms() + 30000;
+    long long dl = lc_now_ms() + 30000;
     for (;;) {
         long st = 0;
         char *body = NULL;
@@ -205,7 +205,7 @@ static void *do_retry(void *arg)
         free(body);
         b->final = st;
         /* the first one still runs: ask again for its outcome */
-        if (!(st == 409 && !strcmp(error, "in_progress")) || pk_now_ms() > dl)
+        if (!(st == 409 && !strcmp(error, "in_progress")) || lc_now_ms() > dl)
             break;
         pk_sleep_ms(50);
     }
@@ -224,7 +224,7 @@ static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int key
     lock_params(m, lp, sizeof lp);
     retry_buyer b[MAX_BUYERS];
     pthread_t th[MAX_BUYERS];
-    long long run = pk_now_ms();
+    long long run = lc_now_ms();
     for (int i = 0; i < buyers; i++) {
         memset(&b[i], 0, sizeof b[i]);
         b[i].in = in;
@@ -271,7 +271,7 @@ int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, 
         snprintf(err, errlen, "at most %d buyers", MAX_BUYERS);
         return -1;
     }
-    long long t0 = pk_now_ms();
+    long long t0 = lc_now_ms();
     c->ran = 1;
     c->recovery_ms = -1;
     c->stock = 3 * buyers;
@@ -281,7 +281,7 @@ int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, 
         return -1;
     c->sold = sold_k;
     c->doubles = (uint64_t)dups_n;
-    c->elapsed_s = (double)(pk_now_ms() - t0) / 1000.0;
+    c->elapsed_s = (double)(lc_now_ms() - t0) / 1000.0;
     if (dups_k > 0)
         snprintf(c->outcome, sizeof c->outcome, "twice");
     else if (sold_k == buyers)

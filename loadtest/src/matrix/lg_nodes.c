@@ -234,8 +234,8 @@ static int node_restart(mctx *x, lg_cell *c, lg_scenario scen, instance *in, cha
     c->ran = 1;
     c->stock = 1;
     if (delay) {
-        long long end = pk_now_ms() + lg_mx_bound(x, NR_LEASE_MS + 4000);
-        while (!masters_older_than(x, NR_LEASE_MS) && pk_now_ms() < end && !lg_mx_stopped(x))
+        long long end = lc_now_ms() + lg_mx_bound(x, NR_LEASE_MS + 4000);
+        while (!masters_older_than(x, NR_LEASE_MS) && lc_now_ms() < end && !lg_mx_stopped(x))
             pk_sleep_ms(100);
         if (!masters_older_than(x, NR_LEASE_MS)) {
             snprintf(c->outcome, sizeof c->outcome, "error");
@@ -261,11 +261,11 @@ static int node_restart(mctx *x, lg_cell *c, lg_scenario scen, instance *in, cha
         snprintf(err, errlen, "pthread_create failed");
         return -1;
     }
-    long long t_a = pk_now_ms();
+    long long t_a = lc_now_ms();
     /* A holds once master 0 has a key. */
     char why[160] = "";
     int held = 0;
-    while (!held && pk_now_ms() - t_a < lg_mx_bound(x, 2000) && !lg_mx_stopped(x)) {
+    while (!held && lc_now_ms() - t_a < lg_mx_bound(x, 2000) && !lg_mx_stopped(x)) {
         const char *argv[] = {"GET", key};
         char out[64];
         held = master_query(x, 0, 2, argv, out, sizeof out) == 1;
@@ -279,17 +279,17 @@ static int node_restart(mctx *x, lg_cell *c, lg_scenario scen, instance *in, cha
     } else {
         lg_mx_lock_kill(x, 2);
         if (lg_mx_lock_spawn(x, 2, why, sizeof why) == 0) {
-            t_restart = pk_now_ms() - t_a;
+            t_restart = lc_now_ms() - t_a;
             why[0] = 0; /* pk_redis_start leaves a text there on success too */
         }
     }
     buyer b = {in, sku, "B", "&work_ms=0&wait_ms=0", 0, "", 0};
     if (t_restart >= 0) {
         /* B asks once the blockers' PX ran out. */
-        long long end = pk_now_ms() + lg_mx_bound(x, NR_BLOCK_MS + 2000);
-        while (keys_left(x, key) > 2 && pk_now_ms() < end)
+        long long end = lc_now_ms() + lg_mx_bound(x, NR_BLOCK_MS + 2000);
+        while (keys_left(x, key) > 2 && lc_now_ms() < end)
             pk_sleep_ms(5);
-        long long t_b = pk_now_ms() - t_a;
+        long long t_b = lc_now_ms() - t_a;
         if (t_b > NR_WORK_MS - 500)
             snprintf(why, sizeof why, "too late for B: %lld ms after A, A works %d ms", t_b,
                      NR_WORK_MS);
