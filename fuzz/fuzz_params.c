@@ -83,12 +83,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(svc_valid_id(out.sku), "sku matches [A-Za-z0-9_-]{1,64}");
         if (seen & SVC_P_USER)
             FZ_CHECK(svc_valid_id(out.user), "user matches [A-Za-z0-9_-]{1,64}");
-        FZ_CHECK(out.work_ms >= 0 && out.work_ms <= s.max_work_ms, "work_ms in bounds");
+        FZ_CHECK(out.work_ms >= 0 && out.work_ms <= s.purchase.max_work_ms, "work_ms in bounds");
         FZ_CHECK(out.lease_ms >= ((seen & SVC_P_LEASE_MS) ? 1 : 0) &&
-                     out.lease_ms <= s.max_lease_ms,
+                     out.lease_ms <= s.lock.max_lease_ms,
                  "lease_ms in bounds");
-        FZ_CHECK(out.wait_ms >= 0 && out.wait_ms <= s.max_wait_ms, "wait_ms in bounds");
-        FZ_CHECK(out.reenter >= 0 && out.reenter <= s.max_reenter, "reenter in bounds");
+        FZ_CHECK(out.wait_ms >= 0 && out.wait_ms <= s.lock.max_wait_ms, "wait_ms in bounds");
+        FZ_CHECK(out.reenter >= 0 && out.reenter <= s.purchase.max_reenter, "reenter in bounds");
         FZ_CHECK(out.stock >= 0 && out.stock <= SVC_STOCK_MAX, "stock in bounds");
         FZ_CHECK(out.offset >= 0 && out.offset <= SVC_OFFSET_MAX, "offset in bounds");
         FZ_CHECK(out.limit >= 1 && out.limit <= SVC_LIMIT_MAX, "limit in bounds");
