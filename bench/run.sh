@@ -5,9 +5,12 @@
 # build/bench), starts its own redis-server (and miaosha-server instances,
 # nginx) on free 127.0.0.1 ports, runs each part with the reference measured
 # in the same run, alternating reference and subject (A/B/A/B) and taking
-# medians, prints a summary table of figures, ratios, targets and ok/MISSED,
+# medians, prints a summary table of figures, ratios, targets and verdicts,
 # and stops everything it started, by PID, also on Ctrl-C.
 #
+# Verdicts: ok / MISSED against the target; a target that holds only where
+# the processes have CPUs of their own reads "n/a (needs ≥ N CPUs; this
+# machine has M)" below that count, with the figure still shown.
 # Benchmarks are not tests: the exit status is 0 whenever the benchmarks ran,
 # whatever the figures; 1 only when something could not be started/measured.
 # See bench/README.md for what each figure means and how to read it.
@@ -23,7 +26,7 @@ WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
 parts=()
 
 usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -247,6 +250,21 @@ target_row() { # part figure subject reference OP LIMIT [ratio]
   row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$r" "$5 $6" "$(judge "$r" "$5" "$6")"
 }
 
+# cpu_target_row MIN_CPUS part figure subject reference OP LIMIT [ratio]:
+# target_row for a target that holds only where the processes measured
+# (servers, Redis, lock masters, load generator) have CPUs of their own:
+# below MIN_CPUS (nproc) the figure and ratio are shown and the verdict is
+# n/a with the reason, since there the ratio measures how the CPUs are
+# shared, not the code (bench/README.md, "Verdicts by CPU count"). Every
+# such target calls this, with its minimum.
+NCPU=$(nproc)
+cpu_target_row() {
+  local min=$1; shift
+  local r=${7:-$(ratio "$3" "$4")} v
+  if [ "$NCPU" -ge "$min" ]; then v=$(judge "$r" "$5" "$6"); else v="n/a (needs ≥ $min CPUs; this machine has $NCPU)"; fi
+  row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$r" "$5 $6 on $min+ CPUs" "$v"
+}
+
 # scaleout: scripts/cluster.sh (redis with AOF + 3 instances + nginx) with a
 # copy of config/nginx.conf.template that adds one static file location, so
 # the static reference is served by the balancer's own nginx process.
@@ -304,7 +322,8 @@ info_row() { row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$(ratio "$3" "$4")" - "m
 section "redis"
 bash "$ROOT/tests/redis-fixture.sh" start "$REDIS_DIR" || { log "bench: cannot start redis-server"; exit 1; }
 REDIS_PORT=$(cat "$REDIS_DIR/port")
-echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); each measurement ${DUR}s, $ROUNDS alternating rounds, medians"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "machine: $NCPU CPUs, load average $LOAD_START; each measurement ${DUR}s, $ROUNDS alternating rounds, medians"
 
 # --------------------------------------------------------------- lockcore --
 if want lockcore; then
@@ -373,14 +392,14 @@ if want lockcore; then
     timeout 300 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" redlock "$nodes" 2>&1 | tee "$WORK/lc_redlock.out"
     while read -r th rl tok rt _; do
       if [ "$th" = 1 ]; then
-        target_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, 1 thread" "$rl" "$tok" ">=" 0.5 "$rt"
+        cpu_target_row 8 lockcore "redlock (5 masters) vs token (1 node) cycles/s, 1 thread" "$rl" "$tok" ">=" 0.5 "$rt"
       else
         info_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, $th threads" "$rl" "$tok"
       fi
     done < <(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1, $2, $3, $4}' "$WORK/lc_redlock.out")
-    grep -qE '^ +1 ' "$WORK/lc_redlock.out" || row lockcore "redlock vs token" - - - ">= 0.5" "MISSED (no output)"
+    grep -qE '^ +1 ' "$WORK/lc_redlock.out" || row lockcore "redlock vs token" - - - ">= 0.5 on 8+ CPUs" "MISSED (no output)"
   else
-    row lockcore "redlock (5 masters) vs token cycles/s, 1 thread" - - - ">= 0.5" "MISSED (lock masters did not start)"
+    row lockcore "redlock (5 masters) vs token cycles/s, 1 thread" - - - ">= 0.5 on 8+ CPUs" "MISSED (lock masters did not start)"
   fi
 fi
 
@@ -505,7 +524,7 @@ if want pipeline; then
       echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, $c connections (wrk -c$c -d${DUR}s), alternating: off, on"
       buys_ab "$SVC_PORT" "$c" "pipeline off" "$mode" "&pipeline=0" "pipeline on " "$mode" "&pipeline=1"
       if [ "$c" = 64 ]; then
-        target_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A" ">=" "$([ "$mode" = token ] && echo 1.6 || echo 1.5)"
+        cpu_target_row 8 pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A" ">=" "$([ "$mode" = token ] && echo 1.6 || echo 1.5)"
       else
         info_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A"
       fi
@@ -517,9 +536,11 @@ if want pipeline; then
     purchase_wrk "$SVC_PORT" token "&pipeline=0" 1; loff+=("$WRK_P50_US"); echo "  round $r: pipeline off p50 ${WRK_P50_US}us ($BUY_RPS/s)"
     purchase_wrk "$SVC_PORT" token "&pipeline=1" 1; lon+=("$WRK_P50_US"); echo "  round $r: pipeline on  p50 ${WRK_P50_US}us ($BUY_RPS/s)"
   done
-  m_on=$(median "${lon[@]}") m_off=$(median "${loff[@]}")
-  rt=$(ratio "$m_on" "$m_off")
-  row pipeline "token p50 latency (us), 1 connection: pipeline on vs off" "$(fmt "$m_on")" "$(fmt "$m_off")" "$rt" "<= 0.6" "$(judge "$rt" "<=" 0.6)"
+  # No target: the ratio is (2w + c + F) / (4w + c + F) for a round trip's
+  # own cost w, the commands' work c and the HTTP request's F, so it nears
+  # 0.5 only where a round trip costs far more than c + F (separate hosts;
+  # bench/README.md, "What pipelining can save on this machine").
+  info_row pipeline "token p50 latency (us), 1 connection: pipeline on vs off" "$(median "${lon[@]}")" "$(median "${loff[@]}")"
 
   # The same comparison with no HTTP at all: cs_bench runs the purchase's
   # section straight on the lock core, pipelined and plain. The service
@@ -553,7 +574,7 @@ if want lua; then
   [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
   echo "successful purchases/s, 64 connections (wrk -c64 -d${DUR}s; sold from the audit), alternating: token, lua"
   buys_ab "$SVC_PORT" 64 token token "" "lua  " lua ""
-  target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$AB_B" "$AB_A" ">=" 10
+  info_row lua "buys/s, 64 connections: lua (no lock) vs token" "$AB_B" "$AB_A"
 
   # The same script from server.workers threads with no HTTP (cs_bench lua).
   workers=$("$SRV" --print-config | sed -n 's/.*"workers": *\([0-9]*\).*/\1/p')
@@ -563,7 +584,7 @@ if want lua; then
     cs_run "${workers:-16}" pipeline lua; clua+=("$CS_RPS"); echo "  round $r: cs_bench lua $CS_RPS/s ($CS_NOTE)"
     purchase_wrk "$SVC_PORT" lua; slua+=("$BUY_RPS"); echo "  round $r: service lua  $BUY_RPS/s ($BUY_NOTE)"
   done
-  target_row lua "lua buys/s, 64 connections vs cs_bench lua, ${workers:-16} threads" "$(median "${slua[@]}")" "$(median "${clua[@]}")" ">=" 0.7
+  cpu_target_row 8 lua "lua buys/s, 64 connections vs cs_bench lua, ${workers:-16} threads" "$(median "${slua[@]}")" "$(median "${clua[@]}")" ">=" 0.7
 
   # Most buyers come after the sale: the local sold-out flag answers them
   # from memory. Stock 0, one purchase sets the flag, then wrk.
@@ -629,11 +650,14 @@ if want scaleout; then
 fi
 
 # ---------------------------------------------------------------- summary --
-section "summary (medians of $ROUNDS alternating rounds; ratios are what count — see bench/README.md)"
-printf '%-9s %-60s %10s %10s %6s %8s %s\n' part figure subject reference ratio target verdict
-printf '%-9s %-60s %10s %10s %6s %8s %s\n' --------- ------------------------------------------------------------ ---------- ---------- ------ -------- -------
+MACHINE="machine: $NCPU CPUs (nproc), load average $(cut -d' ' -f1-3 /proc/loadavg) (at the start: $LOAD_START); ${DUR}s per measurement, medians of $ROUNDS alternating rounds"
+section "summary (ratios are what count — see bench/README.md)"
+summary_fmt='%-9s %-76s %10s %10s %6s %-18s %s\n'
+echo "$MACHINE"
+printf "$summary_fmt" part figure subject reference ratio target verdict
+printf "$summary_fmt" --------- "$(printf '%076d' 0 | tr 0 -)" ---------- ---------- ------ ------------------ -------
 for s in "${SUMMARY[@]}"; do
   IFS='|' read -r p f a b rt t v <<<"$s"
-  printf '%-9s %-60s %10s %10s %6s %8s %s\n' "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
+  printf "$summary_fmt" "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
 done
 exit 0
