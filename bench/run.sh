@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout]... [--seconds N] [--rounds N]
+# bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout]...
+#              [--seconds N] [--rounds N]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -26,12 +27,12 @@ WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
 parts=()
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
+    all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -94,6 +95,34 @@ fi
 SRV=$BUILD/service/miaosha-server
 LOAD=$BUILD/loadtest/miaosha-load
 echo "built lc_bench cs_bench miaosha-server miaosha-load"
+
+# The peers part's Node libraries: bench/peers/package.json and its
+# lockfile, installed by `npm ci` into a folder of the bench's own (never
+# by the tests). PEERS_NODE says why they cannot run, empty when they can.
+PEERS_DIR=$BUILD/peers
+PEERS_NODE=""
+if want peers; then
+  if ! have node; then
+    PEERS_NODE="node not installed"
+  elif ! cmp -s "$ROOT/bench/peers/package-lock.json" "$PEERS_DIR/package-lock.json"; then
+    if ! have npm; then
+      PEERS_NODE="npm not installed"
+    else
+      rm -rf "$PEERS_DIR" && mkdir -p "$PEERS_DIR" &&
+        cp "$ROOT/bench/peers/package.json" "$ROOT/bench/peers/package-lock.json" "$PEERS_DIR/"
+      if timeout 300 npm ci --prefix "$PEERS_DIR" --no-audit --no-fund >"$WORK/npm.log" 2>&1; then
+        echo "installed the peers' Node libraries (npm ci) in $PEERS_DIR"
+      else
+        tail -5 "$WORK/npm.log" >&2
+        rm -f "$PEERS_DIR/package-lock.json" # so that the next run tries again
+        PEERS_NODE="npm ci failed (offline?): see above"
+      fi
+    fi
+  fi
+  if [ -z "$PEERS_NODE" ] && [ ! -d "$PEERS_DIR/node_modules/redlock" ]; then
+    PEERS_NODE="the Node libraries are not in $PEERS_DIR/node_modules"
+  fi
+fi
 
 # ---------------------------------------------------------------- helpers --
 free_port() { proc_free_port; }
@@ -358,24 +387,6 @@ if want lockcore; then
     row lockcore "pipelined section, $th threads: reentrant fairness (worst of 3)" "-" "-" "$fair" ">= 0.5" "$(judge "$fair" ">=" 0.5)"
   done <"$WORK/lc_piped"
 
-  # token acquire+release, 8 threads on one key: lockcore vs redis-py's Lock
-  # (the same algorithm; polling every 1 ms), alternating
-  PY=""
-  for p in /usr/bin/python3 python3; do "$p" -c 'import redis' 2>/dev/null && { PY=$p; break; }; done
-  if [ -z "$PY" ]; then
-    row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" - - - ">= 1.5" "MISSED (python3 redis package not installed: python3-redis)"
-  else
-    echo "token acquire+release, 8 threads, one key, ${LC_SECS}s, alternating: lc_bench peer, redis-py Lock (sleep=0.001)"
-    pl=() pr=()
-    for ((r = 1; r <= ROUNDS; r++)); do
-      o=$(timeout 120 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" peer 2>&1 | grep '^peer')
-      pl+=("$(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"); echo "  round $r: $o"
-      o=$(timeout 120 "$PY" "$ROOT/bench/redis_py_lock.py" "$REDIS_PORT" "$LC_SECS" 8 2>&1 | grep '^peer')
-      pr+=("$(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"); echo "  round $r: $o"
-    done
-    target_row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" "$(median "${pl[@]}")" "$(median "${pr[@]}")" ">=" 1.5
-  fi
-
   # redlock on 5 independent lock masters (private redis-servers on loopback,
   # stopped by PID with the rest) against token on the one Redis: lc_bench
   # alternates them in one run, 1 thread (target) and 8 (shown).
@@ -400,6 +411,64 @@ if want lockcore; then
     grep -qE '^ +1 ' "$WORK/lc_redlock.out" || row lockcore "redlock vs token" - - - ">= 0.5 on 8+ CPUs" "MISSED (no output)"
   else
     row lockcore "redlock (5 masters) vs token cycles/s, 1 thread" - - - ">= 0.5 on 8+ CPUs" "MISSED (lock masters did not start)"
+  fi
+fi
+
+# ------------------------------------------------------------------ peers --
+# Token acquire+release on one key from 8 clients, on the same Redis:
+# lockcore (lc_bench ... peer) against widely used lock libraries, each with
+# its library's defaults (bench/README.md, "The peers"), alternating rounds.
+if want peers; then
+  PEER_SECS=$(awk -v d="$DUR" 'BEGIN{ s = d / 2; if (s < 1) s = 1; print s }')
+  section "peers: token acquire+release, 8 clients, one key, ${PEER_SECS}s per run, alternating"
+  PY=""
+  for p in /usr/bin/python3 python3; do "$p" -c 'import redis' 2>/dev/null && { PY=$p; break; }; done
+  peer_names=(lockcore redis-py node-redlock redis-semaphore)
+  declare -A peer_why=() peer_vals=()
+  [ -n "$PY" ] || peer_why[redis-py]="python3 redis package not installed: python3-redis"
+  if [ -n "$PEERS_NODE" ]; then peer_why[node-redlock]=$PEERS_NODE; peer_why[redis-semaphore]=$PEERS_NODE; fi
+  peer_run() { # peer_run NAME: its one "peer ..." line
+    case "$1" in
+      lockcore) timeout 120 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$PEER_SECS" peer ;;
+      redis-py) timeout 120 "$PY" "$ROOT/bench/redis_py_lock.py" "$REDIS_PORT" "$PEER_SECS" 8 ;;
+      node-redlock) NODE_PATH=$PEERS_DIR/node_modules timeout 120 node "$ROOT/bench/peers/redlock.js" "$REDIS_PORT" "$PEER_SECS" 8 ;;
+      redis-semaphore) NODE_PATH=$PEERS_DIR/node_modules timeout 120 node "$ROOT/bench/peers/semaphore.js" "$REDIS_PORT" "$PEER_SECS" 8 ;;
+    esac >"$WORK/peer.out" 2>&1
+    grep '^peer' "$WORK/peer.out" || { tail -3 "$WORK/peer.out" | sed 's/^/    /' >&2; return 1; }
+  }
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for n in "${peer_names[@]}"; do
+      [ -z "${peer_why[$n]:-}" ] || continue
+      if o=$(peer_run "$n"); then
+        peer_vals[$n]="${peer_vals[$n]:-} $(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"
+        echo "  round $r: $o"
+      else
+        echo "  round $r: $n failed (output above)"
+      fi
+    done
+  done
+  for n in "${peer_names[@]}"; do [ -z "${peer_why[$n]:-}" ] || echo "$n: not run, ${peer_why[$n]}"; done
+  # shellcheck disable=SC2086 # the values are whitespace-separated numbers
+  lc=$(median ${peer_vals[lockcore]:-})
+  best="" best_rate=0
+  for n in "${peer_names[@]:1}"; do
+    if [ -n "${peer_why[$n]:-}" ]; then
+      row peers "token acquire+release/s, 8 clients: lockcore vs $n" - - - - "n/a (${peer_why[$n]})"
+    elif [ -z "${peer_vals[$n]:-}" ]; then
+      row peers "token acquire+release/s, 8 clients: lockcore vs $n" - - - - "MISSED (every run failed)"
+    else
+      # shellcheck disable=SC2086
+      m=$(median ${peer_vals[$n]})
+      info_row peers "token acquire+release/s, 8 clients: lockcore vs $n" "$lc" "$m"
+      if awk -v a="$m" -v b="$best_rate" 'BEGIN{ exit !(a > b) }'; then best=$n best_rate=$m; fi
+    fi
+  done
+  if [ -z "${peer_vals[lockcore]:-}" ]; then
+    row peers "token acquire+release/s, 8 clients: lockcore vs the best peer" - - - ">= 1.5" "MISSED (lc_bench peer failed)"
+  elif [ -z "$best" ]; then
+    row peers "token acquire+release/s, 8 clients: lockcore vs the best peer" "$(fmt "$lc")" - - ">= 1.5" "n/a (no peer could run)"
+  else
+    target_row peers "token acquire+release/s, 8 clients: lockcore vs the best peer ($best)" "$lc" "$best_rate" ">=" 1.5
   fi
 fi
 
