@@ -230,6 +230,7 @@ purchase_wrk() {
   wrk_run "http://127.0.0.1:$port/miaosha/$mode?sku=$BENCH_SKU&wait_ms=$WAIT_MS${3:-}" "${4:-64}"
   r=$(http GET "$port" "/stock/$BENCH_SKU")
   sold=$(printf '%s\n' "$r" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  BUY_SOLD=${sold:-0}
   BUY_RPS=$(awk -v s="${sold:-0}" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
   BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
 }
@@ -257,6 +258,73 @@ cs_run() {
   CS_P50=$(printf '%s\n' "$out" | sed -n 's/.*p50_us=\([0-9]*\).*/\1/p')
   CS_NOTE=$(printf '%s\n' "$out" | sed -n 's/.*\(fairness=.*\)/\1/p')
   [ -n "$CS_RPS" ] || { log "bench: cs_bench failed: $out"; CS_RPS=0; }
+}
+
+# rcli ARGS...: redis-cli against the bench's Redis (raw replies: not a tty)
+rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+
+# redis_cpu_us -> the bench Redis's CPU time so far (user + system), in µs
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+redis_cpu_us() {
+  awk -v hz="$CLK_TCK" '{ sub(/.*\) /, ""); split($0, f, " "); printf "%.0f", (f[12] + f[13]) * 1e6 / hz }' \
+    "/proc/$(cat "$REDIS_DIR/redis.pid")/stat"
+}
+
+# evalsha_stats -> "CALLS USEC" of EVALSHA so far (INFO commandstats)
+evalsha_stats() {
+  rcli INFO commandstats | tr -d '\r' |
+    awk -F'[:=,]' '$1 == "cmdstat_evalsha" { c = $3; u = $5 } END { print c + 0, u + 0 }'
+}
+
+# lua_ceiling -> CEIL_RPS CEIL_USEC CEIL_CPU CEIL_OK CEIL_NOTE: what Redis
+# alone does with the purchase script: redis-benchmark, pipelined, sending
+# EVALSHA LUA_SHA with the keys and arguments the server sends for
+# /miaosha/lua?sku=BENCH_SKU (no user, no Idempotency-Key; LUA_REC the
+# record head, LUA_LIMIT purchase.limit_per_user). The stock is reset high
+# (PUT /stock, which also empties the order list), a short probe sizes the
+# run to about DUR seconds (at most CEIL_MAX_N calls, so the order list
+# stays a few hundred MB), and afterwards every EVALSHA Redis ran must have
+# sold (sold grew by the calls INFO commandstats counted) with stock left:
+# else CEIL_OK=0. CEIL_USEC is EVALSHA's usec_per_call over the run,
+# CEIL_CPU Redis's CPU µs per call.
+CEIL_CLIENTS=16
+CEIL_PIPELINE=16
+CEIL_MAX_N=2000000
+ceil_bench() { # ceil_bench N -> redis-benchmark's requests/s
+  timeout $((DUR * 3 + 30)) redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CEIL_CLIENTS" -P "$CEIL_PIPELINE" -n "$1" -q \
+    EVALSHA "$LUA_SHA" 4 "miaosha:{$BENCH_SKU}:stock" "miaosha:{$BENCH_SKU}:sold" "miaosha:{$BENCH_SKU}:orders" \
+    "miaosha:{$BENCH_SKU}:buyers" "$LUA_REC" "" "${LUA_LIMIT:-0}" 2>&1 |
+    tr '\r' '\n' | sed -n 's/.* \([0-9.]*\) requests per second.*/\1/p' | tail -1
+}
+lua_ceiling() {
+  local r probe n s0 s1 c0 c1 sold0 sold1 stock1 calls sold
+  CEIL_RPS=0 CEIL_USEC=0 CEIL_CPU=0 CEIL_OK=0
+  r=$(http PUT "$SVC_PORT" "/stock/$BENCH_SKU?stock=1000000000")
+  case "$r" in 200*) ;; *) CEIL_NOTE="stock reset failed: $r"; return ;; esac
+  probe=$(ceil_bench 20000)
+  n=$(awk -v p="${probe:-0}" -v d="$DUR" -v m="$CEIL_MAX_N" 'BEGIN{ n = int(p * d); if (n < 20000) n = 20000; if (n > m) n = m; print n }')
+  # redis-benchmark stops counting at N replies with up to clients x
+  # pipeline calls still queued in Redis: let those run before each reading.
+  sleep 0.3
+  sold0=$(http GET "$SVC_PORT" "/stock/$BENCH_SKU" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  s0=$(evalsha_stats) c0=$(redis_cpu_us)
+  CEIL_RPS=$(ceil_bench "$n"); CEIL_RPS=${CEIL_RPS:-0}
+  sleep 0.3
+  c1=$(redis_cpu_us) s1=$(evalsha_stats)
+  r=$(http GET "$SVC_PORT" "/stock/$BENCH_SKU")
+  sold1=$(printf '%s\n' "$r" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  stock1=$(printf '%s\n' "$r" | sed -n 's/.*"stock":\([0-9-]*\).*/\1/p')
+  sold=$((${sold1:-0} - ${sold0:-0}))
+  read -r calls CEIL_USEC CEIL_CPU < <(awk -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" 'BEGIN{
+    split(s0, a, " "); split(s1, b, " "); calls = b[1] - a[1]
+    if (calls > 0) printf "%d %.2f %.1f\n", calls, (b[2] - a[2]) / calls, (c1 - c0) / calls
+    else print 0, 0, 0 }')
+  CEIL_NOTE="$calls calls ($n counted), sold $sold, stock left ${stock1:-?}; EVALSHA ${CEIL_USEC} us a call, Redis CPU ${CEIL_CPU} us a purchase"
+  if [ "$calls" -ge "$n" ] && [ "$sold" = "$calls" ] && [ "${stock1:-0}" -gt 0 ] && [ "$CEIL_RPS" != 0 ]; then
+    CEIL_OK=1
+  else
+    CEIL_NOTE="$CEIL_NOTE  <- not every call sold: round excluded"
+  fi
 }
 
 # responses_total PORT -> sum of miaosha_http_responses_total over codes
@@ -639,21 +707,60 @@ fi
 # The best lock is no lock: the purchase as one atomic script (/miaosha/lua)
 # against the token lock's, on the same server, alternating.
 if want lua; then
-  section "lua: /miaosha/lua vs /miaosha/token"
+  section "lua: /miaosha/lua vs /miaosha/token, vs cs_bench lua, vs Redis alone"
   [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
   echo "successful purchases/s, 64 connections (wrk -c64 -d${DUR}s; sold from the audit), alternating: token, lua"
   buys_ab "$SVC_PORT" 64 token token "" "lua  " lua ""
   info_row lua "buys/s, 64 connections: lua (no lock) vs token" "$AB_B" "$AB_A"
 
-  # The same script from server.workers threads with no HTTP (cs_bench lua).
+  # Redis alone with the very script: is the tree's purchase.lua the one
+  # the server runs? Its SHA1 is what the server's EVALSHA names; only the
+  # server (and cs_bench, from the same build) has loaded a purchase script
+  # into this Redis so far. Then the script loaded as the brief of this
+  # measurement says (SCRIPT LOAD, its SHA), the server's settings for the
+  # arguments, and an order record the server itself wrote for the size.
+  lua_file=$ROOT/service/scripts/purchase.lua
+  case "$(rcli SCRIPT EXISTS "$(sha1sum "$lua_file" | cut -d' ' -f1)")" in
+    1) LUA_SAME="the server runs this tree's purchase.lua" ;;
+    *) LUA_SAME="the server's script differs from this tree's purchase.lua (binaries from another tree?)" ;;
+  esac
+  LUA_SHA=$(rcli -x SCRIPT LOAD <"$lua_file")
+  LUA_LIMIT=$("$SRV" --print-config | sed -n 's/.*"limit_per_user": *\([0-9]*\).*/\1/p')
+  last=$(rcli LINDEX "miaosha:{$BENCH_SKU}:orders" -1)
+  case "$last" in
+    *'"stock_before":'*'}') LUA_REC=${last%\"stock_before\":*}'"stock_before":' ;;
+    *) LUA_REC='{"order_id":"00000000-0000-4000-8000-000000000000","sku":"bench","user":null,"mode":"lua","instance":"bench-default","received_ms":1700000000000,"ts_ms":1700000000000,"lock_wait_ms":0,"stock_before":' ;;
+  esac
+  echo "Redis alone: redis-benchmark -c $CEIL_CLIENTS -P $CEIL_PIPELINE EVALSHA $LUA_SHA 4 miaosha:{$BENCH_SKU}:{stock,sold,orders,buyers}" \
+       "<record head, ${#LUA_REC} bytes> \"\" ${LUA_LIMIT:-0} ($LUA_SAME)"
+
+  # The same script from server.workers threads with no HTTP (cs_bench
+  # lua), through the service, and from redis-benchmark: Redis's ceiling.
   workers=$("$SRV" --print-config | sed -n 's/.*"workers": *\([0-9]*\).*/\1/p')
-  echo "lua purchases/s: the service (64 connections) vs cs_bench lua, ${workers:-16} threads (the same script, no HTTP), alternating"
-  clua=() slua=()
+  echo "lua purchases/s, alternating: cs_bench lua (${workers:-16} threads, no HTTP), the service (wrk -c64), Redis alone;"
+  echo "  Redis CPU per purchase (/proc/PID/stat of redis-server) through the service and alone"
+  clua=() slua=() scpu=() ceil=() ccpu=() cusec=() ceil_bad=0
   for ((r = 1; r <= ROUNDS; r++)); do
-    cs_run "${workers:-16}" pipeline lua; clua+=("$CS_RPS"); echo "  round $r: cs_bench lua $CS_RPS/s ($CS_NOTE)"
-    purchase_wrk "$SVC_PORT" lua; slua+=("$BUY_RPS"); echo "  round $r: service lua  $BUY_RPS/s ($BUY_NOTE)"
+    cs_run "${workers:-16}" pipeline lua; clua+=("$CS_RPS"); echo "  round $r: cs_bench lua  $CS_RPS/s ($CS_NOTE)"
+    c0=$(redis_cpu_us)
+    purchase_wrk "$SVC_PORT" lua; slua+=("$BUY_RPS")
+    c1=$(redis_cpu_us)
+    scpu+=("$(awk -v a="$c0" -v b="$c1" -v n="$BUY_SOLD" 'BEGIN{ printf "%.1f", (n > 0) ? (b - a) / n : 0 }')")
+    echo "  round $r: service lua   $BUY_RPS/s ($BUY_NOTE; Redis CPU ${scpu[-1]} us a purchase)"
+    lua_ceiling
+    echo "  round $r: Redis alone   $CEIL_RPS/s ($CEIL_NOTE)"
+    if [ "$CEIL_OK" = 1 ]; then ceil+=("$CEIL_RPS"); ccpu+=("$CEIL_CPU"); cusec+=("$CEIL_USEC"); else ceil_bad=$((ceil_bad + 1)); fi
   done
   cpu_target_row 8 lua "lua buys/s, 64 connections vs cs_bench lua, ${workers:-16} threads" "$(median "${slua[@]}")" "$(median "${clua[@]}")" ">=" 0.7
+  if [ ${#ceil[@]} -gt 0 ]; then
+    cpu_target_row 8 lua "lua buys/s, 64 connections vs Redis alone (redis-benchmark EVALSHA)" "$(median "${slua[@]}")" "$(median "${ceil[@]}")" ">=" 0.8
+    row lua "  Redis alone: EVALSHA usec_per_call (INFO commandstats)" "$(median "${cusec[@]}")" - - - "measured (no target)"
+    row lua "  Redis CPU us per purchase: through the service vs alone" "$(median "${scpu[@]}")" "$(median "${ccpu[@]}")" \
+      "$(ratio "$(median "${scpu[@]}")" "$(median "${ccpu[@]}")")" - "measured (no target)"
+  else
+    row lua "lua buys/s, 64 connections vs Redis alone (redis-benchmark EVALSHA)" "$(fmt "$(median "${slua[@]}")")" - - ">= 0.8 on 8+ CPUs" "MISSED (no valid Redis-alone run: see rounds)"
+  fi
+  [ "$ceil_bad" -gt 0 ] && row lua "  Redis-alone rounds excluded (not every call sold)" "$ceil_bad" - - - "see rounds above"
 
   # Most buyers come after the sale: the local sold-out flag answers them
   # from memory. Stock 0, one purchase sets the flag, then wrk.
