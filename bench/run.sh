@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout]...
-#              [--seconds N] [--rounds N]
+#              [--seconds N] [--rounds N] [--no-build]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -8,6 +8,12 @@
 # in the same run, alternating reference and subject (A/B/A/B) and taking
 # medians, prints a summary table of figures, ratios, targets and verdicts,
 # and stops everything it started, by PID, also on Ctrl-C.
+#
+#   --seconds N  each wrk / miaosha-load / cs_bench measurement (default 10)
+#   --rounds N   alternating rounds, medians reported (default 3)
+#   --no-build   use the binaries already in build/bench as they are: no
+#                package install, no configure, no build, no npm install
+#                (a machine with the binaries but no compiler: bench/README.md)
 #
 # Verdicts: ok / MISSED against the target; a target that holds only where
 # the processes have CPUs of their own reads "n/a (needs ≥ N CPUs; this
@@ -24,15 +30,17 @@ BUILD=$ROOT/build/bench
 DUR=10      # seconds per wrk / miaosha-load / cs_bench measurement
 ROUNDS=3    # alternating rounds; medians are reported
 WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
+NO_BUILD=0
 parts=()
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
   case "$1" in
     all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
+    --no-build) NO_BUILD=1 ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -82,19 +90,52 @@ trap cleanup EXIT
 trap 'log "bench: interrupted, stopping what it started"; exit 130' INT TERM
 
 # ------------------------------------------------------------------ build --
-section "build (Release, $BUILD)"
 have() { command -v "$1" >/dev/null 2>&1; }
-if ! have wrk || ! have ab || ! { have nginx || [ -x /usr/sbin/nginx ]; } || ! have cmake || ! have cc; then
-  bash "$ROOT/scripts/deps.sh" --with-tools || { log "bench: missing tools (see above)"; exit 1; }
+[ -x /usr/sbin/nginx ] && ! have nginx && PATH=$PATH:/usr/sbin # Debian's nginx, outside a user's PATH
+# What the chosen parts run: the programs they need on PATH, and the
+# binaries of build/bench.
+tools=(redis-server redis-cli timeout awk)
+bins=()
+want lockcore && bins+=(bench/lc_bench)
+want peers && bins+=(bench/lc_bench)
+if want service || want fenced || want pipeline || want lua || want trace || want load || want scaleout; then
+  tools+=(wrk); bins+=(service/miaosha-server)
+fi
+want service || want pipeline || want lua && bins+=(bench/cs_bench)
+want service || want load && bins+=(loadtest/miaosha-load)
+want service || want scaleout && tools+=(nginx)
+want service && tools+=(python3) # bench/live_poll.py
+want lua && tools+=(redis-benchmark sha1sum)
+
+if [ "$NO_BUILD" = 1 ]; then
+  section "no build: the binaries in $BUILD as they are"
+  missing=()
+  for t in "${tools[@]}"; do have "$t" || missing+=("$t (not on PATH)"); done
+  for b in $(printf '%s\n' "${bins[@]}" | sort -u); do [ -x "$BUILD/$b" ] || missing+=("$BUILD/$b"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "bench: --no-build, and the chosen parts need what is not here:"
+    printf '  %s\n' "${missing[@]}" >&2
+    log "  (build on a machine with a compiler with 'bash bench/run.sh', and bring the binaries"
+    log "   and the tools as bench/README.md, \"Without a compiler\", says; PATH: $PATH)"
+    exit 1
+  fi
+  for b in $(printf '%s\n' "${bins[@]}" | sort -u); do echo "using $BUILD/$b"; done
+else
+  section "build (Release, $BUILD)"
+  lack=0
+  for t in "${tools[@]}" cmake cc; do have "$t" || lack=1; done
+  if [ "$lack" = 1 ]; then
+    bash "$ROOT/scripts/deps.sh" --with-tools || { log "bench: missing tools (see above)"; exit 1; }
+  fi
+  if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 &&
+         cmake --build "$BUILD" -j"$(nproc)" --target lc_bench cs_bench miaosha-server miaosha-load >>"$WORK/cmake.log" 2>&1; }; then
+    tail -30 "$WORK/cmake.log" >&2; log "bench: build failed"; exit 1
+  fi
+  echo "built lc_bench cs_bench miaosha-server miaosha-load"
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 &&
-       cmake --build "$BUILD" -j"$(nproc)" --target lc_bench cs_bench miaosha-server miaosha-load >>"$WORK/cmake.log" 2>&1; }; then
-  tail -30 "$WORK/cmake.log" >&2; log "bench: build failed"; exit 1
-fi
 SRV=$BUILD/service/miaosha-server
 LOAD=$BUILD/loadtest/miaosha-load
-echo "built lc_bench cs_bench miaosha-server miaosha-load"
 
 # The peers part's Node libraries: bench/peers/package.json and its
 # lockfile, installed by `npm ci` into a folder of the bench's own (never
@@ -104,7 +145,7 @@ PEERS_NODE=""
 if want peers; then
   if ! have node; then
     PEERS_NODE="node not installed"
-  elif ! cmp -s "$ROOT/bench/peers/package-lock.json" "$PEERS_DIR/package-lock.json"; then
+  elif [ "$NO_BUILD" = 0 ] && ! cmp -s "$ROOT/bench/peers/package-lock.json" "$PEERS_DIR/package-lock.json"; then
     if ! have npm; then
       PEERS_NODE="npm not installed"
     else
@@ -375,7 +416,7 @@ scaleout_part() {
             if (i == last) printf "\n    # added by bench/run.sh: the static-file reference\n    location = /static { root %s; }\n", root
             print l[i] } }' "$ROOT/config/nginx.conf.template" >"$tpl"
   CLUSTER_STARTED=1
-  if ! CLUSTER_SERVER=$SRV CLUSTER_NGINX_TEMPLATE=$tpl \
+  if ! CLUSTER_SERVER=$SRV CLUSTER_NGINX=$NGINX CLUSTER_NGINX_TEMPLATE=$tpl \
        timeout 120 bash "$ROOT/scripts/cluster.sh" start "$cdir" >"$WORK/cluster.log" 2>&1; then
     cat "$WORK/cluster.log" >&2
     echo "scaleout: scripts/cluster.sh start failed, skipped"
