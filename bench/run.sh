@@ -6,8 +6,9 @@
 # build/bench), starts its own redis-server (and miaosha-server instances,
 # nginx) on free 127.0.0.1 ports, runs each part with the reference measured
 # in the same run, alternating reference and subject (A/B/A/B) and taking
-# medians, prints a summary table of figures, ratios, targets and verdicts,
-# and stops everything it started, by PID, also on Ctrl-C.
+# medians, prints a summary table of figures, ratios, targets and verdicts
+# (also written to bench/out/summary.md, .tsv and .svg), and stops
+# everything it started, by PID, also on Ctrl-C.
 #
 #   --seconds N  each wrk / miaosha-load / cs_bench measurement (default 10)
 #   --rounds N   alternating rounds, medians reported (default 3)
@@ -31,10 +32,11 @@ DUR=10      # seconds per wrk / miaosha-load / cs_bench measurement
 ROUNDS=3    # alternating rounds; medians are reported
 WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
 NO_BUILD=0
+OUT=$ROOT/bench/out # the summary as .md, .tsv and .svg (git-ignored)
 parts=()
 
 usage() {
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -867,14 +869,43 @@ if want scaleout; then
 fi
 
 # ---------------------------------------------------------------- summary --
+# Printed, and written to bench/out/: summary.txt (as printed), summary.md
+# (a Markdown table), summary.tsv (tab-separated, for tools) and
+# summary.svg (each ratio as a bar against its target: summary_svg.py).
 MACHINE="machine: $NCPU CPUs (nproc), load average $(cut -d' ' -f1-3 /proc/loadavg) (at the start: $LOAD_START); ${DUR}s per measurement, medians of $ROUNDS alternating rounds"
 section "summary (ratios are what count — see bench/README.md)"
 summary_fmt='%-9s %-76s %10s %10s %6s %-18s %s\n'
-echo "$MACHINE"
-printf "$summary_fmt" part figure subject reference ratio target verdict
-printf "$summary_fmt" --------- "$(printf '%076d' 0 | tr 0 -)" ---------- ---------- ------ ------------------ -------
-for s in "${SUMMARY[@]}"; do
-  IFS='|' read -r p f a b rt t v <<<"$s"
-  printf "$summary_fmt" "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
-done
+{
+  echo "$MACHINE"
+  printf "$summary_fmt" part figure subject reference ratio target verdict
+  printf "$summary_fmt" --------- "$(printf '%076d' 0 | tr 0 -)" ---------- ---------- ------ ------------------ -------
+  for s in "${SUMMARY[@]}"; do
+    IFS='|' read -r p f a b rt t v <<<"$s"
+    printf "$summary_fmt" "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
+  done
+} | tee "$WORK/summary.txt"
+if mkdir -p "$OUT" 2>/dev/null && [ -w "$OUT" ]; then
+  cp "$WORK/summary.txt" "$OUT/summary.txt"
+  {
+    printf '# bench/run.sh %s\n\n%s\n\n' "${parts[*]}" "$MACHINE"
+    echo "| part | figure | subject | reference | ratio | target | verdict |"
+    echo "|---|---|---:|---:|---:|---|---|"
+    for s in "${SUMMARY[@]}"; do
+      IFS='|' read -r p f a b rt t v <<<"$s"
+      printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
+    done
+  } >"$OUT/summary.md"
+  {
+    printf '# %s\n' "$MACHINE"
+    printf 'part\tfigure\tsubject\treference\tratio\ttarget\tverdict\n'
+    for s in "${SUMMARY[@]}"; do printf '%s\n' "$s" | tr '|' '\t'; done
+  } >"$OUT/summary.tsv"
+  if have python3 && python3 "$ROOT/bench/summary_svg.py" "$OUT/summary.tsv" "$OUT/summary.svg"; then
+    echo "written: $OUT/summary.txt, summary.md, summary.tsv, summary.svg"
+  else
+    echo "written: $OUT/summary.txt, summary.md, summary.tsv (no summary.svg: needs python3)"
+  fi
+else
+  log "bench: cannot write $OUT: the summary is only printed above"
+fi
 exit 0
