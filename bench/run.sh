@@ -764,8 +764,8 @@ if want lua; then
   # arguments, and an order record the server itself wrote for the size.
   lua_file=$ROOT/service/scripts/purchase.lua
   case "$(rcli SCRIPT EXISTS "$(sha1sum "$lua_file" | cut -d' ' -f1)")" in
-    1) LUA_SAME="the server runs this tree's purchase.lua" ;;
-    *) LUA_SAME="the server's script differs from this tree's purchase.lua (binaries from another tree?)" ;;
+    1) LUA_SAME="the server runs this tree's purchase.lua" LUA_SAME_OK=1 ;;
+    *) LUA_SAME="the server's script differs from this tree's purchase.lua (binaries from another tree?)" LUA_SAME_OK=0 ;;
   esac
   LUA_SHA=$(rcli -x SCRIPT LOAD <"$lua_file")
   LUA_LIMIT=$("$SRV" --print-config | sed -n 's/.*"limit_per_user": *\([0-9]*\).*/\1/p')
@@ -804,6 +804,7 @@ if want lua; then
     row lua "lua buys/s, 64 connections vs Redis alone (redis-benchmark EVALSHA)" "$(fmt "$(median "${slua[@]}")")" - - ">= 0.8 on 8+ CPUs" "MISSED (no valid Redis-alone run: see rounds)"
   fi
   [ "$ceil_bad" -gt 0 ] && row lua "  Redis-alone rounds excluded (not every call sold)" "$ceil_bad" - - - "see rounds above"
+  [ "$LUA_SAME_OK" = 1 ] || row lua "  Redis alone ran this tree's purchase.lua, the server another" - - - - "check the binaries"
 
   # Most buyers come after the sale: the local sold-out flag answers them
   # from memory. Stock 0, one purchase sets the flag, then wrk.
