@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout]... [--seconds N] [--rounds N]
+# bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout]...
+#              [--seconds N] [--rounds N] [--no-build]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
 # nginx) on free 127.0.0.1 ports, runs each part with the reference measured
 # in the same run, alternating reference and subject (A/B/A/B) and taking
-# medians, prints a summary table of figures, ratios, targets and ok/MISSED,
-# and stops everything it started, by PID, also on Ctrl-C.
+# medians, prints a summary table of figures, ratios, targets and verdicts
+# (also written to bench/out/summary.md, .tsv and .svg), and stops
+# everything it started, by PID, also on Ctrl-C.
 #
+#   --seconds N  each wrk / miaosha-load / cs_bench measurement (default 10)
+#   --rounds N   alternating rounds, medians reported (default 3)
+#   --no-build   use the binaries already in build/bench as they are: no
+#                package install, no configure, no build, no npm install
+#                (a machine with the binaries but no compiler: bench/README.md)
+#
+# Verdicts: ok / MISSED against the target; a target that holds only where
+# the processes have CPUs of their own reads "n/a (needs ≥ N CPUs; this
+# machine has M)" below that count, with the figure still shown.
 # Benchmarks are not tests: the exit status is 0 whenever the benchmarks ran,
 # whatever the figures; 1 only when something could not be started/measured.
 # See bench/README.md for what each figure means and how to read it.
@@ -20,15 +31,18 @@ BUILD=$ROOT/build/bench
 DUR=10      # seconds per wrk / miaosha-load / cs_bench measurement
 ROUNDS=3    # alternating rounds; medians are reported
 WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
+NO_BUILD=0
+OUT=$ROOT/bench/out # the summary as .md, .tsv and .svg (git-ignored)
 parts=()
 
 usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
+    all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
+    --no-build) NO_BUILD=1 ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
@@ -78,19 +92,80 @@ trap cleanup EXIT
 trap 'log "bench: interrupted, stopping what it started"; exit 130' INT TERM
 
 # ------------------------------------------------------------------ build --
-section "build (Release, $BUILD)"
 have() { command -v "$1" >/dev/null 2>&1; }
-if ! have wrk || ! have ab || ! { have nginx || [ -x /usr/sbin/nginx ]; } || ! have cmake || ! have cc; then
-  bash "$ROOT/scripts/deps.sh" --with-tools || { log "bench: missing tools (see above)"; exit 1; }
+[ -x /usr/sbin/nginx ] && ! have nginx && PATH=$PATH:/usr/sbin # Debian's nginx, outside a user's PATH
+# What the chosen parts run: the programs they need on PATH, and the
+# binaries of build/bench.
+tools=(redis-server redis-cli timeout awk)
+bins=()
+want lockcore && bins+=(bench/lc_bench)
+want peers && bins+=(bench/lc_bench)
+if want service || want fenced || want pipeline || want lua || want trace || want load || want scaleout; then
+  tools+=(wrk); bins+=(service/miaosha-server)
+fi
+want service || want pipeline || want lua && bins+=(bench/cs_bench)
+want service || want load && bins+=(loadtest/miaosha-load)
+want service || want scaleout && tools+=(nginx)
+want service && tools+=(python3) # bench/live_poll.py
+want lua && tools+=(redis-benchmark sha1sum)
+
+if [ "$NO_BUILD" = 1 ]; then
+  section "no build: the binaries in $BUILD as they are"
+  missing=()
+  for t in "${tools[@]}"; do have "$t" || missing+=("$t (not on PATH)"); done
+  for b in $(printf '%s\n' "${bins[@]}" | sort -u); do [ -x "$BUILD/$b" ] || missing+=("$BUILD/$b"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "bench: --no-build, and the chosen parts need what is not here:"
+    printf '  %s\n' "${missing[@]}" >&2
+    log "  (build on a machine with a compiler with 'bash bench/run.sh', and bring the binaries"
+    log "   and the tools as bench/README.md, \"Without a compiler\", says; PATH: $PATH)"
+    exit 1
+  fi
+  for b in $(printf '%s\n' "${bins[@]}" | sort -u); do echo "using $BUILD/$b"; done
+else
+  section "build (Release, $BUILD)"
+  lack=0
+  for t in "${tools[@]}" cmake cc; do have "$t" || lack=1; done
+  if [ "$lack" = 1 ]; then
+    bash "$ROOT/scripts/deps.sh" --with-tools || { log "bench: missing tools (see above)"; exit 1; }
+  fi
+  if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 &&
+         cmake --build "$BUILD" -j"$(nproc)" --target lc_bench cs_bench miaosha-server miaosha-load >>"$WORK/cmake.log" 2>&1; }; then
+    tail -30 "$WORK/cmake.log" >&2; log "bench: build failed"; exit 1
+  fi
+  echo "built lc_bench cs_bench miaosha-server miaosha-load"
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$WORK/cmake.log" 2>&1 &&
-       cmake --build "$BUILD" -j"$(nproc)" --target lc_bench cs_bench miaosha-server miaosha-load >>"$WORK/cmake.log" 2>&1; }; then
-  tail -30 "$WORK/cmake.log" >&2; log "bench: build failed"; exit 1
-fi
 SRV=$BUILD/service/miaosha-server
 LOAD=$BUILD/loadtest/miaosha-load
-echo "built lc_bench cs_bench miaosha-server miaosha-load"
+
+# The peers part's Node libraries: bench/peers/package.json and its
+# lockfile, installed by `npm ci` into a folder of the bench's own (never
+# by the tests). PEERS_NODE says why they cannot run, empty when they can.
+PEERS_DIR=$BUILD/peers
+PEERS_NODE=""
+if want peers; then
+  if ! have node; then
+    PEERS_NODE="node not installed"
+  elif [ "$NO_BUILD" = 0 ] && ! cmp -s "$ROOT/bench/peers/package-lock.json" "$PEERS_DIR/package-lock.json"; then
+    if ! have npm; then
+      PEERS_NODE="npm not installed"
+    else
+      rm -rf "$PEERS_DIR" && mkdir -p "$PEERS_DIR" &&
+        cp "$ROOT/bench/peers/package.json" "$ROOT/bench/peers/package-lock.json" "$PEERS_DIR/"
+      if timeout 300 npm ci --prefix "$PEERS_DIR" --no-audit --no-fund >"$WORK/npm.log" 2>&1; then
+        echo "installed the peers' Node libraries (npm ci) in $PEERS_DIR"
+      else
+        tail -5 "$WORK/npm.log" >&2
+        rm -f "$PEERS_DIR/package-lock.json" # so that the next run tries again
+        PEERS_NODE="npm ci failed (offline?): see above"
+      fi
+    fi
+  fi
+  if [ -z "$PEERS_NODE" ] && [ ! -d "$PEERS_DIR/node_modules/redlock" ]; then
+    PEERS_NODE="the Node libraries are not in $PEERS_DIR/node_modules"
+  fi
+fi
 
 # ---------------------------------------------------------------- helpers --
 free_port() { proc_free_port; }
@@ -198,6 +273,7 @@ purchase_wrk() {
   wrk_run "http://127.0.0.1:$port/miaosha/$mode?sku=$BENCH_SKU&wait_ms=$WAIT_MS${3:-}" "${4:-64}"
   r=$(http GET "$port" "/stock/$BENCH_SKU")
   sold=$(printf '%s\n' "$r" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  BUY_SOLD=${sold:-0}
   BUY_RPS=$(awk -v s="${sold:-0}" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
   BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
 }
@@ -227,6 +303,73 @@ cs_run() {
   [ -n "$CS_RPS" ] || { log "bench: cs_bench failed: $out"; CS_RPS=0; }
 }
 
+# rcli ARGS...: redis-cli against the bench's Redis (raw replies: not a tty)
+rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+
+# redis_cpu_us -> the bench Redis's CPU time so far (user + system), in µs
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+redis_cpu_us() {
+  awk -v hz="$CLK_TCK" '{ sub(/.*\) /, ""); split($0, f, " "); printf "%.0f", (f[12] + f[13]) * 1e6 / hz }' \
+    "/proc/$(cat "$REDIS_DIR/redis.pid")/stat"
+}
+
+# evalsha_stats -> "CALLS USEC" of EVALSHA so far (INFO commandstats)
+evalsha_stats() {
+  rcli INFO commandstats | tr -d '\r' |
+    awk -F'[:=,]' '$1 == "cmdstat_evalsha" { c = $3; u = $5 } END { print c + 0, u + 0 }'
+}
+
+# lua_ceiling -> CEIL_RPS CEIL_USEC CEIL_CPU CEIL_OK CEIL_NOTE: what Redis
+# alone does with the purchase script: redis-benchmark, pipelined, sending
+# EVALSHA LUA_SHA with the keys and arguments the server sends for
+# /miaosha/lua?sku=BENCH_SKU (no user, no Idempotency-Key; LUA_REC the
+# record head, LUA_LIMIT purchase.limit_per_user). The stock is reset high
+# (PUT /stock, which also empties the order list), a short probe sizes the
+# run to about DUR seconds (at most CEIL_MAX_N calls, so the order list
+# stays a few hundred MB), and afterwards every EVALSHA Redis ran must have
+# sold (sold grew by the calls INFO commandstats counted) with stock left:
+# else CEIL_OK=0. CEIL_USEC is EVALSHA's usec_per_call over the run,
+# CEIL_CPU Redis's CPU µs per call.
+CEIL_CLIENTS=16
+CEIL_PIPELINE=16
+CEIL_MAX_N=2000000
+ceil_bench() { # ceil_bench N -> redis-benchmark's requests/s
+  timeout $((DUR * 3 + 30)) redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CEIL_CLIENTS" -P "$CEIL_PIPELINE" -n "$1" -q \
+    EVALSHA "$LUA_SHA" 4 "miaosha:{$BENCH_SKU}:stock" "miaosha:{$BENCH_SKU}:sold" "miaosha:{$BENCH_SKU}:orders" \
+    "miaosha:{$BENCH_SKU}:buyers" "$LUA_REC" "" "${LUA_LIMIT:-0}" 2>&1 |
+    tr '\r' '\n' | sed -n 's/.* \([0-9.]*\) requests per second.*/\1/p' | tail -1
+}
+lua_ceiling() {
+  local r probe n s0 s1 c0 c1 sold0 sold1 stock1 calls sold
+  CEIL_RPS=0 CEIL_USEC=0 CEIL_CPU=0 CEIL_OK=0
+  r=$(http PUT "$SVC_PORT" "/stock/$BENCH_SKU?stock=1000000000")
+  case "$r" in 200*) ;; *) CEIL_NOTE="stock reset failed: $r"; return ;; esac
+  probe=$(ceil_bench 20000)
+  n=$(awk -v p="${probe:-0}" -v d="$DUR" -v m="$CEIL_MAX_N" 'BEGIN{ n = int(p * d); if (n < 20000) n = 20000; if (n > m) n = m; print n }')
+  # redis-benchmark stops counting at N replies with up to clients x
+  # pipeline calls still queued in Redis: let those run before each reading.
+  sleep 0.3
+  sold0=$(http GET "$SVC_PORT" "/stock/$BENCH_SKU" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  s0=$(evalsha_stats) c0=$(redis_cpu_us)
+  CEIL_RPS=$(ceil_bench "$n"); CEIL_RPS=${CEIL_RPS:-0}
+  sleep 0.3
+  c1=$(redis_cpu_us) s1=$(evalsha_stats)
+  r=$(http GET "$SVC_PORT" "/stock/$BENCH_SKU")
+  sold1=$(printf '%s\n' "$r" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  stock1=$(printf '%s\n' "$r" | sed -n 's/.*"stock":\([0-9-]*\).*/\1/p')
+  sold=$((${sold1:-0} - ${sold0:-0}))
+  read -r calls CEIL_USEC CEIL_CPU < <(awk -v s0="$s0" -v s1="$s1" -v c0="$c0" -v c1="$c1" 'BEGIN{
+    split(s0, a, " "); split(s1, b, " "); calls = b[1] - a[1]
+    if (calls > 0) printf "%d %.2f %.1f\n", calls, (b[2] - a[2]) / calls, (c1 - c0) / calls
+    else print 0, 0, 0 }')
+  CEIL_NOTE="$calls calls ($n counted), sold $sold, stock left ${stock1:-?}; EVALSHA ${CEIL_USEC} us a call, Redis CPU ${CEIL_CPU} us a purchase"
+  if [ "$calls" -ge "$n" ] && [ "$sold" = "$calls" ] && [ "${stock1:-0}" -gt 0 ] && [ "$CEIL_RPS" != 0 ]; then
+    CEIL_OK=1
+  else
+    CEIL_NOTE="$CEIL_NOTE  <- not every call sold: round excluded"
+  fi
+}
+
 # responses_total PORT -> sum of miaosha_http_responses_total over codes
 responses_total() {
   http GET "$1" /metrics | awk '/^miaosha_http_responses_total/ {s += $NF} END {printf "%.0f", s}'
@@ -247,6 +390,21 @@ target_row() { # part figure subject reference OP LIMIT [ratio]
   row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$r" "$5 $6" "$(judge "$r" "$5" "$6")"
 }
 
+# cpu_target_row MIN_CPUS part figure subject reference OP LIMIT [ratio]:
+# target_row for a target that holds only where the processes measured
+# (servers, Redis, lock masters, load generator) have CPUs of their own:
+# below MIN_CPUS (nproc) the figure and ratio are shown and the verdict is
+# n/a with the reason, since there the ratio measures how the CPUs are
+# shared, not the code (bench/README.md, "Verdicts by CPU count"). Every
+# such target calls this, with its minimum.
+NCPU=$(nproc)
+cpu_target_row() {
+  local min=$1; shift
+  local r=${7:-$(ratio "$3" "$4")} v
+  if [ "$NCPU" -ge "$min" ]; then v=$(judge "$r" "$5" "$6"); else v="n/a (needs ≥ $min CPUs; this machine has $NCPU)"; fi
+  row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$r" "$5 $6 on $min+ CPUs" "$v"
+}
+
 # scaleout: scripts/cluster.sh (redis with AOF + 3 instances + nginx) with a
 # copy of config/nginx.conf.template that adds one static file location, so
 # the static reference is served by the balancer's own nginx process.
@@ -260,7 +418,7 @@ scaleout_part() {
             if (i == last) printf "\n    # added by bench/run.sh: the static-file reference\n    location = /static { root %s; }\n", root
             print l[i] } }' "$ROOT/config/nginx.conf.template" >"$tpl"
   CLUSTER_STARTED=1
-  if ! CLUSTER_SERVER=$SRV CLUSTER_NGINX_TEMPLATE=$tpl \
+  if ! CLUSTER_SERVER=$SRV CLUSTER_NGINX=$NGINX CLUSTER_NGINX_TEMPLATE=$tpl \
        timeout 120 bash "$ROOT/scripts/cluster.sh" start "$cdir" >"$WORK/cluster.log" 2>&1; then
     cat "$WORK/cluster.log" >&2
     echo "scaleout: scripts/cluster.sh start failed, skipped"
@@ -304,7 +462,8 @@ info_row() { row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$(ratio "$3" "$4")" - "m
 section "redis"
 bash "$ROOT/tests/redis-fixture.sh" start "$REDIS_DIR" || { log "bench: cannot start redis-server"; exit 1; }
 REDIS_PORT=$(cat "$REDIS_DIR/port")
-echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); each measurement ${DUR}s, $ROUNDS alternating rounds, medians"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "machine: $NCPU CPUs, load average $LOAD_START; each measurement ${DUR}s, $ROUNDS alternating rounds, medians"
 
 # --------------------------------------------------------------- lockcore --
 if want lockcore; then
@@ -339,24 +498,6 @@ if want lockcore; then
     row lockcore "pipelined section, $th threads: reentrant fairness (worst of 3)" "-" "-" "$fair" ">= 0.5" "$(judge "$fair" ">=" 0.5)"
   done <"$WORK/lc_piped"
 
-  # token acquire+release, 8 threads on one key: lockcore vs redis-py's Lock
-  # (the same algorithm; polling every 1 ms), alternating
-  PY=""
-  for p in /usr/bin/python3 python3; do "$p" -c 'import redis' 2>/dev/null && { PY=$p; break; }; done
-  if [ -z "$PY" ]; then
-    row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" - - - ">= 1.5" "MISSED (python3 redis package not installed: python3-redis)"
-  else
-    echo "token acquire+release, 8 threads, one key, ${LC_SECS}s, alternating: lc_bench peer, redis-py Lock (sleep=0.001)"
-    pl=() pr=()
-    for ((r = 1; r <= ROUNDS; r++)); do
-      o=$(timeout 120 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" peer 2>&1 | grep '^peer')
-      pl+=("$(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"); echo "  round $r: $o"
-      o=$(timeout 120 "$PY" "$ROOT/bench/redis_py_lock.py" "$REDIS_PORT" "$LC_SECS" 8 2>&1 | grep '^peer')
-      pr+=("$(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"); echo "  round $r: $o"
-    done
-    target_row lockcore "token acquire+release/s, 8 threads: lockcore vs redis-py Lock" "$(median "${pl[@]}")" "$(median "${pr[@]}")" ">=" 1.5
-  fi
-
   # redlock on 5 independent lock masters (private redis-servers on loopback,
   # stopped by PID with the rest) against token on the one Redis: lc_bench
   # alternates them in one run, 1 thread (target) and 8 (shown).
@@ -373,14 +514,72 @@ if want lockcore; then
     timeout 300 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$LC_SECS" redlock "$nodes" 2>&1 | tee "$WORK/lc_redlock.out"
     while read -r th rl tok rt _; do
       if [ "$th" = 1 ]; then
-        target_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, 1 thread" "$rl" "$tok" ">=" 0.5 "$rt"
+        cpu_target_row 8 lockcore "redlock (5 masters) vs token (1 node) cycles/s, 1 thread" "$rl" "$tok" ">=" 0.5 "$rt"
       else
         info_row lockcore "redlock (5 masters) vs token (1 node) cycles/s, $th threads" "$rl" "$tok"
       fi
     done < <(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1, $2, $3, $4}' "$WORK/lc_redlock.out")
-    grep -qE '^ +1 ' "$WORK/lc_redlock.out" || row lockcore "redlock vs token" - - - ">= 0.5" "MISSED (no output)"
+    grep -qE '^ +1 ' "$WORK/lc_redlock.out" || row lockcore "redlock vs token" - - - ">= 0.5 on 8+ CPUs" "MISSED (no output)"
   else
-    row lockcore "redlock (5 masters) vs token cycles/s, 1 thread" - - - ">= 0.5" "MISSED (lock masters did not start)"
+    row lockcore "redlock (5 masters) vs token cycles/s, 1 thread" - - - ">= 0.5 on 8+ CPUs" "MISSED (lock masters did not start)"
+  fi
+fi
+
+# ------------------------------------------------------------------ peers --
+# Token acquire+release on one key from 8 clients, on the same Redis:
+# lockcore (lc_bench ... peer) against widely used lock libraries, each with
+# its library's defaults (bench/README.md, "The peers"), alternating rounds.
+if want peers; then
+  PEER_SECS=$(awk -v d="$DUR" 'BEGIN{ s = d / 2; if (s < 1) s = 1; print s }')
+  section "peers: token acquire+release, 8 clients, one key, ${PEER_SECS}s per run, alternating"
+  PY=""
+  for p in /usr/bin/python3 python3; do "$p" -c 'import redis' 2>/dev/null && { PY=$p; break; }; done
+  peer_names=(lockcore redis-py node-redlock redis-semaphore)
+  declare -A peer_why=() peer_vals=()
+  [ -n "$PY" ] || peer_why[redis-py]="python3 redis package not installed: python3-redis"
+  if [ -n "$PEERS_NODE" ]; then peer_why[node-redlock]=$PEERS_NODE; peer_why[redis-semaphore]=$PEERS_NODE; fi
+  peer_run() { # peer_run NAME: its one "peer ..." line
+    case "$1" in
+      lockcore) timeout 120 "$BUILD/bench/lc_bench" "$REDIS_PORT" "$PEER_SECS" peer ;;
+      redis-py) timeout 120 "$PY" "$ROOT/bench/redis_py_lock.py" "$REDIS_PORT" "$PEER_SECS" 8 ;;
+      node-redlock) NODE_PATH=$PEERS_DIR/node_modules timeout 120 node "$ROOT/bench/peers/redlock.js" "$REDIS_PORT" "$PEER_SECS" 8 ;;
+      redis-semaphore) NODE_PATH=$PEERS_DIR/node_modules timeout 120 node "$ROOT/bench/peers/semaphore.js" "$REDIS_PORT" "$PEER_SECS" 8 ;;
+    esac >"$WORK/peer.out" 2>&1
+    grep '^peer' "$WORK/peer.out" || { tail -3 "$WORK/peer.out" | sed 's/^/    /' >&2; return 1; }
+  }
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for n in "${peer_names[@]}"; do
+      [ -z "${peer_why[$n]:-}" ] || continue
+      if o=$(peer_run "$n"); then
+        peer_vals[$n]="${peer_vals[$n]:-} $(printf '%s\n' "$o" | sed -n 's/.*cycles_per_s=\([0-9.]*\).*/\1/p')"
+        echo "  round $r: $o"
+      else
+        echo "  round $r: $n failed (output above)"
+      fi
+    done
+  done
+  for n in "${peer_names[@]}"; do [ -z "${peer_why[$n]:-}" ] || echo "$n: not run, ${peer_why[$n]}"; done
+  # shellcheck disable=SC2086 # the values are whitespace-separated numbers
+  lc=$(median ${peer_vals[lockcore]:-})
+  best="" best_rate=0
+  for n in "${peer_names[@]:1}"; do
+    if [ -n "${peer_why[$n]:-}" ]; then
+      row peers "token acquire+release/s, 8 clients: lockcore vs $n" - - - - "n/a (${peer_why[$n]})"
+    elif [ -z "${peer_vals[$n]:-}" ]; then
+      row peers "token acquire+release/s, 8 clients: lockcore vs $n" - - - - "MISSED (every run failed)"
+    else
+      # shellcheck disable=SC2086
+      m=$(median ${peer_vals[$n]})
+      info_row peers "token acquire+release/s, 8 clients: lockcore vs $n" "$lc" "$m"
+      if awk -v a="$m" -v b="$best_rate" 'BEGIN{ exit !(a > b) }'; then best=$n best_rate=$m; fi
+    fi
+  done
+  if [ -z "${peer_vals[lockcore]:-}" ]; then
+    row peers "token acquire+release/s, 8 clients: lockcore vs the best peer" - - - ">= 1.5" "MISSED (lc_bench peer failed)"
+  elif [ -z "$best" ]; then
+    row peers "token acquire+release/s, 8 clients: lockcore vs the best peer" "$(fmt "$lc")" - - ">= 1.5" "n/a (no peer could run)"
+  else
+    target_row peers "token acquire+release/s, 8 clients: lockcore vs the best peer ($best)" "$lc" "$best_rate" ">=" 1.5
   fi
 fi
 
@@ -505,7 +704,7 @@ if want pipeline; then
       echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, $c connections (wrk -c$c -d${DUR}s), alternating: off, on"
       buys_ab "$SVC_PORT" "$c" "pipeline off" "$mode" "&pipeline=0" "pipeline on " "$mode" "&pipeline=1"
       if [ "$c" = 64 ]; then
-        target_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A" ">=" "$([ "$mode" = token ] && echo 1.6 || echo 1.5)"
+        cpu_target_row 8 pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A" ">=" "$([ "$mode" = token ] && echo 1.6 || echo 1.5)"
       else
         info_row pipeline "$mode buys/s, $c connections: pipeline on vs off" "$AB_B" "$AB_A"
       fi
@@ -517,9 +716,11 @@ if want pipeline; then
     purchase_wrk "$SVC_PORT" token "&pipeline=0" 1; loff+=("$WRK_P50_US"); echo "  round $r: pipeline off p50 ${WRK_P50_US}us ($BUY_RPS/s)"
     purchase_wrk "$SVC_PORT" token "&pipeline=1" 1; lon+=("$WRK_P50_US"); echo "  round $r: pipeline on  p50 ${WRK_P50_US}us ($BUY_RPS/s)"
   done
-  m_on=$(median "${lon[@]}") m_off=$(median "${loff[@]}")
-  rt=$(ratio "$m_on" "$m_off")
-  row pipeline "token p50 latency (us), 1 connection: pipeline on vs off" "$(fmt "$m_on")" "$(fmt "$m_off")" "$rt" "<= 0.6" "$(judge "$rt" "<=" 0.6)"
+  # No target: the ratio is (2w + c + F) / (4w + c + F) for a round trip's
+  # own cost w, the commands' work c and the HTTP request's F, so it nears
+  # 0.5 only where a round trip costs far more than c + F (separate hosts;
+  # bench/README.md, "What pipelining can save on this machine").
+  info_row pipeline "token p50 latency (us), 1 connection: pipeline on vs off" "$(median "${lon[@]}")" "$(median "${loff[@]}")"
 
   # The same comparison with no HTTP at all: cs_bench runs the purchase's
   # section straight on the lock core, pipelined and plain. The service
@@ -549,21 +750,61 @@ fi
 # The best lock is no lock: the purchase as one atomic script (/miaosha/lua)
 # against the token lock's, on the same server, alternating.
 if want lua; then
-  section "lua: /miaosha/lua vs /miaosha/token"
+  section "lua: /miaosha/lua vs /miaosha/token, vs cs_bench lua, vs Redis alone"
   [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
   echo "successful purchases/s, 64 connections (wrk -c64 -d${DUR}s; sold from the audit), alternating: token, lua"
   buys_ab "$SVC_PORT" 64 token token "" "lua  " lua ""
-  target_row lua "buys/s, 64 connections: lua (no lock) vs token" "$AB_B" "$AB_A" ">=" 10
+  info_row lua "buys/s, 64 connections: lua (no lock) vs token" "$AB_B" "$AB_A"
 
-  # The same script from server.workers threads with no HTTP (cs_bench lua).
+  # Redis alone with the very script: is the tree's purchase.lua the one
+  # the server runs? Its SHA1 is what the server's EVALSHA names; only the
+  # server (and cs_bench, from the same build) has loaded a purchase script
+  # into this Redis so far. Then the script loaded as the brief of this
+  # measurement says (SCRIPT LOAD, its SHA), the server's settings for the
+  # arguments, and an order record the server itself wrote for the size.
+  lua_file=$ROOT/service/scripts/purchase.lua
+  case "$(rcli SCRIPT EXISTS "$(sha1sum "$lua_file" | cut -d' ' -f1)")" in
+    1) LUA_SAME="the server runs this tree's purchase.lua" LUA_SAME_OK=1 ;;
+    *) LUA_SAME="the server's script differs from this tree's purchase.lua (binaries from another tree?)" LUA_SAME_OK=0 ;;
+  esac
+  LUA_SHA=$(rcli -x SCRIPT LOAD <"$lua_file")
+  LUA_LIMIT=$("$SRV" --print-config | sed -n 's/.*"limit_per_user": *\([0-9]*\).*/\1/p')
+  last=$(rcli LINDEX "miaosha:{$BENCH_SKU}:orders" -1)
+  case "$last" in
+    *'"stock_before":'*'}') LUA_REC=${last%\"stock_before\":*}'"stock_before":' ;;
+    *) LUA_REC='{"order_id":"00000000-0000-4000-8000-000000000000","sku":"bench","user":null,"mode":"lua","instance":"bench-default","received_ms":1700000000000,"ts_ms":1700000000000,"lock_wait_ms":0,"stock_before":' ;;
+  esac
+  echo "Redis alone: redis-benchmark -c $CEIL_CLIENTS -P $CEIL_PIPELINE EVALSHA $LUA_SHA 4 miaosha:{$BENCH_SKU}:{stock,sold,orders,buyers}" \
+       "<record head, ${#LUA_REC} bytes> \"\" ${LUA_LIMIT:-0} ($LUA_SAME)"
+
+  # The same script from server.workers threads with no HTTP (cs_bench
+  # lua), through the service, and from redis-benchmark: Redis's ceiling.
   workers=$("$SRV" --print-config | sed -n 's/.*"workers": *\([0-9]*\).*/\1/p')
-  echo "lua purchases/s: the service (64 connections) vs cs_bench lua, ${workers:-16} threads (the same script, no HTTP), alternating"
-  clua=() slua=()
+  echo "lua purchases/s, alternating: cs_bench lua (${workers:-16} threads, no HTTP), the service (wrk -c64), Redis alone;"
+  echo "  Redis CPU per purchase (/proc/PID/stat of redis-server) through the service and alone"
+  clua=() slua=() scpu=() ceil=() ccpu=() cusec=() ceil_bad=0
   for ((r = 1; r <= ROUNDS; r++)); do
-    cs_run "${workers:-16}" pipeline lua; clua+=("$CS_RPS"); echo "  round $r: cs_bench lua $CS_RPS/s ($CS_NOTE)"
-    purchase_wrk "$SVC_PORT" lua; slua+=("$BUY_RPS"); echo "  round $r: service lua  $BUY_RPS/s ($BUY_NOTE)"
+    cs_run "${workers:-16}" pipeline lua; clua+=("$CS_RPS"); echo "  round $r: cs_bench lua  $CS_RPS/s ($CS_NOTE)"
+    c0=$(redis_cpu_us)
+    purchase_wrk "$SVC_PORT" lua; slua+=("$BUY_RPS")
+    c1=$(redis_cpu_us)
+    scpu+=("$(awk -v a="$c0" -v b="$c1" -v n="$BUY_SOLD" 'BEGIN{ printf "%.1f", (n > 0) ? (b - a) / n : 0 }')")
+    echo "  round $r: service lua   $BUY_RPS/s ($BUY_NOTE; Redis CPU ${scpu[-1]} us a purchase)"
+    lua_ceiling
+    echo "  round $r: Redis alone   $CEIL_RPS/s ($CEIL_NOTE)"
+    if [ "$CEIL_OK" = 1 ]; then ceil+=("$CEIL_RPS"); ccpu+=("$CEIL_CPU"); cusec+=("$CEIL_USEC"); else ceil_bad=$((ceil_bad + 1)); fi
   done
-  target_row lua "lua buys/s, 64 connections vs cs_bench lua, ${workers:-16} threads" "$(median "${slua[@]}")" "$(median "${clua[@]}")" ">=" 0.7
+  cpu_target_row 8 lua "lua buys/s, 64 connections vs cs_bench lua, ${workers:-16} threads" "$(median "${slua[@]}")" "$(median "${clua[@]}")" ">=" 0.7
+  if [ ${#ceil[@]} -gt 0 ]; then
+    cpu_target_row 8 lua "lua buys/s, 64 connections vs Redis alone (redis-benchmark EVALSHA)" "$(median "${slua[@]}")" "$(median "${ceil[@]}")" ">=" 0.8
+    row lua "  Redis alone: EVALSHA usec_per_call (INFO commandstats)" "$(median "${cusec[@]}")" - - - "measured (no target)"
+    row lua "  Redis CPU us per purchase: through the service vs alone" "$(median "${scpu[@]}")" "$(median "${ccpu[@]}")" \
+      "$(ratio "$(median "${scpu[@]}")" "$(median "${ccpu[@]}")")" - "measured (no target)"
+  else
+    row lua "lua buys/s, 64 connections vs Redis alone (redis-benchmark EVALSHA)" "$(fmt "$(median "${slua[@]}")")" - - ">= 0.8 on 8+ CPUs" "MISSED (no valid Redis-alone run: see rounds)"
+  fi
+  [ "$ceil_bad" -gt 0 ] && row lua "  Redis-alone rounds excluded (not every call sold)" "$ceil_bad" - - - "see rounds above"
+  [ "$LUA_SAME_OK" = 1 ] || row lua "  Redis alone ran this tree's purchase.lua, the server another" - - - - "check the binaries"
 
   # Most buyers come after the sale: the local sold-out flag answers them
   # from memory. Stock 0, one purchase sets the flag, then wrk.
@@ -629,11 +870,43 @@ if want scaleout; then
 fi
 
 # ---------------------------------------------------------------- summary --
-section "summary (medians of $ROUNDS alternating rounds; ratios are what count — see bench/README.md)"
-printf '%-9s %-60s %10s %10s %6s %8s %s\n' part figure subject reference ratio target verdict
-printf '%-9s %-60s %10s %10s %6s %8s %s\n' --------- ------------------------------------------------------------ ---------- ---------- ------ -------- -------
-for s in "${SUMMARY[@]}"; do
-  IFS='|' read -r p f a b rt t v <<<"$s"
-  printf '%-9s %-60s %10s %10s %6s %8s %s\n' "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
-done
+# Printed, and written to bench/out/: summary.txt (as printed), summary.md
+# (a Markdown table), summary.tsv (tab-separated, for tools) and
+# summary.svg (each ratio as a bar against its target: summary_svg.py).
+MACHINE="machine: $NCPU CPUs (nproc), load average $(cut -d' ' -f1-3 /proc/loadavg) (at the start: $LOAD_START); ${DUR}s per measurement, medians of $ROUNDS alternating rounds"
+section "summary (ratios are what count — see bench/README.md)"
+summary_fmt='%-9s %-76s %10s %10s %6s %-18s %s\n'
+{
+  echo "$MACHINE"
+  printf "$summary_fmt" part figure subject reference ratio target verdict
+  printf "$summary_fmt" --------- "$(printf '%076d' 0 | tr 0 -)" ---------- ---------- ------ ------------------ -------
+  for s in "${SUMMARY[@]}"; do
+    IFS='|' read -r p f a b rt t v <<<"$s"
+    printf "$summary_fmt" "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
+  done
+} | tee "$WORK/summary.txt"
+if mkdir -p "$OUT" 2>/dev/null && [ -w "$OUT" ]; then
+  cp "$WORK/summary.txt" "$OUT/summary.txt"
+  {
+    printf '# bench/run.sh %s\n\n%s\n\n' "${parts[*]}" "$MACHINE"
+    echo "| part | figure | subject | reference | ratio | target | verdict |"
+    echo "|---|---|---:|---:|---:|---|---|"
+    for s in "${SUMMARY[@]}"; do
+      IFS='|' read -r p f a b rt t v <<<"$s"
+      printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$p" "$f" "$a" "$b" "$rt" "$t" "$v"
+    done
+  } >"$OUT/summary.md"
+  {
+    printf '# %s\n' "$MACHINE"
+    printf 'part\tfigure\tsubject\treference\tratio\ttarget\tverdict\n'
+    for s in "${SUMMARY[@]}"; do printf '%s\n' "$s" | tr '|' '\t'; done
+  } >"$OUT/summary.tsv"
+  if have python3 && python3 "$ROOT/bench/summary_svg.py" "$OUT/summary.tsv" "$OUT/summary.svg"; then
+    echo "written: $OUT/summary.txt, summary.md, summary.tsv, summary.svg"
+  else
+    echo "written: $OUT/summary.txt, summary.md, summary.tsv (no summary.svg: needs python3)"
+  fi
+else
+  log "bench: cannot write $OUT: the summary is only printed above"
+fi
 exit 0
