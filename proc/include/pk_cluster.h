@@ -41,12 +41,12 @@ typedef struct pk_cluster_opts {
  * replicas (which master each follows: CLUSTER NODES); a failover can
  * change roles, so ask pk_cluster_slot_port for who serves a slot now. */
 typedef struct pk_cluster {
-    int n;                            /* nodes */
-    int masters;                      /* as created */
-    pid_t pid[PK_CLUSTER_MAX_NODES];  /* 0: stopped (pk_cluster_kill) */
+    int n;                           /* nodes */
+    int masters;                     /* as created */
+    pid_t pid[PK_CLUSTER_MAX_NODES]; /* 0: stopped (pk_cluster_kill) */
     int port[PK_CLUSTER_MAX_NODES];
-    char dir[512];                    /* its folder (node i: dir/node-<port>) */
-    char server[256];                 /* the binaries, for restarts */
+    char dir[512];    /* its folder (node i: dir/node-<port>) */
+    char server[256]; /* the binaries, for restarts */
 } pk_cluster;
 
 /* Fills o with the defaults above. */

@@ -16,9 +16,9 @@
 #include "pk_proc.h"
 #include "pk_redis.h"
 
-#define BUS_OFFSET 10000  /* Redis's cluster bus: the node's port + 10000 */
-#define PORT_LO 20000     /* below the kernel's ephemeral range's usual start */
-#define PORT_HI 55535     /* so the bus port stays a port */
+#define BUS_OFFSET 10000 /* Redis's cluster bus: the node's port + 10000 */
+#define PORT_LO 20000    /* below the kernel's ephemeral range's usual start */
+#define PORT_HI 55535    /* so the bus port stays a port */
 #define CREATE_TIMEOUT_MS 30000
 
 void pk_cluster_opts_init(pk_cluster_opts *o)
@@ -130,8 +130,9 @@ int pk_cluster_start(pk_cluster *c, const pk_cluster_opts *o, char *err, size_t 
     int n = o->masters * (1 + o->replicas);
     if (o->masters < 3 || o->replicas < 0 || o->replicas > 3 || n > PK_CLUSTER_MAX_NODES ||
         o->dir == NULL) {
-        snprintf(err, errlen, "a cluster needs 3.. masters, 0..3 replicas each, at most %d nodes "
-                              "and a directory",
+        snprintf(err, errlen,
+                 "a cluster needs 3.. masters, 0..3 replicas each, at most %d nodes "
+                 "and a directory",
                  PK_CLUSTER_MAX_NODES);
         return -1;
     }
