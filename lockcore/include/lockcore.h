@@ -633,6 +633,16 @@ int64_t lc_guard_fence(const lc_guard *g);
  * thread. */
 const char *lc_guard_owner_token(const lc_guard *g);
 
+/* --- Redis Cluster -------------------------------------------------------- */
+
+/* The Redis Cluster hash slot of key (len bytes), 0..16383, as the cluster
+ * specification computes it: CRC16 (XMODEM) of the key's hash tag — the
+ * bytes between its first '{' and the first '}' after that, when at least
+ * one byte lies between them — else of the whole key, mod 16384. Keys that
+ * share a tag share a slot ("miaosha:{sku}:stock", "miaosha:{sku}:lock:…"),
+ * so one script or MULTI may name them all on a cluster. Any thread. */
+int lc_key_slot(const char *key, size_t len);
+
 /* --- clock --------------------------------------------------------------- */
 
 /* The monotonic clock (CLOCK_MONOTONIC) lockcore measures every lease, wait

@@ -5,7 +5,9 @@
  * kill-all, a child SIGKILLed when the process that spawned it ends; a private redis-server on a
  * given port with extra arguments, one-shot queries, a restart on the same port, a start that
  * fails; the health check, the port read from a log, every outcome of the wait until healthy; the
- * forwarder frozen and thawed. Its users' tests (the Sentinel group: lockcore_sentinel,
+ * forwarder frozen and thawed; a Redis Cluster of 3 masters and 3 replicas,
+ * its slots served, a killed master's slots taken over by its replica. Its
+ * users' tests (the Sentinel group: lockcore_sentinel,
  * service_failover) cover pk_ha. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pk_cluster.h"
 #include "pk_fwd.h"
 #include "pk_http.h"
 #include "pk_proc.h"
@@ -469,6 +472,56 @@ static void test_fwd(void)
     tu_redis_stop(&r);
 }
 
+/* A cluster of 3 masters and 3 replicas: every node ok, every slot served
+ * by a node of the cluster; a master SIGKILLed, its replica promoted and
+ * the cluster ok again without it (cluster-node-timeout 1000 ms). */
+static void test_cluster(void)
+{
+    pk_cluster c;
+    pk_cluster_opts o;
+    pk_cluster_opts_init(&o);
+    o.dir = dir;
+    char err[512];
+    int64_t t0 = lc_now_ms();
+    TU_REQUIRE(pk_cluster_start(&c, &o, err, sizeof err) == 0, "cluster: %s", err);
+    fprintf(stderr, "cluster of %d nodes ok in %lld ms\n", c.n, (long long)(lc_now_ms() - t0));
+    TU_CHECK(c.n == 6 && c.masters == 3, "3 masters and 3 replicas (%d)", c.n);
+    for (int i = 0; i < c.n; i++)
+        TU_CHECK(c.port[i] > 0 && c.port[i] <= 55535, "node %d port %d leaves room for its bus", i,
+                 c.port[i]);
+    int slots[] = {0, 5460, 5461, 12182, 16383};
+    int victim = -1;
+    for (size_t k = 0; k < sizeof slots / sizeof slots[0]; k++) {
+        int p = pk_cluster_slot_port(&c, slots[k]);
+        int known = 0;
+        for (int i = 0; i < c.n; i++)
+            if (c.port[i] == p) {
+                known = 1;
+                if (slots[k] == 0)
+                    victim = i;
+            }
+        TU_CHECK(known, "slot %d served by a node of the cluster (%d)", slots[k], p);
+    }
+    TU_REQUIRE(victim >= 0, "slot 0's master found");
+    int before = pk_cluster_slot_port(&c, 0);
+    pk_cluster_kill(&c, victim);
+    t0 = lc_now_ms();
+    /* The others notice after cluster-node-timeout; until then they still
+     * say ok and name the dead master. */
+    int after = before;
+    while (after == before && lc_now_ms() - t0 < tu_slack(15000)) {
+        pk_sleep_ms(50);
+        after = pk_cluster_slot_port(&c, 0);
+    }
+    TU_CHECK(pk_cluster_wait_ok(&c, (int)tu_slack(15000), NULL), "ok again without node %d",
+             victim);
+    fprintf(stderr, "slot 0: master %d killed, served by %d after %lld ms\n", before, after,
+            (long long)(lc_now_ms() - t0));
+    TU_CHECK(after > 0 && after != before, "slot 0 moved to the promoted replica (%d)", after);
+    pk_cluster_stop(&c);
+    TU_CHECK(c.n == 0, "stopped");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "spawn-sleeper") == 0)
@@ -481,6 +534,7 @@ int main(int argc, char **argv)
     test_http();
     test_wait_healthy();
     test_fwd();
+    test_cluster();
     pk_kill_all(1000);
     if (tu_failed == 0)
         pk_rm_tree(dir);
