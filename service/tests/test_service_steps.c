@@ -98,8 +98,7 @@ static svc_resp *finish(buyer *b)
 
 /* POST /steps/{id}/next (or run) with wait_ms (0: the default); the reply
  * in *r (freed by the caller), the step's JSON returned (owned by r). */
-static cJSON *drive(const svc_server *s, long long id, const char *verb, int wait_ms,
-                    svc_resp *r)
+static cJSON *drive(const svc_server *s, long long id, const char *verb, int wait_ms, svc_resp *r)
 {
     char path[120];
     if (wait_ms > 0)
@@ -126,8 +125,7 @@ static long long next_to(buyer *b, const char *stage)
 
 /* The lock key's value of sku's lock for mode from a reply of next or GET
  * /steps ("" when the key is absent). */
-static void lock_value(const svc_resp *r, const char *sku, const char *mode, char *out,
-                       size_t len)
+static void lock_value(const svc_resp *r, const char *sku, const char *mode, char *out, size_t len)
 {
     cJSON *k = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->json, "redis"), sku),
@@ -138,8 +136,8 @@ static void lock_value(const svc_resp *r, const char *sku, const char *mode, cha
 
 static long long redis_num(const svc_resp *r, const char *sku, const char *key)
 {
-    cJSON *k = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(r->json, "redis"), sku);
+    cJSON *k = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->json, "redis"),
+                                                sku);
     return (long long)svc_jnum(k, key);
 }
 
@@ -216,8 +214,8 @@ static void lock_waits(void)
     /* B's wait ends by itself once A released: it arrives at locked and
      * pauses there without another next */
     int64_t deadline = lc_now_ms() + tu_slack(5000);
-    while ((st = step_of(&srv, NULL, b.id)) != NULL && strcmp(svc_jstr(st, "stage"), "locked") != 0 &&
-           lc_now_ms() < deadline) {
+    while ((st = step_of(&srv, NULL, b.id)) != NULL &&
+           strcmp(svc_jstr(st, "stage"), "locked") != 0 && lc_now_ms() < deadline) {
         cJSON_Delete(st);
         tu_sleep_ms(5);
     }
@@ -455,8 +453,8 @@ static void bounds(void)
              B(&r));
     svc_resp_free(&r);
     svc_req(&srv, "GET", "/steps/1/next", NULL, NULL, &r);
-    TU_CHECK(r.status == 405 && strcmp(r.allow, "POST") == 0, "GET next: %ld allow '%s'",
-             r.status, r.allow);
+    TU_CHECK(r.status == 405 && strcmp(r.allow, "POST") == 0, "GET next: %ld allow '%s'", r.status,
+             r.allow);
     svc_resp_free(&r);
     svc_req(&srv, "POST", "/steps/1/next?bogus=1", NULL, NULL, &r);
     TU_CHECK(r.status == 400, "an unknown parameter: %ld", r.status);
@@ -465,8 +463,8 @@ static void bounds(void)
     TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "step"), "step=2: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
     svc_req_hdr(&srv, "POST", "/miaosha/token?step=1", "Idempotency-Key: k1", &r);
-    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "Idempotency-Key"),
-             "a key with step=1: %ld %s", r.status, B(&r));
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "Idempotency-Key"), "a key with step=1: %ld %s",
+             r.status, B(&r));
     svc_resp_free(&r);
 }
 
@@ -484,8 +482,7 @@ static void guarded(void)
              "a stepped purchase without the token: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
     svc_req(&s2, "POST", "/miaosha/token?sku=st_guard&step=1", NULL, "Bearer wrong", &r);
-    TU_CHECK(r.status == 403 && svc_jerr_is(&r, "forbidden"), "with a wrong token: %ld",
-             r.status);
+    TU_CHECK(r.status == 403 && svc_jerr_is(&r, "forbidden"), "with a wrong token: %ld", r.status);
     svc_resp_free(&r);
     svc_req(&s2, "GET", "/steps", NULL, NULL, &r);
     TU_CHECK(r.status == 401, "GET /steps without the token: %ld", r.status);
@@ -543,8 +540,7 @@ static void abandoned(void)
     svc_resp r;
     svc_req(&s3, "POST", "/steps/1/next", NULL, NULL, &r);
     cJSON *st = cJSON_GetObjectItemCaseSensitive(r.json, "step");
-    TU_CHECK(r.status == 200 && svc_jbool(st, "abandoned") == 1 &&
-                 svc_jnum(st, "status") == 409,
+    TU_CHECK(r.status == 200 && svc_jbool(st, "abandoned") == 1 && svc_jnum(st, "status") == 409,
              "the abandoned step is listed as such: %s", B(&r));
     svc_resp_free(&r);
 
@@ -554,8 +550,8 @@ static void abandoned(void)
     next_to(&a, "locked");
     TU_CHECK(svc_stop(&s3, 5000) == 0, "the server stops with a step paused");
     ra = finish(&a);
-    TU_CHECK(ra->status == 503 && svc_jerr_is(ra, "shutting_down"), "SIGTERM: %ld %s",
-             ra->status, B(ra));
+    TU_CHECK(ra->status == 503 && svc_jerr_is(ra, "shutting_down"), "SIGTERM: %ld %s", ra->status,
+             B(ra));
     svc_resp_free(ra);
     TU_CHECK(tu_redis_int(tu_redis_port(), "EXISTS miaosha:{st_gone}:lock:token") == 0,
              "its lock released");
