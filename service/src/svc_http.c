@@ -23,6 +23,12 @@
  *     stores the reply in the request and resumes the connection; the MHD
  *     thread then queues the reply.
  *
+ *   - A stepped purchase (?step=1, teaching only: svc_step.h) runs on a
+ *     thread of its own with its own lc_conn, never on a purchase worker,
+ *     and stays suspended until done; GET /steps and next/run, which wait
+ *     for a step, run on a small pool of their own made only with
+ *     faults.enabled.
+ *
  * Thread-per-connection was the alternative; it served far fewer requests
  * a second than the epoll pool, needs a guarded Redis pool, and lets 1000
  * idle keep-alive connections cost 1000 threads.
