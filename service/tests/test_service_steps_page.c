@@ -8,7 +8,10 @@
  * says, and the buyers' lanes mark one oversold unit. The panel is
  * photographed (step_panel.png in the build directory: the README's
  * picture). Then the lock that waits (token), played with "next move of
- * the lesson": B shows waiting while A holds, the page ends at oversold 0.
+ * the lesson": B shows waiting while A holds, the page ends at oversold 0;
+ * the lease that runs out (token: A's release finds B's lock, oversold 1)
+ * and the fence that refuses (fenced: A's reply 409 fenced_out, exact),
+ * played the same way — their "wait for A's lease" move included.
  * 中文: the page switched to Chinese, the lost update played again with
  * the lesson's button: Chinese headers and sentences, oversold 1, and a
  * second photograph (step_panel_zh.png).
@@ -198,6 +201,38 @@ static void lock_waits_by_the_lesson(void)
     key_is("k-oversold", "0");
 }
 
+/* The lease and fence lessons, played with the lesson's button: the
+ * "wait until A's lease runs out" move waits for the lock key to go. */
+static void lease_lessons(void)
+{
+    press_preset("page_lease", "lease");
+    for (int m = 0; m < 5; m++)
+        follow(m); /* A to read, its lease out, B in and to read */
+    say_has("the same value A read");
+    follow(5); /* A: written */
+    follow(6); /* A: released */
+    say_has("no longer A's (lock_lost)");
+    for (int m = 7; m < 11; m++)
+        follow(m);
+    stage_is("B", "done");
+    key_is("k-oversold", "1");
+
+    press_preset("page_fence", "fence");
+    for (int m = 0; m < 5; m++)
+        follow(m);
+    follow(5); /* A: written, refused */
+    say_has("refused (fenced_out)");
+    for (int m = 6; m < 11; m++)
+        follow(m);
+    stage_is("A", "done");
+    stage_is("B", "done");
+    char out[200];
+    buyer_cell("A", "reply", out, sizeof out);
+    TU_CHECK(strcmp(out, "409 fenced_out") == 0, "A's reply in the page: %s", out);
+    key_is("k-stock", "9");
+    key_is("k-oversold", "0");
+}
+
 static void lost_update_in_chinese(void)
 {
     char out[300];
@@ -236,6 +271,7 @@ int main(void)
         "the panel's script runs: %s", out);
     lost_update_by_hand();
     lock_waits_by_the_lesson();
+    lease_lessons();
     lost_update_in_chinese();
     svc_cdp_close(&cdp);
     TU_CHECK(svc_stop(&srv, 5000) == 0, "clean stop");
