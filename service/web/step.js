@@ -328,10 +328,10 @@
         });
     }
 
-    function drive(b, verb) {
+    function drive(b, verb, byHand) {
         if (!b || b.id === null) return Promise.resolve(null);
         /* a next pressed by hand that is the lesson's move plays it */
-        var m = lesson && !busy && lesson.at < lesson.moves.length ? lesson.moves[lesson.at] : null;
+        var m = lesson && byHand && lesson.at < lesson.moves.length ? lesson.moves[lesson.at] : null;
         if (m && verb === 'next' && m[0] === b.name && (m[1] === 'next' || m[1] === 'waits')) {
             lesson.at++;
             drawPlan();
@@ -579,7 +579,7 @@
             var btn = document.createElement('button');
             btn.type = 'button';
             btn.setAttribute(v[1], b.name);
-            btn.addEventListener('click', function () { drive(b, v[0]); });
+            btn.addEventListener('click', function () { drive(b, v[0], true); });
             td.appendChild(btn);
         });
         tr.appendChild(td);
