@@ -17,6 +17,11 @@
  *              worker, or by the stock value the sale read
  *   onlySales  true: hide the purchases that sold nothing (and had no lock
  *              mishap)
+ *   now        the time, on the records' own clock (µs), up to which the
+ *              purchases still running (no responded_us) are drawn: a page
+ *              that draws purchases as they go (the live page's stepped
+ *              buyers); ignored when header lines put the records on the
+ *              wall clock
  * Without stock / stockLeft the highest value a sale read and the value the
  * last sale wrote stand in. order and onlySales are where the controls above
  * the chart start; a second render into the same container keeps what the
@@ -289,7 +294,11 @@
                 }
             });
         });
+        var now = num(opts.now) && !useWall ? opts.now : null;
+        if (now != null && recs.length > 0 && now > t1)
+            t1 = now;
         return {
+            now: now,
             records: recs, sold: sold.length, oversold: oversold, deleted: deleted,
             intruders: intruders, fencedOut: fencedOut, links: links, t0: t0, t1: t1,
             initial: initial, left: left,
@@ -453,18 +462,22 @@
                 user = user.slice(0, 17) + '…';
             var who = user + ' · ' + r.status;
             g.appendChild(el('text', {x: 8, y: yy + 11, fill: '#444'}, who));
-            var end = t.responded_us != null ? t.responded_us : t.received_us;
+            /* a purchase still running is drawn up to now */
+            var open = a.now != null ? a.now : t.received_us;
+            var end = t.responded_us != null ? t.responded_us : open;
             g.appendChild(el('line', {x1: x(t.received_us), x2: x(end), y1: yy + 7.5, y2: yy + 7.5,
                 stroke: '#bbb'}));
             if (t.wait_start_us != null) {
                 var we = t.acquired_us != null ? t.acquired_us :
-                    (t.responded_us != null ? t.responded_us : t.wait_start_us);
+                    (t.responded_us != null ? t.responded_us :
+                        (a.now != null ? a.now : t.wait_start_us));
                 g.appendChild(el('rect', {x: x(t.wait_start_us), y: yy + 4,
                     width: Math.max(1, x(we) - x(t.wait_start_us)), height: 7, fill: '#f2d98c'}));
             }
             var hs = t.acquired_us != null ? t.acquired_us : t.read_us;
             var he = t.acquired_us != null ?
-                (t.released_us != null ? t.released_us : t.responded_us) : t.committed_us;
+                (t.released_us != null ? t.released_us :
+                    (t.responded_us != null ? t.responded_us : a.now)) : t.committed_us;
             if (hs != null && he != null) {
                 var lost = r.lock_lost === true;
                 g.appendChild(el('rect', {'class': 'held', x: x(hs), y: yy + 2,

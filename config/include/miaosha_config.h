@@ -164,6 +164,10 @@ typedef struct cfg_config {
         bool enabled;
     } faults;
     struct {
+        int max_steps;
+        int step_timeout_s;
+    } teach;
+    struct {
         bool enabled;
         int ring_size;
         int max_skus;

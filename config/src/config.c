@@ -210,7 +210,15 @@ static const key_def KEYS[] = {
           "0 = off, the algorithm as published"),
 
     K_BOOL("faults.enabled", faults.enabled, 0,
-           "allow ?fault= (crash_before_expire, crash_in_section); for teaching only"),
+           "allow ?fault= (crash_before_expire, crash_in_section) and stepped purchases "
+           "(?step=1, /steps); for teaching only"),
+
+    K_NUM("teach.max_steps", teach.max_steps, 1, 64, 8, NULL, "",
+          "stepped purchases (?step=1) at once, each on a thread and a Redis connection of its "
+          "own; more get 429 too_many_steps"),
+    K_NUM("teach.step_timeout_s", teach.step_timeout_s, 1, 3600, 120, NULL, "s",
+          "a stepped purchase left paused this long is abandoned: its lock released, nothing "
+          "more written, 409 step_abandoned"),
 
     K_BOOL("trace.enabled", trace.enabled, 1,
            "record each purchase's timeline in its SKU's trace ring (GET /trace/{sku}) when a "

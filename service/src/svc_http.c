@@ -23,6 +23,12 @@
  *     stores the reply in the request and resumes the connection; the MHD
  *     thread then queues the reply.
  *
+ *   - A stepped purchase (?step=1, teaching only: svc_step.h) runs on a
+ *     thread of its own with its own lc_conn, never on a purchase worker,
+ *     and stays suspended until done; GET /steps and next/run, which wait
+ *     for a step, run on a small pool of their own made only with
+ *     faults.enabled.
+ *
  * Thread-per-connection was the alternative; it served far fewer requests
  * a second than the epoll pool, needs a guarded Redis pool, and lets 1000
  * idle keep-alive connections cost 1000 threads.
@@ -76,11 +82,13 @@
 #include "svc_shutdown.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
+#include "svc_step.h"
 #include "svc_trace.h"
 
 static const cfg_config *S;
 static lc_client *client;
 static svc_pool *purchase_pool, *admin_pool;
+static svc_pool *step_pool; /* the /steps routes' jobs; with faults.enabled only */
 static struct MHD_Daemon *daemon_;
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
@@ -346,6 +354,106 @@ static enum MHD_Result refuse_query(svc_req *r, const char *method, const char *
     return error_now(r, 400, "bad_request", detail, method, url);
 }
 
+/* The teaching switch and the admin token a stepped purchase and the
+ * /steps routes need, as ?fault= does: 0, or the refusal is stored in r
+ * (403 faults_disabled, 401, 403) and -1 returned. */
+static int step_allowed(svc_req *r)
+{
+    if (!r->s->faults.enabled) {
+        svc_reply_error(r, 403, "faults_disabled", "stepped purchases need faults.enabled=true",
+                        NULL);
+        return -1;
+    }
+    return svc_admin_check(r);
+}
+
+/* POST|GET /miaosha/{mode}?step=1 (svc_step.h): a purchase on a thread of
+ * its own that stops at each stage of the section; the request stays
+ * suspended until the purchase is done, as a pooled one's. It bypasses the
+ * local sold-out flag: a step is there to go through Redis. */
+static enum MHD_Result start_step(svc_req *r, const char *method, const char *url)
+{
+    char detail[160];
+    /* with ?fault= both were checked already */
+    if (r->p.fault == SVC_FAULT_NONE && step_allowed(r) != 0) {
+        svc_stats_purchase(r->mode, svc_stats_sku_find(r->sku), SVC_OUT_BAD_REQUEST, 0, 0, 0, -1);
+        return send_reply(r, method, url);
+    }
+    if (r->idem[0])
+        return reject_purchase(r, 400, "bad_request",
+                               "Idempotency-Key: not with step=1 (a paused purchase could outlive "
+                               "its key's marker)",
+                               method, url);
+    if (svc_shutting_down())
+        return reject_purchase(r, 503, "shutting_down", "server shutting down", method, url);
+    svc_step *st = svc_step_reserve(r);
+    if (st == NULL) {
+        snprintf(detail, sizeof detail,
+                 "teach.max_steps (%d) stepped purchases run already: run or abandon one",
+                 r->s->teach.max_steps);
+        return reject_purchase(r, 429, "too_many_steps", detail, method, url);
+    }
+    atomic_fetch_add(&pending, 1);
+    r->suspended = 1;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn,
+                                                                 MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->client_fd = ci != NULL ? (int)ci->connect_fd : -1;
+    MHD_suspend_connection(r->conn);
+    if (svc_step_launch(st, r, purchase_job_of(r)) != 0) {
+        svc_reply_error(r, 503, "overloaded", "cannot start a thread for the stepped purchase",
+                        NULL);
+        svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), SVC_OUT_ERROR, 0, 0,
+                           lc_now_us() - r->t0_us, -1);
+        MHD_resume_connection(r->conn); /* answered on the next call */
+    }
+    return MHD_YES;
+}
+
+/* GET /steps, POST /steps/{id}/next and /run: the step pool's jobs
+ * (svc_step.h). */
+static enum MHD_Result route_steps(svc_req *r, const char *seg, const char *method, const char *url)
+{
+    char detail[160];
+    (void)seg;
+    if (step_allowed(r) != 0)
+        return send_reply(r, method, url);
+    if (svc_params_parse(r->conn, r->s, SVC_P_SKU, &r->p, detail, sizeof detail) != 0)
+        return error_now(r, 400, "bad_request", detail, method, url);
+    return submit_or_reply(r, step_pool, svc_steps_list_job, method, url);
+}
+
+static enum MHD_Result drive_step(svc_req *r, const char *seg, const char *method, const char *url,
+                                  svc_job_fn job)
+{
+    char detail[160];
+    int64_t id = 0;
+    if (step_allowed(r) != 0)
+        return send_reply(r, method, url);
+    if (svc_params_parse(r->conn, r->s, SVC_P_WAIT_MS, &r->p, detail, sizeof detail) != 0)
+        return error_now(r, 400, "bad_request", detail, method, url);
+    if (svc_parse_int(seg, 1, SVC_SINCE_MAX, &id) != 0 || !svc_step_exists((uint64_t)id)) {
+        snprintf(detail, sizeof detail,
+                 "no stepped purchase '%.24s' is listed (a finished one stays until its place "
+                 "is needed)",
+                 seg);
+        return error_now(r, 404, "unknown_step", detail, method, url);
+    }
+    r->step = (uint64_t)id;
+    return submit_or_reply(r, step_pool, job, method, url);
+}
+
+static enum MHD_Result route_step_next(svc_req *r, const char *seg, const char *method,
+                                       const char *url)
+{
+    return drive_step(r, seg, method, url, svc_step_next_job);
+}
+
+static enum MHD_Result route_step_run(svc_req *r, const char *seg, const char *method,
+                                      const char *url)
+{
+    return drive_step(r, seg, method, url, svc_step_run_job);
+}
+
 /* POST|GET /miaosha/{mode}. Its admin check is its own: only a request
  * with ?fault= needs the token, once the fault is known to be allowed at
  * all. */
@@ -362,8 +470,8 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
             snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);
     }
-    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p, detail,
-                              sizeof detail);
+    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE | SVC_P_STEP, &r->p,
+                              detail, sizeof detail);
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->purchase.sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
@@ -392,6 +500,8 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
             return reject_purchase(r, 400, "bad_request",
                                    "fault: crash_before_expire needs mode setnx", method, url);
     }
+    if (r->p.step)
+        return start_step(r, method, url);
     /* The local sold-out flag: no worker, no Redis. A keyed request goes on
      * to Redis: its key may hold an earlier sale to replay. */
     if (r->s->purchase.local_sold_out && r->idem[0] == '\0' && svc_soldout_is(r->sku)) {
@@ -545,11 +655,12 @@ typedef enum MHD_Result (*route_fn)(svc_req *r, const char *seg, const char *met
 
 /* One route: the methods it takes, its path, its handler, and whether it
  * needs the admin token (svc_admin.h). The path is exact ("/healthz") or a
- * prefix and one segment ("/stock/{sku}"): one or more bytes without a
- * '/', handed to the handler as seg ("" for an exact path). dispatch()
- * checks, in this order, the path (404), the method (405), a {sku}
- * segment (400; then copied to r->sku) and the token (401, 403); the
- * handler does the rest. */
+ * prefix, one segment and an optional exact suffix ("/stock/{sku}",
+ * "/steps/{id}/next"): one or more bytes without a '/', handed to the
+ * handler as seg ("" for an exact path; cut at SVC_SKU_MAX + 1 bytes).
+ * dispatch() checks, in this order, the path (404), the method (405), a
+ * {sku} segment (400; then copied to r->sku) and the token (401, 403);
+ * the handler does the rest. */
 typedef struct route {
     unsigned methods; /* M_* */
     const char *path;
@@ -570,6 +681,10 @@ static const route routes[] = {
     {M_GET | M_HEAD, "/stats", route_stats, 0},
     {M_GET | M_HEAD, "/metrics", route_metrics, 0},
     {M_GET | M_HEAD, "/", route_page, 0},
+    /* stepped purchases: faults.enabled, then the token (step_allowed) */
+    {M_GET | M_HEAD, "/steps", route_steps, 0},
+    {M_POST, "/steps/{id}/next", route_step_next, 0},
+    {M_POST, "/steps/{id}/run", route_step_run, 0},
 };
 
 static unsigned method_bit(const char *method)
@@ -581,19 +696,22 @@ static unsigned method_bit(const char *method)
 }
 
 /* url's segment when url is on rt's path ("" for an exact path), else
- * NULL; *sku tells whether the segment is a {sku}. */
-static const char *route_match(const route *rt, const char *url, int *sku)
+ * NULL; *len is the segment's length, *sku tells whether it is a {sku}. */
+static const char *route_match(const route *rt, const char *url, size_t *len, int *sku)
 {
     const char *p = rt->path;
     while (*p != '\0' && *p != '{' && *p == *url) {
         p++;
         url++;
     }
+    *len = 0;
     if (*p == '\0')
         return *url == '\0' ? url : NULL;
-    if (*p != '{' || *url == '\0' || strchr(url, '/') != NULL)
+    const char *close = strchr(p, '}');
+    *len = strcspn(url, "/");
+    if (*p != '{' || close == NULL || *len == 0 || strcmp(url + *len, close + 1) != 0)
         return NULL;
-    *sku = strcmp(p, "{sku}") == 0;
+    *sku = strncmp(p, "{sku}", 5) == 0;
     return url;
 }
 
@@ -630,9 +748,13 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         const route *rt = &routes[i];
         int sku = 0;
-        const char *seg = route_match(rt, url, &sku);
-        if (seg == NULL)
+        size_t len = 0;
+        const char *at = route_match(rt, url, &len, &sku);
+        if (at == NULL)
             continue;
+        /* one byte over the longest valid segment: still refused */
+        char seg[SVC_SKU_MAX + 2];
+        snprintf(seg, sizeof seg, "%.*s", (int)(len < sizeof seg ? len : sizeof seg - 1), at);
         if ((rt->methods & m) == 0) { /* a later row may share the path */
             allowed |= rt->methods;
             continue;
@@ -641,7 +763,7 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
             if (!svc_valid_id(seg))
                 return error_now(r, 400, "bad_request", "sku: must match [A-Za-z0-9_-]{1,64}",
                                  method, url);
-            snprintf(r->sku, sizeof r->sku, "%s", seg);
+            memcpy(r->sku, seg, strlen(seg) + 1); /* valid: at most SVC_SKU_MAX bytes */
         }
         if (rt->admin && svc_admin_check(r) != 0)
             return send_reply(r, method, url);
@@ -959,6 +1081,15 @@ int svc_http_start(const cfg_config *s, lc_client *c, svc_pool *purchases, svc_p
     }
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* Stepped purchases exist only with the teaching switch: without it
+     * their threads and connections are never made. */
+    if (s->faults.enabled &&
+        (svc_step_init(s, c, svc_http_job_done, err, errlen) != 0 ||
+         (step_pool = svc_pool_new(c, s->teach.max_steps, 4 * s->teach.max_steps, "step",
+                                   svc_http_job_done, err, errlen)) == NULL)) {
+        freeaddrinfo(ai);
+        return -1;
+    }
     errno = 0;
     /* One option and its values per line. */
     /* clang-format off */
@@ -979,6 +1110,9 @@ int svc_http_start(const cfg_config *s, lc_client *c, svc_pool *purchases, svc_p
     int saved = errno;
     freeaddrinfo(ai);
     if (daemon_ == NULL) {
+        svc_pool_free(step_pool);
+        step_pool = NULL;
+        svc_step_free();
         snprintf(err, errlen, "cannot listen on %s port %d%s%s", s->listen.address, s->listen.port,
                  saved ? ": " : "", saved ? strerror(saved) : "");
         return -1;
@@ -1004,6 +1138,9 @@ void svc_http_stop(void)
     if (daemon_ != NULL)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;
+    svc_pool_free(step_pool); /* its jobs are done: nothing is pending */
+    step_pool = NULL;
+    svc_step_free();
     MHD_destroy_response(health_up);
     MHD_destroy_response(health_down);
     health_up = health_down = NULL;

@@ -6,6 +6,7 @@
 
 #include "svc_live_html.h"
 #include "svc_live_js.h"
+#include "svc_step_js.h"
 #include "svc_timeline_js.h"
 
 static const struct {
@@ -14,6 +15,7 @@ static const struct {
 } inlined[] = {
     {"<!--miaosha:timeline.js-->", SVC_TIMELINE_JS, sizeof SVC_TIMELINE_JS - 1},
     {"<!--miaosha:live.js-->", SVC_LIVE_JS, sizeof SVC_LIVE_JS - 1},
+    {"<!--miaosha:step.js-->", SVC_STEP_JS, sizeof SVC_STEP_JS - 1},
 };
 
 #define OPEN "<script>\n"

@@ -1,8 +1,9 @@
 /* svc_live.h — the live page that GET / serves: service/web/live.html with
- * web/timeline.js (the purchase timeline renderer) and service/web/live.js
- * inlined, all compiled into the binary (service/CMakeLists.txt), so the
- * page needs no file at run time and no CDN. It reads /stats, /metrics,
- * /stock/{sku} and /trace/{sku} itself (service/README.md, "GET /"). */
+ * web/timeline.js (the purchase timeline renderer), service/web/live.js
+ * and service/web/step.js (the "step through" panel) inlined, all compiled
+ * into the binary (service/CMakeLists.txt), so the page needs no file at
+ * run time and no CDN. It reads /stats, /metrics, /stock/{sku} and
+ * /trace/{sku} itself, and drives /steps (service/README.md, "GET /"). */
 #ifndef MIAOSHA_SVC_LIVE_H
 #define MIAOSHA_SVC_LIVE_H
 

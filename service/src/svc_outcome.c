@@ -27,6 +27,8 @@ const svc_result_info svc_result[PR_COUNT] = {
     [PR_KEY_REUSED] = {422, "idempotency_key_reused", SVC_OUT_IDEM_CONFLICT, 0},
     /* with the order id: it may or may not survive a failover */
     [PR_NOT_REPLICATED] = {503, "not_replicated", SVC_OUT_ERROR, 1},
+    /* counted with client_gone: the one driving it went away */
+    [PR_STEP_ABANDONED] = {409, "step_abandoned", SVC_OUT_CLIENT_GONE, 0},
 };
 
 bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,

@@ -40,6 +40,8 @@ typedef enum {
     PR_IN_PROGRESS,    /* Idempotency-Key: its first request is still running */
     PR_KEY_REUSED,     /* Idempotency-Key: stored with other parameters */
     PR_NOT_REPLICATED, /* written, but WAIT saw fewer than redis.wait_replicas replicas */
+    PR_STEP_ABANDONED, /* a stepped purchase left paused for teach.step_timeout_s before
+                          its commit: its lock released, nothing written (svc_step.h) */
     PR_COUNT           /* the number of outcomes, not an outcome */
 } purchase_result;
 

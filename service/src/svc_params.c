@@ -93,7 +93,7 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS},   {"reenter", SVC_P_REENTER},
         {"fault", SVC_P_FAULT},       {"stock", SVC_P_STOCK},       {"offset", SVC_P_OFFSET},
         {"limit", SVC_P_LIMIT},       {"pipeline", SVC_P_PIPELINE}, {"trace", SVC_P_TRACE},
-        {"since", SVC_P_SINCE},
+        {"since", SVC_P_SINCE},       {"step", SVC_P_STEP},
     };
     unsigned bit = 0;
     (void)kind;
@@ -143,6 +143,12 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         int64_t v = 0;
         enum MHD_Result r = int_param(p, name, value, 0, 1, &v);
         p->out->trace = (int)v;
+        return r;
+    }
+    case SVC_P_STEP: {
+        int64_t v = 0;
+        enum MHD_Result r = int_param(p, name, value, 0, 1, &v);
+        p->out->step = (int)v;
         return r;
     }
     case SVC_P_SINCE: return int_param(p, name, value, 0, SVC_SINCE_MAX, &p->out->since);

@@ -25,6 +25,7 @@ enum {
     SVC_P_PIPELINE = 1u << 10,
     SVC_P_TRACE = 1u << 11, /* purchase: ?trace=0|1 (route_purchase adds it) */
     SVC_P_SINCE = 1u << 12, /* GET /trace: ?since=N */
+    SVC_P_STEP = 1u << 13,  /* purchase: ?step=0|1, a stepped purchase (svc_step.h) */
 };
 
 #define SVC_P_PURCHASE                                                                             \
@@ -55,6 +56,7 @@ typedef struct svc_params {
     int reenter;
     int pipeline;  /* ?pipeline=0|1 */
     int trace;     /* ?trace=0|1 */
+    int step;      /* ?step=0|1 */
     int64_t since; /* ?since=N, 0 when absent */
     svc_fault fault;
 } svc_params;

@@ -38,6 +38,7 @@
 #include "svc_shutdown.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
+#include "svc_step.h"
 
 typedef struct purchase {
     svc_section x;
@@ -124,6 +125,7 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
     x->r = r;
     x->conn = conn;
     x->lock = svc_mode_lock(r->mode);
+    x->step = svc_step_self(); /* NULL unless this runs on a step's thread */
     svc_order_init(&x->o, r);
     x->wait_us = -1;
     x->gave_up_us = -1;
@@ -138,8 +140,10 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
     x->work_ms = (p->seen & SVC_P_WORK_MS) ? p->work_ms : s->purchase.work_ms;
     x->wait_ms = (p->seen & SVC_P_WAIT_MS) ? p->wait_ms : s->lock.wait_ms;
     /* A lock on servers of its own (redlock) shares no connection with the
-     * stock: nothing can ride with it, and the reply's "pipeline" says so. */
-    x->pipeline = x->lock->carries_commands &&
+     * stock: nothing can ride with it, and the reply's "pipeline" says so.
+     * A stepped purchase stops between the lock and the read and between
+     * the commit and the release: each goes on its own round trip. */
+    x->pipeline = x->lock->carries_commands && x->step == NULL &&
                   ((p->seen & SVC_P_PIPELINE) ? p->pipeline : s->purchase.pipeline);
     x->limited = s->purchase.limit_per_user > 0 && (p->seen & SVC_P_USER);
     purchase_result not_now;

@@ -66,6 +66,7 @@ struct svc_req {
     svc_mode mode;             /* purchase routes */
     char sku[SVC_SKU_MAX + 1]; /* purchase/stock/orders */
     int is_put;                /* PUT /stock */
+    uint64_t step;             /* /steps/{id}/next|run: the id */
     svc_params p;
     char idem[SVC_IDEM_KEY_MAX + 1]; /* Idempotency-Key header; "" when absent */
     int replayed;                    /* the reply is a stored one: the daemon

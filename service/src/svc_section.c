@@ -52,6 +52,8 @@
 #include "svc_replicas.h"
 #include "svc_shutdown.h"
 
+static bool pause_at(svc_section *x, svc_stage stage, const svc_stock_read *rd,
+                     purchase_result *end);
 static bool acquire(svc_section *x, purchase_result *end);
 static bool read_stock(svc_section *x, svc_stock_read *rd, purchase_result *end);
 static bool work(svc_section *x, purchase_result *end);
@@ -66,13 +68,15 @@ purchase_result svc_section_run(svc_section *x)
 
     /* Acquire: the outer lock, whose first attempt is already on its way
      * (svc_section_start), then reenter's nested holds of the same key. */
-    if (!acquire(x, &end))
+    if (!acquire(x, &end) || !pause_at(x, SVC_STAGE_LOCKED, NULL, &end))
         goto release;
 
     /* Read the stock, and the buyer's order count, under the lock. */
     if (!read_stock(x, &rd, &end))
         goto release;
     svc_trace_read(&x->tr, rd.stock);
+    if (!pause_at(x, SVC_STAGE_READ, &rd, &end))
+        goto release;
 
     /* Decide: one buy per user first, then the stock. */
     if (x->limited && rd.bought >= r->s->purchase.limit_per_user) {
@@ -107,11 +111,59 @@ purchase_result svc_section_run(svc_section *x)
         x->o.stock_left = rd.stock - 1;
         x->o.has_stock_left = true;
     }
+    /* After the commit nothing is left to undo: an abandoned step goes on
+     * to release and answers what the commit did. */
+    (void)pause_at(x, SVC_STAGE_WRITTEN, &rd, &end);
 
 release:
     /* Release what is still held, innermost first. */
     release_all(x);
+    if (x->wait_us >= 0) /* the outer lock was held */
+        (void)pause_at(x, SVC_STAGE_RELEASED, NULL, &end);
     return end;
+}
+
+/* --- a stepped purchase's stops ------------------------------------------ */
+
+/* A stepped purchase stops at stage with what it knows (svc_step.h) until
+ * told to go on; every other purchase goes straight on. false when it was
+ * abandoned or the server is shutting down: before the commit *end is
+ * then that ending (nothing written), after it *end is left alone. rd:
+ * the read, from the read on; *end: the outcome, from the commit on. */
+static bool pause_at(svc_section *x, svc_stage stage, const svc_stock_read *rd,
+                     purchase_result *end)
+{
+    if (x->step == NULL)
+        return true;
+    bool committed = stage >= SVC_STAGE_WRITTEN && rd != NULL;
+    svc_step_facts f = {
+        .holds_lock = x->nheld > 0,
+        .lease_gone_us = x->nheld > 0 ? x->lease_gone_us : 0,
+        .has_read = rd != NULL,
+        .read = rd != NULL ? rd->stock : 0,
+        .has_written = committed && *end == PR_SOLD,
+        .written = rd != NULL ? rd->stock - 1 : 0,
+        .fence = x->o.fence,
+        .lock_lost = x->o.lock_lost || (x->nheld > 0 && lc_guard_lost(x->held[0])),
+        .deleted_other_lock = x->o.deleted_other_lock,
+        .error = stage >= SVC_STAGE_WRITTEN ? svc_result[*end].error : NULL,
+    };
+    purchase_result why = PR_STEP_ABANDONED;
+    if (svc_step_pause(x->step, stage, &f, &why))
+        return true;
+    if (stage < SVC_STAGE_WRITTEN) {
+        *end = why;
+        if (why == PR_STEP_ABANDONED)
+            snprintf(x->o.detail, sizeof x->o.detail,
+                     "stepped purchase left paused at stage %s for %d s (teach.step_timeout_s); "
+                     "its lock released, nothing was written",
+                     svc_stage_name(stage), x->r->s->teach.step_timeout_s);
+        else
+            snprintf(x->o.detail, sizeof x->o.detail,
+                     "server shutting down while the stepped purchase was paused; nothing was "
+                     "written");
+    }
+    return false;
 }
 
 /* --- how the read travels ---------------------------------------------- */

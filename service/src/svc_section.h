@@ -8,7 +8,12 @@
  * first attempt leaves then) and svc_section_run once the worker is free
  * to wait for it; the outcome and the facts in x->o make the reply.
  *
- * Threads: both calls run on the worker that owns x->conn.
+ * A stepped purchase (x->step) stops at each stage of the section —
+ * locked, read, written, released — until told to go on; without a step
+ * every stop is a no-op, so both run the same code.
+ *
+ * Threads: both calls run on the worker that owns x->conn (a stepped
+ * purchase's own thread).
  */
 #ifndef MIAOSHA_SVC_SECTION_H
 #define MIAOSHA_SVC_SECTION_H
@@ -18,6 +23,7 @@
 
 #include "svc_idem.h"
 #include "svc_order.h"
+#include "svc_step.h"
 #include "svc_store.h"
 #include "svc_trace.h"
 
@@ -38,6 +44,8 @@ typedef struct svc_section {
     svc_order o;              /* what the reply and the order record say */
     svc_trace tr;             /* the purchase's timeline (GET /trace) */
     svc_idem id;              /* the Idempotency-Key, when id.on */
+    svc_step *step;           /* NULL, or the stepped purchase this is: it
+                                 stops at each stage (svc_step.h) */
 
     /* Set by the section, for the caller. */
     int64_t wait_us;    /* time to the outer lock; -1 when not held */
@@ -72,7 +80,8 @@ void svc_section_start(svc_section *x);
  * then reenter's nested holds), read the stock, decide, work, commit, WAIT
  * for replicas, release. Returns the outcome; its facts (order id, stock
  * left, the lock's fields, the reason) are in x->o. Holds nothing when it
- * returns. */
+ * returns. A stepped purchase abandoned or shut down while paused before
+ * its commit ends PR_STEP_ABANDONED or PR_SHUTTING_DOWN, nothing written. */
 purchase_result svc_section_run(svc_section *x);
 
 #endif

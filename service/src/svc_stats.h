@@ -43,7 +43,8 @@ typedef enum {
     SVC_OUT_LOCK_BUSY,     /* 429 */
     SVC_OUT_ERROR,         /* 503: Redis unavailable/error, overloaded, shutting down */
     SVC_OUT_BAD_REQUEST,   /* rejected by validation (400/401/403) */
-    SVC_OUT_CLIENT_GONE,   /* 499: the client left before the lock or the commit */
+    SVC_OUT_CLIENT_GONE,   /* 499: the client left before the lock or the commit;
+                              409 step_abandoned: a stepped purchase's driver left */
     SVC_OUT_STOCK_RESET,   /* 409 stock_reset: PUT /stock voided the commit */
     SVC_OUT_FENCED_OUT,    /* 409 fenced_out: the fence refused a stale holder */
     SVC_OUT_LIMIT_REACHED, /* 409 limit_reached: the user holds purchase.limit_per_user */
