@@ -67,6 +67,7 @@
 #include <sys/uio.h>
 
 #include "svc_admin.h"
+#include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_health.h"
@@ -364,6 +365,9 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     }
     int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p, detail,
                               sizeof detail);
+    if (rc == 0) /* the same parameters in a JSON body (svc_params_parse_body) */
+        rc = svc_params_parse_body(r->body, r->body_len, r->s, SVC_P_PURCHASE | SVC_P_TRACE, &r->p,
+                                   detail, sizeof detail);
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->purchase.sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
@@ -412,13 +416,21 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     return MHD_YES;
 }
 
-/* GET|HEAD /stock/{sku}: the audit. */
+static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *detail,
+                                     const char *method, const char *url);
+static unsigned methods_of(const char *url);
+
+/* GET|HEAD /stock/{sku}: the audit. A stock parameter is a reset sent with
+ * the wrong method: 405, not "unknown parameter". */
 static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *method,
                                        const char *url)
 {
     char detail[160];
     (void)seg;
-    if (svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail) != 0)
+    int rc = svc_params_parse(r->conn, r->s, SVC_P_STOCK, &r->p, detail, sizeof detail);
+    if (r->p.seen & SVC_P_STOCK)
+        return refuse_method(r, methods_of(url), "a reset is PUT /stock/{sku}", method, url);
+    if (rc != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
     return submit_or_reply(r, admin_pool, svc_stock_get_job, method, url);
 }
@@ -484,13 +496,20 @@ static enum MHD_Result route_healthz(svc_req *r, const char *seg, const char *me
     return send_reply(r, method, url);
 }
 
+/* GET /stats[?pretty=1]: pretty indents the same JSON. */
 static enum MHD_Result route_stats(svc_req *r, const char *seg, const char *method, const char *url)
 {
+    char detail[160];
     size_t len = 0;
     (void)seg;
-    if (has_query(r))
-        return refuse_query(r, method, url);
+    if (svc_params_parse(r->conn, r->s, SVC_P_PRETTY, &r->p, detail, sizeof detail) != 0)
+        return error_now(r, 400, "bad_request", detail, method, url);
     char *body = svc_stats_json(r->s->instance_id, client, &len);
+    if (body != NULL && r->p.pretty) {
+        char *flat = body;
+        body = svc_buf_json_indent(flat, len, &len);
+        free(flat);
+    }
     svc_reply_text(r, 200, body, len, json_type);
     return send_reply(r, method, url);
 }
@@ -597,11 +616,23 @@ static const char *route_match(const route *rt, const char *url, int *sku)
     return url;
 }
 
+/* The methods of every row on url's path (0: no route there). */
+static unsigned methods_of(const char *url)
+{
+    unsigned allowed = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        int sku = 0;
+        if (route_match(&routes[i], url, &sku) != NULL)
+            allowed |= routes[i].methods;
+    }
+    return allowed;
+}
+
 /* 405 for a path whose rows take other methods: Allow lists them all
  * ("GET, HEAD, PUT"), the detail those a client would name ("use GET or
- * PUT": HEAD goes with GET). */
-static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *method,
-                                     const char *url)
+ * PUT": HEAD goes with GET) unless detail says more. */
+static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *detail,
+                                     const char *method, const char *url)
 {
     char allow[40] = "", use[48] = "use";
     size_t na = 0, nu = 3;
@@ -616,7 +647,8 @@ static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *m
                                    method_names[i]);
     }
     r->allow = allow;
-    enum MHD_Result ret = error_now(r, 405, "method_not_allowed", use, method, url);
+    enum MHD_Result ret = error_now(r, 405, "method_not_allowed", detail ? detail : use, method,
+                                    url);
     r->allow = NULL; /* libmicrohttpd copied the header */
     return ret;
 }
@@ -648,7 +680,7 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
         return rt->fn(r, seg, method, url);
     }
     if (allowed != 0)
-        return refuse_method(r, allowed, method, url);
+        return refuse_method(r, allowed, NULL, method, url);
     return error_now(r, 404, "not_found", "no such route", method, url);
 }
 

@@ -27,7 +27,13 @@ const svc_result_info svc_result[PR_COUNT] = {
     [PR_KEY_REUSED] = {422, "idempotency_key_reused", SVC_OUT_IDEM_CONFLICT, 0},
     /* with the order id: it may or may not survive a failover */
     [PR_NOT_REPLICATED] = {503, "not_replicated", SVC_OUT_ERROR, 1},
+    [PR_UNKNOWN_SKU] = {404, "unknown_sku", SVC_OUT_UNKNOWN_SKU, 0},
 };
+
+int svc_result_slot(purchase_result res, const char *sku)
+{
+    return res == PR_UNKNOWN_SKU ? svc_stats_sku_find(sku) : svc_stats_sku_slot(sku);
+}
 
 bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,
                         char *detail, size_t len)

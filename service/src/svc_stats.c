@@ -201,9 +201,18 @@ void svc_stats_lua_batch(int n)
 
 /* ---- rendering ---- */
 
-static const char *out_names[SVC_OUT_COUNT] = {
-    "sold",        "sold_out",   "lock_busy",     "errors",   "bad_requests",         "client_gone",
-    "stock_reset", "fenced_out", "limit_reached", "replayed", "idempotency_conflicts"};
+static const char *out_names[SVC_OUT_COUNT] = {"sold",
+                                               "sold_out",
+                                               "lock_busy",
+                                               "errors",
+                                               "bad_requests",
+                                               "client_gone",
+                                               "stock_reset",
+                                               "fenced_out",
+                                               "limit_reached",
+                                               "replayed",
+                                               "idempotency_conflicts",
+                                               "unknown_sku"};
 
 static uint64_t ld(_Atomic uint64_t *a)
 {
@@ -396,7 +405,8 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "limit_reached).",
         "Idempotency-Key replays answered with the stored reply.",
         "Idempotency-Key requests refused: the first is still running (HTTP 409 in_progress) "
-        "or the key came with other parameters (HTTP 422 idempotency_key_reused)."};
+        "or the key came with other parameters (HTTP 422 idempotency_key_reused).",
+        "Purchases of a SKU that was never stocked (HTTP 404 unknown_sku, nothing written)."};
 
     for (int o = 0; o < SVC_OUT_COUNT; o++)
         put_cell_counter(&b, out_names[o], help[o], cell_outcome, o, nskus);
