@@ -281,6 +281,21 @@ static void rule_unknown(void)
         snprintf(path, sizeof path, "/miaosha/%s?sku=zero", modes[m]);
         expect("POST", path, NULL, 409, "sold_out", NULL);
     }
+    /* A sold-out flag does not outlive its SKU: with the stock key deleted
+     * by hand, the local answer stops within the flag's 50 ms check and
+     * the SKU is unknown again. */
+    expect("POST", "/miaosha/token?sku=zero", NULL, 409, "sold_out", NULL);
+    st = req("POST", "/miaosha/token?sku=zero", NULL, &r);
+    TU_CHECK(st == 409 && svc_jbool(r.json, "local") == 1, "zero: answered from the flag: %s",
+             B(&r));
+    svc_resp_free(&r);
+    tu_redis_int(rp, "DEL miaosha:{zero}:stock");
+    int64_t end = lc_now_ms() + tu_slack(1000);
+    do {
+        st = req("POST", "/miaosha/token?sku=zero", NULL, &r);
+        svc_resp_free(&r);
+    } while (st != 404 && lc_now_ms() < end && (tu_sleep_ms(10), 1));
+    TU_CHECK(st == 404, "zero without a stock key: 404 within 1 s, not a local 409 (%ld)", st);
     /* Only the stock key makes a SKU: initial and sold alone do not. */
     tu_redis_int(rp, "SET miaosha:{half}:initial 5");
     tu_redis_int(rp, "SET miaosha:{half}:sold 0");
