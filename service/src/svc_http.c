@@ -70,6 +70,7 @@
 #include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_health.h"
 #include "svc_idem.h"
 #include "svc_live.h"
@@ -402,6 +403,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         int slot = svc_stats_sku_slot(r->sku);
         struct MHD_Response *resp = soldout_response(r, slot);
         svc_stats_sold_out_local();
+        svc_gauges_seen(r->sku);
         svc_stats_purchase(r->mode, slot, SVC_OUT_SOLD_OUT, 0, 0, lc_now_us() - r->t0_us, -1);
         if (resp == NULL)
             return send_reply(r, method, url); /* shutting down, or out of memory */

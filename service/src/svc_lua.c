@@ -45,6 +45,7 @@
 
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_order.h"
@@ -93,6 +94,8 @@ static void respond(lua_purchase *lp, purchase_result res)
     lp->sold_head = lp->sold_tail = NULL;
     if (res == PR_SOLD_OUT && r->s->purchase.local_sold_out)
         svc_soldout_mark(r->sku, lp->soldout_gen);
+    if (svc_result_found_sku(res))
+        svc_gauges_seen(r->sku);
     if (res == PR_SOLD || res == PR_NOT_REPLICATED)
         lp->id.on = 0; /* its outcome was written by the script */
     if (lp->id.on)

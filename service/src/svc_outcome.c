@@ -35,6 +35,12 @@ int svc_result_slot(purchase_result res, const char *sku)
     return res == PR_UNKNOWN_SKU ? svc_stats_sku_find(sku) : svc_stats_sku_slot(sku);
 }
 
+bool svc_result_found_sku(purchase_result res)
+{
+    return res == PR_SOLD || res == PR_SOLD_OUT || res == PR_LIMIT_REACHED ||
+           res == PR_STOCK_RESET || res == PR_NOT_REPLICATED;
+}
+
 bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,
                         char *detail, size_t len)
 {

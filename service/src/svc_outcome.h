@@ -63,6 +63,11 @@ extern const svc_result_info svc_result[PR_COUNT];
  * labels. Any thread. */
 int svc_result_slot(purchase_result res, const char *sku);
 
+/* true when a purchase that ended so found its SKU stocked in Redis (a
+ * sale, sold out, the user's limit, a reset meanwhile): the SKU then
+ * counts as seen for the audit gauges (svc_gauges_seen). Any thread. */
+bool svc_result_found_sku(purchase_result res);
+
 /* Whether a purchase taken from the worker queue may start, before it
  * touches Redis: true when it may; else false with *why set to
  * PR_SHUTTING_DOWN (SIGTERM arrived), PR_OVERLOADED (it waited for a worker

@@ -33,6 +33,7 @@
 
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_keys.h"
 #include "svc_section.h"
 #include "svc_shutdown.h"
@@ -63,6 +64,8 @@ static void respond(purchase *pu, purchase_result res)
     x->sold_reply = NULL;
     if (res == PR_SOLD_OUT && r->s->purchase.local_sold_out)
         svc_soldout_mark(r->sku, pu->soldout_gen);
+    if (svc_result_found_sku(res))
+        svc_gauges_seen(r->sku);
     if (res == PR_SOLD || res == PR_NOT_REPLICATED)
         x->id.on = 0; /* its outcome was written with the order */
     if (x->id.on)

@@ -10,6 +10,8 @@
 #include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
+#include "svc_process.h"
 
 /* ---- fine log-scale histogram: percentiles ---- */
 #define FINE_EXP 37 /* 2^0 .. 2^36 us (~19 h) */
@@ -489,6 +491,8 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
     for (size_t i = 0; i < sizeof lcm / sizeof lcm[0]; i++)
         svc_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", lcm[i].name, lcm[i].help,
                        lcm[i].name, lcm[i].type, lcm[i].name, (unsigned long long)lcm[i].v);
+    svc_gauges_render(&b);
+    svc_process_render(&b, cfg_version());
     if (b.oom) {
         free(b.p);
         return NULL;

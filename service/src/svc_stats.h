@@ -101,9 +101,10 @@ void svc_stats_lua_batch(int n);
 char *svc_stats_json(const char *instance, lc_client *client, size_t *len);
 /* The GET /metrics body (Prometheus text format 0.0.4): the per-(mode, sku)
  * counters and histograms, HTTP responses by status, Redis errors,
- * redis_up (given: the probe's status), in-flight purchases and, when
- * client is not NULL, lockcore's lc_client_stats. Ownership and NULL as
- * svc_stats_json. */
+ * redis_up (given: the probe's status), in-flight purchases, when client
+ * is not NULL lockcore's lc_client_stats, then the per-SKU audit gauges
+ * (svc_gauges_render), the process_* series and miaosha_build_info
+ * (svc_process_render). Ownership and NULL as svc_stats_json. */
 char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_gauges.h"
 #include "svc_keys.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
@@ -216,6 +217,7 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         return;
     }
     svc_soldout_clear(r->sku); /* this instance at once; the others by the message */
+    svc_gauges_seen(r->sku);
     svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
     svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0, 0));
 }
