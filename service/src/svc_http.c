@@ -74,6 +74,7 @@
 #include "svc_health.h"
 #include "svc_idem.h"
 #include "svc_live.h"
+#include "svc_openapi.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
 #include "svc_soldout.h"
@@ -86,7 +87,8 @@ static svc_pool *purchase_pool, *admin_pool;
 static struct MHD_Daemon *daemon_;
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
-static struct MHD_Response *live_page; /* GET /, built once */
+static struct MHD_Response *live_page;    /* GET /, built once */
+static struct MHD_Response *openapi_page; /* GET /openapi.json, built once */
 
 /* libmicrohttpd's per-connection pool: see "Limits on the request head". */
 #define POOL_BYTES(limit) (2 * (limit) + 4096)
@@ -540,6 +542,17 @@ static enum MHD_Result route_page(svc_req *r, const char *seg, const char *metho
     return MHD_queue_response(r->conn, 200, live_page);
 }
 
+/* GET /openapi.json: the compiled-in description, one prebuilt response. */
+static enum MHD_Result route_openapi(svc_req *r, const char *seg, const char *method,
+                                     const char *url)
+{
+    (void)seg;
+    if (has_query(r))
+        return refuse_query(r, method, url);
+    count_reply(r, 200, method, url);
+    return MHD_queue_response(r->conn, 200, openapi_page);
+}
+
 /* GET /trace/{sku}?since=N: memory only (svc_trace.h), so answered here. */
 static enum MHD_Result route_trace(svc_req *r, const char *seg, const char *method, const char *url)
 {
@@ -591,6 +604,7 @@ static const route routes[] = {
     {M_GET | M_HEAD, "/stats", route_stats, 0},
     {M_GET | M_HEAD, "/metrics", route_metrics, 0},
     {M_GET | M_HEAD, "/", route_page, 0},
+    {M_GET | M_HEAD, "/openapi.json", route_openapi, 0},
 };
 
 static unsigned method_bit(const char *method)
@@ -981,6 +995,15 @@ int svc_http_start(const cfg_config *s, lc_client *c, svc_pool *purchases, svc_p
                             "default-src 'none'; script-src 'unsafe-inline'; "
                             "style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
                             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    size_t api_len = 0;
+    const char *api = svc_openapi_json(&api_len);
+    openapi_page = MHD_create_response_from_buffer(api_len, (void *)api, MHD_RESPMEM_PERSISTENT);
+    if (openapi_page == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    MHD_add_response_header(openapi_page, MHD_HTTP_HEADER_CONTENT_TYPE, json_type);
+    MHD_add_response_header(openapi_page, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -1044,6 +1067,9 @@ void svc_http_stop(void)
     if (live_page != NULL)
         MHD_destroy_response(live_page);
     live_page = NULL;
+    if (openapi_page != NULL)
+        MHD_destroy_response(openapi_page);
+    openapi_page = NULL;
     for (int i = 0; i < SVC_STATS_SKUS; i++)
         for (int m = 0; m < SVC_MODE_COUNT; m++) {
             struct MHD_Response *resp = atomic_exchange(&soldout_replies[i][m], NULL);
