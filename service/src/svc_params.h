@@ -27,7 +27,7 @@ enum {
     SVC_P_PIPELINE = 1u << 10,
     SVC_P_TRACE = 1u << 11,  /* purchase: ?trace=0|1 (route_purchase adds it) */
     SVC_P_SINCE = 1u << 12,  /* GET /trace: ?since=N */
-    SVC_P_PRETTY = 1u << 13, /* GET /stats: ?pretty=0|1 */
+    SVC_P_PRETTY = 1u << 14, /* GET /stats: ?pretty=0|1 */
 };
 
 #define SVC_P_PURCHASE                                                                             \
