@@ -173,6 +173,10 @@ typedef struct cfg_config {
         int max_skus;
     } trace;
     struct {
+        int sku_gauges; /* SKUs with miaosha_stock & co. in /metrics; 0 = none */
+        int refresh_ms; /* how often their audits are read from Redis */
+    } metrics;
+    struct {
         cfg_log_level level;
         bool access;
     } log;

@@ -229,6 +229,13 @@ static const key_def KEYS[] = {
           "SKUs that get a trace ring (each ring_size records of 344 bytes); "
           "purchases of later SKUs are not traced"),
 
+    K_NUM("metrics.sku_gauges", metrics.sku_gauges, 0, 1024, 16, NULL, "",
+          "SKUs whose audit /metrics exports as gauges (miaosha_stock, miaosha_sold, "
+          "miaosha_oversold, miaosha_undersold): the ones this instance saw last; 0 = none"),
+    K_NUM("metrics.refresh_ms", metrics.refresh_ms, 100, 60000, 1000, NULL, "ms",
+          "how often a background thread reads those SKUs' audits from Redis (one round trip), "
+          "so how old a gauge may be"),
+
     K_ENUM("log.level", log.level, CFG_LOG_INFO, "least severe level logged"),
     K_BOOL("log.access", log.access, 0, "log one line per request"),
 

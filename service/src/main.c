@@ -20,10 +20,12 @@
 #include "svc.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_health.h"
 #include "svc_http.h"
 #include "svc_mode.h"
 #include "svc_pool.h"
+#include "svc_process.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
 #include "svc_soldout.h"
@@ -182,6 +184,7 @@ int main(int argc, char **argv)
     }
 
     svc_stats_init();
+    svc_process_init();
     if (svc_trace_init(cfg.trace.enabled, cfg.trace.ring_size, cfg.trace.max_skus) != 0)
         svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", cfg.trace.max_skus);
     if (svc_health_start(&lo) != 0) {
@@ -191,6 +194,13 @@ int main(int argc, char **argv)
     }
     if (cfg.purchase.local_sold_out && svc_soldout_start(&lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the sold-out flag's listener");
+        svc_health_stop();
+        lc_client_free(client);
+        return 1;
+    }
+    if (svc_gauges_start(&lo, cfg.metrics.sku_gauges, cfg.metrics.refresh_ms) != 0) {
+        svc_log(SVC_ERROR, "cannot start the audit gauges' reader");
+        svc_soldout_stop();
         svc_health_stop();
         lc_client_free(client);
         return 1;
@@ -219,6 +229,7 @@ int main(int argc, char **argv)
         svc_log(SVC_ERROR, "cannot start: %s", err);
         svc_pool_free(admin);
         svc_pool_free(purchases);
+        svc_gauges_stop();
         svc_soldout_stop();
         svc_health_stop();
         lc_client_free(client);
@@ -271,6 +282,7 @@ int main(int argc, char **argv)
     svc_http_stop();
     svc_pool_free(purchases);
     svc_pool_free(admin);
+    svc_gauges_stop();
     svc_soldout_stop();
     svc_health_stop();
     lc_client_free(client);

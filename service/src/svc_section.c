@@ -78,7 +78,15 @@ purchase_result svc_section_run(svc_section *x)
     if (!pause_at(x, SVC_STAGE_READ, &rd, &end))
         goto release;
 
-    /* Decide: one buy per user first, then the stock. */
+    /* Decide: a SKU that was never stocked is no sale at all; then one buy
+     * per user, then the stock. */
+    if (!rd.stocked) {
+        snprintf(x->o.detail, sizeof x->o.detail,
+                 "sku %s was never stocked (PUT /stock/%s creates it); nothing was written", r->sku,
+                 r->sku);
+        end = PR_UNKNOWN_SKU;
+        goto release;
+    }
     if (x->limited && rd.bought >= r->s->purchase.limit_per_user) {
         snprintf(x->o.detail, sizeof x->o.detail,
                  "user %s already holds %lld order(s) of this sku (purchase.limit_per_user = "
