@@ -112,7 +112,13 @@ static void test_run(void)
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0, "none --expect oversell exit %d\n%s", rc, out);
     TU_CHECK(json_num(out, "oversold") > 0, "none oversold %ld", json_num(out, "oversold"));
-    TU_CHECK(json_num(out, "missing_orders") == 0, "none: every 200 is in the order list");
+    TU_CHECK(json_num(out, "missing_orders") == 0 && json_num(out, "acked_lost") == 0,
+             "none: every 200 is in the order list (acked_lost, and its former name)");
+    /* the oversell seen from the buyers' side: more 200s than units */
+    TU_CHECK(json_num(out, "stock_at_start") == 20 &&
+                 json_num(out, "acked_over_stock") == json_num(out, "ok") - 20 &&
+                 json_num(out, "acked_over_stock") > 0,
+             "none: acked_over_stock = 200s beyond the stock of 20\n%s", out);
     /* the same run with --expect safe must fail */
     snprintf(cmd, sizeof cmd,
              "%s run --mode none --requests 300 --concurrency 50 --stock 20 --work-ms 10 "
@@ -127,9 +133,11 @@ static void test_run(void)
         hcols += *q == ',';
     for (const char *q = nl ? nl + 1 : ""; *q && *q != '\n'; q++)
         rcols += *q == ',';
-    TU_CHECK(!strncmp(out, "mode,sku,", 9) && strstr(out, ",oversold,") &&
-                 strstr(out, ",errors,deleted_other_lock,fenced_out\n") && hcols == rcols,
-             "csv header and row (%d / %d columns)\n%s", hcols, rcols, out);
+    TU_CHECK(
+        !strncmp(out, "mode,sku,", 9) && strstr(out, ",oversold,") &&
+            strstr(out, ",errors,deleted_other_lock,fenced_out,acked_lost,acked_over_stock\n") &&
+            strstr(out, ",missing_orders,") && hcols == rcols,
+        "csv header and row (%d / %d columns)\n%s", hcols, rcols, out);
     TU_CHECK(nl && !strncmp(nl + 1, "none,lgt-none2,", 15), "csv row\n%s", out);
 
     /* token sells exactly the stock */
@@ -149,8 +157,9 @@ static void test_run(void)
                  json_num(out, "unknown_outcome_sold") == 0,
              "by_error: 280 '409 sold_out', no unknown outcome\n%s", out);
     TU_CHECK(json_num(out, "errors") == 0 && json_num(out, "deleted_other_lock") == 0 &&
-                 json_num(out, "lock_lost") == 0,
-             "token: no errors, nothing lost or deleted\n%s", out);
+                 json_num(out, "lock_lost") == 0 && json_num(out, "acked_lost") == 0 &&
+                 json_num(out, "acked_over_stock") == 0,
+             "token: no errors, nothing lost or deleted, no 200 beyond the stock\n%s", out);
     /* ... and --expect oversell on it fails */
     snprintf(cmd, sizeof cmd,
              "%s run --mode token --requests 100 --concurrency 20 --stock 10 --wait-ms 30000 "
@@ -369,6 +378,8 @@ static void check_fault_row(const csv_row *h, const csv_row *r)
     TU_CHECK(csv_num(h, r, "oversold") == 0 && csv_num(h, r, "undersold") == 0,
              "%s: oversold %lld undersold %lld", cell, csv_num(h, r, "oversold"),
              csv_num(h, r, "undersold"));
+    TU_CHECK(csv_num(h, r, "acked_lost") == 0 && csv_num(h, r, "acked_over_stock") == 0,
+             "%s: no acknowledged order lost, no 200 beyond the stock", cell);
     TU_CHECK(csv_num(h, r, "missing_orders") == 0 && csv_num(h, r, "duplicate_ids") == 0,
              "%s: no acknowledged order missing, no duplicate id", cell);
     if (!strcmp(got, "safe"))

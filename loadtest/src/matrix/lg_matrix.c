@@ -130,12 +130,14 @@ static void classify_burst(lg_cell *c, const lg_run_result *r, lg_scenario scen)
                  (unsigned long long)c->lock_lost);
         return;
     }
-    int clean = c->undersold == 0 && c->dup == 0 && c->missing == 0 && r->ok_without_id == 0;
+    int clean = c->undersold == 0 && c->dup == 0 && c->acked_lost == 0 &&
+                c->acked_over_stock == 0 && r->ok_without_id == 0;
     if (!clean) {
         snprintf(c->outcome, sizeof c->outcome, "unsafe");
         snprintf(c->reason, sizeof c->reason,
-                 "undersold %lld, duplicate ids %llu, missing orders %llu", (long long)c->undersold,
-                 (unsigned long long)c->dup, (unsigned long long)c->missing);
+                 "undersold %lld, duplicate ids %llu, acked_lost %llu, acked_over_stock %llu",
+                 (long long)c->undersold, (unsigned long long)c->dup,
+                 (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock);
         return;
     }
     if (c->sold == c->stock && c->stock_left == 0) {

@@ -114,7 +114,10 @@ typedef struct lg_cell {
     char outcome[24];     /* measured, same vocabulary, or "short", "unsafe", "error" */
     int pass;
     int64_t stock, sold, stock_left, oversold, undersold;
-    uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
+    uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup;
+    uint64_t acked_lost;         /* 200s whose order is not in the final list (the CSV
+                                    also keeps this as missing_orders) */
+    uint64_t acked_over_stock;   /* distinct 200s beyond the stock the cell began with */
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
     uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
     uint64_t doubles;            /* retry: buyers with two orders in the run without keys */

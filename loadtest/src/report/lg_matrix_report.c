@@ -305,14 +305,14 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
     fputs(zh ? "（格子：符合/不符 = 是否与预期一致，实测结果，售出/库存或恢复耗时）\n\n"
              : "(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n\n",
           o);
-    static const col cells_en[] = {{"scenario", 13, 0}, {"mode", 9, 0},      {"expected", 10, 0},
-                                   {"measured", 8, 0},  {"oversold", 8, 1},  {"undersold", 9, 1},
-                                   {"lock_busy", 9, 1}, {"lock_lost", 9, 1}, {"del_other", 9, 1},
-                                   {"reason", 0, 0}};
-    static const col cells_zh[] = {{"场景", 13, 0},       {"模式", 9, 0},   {"预期", 10, 0},
-                                   {"实测", 8, 0},        {"超卖", 8, 1},   {"少卖", 9, 1},
-                                   {"锁忙", 9, 1},        {"锁失效", 9, 1}, {"误删他锁", 9, 1},
-                                   {"原因（英文）", 0, 0}};
+    static const col cells_en[] = {
+        {"scenario", 13, 0}, {"mode", 9, 0},        {"expected", 10, 0},   {"measured", 8, 0},
+        {"oversold", 8, 1},  {"undersold", 9, 1},   {"lock_busy", 9, 1},   {"lock_lost", 9, 1},
+        {"del_other", 9, 1}, {"acked_lost", 10, 1}, {"over_stock", 10, 1}, {"reason", 0, 0}};
+    static const col cells_zh[] = {
+        {"场景", 13, 0},    {"模式", 9, 0},        {"预期", 10, 0},     {"实测", 8, 0},
+        {"超卖", 8, 1},     {"少卖", 9, 1},        {"锁忙", 9, 1},      {"锁失效", 9, 1},
+        {"误删他锁", 9, 1}, {"确认后丢单", 10, 1}, {"超出库存", 10, 1}, {"原因（英文）", 0, 0}};
     put_header(o, zh ? cells_zh : cells_en, sizeof cells_en / sizeof cells_en[0]);
     fputc('\n', o);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
@@ -328,9 +328,10 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
             put_left(o, expected_text(lang, c->expected, e, sizeof e), 10);
             fputc(' ', o);
             put_left(o, outcome_word(lang, c->outcome), 8);
-            fprintf(o, " %8lld %9lld %9llu %9llu %9llu %s\n", (long long)c->oversold,
+            fprintf(o, " %8lld %9lld %9llu %9llu %9llu %10llu %10llu %s\n", (long long)c->oversold,
                     (long long)c->undersold, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
+                    (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock,
                     c->reason);
         }
     if (has_timed(cfg)) {
@@ -465,15 +466,15 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
     if (zh)
         fputs("\n## 每个格子的明细\n\n原因一栏由矩阵按英文写出。\n\n"
               "| 场景 | 模式 | 预期 | 实测 | 售出 / 库存 | 超卖 | 少卖 | 锁忙（429） | 锁失效 | "
-              "误删他人的锁 | 恢复耗时 ms | 原因 |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              "误删他人的锁 | 确认后丢单 | 超出库存的确认 | 恢复耗时 ms | 原因 |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               f);
     else
-        fputs(
-            "\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
-            "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-            f);
+        fputs("\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
+              "undersold | lock_busy | lock_lost | deleted another's lock | acked_lost | "
+              "acked_over_stock | recovery ms | reason |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
@@ -481,13 +482,16 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                 continue;
             char e[64];
             const char *diff = zh ? " **不符**" : " **DIFF**";
-            fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | ",
-                    scen_short(w, s), lg_mode_names[m],
-                    expected_text(lang, c->expected, e, sizeof e), outcome_word(lang, c->outcome),
-                    c->pass ? "" : diff, (long long)c->sold, (long long)c->stock,
-                    (long long)c->oversold, (long long)c->undersold,
-                    (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->deleted_other_lock);
+            fprintf(
+                f,
+                "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | %llu | "
+                "%llu | ",
+                scen_short(w, s), lg_mode_names[m], expected_text(lang, c->expected, e, sizeof e),
+                outcome_word(lang, c->outcome), c->pass ? "" : diff, (long long)c->sold,
+                (long long)c->stock, (long long)c->oversold, (long long)c->undersold,
+                (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
+                (unsigned long long)c->deleted_other_lock, (unsigned long long)c->acked_lost,
+                (unsigned long long)c->acked_over_stock);
             if (c->recovery_ms >= 0)
                 fprintf(f, "%lld", (long long)c->recovery_ms);
             else if (c->stuck)
@@ -547,7 +551,7 @@ static int write_csv(const char *path, const lg_matrix_result *r)
     fputs(trials > 1 ? "scenario,mode,trial," : "scenario,mode,", f);
     fputs("expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
           "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,"
-          "missing_orders,stuck,"
+          "missing_orders,acked_lost,acked_over_stock,stuck,"
           "recovery_ms,elapsed_s,redis_unavailable,unacknowledged,fault_ms,freed_ms,"
           "failfast_ms,reconnect_ms,resume_ms,reason\n",
           f);
@@ -562,15 +566,16 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                     fprintf(f, "%d,", k + 1);
                 fprintf(f,
                         "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
-                        "%llu,%llu,%llu,%d,%lld,%.3f,",
+                        "%llu,%llu,%llu,%llu,%llu,%d,%lld,%.3f,",
                         c->expected, c->outcome, c->pass ? "true" : "false", (long long)c->stock,
                         (long long)c->sold, (long long)c->stock_left, (long long)c->oversold,
                         (long long)c->undersold, (unsigned long long)c->requests,
                         (unsigned long long)c->ok, (unsigned long long)c->sold_out,
                         (unsigned long long)c->lock_busy, (unsigned long long)c->errors,
                         (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
-                        (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
-                        (long long)c->recovery_ms, c->elapsed_s);
+                        (unsigned long long)c->dup, (unsigned long long)c->acked_lost,
+                        (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock,
+                        c->stuck, (long long)c->recovery_ms, c->elapsed_s);
                 if (timed(s)) {
                     const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
                                            c->reconnect_ms, c->resume_ms};
