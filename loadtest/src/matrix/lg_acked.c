@@ -67,10 +67,10 @@
  * it repoints it (+fix-slave-config): longer than the cell. */
 #define AK_FAILOVER_TIMEOUT_MS 60000
 #define AK_STOCK 10
-#define AK_BEFORE 3 /* purchases per buyer between the freeze and the failover */
+#define AK_BEFORE 3              /* purchases per buyer between the freeze and the failover */
 #define AK_AFTER_MS 1000         /* the buyers buy on the new master at least this, */
 #define AK_SOLD_OUT_MAX_MS 10000 /* ... and until the wait-1 SKUs sell out there */
-#define AK_FOLLOW_MAX_MS 20000 /* the instances name the new master within this */
+#define AK_FOLLOW_MAX_MS 20000   /* the instances name the new master within this */
 #define AK_FAILOVER_MAX_MS 15000
 #define AK_PROMOTED 1 /* the replica Sentinel promotes (replica2): its link is frozen */
 #define AK_MAX_EVENTS 100000
@@ -108,7 +108,7 @@ typedef struct buyer {
     char url[400]; /* the purchase URL but its user */
     lg_idset acked;
     uint64_t requests, ok, n503, not_replicated;
-    _Atomic int sold_out_after; /* a 409 sold_out once the instances followed */
+    _Atomic int sold_out_after;   /* a 409 sold_out once the instances followed */
     int64_t late_writes, late_us; /* writes M took after the switch; the last one's µs after */
     pthread_t t;
     int started;
@@ -129,7 +129,7 @@ struct ak_run {
     struct ev {
         int64_t us;
         int who;
-    } *ev; /* the data writes M executed, by buyer (the monitor's own until joined) */
+    } * ev; /* the data writes M executed, by buyer (the monitor's own until joined) */
     size_t nev;
     int monitor_ok;
 };
@@ -256,10 +256,10 @@ static void *watch_main(void *arg)
 
 static int is_data_write(const char *cmd, size_t n)
 {
-    static const char *const w[] = {"set",     "setnx",   "del",    "unlink",  "incr",
-                                    "incrby",  "decr",    "decrby", "rpush",   "lpush",
-                                    "pexpire", "expire",  "hset",   "hincrby", "hdel",
-                                    "evalsha", "eval",    "getdel", "psetex",  "pexpireat"};
+    static const char *const w[] = {"set",     "setnx",  "del",    "unlink",  "incr",
+                                    "incrby",  "decr",   "decrby", "rpush",   "lpush",
+                                    "pexpire", "expire", "hset",   "hincrby", "hdel",
+                                    "evalsha", "eval",   "getdel", "psetex",  "pexpireat"};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         if (strlen(w[i]) == n && !strncasecmp(cmd, w[i], n))
             return 1;
@@ -417,8 +417,8 @@ static void fill(ak_run *r, lg_cell *c, buyer *one, buyer *all, long long failov
              "lost, %llu x 503 not_replicated; failover %lld ms, both instances on the new "
              "master %lld ms after +switch-master; %s",
              (long long)lost1, (unsigned long long)one->ok, (long long)over1, AK_STOCK,
-             (long long)lost2, (unsigned long long)all->ok,
-             (unsigned long long)all->not_replicated, failover_ms, follow_ms, late_text);
+             (long long)lost2, (unsigned long long)all->ok, (unsigned long long)all->not_replicated,
+             failover_ms, follow_ms, late_text);
 }
 
 int lg_acked_run(mctx *x, lg_scenario s, lg_cell *cells[LG_NMODES], char *err, size_t errlen)
@@ -466,20 +466,13 @@ int lg_acked_run(mctx *x, lg_scenario s, lg_cell *cells[LG_NMODES], char *err, s
     int rc = -1;
     for (int i = 0; i < 2; i++) {
         snprintf(ins[i].id, sizeof ins[i].id, "mx-%s-%s", scen, i ? "all" : "one");
-        const char *extra[] = {"--set",
-                               sentinels,
-                               "--set",
-                               "redis.master_name=" PK_HA_NAME,
-                               "--set",
-                               "redis.command_timeout_ms=300",
-                               "--set",
-                               "redis.connect_timeout_ms=300",
-                               "--set",
-                               "redis.wait_timeout_ms=300",
-                               "--set",
-                               i ? "redis.wait_replicas=all" : "redis.wait_replicas=1",
-                               "--set",
-                               "purchase.local_sold_out=false"};
+        const char *extra[] = {"--set", sentinels,
+                               "--set", "redis.master_name=" PK_HA_NAME,
+                               "--set", "redis.command_timeout_ms=300",
+                               "--set", "redis.connect_timeout_ms=300",
+                               "--set", "redis.wait_timeout_ms=300",
+                               "--set", i ? "redis.wait_replicas=all" : "redis.wait_replicas=1",
+                               "--set", "purchase.local_sold_out=false"};
         for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++)
             ins[i].extra[ins[i].nextra++] = extra[k];
         if (lg_mx_instance_start(x, &ins[i], err, errlen) < 0)
@@ -499,8 +492,7 @@ int lg_acked_run(mctx *x, lg_scenario s, lg_cell *cells[LG_NMODES], char *err, s
             memcpy(b->sku, sku, sizeof sku);
             snprintf(b->url, sizeof b->url, "%s/miaosha/%s?sku=%s&work_ms=0&wait_ms=2000",
                      ins[all].base, lg_mode_names[m], sku);
-            if (lg_admin_reset(b->in->base, b->sku, AK_STOCK, x->cfg->admin_token, err, errlen) <
-                0)
+            if (lg_admin_reset(b->in->base, b->sku, AK_STOCK, x->cfg->admin_token, err, errlen) < 0)
                 goto out;
         }
     }
@@ -614,7 +606,8 @@ int lg_acked_run(mctx *x, lg_scenario s, lg_cell *cells[LG_NMODES], char *err, s
     char online[8192] = "";
     const char *info[] = {"INFO", "replication"};
     for (long long end = lc_now_ms() + lg_mx_bound(x, AK_SOLD_OUT_MAX_MS);
-         follow_ms >= 0 && lc_now_ms() < end && !lg_mx_stopped(x) && !strstr(online, "state=online");
+         follow_ms >= 0 && lc_now_ms() < end && !lg_mx_stopped(x) &&
+         !strstr(online, "state=online");
          pk_sleep_ms(20))
         pk_redis_query(atomic_load(&r->new_port), 300, 2, info, online, sizeof online);
     atomic_store(&r->phase, PH_AFTER);
