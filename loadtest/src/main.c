@@ -62,6 +62,10 @@ static const char *run_help =
     "                       write FILE: one self-contained HTML page (the purchases'\n"
     "                       timeline, each oversold unit highlighted, the audit)\n"
     "  --lang LANG          en (default) or zh: the language of the --timeline page\n"
+    "  --acked-out FILE     after the burst, write every acknowledged order id (a 200's),\n"
+    "                       one per line, sorted: a later check against the books\n"
+    "                       (scaleout/soak_failover.sh compares them with the final\n"
+    "                       order list, after failovers the burst's own audit saw none of)\n"
     "\n"
     "Parameters not given are not sent (the server's configured defaults apply).\n"
     "Exit status: 0 ok, 1 expectation not met, 2 usage, 3 the run could not happen\n"
@@ -251,6 +255,7 @@ static int cmd_run(int argc, char **argv)
         O_THREADS,
         O_TIMELINE,
         O_LANG,
+        O_ACKED_OUT,
         O_HELP
     };
     static const struct option opts[] = {{"mode", required_argument, 0, O_MODE},
@@ -274,6 +279,7 @@ static int cmd_run(int argc, char **argv)
                                          {"threads", required_argument, 0, O_THREADS},
                                          {"timeline", required_argument, 0, O_TIMELINE},
                                          {"lang", required_argument, 0, O_LANG},
+                                         {"acked-out", required_argument, 0, O_ACKED_OUT},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
     const char *timeline = NULL;
@@ -397,6 +403,13 @@ static int cmd_run(int argc, char **argv)
                 fprintf(stderr, "miaosha-load: --lang: '%s' is not en|zh\n", optarg);
                 return 2;
             }
+            break;
+        case O_ACKED_OUT:
+            if (!*optarg) {
+                fprintf(stderr, "miaosha-load: --acked-out: empty file name\n");
+                return 2;
+            }
+            cfg.acked_out = optarg;
             break;
         case O_HELP: fputs(run_help, stdout); return 0;
         default: fputs(run_help, stderr); return 2;

@@ -314,6 +314,14 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
             snprintf(res->audit_error, sizeof res->audit_error, "%s", aerr);
         }
     }
+    int rc = 0;
+    FILE *f = cfg->acked_out ? fopen(cfg->acked_out, "w") : NULL;
+    for (size_t i = 0; f && i < acked.n; i++)
+        fprintf(f, "%s\n", acked.ids[i]);
+    if (cfg->acked_out && (!f || fclose(f) != 0)) {
+        snprintf(err, errlen, "%s: cannot write the acknowledged order ids", cfg->acked_out);
+        rc = -1;
+    }
     res->oversold_seen = res->audited && res->audit.oversold > 0;
     res->safe = res->audited && res->audit.oversold == 0 && res->audit.undersold == 0 &&
                 res->dup_orders == 0 && res->dup_ok_ids == 0 && res->acked_lost == 0 &&
@@ -324,7 +332,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
     free(x->slots);
     pthread_mutex_destroy(&x->errs_mu);
     free(x);
-    return 0;
+    return rc;
 }
 
 int lg_run_check(const lg_run_result *r, lg_expect e)

@@ -62,6 +62,8 @@ typedef struct lg_run_cfg {
     int trace_marks;                    /* 1: before the burst, read where each target's
                                            trace of sku stands (res->marks), so that
                                            lg_trace_fetch takes the burst's records */
+    const char *acked_out;              /* NULL, or a file lg_run writes every acknowledged
+                                           order id to, one per line, sorted */
     lg_progress_fn progress;            /* may be NULL; on the calling thread */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
@@ -138,7 +140,8 @@ void lg_run_cfg_init(lg_run_cfg *c);
  * an audit that could not be read leaves res->audited 0 and the reason in
  * res->audit_error) or -1 when the run could not happen, with a reason in
  * err: bad cfg (targets, requests, sku, request line too long), out of
- * memory, the reset failed, or the engine could not start. res is zeroed
+ * memory, the reset failed, the engine could not start, or cfg->acked_out
+ * could not be written (the result is filled then too). res is zeroed
  * first in both cases. */
 int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen);
 
