@@ -16,8 +16,9 @@
  * Sentinels disagree for a while after a switch (each learns the new
  * configuration from the others' hello messages; the old master stays a
  * writable master until Sentinel demotes it, seconds later). So every
- * answer carries its configuration epoch (SENTINEL MASTER's config-epoch),
- * and an answer older than what is known — the last answer, or an
+ * answer carries its configuration epoch (get-master-addr-by-name with
+ * SENTINEL MASTER's config-epoch, one round trip), and an answer older
+ * than what is known — the last answer, or an
  * announcement, which is newer than the epoch it replaced — is not taken:
  * a reconnect never goes back to the old master because the Sentinel it
  * asked first has not heard of the switch yet.
@@ -59,8 +60,9 @@ lc_status lc__sentinel_setup(lc_sentinel *s, const lc_options *o, char *err, siz
  * to the Sentinels it is not subscribed to) and destroys s. */
 void lc__sentinel_shutdown(lc_sentinel *s);
 
-/* Asks each Sentinel in turn (s->timeout_ms each) for the master (SENTINEL
- * MASTER): the first answer not older than the known epoch wins. When every
+/* Asks each Sentinel in turn (s->timeout_ms each) for the master and its
+ * configuration epoch: the first answer not older than the known epoch
+ * wins (or naming the master already known). When every
  * answer is older, the address last announced stands (every Sentinel but
  * the ones that announced lags behind); when all Sentinels answered older,
  * the newest of them wins (the group was rebuilt). 0 with host (256 bytes)
