@@ -2,6 +2,8 @@
  * redis.wait_replicas = all waits for (svc_replicas.h). */
 #include "svc_replicas.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -111,6 +113,39 @@ void svc_replicas_setup(const cfg_config *s, const lc_options *lo)
     snprintf(master_name, sizeof master_name, "%s", lo->master_name ? lo->master_name : "");
 }
 
+/* "host:port" with host as a numeric address: Sentinel may name a replica
+ * by its host name (announce-hostnames) where the master's INFO gives its
+ * address, and one replica must not count twice. A name that does not
+ * resolve stays as it is. The probe thread (getaddrinfo may block). */
+static void canon(const char *host, const char *port, char *out, size_t len)
+{
+    unsigned char b[sizeof(struct in6_addr)];
+    char num[INET6_ADDRSTRLEN] = "";
+    if (inet_pton(AF_INET, host, b) != 1 && inet_pton(AF_INET6, host, b) != 1) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (getaddrinfo(host, NULL, &hints, &res) == 0 && res)
+            (void)getnameinfo(res->ai_addr, res->ai_addrlen, num, sizeof num, NULL, 0,
+                              NI_NUMERICHOST);
+        if (res)
+            freeaddrinfo(res);
+    }
+    snprintf(out, len, "%s:%s", num[0] ? num : host, port);
+}
+
+/* canon for "host:port" text. */
+static void canon_addr(const char *addr, char *out, size_t len)
+{
+    char host[ADDR_LEN];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+        snprintf(out, len, "%s", addr);
+        return;
+    }
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    canon(host, colon + 1, out, len);
+}
+
 static int known(const char *addr)
 {
     for (int i = 0; i < nset; i++)
@@ -158,7 +193,9 @@ static int from_info(lc_conn *conn, int *changed)
         int port;
         if (!strncmp(line, "slave", 5) &&
             sscanf(line, "slave%*d:ip=%255[^,],port=%d", ip, &port) == 2) {
-            snprintf(addr, sizeof addr, "%s:%d", ip, port);
+            char ps[16];
+            snprintf(ps, sizeof ps, "%d", port);
+            canon(ip, ps, addr, sizeof addr);
             *changed |= add(addr);
         }
         line = end ? end + 1 : NULL;
@@ -202,7 +239,7 @@ static int ask_sentinel(int i, int timeout_ms, int *changed)
     char addr[ADDR_LEN] = "";
     if (a && a->type == REDIS_REPLY_ARRAY && a->elements == 2 &&
         a->element[0]->type == REDIS_REPLY_STRING && a->element[1]->type == REDIS_REPLY_STRING)
-        snprintf(addr, sizeof addr, "%s:%s", a->element[0]->str, a->element[1]->str);
+        canon(a->element[0]->str, a->element[1]->str, addr, sizeof addr);
     if (a)
         freeReplyObject(a);
     /* A Sentinel that has not seen the switch yet lists the old master's
@@ -215,7 +252,7 @@ static int ask_sentinel(int i, int timeout_ms, int *changed)
         for (size_t k = 0; k < r->elements; k++) {
             const char *ip = field(r->element[k], "ip"), *port = field(r->element[k], "port");
             if (ip && port) {
-                snprintf(addr, sizeof addr, "%s:%s", ip, port);
+                canon(ip, port, addr, sizeof addr);
                 *changed |= add(addr); /* down ones too: see svc_replicas.h */
             }
         }
@@ -237,10 +274,12 @@ static void publish(void)
     atomic_store_explicit(&wanted, nset, memory_order_release);
 }
 
-void svc_replicas_refresh(lc_conn *conn, const char *master, int timeout_ms)
+void svc_replicas_refresh(lc_conn *conn, const char *named, int timeout_ms)
 {
-    if (!on || !master[0])
+    if (!on || !named[0])
         return;
+    char master[ADDR_LEN];
+    canon_addr(named, master, sizeof master);
     int changed = 0;
     if (cur_master[0] && strcmp(master, cur_master) != 0) {
         /* A switch: the old master is a replica of the new one from now on

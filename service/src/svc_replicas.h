@@ -18,7 +18,9 @@
  * for the master (SENTINEL REPLICAS, down ones included) and every replica
  * the master's INFO replication has listed since the last master switch.
  * At a switch the new master inherits the old set, less itself, plus the
- * old master (what Sentinel then lists too). A replica is never forgotten
+ * old master (what Sentinel then lists too). Addresses are compared as
+ * numeric "address:port" (a host name Sentinel announces is resolved), so
+ * one replica never counts twice. A replica is never forgotten
  * while the service runs (Sentinel forgets one only at SENTINEL RESET): a
  * replica removed for good keeps every purchase 503 until the service
  * restarts. The set is refreshed by the health probe's thread
@@ -56,7 +58,8 @@ int svc_replicas_wanted(const cfg_config *s);
 void svc_replicas_setup(const cfg_config *s, const lc_options *lo);
 
 /* One refresh of the set for all (a no-op otherwise): INFO replication on
- * conn (a connection to the master named master, "host:port"), and, with
+ * conn (a connection to the master named master, "host:port"; host names
+ * are resolved here, which may block on DNS), and, with
  * Sentinels, SENTINEL REPLICAS asked of the first Sentinel that names the
  * same master (connect and reply bounded by timeout_ms each; Sentinel is
  * asked at most once a second, and at once after a switch). A failed
