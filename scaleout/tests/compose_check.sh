@@ -39,8 +39,8 @@ for i in 1 2 3; do
 done
 ck "failover: app-failover asks the three Sentinels" -- \
   line_has app-failover 'MIAOSHA_REDIS_SENTINELS: sentinel1:26379,sentinel2:26379,sentinel3:26379'
-ck "failover: app-failover WAITs for one replica" -- \
-  line_has app-failover "MIAOSHA_REDIS_WAIT_REPLICAS: '?1'?"
+ck "failover: app-failover WAITs for every replica (all)" -- \
+  line_has app-failover "MIAOSHA_REDIS_WAIT_REPLICAS: '?all'?"
 ck "failover: app-failover offers redlock on the five lock masters" -- \
   line_has app-failover 'MIAOSHA_REDLOCK_NODES: lock1:6379,lock2:6379,lock3:6379,lock4:6379,lock5:6379'
 for i in 1 2 3 4 5; do

@@ -187,7 +187,7 @@ int main(int argc, char **argv)
     svc_process_init();
     if (svc_trace_init(cfg.trace.enabled, cfg.trace.ring_size, cfg.trace.max_skus) != 0)
         svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", cfg.trace.max_skus);
-    if (svc_health_start(&lo) != 0) {
+    if (svc_health_start(&cfg, &lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
         lc_client_free(client);
         return 1;
@@ -235,7 +235,9 @@ int main(int argc, char **argv)
         lc_client_free(client);
         return 1;
     }
-    char redis_at[CFG_SENTINELS_LEN + CFG_ID_LEN + 32];
+    char redis_at[CFG_SENTINELS_LEN + CFG_ID_LEN + 32], wait_text[16] = "all";
+    if (cfg.redis.wait_replicas != CFG_WAIT_REPLICAS_ALL)
+        snprintf(wait_text, sizeof wait_text, "%d", cfg.redis.wait_replicas);
     if (cfg.redis.sentinels[0] != '\0')
         snprintf(redis_at, sizeof redis_at, "master %s from sentinels %s", cfg.redis.master_name,
                  cfg.redis.sentinels);
@@ -243,9 +245,9 @@ int main(int argc, char **argv)
         snprintf(redis_at, sizeof redis_at, "%s:%d", cfg.redis.host, cfg.redis.port);
     svc_log(SVC_INFO,
             "miaosha-server %s instance %s listening on %s port %d (io_threads %d, workers %d, "
-            "redis %s, wait_replicas %d, faults %s, admin token %s)",
+            "redis %s, wait_replicas %s, faults %s, admin token %s)",
             cfg_version(), cfg.instance_id, cfg.listen.address, svc_http_port(),
-            cfg.server.io_threads, cfg.server.workers, redis_at, cfg.redis.wait_replicas,
+            cfg.server.io_threads, cfg.server.workers, redis_at, wait_text,
             cfg.faults.enabled ? "enabled" : "disabled", cfg.admin_token[0] ? "set" : "not set");
 
     if (lo.redlock_node_count > 0)

@@ -355,9 +355,12 @@ static void release_one(svc_section *x, lc_guard *g, bool outer, lc_pipe *p)
     if (st == LC_NOT_OWNER || st == LC_LOST) {
         x->o.lock_lost = true;
     } else if (st == LC_IO) {
+        /* one per purchase while Redis is down: written once, then summed */
+        static svc_log_repeat release_failed = SVC_LOG_REPEAT_INIT;
         svc_stats_redis_error();
-        svc_log(SVC_WARN, "release %s lock for sku %s failed (%s); its lease will free it",
-                lc_mode_name(x->a.mode), x->r->sku, lc_conn_errstr(x->conn));
+        svc_log_every(&release_failed, SVC_WARN,
+                      "release %s lock for sku %s failed (%s); its lease will free it",
+                      lc_mode_name(x->a.mode), x->r->sku, lc_conn_errstr(x->conn));
     }
 }
 
