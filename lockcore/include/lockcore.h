@@ -119,6 +119,7 @@ const char *lc_status_name(lc_status status);
 
 #define LC_REDLOCK_MAX_NODES 9
 #define LC_SENTINEL_MAX_NODES 9
+#define LC_CLUSTER_MAX_SEEDS 16
 
 /* The client's options: lc_options_init sets the defaults, lc_client_new
  * checks the bounds and copies every string. */
@@ -168,6 +169,18 @@ typedef struct lc_options {
      * no uptime never votes. Default 0 (off: the algorithm as the Redis
      * docs give it), 0..86400000. lockcore/README.md, "Restart delay". */
     int64_t redlock_restart_delay_ms;
+    /* Redis Cluster: cluster_node_count seed nodes "host:port" (an IPv6
+     * address as "[addr]:port"), 0..LC_CLUSTER_MAX_SEEDS, none twice. With
+     * at least one, redis_host and redis_port are not used: every command
+     * goes to the master serving its key's hash slot, as the slot map
+     * (CLUSTER NODES of the first node that answers) says, and follows the
+     * cluster's redirects. Not with sentinels, and only with redis_db 0.
+     * 0 (the default): no cluster. lockcore/README.md, "Redis Cluster". */
+    const char *const *cluster_nodes;
+    int cluster_node_count;
+    int64_t cluster_refresh_ms; /* the map is asked afresh this often, besides
+                                   after a MOVED or a refused connection;
+                                   default (and 0) 5000, 100..3600000 */
 } lc_options;
 
 /* Fills *o with the defaults given at each field; every other field 0 or
@@ -241,6 +254,15 @@ typedef struct lc_stats {
                                     or not adopted: 256 connections held
                                     already, no memory): the lease ends what
                                     they left */
+    /* Redis Cluster (0 without): */
+    uint64_t cluster_moved;     /* MOVED redirects followed */
+    uint64_t cluster_ask;       /* ASK redirects followed (ASKING, then the
+                                   commands) */
+    uint64_t cluster_retries;   /* commands sent again after a back-off:
+                                   TRYAGAIN, CLUSTERDOWN, LOADING, a slot
+                                   whose keys were found on two nodes, or a
+                                   master that refused the connection */
+    uint64_t cluster_refreshes; /* slot maps taken (CLUSTER NODES) */
 } lc_stats;
 
 /* Copies c's counters into *out. Each field is exact (C11 atomics); the set
@@ -642,6 +664,46 @@ const char *lc_guard_owner_token(const lc_guard *g);
  * share a tag share a slot ("miaosha:{sku}:stock", "miaosha:{sku}:lock:…"),
  * so one script or MULTI may name them all on a cluster. Any thread. */
 int lc_key_slot(const char *key, size_t len);
+
+#define LC_ADDR_LEN 262 /* "host:port" or "[v6]:port", NUL included */
+#define LC_CLUSTER_MAX_MASTERS 16
+#define LC_CLUSTER_MAX_RANGES 32
+#define LC_CLUSTER_MAX_REPLICAS 4
+
+/* One master of the slot map. */
+typedef struct lc_cluster_master {
+    char addr[LC_ADDR_LEN];              /* "host:port" */
+    int nranges;                         /* slot ranges it serves, in slot order */
+    int range[LC_CLUSTER_MAX_RANGES][2]; /* first and last slot, inclusive */
+    int ranges_more;                     /* ranges beyond the array, not listed */
+    int nreplicas;                       /* replicas the map ever listed for it */
+    char replica[LC_CLUSTER_MAX_REPLICAS][LC_ADDR_LEN];
+} lc_cluster_master;
+
+/* The slot map as the client knows it now. */
+typedef struct lc_cluster_map {
+    int nmasters;              /* in order of their first slot */
+    int masters_more;          /* 1: more masters than the array holds */
+    int slots_covered;         /* slots with a master, 0..16384 */
+    int64_t refreshed_wall_ms; /* when the map was last taken, ms since the
+                                  epoch; 0: never */
+    int64_t age_ms;            /* how long ago, on the monotonic clock; -1 never */
+    lc_cluster_master master[LC_CLUSTER_MAX_MASTERS];
+} lc_cluster_map;
+
+/* Copies c's slot map into *out (about 40 KB: not for a small stack). Does
+ * not refresh it and sends nothing. Returns 0; -1 without
+ * lc_options.cluster_nodes (*out zeroed). Any thread. */
+int lc_cluster_map_get(lc_client *c, lc_cluster_map *out);
+
+/* Writes "host:port" of the master serving slot (0..16383) in c's map now
+ * into buf (len bytes, NUL-terminated, truncated): the node every command
+ * naming a key of that slot goes to first. Sends nothing and does not
+ * refresh the map (the next command does when one is due). Returns 0; -1,
+ * buf untouched, without lc_options.cluster_nodes, for a slot out of range,
+ * or while no master is known for it (no map taken yet: the first command
+ * takes one). Any thread. */
+int lc_cluster_slot_master(lc_client *c, int slot, char *buf, size_t len);
 
 /* --- clock --------------------------------------------------------------- */
 

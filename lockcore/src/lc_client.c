@@ -137,9 +137,12 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
     c->retry_interval_ms = o->retry_interval_ms;
     lc_status s = lc__sentinel_setup(&c->sn, o, err, errlen);
     if (s == LC_OK)
+        s = lc__cluster_setup(&c->cl, o, err, errlen);
+    if (s == LC_OK)
         s = lc__redlock_setup(c, o, err, errlen);
     if (s != LC_OK) {
         lc__sentinel_shutdown(&c->sn);
+        lc__cluster_shutdown(&c->cl);
         free(c);
         return s;
     }
@@ -169,6 +172,7 @@ void lc_client_free(lc_client *c)
     lc__watchdog_shutdown(c);
     lc__pubsub_shutdown(c);
     lc__sentinel_shutdown(&c->sn);
+    lc__cluster_shutdown(&c->cl);
     lc__mutex_table_destroy(&c->mutexes);
     free(c);
 }
@@ -192,14 +196,51 @@ void lc_client_stats(lc_client *c, lc_stats *s)
     s->orphans_released = atomic_load(&c->orphans_released);
     s->orphans_unresolved = atomic_load(&c->orphans_unresolved);
     s->master_switches = atomic_load(&c->sn.switches);
+    s->cluster_moved = atomic_load(&c->cl.moved);
+    s->cluster_ask = atomic_load(&c->cl.ask);
+    s->cluster_retries = atomic_load(&c->cl.retries);
+    s->cluster_refreshes = atomic_load(&c->cl.refreshes);
 }
 
 void lc_client_master(lc_client *c, char *buf, size_t len)
 {
     if (!buf || !len)
         return;
-    if (c->sn.n)
+    if (c->sn.n) {
         lc__sentinel_current(&c->sn, buf, len);
-    else
+    } else if (c->cl.on) {
+        /* every master of the map, in slot order */
+        buf[0] = '\0';
+        int prev = -1;
+        size_t used = 0;
+        bool seen[LC__CL_MAX_ADDRS] = {false};
+        for (int s = 0; s < LC__SLOTS && used + 1 < len; s++) {
+            int a = lc__cluster_master(&c->cl, s);
+            if (a < 0 || a == prev || seen[a])
+                continue;
+            prev = a;
+            seen[a] = true;
+            char at[LC_ADDR_LEN];
+            lc__cluster_addr_text(lc__cluster_at(&c->cl, a), at, sizeof at);
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? "," : "", at);
+        }
+    } else {
         snprintf(buf, len, "%s:%d", c->host, c->port);
+    }
+}
+
+int lc_cluster_map_get(lc_client *c, lc_cluster_map *out)
+{
+    return lc__cluster_snapshot(&c->cl, out);
+}
+
+int lc_cluster_slot_master(lc_client *c, int slot, char *buf, size_t len)
+{
+    if (!c->cl.on || slot < 0 || slot >= LC__SLOTS || !buf || !len)
+        return -1;
+    int a = lc__cluster_master(&c->cl, slot);
+    if (a < 0)
+        return -1;
+    lc__cluster_addr_text(lc__cluster_at(&c->cl, a), buf, len);
+    return 0;
 }

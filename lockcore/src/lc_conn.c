@@ -10,6 +10,7 @@
  */
 #include "lc_conn.h"
 
+#include "lc_cluster.h"
 #include "lc_internal.h"
 #include "lc_util.h"
 
@@ -31,6 +32,8 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
     }
     conn->client = c;
     conn->rng = (unsigned)(lc_now_ms() ^ (uintptr_t)conn ^ (unsigned)getpid());
+    conn->cur = -1;
+    conn->watch_slot = conn->watch_addr = -1;
     *out = conn;
     return LC_OK;
 }
@@ -40,8 +43,22 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
 
 /* lc__redis_reuse on conn's own context, counting every fresh connection in
  * conn->connects. */
+static redisContext *node_ctx(lc_conn *conn, int addr);
+
 static redisContext *conn_reuse(lc_conn *conn)
 {
+    if (conn->client->cl.on) {
+        /* the node used last, or one that serves some slot */
+        lc_cluster *cl = &conn->client->cl;
+        if (conn->cur < 0 && lc__cluster_ensure(cl, conn->err) != 0)
+            return NULL;
+        int a = conn->cur >= 0 ? conn->cur : lc__cluster_any(cl);
+        if (a < 0) {
+            lc__seterr(conn->err, "cluster: no node known");
+            return NULL;
+        }
+        return node_ctx(conn, a);
+    }
     bool fresh;
     redisContext *ctx = lc__redis_reuse(conn->client, &conn->ctx, conn->err, &fresh);
     if (fresh)
@@ -73,12 +90,16 @@ redisContext *lc_conn_redis(lc_conn *conn)
     return conn_reuse(conn);
 }
 
+static lc_status cluster_ping(lc_conn *conn);
+
 lc_status lc_conn_ping(lc_conn *conn)
 {
     if (conn->sent != LC_SENT_NONE) {
         lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
     }
+    if (conn->client->cl.on)
+        return cluster_ping(conn);
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
@@ -100,6 +121,14 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
         return LC_MISUSE;
     }
     lc__pipe_drop_replies(p);
+    if (conn->client->cl.on) {
+        if (lc__conn_pipe_slot(conn, p, -1, conn->err) == -2)
+            return LC_MISUSE;
+        redisContext *ctx = NULL;
+        return lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, p, false, false, NULL) == 0
+                   ? LC_OK
+                   : LC_IO;
+    }
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
@@ -113,10 +142,10 @@ const char *lc_conn_errstr(const lc_conn *conn)
 
 /* --- connect, reuse, script call (lc_conn.h) ---------------------------- */
 
+static redisContext *connect_at(lc_client *c, const char *host, int mport, char *err);
+
 redisContext *lc__redis_connect(lc_client *c, char *err)
 {
-    struct timeval ct = {c->connect_timeout_ms / 1000, (c->connect_timeout_ms % 1000) * 1000};
-    struct timeval cmd = {c->command_timeout_ms / 1000, (c->command_timeout_ms % 1000) * 1000};
     char mhost[256];
     int mport = c->port;
     const char *host = c->host;
@@ -126,7 +155,32 @@ redisContext *lc__redis_connect(lc_client *c, char *err)
         if (lc__sentinel_resolve(&c->sn, mhost, &mport, err) != 0)
             return NULL;
         host = mhost;
+    } else if (c->cl.on) {
+        /* A connection whose commands name no key (the subscriber's):
+         * any master will do, classic pub/sub reaches every node. */
+        if (lc__cluster_ensure(&c->cl, err) != 0)
+            return NULL;
+        int a = lc__cluster_any(&c->cl);
+        if (a < 0) {
+            lc__seterr(err, "cluster: no node known");
+            return NULL;
+        }
+        host = lc__cluster_at(&c->cl, a)->host;
+        mport = lc__cluster_at(&c->cl, a)->port;
+        redisContext *ctx = connect_at(c, host, mport, err);
+        if (!ctx)
+            lc__cluster_failed(&c->cl, a);
+        return ctx;
     }
+    return connect_at(c, host, mport, err);
+}
+
+/* A connection to host:mport with AUTH, SELECT, (Sentinel) ROLE and the
+ * timeouts applied, or NULL with the reason in err. */
+static redisContext *connect_at(lc_client *c, const char *host, int mport, char *err)
+{
+    struct timeval ct = {c->connect_timeout_ms / 1000, (c->connect_timeout_ms % 1000) * 1000};
+    struct timeval cmd = {c->command_timeout_ms / 1000, (c->command_timeout_ms % 1000) * 1000};
     redisContext *ctx = redisConnectWithTimeout(host, mport, ct);
     if (!ctx) {
         lc__seterr(err, "redis %s:%d: out of memory", host, mport);
@@ -360,4 +414,613 @@ int lc__trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, red
     if (readonly)
         mark_broken(ctx);
     return 0;
+}
+
+/* --- Redis Cluster: routing and redirects (lc_conn.h) ------------------------ */
+
+#define BACKOFF_FIRST_MS 20
+#define BACKOFF_MAX_MS 200
+
+/* conn's context to node addr, made current (the one in use parked in
+ * nctx), connected or reconnected as lc__redis_reuse would. A switch, like
+ * a fresh connection, counts in lc_conn_connects: what is sent from now on
+ * goes over another connection. NULL with the reason in conn->err. */
+static redisContext *node_ctx(lc_conn *conn, int addr)
+{
+    lc_client *c = conn->client;
+    if (!conn->nctx && !(conn->nctx = calloc(LC__CL_MAX_ADDRS, sizeof *conn->nctx))) {
+        lc__seterr(conn->err, "lockcore: out of memory");
+        return NULL;
+    }
+    if (conn->cur != addr) {
+        if (conn->cur >= 0)
+            conn->nctx[conn->cur] = conn->ctx;
+        else if (conn->ctx)
+            redisFree(conn->ctx);
+        conn->ctx = conn->nctx[addr];
+        conn->nctx[addr] = NULL;
+        conn->cur = addr;
+        conn->connects++;
+    }
+    if (conn->ctx && !conn->ctx->err && !socket_stale(conn->ctx->fd))
+        return conn->ctx;
+    if (conn->ctx)
+        redisFree(conn->ctx);
+    if (conn->watch_addr == addr)
+        conn->watch_addr = -1; /* its WATCH went with the old connection */
+    const lc__cl_addr *a = lc__cluster_at(&c->cl, addr);
+    conn->ctx = connect_at(c, a->host, a->port, conn->err);
+    if (conn->ctx)
+        conn->connects++;
+    return conn->ctx;
+}
+
+/* The node a batch of slot goes to first: slot's master in the map (the
+ * map taken or refreshed first when due), or for a batch naming no key the
+ * node used last; pinned to the node holding this connection's WATCH of
+ * slot when pin (the batch ends a transaction). A refused connection makes
+ * the map refresh from another node, and is tried again with a growing
+ * back-off until command_timeout_ms passed. NULL with conn->err set. */
+static redisContext *route(lc_conn *conn, int slot, bool pin)
+{
+    lc_client *c = conn->client;
+    lc_cluster *cl = &c->cl;
+    int64_t deadline = lc_now_ms() + c->command_timeout_ms;
+    int64_t backoff = BACKOFF_FIRST_MS;
+    for (;;) {
+        if (lc__cluster_ensure(cl, conn->err) != 0)
+            return NULL;
+        int a = slot >= 0 ? lc__cluster_master(cl, slot)
+                          : (conn->cur >= 0 ? conn->cur : lc__cluster_any(cl));
+        if (pin && slot >= 0 && conn->watch_addr >= 0 && conn->watch_slot == slot)
+            a = conn->watch_addr;
+        if (a < 0) {
+            lc__seterr(conn->err, "cluster: no master serves slot %d in the slot map", slot);
+            atomic_store(&cl->due, 1);
+        } else {
+            redisContext *ctx = node_ctx(conn, a);
+            if (ctx)
+                return ctx;
+            lc__cluster_failed(cl, a); /* nothing was sent: ask another node where to go */
+        }
+        if (lc_now_ms() + backoff > deadline)
+            return NULL;
+        atomic_fetch_add(&cl->retries, 1);
+        lc__sleep_ms(backoff);
+        backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
+    }
+}
+
+redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key)
+{
+    if (!conn->client->cl.on)
+        return lc__conn_ctx(conn);
+    if (conn->sent != LC_SENT_NONE)
+        return conn->ctx;
+    return route(conn, lc_key_slot(key, strlen(key)), false);
+}
+
+int lc__conn_pipe_slot(const lc_conn *conn, const lc_pipe *p, int want, char *err)
+{
+    if (!conn->client->cl.on)
+        return -1;
+    int slot = want;
+    for (int i = 0; p && i < p->n; i++) {
+        lc__cmd cmd;
+        if (lc__cmd_parse(p->cmd[i], p->len[i], &cmd) != 0 || cmd.slot == LC__CMD_UNKNOWN) {
+            lc__seterr(err,
+                       "lockcore: cluster: command %d of the pipe names keys the router cannot "
+                       "find (not one of the commands lockcore knows): not sent",
+                       i);
+            return -2;
+        }
+        if (cmd.slot == LC__CMD_CROSS || (cmd.slot >= 0 && slot >= 0 && cmd.slot != slot)) {
+            lc__seterr(err,
+                       "lockcore: cluster: command %d of the pipe names a key of slot %d, "
+                       "another command or the lock slot %d: one batch goes to one master, "
+                       "not sent",
+                       i, cmd.slot, slot);
+            return -2;
+        }
+        if (cmd.slot >= 0)
+            slot = cmd.slot;
+    }
+    return slot;
+}
+
+/* --- the router's trip -------------------------------------------------------- */
+
+/* One command of a batch, in the order sent. */
+typedef struct tcmd {
+    const char *resp;
+    size_t len;
+    int pi; /* index in p, or -1: the lock command */
+    lc__cmd info;
+} tcmd;
+
+/* A unit: one command, or MULTI ... EXEC/DISCARD (a transaction runs, or
+ * is discarded, as a whole). */
+typedef struct tunit {
+    int k0, k1;  /* commands k0..k1 */
+    bool lock;   /* holds the lock command */
+    bool block;  /* a transaction */
+    bool pinned; /* a transaction of the slot whose WATCH is on one node */
+    bool free;   /* a command a second run cannot change (UNWATCH, PING) */
+    /* after a round: */
+    int state;  /* RAN, or what kept it from running: */
+    int target; /* MOVED, ASK: the node named (address index) */
+} tunit;
+
+enum { RAN = 0, MOVED, ASK, LATER };
+
+typedef struct trip {
+    lc_conn *conn;
+    int slot;
+    int n;
+    tcmd cmd[LC_PIPE_MAX + 1];
+    redisReply **reply[LC_PIPE_MAX + 1]; /* where command k's reply lives */
+    int nu;
+    tunit u[LC_PIPE_MAX + 1];
+} trip;
+
+/* What kept reply r from running, or RAN; *target the node a redirect
+ * names (host "" is the host of node `from`). */
+static int reply_state(trip *t, const redisReply *r, int from, int *target)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR)
+        return RAN;
+    lc__redirect rd;
+    if (lc__redirect_parse(r->str, r->len, &rd) == 0) {
+        lc_cluster *cl = &t->conn->client->cl;
+        const char *host = rd.host[0] || from < 0 ? rd.host : lc__cluster_at(cl, from)->host;
+        *target = lc__cluster_addr(cl, host, rd.port);
+        if (*target < 0)
+            return LATER; /* the book is full: wait for a map */
+        return rd.kind == LC__REDIR_MOVED ? MOVED : ASK;
+    }
+    return lc__cluster_try_later(r->str, r->len) ? LATER : RAN;
+}
+
+/* Classifies unit u after a round on node `from`. A transaction did not
+ * run when EXEC answered a redirect (the transaction discarded at EXEC),
+ * or EXECABORT while every command refused on queuing was refused for a
+ * redirect or a TRYAGAIN: nothing of it ran. */
+static void classify(trip *t, tunit *u, int from)
+{
+    u->state = RAN;
+    u->target = -1;
+    if (!u->block) {
+        u->state = reply_state(t, *t->reply[u->k0], from, &u->target);
+        return;
+    }
+    const redisReply *last = *t->reply[u->k1];
+    if (!t->cmd[u->k1].info.exec || !last)
+        return; /* DISCARD, or a block left open: nothing to redo */
+    int st = reply_state(t, last, from, &u->target);
+    if (st != RAN) {
+        u->state = st;
+        return;
+    }
+    if (last->type != REDIS_REPLY_ERROR || strncmp(last->str, "EXECABORT", 9) != 0)
+        return;
+    int kind = RAN, target = -1;
+    for (int k = u->k0 + 1; k < u->k1; k++) {
+        const redisReply *r = *t->reply[k];
+        if (!r || r->type != REDIS_REPLY_ERROR)
+            continue;
+        int tg = -1, s = reply_state(t, r, from, &tg);
+        if (s == RAN)
+            return; /* refused for another reason: the caller's error */
+        if (kind == RAN) {
+            kind = s;
+            target = tg;
+        } else if (kind != s || target != tg) {
+            kind = LATER;
+        }
+    }
+    u->state = kind;
+    u->target = target;
+}
+
+/* WATCH, UNWATCH, EXEC and DISCARD that were sent to node `at` (commands
+ * sent[0..ns-1]): where this connection's WATCH of the slot is now. */
+static void track_watch(trip *t, const int *sent, int ns, int at)
+{
+    lc_conn *conn = t->conn;
+    for (int i = 0; i < ns; i++) {
+        const tcmd *c = &t->cmd[sent[i]];
+        const redisReply *r = *t->reply[sent[i]];
+        if (c->info.watch && r && r->type == REDIS_REPLY_STATUS) {
+            conn->watch_addr = at;
+            conn->watch_slot = t->slot;
+        } else if ((c->info.unwatch || c->info.exec || c->info.discard) && conn->watch_addr == at) {
+            conn->watch_addr = -1; /* EXEC and DISCARD unwatch, whatever they answer */
+        }
+    }
+}
+
+/* The units that go again after a round, into r[] (*nr): for an acquire
+ * whose lock command did not run, the whole batch (lc_acquire_pipe's
+ * commands may go with every attempt); otherwise the longest tail of units
+ * none of which ran (a command that ran may not run twice, and what goes
+ * again must run after everything that ran: the batch's order is kept). A
+ * pinned transaction never goes again (its WATCH is on the node that
+ * answered); a UNWATCH or PING that ran neither stops the tail nor goes
+ * again. *whole: the whole batch goes again, some of which ran. */
+static void to_resend(trip *t, int kind, int *r, int *nr, bool *whole)
+{
+    *nr = 0;
+    *whole = false;
+    for (int i = 0; i < t->nu; i++)
+        if (kind == LC__TRIP_ACQUIRE && t->u[i].lock && t->u[i].state != RAN) {
+            for (int j = 0; j < t->nu; j++) {
+                r[(*nr)++] = j;
+                *whole |= t->u[j].state == RAN && !t->u[j].free;
+            }
+            return;
+        }
+    int start = t->nu;
+    while (start > 0) {
+        const tunit *u = &t->u[start - 1];
+        if (u->state == RAN && !u->free)
+            break;
+        start--;
+    }
+    for (int i = start; i < t->nu; i++)
+        if (t->u[i].state != RAN && !t->u[i].pinned)
+            r[(*nr)++] = i;
+}
+
+/* Appends unit commands in r[0..nr-1] (each after an ASKING when asking)
+ * to ctx and reads every reply: seq[] gets the order sent (-1: an
+ * ASKING). 0; or -1 when a reply did not come, with conn->trip_* telling
+ * what it left unread before and after the lock command's. */
+static int resend(trip *t, redisContext *ctx, const int *r, int nr, bool asking)
+{
+    lc_conn *conn = t->conn;
+    int seq[2 * (LC_PIPE_MAX + 1)], len = 0, ok = REDIS_OK;
+    for (int i = 0; i < nr; i++) {
+        const tunit *u = &t->u[r[i]];
+        if (asking) {
+            seq[len++] = -1;
+            ok = ok == REDIS_OK ? redisAppendCommand(ctx, "ASKING") : ok;
+        }
+        for (int k = u->k0; k <= u->k1; k++) {
+            seq[len++] = k;
+            if (*t->reply[k])
+                freeReplyObject(*t->reply[k]);
+            *t->reply[k] = NULL;
+            ok = ok == REDIS_OK ? redisAppendFormattedCommand(ctx, t->cmd[k].resp, t->cmd[k].len)
+                                : ok;
+        }
+    }
+    conn->trip_lock_unread = false;
+    conn->trip_unread_before = conn->trip_unread_after = 0;
+    if (ok != REDIS_OK) {
+        /* nothing written, but the output buffer holds part of the batch */
+        lc__seterr(conn->err, "redis: %s", ctx->err ? ctx->errstr : "out of memory");
+        if (!ctx->err)
+            ctx->err = REDIS_ERR_OOM;
+        return -1;
+    }
+    for (int i = 0; i < len; i++) {
+        void *rp = NULL;
+        if (redisGetReply(ctx, &rp) != REDIS_OK || !rp) {
+            lc__seterr(conn->err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
+            if (!ctx->err)
+                ctx->err = REDIS_ERR_EOF;
+            for (int q = i; q < len; q++)
+                if (seq[q] >= 0 && t->cmd[seq[q]].pi < 0) {
+                    conn->trip_lock_unread = true;
+                    conn->trip_unread_before = q - i;
+                    conn->trip_unread_after = len - q - 1;
+                }
+            return -1;
+        }
+        if (seq[i] < 0)
+            freeReplyObject(rp); /* ASKING's +OK */
+        else
+            *t->reply[seq[i]] = rp;
+    }
+    return 0;
+}
+
+static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
+                        lc_pipe *p, bool p_first, bool sent, redisReply **rep)
+{
+    lc_client *c = conn->client;
+    lc_cluster *cl = &c->cl;
+    trip t;
+    memset(&t, 0, sizeof t);
+    t.conn = conn;
+    t.slot = -1;
+    redisReply *lrep = NULL;
+    char *lock_resp = NULL;
+    long long lock_len = 0;
+    int rc = -1, np = p ? p->n : 0;
+    conn->trip_lock_unread = false;
+    conn->trip_unread_before = conn->trip_unread_after = 0;
+    if (rep)
+        *rep = NULL;
+    if (argc > 0 && (lock_len = redisFormatCommandArgv(&lock_resp, argc, argv, NULL)) < 0) {
+        lc__seterr(conn->err, "lockcore: out of memory");
+        if (sent && conn->ctx && !conn->ctx->err)
+            conn->ctx->err = REDIS_ERR_OOM; /* its replies will never be read */
+        return -1;
+    }
+    /* the batch in the order sent */
+    for (int pass = 0; pass < 3; pass++) {
+        if ((pass == 0 && p_first) || (pass == 2 && !p_first)) {
+            for (int i = 0; i < np; i++) {
+                t.cmd[t.n] = (tcmd){p->cmd[i], p->len[i], i, {0}};
+                t.reply[t.n++] = &p->reply[i];
+            }
+        } else if (pass == 1 && argc > 0) {
+            t.cmd[t.n] = (tcmd){lock_resp, (size_t)lock_len, -1, {0}};
+            t.reply[t.n++] = &lrep;
+        }
+    }
+    bool any_exec = false;
+    for (int k = 0; k < t.n; k++) {
+        if (lc__cmd_parse(t.cmd[k].resp, t.cmd[k].len, &t.cmd[k].info) != 0)
+            t.cmd[k].info.slot = LC__CMD_UNKNOWN;
+        if (t.slot < 0 && t.cmd[k].info.slot >= 0)
+            t.slot = t.cmd[k].info.slot;
+        any_exec |= t.cmd[k].info.exec;
+    }
+    for (int k = 0; k < t.n; k++) {
+        tunit *u = &t.u[t.nu++];
+        u->k0 = k;
+        if (t.cmd[k].info.multi)
+            while (k + 1 < t.n && !t.cmd[k].info.exec && !t.cmd[k].info.discard)
+                k++;
+        u->k1 = k;
+        u->block = u->k1 > u->k0;
+        u->free = !u->block && t.cmd[k].info.free;
+        for (int q = u->k0; q <= u->k1; q++)
+            u->lock |= t.cmd[q].pi < 0;
+        u->pinned = u->block && t.cmd[u->k1].info.exec && conn->watch_addr >= 0 &&
+                    conn->watch_slot == t.slot && t.slot >= 0;
+    }
+
+    /* the first round: on one node, the batch as it would go to one Redis */
+    redisContext *ctx;
+    int first;
+    if (sent) {
+        ctx = conn->ctx;
+        first = lc__trip_recv(ctx, argc > 0, p, p_first, &lrep, conn->err);
+    } else {
+        ctx = route(conn, t.slot, any_exec);
+        if (!ctx)
+            goto out;
+        first = lc__trip(ctx, argc, argv, p, p_first, &lrep, conn->err);
+    }
+    *ctxp = ctx;
+    int from = conn->cur;
+    if (first != 0) {
+        int missing = 0;
+        for (int i = 0; i < np; i++)
+            missing += p->reply[i] == NULL;
+        conn->trip_lock_unread = argc > 0 && lrep == NULL;
+        conn->trip_unread_before = conn->trip_lock_unread && p_first ? missing : 0;
+        conn->trip_unread_after = conn->trip_lock_unread && !p_first ? missing : 0;
+        if (conn->watch_addr == from)
+            conn->watch_addr = -1;
+        lc__cluster_failed(cl, from);
+        goto out;
+    }
+    int sent_k[LC_PIPE_MAX + 1];
+    for (int k = 0; k < t.n; k++)
+        sent_k[k] = k;
+    track_watch(&t, sent_k, t.n, from);
+
+    bool visited[LC__CL_MAX_ADDRS] = {false};
+    if (from >= 0)
+        visited[from] = true;
+    int redirects = 0;
+    int64_t deadline = lc_now_ms() + c->command_timeout_ms, backoff = BACKOFF_FIRST_MS;
+    for (;;) {
+        bool dnr = false;
+        for (int i = 0; i < t.nu; i++) {
+            classify(&t, &t.u[i], from);
+            dnr |= t.u[i].state != RAN;
+        }
+        if (!dnr)
+            break;
+        int r[LC_PIPE_MAX + 1], nr;
+        bool whole;
+        to_resend(&t, kind, r, &nr, &whole);
+        if (nr == 0)
+            break;
+        int st = -1, tg = -1;
+        bool same = true;
+        for (int i = 0; i < nr; i++) {
+            const tunit *u = &t.u[r[i]];
+            if (u->state == RAN)
+                continue;
+            if (st < 0) {
+                st = u->state;
+                tg = u->target;
+            } else if (u->state != st || u->target != tg) {
+                same = false;
+            }
+        }
+        bool follow = same && !whole && (st == MOVED || st == ASK) && !(st == MOVED && visited[tg]);
+        char at[LC_ADDR_LEN] = "";
+        if (tg >= 0)
+            lc__cluster_addr_text(lc__cluster_at(cl, tg), at, sizeof at);
+        if (follow) {
+            if (++redirects > LC__CL_MAX_REDIRECTS) {
+                lc__seterr(conn->err,
+                           "cluster: slot %d: more than %d redirects, the last %s to %s (its "
+                           "nodes disagree about it): not sent again",
+                           t.slot, LC__CL_MAX_REDIRECTS, st == MOVED ? "MOVED" : "ASK", at);
+                break;
+            }
+            if (st == MOVED) {
+                lc__cluster_moved(cl, t.slot, tg, from);
+                atomic_fetch_add(&cl->moved, 1);
+                visited[tg] = true;
+            } else {
+                atomic_fetch_add(&cl->ask, 1);
+            }
+            ctx = node_ctx(conn, tg);
+            if (!ctx) {
+                lc__cluster_failed(cl, tg);
+                break; /* nothing sent: the redirects stand as the replies */
+            }
+        } else {
+            /* TRYAGAIN, CLUSTERDOWN, LOADING; the slot's keys on two nodes
+             * (part ran, part was redirected: a migration under way); a
+             * MOVED back to a node already tried; redirects that disagree.
+             * Nothing of what goes again ran: wait, then the map's master. */
+            if (st != LATER)
+                atomic_store(&cl->due, 1);
+            if (lc_now_ms() + backoff > deadline) {
+                lc__seterr(conn->err, "cluster: slot %d: %s for %d ms: not sent again", t.slot,
+                           whole || !same ? "its keys are on two nodes (a migration)"
+                           : st == LATER  ? "TRYAGAIN, CLUSTERDOWN or LOADING"
+                                          : "redirected back to a node already tried",
+                           c->command_timeout_ms);
+                break;
+            }
+            atomic_fetch_add(&cl->retries, 1);
+            lc__sleep_ms(backoff);
+            backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
+            ctx = route(conn, t.slot, false);
+            if (!ctx)
+                break;
+        }
+        *ctxp = ctx;
+        from = conn->cur;
+        if (resend(&t, ctx, r, nr, follow && st == ASK) != 0) {
+            if (conn->watch_addr == from)
+                conn->watch_addr = -1;
+            lc__cluster_failed(cl, from);
+            goto out;
+        }
+        int ns = 0;
+        for (int i = 0; i < nr; i++)
+            for (int k = t.u[r[i]].k0; k <= t.u[r[i]].k1; k++)
+                sent_k[ns++] = k;
+        track_watch(&t, sent_k, ns, from);
+    }
+    rc = 0;
+out:
+    free(lock_resp);
+    if (rep)
+        *rep = lrep;
+    else if (lrep)
+        freeReplyObject(lrep);
+    return rc;
+}
+
+int lc__conn_trip(lc_conn *conn, redisContext **ctx, int kind, int argc, const char **argv,
+                  lc_pipe *p, bool p_first, bool sent, redisReply **rep)
+{
+    if (conn->client->cl.on)
+        return cluster_trip(conn, ctx, kind, argc, argv, p, p_first, sent, rep);
+    return sent ? lc__trip_recv(*ctx, argc > 0, p, p_first, rep, conn->err)
+                : lc__trip(*ctx, argc, argv, p, p_first, rep, conn->err);
+}
+
+redisReply *lc__conn_eval(lc_conn *conn, const char *sha, const char *body, int nkeys, int nargs,
+                          const char **args)
+{
+    if (!conn->client->cl.on) {
+        redisContext *ctx = lc__conn_ctx(conn);
+        return ctx ? lc__eval(ctx, sha, body, nkeys, nargs, args, conn->err) : NULL;
+    }
+    const char *argv[16];
+    char nk[16];
+    if (nargs > 13) {
+        lc__seterr(conn->err, "lockcore: too many script arguments (%d)", nargs);
+        return NULL;
+    }
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    argv[1] = sha;
+    argv[2] = nk;
+    for (int i = 0; i < nargs; i++)
+        argv[3 + i] = args[i];
+    redisContext *ctx = NULL;
+    redisReply *r = NULL;
+    int t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r);
+    if (t == 0 && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        /* this node's script cache lacks it (a redirect, a promoted
+         * replica): its text, once, to the same slot */
+        freeReplyObject(r);
+        r = NULL;
+        argv[0] = "EVAL";
+        argv[1] = body;
+        t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r);
+    }
+    if (t != 0)
+        return NULL;
+    if (r->type == REDIS_REPLY_ERROR) {
+        lc__seterr(conn->err, "redis: %s", r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+void lc__conn_close(lc_conn *conn)
+{
+    if (!conn)
+        return;
+    if (conn->ctx)
+        redisFree(conn->ctx);
+    for (int i = 0; conn->nctx && i < LC__CL_MAX_ADDRS; i++)
+        if (conn->nctx[i])
+            redisFree(conn->nctx[i]);
+    free(conn->nctx);
+    free(conn);
+}
+
+static lc_status cluster_ping(lc_conn *conn)
+{
+    lc_cluster *cl = &conn->client->cl;
+    if (lc__cluster_ensure(cl, conn->err) != 0)
+        return LC_IO;
+    bool seen[LC__CL_MAX_ADDRS] = {false};
+    char why[LC_ERRSTR_LEN] = "";
+    int uncovered = 0, first_gap = -1, bad = 0;
+    for (int s = 0; s < LC__SLOTS; s++) {
+        int a = lc__cluster_master(cl, s);
+        if (a < 0) {
+            uncovered++;
+            if (first_gap < 0)
+                first_gap = s;
+            continue;
+        }
+        if (seen[a])
+            continue;
+        seen[a] = true;
+        redisContext *ctx = node_ctx(conn, a);
+        redisReply *r = ctx ? redisCommand(ctx, "PING") : NULL;
+        if (!r || r->type != REDIS_REPLY_STATUS) {
+            char at[LC_ADDR_LEN];
+            lc__cluster_addr_text(lc__cluster_at(cl, a), at, sizeof at);
+            if (!bad++)
+                lc__seterr(why, "cluster: master %s of slot %d: %s", at, s,
+                           r     ? r->str
+                           : ctx ? ctx->errstr
+                                 : conn->err);
+            lc__cluster_failed(cl, a);
+        }
+        if (r)
+            freeReplyObject(r);
+    }
+    if (bad) {
+        memcpy(conn->err, why, sizeof why);
+        return LC_IO;
+    }
+    if (uncovered) {
+        lc__seterr(conn->err, "cluster: %d slots have no master in the map (slot %d first)",
+                   uncovered, first_gap);
+        atomic_store(&cl->due, 1);
+        return LC_IO;
+    }
+    return LC_OK;
 }

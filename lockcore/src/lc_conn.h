@@ -44,6 +44,17 @@ struct lc_conn {
     char sent_fence_key[512 + 1]; /* fenced: a->fence_key */
     char sent_err[LC_ERRSTR_LEN]; /* LC_SENT_NO_CONN: why it could not connect */
     char spare_token[LC_ID_LEN];  /* minted after a send, for the next one */
+    /* Redis Cluster (client->cl.on; lockcore/README.md, "Redis Cluster"):
+     * one context per node of the client's address book. ctx is the one in
+     * use, node cur's (its place in nctx stays NULL meanwhile, so a context
+     * the orphan cleanup takes from ctx is nobody else's); a switch to
+     * another node parks it there. */
+    redisContext **nctx; /* LC__CL_MAX_ADDRS entries, made on first use */
+    int cur;             /* ctx's node; -1 none */
+    /* Where this connection's last WATCH runs (the node's context holds
+     * it until an EXEC, DISCARD or UNWATCH there): a MULTI...EXEC of that
+     * slot goes there and is never redirected elsewhere. -1: none. */
+    int watch_slot, watch_addr;
 };
 
 /* conn->sent: nothing pending; written, its replies unread; the write
@@ -100,5 +111,49 @@ int lc__trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, red
 
 /* Frees every reply p holds (none: nothing). */
 void lc__pipe_drop_replies(lc_pipe *p);
+
+/* --- the conn-level trip: one node, or the cluster's router ---------------- */
+
+/* What a batch is to the router (how much of it may go again after a
+ * redirect): */
+#define LC__TRIP_ACQUIRE                                                                           \
+    0                      /* the lock command, then p's commands, which                           \
+                              lc_acquire_pipe's contract lets go again */
+#define LC__TRIP_RELEASE 1 /* p's commands, then the lock command */
+#define LC__TRIP_PLAIN 2   /* p's commands alone, or one command alone */
+
+/* The context a lockcore command naming key goes over: without a cluster
+ * lc__conn_ctx(conn); with one, the context of the master serving key's
+ * slot (the map fetched or refreshed first when due; a refused connection
+ * makes the map refresh from another node and is tried again within
+ * command_timeout_ms). NULL with the reason in conn->err. */
+redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key);
+
+/* lc__trip on conn: without a cluster exactly lc__trip(*ctx, ...), or with
+ * sent (an lc_acquire_send attempt written on *ctx) lc__trip_recv. With a
+ * cluster, the router (lockcore/README.md, "Redis Cluster"): the batch
+ * goes to the master of its slot and follows MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN and LOADING as kind allows; a command whose reply did not
+ * come is never sent again; *ctx is then the context of the last round
+ * (where a reply went missing), and conn->trip_* say what it left unread.
+ * Returns 0 when every reply came (an error reply, a redirect given up on
+ * included); -1 when one did not, the reason in conn->err. */
+int lc__conn_trip(lc_conn *conn, redisContext **ctx, int kind, int argc, const char **argv,
+                  lc_pipe *p, bool p_first, bool sent, redisReply **rep);
+
+/* With a cluster: the one slot p's commands name (-1: none), checked
+ * against want (-1: any); -2 with the reason in err when they name two
+ * slots, or a command whose keys the router cannot find. Without: -1. */
+int lc__conn_pipe_slot(const lc_conn *conn, const lc_pipe *p, int want, char *err);
+
+/* A script by EVALSHA, EVAL on NOSCRIPT, as lc__eval, on conn: without a
+ * cluster over lc__conn_ctx(conn); with one routed by its first key.
+ * Returns the reply (caller frees) or NULL with the reason in conn->err. */
+redisReply *lc__conn_eval(lc_conn *conn, const char *sha, const char *body, int nkeys, int nargs,
+                          const char **args);
+
+/* Frees conn's contexts and conn (no orphan hand-off: lc_conn_free does
+ * that first). For lockcore's own connections too. */
+void lc__conn_close(lc_conn *conn);
 
 #endif

@@ -12,7 +12,8 @@
  *              (lc_conn.c, declared in lc_conn.h, which also connects and
  *              runs scripts for the two background threads' contexts), and
  *              in redlock mode one non-blocking context per node
- *              (lc_redlock.c).
+ *              (lc_redlock.c); with a Redis Cluster one context per node it
+ *              talked to, routed by the client's slot map (lc_cluster.c).
  *   lc_guard   points into the tables above (refcounted entries), never into
  *              a connection, so a guard may outlive the conn that made it
  *              (lc_lock.c, which also holds every mode's commands).
@@ -20,12 +21,13 @@
  * Which file uses which (a function defined in the file on the right):
  *   lc_lock      -> lc_conn, lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock,
  *                   lc_util
- *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock, lc_sentinel
+ *   lc_client    -> lc_mutex, lc_watchdog, lc_pubsub, lc_reaper, lc_redlock, lc_sentinel,
+ *                   lc_cluster
  *   lc_reaper    -> lc_conn, lc_pubsub, lc_util
  *   lc_watchdog  -> lc_conn, lc_util
  *   lc_pubsub    -> lc_conn, lc_sentinel, lc_util
- *   lc_conn      -> lc_redlock, lc_sentinel, lc_util
- *   lc_sentinel  -> lc_util
+ *   lc_conn      -> lc_redlock, lc_sentinel, lc_cluster, lc_util
+ *   lc_sentinel, lc_cluster -> lc_util
  *   lc_redlock, lc_mutex   -> lc_util
  *   lc_util, lc_pipe       -> nothing in lockcore
  * (lc_pipe.c formats the caller's commands; lc_conn.c's lc__trip sends them
@@ -37,6 +39,7 @@
 #define MIAOSHA_LC_INTERNAL_H
 
 #include "lockcore.h"
+#include "lc_cluster.h"
 #include "lc_reaper.h"
 #include "lc_sentinel.h"
 
@@ -93,6 +96,7 @@ typedef struct lc_watchdog {
     int64_t sleeping_until; /* when the thread wakes next; INT64_MAX: idle */
     lc_hold *holds;
     redisContext *ctx;
+    lc_conn *conn; /* with a cluster, instead of ctx: routed by key */
 } lc_watchdog;
 
 void lc__watchdog_init(lc_watchdog *w);
@@ -189,6 +193,7 @@ struct lc_client {
     lc_pubsub ps;
     lc_reaper reaper;
     lc_sentinel sn; /* n == 0: host and port above are the master */
+    lc_cluster cl;  /* on == 0: no cluster (lc_cluster.h) */
 };
 
 #endif

@@ -96,7 +96,22 @@ static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
         return misuse(conn, "fence_key must be 1..512 bytes for fenced");
     if (a->mode == LC_REENTRANT && (a->lease_ms < 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 0..86400000 for reentrant");
+    if (conn->client->cl.on && a->mode == LC_FENCED &&
+        lc_key_slot(a->fence_key, flen) != lc_key_slot(a->key, klen))
+        return misuse(conn, "cluster: fence_key must be in the lock key's hash slot (one script "
+                            "names both)");
     return LC_OK;
+}
+
+/* With a cluster: p's commands must name keys of the lock key's slot only,
+ * which the router can find (one batch goes to one master). LC_OK, or
+ * LC_MISUSE with the reason in conn->err. */
+static lc_status check_pipe_slot(lc_conn *conn, const char *key, const lc_pipe *p)
+{
+    if (!conn->client->cl.on || !p || p->n == 0)
+        return LC_OK;
+    return lc__conn_pipe_slot(conn, p, lc_key_slot(key, strlen(key)), conn->err) == -2 ? LC_MISUSE
+                                                                                       : LC_OK;
 }
 
 /* --- the caller's commands (lc_pipe) ------------------------------------ */
@@ -110,17 +125,31 @@ static lc_status pipe_alone(lc_conn *conn, lc_pipe *p)
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
-    return lc__trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
+    return lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, p, false, false, NULL) == 0 ? LC_OK
+                                                                                          : LC_IO;
 }
 
 /* lc__trip for a lock command (argv) and the caller's p, noting what a
  * failure left unread on the connection (conn->trip_*): the orphan cleanup
  * must read past exactly those replies to find the lock command's. Replies
  * come in order, so after a missing one every later one is missing too. */
-static int lock_trip(lc_conn *conn, redisContext *ctx, int argc, const char **argv, lc_pipe *p,
+static int lock_trip(lc_conn *conn, redisContext **ctxp, int argc, const char **argv, lc_pipe *p,
                      bool p_first, redisReply **rep)
 {
     int t;
+    redisContext *ctx = *ctxp;
+    if (conn->client->cl.on) {
+        /* the router notes what a failure left unread itself (lc_conn.h) */
+        bool written = conn->sent == LC_SENT_WRITTEN, pending = conn->sent != LC_SENT_NONE;
+        conn->sent = LC_SENT_NONE;
+        if (pending && !written) {
+            *rep = NULL;
+            conn->trip_lock_unread = false;
+            return -1;
+        }
+        return lc__conn_trip(conn, ctxp, p_first ? LC__TRIP_RELEASE : LC__TRIP_ACQUIRE, argc, argv,
+                             p, p_first, written, rep);
+    }
     if (conn->sent != LC_SENT_NONE) {
         /* lc_acquire_send wrote this very attempt (same argv, same p):
          * only its replies are left to read; a failed write fails here, as
@@ -172,13 +201,13 @@ static redisReply *eval_trip(lc_conn *conn, redisContext *ctx, const char *sha, 
     char nk[16];
     eval_argv(argv, nk, sha, nkeys, nargs, args);
     redisReply *r = NULL;
-    int t = lock_trip(conn, ctx, 3 + nargs, argv, p, p_first, &r);
+    int t = lock_trip(conn, &ctx, 3 + nargs, argv, p, p_first, &r);
     if (t == 0 && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         freeReplyObject(r);
         r = NULL;
         argv[0] = "EVAL";
         argv[1] = body;
-        t = lock_trip(conn, ctx, 3 + nargs, argv, p_first ? NULL : p, p_first, &r);
+        t = lock_trip(conn, &ctx, 3 + nargs, argv, p_first ? NULL : p, p_first, &r);
     }
     if (t != 0 || r->type == REDIS_REPLY_ERROR) {
         if (r && r->type == REDIS_REPLY_ERROR)
@@ -197,10 +226,17 @@ static redisReply *eval_trip(lc_conn *conn, redisContext *ctx, const char *sha, 
 
 static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, bool *got)
 {
-    redisContext *ctx = lc_conn_redis(conn);
+    redisContext *ctx = conn->client->cl.on ? lc__conn_ctx_key(conn, a->key) : lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
-    redisReply *r = redisCommand(ctx, "SETNX %s 1", a->key);
+    redisReply *r = NULL;
+    if (conn->client->cl.on) {
+        const char *sargv[] = {"SETNX", a->key, "1"};
+        if (lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 3, sargv, NULL, false, false, &r) != 0)
+            r = NULL;
+    } else {
+        r = redisCommand(ctx, "SETNX %s 1", a->key);
+    }
     if (!r || r->type != REDIS_REPLY_INTEGER) {
         lc__seterr(conn->err, "redis SETNX: %s", r ? r->str : ctx->errstr);
         if (r)
@@ -220,7 +256,8 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
     const char *argv[] = {"PEXPIRE", a->key, lease_s};
     r = NULL;
-    if (lc__trip(ctx, 3, argv, p, false, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
+    if (lc__conn_trip(conn, &ctx, LC__TRIP_ACQUIRE, 3, argv, p, false, false, &r) != 0 ||
+        r->type != REDIS_REPLY_INTEGER) {
         lc__seterr(conn->err, "redis PEXPIRE after SETNX (lock left without TTL): %s",
                    r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
         if (r)
@@ -234,14 +271,14 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
 static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
                            bool *got)
 {
-    redisContext *ctx = lc__conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx_key(conn, a->key);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)a->lease_ms);
     const char *argv[] = {"SET", a->key, token, "NX", "PX", lease_s};
     redisReply *r = NULL;
-    if (lock_trip(conn, ctx, 6, argv, p, false, &r) != 0 ||
+    if (lock_trip(conn, &ctx, 6, argv, p, false, &r) != 0 ||
         (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_NIL)) {
         lc__seterr(conn->err, "redis SET NX PX: %s",
                    r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
@@ -261,7 +298,7 @@ static lc_status token_try(lc_conn *conn, const lc_lock_args *a, const char *tok
 static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *token, lc_pipe *p,
                             bool *got, int64_t *fence)
 {
-    redisContext *ctx = lc__conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx_key(conn, a->key);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -290,7 +327,7 @@ static lc_status fenced_try(lc_conn *conn, const lc_lock_args *a, const char *to
 static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field, int64_t lease,
                                lc_pipe *p, bool *got, int64_t *ttl)
 {
-    redisContext *ctx = lc__conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx_key(conn, key);
     if (!ctx)
         return LC_IO;
     char lease_s[24];
@@ -450,6 +487,8 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
         return misuse(conn, "lc_pipe not initialised");
     lc_status s = check_args(conn, a);
+    if (s == LC_OK && a->mode != LC_REDLOCK)
+        s = check_pipe_slot(conn, a->key, p);
     if (s != LC_OK)
         return s;
     lc_client *c = conn->client;
@@ -500,7 +539,7 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p)
     snprintf(conn->sent_key, sizeof conn->sent_key, "%s", a->key);
     snprintf(conn->sent_fence_key, sizeof conn->sent_fence_key, "%s",
              a->mode == LC_FENCED ? a->fence_key : "");
-    redisContext *ctx = lc__conn_ctx(conn);
+    redisContext *ctx = lc__conn_ctx_key(conn, a->key);
     if (!ctx) {
         /* Nothing sent, and the connect has cost its timeout already:
          * lc_acquire_pipe answers LC_IO with this reason instead of
@@ -559,10 +598,8 @@ void lc_conn_free(lc_conn *conn)
         return;
     if (conn->sent != LC_SENT_NONE)
         abandon_sent(conn); /* takes conn->ctx when an attempt was written */
-    if (conn->ctx)
-        redisFree(conn->ctx);
     lc__redlock_conn_free(conn->rl);
-    free(conn);
+    lc__conn_close(conn);
 }
 
 lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out)
@@ -574,6 +611,8 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
     if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
         return misuse(conn, "lc_pipe not initialised");
     lc_status s = check_args(conn, a);
+    if (s == LC_OK && a->mode != LC_REDLOCK)
+        s = check_pipe_slot(conn, a->key, p);
     if (s != LC_OK)
         return s;
     bool presend = conn->sent != LC_SENT_NONE;
@@ -674,7 +713,7 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
 /* p (may be NULL) goes before the release command, in the same write. */
 static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p)
 {
-    redisContext *ctx = lc_conn_redis(conn);
+    redisContext *ctx = conn->client->cl.on ? lc__conn_ctx_key(conn, g->key) : lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
     redisReply *r = NULL;
@@ -682,7 +721,8 @@ static lc_status release_redis(lc_conn *conn, lc_guard *g, lc_pipe *p)
     if (g->mode == LC_SETNX) {
         /* Plain DEL: no owner check, so it deletes whoever holds it now. */
         const char *argv[] = {"DEL", g->key};
-        if (lc__trip(ctx, 2, argv, p, true, &r, conn->err) != 0 || r->type != REDIS_REPLY_INTEGER) {
+        if (lc__conn_trip(conn, &ctx, LC__TRIP_RELEASE, 2, argv, p, true, false, &r) != 0 ||
+            r->type != REDIS_REPLY_INTEGER) {
             lc__seterr(conn->err, "redis DEL: %s",
                        r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
             s = LC_IO;
@@ -737,7 +777,11 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
      * there is refused as with a NULL conn (the guard is freed all the
      * same; its lease frees the lock). */
     bool pending = conn && conn->sent != LC_SENT_NONE;
-    if (pending)
+    /* With a cluster, commands of another slot than the lock's are refused
+     * the same way: nothing sent, the guard freed. */
+    bool cross = conn && !pending && g->mode != LC_REDLOCK && have_cmds &&
+                 check_pipe_slot(conn, g->key, p) != LC_OK;
+    if (pending || cross)
         conn = NULL;
     if (conn)
         conn->trip_lock_unread = false;
@@ -766,6 +810,7 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     }
     if (pending && s == LC_MISUSE)
         (void)misuse(node_conn, "an acquire sent by lc_acquire_send is still unread");
+    /* cross: check_pipe_slot wrote the reason */
     if (s == LC_IO) {               /* LC_IO only comes from release_redis: conn is set */
         if (conn->trip_lock_unread) /* it may still run: lc_reaper.c */
             lc__reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
@@ -791,14 +836,19 @@ lc_status lc_extend(lc_conn *conn, lc_guard *g, int64_t lease_ms)
         return misuse(conn, "lease_ms must be 1..86400000");
     if (conn->sent != LC_SENT_NONE)
         return misuse(conn, "an acquire sent by lc_acquire_send is still unread");
-    redisContext *ctx = lc_conn_redis(conn);
-    if (!ctx)
-        return fail_io(conn);
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
     const char *args[] = {g->key, g->owner_token, lease};
-    redisReply *r = lc__eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args,
-                             conn->err);
+    redisReply *r;
+    if (conn->client->cl.on) {
+        r = lc__conn_eval(conn, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args);
+    } else {
+        redisContext *ctx = lc_conn_redis(conn);
+        if (!ctx)
+            return fail_io(conn);
+        r = lc__eval(ctx, LC_SCRIPT_TOKEN_EXTEND_SHA, LC_SCRIPT_TOKEN_EXTEND, 1, 3, args,
+                     conn->err);
+    }
     if (!r)
         return fail_io(conn);
     lc_status s = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? LC_OK : LC_NOT_OWNER;

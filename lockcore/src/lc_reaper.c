@@ -199,6 +199,11 @@ static void send_undo(lc_orphan *o)
         o->undo_failed = true;
 }
 
+/* With a cluster, the reaper thread's own connection is an lc_conn, whose
+ * router finds the master of the orphan's key now (each client has its own
+ * reaper thread). */
+static _Thread_local lc_conn *own_conn;
+
 /* The mode's release on the thread's own connection, never on o->ctx. */
 static bool undo_fresh(lc_client *c, const lc_orphan *o, redisContext **own)
 {
@@ -206,6 +211,20 @@ static bool undo_fresh(lc_client *c, const lc_orphan *o, redisContext **own)
     char channel[LC_KEY_MAX + 64], lease[24], err[LC_ERRSTR_LEN];
     int nargs;
     int nkeys = undo_args(o, args, &nargs, channel, sizeof channel, lease, sizeof lease);
+    if (c->cl.on) {
+        if (!own_conn && lc_conn_new(c, &own_conn) != LC_OK)
+            return false;
+        redisReply *r = token_like(o->mode)
+                            ? lc__conn_eval(own_conn, LC_SCRIPT_TOKEN_RELEASE_SHA,
+                                            LC_SCRIPT_TOKEN_RELEASE, nkeys, nargs, args)
+                            : lc__conn_eval(own_conn, LC_SCRIPT_REENTRANT_RELEASE_SHA,
+                                            LC_SCRIPT_REENTRANT_RELEASE, nkeys, nargs, args);
+        if (!r)
+            return false;
+        count_undo(c, o, r);
+        freeReplyObject(r);
+        return true;
+    }
     redisContext *ctx = lc__redis_reuse(c, own, err, NULL);
     if (!ctx)
         return false;
@@ -408,6 +427,8 @@ static void *reaper_main(void *arg)
     }
     if (own)
         redisFree(own);
+    lc__conn_close(own_conn);
+    own_conn = NULL;
     free(pf);
     return NULL;
 }

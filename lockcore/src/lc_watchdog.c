@@ -89,13 +89,22 @@ static void recount(lc_client *c, const lc_hold *h, bool was)
 static int renew(lc_client *c, const char *key, const char *field)
 {
     char err[LC_ERRSTR_LEN];
-    if (!lc__redis_reuse(c, &c->wd.ctx, err, NULL))
-        return -1;
     char lease[24];
     snprintf(lease, sizeof lease, "%lld", (long long)c->watchdog_timeout_ms);
     const char *args[] = {key, lease, field};
-    redisReply *r = lc__eval(c->wd.ctx, LC_SCRIPT_REENTRANT_RENEW_SHA, LC_SCRIPT_REENTRANT_RENEW, 1,
-                             3, args, err);
+    redisReply *r;
+    if (c->cl.on) {
+        /* the router finds each key's master (lc_conn.c) */
+        if (!c->wd.conn && lc_conn_new(c, &c->wd.conn) != LC_OK)
+            return -1;
+        r = lc__conn_eval(c->wd.conn, LC_SCRIPT_REENTRANT_RENEW_SHA, LC_SCRIPT_REENTRANT_RENEW, 1,
+                          3, args);
+    } else {
+        if (!lc__redis_reuse(c, &c->wd.ctx, err, NULL))
+            return -1;
+        r = lc__eval(c->wd.ctx, LC_SCRIPT_REENTRANT_RENEW_SHA, LC_SCRIPT_REENTRANT_RENEW, 1, 3,
+                     args, err);
+    }
     if (!r)
         return -1;
     int res = r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 1 : 0;
@@ -263,6 +272,7 @@ void lc__watchdog_shutdown(lc_client *c)
     }
     if (w->ctx)
         redisFree(w->ctx);
+    lc__conn_close(w->conn);
     LC_PTHREAD(pthread_cond_destroy(&w->cv));
     LC_PTHREAD(pthread_mutex_destroy(&w->mu));
 }
