@@ -70,6 +70,7 @@ extern "C" {
 #define CFG_PATH_LEN 1024     /* the config file's path as given */
 #define CFG_SENTINELS_LEN 512 /* redis.sentinels: up to 9 host:port */
 #define CFG_NODES_LEN 512     /* redlock.nodes: "host:port,host:port,..." */
+#define CFG_CLUSTER_LEN 512   /* redis.cluster_nodes: up to 9 host:port */
 
 /* redis.wait_replicas = all: wait for every replica the master is known to
  * have, a replica that is down included (the service counts them:
@@ -142,6 +143,8 @@ typedef struct cfg_config {
         char master_name[CFG_ID_LEN];
         int wait_replicas;
         int wait_timeout_ms;
+        char cluster_nodes[CFG_CLUSTER_LEN]; /* "host:port,[v6]:port"; "" = none */
+        int cluster_refresh_ms;
     } redis;
     struct {
         char sku[CFG_SKU_LEN];

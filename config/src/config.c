@@ -63,6 +63,7 @@ typedef enum str_kind {
     S_PRINT, /* printable ASCII including space (passwords) */
     S_TOKEN, /* printable ASCII without space (a Bearer token) */
     S_HOSTS, /* "host:port" comma-separated, at most 9, none twice */
+    S_SEEDS, /* the same, an IPv6 address as "[addr]:port" */
     S_NODES  /* "host:port" list, comma-separated: odd count 3..9, none twice */
 } str_kind;
 
@@ -161,6 +162,14 @@ static const key_def KEYS[] = {
           "Redis Sentinels, host:port comma-separated (in the JSON file also an array); set: "
           "every connection goes to the "
           "master they name for redis.master_name (redis.host/port unused); empty = no Sentinel"),
+    K_STR("redis.cluster_nodes", redis.cluster_nodes, S_SEEDS, 0, "", 0,
+          "Redis Cluster seed nodes, host:port comma-separated (IPv6 as [addr]:port; in the JSON "
+          "file also an array); set: every command goes to the master serving its key's hash "
+          "slot and follows the cluster's redirects (redis.host/port and --redis unused; not "
+          "with redis.sentinels, nor with redis.wait_replicas = all); empty = no cluster"),
+    K_NUM("redis.cluster_refresh_ms", redis.cluster_refresh_ms, 100, 3600000, 5000, NULL, "ms",
+          "how often the cluster's slot map is asked afresh (also at once after a MOVED or a "
+          "refused connection)"),
     K_STR("redis.master_name", redis.master_name, S_ID, 0, "mymaster", 0,
           "the master's name at the Sentinels (SENTINEL get-master-addr-by-name); required "
           "when redis.sentinels is set"),
@@ -387,6 +396,9 @@ static void bounds_text(const key_def *k, char *buf, size_t len)
             append(buf, len, "0..%" PRId64 " bytes of printable ASCII without spaces", k->max);
             break;
         case S_HOSTS: append(buf, len, "host:port[,host:port...], at most 9, none twice"); break;
+        case S_SEEDS:
+            append(buf, len, "host:port[,host:port...] ([v6]:port), at most 9, none twice");
+            break;
         case S_NODES:
             append(buf, len, "empty, or an odd count 3..9 of distinct host:port, comma-separated");
             break;
@@ -535,6 +547,9 @@ static int in_set(unsigned char ch, str_kind kind)
     switch (kind) {
     case S_HOST: return ch == '.' || ch == ':' || ch == '_' || ch == '-';
     case S_HOSTS: return ch == '.' || ch == ':' || ch == '_' || ch == '-' || ch == ',';
+    case S_SEEDS:
+        return ch == '.' || ch == ':' || ch == '_' || ch == '-' || ch == ',' || ch == '[' ||
+               ch == ']';
     case S_SKU: return ch == '_' || ch == '-';
     case S_ID: return ch == '.' || ch == '_' || ch == '-';
     case S_PRINT: return ch >= 0x20 && ch < 0x7f;
@@ -647,7 +662,7 @@ static const char *check_str(const key_def *k, const char *s, char *why, size_t 
             return why;
         }
     }
-    if (k->kind == S_HOSTS && n > 0)
+    if ((k->kind == S_HOSTS || k->kind == S_SEEDS) && n > 0)
         return check_hosts(s, why, len);
     if (k->kind == S_NODES && n > 0)
         return check_nodes(s, why, len);
@@ -778,7 +793,8 @@ static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, con
 
 /* redlock.nodes or redis.sentinels as a JSON array of "host:port" strings: joined with
  * commas, then checked as the text form is. */
-_Static_assert(CFG_SENTINELS_LEN <= CFG_NODES_LEN, "apply_node_array joins into CFG_NODES_LEN");
+_Static_assert(CFG_SENTINELS_LEN <= CFG_NODES_LEN && CFG_CLUSTER_LEN <= CFG_NODES_LEN,
+               "apply_node_array joins into CFG_NODES_LEN");
 
 static cfg_status apply_node_array(cfg_config *c, const key_def *k, const cJSON *item,
                                    const char *shown, const ctx *x)
@@ -836,7 +852,7 @@ static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item,
         return CFG_OK;
     }
     case T_STR:
-        if ((k->kind == S_NODES || k->kind == S_HOSTS) && cJSON_IsArray(item))
+        if ((k->kind == S_NODES || k->kind == S_HOSTS || k->kind == S_SEEDS) && cJSON_IsArray(item))
             return apply_node_array(c, k, item, shown, x);
         if (!cJSON_IsString(item))
             return bad_type(k, shown, "is not a string", x);
@@ -876,6 +892,14 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x)
                         v, k->le_div == 2 ? "half of " : "", k->le, capv, b);
         }
     }
+    if (c->redis.cluster_nodes[0] && c->redis.sentinels[0])
+        return fail(x, CFG_INVALID,
+                    "redis.cluster_nodes and redis.sentinels are both set: a Redis Cluster "
+                    "fails over by itself, the service follows one or the other");
+    if (c->redis.cluster_nodes[0] && c->redis.wait_replicas == CFG_WAIT_REPLICAS_ALL)
+        return fail(x, CFG_INVALID,
+                    "redis.wait_replicas = all with redis.cluster_nodes: each master has its "
+                    "own replicas, give a number (WAIT runs on the master that wrote)");
     if (c->redis.sentinels[0] && !c->redis.master_name[0])
         return fail(x, CFG_INVALID,
                     "redis.master_name is empty while redis.sentinels is set: the Sentinels "

@@ -303,6 +303,8 @@ static void test_precedence(void)
             snprintf(text, sizeof text, "0.0.0.0");
         else if (strcmp(paths[i], "redis.sentinels") == 0)
             snprintf(text, sizeof text, "x-1:26379");
+        else if (strcmp(paths[i], "redis.cluster_nodes") == 0)
+            snprintf(text, sizeof text, "x-1:7000,[::1]:7001");
         else if (strcmp(paths[i], "redlock.nodes") == 0)
             snprintf(text, sizeof text, "a:1,b:2,c:3");
         else
@@ -769,6 +771,46 @@ static void test_json_out(void)
              "tiny '%s'", tiny);
 }
 
+/* redis.cluster_nodes: seeds as host:port or [v6]:port, a list or an
+ * array; with redis.sentinels or wait_replicas = all, exit 2 naming both. */
+static void test_cluster_keys(void)
+{
+    cfg_config c;
+    char err[CFG_ERR_LEN];
+    cfg_status st = load(&c, err, "--set", "redis.cluster_nodes=127.0.0.1:7000,[::1]:7001,n3:7002",
+                         NULL);
+    TU_CHECK(st == CFG_OK && !strcmp(c.redis.cluster_nodes, "127.0.0.1:7000,[::1]:7001,n3:7002") &&
+                 c.redis.cluster_refresh_ms == 5000,
+             "three seeds: %s", err);
+    setenv("MIAOSHA_REDIS_CLUSTER_NODES", "a:1,b:2", 1);
+    st = load(&c, err, NULL);
+    unsetenv("MIAOSHA_REDIS_CLUSTER_NODES");
+    TU_CHECK(st == CFG_OK && !strcmp(c.redis.cluster_nodes, "a:1,b:2"), "from the environment: %s",
+             err);
+    const char *p = write_file("cl.json", "{\"redis\":{\"cluster_nodes\":[\"a:1\",\"[::1]:2\"]}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_OK && !strcmp(c.redis.cluster_nodes, "a:1,[::1]:2"), "an array: %s / %s",
+             err, c.redis.cluster_nodes);
+    st = load(&c, err, "--set", "redis.cluster_nodes=a:1,a:1", NULL);
+    CHECK_ERR(st, err, "redis.cluster_nodes", "a:1", "twice");
+    st = load(&c, err, "--set", "redis.cluster_nodes=a", NULL);
+    CHECK_ERR(st, err, "redis.cluster_nodes", "a", "host:port");
+    st = load(&c, err, "--set", "redis.cluster_nodes=a:1", "--set", "redis.sentinels=s:26379",
+              NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.cluster_nodes") && has(err, "redis.sentinels") &&
+                 cfg_exit_code(st) == 2,
+             "with sentinels: %s", err);
+    st = load(&c, err, "--set", "redis.cluster_nodes=a:1", "--set", "redis.wait_replicas=all",
+              NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.cluster_nodes") &&
+                 has(err, "redis.wait_replicas"),
+             "with wait_replicas all: %s", err);
+    st = load(&c, err, "--set", "redis.cluster_nodes=a:1", "--set", "redis.wait_replicas=1", NULL);
+    TU_CHECK(st == CFG_OK, "with wait_replicas 1: %s", err);
+    st = load(&c, err, "--set", "redis.cluster_refresh_ms=99", NULL);
+    CHECK_ERR(st, err, "redis.cluster_refresh_ms", "99", "100..3600000");
+}
+
 /* redis.sentinels and the keys around it: a list of host:port, a master
  * name it needs, a WAIT timeout inside the command timeout. */
 static void test_sentinel_keys(void)
@@ -954,6 +996,7 @@ int main(int argc, char **argv)
     test_redlock_nodes();
     test_json_out();
     test_sentinel_keys();
+    test_cluster_keys();
     test_shipped_file();
 
     char cmd[300];

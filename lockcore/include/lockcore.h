@@ -306,6 +306,17 @@ void lc_conn_free(lc_conn *conn);
  * Threads: the thread that owns conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
+/* lc_conn_redis for the caller's commands about key (NUL-terminated):
+ * without lc_options.cluster_nodes exactly lc_conn_redis(conn); with them
+ * the context of the master serving key's hash slot now (the slot map taken
+ * or refreshed first when due; a refused connection makes it refresh from
+ * another node and is tried again within command_timeout_ms). Commands
+ * written on it by hand follow no redirect: a MOVED or ASK comes back as
+ * their reply (lc_conn_pipe follows them). Returns NULL as lc_conn_redis
+ * does, and for a NULL key.
+ * Memory: as lc_conn_redis's. The thread that owns conn. */
+redisContext *lc_conn_redis_key(lc_conn *conn, const char *key);
+
 /* One PING round trip, connecting first if needed, bounded by the connect
  * and command timeouts. Returns LC_OK; LC_IO with the reason in
  * lc_conn_errstr; LC_MISUSE, nothing sent, while an acquire sent by

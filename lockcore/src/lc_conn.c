@@ -92,6 +92,17 @@ redisContext *lc_conn_redis(lc_conn *conn)
 
 static lc_status cluster_ping(lc_conn *conn);
 
+redisContext *lc_conn_redis_key(lc_conn *conn, const char *key)
+{
+    if (!conn->client->cl.on || !key)
+        return key ? lc_conn_redis(conn) : NULL;
+    if (conn->sent != LC_SENT_NONE) {
+        lc__seterr(conn->err, "%s", SENT_PENDING);
+        return NULL;
+    }
+    return lc__conn_ctx_key(conn, key);
+}
+
 lc_status lc_conn_ping(lc_conn *conn)
 {
     if (conn->sent != LC_SENT_NONE) {

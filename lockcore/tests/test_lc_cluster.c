@@ -282,9 +282,9 @@ static void mig_begin(migration *m, int slot, int to_port)
 static void mig_key(const migration *m, const char *key)
 {
     char out[64];
-    TU_REQUIRE(tu_redis_str(m->from, out, sizeof out, "MIGRATE 127.0.0.1 %d %s 0 5000", m->to,
-                            key) == 0,
-               "MIGRATE %s", key);
+    TU_REQUIRE(
+        tu_redis_str(m->from, out, sizeof out, "MIGRATE 127.0.0.1 %d %s 0 5000", m->to, key) == 0,
+        "MIGRATE %s", key);
 }
 
 /* SETSLOT NODE on the new owner first, then the old, then every other
@@ -324,7 +324,9 @@ static int get_int(lc_conn *conn, const char *key)
     lc_pipe_append(&p, "GET %s", key);
     (void)lc_conn_pipe(conn, &p);
     redisReply *r = lc_pipe_take(&p, 0);
-    int v = r && r->type == REDIS_REPLY_STRING ? atoi(r->str) : r && r->type == REDIS_REPLY_NIL ? -1 : -2;
+    int v = r && r->type == REDIS_REPLY_STRING ? atoi(r->str)
+            : r && r->type == REDIS_REPLY_NIL  ? -1
+                                               : -2;
     if (r && r->type == REDIS_REPLY_ERROR)
         fprintf(stderr, "GET %s: %s\n", key, r->str);
     freeReplyObject(r);
@@ -351,7 +353,8 @@ static void test_migration(void)
     /* three keys of one slot on master 0, to go to master 1 */
     char k1[64], k2[64], k3[64], lock[64], tag[40];
     key_on(C.port[0], "mig", k1, sizeof k1);
-    snprintf(tag, sizeof tag, "%.*s", (int)(strchr(k1, '}') - strchr(k1, '{') + 1), strchr(k1, '{'));
+    snprintf(tag, sizeof tag, "%.*s", (int)(strchr(k1, '}') - strchr(k1, '{') + 1),
+             strchr(k1, '{'));
     snprintf(k2, sizeof k2, "lct:%s:k2", tag);
     snprintf(k3, sizeof k3, "lct:%s:k3", tag);
     snprintf(lock, sizeof lock, "lct:%s:lock", tag);
@@ -536,7 +539,8 @@ static void test_stale_seed(void)
                 (void)get_int(conn, key);
             lc_client_stats(c, &st);
             char buf[LC_ADDR_LEN];
-            TU_CHECK(st.cluster_moved == 1 && lc_cluster_slot_master(c, slot, buf, sizeof buf) == 0 &&
+            TU_CHECK(st.cluster_moved == 1 &&
+                         lc_cluster_slot_master(c, slot, buf, sizeof buf) == 0 &&
                          atoi(strrchr(buf, ':') + 1) == C.port[1],
                      "the map came from the node that answered MOVED, not the stale seed "
                      "(moved %llu, %s)",
@@ -556,7 +560,8 @@ static void test_failover(void)
 {
     char key[64], lock[64], tag[40];
     key_on(C.port[2], "fo", key, sizeof key);
-    snprintf(tag, sizeof tag, "%.*s", (int)(strchr(key, '}') - strchr(key, '{') + 1), strchr(key, '{'));
+    snprintf(tag, sizeof tag, "%.*s", (int)(strchr(key, '}') - strchr(key, '{') + 1),
+             strchr(key, '{'));
     snprintf(lock, sizeof lock, "lct:%s:lock", tag);
     int slot = slot_of(key);
     int old = owner(slot);
@@ -616,8 +621,8 @@ static void test_failover(void)
              "the map names the promoted replica %d (%s)", replica, buf);
     /* the release script: NOSCRIPT on the promoted replica, sent as EVAL */
     if (s == LC_OK)
-        TU_CHECK(lc_release(conn, g2) == LC_OK, "release after NOSCRIPT on the promoted replica (%s)",
-                 lc_conn_errstr(conn));
+        TU_CHECK(lc_release(conn, g2) == LC_OK,
+                 "release after NOSCRIPT on the promoted replica (%s)", lc_conn_errstr(conn));
     TU_CHECK(tu_redis_int(replica, "EXISTS %s", key) == 0, "released there");
     TU_CHECK(pk_redis_query(replica, 1000, 3, sargv, ex, sizeof ex) == 1 && !strcmp(ex, "1"),
              "the release went as EVAL after NOSCRIPT: cached now (%s)", ex);

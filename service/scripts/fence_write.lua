@@ -3,8 +3,8 @@
 -- writer's fencing token is still the SKU's high-water mark, i.e. no
 -- holder with a larger token has read the stock since this writer did.
 -- KEYS[1] high-water mark, KEYS[2] epoch, KEYS[3] stock, KEYS[4] sold,
--- KEYS[5] orders, KEYS[6] buyers, KEYS[7] the Idempotency-Key's key ("" for
--- none): all miaosha:{sku}:*, one hash slot.
+-- KEYS[5] orders, KEYS[6] buyers, KEYS[7] the Idempotency-Key's key (left
+-- out when there is none): all miaosha:{sku}:*, one hash slot.
 -- ARGV[1] the writer's token; ARGV[2] the epoch its read saw ("" when
 -- unset); ARGV[3] the stock to write (the value read, minus one: computed
 -- by the service, as the demo's non-atomic read-then-write does); ARGV[4]
@@ -49,7 +49,7 @@ redis.call('RPUSH', KEYS[5], ARGV[4])
 if ARGV[5] ~= '' then
     redis.call('HINCRBY', KEYS[6], ARGV[5], 1)
 end
-if KEYS[7] ~= '' then
+if KEYS[7] then
     redis.call('SET', KEYS[7], ARGV[6], 'PX', ARGV[7])
 end
 return {1, mark}

@@ -95,6 +95,45 @@ static int redlock_nodes_reachable(const char *const *nodes, int n, int timeout_
     return 0;
 }
 
+/* Every seed that answers must be a cluster node: a plain Redis in the
+ * list is a configuration mistake (its keys would never be found again
+ * once the map is taken from another seed). A seed that does not answer is
+ * no mistake: the service starts, /healthz 503, until the cluster answers.
+ * Returns 0, or -1 with "<seed> is not in cluster mode (...)" in err. */
+static int cluster_seeds_check(const char *const *seeds, int n, int timeout_ms,
+                               const char *password, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
+        char host[CFG_HOST_LEN];
+        snprintf(host, sizeof host, "%s", seeds[i]);
+        char *colon = strrchr(host, ':');
+        int port = atoi(colon + 1);
+        *colon = '\0';
+        const char *h = host;
+        if (host[0] == '[' && colon > host + 1 && colon[-1] == ']') {
+            colon[-1] = '\0';
+            h = host + 1;
+        }
+        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+        redisContext *ctx = redisConnectWithTimeout(h, port, tv);
+        redisReply *r = NULL;
+        if (ctx && !ctx->err && redisSetTimeout(ctx, tv) == REDIS_OK) {
+            if (password[0])
+                freeReplyObject(redisCommand(ctx, "AUTH %s", password));
+            r = redisCommand(ctx, "CLUSTER INFO");
+        }
+        int bad = r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled");
+        if (bad)
+            snprintf(err, errlen, "%s is not in cluster mode (%s)", seeds[i], r->str);
+        if (r)
+            freeReplyObject(r);
+        redisFree(ctx);
+        if (bad)
+            return -1;
+    }
+    return 0;
+}
+
 static int wait_signal(void)
 {
     sigset_t set;
@@ -124,6 +163,10 @@ int main(int argc, char **argv)
             return 1;
         printf("%s\n", txt);
         free(txt);
+        if (cfg.redis.cluster_nodes[0])
+            fprintf(stderr,
+                    "miaosha-server: redis.cluster_nodes is set: redis.host and redis.port (and "
+                    "--redis) are not used\n");
         return 0;
     }
     default:
@@ -168,6 +211,21 @@ int main(int argc, char **argv)
     lo.redlock_node_count = redlock_nodes_from(&cfg, nodes_buf, sizeof nodes_buf, nodes,
                                                LC_REDLOCK_MAX_NODES);
     lo.redlock_nodes = nodes;
+    /* redis.cluster_nodes, validated by cfg_load: "host:port,[v6]:port" */
+    static char cluster_text[CFG_CLUSTER_LEN];
+    static const char *seeds[LC_CLUSTER_MAX_SEEDS];
+    snprintf(cluster_text, sizeof cluster_text, "%s", cfg.redis.cluster_nodes);
+    for (char *save = NULL, *tok = strtok_r(cluster_text, ",", &save);
+         tok && lo.cluster_node_count < LC_CLUSTER_MAX_SEEDS; tok = strtok_r(NULL, ",", &save))
+        seeds[lo.cluster_node_count++] = tok;
+    lo.cluster_nodes = seeds;
+    lo.cluster_refresh_ms = cfg.redis.cluster_refresh_ms;
+    if (lo.cluster_node_count > 0 &&
+        cluster_seeds_check(seeds, lo.cluster_node_count, cfg.redis.connect_timeout_ms,
+                            cfg.redis.password, err, sizeof err) != 0) {
+        fprintf(stderr, "miaosha-server: invalid configuration: redis.cluster_nodes: %s\n", err);
+        return 2;
+    }
     lo.redlock_node_timeout_ms = cfg.redlock.node_timeout_ms;
     lo.redlock_restart_delay_ms = cfg.redlock.restart_delay_ms;
     if (lo.redlock_node_count > 0 &&
@@ -241,6 +299,10 @@ int main(int argc, char **argv)
     if (cfg.redis.sentinels[0] != '\0')
         snprintf(redis_at, sizeof redis_at, "master %s from sentinels %s", cfg.redis.master_name,
                  cfg.redis.sentinels);
+    else if (cfg.redis.cluster_nodes[0] != '\0')
+        snprintf(redis_at, sizeof redis_at,
+                 "cluster from seeds %s (redis.host/port not used; slot map every %d ms)",
+                 cfg.redis.cluster_nodes, cfg.redis.cluster_refresh_ms);
     else
         snprintf(redis_at, sizeof redis_at, "%s:%d", cfg.redis.host, cfg.redis.port);
     svc_log(SVC_INFO,

@@ -160,17 +160,19 @@ static int fenced_append_write(lc_pipe *p, const svc_sale *s, const svc_stock_re
     if (idem_key)
         snprintf(ttl, sizeof ttl, "%lld", s->idem_ttl_ms);
     /* The idempotency key shares the SKU's hash slot (svc_idem.h), so it is
-     * a KEYS entry like the others; "" as a key name when there is none. */
+     * a KEYS entry like the others; without one KEYS[7] is left out (an
+     * empty key name would be a key of slot 0: on a Redis Cluster, a script
+     * naming two slots). */
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
                           eval ? SVC_SCRIPT_FENCE_WRITE : SVC_SCRIPT_FENCE_WRITE_SHA,
-                          "7",
+                          idem_key ? "7" : "6",
                           mark,
                           ep,
                           stock,
                           sold,
                           orders,
                           buyers,
-                          idem_key ? idem_key : "",
+                          idem_key,
                           t,
                           rd->epoch,
                           after,
@@ -179,7 +181,12 @@ static int fenced_append_write(lc_pipe *p, const svc_sale *s, const svc_stock_re
                           idem_key ? s->idem_val : "",
                           ttl};
     enum { NARGS = sizeof argv / sizeof argv[0] };
-    return lc_pipe_append_argv(p, NARGS, argv, NULL) == LC_OK ? 1 : -1;
+    const char *args[NARGS];
+    int argc = 0;
+    for (int i = 0; i < NARGS; i++)
+        if (i != 9 || idem_key)
+            args[argc++] = argv[i];
+    return lc_pipe_append_argv(p, argc, args, NULL) == LC_OK ? 1 : -1;
 }
 
 static purchase_result fenced_parse_write(redisReply *const *reps, int n, const svc_sale *s,

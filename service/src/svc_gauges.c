@@ -35,6 +35,7 @@ static pthread_cond_t cv;
 static int stop; /* under mu */
 static pthread_t thread;
 static lc_client *client;
+static int cluster; /* redis.cluster_nodes: one SKU per round trip (its master's) */
 
 /* FNV-1a, never 0 (0 marks an empty slot). */
 static uint64_t hash_of(const char *s)
@@ -115,6 +116,30 @@ static void read_all(lc_conn **conn)
         goto out;
     if (*conn == NULL && lc_conn_new(client, conn) != LC_OK)
         goto out;
+    if (cluster) {
+        /* each SKU's keys live on its slot's master: one pipe each */
+        static const char *const names3[3] = {"stock", "initial", "sold"};
+        for (int i = 0; i < n; i++) {
+            lc_pipe p;
+            lc_pipe_init(&p);
+            for (int k = 0; k < 3; k++) {
+                char key[SVC_KEY_MAX];
+                svc_key(key, names[i], names3[k]);
+                (void)lc_pipe_append(&p, "GET %s", key);
+            }
+            bool ok = p.n == 3 && lc_conn_pipe(*conn, &p) == LC_OK;
+            for (int k = 0; ok && k < 3; k++) {
+                const redisReply *r = p.reply[k];
+                if (k == 0 && r->type == REDIS_REPLY_NIL)
+                    ok = false; /* no stock key: not a SKU (any more) */
+                else if (as_ll(r, &vals[i][k]) != 0)
+                    ok = false;
+            }
+            lc_pipe_clear(&p);
+            got[i] = ok;
+        }
+        goto out;
+    }
     redisContext *ctx = lc_conn_redis(*conn);
     if (ctx == NULL)
         goto out;
@@ -203,6 +228,7 @@ int svc_gauges_start(const lc_options *lo, int max_skus, int refresh_ms)
         slots = NULL;
         return -1;
     }
+    cluster = lo->cluster_node_count > 0;
     pthread_condattr_t ca;
     SVC_PT(pthread_condattr_init(&ca));
     SVC_PT(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC));

@@ -587,12 +587,13 @@ static enum MHD_Result route_healthz(svc_req *r, const char *seg, const char *me
     (void)seg;
     if (has_query(r))
         return refuse_query(r, method, url);
-    if (r->s->redis.sentinels[0] == '\0') {
+    if (r->s->redis.sentinels[0] == '\0' && r->s->redis.cluster_nodes[0] == '\0') {
         int up = svc_health_up();
         count_reply(r, up ? 200 : 503, method, url);
         return MHD_queue_response(r->conn, up ? 200 : 503, up ? health_up : health_down);
     }
-    /* The master may move: named afresh, with the reason when down. */
+    /* The master may move (Sentinel), the masters too (a cluster: all of
+     * them): named afresh, with the reason when down. */
     int up = svc_health_up();
     char master[300], reason[LC_ERRSTR_LEN];
     lc_client_master(client, master, sizeof master);

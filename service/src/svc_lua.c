@@ -340,8 +340,10 @@ static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec, int gone_check
         return -1;
     }
     /* Connect first, so that "Redis unreachable" is told apart from "sent,
-     * no answer" (outcome unknown). */
-    if (lc_conn_redis(conn) == NULL) {
+     * no answer" (outcome unknown); on a Redis Cluster to the SKU's master. */
+    char stock_key[SVC_KEY_MAX];
+    svc_key(stock_key, lp->r->sku, "stock");
+    if (lc_conn_redis_key(conn, stock_key) == NULL) {
         snprintf(lp->o.detail, sizeof lp->o.detail, "%s; nothing was written",
                  lc_conn_errstr(conn));
         respond(lp, PR_REDIS_UNAVAILABLE);
@@ -430,9 +432,38 @@ int svc_lua_batches(const svc_req *r)
            r->p.fault == SVC_FAULT_NONE;
 }
 
+/* On a Redis Cluster a batch goes to one master: r's SKU's slot. */
+static int sku_slot(const svc_req *r)
+{
+    return lc_key_slot(r->sku, strlen(r->sku)); /* its keys' tag is {sku} */
+}
+
 void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
 {
     SVC_ASSERT(n >= 1 && n <= SVC_POOL_BATCH_MAX && n <= LC_PIPE_MAX);
+    if (rs[0]->s->redis.cluster_nodes[0] != '\0') {
+        /* SKUs of several slots: one batch per slot, each in queue order
+         * (the order between SKUs changes nothing any buyer gets) */
+        int first = sku_slot(rs[0]), mixed = 0;
+        for (int i = 1; i < n; i++)
+            mixed |= sku_slot(rs[i]) != first;
+        if (mixed) {
+            svc_req *sub[SVC_POOL_BATCH_MAX];
+            int done[SVC_POOL_BATCH_MAX] = {0};
+            for (int i = 0; i < n; i++) {
+                if (done[i])
+                    continue;
+                int m = 0, slot = sku_slot(rs[i]);
+                for (int j = i; j < n; j++)
+                    if (!done[j] && sku_slot(rs[j]) == slot) {
+                        done[j] = 1;
+                        sub[m++] = rs[j];
+                    }
+                svc_lua_batch(sub, m, conn);
+            }
+            return;
+        }
+    }
     lua_purchase *lps = calloc((size_t)n, sizeof *lps);
     if (lps == NULL) {
         for (int i = 0; i < n; i++)

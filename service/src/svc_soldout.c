@@ -30,6 +30,7 @@ static _Atomic int stop;
 static pthread_t thread;
 static int started;
 static lc_client *client;
+static int cluster; /* redis.cluster_nodes: each SKU's stock on its slot's master */
 
 static unsigned hash(const char *s)
 {
@@ -104,8 +105,24 @@ void svc_soldout_clear(const char *sku)
 
 /* ---- the listener thread ---- */
 
-/* The fallback: one MGET of every flagged SKU's stock; a flag whose stock
- * holds anything but an integer <= 0 (or nothing) is cleared. */
+/* e's flag clears unless v, its stock, is an integer <= 0. */
+static void clear_unless_sold_out(entry *e, const redisReply *v)
+{
+    if (v->type == REDIS_REPLY_ERROR)
+        return;                          /* nothing known */
+    if (v->type != REDIS_REPLY_STRING) { /* nil: the SKU is gone (404 unknown_sku) */
+        atomic_fetch_add(&e->gen, 1);
+        return;
+    }
+    char *end = NULL;
+    long long s = strtoll(v->str, &end, 10);
+    if (end == v->str || *end != '\0' || s > 0)
+        atomic_fetch_add(&e->gen, 1);
+}
+
+/* The fallback: one MGET of every flagged SKU's stock (on a cluster, one
+ * GET each); a flag whose stock holds anything but an integer <= 0 (or
+ * nothing) is cleared. */
 static void check_flagged(lc_conn *conn)
 {
     static char keys[SVC_SOLDOUT_SKUS][SVC_KEY_MAX];
@@ -124,23 +141,25 @@ static void check_flagged(lc_conn *conn)
     }
     if (n == 0)
         return;
+    if (cluster) {
+        /* an MGET names one slot on a cluster: a GET each, one round trip each */
+        for (int i = 0; i < n; i++) {
+            lc_pipe p;
+            lc_pipe_init(&p);
+            (void)lc_pipe_append(&p, "GET %s", keys[i]);
+            if (p.n == 1 && lc_conn_pipe(conn, &p) == LC_OK)
+                clear_unless_sold_out(which[i], p.reply[0]);
+            lc_pipe_clear(&p);
+        }
+        return;
+    }
     redisContext *ctx = lc_conn_redis(conn);
     if (ctx == NULL)
         return;
     redisReply *rep = redisCommandArgv(ctx, n + 1, argv, NULL);
-    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)n) {
-        for (int i = 0; i < n; i++) {
-            const redisReply *v = rep->element[i];
-            if (v->type != REDIS_REPLY_STRING) { /* nil: the SKU is gone (404 unknown_sku) */
-                atomic_fetch_add(&which[i]->gen, 1);
-                continue;
-            }
-            char *end = NULL;
-            long long s = strtoll(v->str, &end, 10);
-            if (end == v->str || *end != '\0' || s > 0)
-                atomic_fetch_add(&which[i]->gen, 1);
-        }
-    }
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)n)
+        for (int i = 0; i < n; i++)
+            clear_unless_sold_out(which[i], rep->element[i]);
     freeReplyObject(rep);
 }
 
@@ -239,6 +258,7 @@ int svc_soldout_start(const lc_options *lo)
     char err[LC_ERRSTR_LEN];
     if (lc_client_new(lo, &client, err, sizeof err) != LC_OK)
         return -1;
+    cluster = lo->cluster_node_count > 0;
     if (pthread_create(&thread, NULL, listener, NULL) != 0) {
         lc_client_free(client);
         client = NULL;

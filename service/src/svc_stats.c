@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "svc_buf.h"
 #include "svc_check.h"
@@ -243,6 +244,58 @@ static void put_pcts(svc_buf *b, const char *name, fine_hist *h)
                    fine_pct(h, 0.99), (double)ld(&h->max_us) / 1000.0);
 }
 
+/* With a Redis Cluster: "cluster":{the slot map (each master, its slot
+ * ranges, its replicas), when it was taken, the redirects, retries and map
+ * refreshes}. Nothing without one. */
+static void put_cluster(svc_buf *b, lc_client *client, const lc_stats *ls)
+{
+    lc_cluster_map *map = client != NULL ? malloc(sizeof *map) : NULL;
+    if (map == NULL || lc_cluster_map_get(client, map) != 0) {
+        free(map);
+        return;
+    }
+    char at[40] = "";
+    if (map->refreshed_wall_ms > 0) {
+        struct tm tm;
+        time_t sec = (time_t)(map->refreshed_wall_ms / 1000);
+        gmtime_r(&sec, &tm);
+        size_t n = strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(at + n, sizeof at - n, ".%03dZ", (int)(map->refreshed_wall_ms % 1000));
+    }
+    svc_buf_printf(b, ",\"cluster\":{\"slots_covered\":%d,\"refreshed_at\":", map->slots_covered);
+    if (at[0])
+        svc_buf_printf(b, "\"%s\",\"map_age_ms\":%lld", at, (long long)map->age_ms);
+    else
+        svc_buf_printf(b, "null,\"map_age_ms\":null");
+    svc_buf_printf(b, ",\"masters\":[");
+    for (int i = 0; i < map->nmasters; i++) {
+        const lc_cluster_master *m = &map->master[i];
+        svc_buf_printf(b, "%s{\"addr\":\"", i ? "," : "");
+        put_escaped(b, m->addr);
+        svc_buf_printf(b, "\",\"slots\":[");
+        for (int r = 0; r < m->nranges; r++) {
+            if (m->range[r][0] == m->range[r][1])
+                svc_buf_printf(b, "%s\"%d\"", r ? "," : "", m->range[r][0]);
+            else
+                svc_buf_printf(b, "%s\"%d-%d\"", r ? "," : "", m->range[r][0], m->range[r][1]);
+        }
+        svc_buf_printf(b, "],\"slot_ranges_more\":%d,\"replicas\":[", m->ranges_more);
+        for (int r = 0; r < m->nreplicas; r++) {
+            svc_buf_printf(b, "%s\"", r ? "," : "");
+            put_escaped(b, m->replica[r]);
+            svc_buf_printf(b, "\"");
+        }
+        svc_buf_printf(b, "]}");
+    }
+    svc_buf_printf(b,
+                   "],\"redirects\":{\"moved\":%llu,\"ask\":%llu},\"retries\":%llu,"
+                   "\"map_refreshes\":%llu}",
+                   (unsigned long long)ls->cluster_moved, (unsigned long long)ls->cluster_ask,
+                   (unsigned long long)ls->cluster_retries,
+                   (unsigned long long)ls->cluster_refreshes);
+    free(map);
+}
+
 char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
 {
     svc_buf b = {0};
@@ -258,6 +311,7 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
     svc_buf_printf(&b, "\",\"master\":\"");
     put_escaped(&b, master);
     svc_buf_printf(&b, "\",\"master_switches\":%llu", (unsigned long long)ls.master_switches);
+    put_cluster(&b, client, &ls);
     svc_buf_printf(&b,
                    ",\"uptime_s\":%.3f,\"redis_errors\":%llu,\"inflight\":%ld,"
                    "\"sold_out_local\":%llu,",
@@ -491,6 +545,32 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
     for (size_t i = 0; i < sizeof lcm / sizeof lcm[0]; i++)
         svc_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", lcm[i].name, lcm[i].help,
                        lcm[i].name, lcm[i].type, lcm[i].name, (unsigned long long)lcm[i].v);
+    lc_cluster_map *map = client != NULL ? malloc(sizeof *map) : NULL;
+    if (map != NULL && lc_cluster_map_get(client, map) == 0)
+        svc_buf_printf(
+            &b,
+            "# HELP miaosha_redis_redirects_total Redis Cluster redirects followed: MOVED (the "
+            "slot lives elsewhere now), ASK (one command to the node importing it).\n"
+            "# TYPE miaosha_redis_redirects_total counter\n"
+            "miaosha_redis_redirects_total{kind=\"moved\"} %llu\n"
+            "miaosha_redis_redirects_total{kind=\"ask\"} %llu\n"
+            "# HELP miaosha_redis_cluster_retries_total Redis Cluster commands sent again after "
+            "a back-off (TRYAGAIN, CLUSTERDOWN, LOADING, a slot split by a migration, a master "
+            "that refused the connection).\n"
+            "# TYPE miaosha_redis_cluster_retries_total counter\n"
+            "miaosha_redis_cluster_retries_total %llu\n"
+            "# HELP miaosha_redis_cluster_map_refreshes_total Slot maps taken from the cluster "
+            "(CLUSTER NODES).\n"
+            "# TYPE miaosha_redis_cluster_map_refreshes_total counter\n"
+            "miaosha_redis_cluster_map_refreshes_total %llu\n"
+            "# HELP miaosha_redis_cluster_slots_covered Slots with a master in the slot map "
+            "(16384 when every slot has one).\n"
+            "# TYPE miaosha_redis_cluster_slots_covered gauge\n"
+            "miaosha_redis_cluster_slots_covered %d\n",
+            (unsigned long long)ls.cluster_moved, (unsigned long long)ls.cluster_ask,
+            (unsigned long long)ls.cluster_retries, (unsigned long long)ls.cluster_refreshes,
+            map->slots_covered);
+    free(map);
     svc_gauges_render(&b);
     svc_process_render(&b, cfg_version());
     if (b.oom) {

@@ -27,13 +27,41 @@ static void redis_fail(svc_req *r, const char *why)
     svc_reply_error(r, 503, "redis_unavailable", why, NULL);
 }
 
-/* The job's Redis connection; NULL after answering 503 when there is none. */
-static redisContext *job_redis(svc_req *r, lc_conn *conn)
+/* Sends p's commands on the job's connection (one write, every reply read:
+ * lc_conn_pipe, which on a Redis Cluster goes to the SKU's master and
+ * follows its redirects) into reps (n of them, all read so the connection
+ * stays in step even when one is an error). 0; or -1 after answering 503
+ * with the reason — no connection, a reply missing (a broken connection:
+ * the next call reconnects), an error reply — having freed what it read. */
+static int job_pipe(svc_req *r, lc_conn *conn, lc_pipe *p, redisReply **reps, int n)
 {
-    redisContext *ctx = conn ? lc_conn_redis(conn) : NULL;
-    if (ctx == NULL)
-        redis_fail(r, conn ? lc_conn_errstr(conn) : "no Redis connection");
-    return ctx;
+    char why[256] = "";
+    if (conn == NULL) {
+        lc_pipe_clear(p);
+        redis_fail(r, "no Redis connection");
+        return -1;
+    }
+    lc_status st = p->n == n ? lc_conn_pipe(conn, p) : LC_NOMEM;
+    int bad = st != LC_OK;
+    for (int i = 0; i < n; i++) {
+        reps[i] = lc_pipe_take(p, i);
+        if (!bad && reps[i]->type == REDIS_REPLY_ERROR) {
+            snprintf(why, sizeof why, "%s", reps[i]->str);
+            bad = 1;
+        }
+    }
+    lc_pipe_clear(p);
+    if (!bad)
+        return 0;
+    if (!why[0]) {
+        /* lockcore's "redis: " before the connection's own reason */
+        const char *e = st == LC_NOMEM ? "out of memory" : lc_conn_errstr(conn);
+        snprintf(why, sizeof why, "%s", strncmp(e, "redis: ", 7) == 0 ? e + 7 : e);
+    }
+    for (int i = 0; i < n; i++)
+        freeReplyObject(reps[i]);
+    redis_fail(r, why[0] ? why : "no reply");
+    return -1;
 }
 
 /* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
@@ -67,33 +95,6 @@ static void sku_keys_init(sku_keys *k, const char *sku)
     for (int m = 0; m < LC_MODE_COUNT; m++)
         if (lc_mode_info_of((lc_mode)m)->lock_in_redis)
             svc_lock_key(k->locks[k->nlocks++], sku, (lc_mode)m);
-}
-
-/* Reads n pipelined replies into reps (all of them, so the connection stays
- * in step even when one is an error). On failure frees what it read and
- * copies the reason into why. A broken connection leaves ctx->err set, and
- * the next call through lc_conn reconnects. */
-static int read_replies(redisContext *ctx, redisReply **reps, int n, char *why, size_t len)
-{
-    int got = 0, bad = 0;
-    for (int i = 0; i < n; i++) {
-        void *rep = NULL;
-        if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
-            snprintf(why, len, "%s", ctx->errstr[0] ? ctx->errstr : "no reply");
-            bad = 1;
-            break;
-        }
-        reps[got++] = rep;
-        if (reps[i]->type == REDIS_REPLY_ERROR && !bad) {
-            snprintf(why, len, "%s", reps[i]->str);
-            bad = 1;
-        }
-    }
-    if (!bad)
-        return 0;
-    for (int k = 0; k < got; k++)
-        freeReplyObject(reps[k]);
-    return -1;
 }
 
 /* 404 unknown_sku: r's SKU has no stock key. A purchase answers the same
@@ -141,22 +142,18 @@ static cJSON *audit_json(const char *sku, long long stock, long long initial, lo
 
 void svc_stock_get_job(svc_req *r, lc_conn *conn)
 {
-    char why[256];
     redisReply *reps[5];
     sku_keys k;
-    redisContext *ctx = job_redis(r, conn);
-    if (ctx == NULL)
-        return;
+    lc_pipe p;
+    lc_pipe_init(&p);
     sku_keys_init(&k, r->sku);
-    redisAppendCommand(ctx, "GET %s", k.stock);
-    redisAppendCommand(ctx, "GET %s", k.initial);
-    redisAppendCommand(ctx, "GET %s", k.sold);
-    redisAppendCommand(ctx, "LLEN %s", k.orders);
-    redisAppendCommand(ctx, "HVALS %s", k.buyers);
-    if (read_replies(ctx, reps, 5, why, sizeof why) != 0) {
-        redis_fail(r, why);
+    (void)lc_pipe_append(&p, "GET %s", k.stock);
+    (void)lc_pipe_append(&p, "GET %s", k.initial);
+    (void)lc_pipe_append(&p, "GET %s", k.sold);
+    (void)lc_pipe_append(&p, "LLEN %s", k.orders);
+    (void)lc_pipe_append(&p, "HVALS %s", k.buyers);
+    if (job_pipe(r, conn, &p, reps, 5) != 0)
         return;
-    }
     /* No stock key: a SKU that was never stocked, not one with zeros. */
     if (reps[0]->type == REDIS_REPLY_NIL) {
         for (int i = 0; i < 5; i++)
@@ -181,34 +178,30 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
 
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
-    char why[256];
     redisReply *reps[8];
     long long n = (long long)r->p.stock;
     sku_keys k;
-    redisContext *ctx = job_redis(r, conn);
-    if (ctx == NULL)
-        return;
+    lc_pipe p;
+    lc_pipe_init(&p);
     sku_keys_init(&k, r->sku);
-    redisAppendCommand(ctx, "MULTI");
-    redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
-    redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
-    redisAppendCommand(ctx, "SET %s 0", k.sold);
+    (void)lc_pipe_append(&p, "MULTI");
+    (void)lc_pipe_append(&p, "SET %s %lld", k.stock, n);
+    (void)lc_pipe_append(&p, "SET %s %lld", k.initial, n);
+    (void)lc_pipe_append(&p, "SET %s 0", k.sold);
     const char *del[3 + LC_MODE_COUNT] = {"DEL", k.orders, k.buyers, k.fence_hwm};
     int ndel = 4;
     for (int i = 0; i < k.nlocks; i++)
         del[ndel++] = k.locks[i];
-    redisAppendCommandArgv(ctx, ndel, del, NULL);
+    (void)lc_pipe_append_argv(&p, ndel, del, NULL);
     /* Voids the commit of every purchase that read the old stock (they
      * WATCH this key): see svc_store.c. */
-    redisAppendCommand(ctx, "INCR %s", k.epoch);
+    (void)lc_pipe_append(&p, "INCR %s", k.epoch);
     /* Every instance's local sold-out flag of this SKU clears on it
-     * (svc_soldout.h). */
-    redisAppendCommand(ctx, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, r->sku);
-    redisAppendCommand(ctx, "EXEC");
-    if (read_replies(ctx, reps, 8, why, sizeof why) != 0) {
-        redis_fail(r, why);
+     * (svc_soldout.h); on a cluster the message reaches every node. */
+    (void)lc_pipe_append(&p, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, r->sku);
+    (void)lc_pipe_append(&p, "EXEC");
+    if (job_pipe(r, conn, &p, reps, 8) != 0)
         return;
-    }
     int ok = reps[7]->type == REDIS_REPLY_ARRAY && reps[7]->elements == 6;
     for (int i = 0; i < 8; i++)
         freeReplyObject(reps[i]);
@@ -224,21 +217,17 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
 
 void svc_orders_job(svc_req *r, lc_conn *conn)
 {
-    char why[256];
     redisReply *reps[3];
     long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
     sku_keys k;
-    redisContext *ctx = job_redis(r, conn);
-    if (ctx == NULL)
-        return;
+    lc_pipe p;
+    lc_pipe_init(&p);
     sku_keys_init(&k, r->sku);
-    redisAppendCommand(ctx, "LLEN %s", k.orders);
-    redisAppendCommand(ctx, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
-    redisAppendCommand(ctx, "EXISTS %s", k.stock); /* same round trip */
-    if (read_replies(ctx, reps, 3, why, sizeof why) != 0) {
-        redis_fail(r, why);
+    (void)lc_pipe_append(&p, "LLEN %s", k.orders);
+    (void)lc_pipe_append(&p, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
+    (void)lc_pipe_append(&p, "EXISTS %s", k.stock); /* same round trip */
+    if (job_pipe(r, conn, &p, reps, 3) != 0)
         return;
-    }
     int stocked = as_int(reps[2]) > 0;
     freeReplyObject(reps[2]);
     if (!stocked) {
@@ -278,22 +267,23 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
 int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen)
 {
     sku_keys k;
-    redisContext *ctx = lc_conn_redis(conn);
-    if (ctx == NULL) {
-        snprintf(err, errlen, "%s", lc_conn_errstr(conn));
-        return -1;
-    }
+    lc_pipe p;
+    lc_pipe_init(&p);
     sku_keys_init(&k, sku);
     /* Seeds only a SKU that has neither stock nor initial, atomically, so
      * instances starting together (or a restart) never reset a sale. */
-    redisReply *rep = redisCommand(
-        ctx, "EVAL %s 3 %s %s %s %lld",
+    (void)lc_pipe_append(
+        &p, "EVAL %s 3 %s %s %s %lld",
         "if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then "
         "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1]); "
         "redis.call('SET', KEYS[3], 0); return 1 end return 0",
         k.stock, k.initial, k.sold, initial);
+    (void)lc_conn_pipe(conn, &p);
+    redisReply *rep = lc_pipe_take(&p, 0);
+    lc_pipe_clear(&p);
     if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "%s", rep ? rep->str : ctx->errstr);
+        const char *e = lc_conn_errstr(conn);
+        snprintf(err, errlen, "%s", rep ? rep->str : strncmp(e, "redis: ", 7) == 0 ? e + 7 : e);
         freeReplyObject(rep);
         return -1;
     }

@@ -1,0 +1,333 @@
+/* test_service_cluster.c — the service on a real Redis Cluster of its own
+ * (pk_cluster: 3 masters, 3 replicas, cluster-node-timeout 1000 ms).
+ *
+ * At start: redis.cluster_nodes with redis.sentinels, or with
+ * wait_replicas=all, exits 2 naming both keys; a seed that is a plain
+ * Redis exits 2 naming it; no seed that answers: the service starts,
+ * /healthz 503 with the reason. Then two instances whose first seed is
+ * down, redis.wait_replicas=1 (WAIT on the master that wrote, per master):
+ *   - a burst per mode on a SKU of each master, audited: every mode whose
+ *     lock keeps buyers out (setnx, token, reentrant, fenced, redlock on
+ *     three lock masters of its own, independent of the cluster) and lua
+ *     sell exactly the stock, nothing oversold;
+ *   - an Idempotency-Key (its claim in a slot of its own) replays the sale;
+ *   - the local sold-out flag of one instance clears on a reset sent to
+ *     the other (the message reaches every node);
+ *   - /stats shows the map (3 masters, 16384 slots, replicas), /metrics the
+ *     redirect, retry and refresh counters, /healthz 200 naming the
+ *     masters;
+ *   - a master SIGKILLed: /healthz turns 503 naming it, the replica is
+ *     promoted, /healthz 200 again and its SKU sells again.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <hiredis/hiredis.h>
+
+#include "pk_cluster.h"
+#include "pk_proc.h"
+#include "pk_redis.h"
+#include "svc_test.h"
+
+#define STOCK 12
+#define BUYERS 24
+
+static pk_cluster C;
+static svc_server a, b;
+static char seeds[128], lock_nodes[128];
+static tu_redis locks[3];
+
+static int slot_of(const char *sku)
+{
+    return lc_key_slot(sku, strlen(sku)); /* the keys' tag is {sku} */
+}
+
+/* A SKU whose slot master i serves now. */
+static void sku_on(int port, const char *prefix, char *sku, size_t len)
+{
+    for (int i = 0; i < 100000; i++) {
+        snprintf(sku, len, "%s%d", prefix, i);
+        if (pk_cluster_slot_port(&C, slot_of(sku)) == port)
+            return;
+    }
+    TU_REQUIRE(0, "no sku on %d", port);
+}
+
+static void exit2(const char *what, const char *const *args, const char *a1, const char *a2)
+{
+    char out[4096];
+    int st = svc_run_exit(args, tu_slack(15000), out, sizeof out);
+    TU_CHECK(st == 2 && strstr(out, a1) && (!a2 || strstr(out, a2)), "%s: exit 2 naming %s: %d %s",
+             what, a1, st, out);
+}
+
+static void test_start(void)
+{
+    char set[160];
+    snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
+    const char *with_sentinels[] = {"--set", set, "--set",
+                                    "redis.sentinels=127.0.0.1:26379", NULL};
+    exit2("with sentinels", with_sentinels, "redis.cluster_nodes", "redis.sentinels");
+    const char *with_all[] = {"--set", set, "--set", "redis.wait_replicas=all",
+                              NULL};
+    exit2("with wait_replicas=all", with_all, "redis.cluster_nodes", "redis.wait_replicas");
+    /* a plain Redis among the seeds */
+    char plain[96];
+    snprintf(plain, sizeof plain, "redis.cluster_nodes=127.0.0.1:%d,127.0.0.1:%d", locks[0].port,
+             C.port[0]);
+    const char *with_plain[] = {"--set", plain, NULL};
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", locks[0].port);
+    exit2("a plain Redis as a seed", with_plain, addr, "not in cluster mode");
+    /* no seed answers: starts, 503 with the reason */
+    char none[96];
+    snprintf(none, sizeof none, "redis.cluster_nodes=127.0.0.1:%d", pk_free_port());
+    const char *e[] = {"--set", none, "--set", "redis.connect_timeout_ms=200", NULL};
+    svc_server s;
+    TU_REQUIRE(svc_start(&s, 1, e) == 0, "starts without a seed");
+    svc_resp r;
+    svc_req(&s, "GET", "/healthz", NULL, NULL, &r);
+    TU_CHECK(r.status == 503 && svc_jstr(r.json, "reason") &&
+                 strstr(svc_jstr(r.json, "reason"), "cluster"),
+             "/healthz 503 with the reason: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    svc_req(&s, "POST", "/miaosha/token?sku=nope", NULL, NULL, &r);
+    TU_CHECK(r.status == 503 && svc_jerr_is(&r, "redis_unavailable"), "a purchase 503: %ld %s",
+             r.status, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_log_has(&s, "cluster from seeds") && svc_log_has(&s, "not used"),
+             "the start-up log names the seeds and says redis.host/port are not used");
+    svc_stop(&s, 10000);
+}
+
+static void burst(const char *mode, const char *sku, const char *extra)
+{
+    TU_REQUIRE(svc_set_stock(&a, sku, STOCK, NULL) == 200, "stock %s", sku);
+    char *paths[BUYERS];
+    svc_resp out[BUYERS];
+    for (int i = 0; i < BUYERS; i++) {
+        paths[i] = malloc(200);
+        snprintf(paths[i], 200, "/miaosha/%s?sku=%s&user=u%d&work_ms=2&wait_ms=5000%s", mode, sku,
+                 i, extra);
+    }
+    svc_burst(&a, "POST", paths, BUYERS, out);
+    int sold = 0, other = 0;
+    for (int i = 0; i < BUYERS; i++) {
+        if (out[i].status == 200)
+            sold++;
+        else if (out[i].status != 409)
+            other++;
+        if (out[i].status != 200 && out[i].status != 409 && other == 1)
+            fprintf(stderr, "%s %s: %ld %s\n", mode, sku, out[i].status, B(&out[i]));
+        svc_resp_free(&out[i]);
+        free(paths[i]);
+    }
+    svc_audit au;
+    TU_CHECK(svc_get_audit(&b, sku, &au) == 200, "audit %s", sku);
+    TU_CHECK(sold == STOCK && au.sold == STOCK && au.stock == 0 && au.oversold == 0 &&
+                 au.undersold == 0 && au.orders == STOCK && other == 0,
+             "%s on %s (slot %d): exact: %d x 200, %d other; audit sold %lld stock %lld "
+             "oversold %lld orders %lld",
+             mode, sku, slot_of(sku), sold, other, au.sold, au.stock, au.oversold, au.orders);
+}
+
+static double metric(const svc_server *s, const char *name)
+{
+    svc_resp r;
+    svc_req(s, "GET", "/metrics", NULL, NULL, &r);
+    const char *at = strstr(B(&r), name);
+    while (at != NULL && at > B(&r) && at[-1] != '\n')
+        at = strstr(at + 1, name);
+    double v = at ? strtod(at + strlen(name) + 1, NULL) : -1;
+    svc_resp_free(&r);
+    return v;
+}
+
+static void test_modes(void)
+{
+    static const char *modes[] = {"setnx", "token", "reentrant", "fenced", "redlock", "lua"};
+    for (int m = 0; m < 3; m++) {
+        char sku[32];
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "c%d-", m);
+        sku_on(C.port[m], prefix, sku, sizeof sku);
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            burst(modes[i], sku, !strcmp(modes[i], "lua") ? "" : "&lease_ms=10000");
+    }
+}
+
+static void test_idem(void)
+{
+    char sku[32];
+    sku_on(C.port[1], "idem", sku, sizeof sku);
+    TU_REQUIRE(svc_set_stock(&a, sku, 5, NULL) == 200, "stock");
+    const char *modes[] = {"token", "lua"};
+    for (int i = 0; i < 2; i++) {
+        char path[120], hdr[64];
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=i%d", modes[i], sku, i);
+        snprintf(hdr, sizeof hdr, "Idempotency-Key: cl-key-%d", i);
+        svc_resp r1, r2;
+        svc_req_hdr(&a, "POST", path, hdr, &r1);
+        svc_req_hdr(&b, "POST", path, hdr, &r2);
+        TU_CHECK(r1.status == 200 && r2.status == 200 && !strcmp(B(&r1), B(&r2)),
+                 "%s: the replay is the sale: %ld %s / %ld %s", modes[i], r1.status, B(&r1),
+                 r2.status, B(&r2));
+        svc_resp_free(&r1);
+        svc_resp_free(&r2);
+    }
+    svc_audit au;
+    TU_CHECK(svc_get_audit(&a, sku, &au) == 200 && au.sold == 2, "two sold, not four (%lld)",
+             au.sold);
+}
+
+static long buy(const svc_server *s, const char *sku, int *local)
+{
+    char path[120];
+    svc_resp r;
+    snprintf(path, sizeof path, "/miaosha/lua?sku=%s&user=x", sku);
+    svc_req(s, "POST", path, NULL, NULL, &r);
+    *local = svc_jbool(r.json, "local") == 1;
+    long st = r.status;
+    svc_resp_free(&r);
+    return st;
+}
+
+static void test_soldout(void)
+{
+    char sku[32];
+    sku_on(C.port[2], "so", sku, sizeof sku);
+    TU_REQUIRE(svc_set_stock(&b, sku, 0, NULL) == 200, "stock 0");
+    int local = 0;
+    int64_t dl = lc_now_ms() + tu_slack(3000);
+    while (!local && lc_now_ms() < dl)
+        TU_CHECK(buy(&a, sku, &local) == 409, "sold out");
+    TU_CHECK(local, "instance a answers sold out from memory");
+    int64_t t0 = lc_now_ms();
+    TU_REQUIRE(svc_set_stock(&b, sku, 3, NULL) == 200, "reset on b");
+    long st = 409;
+    while (st != 200 && lc_now_ms() < t0 + tu_slack(3000))
+        st = buy(&a, sku, &local);
+    TU_CHECK(st == 200, "a sells again after b's reset, %lld ms", (long long)(lc_now_ms() - t0));
+}
+
+static void test_seen(void)
+{
+    svc_resp r;
+    svc_req(&a, "GET", "/stats", NULL, NULL, &r);
+    const cJSON *cl = cJSON_GetObjectItem(r.json, "cluster");
+    const cJSON *masters = cl ? cJSON_GetObjectItem(cl, "masters") : NULL;
+    TU_CHECK(cl && svc_jnum(cl, "slots_covered") == 16384 && cJSON_GetArraySize(masters) == 3 &&
+                 svc_jstr(cl, "refreshed_at"),
+             "/stats: the map: %s", B(&r));
+    int reps = 0;
+    for (int i = 0; masters && i < cJSON_GetArraySize(masters); i++)
+        reps += cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(masters, i), "replicas"));
+    TU_CHECK(reps == 3, "/stats: 3 replicas (%d)", reps);
+    svc_resp_free(&r);
+    TU_CHECK(metric(&a, "miaosha_redis_redirects_total{kind=\"moved\"}") >= 0 &&
+                 metric(&a, "miaosha_redis_redirects_total{kind=\"ask\"}") >= 0 &&
+                 metric(&a, "miaosha_redis_cluster_retries_total") >= 0 &&
+                 metric(&a, "miaosha_redis_cluster_map_refreshes_total") >= 1 &&
+                 metric(&a, "miaosha_redis_cluster_slots_covered") == 16384,
+             "/metrics: the cluster's counters");
+    svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
+    char p0[16];
+    snprintf(p0, sizeof p0, ":%d", C.port[0]);
+    TU_CHECK(r.status == 200 && svc_jstr(r.json, "master") &&
+                 strstr(svc_jstr(r.json, "master"), p0),
+             "/healthz 200 naming the masters: %s", B(&r));
+    svc_resp_free(&r);
+}
+
+static void test_failover(void)
+{
+    char sku[32];
+    sku_on(C.port[0], "fo", sku, sizeof sku);
+    TU_REQUIRE(svc_set_stock(&a, sku, 100, NULL) == 200, "stock");
+    int64_t t0 = lc_now_ms();
+    pk_cluster_kill(&C, 0);
+    svc_resp r;
+    long st = 200;
+    char why[400] = "";
+    while (st == 200 && lc_now_ms() < t0 + tu_slack(5000)) {
+        svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
+        st = r.status;
+        if (st != 200 && svc_jstr(r.json, "reason"))
+            snprintf(why, sizeof why, "%s", svc_jstr(r.json, "reason"));
+        svc_resp_free(&r);
+        if (st == 200)
+            tu_sleep_ms(50);
+    }
+    char p0[16];
+    snprintf(p0, sizeof p0, ":%d", C.port[0]);
+    TU_CHECK(st == 503 && strstr(why, p0), "/healthz 503 naming the dead master: %s", why);
+    long bought = 0;
+    while (bought != 200 && lc_now_ms() < t0 + tu_slack(20000)) {
+        char path[120];
+        snprintf(path, sizeof path, "/miaosha/token?sku=%s&user=f", sku);
+        svc_req(&a, "POST", path, NULL, NULL, &r);
+        bought = r.status;
+        TU_CHECK(bought == 200 || bought == 503, "200 or 503 meanwhile: %ld %s", bought, B(&r));
+        snprintf(why, sizeof why, "%s", B(&r));
+        /* the promoted replica has no replica of its own yet: written on
+         * the master, WAIT 1 cannot be met (per master) */
+        if (bought == 503 && svc_jerr_is(&r, "not_replicated") && svc_jstr(r.json, "order_id"))
+            bought = 200;
+        svc_resp_free(&r);
+        if (bought != 200)
+            tu_sleep_ms(100);
+    }
+    printf("failover: the SKU sells again %lld ms after the kill\n",
+           (long long)(lc_now_ms() - t0));
+    TU_CHECK(bought == 200, "writes again on the promoted replica (last: %s)", why);
+    TU_CHECK(strstr(why, "not_replicated") && strstr(why, "0 of 1 replicas"),
+             "WAIT per master: the promoted replica has none yet: %s", why);
+    st = 503;
+    while (st != 200 && lc_now_ms() < t0 + tu_slack(20000)) {
+        svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
+        st = r.status;
+        snprintf(why, sizeof why, "%s", B(&r));
+        svc_resp_free(&r);
+        if (st != 200)
+            tu_sleep_ms(100);
+    }
+    TU_CHECK(st == 200, "/healthz 200 again (%s)", why);
+}
+
+int main(void)
+{
+    pk_cluster_opts o;
+    pk_cluster_opts_init(&o);
+    char dir[] = "/tmp/svc-cluster.XXXXXX", err[256];
+    TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    o.dir = dir;
+    o.server = getenv("MIAOSHA_REDIS_SERVER");
+    TU_REQUIRE(pk_cluster_start(&C, &o, err, sizeof err) == 0, "cluster: %s", err);
+    for (int i = 0; i < 3; i++)
+        TU_REQUIRE(tu_redis_start(&locks[i], 0, NULL) == 0, "lock master %d", i);
+    snprintf(lock_nodes, sizeof lock_nodes, "redlock.nodes=127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+             locks[0].port, locks[1].port, locks[2].port);
+    snprintf(seeds, sizeof seeds, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", pk_free_port(),
+             C.port[1], C.port[2]);
+    test_start();
+    char set[160];
+    snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
+    const char *e[] = {"--set", set, "--set", lock_nodes, "--set", "redis.wait_replicas=1",
+                       "--set", "redis.wait_timeout_ms=1000", "--set",
+                       "redis.command_timeout_ms=2000", NULL};
+    TU_REQUIRE(svc_start(&a, 1, e) == 0 && svc_start(&b, 1, e) == 0, "two instances");
+    test_modes();
+    test_idem();
+    test_soldout();
+    test_seen();
+    test_failover();
+    svc_stop(&a, 10000);
+    svc_stop(&b, 10000);
+    for (int i = 0; i < 3; i++)
+        tu_redis_stop(&locks[i]);
+    pk_cluster_stop(&C);
+    pk_rm_tree(dir);
+    return tu_done();
+}
