@@ -70,6 +70,34 @@ int pk_cluster_wait_ok(const pk_cluster *c, int timeout_ms, volatile sig_atomic_
  * it. Any thread. */
 int pk_cluster_slot_port(const pk_cluster *c, int slot);
 
+/* CLUSTER MYID of the node at port into id (len bytes, 41 hold one): 0, or
+ * -1 when it does not answer. Any thread. */
+int pk_cluster_node_id(int port, char *id, size_t len);
+
+/* The port of a replica of the master at master_port (the first running
+ * node whose INFO replication names it), -1 when none. Any thread. */
+int pk_cluster_replica_of(const pk_cluster *c, int master_port);
+
+/* A slot moved by hand, as redis-cli --cluster reshard does it, in three
+ * steps a caller can interleave with its own load:
+ *   begin  CLUSTER SETSLOT slot IMPORTING <from> on the master at to_port,
+ *          then MIGRATING <to> on the owner now (*from_port): from here on
+ *          the owner answers ASK for a key it no longer has, TRYAGAIN for
+ *          a command whose keys are on both sides;
+ *   keys   MIGRATE up to max keys of the slot (CLUSTER GETKEYSINSLOT) from
+ *          from_port to to_port, one MIGRATE each: the number moved (0:
+ *          none left), or -1;
+ *   end    CLUSTER SETSLOT slot NODE <to> on to_port, from_port and every
+ *          other running master: the owner answers MOVED from now on.
+ * Each returns 0 (keys: the count), or -1 with the reason in err (errlen
+ * bytes). Any thread, one move at a time per slot. */
+int pk_cluster_migrate_begin(const pk_cluster *c, int slot, int to_port, int *from_port, char *err,
+                             size_t errlen);
+int pk_cluster_migrate_keys(int slot, int from_port, int to_port, int max, char *err,
+                            size_t errlen);
+int pk_cluster_migrate_end(const pk_cluster *c, int slot, int from_port, int to_port, char *err,
+                           size_t errlen);
+
 /* SIGKILLs node i (a crash: its replica takes over after the node
  * timeout) and reaps it; c->pid[i] = 0, its port and files stay. */
 void pk_cluster_kill(pk_cluster *c, int i);

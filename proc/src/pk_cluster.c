@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,129 @@ int pk_cluster_slot_port(const pk_cluster *c, int slot)
             return port;
     }
     return -1;
+}
+
+int pk_cluster_node_id(int port, char *id, size_t len)
+{
+    const char *argv[] = {"CLUSTER", "MYID"};
+    return pk_redis_query(port, 2000, 2, argv, id, len) == 1 ? 0 : -1;
+}
+
+int pk_cluster_replica_of(const pk_cluster *c, int master_port)
+{
+    char want[32];
+    snprintf(want, sizeof want, "master_port:%d\r", master_port);
+    for (int i = 0; i < c->n; i++) {
+        if (c->pid[i] <= 0 || c->port[i] == master_port)
+            continue;
+        char info[2048];
+        const char *argv[] = {"INFO", "replication"};
+        if (pk_redis_query(c->port[i], 1000, 2, argv, info, sizeof info) == 1 &&
+            strstr(info, "role:slave") && strstr(info, want))
+            return c->port[i];
+    }
+    return -1;
+}
+
+/* One command on a fresh connection to port that must answer +OK. */
+static int ok_cmd(int port, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int ok_cmd(int port, char *err, size_t errlen, const char *fmt, ...)
+{
+    redisContext *ctx = pk_redis_connect(port, 5000);
+    if (ctx == NULL) {
+        snprintf(err, errlen, "127.0.0.1:%d does not answer", port);
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        snprintf(err, errlen, "127.0.0.1:%d: %s", port,
+                 r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
+    if (r)
+        freeReplyObject(r);
+    redisFree(ctx);
+    return ok ? 0 : -1;
+}
+
+int pk_cluster_migrate_begin(const pk_cluster *c, int slot, int to_port, int *from_port, char *err,
+                             size_t errlen)
+{
+    int from = pk_cluster_slot_port(c, slot);
+    char from_id[64], to_id[64];
+    if (from <= 0 || pk_cluster_node_id(from, from_id, sizeof from_id) != 0 ||
+        pk_cluster_node_id(to_port, to_id, sizeof to_id) != 0) {
+        snprintf(err, errlen, "slot %d: its owner or 127.0.0.1:%d does not answer", slot, to_port);
+        return -1;
+    }
+    if (from == to_port) {
+        snprintf(err, errlen, "slot %d is on 127.0.0.1:%d already", slot, to_port);
+        return -1;
+    }
+    if (ok_cmd(to_port, err, errlen, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id) != 0 ||
+        ok_cmd(from, err, errlen, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id) != 0)
+        return -1;
+    *from_port = from;
+    return 0;
+}
+
+int pk_cluster_migrate_keys(int slot, int from_port, int to_port, int max, char *err, size_t errlen)
+{
+    redisContext *ctx = pk_redis_connect(from_port, 5000);
+    if (ctx == NULL) {
+        snprintf(err, errlen, "127.0.0.1:%d does not answer", from_port);
+        return -1;
+    }
+    redisReply *keys = redisCommand(ctx, "CLUSTER GETKEYSINSLOT %d %d", slot, max);
+    int moved = -1;
+    if (keys == NULL || keys->type != REDIS_REPLY_ARRAY) {
+        snprintf(err, errlen, "CLUSTER GETKEYSINSLOT on 127.0.0.1:%d: %s", from_port,
+                 keys && keys->type == REDIS_REPLY_ERROR ? keys->str : ctx->errstr);
+    } else {
+        moved = 0;
+        for (size_t k = 0; k < keys->elements && moved >= 0; k++) {
+            const redisReply *key = keys->element[k];
+            redisReply *r = redisCommand(ctx, "MIGRATE 127.0.0.1 %d %b 0 5000", to_port, key->str,
+                                         key->len);
+            if (r != NULL && r->type == REDIS_REPLY_STATUS) {
+                moved++;
+            } else {
+                snprintf(err, errlen, "MIGRATE %.*s: %s", (int)(key->len > 80 ? 80 : key->len),
+                         key->str, r && r->type == REDIS_REPLY_ERROR ? r->str : ctx->errstr);
+                moved = -1;
+            }
+            if (r)
+                freeReplyObject(r);
+        }
+    }
+    if (keys)
+        freeReplyObject(keys);
+    redisFree(ctx);
+    return moved;
+}
+
+int pk_cluster_migrate_end(const pk_cluster *c, int slot, int from_port, int to_port, char *err,
+                           size_t errlen)
+{
+    char to_id[64];
+    if (pk_cluster_node_id(to_port, to_id, sizeof to_id) != 0) {
+        snprintf(err, errlen, "127.0.0.1:%d does not answer", to_port);
+        return -1;
+    }
+    if (ok_cmd(to_port, err, errlen, "CLUSTER SETSLOT %d NODE %s", slot, to_id) != 0 ||
+        ok_cmd(from_port, err, errlen, "CLUSTER SETSLOT %d NODE %s", slot, to_id) != 0)
+        return -1;
+    for (int i = 0; i < c->n; i++) {
+        if (c->pid[i] <= 0 || c->port[i] == to_port || c->port[i] == from_port)
+            continue;
+        char e2[160];
+        (void)ok_cmd(c->port[i], e2, sizeof e2, "CLUSTER SETSLOT %d NODE %s", slot, to_id);
+        /* a replica refuses it and learns the move from the cluster bus */
+    }
+    return 0;
 }
 
 void pk_cluster_kill(pk_cluster *c, int i)
