@@ -67,11 +67,9 @@ static void test_start(void)
 {
     char set[160];
     snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
-    const char *with_sentinels[] = {"--set", set, "--set",
-                                    "redis.sentinels=127.0.0.1:26379", NULL};
+    const char *with_sentinels[] = {"--set", set, "--set", "redis.sentinels=127.0.0.1:26379", NULL};
     exit2("with sentinels", with_sentinels, "redis.cluster_nodes", "redis.sentinels");
-    const char *with_all[] = {"--set", set, "--set", "redis.wait_replicas=all",
-                              NULL};
+    const char *with_all[] = {"--set", set, "--set", "redis.wait_replicas=all", NULL};
     exit2("with wait_replicas=all", with_all, "redis.cluster_nodes", "redis.wait_replicas");
     /* a plain Redis among the seeds */
     char plain[96];
@@ -279,8 +277,7 @@ static void test_failover(void)
         if (bought != 200)
             tu_sleep_ms(100);
     }
-    printf("failover: the SKU sells again %lld ms after the kill\n",
-           (long long)(lc_now_ms() - t0));
+    printf("failover: the SKU sells again %lld ms after the kill\n", (long long)(lc_now_ms() - t0));
     TU_CHECK(bought == 200, "writes again on the promoted replica (last: %s)", why);
     TU_CHECK(strstr(why, "not_replicated") && strstr(why, "0 of 1 replicas"),
              "WAIT per master: the promoted replica has none yet: %s", why);
@@ -314,9 +311,12 @@ int main(void)
     test_start();
     char set[160];
     snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
-    const char *e[] = {"--set", set, "--set", lock_nodes, "--set", "redis.wait_replicas=1",
-                       "--set", "redis.wait_timeout_ms=1000", "--set",
-                       "redis.command_timeout_ms=2000", NULL};
+    const char *e[] = {"--set", set,
+                       "--set", lock_nodes,
+                       "--set", "redis.wait_replicas=1",
+                       "--set", "redis.wait_timeout_ms=1000",
+                       "--set", "redis.command_timeout_ms=2000",
+                       NULL};
     TU_REQUIRE(svc_start(&a, 1, e) == 0 && svc_start(&b, 1, e) == 0, "two instances");
     test_modes();
     test_idem();
