@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "svc_bucket.h"
 #include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
@@ -282,7 +283,9 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
         put_pcts(&b, "lock_wait_ms", &mode_wait[m]);
         svc_buf_printf(&b, "}");
     }
-    svc_buf_printf(&b, "}}");
+    svc_buf_printf(&b, "}");
+    svc_bucket_stats_json(&b);
+    svc_buf_printf(&b, "}");
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -2,19 +2,32 @@
  *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders,
  *                       the lock keys and the fenced mode's high-water
  *                       mark, bump the epoch (voiding purchases in
- *                       flight): one MULTI/EXEC round trip
+ *                       flight); with buckets=K > 1 the same for each of K
+ *                       buckets, each with its share of the stock, and the
+ *                       layout record (svc_bucket.h). Two round trips: the
+ *                       old layout read (and WATCHed), then one MULTI/EXEC
+ *                       that also voids every bucket of the old layout
  *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
  *                       oversold = max(0, sold - (initial - stock))
  *                       undersold = max(0, (initial - stock) - sold)
- *   GET /orders/{sku}   the order records, offset/limit (limit <= 1000)
+ *                       (with buckets: each summed over the buckets, the
+ *                       last two bucket by bucket, and "buckets")
+ *   GET /orders/{sku}   the order records, offset/limit (limit <= 1000);
+ *                       with buckets, bucket after bucket
+ * Each reads the layout record in its first round trip, beside what the
+ * cached layout says it needs; only a layout changed since costs another.
  */
 #include "svc_routes.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <uuid/uuid.h>
+
+#include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_keys.h"
 #include "svc_soldout.h"
@@ -48,37 +61,41 @@ static redisContext *job_redis(svc_req *r, lc_conn *conn)
     return ctx;
 }
 
-/* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
- * the modes that keep one in Redis (svc_lock_key); the fenced mode's
- * high-water mark (svc_fence.c). Its fence counter, miaosha:{sku}:fence,
- * is not here on purpose: a reset keeps it. A holder from before the reset
- * may still be running with its token, and fencing works only while every
- * later grant draws a larger number than every earlier one; a counter
- * reset to 0 would hand out numbers below that holder's, and below the
- * mark, so new buyers would be fenced out and a stale one let in. The
- * mark can go (a stale read's write is voided by the epoch anyway, and
- * the next read sets it again): it describes reads of the old stock. */
+/* A stock's keys, all under one hash tag (svc_key): the SKU's, or one of
+ * its buckets'; the lock keys of the modes that keep one in Redis
+ * (svc_lock_key); the fenced mode's high-water mark (svc_fence.c); a
+ * bucket's reservations (svc_bucket.h). Its fence counter,
+ * miaosha:{tag}:fence, is not here on purpose: a reset keeps it. A holder
+ * from before the reset may still be running with its token, and fencing
+ * works only while every later grant draws a larger number than every
+ * earlier one; a counter reset to 0 would hand out numbers below that
+ * holder's, and below the mark, so new buyers would be fenced out and a
+ * stale one let in. The mark can go (a stale read's write is voided by the
+ * epoch anyway, and the next read sets it again): it describes reads of
+ * the old stock. */
 typedef struct sku_keys {
     char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX];
     char epoch[SVC_KEY_MAX], fence_hwm[SVC_KEY_MAX], buyers[SVC_KEY_MAX];
+    char reserved[SVC_KEY_MAX];
     /* the lock key of every mode whose lock lives in this Redis */
     char locks[LC_MODE_COUNT][SVC_KEY_MAX];
     int nlocks;
 } sku_keys;
 
-static void sku_keys_init(sku_keys *k, const char *sku)
+static void sku_keys_init(sku_keys *k, const char *tag)
 {
-    svc_key(k->stock, sku, "stock");
-    svc_key(k->initial, sku, "initial");
-    svc_key(k->sold, sku, "sold");
-    svc_key(k->orders, sku, "orders");
-    svc_key(k->epoch, sku, "epoch");
-    svc_key(k->fence_hwm, sku, "fence_hwm");
-    svc_key(k->buyers, sku, "buyers");
+    svc_key(k->stock, tag, "stock");
+    svc_key(k->initial, tag, "initial");
+    svc_key(k->sold, tag, "sold");
+    svc_key(k->orders, tag, "orders");
+    svc_key(k->epoch, tag, "epoch");
+    svc_key(k->fence_hwm, tag, "fence_hwm");
+    svc_key(k->buyers, tag, "buyers");
+    svc_key(k->reserved, tag, "reserved");
     k->nlocks = 0;
     for (int m = 0; m < LC_MODE_COUNT; m++)
         if (lc_mode_info_of((lc_mode)m)->lock_in_redis)
-            svc_lock_key(k->locks[k->nlocks++], sku, (lc_mode)m);
+            svc_lock_key(k->locks[k->nlocks++], tag, (lc_mode)m);
 }
 
 /* Reads n pipelined replies into reps (all of them, so the connection stays
@@ -108,6 +125,13 @@ static int read_replies(redisContext *ctx, redisReply **reps, int n, char *why, 
     return -1;
 }
 
+static void free_replies(redisReply **reps, int n)
+{
+    for (int i = 0; i < n; i++)
+        freeReplyObject(reps[i]);
+    free(reps);
+}
+
 static long long as_int(const redisReply *rep)
 {
     if (rep->type == REDIS_REPLY_INTEGER)
@@ -117,71 +141,298 @@ static long long as_int(const redisReply *rep)
     return 0;
 }
 
-static cJSON *audit_json(const char *sku, long long stock, long long initial, long long sold,
-                         long long orders, long long duplicate_buyers)
+/* The layout a GET of the layout record answered, into *l: 0, or -1 with
+ * the reason in why for a record PUT /stock did not write. */
+static int layout_of(const redisReply *rep, const char *sku, svc_layout *l, char *why, size_t len)
 {
-    long long taken = initial - stock;
-    long long over = sold - taken, under = taken - sold;
+    memset(l, 0, sizeof *l);
+    l->n = 1;
+    if (rep->type == REDIS_REPLY_NIL)
+        return 0;
+    if (rep->type == REDIS_REPLY_STRING && svc_layout_parse(rep->str, l) == 0)
+        return 0;
+    snprintf(why, len, "the layout record of sku %s is not one PUT /stock wrote", sku);
+    return -1;
+}
+
+static bool same_layout(const svc_layout *a, const svc_layout *b)
+{
+    return a->n == b->n && strcmp(a->id, b->id) == 0 && memcmp(a->salt, b->salt, (size_t)a->n) == 0;
+}
+
+/* The layout the cache holds for sku, else one bucket: the guess a route
+ * reads with, in the same round trip as the layout record itself. */
+static void guess_layout(const char *sku, svc_layout *l)
+{
+    if (!svc_bucket_known(sku, l)) {
+        memset(l, 0, sizeof *l);
+        l->n = 1;
+    }
+}
+
+/* One stock's numbers, as the audit reads them. */
+typedef struct stock_nums {
+    long long stock, initial, sold, orders;
+} stock_nums;
+
+static cJSON *audit_json(const char *sku, stock_nums t, long long over, long long under,
+                         long long duplicate_buyers)
+{
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
         return NULL;
     cJSON_AddBoolToObject(o, "ok", 1);
     cJSON_AddStringToObject(o, "sku", sku);
-    svc_json_add_int(o, "stock", (long long)stock);
-    svc_json_add_int(o, "initial", (long long)initial);
-    svc_json_add_int(o, "sold", (long long)sold);
-    svc_json_add_int(o, "orders", (long long)orders);
-    svc_json_add_int(o, "oversold", (long long)(over > 0 ? over : 0));
-    svc_json_add_int(o, "undersold", (long long)(under > 0 ? under : 0));
+    svc_json_add_int(o, "stock", t.stock);
+    svc_json_add_int(o, "initial", t.initial);
+    svc_json_add_int(o, "sold", t.sold);
+    svc_json_add_int(o, "orders", t.orders);
+    svc_json_add_int(o, "oversold", over > 0 ? over : 0);
+    svc_json_add_int(o, "undersold", under > 0 ? under : 0);
     svc_json_add_int(o, "duplicate_buyers", duplicate_buyers);
+    return o;
+}
+
+/* oversold and undersold of one stock. */
+static void balance(stock_nums t, long long *over, long long *under)
+{
+    long long taken = t.initial - t.stock;
+    *over = t.sold - taken > 0 ? t.sold - taken : 0;
+    *under = taken - t.sold > 0 ? taken - t.sold : 0;
+}
+
+/* A buyer's orders in one bucket, for the audit's duplicate_buyers. */
+typedef struct buyer_count {
+    const char *user;
+    long long n;
+} buyer_count;
+
+static int by_user(const void *a, const void *b)
+{
+    return strcmp(((const buyer_count *)a)->user, ((const buyer_count *)b)->user);
+}
+
+/* Users holding more than allowed orders, over the buyers hashes of every
+ * bucket (HGETALL replies: user, count, user, count, ...): a user's counts
+ * are summed across buckets first. -1 when out of memory. */
+static long long duplicates_across(redisReply *const *hashes, int n, long long allowed)
+{
+    size_t total = 0;
+    for (int b = 0; b < n; b++)
+        if (hashes[b]->type == REDIS_REPLY_ARRAY)
+            total += hashes[b]->elements / 2;
+    if (total == 0)
+        return 0;
+    buyer_count *all = malloc(total * sizeof *all);
+    if (all == NULL)
+        return -1;
+    size_t k = 0;
+    for (int b = 0; b < n; b++) {
+        const redisReply *h = hashes[b];
+        if (h->type != REDIS_REPLY_ARRAY)
+            continue;
+        for (size_t i = 0; i + 1 < h->elements; i += 2) {
+            if (h->element[i]->type != REDIS_REPLY_STRING)
+                continue;
+            all[k].user = h->element[i]->str;
+            all[k++].n = as_int(h->element[i + 1]);
+        }
+    }
+    qsort(all, k, sizeof *all, by_user);
+    long long dup = 0;
+    for (size_t i = 0; i < k;) {
+        long long sum = 0;
+        size_t j = i;
+        for (; j < k && strcmp(all[j].user, all[i].user) == 0; j++)
+            sum += all[j].n;
+        dup += sum > allowed;
+        i = j;
+    }
+    free(all);
+    return dup;
+}
+
+/* Appends the audit's reads of one stock: GET stock, initial, sold, LLEN
+ * orders, and the buyers (HVALS for a SKU's own, HGETALL for a bucket's:
+ * a user's counts are summed across buckets). */
+static void append_audit(redisContext *ctx, const char *tag, bool whole)
+{
+    sku_keys k;
+    sku_keys_init(&k, tag);
+    redisAppendCommand(ctx, "GET %s", k.stock);
+    redisAppendCommand(ctx, "GET %s", k.initial);
+    redisAppendCommand(ctx, "GET %s", k.sold);
+    redisAppendCommand(ctx, "LLEN %s", k.orders);
+    redisAppendCommand(ctx, whole ? "HVALS %s" : "HGETALL %s", k.buyers);
+}
+
+/* The audit of sku under layout *l from its replies (5 per bucket). */
+static cJSON *audit_of(const svc_req *r, const svc_layout *l, redisReply **reps)
+{
+    /* Users holding more orders than purchase.limit_per_user; with no
+     * limit (0), users holding more than one. */
+    long long allowed = r->s->purchase.limit_per_user > 0 ? r->s->purchase.limit_per_user : 1;
+    if (l->n == 1) {
+        stock_nums t = {as_int(reps[0]), as_int(reps[1]), as_int(reps[2]), as_int(reps[3])};
+        long long dup = 0, over, under;
+        if (reps[4]->type == REDIS_REPLY_ARRAY)
+            for (size_t i = 0; i < reps[4]->elements; i++)
+                if (as_int(reps[4]->element[i]) > allowed)
+                    dup++;
+        balance(t, &over, &under);
+        return audit_json(r->sku, t, over, under, dup);
+    }
+    /* A sum of per-bucket balances: one bucket's oversell cannot hide
+     * behind another's undersell. */
+    stock_nums sum = {0, 0, 0, 0};
+    long long over = 0, under = 0;
+    redisReply *hashes[SVC_BUCKETS_MAX];
+    cJSON *arr = cJSON_CreateArray();
+    for (int b = 0; b < l->n; b++) {
+        redisReply **q = reps + 5 * b;
+        stock_nums t = {as_int(q[0]), as_int(q[1]), as_int(q[2]), as_int(q[3])};
+        long long o, u;
+        balance(t, &o, &u);
+        over += o;
+        under += u;
+        sum.stock += t.stock;
+        sum.initial += t.initial;
+        sum.sold += t.sold;
+        sum.orders += t.orders;
+        hashes[b] = q[4];
+        cJSON *e = cJSON_CreateObject();
+        svc_json_add_int(e, "stock", t.stock);
+        svc_json_add_int(e, "initial", t.initial);
+        svc_json_add_int(e, "sold", t.sold);
+        svc_json_add_int(e, "orders", t.orders);
+        if (e == NULL || !cJSON_AddItemToArray(arr, e))
+            cJSON_Delete(e);
+    }
+    long long dup = duplicates_across(hashes, l->n, allowed);
+    cJSON *o = dup < 0 ? NULL : audit_json(r->sku, sum, over, under, dup);
+    if (o == NULL || arr == NULL || !cJSON_AddItemToObject(o, "buckets", arr)) {
+        cJSON_Delete(arr);
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }
 
 void svc_stock_get_job(svc_req *r, lc_conn *conn)
 {
-    char why[256];
-    redisReply *reps[5];
-    sku_keys k;
+    char why[256], lkey[SVC_KEY_MAX];
     redisContext *ctx = job_redis(r, conn);
     if (ctx == NULL)
         return;
-    sku_keys_init(&k, r->sku);
-    redisAppendCommand(ctx, "GET %s", k.stock);
-    redisAppendCommand(ctx, "GET %s", k.initial);
-    redisAppendCommand(ctx, "GET %s", k.sold);
-    redisAppendCommand(ctx, "LLEN %s", k.orders);
-    redisAppendCommand(ctx, "HVALS %s", k.buyers);
-    if (read_replies(ctx, reps, 5, why, sizeof why) != 0) {
-        redis_fail(r, why);
-        return;
+    svc_key(lkey, r->sku, "layout");
+    svc_layout l, now;
+    guess_layout(r->sku, &l);
+    /* The layout record rides with the reads the cached layout asks for;
+     * a layout changed since is read again, once per change. */
+    for (int tries = 0;; tries++) {
+        int n = 1 + 5 * l.n;
+        redisReply **reps = calloc((size_t)n, sizeof *reps);
+        if (reps == NULL) {
+            svc_reply_json(r, 503, NULL);
+            return;
+        }
+        redisAppendCommand(ctx, "GET %s", lkey);
+        for (int b = 0; b < l.n; b++) {
+            char tag[SVC_TAG_MAX];
+            svc_layout_tag(&l, r->sku, b, tag);
+            append_audit(ctx, tag, l.n == 1);
+        }
+        if (read_replies(ctx, reps, n, why, sizeof why) != 0) {
+            free(reps);
+            redis_fail(r, why);
+            return;
+        }
+        if (layout_of(reps[0], r->sku, &now, why, sizeof why) != 0) {
+            free_replies(reps, n);
+            redis_fail(r, why);
+            return;
+        }
+        if (same_layout(&now, &l) || tries == 3) {
+            svc_reply_json(r, 200, same_layout(&now, &l) ? audit_of(r, &l, reps + 1) : NULL);
+            free_replies(reps, n);
+            return;
+        }
+        free_replies(reps, n);
+        l = now;
     }
-    /* Users holding more orders than purchase.limit_per_user; with no
-     * limit (0), users holding more than one. */
-    long long dup = 0,
-              allowed = r->s->purchase.limit_per_user > 0 ? r->s->purchase.limit_per_user : 1;
-    if (reps[4]->type == REDIS_REPLY_ARRAY)
-        for (size_t i = 0; i < reps[4]->elements; i++)
-            if (as_int(reps[4]->element[i]) > allowed)
-                dup++;
-    cJSON *o = audit_json(r->sku, as_int(reps[0]), as_int(reps[1]), as_int(reps[2]),
-                          as_int(reps[3]), dup);
-    for (int i = 0; i < 5; i++)
-        freeReplyObject(reps[i]);
-    svc_reply_json(r, 200, o);
 }
 
-void svc_stock_put_job(svc_req *r, lc_conn *conn)
+/* Appends the reset of one bucket under tag to ctx's MULTI: stock and
+ * initial set to n (a bucket that is gone: deleted), sold 0, orders,
+ * buyers, reservations, fence mark and locks deleted, the epoch bumped.
+ * Returns the commands queued. */
+static int append_reset(redisContext *ctx, const char *tag, long long n, bool gone)
 {
-    char why[256];
-    redisReply *reps[8];
-    long long n = (long long)r->p.stock;
     sku_keys k;
-    redisContext *ctx = job_redis(r, conn);
-    if (ctx == NULL)
-        return;
-    sku_keys_init(&k, r->sku);
+    sku_keys_init(&k, tag);
+    int q = 0;
+    if (!gone) {
+        redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
+        redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
+        redisAppendCommand(ctx, "SET %s 0", k.sold);
+        q += 3;
+    }
+    const char *del[8 + LC_MODE_COUNT] = {"DEL", k.orders, k.buyers, k.fence_hwm, k.reserved};
+    int ndel = 5;
+    if (gone) {
+        del[ndel++] = k.stock;
+        del[ndel++] = k.initial;
+        del[ndel++] = k.sold;
+    }
+    for (int i = 0; i < k.nlocks; i++)
+        del[ndel++] = k.locks[i];
+    redisAppendCommandArgv(ctx, ndel, del, NULL);
+    /* Voids the commit of every purchase that read the old stock (they
+     * WATCH this key): see svc_store.c. */
+    redisAppendCommand(ctx, "INCR %s", k.epoch);
+    return q + 2;
+}
+
+/* 1 when tag is one of layout l's buckets of sku. */
+static bool in_layout(const svc_layout *l, const char *sku, const char *tag)
+{
+    char t[SVC_TAG_MAX];
+    for (int b = 0; b < l->n && l->n > 1; b++) {
+        svc_layout_tag(l, sku, b, t);
+        if (strcmp(t, tag) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The reset's transaction on ctx, after WATCH and GET of the layout record
+ * (old: the layout it read): 1 done, 0 when the record changed meanwhile
+ * (EXEC refused: go again), -1 with the reason in why. */
+static int reset_exec(redisContext *ctx, const svc_req *r, const svc_layout *old,
+                      const svc_layout *l, const char *record, char *why, size_t len)
+{
+    long long n = (long long)r->p.stock;
+    char tag[SVC_TAG_MAX], lkey[SVC_KEY_MAX];
+    svc_key(lkey, r->sku, "layout");
+    int queued = 0;
     redisAppendCommand(ctx, "MULTI");
-    redisAppendCommand(ctx, "SET %s %lld", k.stock, n);
+    /* The old layout's buckets that the new one does not keep: emptied, so
+     * an instance that has not heard of this reset sells nothing there. */
+    for (int b = 0; old->n > 1 && b < old->n; b++) {
+        svc_layout_tag(old, r->sku, b, tag);
+        if (!in_layout(l, r->sku, tag))
+            queued += append_reset(ctx, tag, 0, true);
+    }
+    for (int b = 0; l->n > 1 && b < l->n; b++) {
+        svc_layout_tag(l, r->sku, b, tag);
+        queued += append_reset(ctx, tag, svc_layout_share(n, l->n, b), false);
+    }
+    /* The SKU's own keys: its stock with one bucket; with several, stock 0
+     * (an instance that still takes the SKU for unsplit finds it sold out)
+     * and initial, so a starting instance never seeds it again. */
+    sku_keys k;
+    sku_keys_init(&k, r->sku);
+    redisAppendCommand(ctx, "SET %s %lld", k.stock, l->n > 1 ? 0 : n);
     redisAppendCommand(ctx, "SET %s %lld", k.initial, n);
     redisAppendCommand(ctx, "SET %s 0", k.sold);
     const char *del[3 + LC_MODE_COUNT] = {"DEL", k.orders, k.buyers, k.fence_hwm};
@@ -189,71 +440,237 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     for (int i = 0; i < k.nlocks; i++)
         del[ndel++] = k.locks[i];
     redisAppendCommandArgv(ctx, ndel, del, NULL);
-    /* Voids the commit of every purchase that read the old stock (they
-     * WATCH this key): see svc_store.c. */
     redisAppendCommand(ctx, "INCR %s", k.epoch);
-    /* Every instance's local sold-out flag of this SKU clears on it
-     * (svc_soldout.h). */
-    redisAppendCommand(ctx, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, r->sku);
+    if (l->n > 1)
+        redisAppendCommand(ctx, "SET %s %s", lkey, record);
+    else
+        redisAppendCommand(ctx, "DEL %s", lkey);
+    /* Every instance's local sold-out flag and bucket layout of this SKU
+     * clear on it (svc_soldout.h); the message names the new layout. */
+    char msg[SVC_SKU_MAX + 1 + SVC_LAYOUT_MAX];
+    snprintf(msg, sizeof msg, "%s %s", r->sku, record);
+    if (l->n > 1)
+        redisAppendCommand(ctx, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, msg);
+    else
+        redisAppendCommand(ctx, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, r->sku);
     redisAppendCommand(ctx, "EXEC");
-    if (read_replies(ctx, reps, 8, why, sizeof why) != 0) {
-        redis_fail(r, why);
-        return;
+    queued += 7;
+    int total = queued + 2;
+    redisReply **reps = calloc((size_t)total, sizeof *reps);
+    if (reps == NULL) {
+        /* the replies must still be read to keep the connection in step */
+        for (int i = 0; i < total; i++) {
+            void *rep = NULL;
+            if (redisGetReply(ctx, &rep) != REDIS_OK)
+                break;
+            freeReplyObject(rep);
+        }
+        snprintf(why, len, "out of memory");
+        return -1;
     }
-    int ok = reps[7]->type == REDIS_REPLY_ARRAY && reps[7]->elements == 6;
-    for (int i = 0; i < 8; i++)
-        freeReplyObject(reps[i]);
-    if (!ok) {
-        redis_fail(r, "transaction aborted");
-        return;
+    if (read_replies(ctx, reps, total, why, len) != 0) {
+        free(reps);
+        return -1;
     }
-    svc_soldout_clear(r->sku); /* this instance at once; the others by the message */
-    svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
-    svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0, 0));
+    const redisReply *exec = reps[total - 1];
+    int rc = exec->type == REDIS_REPLY_NIL ? 0 : 1;
+    if (rc == 1 && !(exec->type == REDIS_REPLY_ARRAY && exec->elements == (size_t)queued)) {
+        snprintf(why, len, "transaction aborted");
+        rc = -1;
+    }
+    free_replies(reps, total);
+    return rc;
 }
 
-void svc_orders_job(svc_req *r, lc_conn *conn)
+void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
-    char why[256];
-    redisReply *reps[2];
-    long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
-    sku_keys k;
+    char why[256], lkey[SVC_KEY_MAX], record[SVC_LAYOUT_MAX] = "";
+    long long n = (long long)r->p.stock;
+    int nb = r->p.buckets > 1 ? (int)r->p.buckets : 1;
     redisContext *ctx = job_redis(r, conn);
     if (ctx == NULL)
         return;
-    sku_keys_init(&k, r->sku);
-    redisAppendCommand(ctx, "LLEN %s", k.orders);
-    redisAppendCommand(ctx, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
-    if (read_replies(ctx, reps, 2, why, sizeof why) != 0) {
-        redis_fail(r, why);
+    svc_key(lkey, r->sku, "layout");
+    svc_layout l;
+    svc_layout_place(r->sku, nb, &l);
+    if (nb > 1) {
+        uuid_t u;
+        uuid_generate_random(u);
+        uuid_unparse_lower(u, l.id);
+        SVC_ASSERT(svc_layout_format(&l, record, sizeof record) == 0);
+    }
+    /* The old layout, WATCHed: a reset that changes it meanwhile makes
+     * this one read it again. */
+    int rc = 0;
+    for (int tries = 0; rc == 0 && tries < 5; tries++) {
+        redisReply *reps[2];
+        svc_layout old;
+        redisAppendCommand(ctx, "WATCH %s", lkey);
+        redisAppendCommand(ctx, "GET %s", lkey);
+        if (read_replies(ctx, reps, 2, why, sizeof why) != 0) {
+            redis_fail(r, why);
+            return;
+        }
+        if (layout_of(reps[1], r->sku, &old, why, sizeof why) != 0) {
+            /* not ours: reset over it, as for a SKU never split */
+            svc_log(SVC_WARN, "stock reset: %s; replaced", why);
+            old.n = 1;
+        }
+        freeReplyObject(reps[0]);
+        freeReplyObject(reps[1]);
+        rc = reset_exec(ctx, r, &old, &l, record, why, sizeof why);
+    }
+    if (rc <= 0) {
+        redis_fail(r, rc == 0 ? "the layout kept changing under concurrent resets" : why);
         return;
     }
+    /* this instance at once; the others by the message */
+    svc_soldout_clear(r->sku);
+    svc_bucket_learn(r->sku, &l);
+    if (nb > 1)
+        svc_log(SVC_INFO, "stock reset: sku %s stock %lld in %d buckets", r->sku, n, nb);
+    else
+        svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
+    stock_nums t = {n, n, 0, 0};
+    cJSON *o = audit_json(r->sku, t, 0, 0, 0);
+    if (nb > 1 && o != NULL) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "buckets");
+        for (int b = 0; arr != NULL && b < nb; b++) {
+            cJSON *e = cJSON_CreateObject();
+            long long share = svc_layout_share(n, nb, b);
+            svc_json_add_int(e, "stock", share);
+            svc_json_add_int(e, "initial", share);
+            svc_json_add_int(e, "sold", 0);
+            svc_json_add_int(e, "orders", 0);
+            if (e == NULL || !cJSON_AddItemToArray(arr, e))
+                cJSON_Delete(e);
+        }
+    }
+    svc_reply_json(r, 200, o);
+}
+
+/* The records of one LRANGE reply into arr, each as parsed JSON (with
+ * "bucket" when b >= 0); anything else is passed on as a string rather
+ * than dropped. */
+static void add_records(cJSON *arr, const redisReply *rep, int b)
+{
+    if (rep->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i < rep->elements; i++) {
+        const redisReply *e = rep->element[i];
+        if (e->type != REDIS_REPLY_STRING)
+            continue;
+        cJSON *rec = parse_json(e->str, NULL);
+        if (rec != NULL && b >= 0 && cJSON_IsObject(rec))
+            svc_json_add_int(rec, "bucket", b);
+        cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
+    }
+}
+
+static void orders_reply(svc_req *r, long long total, cJSON *arr)
+{
     cJSON *o = cJSON_CreateObject();
-    cJSON *arr = cJSON_CreateArray();
     if (o != NULL && arr != NULL) {
         cJSON_AddBoolToObject(o, "ok", 1);
         cJSON_AddStringToObject(o, "sku", r->sku);
-        svc_json_add_int(o, "total", (long long)as_int(reps[0]));
-        svc_json_add_int(o, "offset", (long long)off);
-        svc_json_add_int(o, "limit", (long long)lim);
-        if (reps[1]->type == REDIS_REPLY_ARRAY) {
-            for (size_t i = 0; i < reps[1]->elements; i++) {
-                const redisReply *e = reps[1]->element[i];
-                if (e->type != REDIS_REPLY_STRING)
-                    continue;
-                /* Records are stored as JSON; anything else is passed on as
-                 * a string rather than dropped. */
-                cJSON *rec = parse_json(e->str, NULL);
-                cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
-            }
-        }
+        svc_json_add_int(o, "total", total);
+        svc_json_add_int(o, "offset", (long long)r->p.offset);
+        svc_json_add_int(o, "limit", (long long)r->p.limit);
         cJSON_AddItemToObject(o, "orders", arr);
         arr = NULL;
     }
     cJSON_Delete(arr);
-    freeReplyObject(reps[0]);
-    freeReplyObject(reps[1]);
     svc_reply_json(r, 200, o);
+}
+
+void svc_orders_job(svc_req *r, lc_conn *conn)
+{
+    char why[256], lkey[SVC_KEY_MAX], tag[SVC_TAG_MAX];
+    long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
+    redisContext *ctx = job_redis(r, conn);
+    if (ctx == NULL)
+        return;
+    svc_key(lkey, r->sku, "layout");
+    svc_layout l, now;
+    guess_layout(r->sku, &l);
+    for (int tries = 0;; tries++) {
+        /* One bucket: its length and its page at once. Several: every
+         * bucket's length, then the pages the window covers. */
+        int n = l.n == 1 ? 3 : 1 + l.n;
+        redisReply *reps[1 + SVC_BUCKETS_MAX];
+        redisAppendCommand(ctx, "GET %s", lkey);
+        for (int b = 0; b < l.n; b++) {
+            sku_keys k;
+            svc_layout_tag(&l, r->sku, b, tag);
+            sku_keys_init(&k, tag);
+            redisAppendCommand(ctx, "LLEN %s", k.orders);
+            if (l.n == 1)
+                redisAppendCommand(ctx, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
+        }
+        if (read_replies(ctx, reps, n, why, sizeof why) != 0) {
+            redis_fail(r, why);
+            return;
+        }
+        int bad = layout_of(reps[0], r->sku, &now, why, sizeof why);
+        if (bad || (!same_layout(&now, &l) && tries < 3)) {
+            for (int i = 0; i < n; i++)
+                freeReplyObject(reps[i]);
+            if (bad) {
+                redis_fail(r, why);
+                return;
+            }
+            l = now;
+            continue;
+        }
+        cJSON *arr = cJSON_CreateArray();
+        if (l.n == 1) {
+            long long total = as_int(reps[1]);
+            if (arr != NULL)
+                add_records(arr, reps[2], -1);
+            for (int i = 0; i < n; i++)
+                freeReplyObject(reps[i]);
+            orders_reply(r, total, arr);
+            return;
+        }
+        long long total = 0, len[SVC_BUCKETS_MAX], from[SVC_BUCKETS_MAX];
+        int pages = 0, which[SVC_BUCKETS_MAX];
+        for (int b = 0; b < l.n; b++) {
+            len[b] = as_int(reps[1 + b]);
+            total += len[b];
+        }
+        for (int i = 0; i < n; i++)
+            freeReplyObject(reps[i]);
+        /* The window [off, off + lim) over the buckets' lists one after
+         * the other. */
+        long long skip = off, want = lim;
+        for (int b = 0; b < l.n && want > 0; b++) {
+            if (skip >= len[b]) {
+                skip -= len[b];
+                continue;
+            }
+            from[b] = skip;
+            long long take = len[b] - skip < want ? len[b] - skip : want;
+            svc_layout_tag(&l, r->sku, b, tag);
+            sku_keys k;
+            sku_keys_init(&k, tag);
+            redisAppendCommand(ctx, "LRANGE %s %lld %lld", k.orders, from[b], from[b] + take - 1);
+            which[pages++] = b;
+            want -= take;
+            skip = 0;
+        }
+        if (pages > 0 && read_replies(ctx, reps, pages, why, sizeof why) != 0) {
+            cJSON_Delete(arr);
+            redis_fail(r, why);
+            return;
+        }
+        for (int i = 0; i < pages; i++) {
+            if (arr != NULL)
+                add_records(arr, reps[i], which[i]);
+            freeReplyObject(reps[i]);
+        }
+        orders_reply(r, total, arr);
+        return;
+    }
 }
 
 int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen)
@@ -284,8 +701,9 @@ int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err,
     return 0;
 }
 
-/* PUT body: {"stock":N} and nothing else. */
-int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail, size_t dlen)
+/* PUT body: {"stock":N} or {"stock":N,"buckets":K} and nothing else. */
+int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, int64_t *buckets,
+                         char *detail, size_t dlen)
 {
     const char *end = NULL;
     cJSON *doc;
@@ -303,15 +721,25 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
         cJSON_Delete(doc);
         return -1;
     }
-    int found = 0, rc = 0;
-    int64_t v = 0;
+    int found = 0, found_b = 0, rc = 0;
+    int64_t v = 0, k = 0;
     for (cJSON *it = doc->child; it != NULL && rc == 0; it = it->next) {
-        if (it->string == NULL || strcmp(it->string, "stock") != 0) {
+        int is_b = it->string != NULL && strcmp(it->string, "buckets") == 0;
+        if (it->string == NULL || (strcmp(it->string, "stock") != 0 && !is_b)) {
             snprintf(detail, dlen, "body: unknown field '%.40s'", it->string ? it->string : "");
             rc = -1;
-        } else if (found++) {
-            snprintf(detail, dlen, "body: duplicate field 'stock'");
+        } else if (is_b ? found_b++ : found++) {
+            snprintf(detail, dlen, "body: duplicate field '%s'", is_b ? "buckets" : "stock");
             rc = -1;
+        } else if (is_b) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < 1 ||
+                it->valuedouble > (double)SVC_BUCKETS_MAX ||
+                it->valuedouble != (double)(long long)it->valuedouble) {
+                snprintf(detail, dlen, "buckets: must be an integer in 1..%d", SVC_BUCKETS_MAX);
+                rc = -1;
+            } else {
+                k = (int64_t)it->valuedouble;
+            }
         } else if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
                    it->valuedouble > (double)SVC_STOCK_MAX ||
                    it->valuedouble != (double)(long long)it->valuedouble) {
@@ -326,8 +754,10 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
         snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
         rc = -1;
     }
-    if (rc == 0)
+    if (rc == 0) {
         *stock = v;
+        *buckets = found_b ? k : 0;
+    }
     cJSON_Delete(doc);
     return rc;
 }
