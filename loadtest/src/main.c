@@ -38,6 +38,8 @@ static const char *run_help =
     "  --concurrency C      keep-alive connections, all started together (default 100)\n"
     "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
     "                       -1 keeps the current stock (no reset)\n"
+    "  --buckets K          the reset splits the stock into K stock buckets, 1..64\n"
+    "                       (one lock each; default: not sent, one bucket)\n"
     "  --sku SKU            product id [A-Za-z0-9_-]{1,64} (default demo)\n"
     "  --work-ms N          work_ms parameter (simulated work inside the lock)\n"
     "  --lease-ms N         lease_ms parameter\n"
@@ -111,8 +113,8 @@ static const char *matrix_help =
     "                       matrix.csv stay as they are)\n"
     "  --modes LIST         comma list of modes (default all eight; redlock starts five\n"
     "                       private lock masters, redis-servers without persistence)\n"
-    "  --scenarios LIST     comma list of race,multi,slow,crash,nested,dup-user,retry\n"
-    "                       (the default), kill,redis-restart,redis-pause (the fault\n"
+    "  --scenarios LIST     comma list of race,multi,slow,crash,nested,dup-user,retry,\n"
+    "                       buckets (the default), kill,redis-restart,redis-pause (the fault\n"
     "                       scenarios) and nodes-down,node-restart,node-restart-delay\n"
     "                       (the lock masters' faults: the redlock row only) and\n"
     "                       failover (a Sentinel failover loses a held lock; per\n"
@@ -245,6 +247,7 @@ static int cmd_run(int argc, char **argv)
         O_THREADS,
         O_TIMELINE,
         O_LANG,
+        O_BUCKETS,
         O_HELP
     };
     static const struct option opts[] = {{"mode", required_argument, 0, O_MODE},
@@ -268,6 +271,7 @@ static int cmd_run(int argc, char **argv)
                                          {"threads", required_argument, 0, O_THREADS},
                                          {"timeline", required_argument, 0, O_TIMELINE},
                                          {"lang", required_argument, 0, O_LANG},
+                                         {"buckets", required_argument, 0, O_BUCKETS},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
     const char *timeline = NULL;
@@ -309,6 +313,11 @@ static int cmd_run(int argc, char **argv)
             if (parse_i64("--stock", optarg, -1, 1000000000, &v))
                 return 2;
             cfg.stock = v;
+            break;
+        case O_BUCKETS:
+            if (parse_i64("--buckets", optarg, 1, 64, &v))
+                return 2;
+            cfg.buckets = (int)v;
             break;
         case O_SKU: cfg.sku = optarg; break;
         case O_WORK:
@@ -402,6 +411,11 @@ static int cmd_run(int argc, char **argv)
     }
     if (json && csv) {
         fprintf(stderr, "miaosha-load: --json and --csv exclude each other\n");
+        return 2;
+    }
+    if (cfg.buckets > 0 && cfg.stock < 0) {
+        fprintf(stderr, "miaosha-load: --buckets splits the stock of the reset: not with "
+                        "--stock -1\n");
         return 2;
     }
     if (cfg.ntargets == 0) {

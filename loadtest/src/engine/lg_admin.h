@@ -43,6 +43,10 @@ int lg_http_call_hdr(const char *method, const char *url, const char *bearer, co
 /* PUT {base}/stock/{sku} {"stock":N}: must answer 2xx. */
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
                    size_t errlen);
+/* The same with {"stock":N,"buckets":K}: the stock split into K stock
+ * buckets (1..64; 0 sends no buckets, as lg_admin_reset). */
+int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int buckets,
+                           const char *token, char *err, size_t errlen);
 /* GET {base}/stock/{sku} into *a. This and lg_admin_orders retry a
  * transport failure or a 5xx (5 attempts, 100/200/400/800 ms apart: a burst may
  * end inside a Redis stall); -1 with the last reason in err. */

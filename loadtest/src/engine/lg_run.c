@@ -207,8 +207,8 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     const char *admin = cfg->targets[0].base;
-    if (cfg->stock >= 0 &&
-        lg_admin_reset(admin, cfg->sku, cfg->stock, cfg->admin_token, err, errlen) < 0) {
+    if (cfg->stock >= 0 && lg_admin_reset_buckets(admin, cfg->sku, cfg->stock, cfg->buckets,
+                                                  cfg->admin_token, err, errlen) < 0) {
         free(x->slots);
         free(x);
         return -1;

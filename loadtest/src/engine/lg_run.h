@@ -46,6 +46,8 @@ typedef struct lg_run_cfg {
     uint64_t requests;                  /* 1..10000000 purchases, each sent at most once */
     int concurrency;                    /* keep-alive connections */
     int64_t stock;                      /* < 0: do not reset (keep what is there) */
+    int buckets;                        /* 1..64: the reset splits the stock into
+                                           that many stock buckets; 0: not sent */
     int64_t work_ms, lease_ms, wait_ms; /* ms; < 0: parameter not sent */
     int64_t reenter;                    /* times the lock is taken again; < 0: not sent */
     uint64_t users;                     /* 0: one distinct user per request */

@@ -18,7 +18,7 @@ const char *const lg_mode_names[LG_NMODES] = {"none",      "mutex",   "setnx",  
 const char *const lg_scen_names[LG_NSCEN] = {
     "race",       "multi",         "slow",
     "crash",      "nested",        "dup-user",
-    "retry",                                              /* the demo */
+    "retry",      "buckets",                              /* the demo */
     "kill",       "redis-restart", "redis-pause",         /* the faults, lg_fault.c */
     "failover",                                           /* lg_failover.c */
     "nodes-down", "node-restart",  "node-restart-delay"}; /* redlock, lg_nodes.c */

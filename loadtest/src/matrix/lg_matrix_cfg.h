@@ -42,6 +42,7 @@ typedef enum lg_scenario {
     LG_SCEN_NESTED,
     LG_SCEN_DUP_USER, /* one buy per user: 5 concurrent clicks each */
     LG_SCEN_RETRY,    /* a client timeout retried, with and without a key */
+    LG_SCEN_BUCKETS,  /* the race on a SKU split into 4 stock buckets */
     LG_SCEN_KILL,     /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
@@ -74,7 +75,8 @@ static inline int lg_scen_is_redlock(lg_scenario s)
 
 /* The names used on the command line, in files and in SKUs, indexed by
  * lg_mode / lg_scenario: "none" .. "reentrant", "redlock", "fenced", "lua",
- * "race" .. "redis-pause", "failover", "nodes-down", "node-restart", "node-restart-delay". */
+ * "race" .. "retry", "buckets", "kill" .. "redis-pause", "failover",
+ * "nodes-down", "node-restart", "node-restart-delay". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
 
