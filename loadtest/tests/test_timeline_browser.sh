@@ -9,6 +9,10 @@
 #    queued by wait_ms): the store refuses the stale holders' writes (409
 #    fenced_out); the DOM holds one mark (class="fenced-out") per
 #    fenced_out record of GET /trace, which equals the run's fenced_out.
+#    The same two bursts on a SKU split into 4 stock buckets (--buckets 4):
+#    each bucket counts alone, so `none` shows the audit's oversold and
+#    `token` none, although every bucket reads the same stock values; each
+#    lane of a purchase that tried a bucket names it.
 # 2. A quick matrix of two cells (race × none, token): matrix.html links to
 #    both timelines; in each, the highlighted units equal the cell's
 #    `oversold` in matrix.csv and the page's audit.
@@ -92,6 +96,31 @@ ck "run token: no highlighted oversold unit" [ "$(browser_count "$out/run-token-
 ck "run token --lang zh: Chinese labels in the DOM" grep -q '超卖件数.*购买时间线\|购买时间线.*超卖件数' \
   <(tr -d '\n' <"$out/run-token-zh.dom")
 ck "run token: one lane per purchase (60)" [ "$(browser_count "$out/run-token-zh.dom" 'class="lane')" = 60 ]
+
+# Four stock buckets: their counters read the same values (5, 4, ... in
+# each), so only a count bucket by bucket matches the audit.
+"$load" run --mode none --sku tl-buckets --buckets 4 --requests 200 --concurrency 40 --stock 20 \
+  --work-ms 10 --target "$base" --json --timeline "$out/run-none-buckets.html" \
+  >"$out/run-none-buckets.json" || die "run none --buckets failed (exit $?)"
+over=$(json_num "$out/run-none-buckets.json" oversold)
+ck "run none --buckets 4: oversold ($over) > 0" [ "${over:-0}" -gt 0 ]
+browser_page "file://$out/run-none-buckets.html" "$out/run-none-buckets.dom" \
+  "$out/run-none-buckets.png" || die "chromium on run-none-buckets.html"
+n=$(browser_count "$out/run-none-buckets.dom" 'class="oversold"')
+ck "run none --buckets 4: $n highlighted oversold units = audit oversold $over" [ "$n" = "$over" ]
+"$load" run --mode token --sku tl-buckets-t --buckets 4 --requests 60 --concurrency 20 --stock 20 \
+  --work-ms 2 --wait-ms 30000 --target "$base" --json --timeline "$out/run-token-buckets.html" \
+  >"$out/run-token-buckets.json" || die "run token --buckets failed"
+ck "run token --buckets 4: audit oversold 0" [ "$(json_num "$out/run-token-buckets.json" oversold)" = 0 ]
+browser_page "file://$out/run-token-buckets.html" "$out/run-token-buckets.dom" \
+  "$out/run-token-buckets.png" || die "chromium on run-token-buckets.html"
+ck "run token --buckets 4: no highlighted oversold unit" \
+  [ "$(browser_count "$out/run-token-buckets.dom" 'class="oversold"')" = 0 ]
+proc_http GET "$base/trace/tl-buckets-t"
+[ "$H_CODE" = 200 ] || die "GET /trace/tl-buckets-t answered $H_CODE"
+tb=$(printf '%s\n' "$H_BODY" | grep -c '"bucket":' || true)
+ck "run token --buckets 4: every purchase that tried a bucket has its lane name it ($tb >= 20 sales)" \
+  bash -c '[ "$1" = "$2" ] && [ "$2" -ge 20 ]' _ "$(browser_count "$out/run-token-buckets.dom" 'data-bucket=')" "$tb"
 
 # A slow holder in fenced mode: every lease runs out while its holder
 # works, the next waiter gets in and raises the fence, and the stale

@@ -19,7 +19,9 @@
  * #buy=MODE (one purchase when the page opens: what the browser test uses).
  *
  * Stable markers for tests: rows <tr data-mode data-sku>, cells
- * <td data-field="requests|sold|stock|oversold|undersold|rate|p99">. */
+ * <td data-field="requests|sold|stock|oversold|undersold|rate|p99|buckets">
+ * (buckets: a SKU split into stock buckets, each bucket's stock from the
+ * audit; "–" for one). */
 (function () {
     'use strict';
 
@@ -36,6 +38,7 @@
             title: 'miaosha — live', cells: 'Per mode and SKU', mode: 'mode', sku: 'SKU',
             requests: 'requests', sold: 'sold', stock: 'stock', oversold: 'oversold',
             undersold: 'undersold', rate: 'purchases/s', p99: 'p99 (ms)',
+            buckets: 'stock per bucket',
             note: 'sold, stock, oversold and undersold are the SKU\'s audit (GET /stock); a SKU ' +
                 'bought through several modes shows one audit for all of them. purchases/s counts ' +
                 'this mode\'s requests on this SKU over the last update; p99 is the mode\'s ' +
@@ -53,7 +56,7 @@
         zh: {
             title: 'miaosha 秒杀 — 实时', cells: '按模式和商品', mode: '模式', sku: '商品 SKU',
             requests: '请求', sold: '已售', stock: '库存', oversold: '超卖', undersold: '少卖',
-            rate: '每秒购买', p99: 'p99（毫秒）',
+            rate: '每秒购买', p99: 'p99（毫秒）', buckets: '各桶库存',
             note: '已售、库存、超卖、少卖来自该商品的对账（GET /stock）；一个商品被多个模式购买时，' +
                 '它们共用一份对账。每秒购买是该模式在该商品上最近一次刷新间隔内的请求数；p99 是该模式' +
                 '自服务启动以来的延迟。',
@@ -285,7 +288,7 @@
                 r.tr.setAttribute('data-sku', r.sku);
                 cell(r.tr, 'mode').textContent = r.mode;
                 cell(r.tr, 'sku').textContent = r.sku;
-                ['requests', 'sold', 'stock', 'oversold', 'undersold', 'rate', 'p99']
+                ['requests', 'sold', 'stock', 'oversold', 'undersold', 'rate', 'p99', 'buckets']
                     .forEach(function (f) { cell(r.tr, f); });
             }
             body.appendChild(r.tr); /* keeps the sorted order */
@@ -305,6 +308,8 @@
             cell(r.tr, 'rate').textContent = r.rate.toFixed(1);
             var m = st && st.modes && st.modes[r.mode];
             cell(r.tr, 'p99').textContent = m ? m.latency_ms.p99.toFixed(1) : '–';
+            cell(r.tr, 'buckets').textContent = a && a.buckets ?
+                a.buckets.map(function (b) { return String(b.stock); }).join(' · ') : '–';
         });
         el('empty').hidden = keys.length > 0;
     }
@@ -323,7 +328,8 @@
 
     function replyText(r) {
         var b = r.body || {};
-        if (b.ok) return 'order ' + b.order_id + ' stock_left ' + b.stock_left;
+        if (b.ok) return 'order ' + b.order_id + ' stock_left ' + b.stock_left +
+            (b.bucket != null ? ' bucket ' + b.bucket : '');
         return (b.error || '') + (b.detail ? ': ' + b.detail : '');
     }
 
