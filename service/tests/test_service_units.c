@@ -718,6 +718,35 @@ static void test_buckets(void)
         TU_CHECK(some.n == 5 && memcmp(some.salt, all.salt, 5) == 0,
                  "a smaller layout shares its buckets' tags");
     }
+    /* Each bucket is one slot: every key the service names for it (its
+     * stock, locks, fence, idempotency copy) hashes where its tag does, so
+     * no script or MULTI on a bucket crosses slots on a Redis Cluster. */
+    {
+        static const char *const suffixes[] = {"stock", "initial", "sold",      "orders",  "buyers",
+                                               "epoch", "fence",   "fence_hwm", "reserved"};
+        svc_layout l8;
+        svc_layout_place("demo", 8, &l8);
+        int off = 0;
+        for (int b = 0; b < l8.n; b++) {
+            char k[SVC_KEY_MAX + SVC_IDEM_KEY_MAX + 16];
+            svc_layout_tag(&l8, "demo", b, tag);
+            int slot = lc_key_slot(tag, strlen(tag));
+            for (size_t i = 0; i < COUNT(suffixes); i++) {
+                svc_key(k, tag, suffixes[i]);
+                off += lc_key_slot(k, strlen(k)) != slot;
+            }
+            for (int m = 0; m < LC_MODE_COUNT; m++) {
+                svc_lock_key(k, tag, (lc_mode)m);
+                off += lc_key_slot(k, strlen(k)) != slot;
+            }
+            svc_idem_key(k, tag, "key-1");
+            off += lc_key_slot(k, strlen(k)) != slot;
+        }
+        svc_key(key, "demo", "layout");
+        TU_CHECK(off == 0 && lc_key_slot(key, strlen(key)) == lc_key_slot("demo", 4),
+                 "every key of a bucket in its tag's slot (%d off); the layout in the SKU's", off);
+    }
+
     svc_layout one;
     svc_layout_place("demo", 1, &one);
     svc_layout_tag(&one, "demo", 0, tag);
