@@ -912,7 +912,7 @@ static void test_admin_verdict(void)
     tok[sizeof tok - 1] = '\0';
     snprintf(auth, sizeof auth, "Bearer %s", tok);
     TU_CHECK(svc_admin_verdict(tok, auth) == 0, "4096-byte token");
-    auth[sizeof auth - 2] = 'j';
+    auth[sizeof auth - 3] = 'j'; /* the token's last byte; the one after is the NUL */
     TU_CHECK(svc_admin_verdict(tok, auth) == 403, "4096-byte token, last byte wrong");
 }
 
