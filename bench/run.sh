@@ -854,30 +854,30 @@ if want buckets; then
     fi
   done
 
-  # The end of a sale: 20000 units sold down to their last 5 % by one
+  # The end of a sale: 40000 units sold down to their last 5 % by one
   # burst (the buckets run out unevenly, as in a real sale), then the
-  # last 1000 by a second, timed; the empty buckets its buyers probed
+  # last 2000 by a second, timed; the empty buckets its buyers probed
   # come from /stats. miaosha-load, 64 connections, token.
-  echo "the last 5 % of a sale: 19000 of 20000 sold, then the last 1000 timed (miaosha-load run -c64, token), alternating: 1 bucket, 8 buckets"
+  echo "the last 5 % of a sale: 38000 of 40000 sold, then the last 2000 timed (miaosha-load run -c64, token), alternating: 1 bucket, 8 buckets"
   ea=() eb=() pb=()
   for ((r = 1; r <= ROUNDS; r++)); do
     for k in 1 8; do
       bk=(); [ "$k" -gt 1 ] && bk=(--buckets "$k")
-      "$LOAD" run --mode token --sku bench-end --stock 20000 "${bk[@]}" --requests 19000 --concurrency 64 \
+      "$LOAD" run --mode token --sku bench-end --stock 40000 "${bk[@]}" --requests 38000 --concurrency 64 \
         --wait-ms "$WAIT_MS" --target "http://127.0.0.1:$SVC_PORT" --json >"$WORK/end-fill.json" 2>&1
       p0=$(stats_probes "$SVC_PORT")
-      "$LOAD" run --mode token --sku bench-end --stock -1 --requests 1000 --concurrency 64 \
+      "$LOAD" run --mode token --sku bench-end --stock -1 --requests 2000 --concurrency 64 \
         --wait-ms "$WAIT_MS" --target "http://127.0.0.1:$SVC_PORT" --json >"$WORK/end-last.json" 2>&1
       p1=$(stats_probes "$SVC_PORT")
       rps=$(tr -d ' \t\r\n' <"$WORK/end-last.json" | grep -o '"throughput_rps":[0-9.]*' | cut -d: -f2)
       ok=$(tr -d ' \t\r\n' <"$WORK/end-last.json" | grep -o '"ok":[0-9]*' | head -1 | cut -d: -f2)
       probes=$(( ${p1:-0} - ${p0:-0} ))
       if [ "$k" = 1 ]; then ea+=("${rps:-0}"); else eb+=("${rps:-0}"); pb+=("$probes"); fi
-      echo "  round $r: $k bucket(s): the last 1000 at ${rps:-?}/s (${ok:-?} sold; $probes empty buckets probed)"
+      echo "  round $r: $k bucket(s): the last 2000 at ${rps%.*}/s (${ok:-?} sold; $probes empty buckets probed)"
     done
   done
   info_row buckets "last 5 % of a sale, token buys/s: 8 buckets vs 1" "$(median "${eb[@]}")" "$(median "${ea[@]}")"
-  row buckets "  empty buckets probed while the last 1000 sold (8 buckets)" "$(median "${pb[@]}")" - - - "measured (no target)"
+  row buckets "  empty buckets probed while the last 2000 sold (8 buckets)" "$(median "${pb[@]}")" - - - "measured (no target)"
 
   # lua on a Redis Cluster of 3 masters, 3 buckets vs 1: the buckets'
   # slots lie on distinct masters, but the service does not route by slot
