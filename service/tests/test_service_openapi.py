@@ -233,7 +233,7 @@ def in_thread(fn, *args):
 
 # --- the walk ------------------------------------------------------------------
 
-def walk(redis_kill):
+def walk():
     auth = {"Authorization": f"Bearer {TOKEN}"}
     put = lambda sku, n: expect(200, "PUT", f"/stock/{sku}", json.dumps({"stock": n}), auth)
     # stock
@@ -353,7 +353,11 @@ def walk(redis_kill):
     expect(404, "GET", "/nosuch", error="not_found")
     expect(404, "GET", "/stock/", error="not_found")
     expect(400, "GET", "/healthz?a%00=1", error="bad_request")
-    # Redis gone: the 503s
+
+
+def walk_redis_down(redis_kill):
+    """The 503s with Redis gone."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
     redis_kill()
     expect(503, "POST", "/miaosha/token?sku=oa&user=d1", error="redis_unavailable")
     expect(503, "POST", "/miaosha/lua?sku=oa&user=d2", error="redis_unavailable")
@@ -379,6 +383,40 @@ def free_port():
     return port
 
 
+class Server:
+    """A miaosha-server on a free port, its output in tmp/NAME.log."""
+
+    def __init__(self, tmp, name, rport, settings):
+        self.name, self.port = name, None
+        self.log = open(os.path.join(tmp, f"{name}.log"), "w+")
+        args = [SERVER, "--port", "0", "--redis", f"127.0.0.1:{rport}", "--instance-id", name]
+        for kv in settings:
+            args += ["--set", kv]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        end = time.time() + 10
+        while self.port is None and time.time() < end and self.proc.poll() is None:
+            self.log.seek(0)
+            m = re.search(r"listening on \S+ port (\d+)", self.log.read())
+            if m:
+                self.port = int(m.group(1))
+            else:
+                time.sleep(0.05)
+
+    def stop(self):
+        """SIGTERM, unless it has ended already; checks it exits 0."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                check(self.proc.wait(10) == 0, f"the server {self.name} exits 0 on SIGTERM")
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                check(False, f"the server {self.name} exits on SIGTERM")
+
+    def tail(self):
+        self.log.seek(0)
+        return f"---- server {self.name} log ----\n" + self.log.read()[-4000:]
+
+
 def main():
     global PORT
     tmp = tempfile.mkdtemp(prefix="miaosha-openapi-")
@@ -387,8 +425,7 @@ def main():
         [os.environ.get("MIAOSHA_REDIS_SERVER", "redis-server"), "--port", str(rport),
          "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tmp],
         stdout=open(os.path.join(tmp, "redis.log"), "w"), stderr=subprocess.STDOUT)
-    log = open(os.path.join(tmp, "server.log"), "w+")
-    server = None
+    servers = []
     try:
         for _ in range(100):
             try:
@@ -396,30 +433,22 @@ def main():
                 break
             except OSError:
                 time.sleep(0.05)
-        server = subprocess.Popen(
-            [SERVER, "--port", "0", "--redis", f"127.0.0.1:{rport}", "--instance-id", "openapi",
-             "--set", f"admin_token={TOKEN}", "--set", "faults.enabled=true",
-             "--set", "purchase.limit_per_user=1"],
-            stdout=log, stderr=subprocess.STDOUT)
-        end = time.time() + 10
-        while PORT is None and time.time() < end:
-            log.seek(0)
-            m = re.search(r"listening on \S+ port (\d+)", log.read())
-            if m:
-                PORT = int(m.group(1))
-            else:
-                time.sleep(0.05)
-        if PORT is None:
-            print("FAIL the server did not start")
-            log.seek(0)
-            print(log.read())
-            return 1
+        main_srv = Server(tmp, "openapi", rport, [f"admin_token={TOKEN}", "faults.enabled=true",
+                                                  "purchase.limit_per_user=1"])
+        servers = [main_srv]
+        for srv in servers:
+            if srv.port is None:
+                print(f"FAIL the server {srv.name} did not start")
+                print(srv.tail())
+                return 1
 
         def kill_redis():
             redis.kill()
             redis.wait()
 
-        walk(kill_redis)
+        PORT = main_srv.port
+        walk()
+        walk_redis_down(kill_redis)
         documented = {(t, m, int(s)) for t, item in SPEC["paths"].items() for m, op in item.items()
                       if m in ("get", "head", "put", "post") for s in op["responses"]}
         missing = sorted(documented - seen - NOT_PROVOKED)
@@ -427,20 +456,16 @@ def main():
         print(f"openapi: {len(seen)} (route, method, status) answered, "
               f"{len(documented)} documented, {len(NOT_PROVOKED & documented)} not provoked here")
     finally:
-        if server is not None:
-            server.terminate()
-            try:
-                check(server.wait(10) == 0, "the server exits 0 on SIGTERM")
-            except subprocess.TimeoutExpired:
-                server.kill()
-                check(False, "the server exits on SIGTERM")
+        for srv in servers:
+            srv.stop()
         if redis.poll() is None:
             redis.kill()
             redis.wait()
         if failed:
-            log.seek(0)
-            print("---- server log ----\n" + log.read()[-4000:])
-        log.close()
+            for srv in servers:
+                print(srv.tail())
+        for srv in servers:
+            srv.log.close()
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
