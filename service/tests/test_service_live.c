@@ -17,20 +17,18 @@
  * switch works.
  *
  * A missing chromium fails the test: it never skips. */
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "pk_proc.h"
+#include "svc_cdp.h"
 #include "svc_test.h"
 
 #define NONE_BUYERS 40
@@ -67,25 +65,6 @@ static void *run_burst(void *arg)
     free(out);
     atomic_store(&b->done, 1);
     return NULL;
-}
-
-/* chromium from PATH (a full path in $MIAOSHA_CHROMIUM wins): 0, or -1. */
-static int find_browser(void)
-{
-    const char *env = getenv("MIAOSHA_CHROMIUM");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(browser, sizeof browser, "%s", env);
-        return access(browser, X_OK) == 0 ? 0 : -1;
-    }
-    const char *path = getenv("PATH");
-    char dirs[4096];
-    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(browser, sizeof browser, "%s/chromium", d);
-        if (access(browser, X_OK) == 0)
-            return 0;
-    }
-    return -1;
 }
 
 /* Loads url in headless Chromium: with dom != NULL dumps the DOM into a
@@ -217,146 +196,7 @@ static void check_route(void)
 /* ---- the controls, clicked through the DevTools protocol ----
  *
  * --dump-dom cannot press a button, so the reset and buy controls are
- * driven over Chromium's --remote-debugging-pipe: commands are JSON texts
- * ended by a NUL byte, written to the browser's fd 3; replies and events
- * come back the same way on its fd 4. */
-
-typedef struct cdp {
-    pid_t pid;
-    int to, from;
-    char buf[1 << 16];
-    size_t len;
-    int id;
-    char session[128];
-} cdp;
-
-/* The reply to command id, or NULL after timeout_ms. */
-static cJSON *cdp_reply(cdp *c, int id, int timeout_ms)
-{
-    int64_t deadline = lc_now_ms() + timeout_ms;
-    for (;;) {
-        char *end = memchr(c->buf, '\0', c->len);
-        if (end != NULL) {
-            cJSON *m = cJSON_Parse(c->buf);
-            size_t used = (size_t)(end - c->buf) + 1;
-            memmove(c->buf, c->buf + used, c->len - used);
-            c->len -= used;
-            cJSON *mid = cJSON_GetObjectItemCaseSensitive(m, "id");
-            if (cJSON_IsNumber(mid) && (int)mid->valuedouble == id)
-                return m;
-            cJSON_Delete(m); /* an event, or a message too long for buf */
-            continue;
-        }
-        if (c->len == sizeof c->buf) /* one message over 64 KiB: drop it */
-            c->len = 0;
-        int64_t left = deadline - lc_now_ms();
-        struct pollfd pf = {c->from, POLLIN, 0};
-        if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
-            return NULL;
-        ssize_t n = read(c->from, c->buf + c->len, sizeof c->buf - c->len);
-        if (n <= 0)
-            return NULL;
-        c->len += (size_t)n;
-    }
-}
-
-/* Sends a command (params: a JSON object text) and returns its "result",
- * detached (the caller deletes it), or NULL. */
-static cJSON *cdp_call(cdp *c, const char *method, const char *params, int in_session)
-{
-    char msg[4096];
-    int n = snprintf(msg, sizeof msg, "{\"id\":%d,\"method\":\"%s\",\"params\":%s%s%s%s}", ++c->id,
-                     method, params, in_session ? ",\"sessionId\":\"" : "",
-                     in_session ? c->session : "", in_session ? "\"" : "");
-    if (n <= 0 || (size_t)n >= sizeof msg || write(c->to, msg, (size_t)n + 1) != n + 1)
-        return NULL;
-    cJSON *m = cdp_reply(c, c->id, (int)tu_slack(15000));
-    cJSON *res = cJSON_DetachItemFromObjectCaseSensitive(m, "result");
-    cJSON_Delete(m);
-    return res;
-}
-
-/* Evaluates js in the page; its value as a string (String(...)) in out. */
-static void cdp_eval(cdp *c, const char *js, char *out, size_t len)
-{
-    char expr[1500], params[3300];
-    snprintf(expr, sizeof expr, "String((function(){%s})())", js);
-    cJSON *s = cJSON_CreateString(expr);
-    char *q = cJSON_PrintUnformatted(s);
-    snprintf(params, sizeof params, "{\"expression\":%s,\"returnByValue\":true}", q ? q : "\"\"");
-    free(q);
-    cJSON_Delete(s);
-    cJSON *res = cdp_call(c, "Runtime.evaluate", params, 1);
-    const char *v = svc_jstr(cJSON_GetObjectItemCaseSensitive(res, "result"), "value");
-    snprintf(out, len, "%s", v ? v : "");
-    cJSON_Delete(res);
-}
-
-/* Polls js until its value contains want (up to 10 s, scaled); 1 when it did. */
-static int cdp_until(cdp *c, const char *js, const char *want, char *out, size_t len)
-{
-    int64_t deadline = lc_now_ms() + tu_slack(10000);
-    do {
-        cdp_eval(c, js, out, len);
-        if (strstr(out, want) != NULL)
-            return 1;
-        tu_sleep_ms(50);
-    } while (lc_now_ms() < deadline);
-    return 0;
-}
-
-static int cdp_open(cdp *c, const char *url, const char *dir)
-{
-    int a[2], b[2];
-    char udd[400], log[400], params[600];
-    memset(c, 0, sizeof *c);
-    snprintf(udd, sizeof udd, "--user-data-dir=%s/chromium-cdp", dir);
-    snprintf(log, sizeof log, "%s/chromium-cdp.log", dir);
-    if (pipe(a) != 0 || pipe(b) != 0)
-        return -1;
-    c->pid = fork();
-    if (c->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        /* b was made after a, so b[1] is never 3: the first dup2 cannot
-         * overwrite it, and the second at most overwrites a[0]'s old fd,
-         * already copied. */
-        if (dup2(a[0], 3) < 0 || dup2(b[1], 4) < 0)
-            _exit(127);
-        execl(browser, browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-              udd, "--remote-debugging-pipe", "about:blank", (char *)NULL);
-        _exit(127);
-    }
-    close(a[0]);
-    close(b[1]);
-    c->to = a[1];
-    c->from = b[0];
-    if (c->pid < 0)
-        return -1;
-    snprintf(params, sizeof params, "{\"url\":\"%s\"}", url);
-    cJSON *t = cdp_call(c, "Target.createTarget", params, 0);
-    const char *tid = svc_jstr(t, "targetId");
-    snprintf(params, sizeof params, "{\"targetId\":\"%s\",\"flatten\":true}", tid ? tid : "");
-    cJSON_Delete(t);
-    cJSON *s = cdp_call(c, "Target.attachToTarget", params, 0);
-    const char *sid = svc_jstr(s, "sessionId");
-    snprintf(c->session, sizeof c->session, "%s", sid ? sid : "");
-    cJSON_Delete(s);
-    return c->session[0] ? 0 : -1;
-}
-
-static void cdp_close(cdp *c)
-{
-    cJSON_Delete(cdp_call(c, "Browser.close", "{}", 0));
-    close(c->to);
-    close(c->from);
-    if (c->pid > 0 && !pk_wait_exit(c->pid, (int)tu_slack(10000)))
-        pk_kill(c->pid);
-}
+ * driven over Chromium's --remote-debugging-pipe (svc_cdp.h). */
 
 #define LOG_TOP "var l=document.getElementById('log').firstChild;return l?l.textContent:'';"
 
@@ -368,60 +208,65 @@ static void check_controls(void)
     svc_server adm;
     char url[200], out[2000];
     const char *extra[] = {"--set", "admin_token=s3cret", NULL};
-    cdp c;
+    svc_cdp c;
     svc_audit a;
 
     TU_REQUIRE(svc_start(&adm, tu_redis_port(), extra) == 0, "server with an admin token starts");
     TU_REQUIRE(svc_set_stock(&adm, "live_admin", 3, "Bearer s3cret") == 200, "stock live_admin");
     snprintf(url, sizeof url, "http://127.0.0.1:%d/#sku=live_admin&lang=en", adm.port);
-    TU_REQUIRE(cdp_open(&c, url, adm.dir) == 0, "chromium opens the page over its DevTools pipe");
-    TU_CHECK(cdp_until(&c, "return document.getElementById('status').textContent;", "·", out,
-                       sizeof out),
+    TU_REQUIRE(svc_cdp_open(&c, browser, url, adm.dir, 1280, 1000) == 0,
+               "chromium opens the page over its DevTools pipe");
+    TU_CHECK(svc_cdp_until(&c, "return document.getElementById('status').textContent;", "·", 10000,
+                           out, sizeof out),
              "the page polled the server: '%s'", out);
 
-    cdp_eval(&c,
-             "document.getElementById('stock').value='7';"
-             "document.getElementById('reset').click();return 1;",
-             out, sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 401", out, sizeof out), "reset without a token: '%s'", out);
-    cdp_eval(&c, "return document.getElementById('tokenbox').hidden;", out, sizeof out);
+    svc_cdp_eval(&c,
+                 "document.getElementById('stock').value='7';"
+                 "document.getElementById('reset').click();return 1;",
+                 out, sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "→ 401", 10000, out, sizeof out),
+             "reset without a token: '%s'", out);
+    svc_cdp_eval(&c, "return document.getElementById('tokenbox').hidden;", out, sizeof out);
     TU_CHECK(strcmp(out, "false") == 0, "the admin token field is shown: hidden=%s", out);
     TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.stock == 3, "nothing reset: %lld",
              a.stock);
 
-    cdp_eval(&c,
-             "document.getElementById('token').value='wrong';"
-             "document.getElementById('reset').click();return 1;",
-             out, sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 403", out, sizeof out), "a wrong token: '%s'", out);
-    cdp_eval(&c,
-             "document.getElementById('token').value='s3cret';"
-             "document.getElementById('reset').click();return 1;",
-             out, sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 200", out, sizeof out), "the right token: '%s'", out);
+    svc_cdp_eval(&c,
+                 "document.getElementById('token').value='wrong';"
+                 "document.getElementById('reset').click();return 1;",
+                 out, sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "→ 403", 10000, out, sizeof out), "a wrong token: '%s'",
+             out);
+    svc_cdp_eval(&c,
+                 "document.getElementById('token').value='s3cret';"
+                 "document.getElementById('reset').click();return 1;",
+                 out, sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "→ 200", 10000, out, sizeof out), "the right token: '%s'",
+             out);
     TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.stock == 7 && a.initial == 7,
              "reset to 7: stock %lld initial %lld", a.stock, a.initial);
 
-    cdp_eval(&c, "document.querySelector('button[data-buy=\"token\"]').click();return 1;", out,
-             sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "stock_left 6", out, sizeof out), "buy once: '%s'", out);
+    svc_cdp_eval(&c, "document.querySelector('button[data-buy=\"token\"]').click();return 1;", out,
+                 sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "stock_left 6", 10000, out, sizeof out), "buy once: '%s'",
+             out);
     TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.sold == 1 && a.stock == 6,
              "one unit sold: sold %lld stock %lld", a.sold, a.stock);
-    TU_CHECK(
-        cdp_until(&c,
-                  "var t=document.querySelector('tr[data-mode=\"token\"][data-sku=\"live_admin\"] "
-                  "td[data-field=\"sold\"]');return t?t.textContent:'';",
-                  "1", out, sizeof out),
-        "the token row shows the sale: '%s'", out);
+    TU_CHECK(svc_cdp_until(
+                 &c,
+                 "var t=document.querySelector('tr[data-mode=\"token\"][data-sku=\"live_admin\"] "
+                 "td[data-field=\"sold\"]');return t?t.textContent:'';",
+                 "1", 10000, out, sizeof out),
+             "the token row shows the sale: '%s'", out);
 
-    cdp_eval(&c,
-             "document.querySelector('#lang button[data-lang=\"zh\"]').click();"
-             "return document.querySelector('th[data-i18n=\"oversold\"]').textContent+' '+"
-             "document.querySelector('button[data-buy=\"token\"]').textContent;",
-             out, sizeof out);
+    svc_cdp_eval(&c,
+                 "document.querySelector('#lang button[data-lang=\"zh\"]').click();"
+                 "return document.querySelector('th[data-i18n=\"oversold\"]').textContent+' '+"
+                 "document.querySelector('button[data-buy=\"token\"]').textContent;",
+                 out, sizeof out);
     TU_CHECK(strcmp(out, "超卖 token") == 0, "the switch turns the page Chinese, modes stay: '%s'",
              out);
-    cdp_close(&c);
+    svc_cdp_close(&c);
     TU_CHECK(svc_stop(&adm, 5000) == 0, "clean stop (admin server)");
 }
 
@@ -431,7 +276,7 @@ int main(void)
     char *dom = NULL;
     const char *extra[] = {"--set", "server.workers=64", NULL};
 
-    TU_REQUIRE(find_browser() == 0,
+    TU_REQUIRE(svc_cdp_browser(browser, sizeof browser) == 0,
                "headless Chromium is needed (Debian: apt-get install chromium, scripts/deps.sh)");
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
     check_route();
