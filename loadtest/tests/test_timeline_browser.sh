@@ -4,7 +4,9 @@
 # 1. `run --timeline` of a `none` burst that oversells (work_ms widens the
 #    race): headless Chromium loads the page from file:// and the DOM holds
 #    exactly the audit's `oversold` highlighted units (class="oversold");
-#    a `token` burst with --lang zh: none, and the Chinese words.
+#    a `token` burst with --lang zh: none, and the Chinese words, drawn as
+#    characters (no two distinct ones the same image: no font draws them
+#    all as one empty box; scripts/lib/cjk-glyphs.js).
 #    A `fenced` slow-holder burst (work_ms 300 > lease_ms 100, holders
 #    queued by wait_ms): the store refuses the stale holders' writes (409
 #    fenced_out); the DOM holds one mark (class="fenced-out") per
@@ -13,7 +15,7 @@
 #    both timelines; in each, the highlighted units equal the cell's
 #    `oversold` in matrix.csv and the page's audit.
 #    `--trials 3 --lang zh`: three CSV rows with a trial column, matrix.html
-#    in Chinese with the histograms.
+#    in Chinese (drawn as characters) with the histograms.
 # 3. Escaping: the service refuses user=<script>alert(1)</script> (400), so
 #    a saved /trace with that user (and an <img onerror> as SKU) goes through
 #    `miaosha-load timeline`: the DOM shows both as text, and no element
@@ -91,6 +93,11 @@ browser_page "file://$out/run-token-zh.html" "$out/run-token-zh.dom" "$out/run-t
 ck "run token: no highlighted oversold unit" [ "$(browser_count "$out/run-token-zh.dom" 'class="oversold"')" = 0 ]
 ck "run token --lang zh: Chinese labels in the DOM" grep -q '超卖件数.*购买时间线\|购买时间线.*超卖件数' \
   <(tr -d '\n' <"$out/run-token-zh.dom")
+# The Chinese must draw as characters: without a CJK font the DOM above
+# still holds the words, but every one is the same empty box.
+if glyphs=$(browser_cjk_glyphs "$out/run-token-zh.html" "$out/run-token-zh.cjk.dom" \
+  h1 .mtl-summary .mtl-legend); then g=0; else g=1; fi
+ck "run token --lang zh: the Chinese draws as distinct glyphs ($(echo $glyphs))" [ "$g" = 0 ]
 ck "run token: one lane per purchase (60)" [ "$(browser_count "$out/run-token-zh.dom" 'class="lane')" = 60 ]
 
 # A slow holder in fenced mode: every lease runs out while its holder
@@ -144,6 +151,12 @@ browser_page "file://$out/mx3/matrix.html" "$out/matrix-trials.dom" "$out/matrix
   die "chromium on the trials' matrix.html"
 ck "matrix.html --lang zh: Chinese title, mode name as in the URL" \
   grep -q '超卖矩阵.*<th>none</th>' <(tr -d '\n' <"$out/matrix-trials.dom")
+if glyphs=$(browser_cjk_glyphs "$out/mx3/matrix.html" "$out/matrix-trials.cjk.dom" h1 thead); then
+  g=0
+else
+  g=1
+fi
+ck "matrix.html --lang zh: the Chinese draws as distinct glyphs ($(echo $glyphs))" [ "$g" = 0 ]
 ck "matrix.html: the trials table (3 trials of race/none)" \
   grep -q 'data-scenario="race" data-mode="none" data-trials="3"' "$out/matrix-trials.dom"
 ck "matrix.html: three histograms for the cell" \

@@ -14,7 +14,9 @@
  * a server with an admin token, the controls are clicked through the
  * DevTools protocol: the reset asks for the token (401 shows its field), a
  * wrong one is 403, the right one resets; "buy once" buys; the language
- * switch works.
+ * switch works, and its Chinese draws as characters, two different ones
+ * never the same image (without a CJK font every one is the same empty
+ * box, and the DOM's text would not show it).
  *
  * A missing chromium fails the test: it never skips. */
 #include <pthread.h>
@@ -198,6 +200,32 @@ static void check_route(void)
  * --dump-dom cannot press a button, so the reset and buy controls are
  * driven over Chromium's --remote-debugging-pipe (svc_cdp.h). */
 
+/* The page's Chinese drawn as characters, not as the empty boxes of a
+ * machine without a CJK font: scripts/lib/cjk-glyphs.js draws each
+ * distinct character of the elements in their own font and compares the
+ * images. Reading the text cannot tell: the DOM holds 超卖 either way. */
+static void check_glyphs(svc_cdp *c)
+{
+    const char *src = getenv("MIAOSHA_SOURCE_DIR");
+    char path[600], out[600];
+    snprintf(path, sizeof path, "%s/scripts/lib/cjk-glyphs.js", src ? src : ".");
+    FILE *f = fopen(path, "rb");
+    TU_REQUIRE(f != NULL, "read %s", path);
+    static char js[8192];
+    size_t n = fread(js, 1, sizeof js - 400, f);
+    fclose(f);
+    TU_REQUIRE(n > 0 && n < sizeof js - 400, "%s: %zu bytes", path, n);
+    snprintf(js + n, sizeof js - n,
+             ";return ['h1','#lang','#cells thead','#controls'].map(function(s){"
+             "return s+': '+window.miaoshaCjkGlyphs(s);}).join(' | ');");
+    svc_cdp_eval(c, js, out, sizeof out);
+    printf("glyphs: %s\n", out);
+    int bad = strstr(out, "distinct") == NULL;
+    for (const char *p = out; (p = strstr(p, ": ")) != NULL; p += 2)
+        bad |= strncmp(p + 2, "distinct ", 9) != 0;
+    TU_CHECK(!bad, "the Chinese page draws its characters as distinct glyphs: %s", out);
+}
+
 #define LOG_TOP "var l=document.getElementById('log').firstChild;return l?l.textContent:'';"
 
 /* With an admin token configured the reset asks for it: 401 shows the
@@ -266,6 +294,7 @@ static void check_controls(void)
                  out, sizeof out);
     TU_CHECK(strcmp(out, "超卖 token") == 0, "the switch turns the page Chinese, modes stay: '%s'",
              out);
+    check_glyphs(&c);
     svc_cdp_close(&c);
     TU_CHECK(svc_stop(&adm, 5000) == 0, "clean stop (admin server)");
 }
