@@ -4,9 +4,13 @@
  * and `token` buyers with work_ms=400, whose lock makes them sell one after
  * the other for seconds. Once `none` is done and while `token` still sells,
  * headless Chromium loads the page (its script polls the server in the
- * browser's virtual time) and dumps the DOM: the `none` row shows the
- * oversold count GET /stock reports, the `token` row oversold 0. After the
- * burst the page is dumped again (every audit field equals GET /stock) and
+ * browser's virtual time) and dumps the DOM: the audit is the SKU's, shown
+ * once on the SKU's row with the modes that bought it under it: live_none
+ * shows the oversold count GET /stock reports, live_token oversold 0; one
+ * token purchase on live_none makes it a SKU of two modes, and the token
+ * row under it shows no audit (no mode is painted with another's
+ * oversell). After the burst the page is dumped again (every audit field
+ * equals GET /stock) and
  * photographed (live_page.png in the build directory). Then a link that
  * buys once with user=<script>alert(1)</script> and sku=<img ...> in the
  * Chinese page: both values appear as text, no element was made of them,
@@ -135,19 +139,31 @@ static int browse(const char *url, char **dom, const char *shot)
     return 0;
 }
 
-/* The number in <td data-field="field"> of the row data-mode/data-sku:
- * 0, or -1 when the page has no such row or cell. */
-static int dom_field(const char *dom, const char *mode, const char *sku, const char *field,
-                     long long *v)
+/* The SKU's row (<tr data-sku="sku" class="sku" ...>) and the end of its
+ * group (the next SKU's row, or the end of the table): NULL when the page
+ * has no such row. */
+static const char *sku_row(const char *dom, const char *sku, const char **group_end)
 {
-    char tr[200], td[80];
-    snprintf(tr, sizeof tr, "<tr data-mode=\"%s\" data-sku=\"%s\">", mode, sku);
-    snprintf(td, sizeof td, "data-field=\"%s\"", field);
+    char tr[200];
+    snprintf(tr, sizeof tr, "<tr data-sku=\"%s\" class=\"sku\"", sku);
     const char *row = strstr(dom, tr);
     if (row == NULL)
-        return -1;
-    const char *end = strstr(row, "</tr>");
-    const char *c = strstr(row, td);
+        return NULL;
+    const char *after = strstr(row, "</tr>");
+    const char *next = after ? strstr(after, "class=\"sku\"") : NULL;
+    const char *end = strstr(row, "</tbody>");
+    *group_end = next != NULL && (end == NULL || next < end) ? next : end;
+    return row;
+}
+
+/* The number in <td data-field="field"> of the row that starts at row:
+ * 0, or -1 when the row has no such cell. */
+static int row_field(const char *row, const char *field, long long *v)
+{
+    char td[80];
+    snprintf(td, sizeof td, "data-field=\"%s\"", field);
+    const char *end = row ? strstr(row, "</tr>") : NULL;
+    const char *c = row ? strstr(row, td) : NULL;
     if (c == NULL || end == NULL || c > end || (c = strchr(c, '>')) == NULL)
         return -1;
     char *stop;
@@ -155,21 +171,46 @@ static int dom_field(const char *dom, const char *mode, const char *sku, const c
     return stop == c + 1 || *stop != '<' ? -1 : 0;
 }
 
-/* The row's audit fields equal GET /stock's (all of them, or oversold only). */
+/* The audit field of the SKU's row: 0, or -1. */
+static int dom_field(const char *dom, const char *sku, const char *field, long long *v)
+{
+    const char *end;
+    return row_field(sku_row(dom, sku, &end), field, v);
+}
+
+/* The row of mode under the SKU's row, before the next SKU's: NULL when
+ * there is none there. */
+static const char *mode_row(const char *dom, const char *mode, const char *sku)
+{
+    char tr[200];
+    const char *end;
+    const char *row = sku_row(dom, sku, &end);
+    snprintf(tr, sizeof tr, "<tr data-mode=\"%s\" data-sku=\"%s\">", mode, sku);
+    const char *m = row ? strstr(row, tr) : NULL;
+    return m != NULL && (end == NULL || m < end) ? m : NULL;
+}
+
+/* The SKU's audit in the page equals GET /stock's (all of it, or oversold
+ * only), shown once: on the SKU's row, and under it a row for mode that
+ * carries no audit field of its own. */
 static void check_row(const char *dom, const char *mode, const char *sku, const svc_audit *a,
                       int all)
 {
     long long v = -1;
-    TU_CHECK(dom_field(dom, mode, sku, "oversold", &v) == 0 && v == a->oversold,
-             "%s row: oversold %lld in the page, %lld in GET /stock", mode, v, a->oversold);
+    TU_CHECK(dom_field(dom, sku, "oversold", &v) == 0 && v == a->oversold,
+             "%s row: oversold %lld in the page, %lld in GET /stock", sku, v, a->oversold);
+    const char *m = mode_row(dom, mode, sku);
+    TU_CHECK(m != NULL, "a %s row under the %s row", mode, sku);
+    TU_CHECK(m == NULL || row_field(m, "oversold", &v) == -1, "the %s row shows no audit", mode);
+    TU_CHECK(m == NULL || row_field(m, "requests", &v) == 0, "the %s row shows its requests", mode);
     if (!all)
         return;
-    TU_CHECK(dom_field(dom, mode, sku, "sold", &v) == 0 && v == a->sold,
-             "%s row: sold %lld in the page, %lld in GET /stock", mode, v, a->sold);
-    TU_CHECK(dom_field(dom, mode, sku, "stock", &v) == 0 && v == a->stock,
-             "%s row: stock %lld in the page, %lld in GET /stock", mode, v, a->stock);
-    TU_CHECK(dom_field(dom, mode, sku, "undersold", &v) == 0 && v == a->undersold,
-             "%s row: undersold %lld in the page, %lld in GET /stock", mode, v, a->undersold);
+    TU_CHECK(dom_field(dom, sku, "sold", &v) == 0 && v == a->sold,
+             "%s row: sold %lld in the page, %lld in GET /stock", sku, v, a->sold);
+    TU_CHECK(dom_field(dom, sku, "stock", &v) == 0 && v == a->stock,
+             "%s row: stock %lld in the page, %lld in GET /stock", sku, v, a->stock);
+    TU_CHECK(dom_field(dom, sku, "undersold", &v) == 0 && v == a->undersold,
+             "%s row: undersold %lld in the page, %lld in GET /stock", sku, v, a->undersold);
 }
 
 static void check_route(void)
@@ -280,12 +321,11 @@ static void check_controls(void)
              out);
     TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.sold == 1 && a.stock == 6,
              "one unit sold: sold %lld stock %lld", a.sold, a.stock);
-    TU_CHECK(svc_cdp_until(
-                 &c,
-                 "var t=document.querySelector('tr[data-mode=\"token\"][data-sku=\"live_admin\"] "
-                 "td[data-field=\"sold\"]');return t?t.textContent:'';",
-                 "1", 10000, out, sizeof out),
-             "the token row shows the sale: '%s'", out);
+    TU_CHECK(svc_cdp_until(&c,
+                           "var t=document.querySelector('tr.sku[data-sku=\"live_admin\"] "
+                           "td[data-field=\"sold\"]');return t?t.textContent:'';",
+                           "1", 10000, out, sizeof out),
+             "the live_admin row shows the sale: '%s'", out);
 
     svc_cdp_eval(&c,
                  "document.querySelector('#lang button[data-lang=\"zh\"]').click();"
@@ -319,6 +359,11 @@ int main(void)
     pthread_create(&tn, NULL, run_burst, &none);
     pthread_join(tn, NULL);
 
+    /* One token purchase on none's SKU: a SKU shared by two modes. */
+    svc_resp mix;
+    svc_req(&srv, "POST", "/miaosha/token?sku=live_none&user=mix", NULL, NULL, &mix);
+    TU_CHECK(mix.status == 200 || mix.status == 409, "token on live_none: %ld", mix.status);
+    svc_resp_free(&mix);
     svc_audit an, at0, at1;
     TU_CHECK(svc_get_audit(&srv, "live_none", &an) == 200, "audit none");
     TU_CHECK(an.oversold > 0, "none oversold: %lld", an.oversold);
@@ -333,9 +378,13 @@ int main(void)
            at0.sold, at1.sold, atomic_load(&token.done) ? "no" : "yes");
     check_row(dom, "none", "live_none", &an, 1);
     check_row(dom, "token", "live_token", &at1, 0);
+    /* live_none was bought through two modes: its audit once, both
+     * modes under it, and the token row not painted with none's oversell */
+    TU_CHECK(strstr(dom, "<tr data-sku=\"live_none\" class=\"sku\" data-modes=\"2\">") != NULL,
+             "the live_none row names its two modes");
+    check_row(dom, "token", "live_none", &an, 0);
     long long v = -1;
-    TU_CHECK(dom_field(dom, "token", "live_token", "sold", &v) == 0 && v >= at0.sold &&
-                 v <= at1.sold,
+    TU_CHECK(dom_field(dom, "live_token", "sold", &v) == 0 && v >= at0.sold && v <= at1.sold,
              "token sold in the page %lld, between %lld and %lld", v, at0.sold, at1.sold);
     TU_CHECK(strstr(dom, "<div class=\"mtl\"") != NULL, "the latest trace is drawn");
     free(dom);
