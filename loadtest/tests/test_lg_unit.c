@@ -649,10 +649,10 @@ static void test_timeline_page(void)
     char path[600];
     snprintf(path, sizeof path, "%s/t.html", dir);
     lg_audit a = {.stock = 4, .initial = 5, .sold = 1, .orders = 1};
-    lg_timeline_page page = {"<img src=x>", "none", "a \"caption\" & more", "zh", &a};
+    /* the burst sent 9: 8 not in the trace, 5 of them answered by the flag */
+    lg_timeline_page page = {"<img src=x>", "none", "a \"caption\" & more", "zh", &a, 9, 5};
     TU_REQUIRE(lg_timeline_write(path, &page, &set, err, sizeof err) == 0, "write: %s", err);
     char *html = slurp(dir, "t.html");
-    rmdir(dir);
     TU_CHECK(strstr(html, "<img") == NULL && strstr(html, "&lt;img src=x&gt;") != NULL,
              "the SKU is escaped");
     TU_CHECK(strstr(html, "a &quot;caption&quot; &amp; more") != NULL, "the caption is escaped");
@@ -662,6 +662,20 @@ static void test_timeline_page(void)
     TU_CHECK(strstr(html, "lang: 'zh'") != NULL && strstr(html, "购买时间线") != NULL,
              "Chinese page");
     TU_CHECK(strstr(html, "window.miaoshaTimeline") != NULL, "the renderer is inlined");
+    TU_CHECK(strstr(html, "<p class=\"left-out\" data-sent=\"9\" data-left-out=\"8\" "
+                          "data-local=\"5\">") != NULL &&
+                 strstr(html, "5 由实例本地的售罄标记直接回答") != NULL &&
+                 strstr(html, "3 因其他原因没有追踪") != NULL,
+             "the page says what it leaves out: 5 from the flag, 3 other");
+    free(html);
+
+    /* a saved trace (nothing sent known): nothing said about the rest */
+    page.sent = page.sold_out_local = 0;
+    page.lang = "en";
+    TU_REQUIRE(lg_timeline_write(path, &page, &set, err, sizeof err) == 0, "write: %s", err);
+    html = slurp(dir, "t.html");
+    TU_CHECK(strstr(html, "left-out") == NULL, "no left-out line without a burst");
+    rmdir(dir);
     free(html);
     lg_trace_set_free(&set);
 

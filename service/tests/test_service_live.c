@@ -401,6 +401,14 @@ int main(void)
     char want[80];
     snprintf(want, sizeof want, "<div class=\"mtl\" data-oversold=\"%lld\"", an.oversold);
     TU_CHECK(strstr(dom, want) != NULL, "the none trace marks %lld oversold units", an.oversold);
+    TU_CHECK(strstr(dom, "<p class=\"note\" id=\"traceleft\" data-drawn=") != NULL &&
+                 strstr(dom, "are never traced") != NULL,
+             "the trace says how many it draws of how many, and what is never traced");
+    int waits = 0;
+    for (const char *p = dom; (p = strstr(p, "class=\"wait\"")) != NULL; p++)
+        waits++;
+    /* none takes no lock: the one lock-wait bar is the token purchase's */
+    TU_CHECK(waits <= 1, "lock-wait bars on the live_none trace: %d (at most token's one)", waits);
     free(dom);
     dom = NULL;
 

@@ -59,6 +59,9 @@
             needtoken: 'this server needs its admin token: type it and press reset again',
             badtoken: 'wrong admin token', notrace: 'no purchase traced yet',
             norenderer: 'the timeline renderer is not built into this server',
+            traceleft: 'drawn: the last {k} of the {n} purchases this instance traced on this SKU; ' +
+                'those it answered from its local sold-out flag (409 sold_out before any worker) ' +
+                'are never traced',
             default_sku: '(server default)'
         },
         zh: {
@@ -77,7 +80,9 @@
             needsku: '重置库存需要填写商品 SKU',
             needtoken: '该服务需要管理员令牌：填写后再按一次重置',
             badtoken: '管理员令牌不对', notrace: '还没有被追踪的购买',
-            norenderer: '该服务没有内置时间线渲染器', default_sku: '（服务默认）'
+            norenderer: '该服务没有内置时间线渲染器', default_sku: '（服务默认）',
+            traceleft: '画出的是本实例在该商品上追踪到的 {n} 次购买中的最后 {k} 次；由本地售罄标记直接' +
+                '回答的购买（在任何工作线程之前的 409 sold_out）从不追踪'
         }
     };
 
@@ -251,6 +256,14 @@
         }
         try {
             window.miaoshaTimeline.render(box, [trace.header].concat(trace.records), {lang: lang});
+            var left = document.createElement('p');
+            left.className = 'note';
+            left.id = 'traceleft';
+            left.setAttribute('data-drawn', String(trace.records.length));
+            left.setAttribute('data-traced', String(trace.header.last_seq));
+            left.textContent = t('traceleft').replace('{k}', String(trace.records.length))
+                .replace('{n}', String(trace.header.last_seq));
+            box.appendChild(left);
         } catch (e) {
             note.textContent = String(e);
             box.appendChild(note);

@@ -117,6 +117,8 @@ typedef struct lg_cell {
     uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
     uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
+    uint64_t sold_out_local;     /* of sold_out, answered from an instance's local
+                                    sold-out flag (never traced); 0 when not counted */
     uint64_t doubles;            /* retry: buyers with two orders in the run without keys */
     int stuck;                   /* crash: no sale within the window */
     int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */
