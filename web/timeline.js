@@ -110,7 +110,7 @@
             deletedOther: '释放时误删了他人的锁',
             lockDeleted: '锁被他人误删',
             intruder: '前一持有者仍在执行时拿到了锁',
-            fencedOut: '写入被栅栏拒绝（fenced_out）',
+            fencedOut: '写入被围栏拒绝（fenced_out）',
             ms: '毫秒',
             panelHint: '鼠标悬停或点击一次购买，查看它的追踪记录。',
             none: '追踪中没有购买记录。',
