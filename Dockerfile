@@ -1,7 +1,8 @@
 # miaosha-server and miaosha-load on Debian bookworm, for the scale-out
 # topology of docker-compose.yml.
 #
-# Stage 1 builds with Debian's -dev packages and the CMake build of
+# Stage 1 builds with Debian's -dev packages (and python3-yaml, which turns
+# docs/openapi.yaml into the JSON of GET /openapi.json) and the CMake build of
 # scripts/test.sh (same warning flags), product only and Release, then
 # installs it into a staging prefix with `cmake --install`.
 # scaleout/tests/dockerfile_build.sh runs these exact RUN cmake lines outside
@@ -11,7 +12,7 @@
 FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
-      libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev \
+      libhiredis-dev libmicrohttpd-dev libcjson-dev uuid-dev libcurl4-openssl-dev python3-yaml \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

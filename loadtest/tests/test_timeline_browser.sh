@@ -196,6 +196,8 @@ ck "matrix.html: three histograms for the cell" \
 # --- 3. escaping ------------------------------------------------------------
 proc_http POST "$base/miaosha/none?sku=esc&user=%3Cscript%3Ealert(1)%3C%2Fscript%3E"
 ck "the service refuses user=<script>... ($H_CODE)" [ "$H_CODE" = 400 ]
+proc_http PUT "$base/stock/esc?stock=1" # a never-stocked SKU is 404 unknown_sku
+ck "sku esc stocked ($H_CODE)" [ "$H_CODE" = 200 ]
 proc_http POST "$base/miaosha/none?sku=esc&user=u1"
 ck "a plain purchase of sku esc ($H_CODE)" grep -qx '200\|409' <<<"$H_CODE"
 proc_http GET "$base/trace/esc"

@@ -70,7 +70,7 @@ end
 -- thread states
 local counter = 0
 -- globals (not locals): done() reads them through thread:get()
-s200, s409, s429, s503, sother = 0, 0, 0, 0, 0
+s200, s404, s409, s429, s503, sother = 0, 0, 0, 0, 0, 0
 
 function init(args)
   -- tid is set by setup() before init runs
@@ -89,6 +89,7 @@ end
 
 function response(status, headers, body)
   if status == 200 then s200 = s200 + 1
+  elseif status == 404 then s404 = s404 + 1
   elseif status == 409 then s409 = s409 + 1
   elseif status == 429 then s429 = s429 + 1
   elseif status == 503 then s503 = s503 + 1
@@ -97,7 +98,7 @@ end
 
 -- main state, after the load
 function done(summary, latency, requests)
-  local t = {s200 = 0, s409 = 0, s429 = 0, s503 = 0, sother = 0}
+  local t = {s200 = 0, s404 = 0, s409 = 0, s429 = 0, s503 = 0, sother = 0}
   for _, th in ipairs(threads) do
     for k, _ in pairs(t) do
       t[k] = t[k] + (th:get(k) or 0)
@@ -106,6 +107,10 @@ function done(summary, latency, requests)
   io.write(string.format(
     "statuses: 200 ok %d, 409 sold_out %d, 429 lock_busy %d, 503 redis_unavailable %d, other %d\n",
     t.s200, t.s409, t.s429, t.s503, t.sother))
+  if t.s404 > 0 then
+    io.write(string.format("404 unknown_sku %d: SKU %s was never stocked; set STOCK=N to reset it first\n",
+      t.s404, sku))
+  end
   io.write(string.format("latency ms: p50 %.2f p90 %.2f p99 %.2f max %.2f\n",
     latency:percentile(50) / 1000, latency:percentile(90) / 1000,
     latency:percentile(99) / 1000, latency.max / 1000))

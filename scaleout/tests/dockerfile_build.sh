@@ -30,6 +30,9 @@ for p in $(sed -n '/^FROM debian:bookworm AS build/,/^FROM /p' Dockerfile | grep
   ck "build stage package $p is one scripts/deps.sh installs" -- grep -qw -- "$p" scripts/deps.sh
 done
 
+ck "build stage installs python3-yaml, as scripts/deps.sh --unit (configure converts docs/openapi.yaml)" -- \
+  bash -c "sed -n '/^FROM debian:bookworm AS build/,/^FROM /p' Dockerfile | grep -qw python3-yaml && grep -qw python3-yaml scripts/deps.sh"
+
 for r in "${runs[@]}"; do
   cmd=${r#RUN }
   cmd=${cmd//build\/docker/$tmp/build}

@@ -7,31 +7,19 @@
  *                       oversold = max(0, sold - (initial - stock))
  *                       undersold = max(0, (initial - stock) - sold)
  *   GET /orders/{sku}   the order records, offset/limit (limit <= 1000)
+ * A SKU without a stock key was never stocked: both GETs answer 404
+ * unknown_sku, as its purchases do.
  */
 #include "svc_routes.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "svc_check.h"
+#include "svc_gauges.h"
 #include "svc_keys.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
-
-/* cJSON's parser records its last error in a global even in
- * cJSON_ParseWithOpts; parses (admin routes only, never the purchase path)
- * are serialized so threads never race on it. */
-static pthread_mutex_t parse_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static cJSON *parse_json(const char *txt, const char **end)
-{
-    SVC_PT(pthread_mutex_lock(&parse_mu));
-    cJSON *doc = cJSON_ParseWithOpts(txt, end, 1);
-    SVC_PT(pthread_mutex_unlock(&parse_mu));
-    return doc;
-}
 
 static void redis_fail(svc_req *r, const char *why)
 {
@@ -108,6 +96,20 @@ static int read_replies(redisContext *ctx, redisReply **reps, int n, char *why, 
     return -1;
 }
 
+/* 404 unknown_sku: r's SKU has no stock key. A purchase answers the same
+ * (svc_section.c, purchase.lua): the stock key is what makes a SKU exist,
+ * and only a reset (PUT /stock) or the start-up seed creates it. */
+static void unknown_sku(svc_req *r)
+{
+    char detail[200];
+    snprintf(detail, sizeof detail, "sku %s was never stocked (PUT /stock/%s creates it)", r->sku,
+             r->sku);
+    cJSON *extra = cJSON_CreateObject();
+    if (extra != NULL)
+        cJSON_AddStringToObject(extra, "sku", r->sku);
+    svc_reply_error(r, 404, "unknown_sku", detail, extra);
+}
+
 static long long as_int(const redisReply *rep)
 {
     if (rep->type == REDIS_REPLY_INTEGER)
@@ -153,6 +155,13 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
     redisAppendCommand(ctx, "HVALS %s", k.buyers);
     if (read_replies(ctx, reps, 5, why, sizeof why) != 0) {
         redis_fail(r, why);
+        return;
+    }
+    /* No stock key: a SKU that was never stocked, not one with zeros. */
+    if (reps[0]->type == REDIS_REPLY_NIL) {
+        for (int i = 0; i < 5; i++)
+            freeReplyObject(reps[i]);
+        unknown_sku(r);
         return;
     }
     /* Users holding more orders than purchase.limit_per_user; with no
@@ -208,6 +217,7 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         return;
     }
     svc_soldout_clear(r->sku); /* this instance at once; the others by the message */
+    svc_gauges_seen(r->sku);
     svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
     svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0, 0));
 }
@@ -215,7 +225,7 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
 void svc_orders_job(svc_req *r, lc_conn *conn)
 {
     char why[256];
-    redisReply *reps[2];
+    redisReply *reps[3];
     long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
     sku_keys k;
     redisContext *ctx = job_redis(r, conn);
@@ -224,8 +234,17 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
     sku_keys_init(&k, r->sku);
     redisAppendCommand(ctx, "LLEN %s", k.orders);
     redisAppendCommand(ctx, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
-    if (read_replies(ctx, reps, 2, why, sizeof why) != 0) {
+    redisAppendCommand(ctx, "EXISTS %s", k.stock); /* same round trip */
+    if (read_replies(ctx, reps, 3, why, sizeof why) != 0) {
         redis_fail(r, why);
+        return;
+    }
+    int stocked = as_int(reps[2]) > 0;
+    freeReplyObject(reps[2]);
+    if (!stocked) {
+        freeReplyObject(reps[0]);
+        freeReplyObject(reps[1]);
+        unknown_sku(r);
         return;
     }
     cJSON *o = cJSON_CreateObject();
@@ -243,7 +262,7 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
                     continue;
                 /* Records are stored as JSON; anything else is passed on as
                  * a string rather than dropped. */
-                cJSON *rec = parse_json(e->str, NULL);
+                cJSON *rec = svc_params_json(e->str, NULL);
                 cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
             }
         }
@@ -297,7 +316,7 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
         snprintf(detail, dlen, "body: NUL byte in JSON");
         return -1;
     }
-    doc = parse_json(body, &end);
+    doc = svc_params_json(body, &end);
     if (doc == NULL || !cJSON_IsObject(doc)) {
         snprintf(detail, dlen, "body: must be a JSON object {\"stock\":N}");
         cJSON_Delete(doc);

@@ -24,8 +24,10 @@ static const words words_en = {
     {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
      "nested (reenter=2)", "one buy per user (5 clicks)", "client timeout retried",
      "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s",
-     "Sentinel failover (lock lost)", "2, then 3 of 5 lock masters down",
-     "lock master restarted empty", "same, redlock.restart_delay_ms"},
+     "Sentinel failover (lock lost)", "SENTINEL FAILOVER (200s lost: wait 1 / all)",
+     "master paused, resumed mid-failover (200s lost: wait 1 / all)",
+     "2, then 3 of 5 lock masters down", "lock master restarted empty",
+     "same, redlock.restart_delay_ms"},
     "ok",
     "DIFF",
     "freed",
@@ -33,20 +35,22 @@ static const words words_en = {
     "mode"};
 
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
-static const words words_zh = {{"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单",
-                                "超时重试", "实例 kill -9", "Redis 重启", "Redis 暂停",
-                                "哨兵故障转移", "锁主节点宕机", "锁主节点重启", "锁主节点延迟重启"},
-                               {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）",
-                                "持锁时崩溃", "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）",
-                                "客户端超时后重试", "实例被 kill -9（3 个实例）",
-                                "Redis 重启（AOF）", "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）",
-                                "5 个锁主节点先宕 2 个、再宕 3 个", "锁主节点无持久化重启",
-                                "同上，加 redlock.restart_delay_ms"},
-                               "符合",
-                               "不符",
-                               "释放",
-                               "重连",
-                               "模式"};
+static const words words_zh = {
+    {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单", "超时重试", "实例 kill -9",
+     "Redis 重启", "Redis 暂停", "哨兵故障转移", "手动故障转移", "主库暂停后恢复", "锁主节点宕机",
+     "锁主节点重启", "锁主节点延迟重启"},
+    {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
+     "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）", "客户端超时后重试",
+     "实例被 kill -9（3 个实例）", "Redis 重启（AOF）", "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）",
+     "SENTINEL FAILOVER（确认后丢单：等 1 个 / 全部副本）",
+     "主库暂停、故障转移中恢复（确认后丢单：等 1 个 / 全部副本）",
+     "5 个锁主节点先宕 2 个、再宕 3 个", "锁主节点无持久化重启",
+     "同上，加 redlock.restart_delay_ms"},
+    "符合",
+    "不符",
+    "释放",
+    "重连",
+    "模式"};
 
 static const words *words_of(lg_report_lang lang)
 {
@@ -63,13 +67,25 @@ static const char *scen_short(const words *w, lg_scenario s)
  * stay as they are. */
 static const char *outcome_word(lg_report_lang lang, const char *o)
 {
-    static const char *const zh[][2] = {
-        {"oversell", "超卖"},     {"exact", "准确"},          {"stuck", "卡死"},
-        {"recovers", "恢复"},     {"sells", "正常售出"},      {"blocks", "阻塞"},
-        {"safe", "安全"},         {"late", "超时"},           {"missed", "错过"},
-        {"short", "未售罄"},      {"unsafe", "不安全"},       {"error", "出错"},
-        {"one-each", "每人一单"}, {"duplicates", "重复购买"}, {"once", "只买一次"},
-        {"twice", "重复下单"}};
+    static const char *const zh[][2] = {{"oversell", "超卖"},
+                                        {"exact", "准确"},
+                                        {"stuck", "卡死"},
+                                        {"recovers", "恢复"},
+                                        {"sells", "正常售出"},
+                                        {"blocks", "阻塞"},
+                                        {"safe", "安全"},
+                                        {"late", "超时"},
+                                        {"missed", "错过"},
+                                        {"short", "未售罄"},
+                                        {"unsafe", "不安全"},
+                                        {"error", "出错"},
+                                        {"one-each", "每人一单"},
+                                        {"duplicates", "重复购买"},
+                                        {"once", "只买一次"},
+                                        {"twice", "重复下单"},
+                                        {"lost-at-1", "等 1 个副本时丢单"},
+                                        {"lost-at-all", "等全部副本仍丢单"},
+                                        {"kept", "未丢单"}};
     if (lang != LG_LANG_ZH)
         return o;
     for (size_t i = 0; i < sizeof zh / sizeof zh[0]; i++)
@@ -203,12 +219,13 @@ static void put_header(FILE *o, const col *c, size_t n)
 /* The scenarios whose cells carry the fault timings (fault_ms .. resume_ms). */
 static int timed(lg_scenario s)
 {
-    return lg_scen_is_fault(s) || s == LG_SCEN_FAILOVER;
+    return lg_scen_is_fault(s) || s == LG_SCEN_FAILOVER || lg_scen_is_acked(s);
 }
 
 static int has_timed(const lg_matrix_cfg *cfg)
 {
-    return lg_matrix_has_faults(cfg) || cfg->scen_on[LG_SCEN_FAILOVER];
+    return lg_matrix_has_faults(cfg) || cfg->scen_on[LG_SCEN_FAILOVER] ||
+           cfg->scen_on[LG_SCEN_MANUAL_FAILOVER] || cfg->scen_on[LG_SCEN_RESUME_FAILOVER];
 }
 
 static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf, size_t len)
@@ -230,6 +247,12 @@ static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, cha
                      (long long)c->reconnect_ms);
         else
             snprintf(buf, len, "%s %s 503 %lldms", verdict, outcome, (long long)c->failfast_ms);
+        return;
+    }
+    if (lg_scen_is_acked(s) && strcmp(c->outcome, "error") != 0) {
+        /* acknowledged orders lost with wait_replicas=1 / with all */
+        snprintf(buf, len, "%s %s %llu/%lld", verdict, outcome, (unsigned long long)c->acked_lost,
+                 (long long)c->acked_lost_all);
         return;
     }
     if (s == LG_SCEN_FAILOVER && c->fault_ms >= 0) {
@@ -307,14 +330,14 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
     fputs(zh ? "（格子：符合/不符 = 是否与预期一致，实测结果，售出/库存或恢复耗时）\n\n"
              : "(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n\n",
           o);
-    static const col cells_en[] = {{"scenario", 13, 0}, {"mode", 9, 0},      {"expected", 10, 0},
-                                   {"measured", 8, 0},  {"oversold", 8, 1},  {"undersold", 9, 1},
-                                   {"lock_busy", 9, 1}, {"lock_lost", 9, 1}, {"del_other", 9, 1},
-                                   {"reason", 0, 0}};
-    static const col cells_zh[] = {{"场景", 13, 0},       {"模式", 9, 0},   {"预期", 10, 0},
-                                   {"实测", 8, 0},        {"超卖", 8, 1},   {"少卖", 9, 1},
-                                   {"锁忙", 9, 1},        {"锁失效", 9, 1}, {"误删他锁", 9, 1},
-                                   {"原因（英文）", 0, 0}};
+    static const col cells_en[] = {
+        {"scenario", 13, 0}, {"mode", 9, 0},        {"expected", 10, 0},   {"measured", 8, 0},
+        {"oversold", 8, 1},  {"undersold", 9, 1},   {"lock_busy", 9, 1},   {"lock_lost", 9, 1},
+        {"del_other", 9, 1}, {"acked_lost", 10, 1}, {"over_stock", 10, 1}, {"reason", 0, 0}};
+    static const col cells_zh[] = {
+        {"场景", 13, 0},    {"模式", 9, 0},        {"预期", 10, 0},     {"实测", 8, 0},
+        {"超卖", 8, 1},     {"少卖", 9, 1},        {"锁忙", 9, 1},      {"锁失效", 9, 1},
+        {"误删他锁", 9, 1}, {"确认后丢单", 10, 1}, {"超出库存", 10, 1}, {"原因（英文）", 0, 0}};
     put_header(o, zh ? cells_zh : cells_en, sizeof cells_en / sizeof cells_en[0]);
     fputc('\n', o);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
@@ -330,9 +353,10 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
             put_left(o, expected_text(lang, c->expected, e, sizeof e), 10);
             fputc(' ', o);
             put_left(o, outcome_word(lang, c->outcome), 8);
-            fprintf(o, " %8lld %9lld %9llu %9llu %9llu %s\n", (long long)c->oversold,
+            fprintf(o, " %8lld %9lld %9llu %9llu %9llu %10llu %10llu %s\n", (long long)c->oversold,
                     (long long)c->undersold, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
+                    (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock,
                     c->reason);
         }
     if (has_timed(cfg)) {
@@ -467,15 +491,15 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
     if (zh)
         fputs("\n## 每个格子的明细\n\n原因一栏由矩阵按英文写出。\n\n"
               "| 场景 | 模式 | 预期 | 实测 | 售出 / 库存 | 超卖 | 少卖 | 锁忙（429） | 锁失效 | "
-              "误删他人的锁 | 恢复耗时 ms | 原因 |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              "误删他人的锁 | 确认后丢单 | 超出库存的确认 | 恢复耗时 ms | 原因 |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               f);
     else
-        fputs(
-            "\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
-            "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-            f);
+        fputs("\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
+              "undersold | lock_busy | lock_lost | deleted another's lock | acked_lost | "
+              "acked_over_stock | recovery ms | reason |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
@@ -483,13 +507,16 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                 continue;
             char e[64];
             const char *diff = zh ? " **不符**" : " **DIFF**";
-            fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | ",
-                    scen_short(w, s), lg_mode_names[m],
-                    expected_text(lang, c->expected, e, sizeof e), outcome_word(lang, c->outcome),
-                    c->pass ? "" : diff, (long long)c->sold, (long long)c->stock,
-                    (long long)c->oversold, (long long)c->undersold,
-                    (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->deleted_other_lock);
+            fprintf(
+                f,
+                "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | %llu | "
+                "%llu | ",
+                scen_short(w, s), lg_mode_names[m], expected_text(lang, c->expected, e, sizeof e),
+                outcome_word(lang, c->outcome), c->pass ? "" : diff, (long long)c->sold,
+                (long long)c->stock, (long long)c->oversold, (long long)c->undersold,
+                (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
+                (unsigned long long)c->deleted_other_lock, (unsigned long long)c->acked_lost,
+                (unsigned long long)c->acked_over_stock);
             if (c->recovery_ms >= 0)
                 fprintf(f, "%lld", (long long)c->recovery_ms);
             else if (c->stuck)
@@ -549,9 +576,10 @@ static int write_csv(const char *path, const lg_matrix_result *r)
     fputs(trials > 1 ? "scenario,mode,trial," : "scenario,mode,", f);
     fputs("expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
           "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,"
-          "missing_orders,stuck,"
+          "missing_orders,acked_lost,acked_over_stock,stuck,"
           "recovery_ms,elapsed_s,redis_unavailable,unacknowledged,fault_ms,freed_ms,"
-          "failfast_ms,reconnect_ms,resume_ms,reason\n",
+          "failfast_ms,reconnect_ms,resume_ms,acked_lost_all,acked_over_stock_all,late_writes,"
+          "late_write_ms,reason\n",
           f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++)
@@ -564,15 +592,16 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                     fprintf(f, "%d,", k + 1);
                 fprintf(f,
                         "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
-                        "%llu,%llu,%llu,%d,%lld,%.3f,",
+                        "%llu,%llu,%llu,%llu,%llu,%d,%lld,%.3f,",
                         c->expected, c->outcome, c->pass ? "true" : "false", (long long)c->stock,
                         (long long)c->sold, (long long)c->stock_left, (long long)c->oversold,
                         (long long)c->undersold, (unsigned long long)c->requests,
                         (unsigned long long)c->ok, (unsigned long long)c->sold_out,
                         (unsigned long long)c->lock_busy, (unsigned long long)c->errors,
                         (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
-                        (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
-                        (long long)c->recovery_ms, c->elapsed_s);
+                        (unsigned long long)c->dup, (unsigned long long)c->acked_lost,
+                        (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock,
+                        c->stuck, (long long)c->recovery_ms, c->elapsed_s);
                 if (timed(s)) {
                     const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
                                            c->reconnect_ms, c->resume_ms};
@@ -586,6 +615,12 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                 } else {
                     fputs(",,,,,,,", f);
                 }
+                if (lg_scen_is_acked(s))
+                    fprintf(f, "%lld,%lld,%lld,%lld,", (long long)c->acked_lost_all,
+                            (long long)c->acked_over_stock_all, (long long)c->late_writes,
+                            (long long)c->late_write_ms);
+                else
+                    fputs(",,,,", f);
                 csv_field(f, c->reason);
                 fputc('\n', f);
             }
@@ -606,6 +641,9 @@ static const char *svg_note_caption(lg_report_lang lang, lg_scenario s)
     case LG_SCEN_REDIS_PAUSE:
         return zh ? "标注：暂停期间 503 的耗时上限" : "label: 503 while paused within";
     case LG_SCEN_FAILOVER: return zh ? "标注：故障转移耗时" : "label: the failover took";
+    case LG_SCEN_MANUAL_FAILOVER:
+    case LG_SCEN_RESUME_FAILOVER:
+        return zh ? "标注：确认后丢单（等 1 个 / 全部副本）" : "label: 200s lost, wait 1 / all";
     default: return NULL;
     }
 }
@@ -621,7 +659,10 @@ static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *
                  : s == LG_SCEN_REDIS_PAUSE   ? c->failfast_ms
                  : s == LG_SCEN_FAILOVER      ? c->fault_ms
                                               : -1;
-    if (!strcmp(c->outcome, "stuck"))
+    if (lg_scen_is_acked(s) && strcmp(c->outcome, "error") != 0)
+        snprintf(b, len, "%llu/%lld", (unsigned long long)c->acked_lost,
+                 (long long)c->acked_lost_all);
+    else if (!strcmp(c->outcome, "stuck"))
         snprintf(b, len, "%s", outcome_word(lang, "stuck"));
     else if (ms >= 0 && (c->oversold == 0 || s == LG_SCEN_FAILOVER))
         snprintf(b, len, "%lldms", (long long)ms);
