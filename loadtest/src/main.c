@@ -218,8 +218,13 @@ static int write_run_timeline(const char *path, const lg_run_cfg *cfg, const lg_
             rc = -1;
         }
     }
-    lg_timeline_page page = {cfg->sku, cfg->mode, NULL, lang == LG_LANG_ZH ? "zh" : "en",
-                             res->audited ? &res->audit : NULL};
+    lg_timeline_page page = {cfg->sku,
+                             cfg->mode,
+                             NULL,
+                             lang == LG_LANG_ZH ? "zh" : "en",
+                             res->audited ? &res->audit : NULL,
+                             res->requests - res->not_sent,
+                             res->sold_out_local};
     if (rc == 0 && lg_timeline_write(path, &page, &set, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: --timeline: %s\n", err);
         rc = -1;
@@ -548,7 +553,7 @@ static int cmd_timeline(int argc, char **argv)
         }
         free(text);
     }
-    lg_timeline_page page = {sku, mode, NULL, lang == LG_LANG_ZH ? "zh" : "en", NULL};
+    lg_timeline_page page = {sku, mode, NULL, lang == LG_LANG_ZH ? "zh" : "en", NULL, 0, 0};
     if (rc == 0 && lg_timeline_write(out, &page, &set, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: %s\n", err);
         rc = 1;

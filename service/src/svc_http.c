@@ -469,7 +469,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (strcmp(seg, "redlock") == 0)
             snprintf(detail, sizeof detail,
                      "mode redlock is not offered: redlock.nodes (its lock masters) is not "
-                     "configured");
+                     "configured; to run it by hand: README.md, \"redlock by hand\"");
         else
             snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);

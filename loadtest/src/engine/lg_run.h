@@ -78,6 +78,9 @@ typedef struct lg_run_result {
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
     uint64_t fenced_out;         /* 409s whose error was fenced_out (mode fenced: a
                                     stale holder's write refused); not in sold_out */
+    uint64_t sold_out_local;     /* of sold_out, those answered from an instance's
+                                    local sold-out flag ("local":true: no worker,
+                                    no Redis, not traced) */
     uint64_t not_sent;           /* never sent: the deadline came first */
     uint64_t lock_lost;          /* responses that carried "lock_lost":true */
     uint64_t deleted_other_lock; /* ... "deleted_other_lock":true (setnx: a late

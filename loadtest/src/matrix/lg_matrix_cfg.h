@@ -143,6 +143,8 @@ typedef struct lg_cell {
     int64_t acked_lost_all, acked_over_stock_all, late_writes, late_write_ms;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
     uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
+    uint64_t sold_out_local;     /* of sold_out, answered from an instance's local
+                                    sold-out flag (never traced); 0 when not counted */
     uint64_t doubles;            /* retry: buyers with two orders in the run without keys */
     int stuck;                   /* crash: no sale within the window */
     int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */
