@@ -307,10 +307,10 @@ static unsigned gen_valid(uint64_t *s, buf *b)
         put(b, "%s /miaosha/%s", m, PICK(s, modes));
         purchase_query(s, b, 1);
         put(b, " HTTP/1.1\r\n");
-        if (m[0] == 'P' && below(s, 3) == 0) {
-            put(b, "Content-Length: 9\r\n");
+        if (m[0] == 'P' && below(s, 3) == 0) { /* a parameter in the body instead */
+            put(b, "Content-Length: 11\r\n");
             headers_end(b, s, 0);
-            put(b, "{\"x\":123}");
+            put(b, "{\"trace\":1}");
         } else {
             headers_end(b, s, 0);
         }

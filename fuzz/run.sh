@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 case $secs in ''|*[!0-9]*) echo "usage: fuzz/run.sh [SECONDS]" >&2; exit 2 ;; esac
-targets=${FUZZ_TARGETS:-params stock_body config_json config_args lg_http}
+targets=${FUZZ_TARGETS:-params stock_body purchase_body config_json config_args lg_http}
 bdir=${FUZZ_BUILD_DIR:-build/fuzz}
 
 if ! command -v clang >/dev/null 2>&1; then

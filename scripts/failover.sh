@@ -25,7 +25,10 @@
 # and what miaosha-server reads (config keys redis.sentinels,
 # redis.master_name, redis.wait_replicas, redlock.nodes):
 #   MIAOSHA_REDIS_SENTINELS, MIAOSHA_REDIS_MASTER_NAME=mymaster,
-#   MIAOSHA_REDIS_WAIT_REPLICAS=1, MIAOSHA_REDLOCK_NODES (= FAILOVER_REDLOCK_NODES)
+#   MIAOSHA_REDIS_WAIT_REPLICAS=all (a 200 only once both replicas have the
+#   order: with 1, a manual or resumed failover can promote the replica that
+#   did not — docs/locks.md, "Acknowledged writes"),
+#   MIAOSHA_REDLOCK_NODES (= FAILOVER_REDLOCK_NODES)
 # `run` exports them all to CMD.
 #
 # Knobs (environment):
@@ -129,7 +132,7 @@ write_env() { # dir
     echo "FAILOVER_REDLOCK_NODES=${nodes#,}"
     echo "MIAOSHA_REDIS_SENTINELS=${sent#,}"
     echo "MIAOSHA_REDIS_MASTER_NAME=$NAME"
-    echo "MIAOSHA_REDIS_WAIT_REPLICAS=1"
+    echo "MIAOSHA_REDIS_WAIT_REPLICAS=all"
     echo "MIAOSHA_REDLOCK_NODES=${nodes#,}"
   } > "$f.tmp"
   mv "$f.tmp" "$f"

@@ -31,7 +31,8 @@
  * user chose there.
  *
  * What it draws: one lane per purchase, grouped by instance and worker;
- * the lock wait, the lock-held span (without a lock: read to commit), the
+ * the lock wait (class "wait"; never for a mode that takes no lock: none,
+ * lua), the lock-held span (without a lock: read to commit), the
  * value read and the value written; every oversold unit (one element of
  * class "oversold" each) together with the purchases that read the same
  * stock value (class "same-read"); a release that deleted another holder's
@@ -116,7 +117,7 @@
             deletedOther: '释放时误删了他人的锁',
             lockDeleted: '锁被他人误删',
             intruder: '前一持有者仍在执行时拿到了锁',
-            fencedOut: '写入被栅栏拒绝（fenced_out）',
+            fencedOut: '写入被围栏拒绝（fenced_out）',
             ms: '毫秒',
             panelHint: '鼠标悬停或点击一次购买，查看它的追踪记录。',
             none: '追踪中没有购买记录。',
@@ -134,6 +135,13 @@
 
     var POINTS = ['received_us', 'wait_start_us', 'acquired_us', 'read_us', 'committed_us',
         'released_us', 'responded_us'];
+
+    /* The modes that take no lock (the URL's names): `none`, whose acquire
+     * and release do nothing (the service still stamps wait_start,
+     * acquired and released around them), and `lua`, one atomic script.
+     * Their lanes get no lock-wait bar, and their span is read to commit,
+     * not a lock held. */
+    var NO_LOCK = {none: true, lua: true};
 
     var CSS = [
         '.mtl{font:12px/1.35 system-ui,"Noto Sans CJK SC","WenQuanYi Micro Hei",sans-serif;color:#222}',
@@ -505,17 +513,22 @@
             var end = t.responded_us != null ? t.responded_us : open;
             g.appendChild(el('line', {x1: x(t.received_us), x2: x(end), y1: yy + 7.5, y2: yy + 7.5,
                 stroke: '#bbb'}));
-            if (t.wait_start_us != null) {
+            var locks = !Object.prototype.hasOwnProperty.call(NO_LOCK, r.mode);
+            if (locks && t.wait_start_us != null) {
                 var we = t.acquired_us != null ? t.acquired_us :
                     (t.responded_us != null ? t.responded_us :
                         (a.now != null ? a.now : t.wait_start_us));
-                g.appendChild(el('rect', {x: x(t.wait_start_us), y: yy + 4,
+                g.appendChild(el('rect', {'class': 'wait', x: x(t.wait_start_us), y: yy + 4,
                     width: Math.max(1, x(we) - x(t.wait_start_us)), height: 7, fill: '#f2d98c'}));
             }
-            var hs = t.acquired_us != null ? t.acquired_us : t.read_us;
-            var he = t.acquired_us != null ?
+            var held = locks && t.acquired_us != null;
+            var hs = held ? t.acquired_us : t.read_us;
+            /* without a lock: read to commit, or to now while it still runs */
+            var he = held ?
                 (t.released_us != null ? t.released_us :
-                    (t.responded_us != null ? t.responded_us : a.now)) : t.committed_us;
+                    (t.responded_us != null ? t.responded_us : a.now)) :
+                (t.committed_us != null ? t.committed_us :
+                    (t.responded_us == null ? a.now : null));
             if (hs != null && he != null) {
                 var lost = r.lock_lost === true;
                 g.appendChild(el('rect', {'class': 'held', x: x(hs), y: yy + 2,

@@ -71,6 +71,13 @@ extern "C" {
 #define CFG_SENTINELS_LEN 512 /* redis.sentinels: up to 9 host:port */
 #define CFG_NODES_LEN 512     /* redlock.nodes: "host:port,host:port,..." */
 
+/* redis.wait_replicas = all: wait for every replica the master is known to
+ * have, a replica that is down included (the service counts them:
+ * service/README.md, "Redis Sentinel and replicas"). Stored as a value
+ * above every replica count, so wait_replicas > 0 still reads "WAIT is on";
+ * the text and JSON forms say "all". */
+#define CFG_WAIT_REPLICAS_ALL 2147483647
+
 /* A sensible caller buffer for cfg_load's err (messages are cut to fit). */
 #define CFG_ERR_LEN 512
 
@@ -172,6 +179,10 @@ typedef struct cfg_config {
         int ring_size;
         int max_skus;
     } trace;
+    struct {
+        int sku_gauges; /* SKUs with miaosha_stock & co. in /metrics; 0 = none */
+        int refresh_ms; /* how often their audits are read from Redis */
+    } metrics;
     struct {
         cfg_log_level level;
         bool access;

@@ -82,6 +82,10 @@ typedef struct key_def {
     int le_div;       /* ... divided by this (1, or 2 for "at most half of") */
     const char *unit; /* "ms", "s", "bytes", "" */
     const char *desc;
+    const char *word;   /* integers: one more value written as this word (in
+                           the environment, on the command line and as a
+                           JSON string), or NULL */
+    int64_t word_value; /* ... stored as this, outside min..max */
 } key_def;
 
 /* The formatter would spread each initializer over four lines. */
@@ -92,17 +96,20 @@ typedef struct key_def {
 #define MEMBER(m) TYPE_OF(m), offsetof(cfg_config, m), sizeof(((cfg_config *)0)->m)
 
 #define K_NUM(path, m, lo, hi, def, le, unit, desc)                           \
-    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, le, 1, unit, desc}
+    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, le, 1, unit, desc, NULL, 0}
 /* A number that must not exceed another key divided by div. */
 #define K_NUM_DIV(path, m, lo, hi, def, le, div, unit, desc)                  \
-    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, le, div, unit, desc}
+    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, le, div, unit, desc, NULL, 0}
+/* A number that may also be written as a word (redis.wait_replicas=all). */
+#define K_NUM_WORD(path, m, lo, hi, def, word, wv, unit, desc)                \
+    {path, MEMBER(m), lo, hi, def, NULL, S_PRINT, 0, NULL, 1, unit, desc, word, wv}
 #define K_BOOL(path, m, def, desc)                                            \
-    {path, MEMBER(m), 0, 1, def, NULL, S_PRINT, 0, NULL, 1, "", desc}
+    {path, MEMBER(m), 0, 1, def, NULL, S_PRINT, 0, NULL, 1, "", desc, NULL, 0}
 #define K_ENUM(path, m, def, desc)                                            \
-    {path, MEMBER(m), 0, 0, def, NULL, S_PRINT, 0, NULL, 1, "", desc}
+    {path, MEMBER(m), 0, 0, def, NULL, S_PRINT, 0, NULL, 1, "", desc, NULL, 0}
 #define K_STR(path, m, kind, lo, def, flags, desc)                            \
     {path, MEMBER(m), lo, (int64_t)sizeof(((cfg_config *)0)->m) - 1, 0, def, \
-     kind, flags, NULL, 1, "", desc}
+     kind, flags, NULL, 1, "", desc, NULL, 0}
 /* clang-format on */
 
 /* The only enum key is log.level; T_ENUM reads these names. */
@@ -157,9 +164,13 @@ static const key_def KEYS[] = {
     K_STR("redis.master_name", redis.master_name, S_ID, 0, "mymaster", 0,
           "the master's name at the Sentinels (SENTINEL get-master-addr-by-name); required "
           "when redis.sentinels is set"),
-    K_NUM("redis.wait_replicas", redis.wait_replicas, 0, 16, 0, NULL, "",
-          "after a purchase's write, WAIT until this many replicas have it, else 503 "
-          "not_replicated; 0 = no WAIT"),
+    K_NUM_WORD("redis.wait_replicas", redis.wait_replicas, 0, 16, 0, "all", CFG_WAIT_REPLICAS_ALL,
+               "",
+               "after a purchase's write, WAIT until this many replicas have it, else 503 "
+               "not_replicated; all = every replica the master is known to have (Sentinel's "
+               "list and the master's own since the last switch), one that is down included: "
+               "the only setting whose 200s survive a manual failover or a resumed master; "
+               "0 = no WAIT"),
     K_NUM("redis.wait_timeout_ms", redis.wait_timeout_ms, 1, 60000, 100, "redis.command_timeout_ms",
           "ms", "timeout of that WAIT"),
 
@@ -228,6 +239,13 @@ static const key_def KEYS[] = {
     K_NUM("trace.max_skus", trace.max_skus, 1, 1024, 16, NULL, "",
           "SKUs that get a trace ring (each ring_size records of 344 bytes); "
           "purchases of later SKUs are not traced"),
+
+    K_NUM("metrics.sku_gauges", metrics.sku_gauges, 0, 1024, 16, NULL, "",
+          "SKUs whose audit /metrics exports as gauges (miaosha_stock, miaosha_sold, "
+          "miaosha_oversold, miaosha_undersold): the ones this instance saw last; 0 = none"),
+    K_NUM("metrics.refresh_ms", metrics.refresh_ms, 100, 60000, 1000, NULL, "ms",
+          "how often a background thread reads those SKUs' audits from Redis (one round trip), "
+          "so how old a gauge may be"),
 
     K_ENUM("log.level", log.level, CFG_LOG_INFO, "least severe level logged"),
     K_BOOL("log.access", log.access, 0, "log one line per request"),
@@ -346,6 +364,8 @@ static void bounds_text(const key_def *k, char *buf, size_t len)
     case T_INT:
     case T_I64:
         append(buf, len, "%" PRId64 "..%" PRId64, k->min, k->max);
+        if (k->word)
+            append(buf, len, " or %s", k->word);
         if (k->le)
             append(buf, len, " and <= %s", k->le);
         if (k->le && k->le_div > 1)
@@ -644,7 +664,7 @@ static const char *check_str(const key_def *k, const char *s, char *why, size_t 
 static cfg_status apply_int(cfg_config *c, const key_def *k, int64_t v, const char *shown,
                             const ctx *x)
 {
-    if (v < k->min || v > k->max) {
+    if ((v < k->min || v > k->max) && !(k->word && v == k->word_value)) {
         char b[128];
         bounds_text(k, b, sizeof b);
         return fail(x, CFG_INVALID, "%s = %s is out of range (allowed %s)", k->path, shown, b);
@@ -731,6 +751,8 @@ static cfg_status apply_text(cfg_config *c, const key_def *k, const char *s, con
     case T_I64: {
         int64_t v = 0;
         int overflow;
+        if (k->word && strcasecmp(s, k->word) == 0)
+            return apply_int(c, k, k->word_value, shown, x);
         if (parse_i64(s, &v, &overflow) != 0)
             return bad_type(k, shown, overflow ? "is out of range" : "is not a decimal integer", x);
         return apply_int(c, k, v, shown, x);
@@ -782,8 +804,14 @@ static cfg_status apply_json(cfg_config *c, const key_def *k, const cJSON *item,
     switch (k->type) {
     case T_INT:
     case T_I64: {
-        if (!cJSON_IsNumber(item))
-            return bad_type(k, shown, "is not a number", x);
+        if (k->word && cJSON_IsString(item) && strcasecmp(item->valuestring, k->word) == 0)
+            return apply_int(c, k, k->word_value, shown, x);
+        if (!cJSON_IsNumber(item)) {
+            char what[64];
+            snprintf(what, sizeof what, "is not a number%s%s%s", k->word ? " or \"" : "",
+                     k->word ? k->word : "", k->word ? "\"" : "");
+            return bad_type(k, shown, what, x);
+        }
         double d = item->valuedouble;
         /* Check the range on the double first: converting an out-of-range
          * double to int64_t is undefined behaviour. */
@@ -1491,7 +1519,12 @@ char *cfg_to_json(const cfg_config *c, unsigned flags)
         }
         switch (k->type) {
         case T_INT:
-        case T_I64: ok &= cJSON_AddNumberToObject(obj, leaf, (double)get_int(c, k)) != NULL; break;
+        case T_I64:
+            if (k->word && get_int(c, k) == k->word_value)
+                ok &= cJSON_AddStringToObject(obj, leaf, k->word) != NULL;
+            else
+                ok &= cJSON_AddNumberToObject(obj, leaf, (double)get_int(c, k)) != NULL;
+            break;
         case T_BOOL: ok &= cJSON_AddBoolToObject(obj, leaf, get_int(c, k) != 0) != NULL; break;
         case T_ENUM:
             ok &= cJSON_AddStringToObject(obj, leaf,

@@ -810,6 +810,36 @@ static void test_sentinel_keys(void)
     st = load(&c, err, "--set", "redis.wait_replicas=1", NULL);
     TU_CHECK(st == CFG_OK && c.redis.wait_replicas == 1 && c.redis.wait_timeout_ms == 100, "%s",
              err);
+    /* all: every replica the master is known to have; in text, as a JSON
+     * string, and back out of cfg_to_json as "all" */
+    st = load(&c, err, "--set", "redis.wait_replicas=all", NULL);
+    TU_CHECK(st == CFG_OK && c.redis.wait_replicas == CFG_WAIT_REPLICAS_ALL, "--set all: %s", err);
+    TU_CHECK(cfg_validate(&c, err, sizeof err) == CFG_OK, "all validates: %s", err);
+    char *j = cfg_to_json(&c, 0);
+    TU_CHECK(j && has(j, "\"wait_replicas\":\"all\""), "to_json says all: %s", j ? j : "NULL");
+    free(j);
+    st = load(&c, err, "--set", "redis.wait_replicas=ALL", NULL);
+    TU_CHECK(st == CFG_OK && c.redis.wait_replicas == CFG_WAIT_REPLICAS_ALL, "ALL: %s", err);
+    st = load(&c, err, "--set", "redis.wait_replicas=al", NULL);
+    CHECK_ERR(st, err, "redis.wait_replicas", "al", "0..16 or all");
+    st = load(&c, err, "--set", "redis.wait_replicas=2147483647", NULL);
+    TU_CHECK(st == CFG_OK && c.redis.wait_replicas == CFG_WAIT_REPLICAS_ALL,
+             "the stored value is all in text too: %s", err);
+    setenv("MIAOSHA_REDIS_WAIT_REPLICAS", "all", 1);
+    st = load(&c, err, NULL);
+    unsetenv("MIAOSHA_REDIS_WAIT_REPLICAS");
+    TU_CHECK(st == CFG_OK && c.redis.wait_replicas == CFG_WAIT_REPLICAS_ALL, "env all: %s", err);
+    p = write_file("wr1.json", "{\"redis\":{\"wait_replicas\":\"all\"}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_OK && c.redis.wait_replicas == CFG_WAIT_REPLICAS_ALL, "file \"all\": %s",
+             err);
+    p = write_file("wr2.json", "{\"redis\":{\"wait_replicas\":2}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_OK && c.redis.wait_replicas == 2, "file 2: %s", err);
+    p = write_file("wr3.json", "{\"redis\":{\"wait_replicas\":\"two\"}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.wait_replicas") && has(err, "\"all\""),
+             "file \"two\": %s", err);
 }
 
 /* redlock.nodes: the list's own rules, in the text form and as a JSON

@@ -53,7 +53,9 @@ static const char *run_help =
     "  --admin-token T      Bearer token for PUT /stock and --fault (or $MIAOSHA_ADMIN_TOKEN)\n"
     "  --method M           POST (default) or GET\n"
     "  --threads N          client threads (default min(2, CPUs))\n"
-    "  --expect safe        exit 1 on oversold, undersold, duplicate or missing orders\n"
+    "  --expect safe        exit 1 on oversold, undersold, duplicate orders, acknowledged\n"
+    "                       orders lost (acked_lost) or 200s beyond the stock\n"
+    "                       (acked_over_stock)\n"
     "  --expect oversell    exit 1 when the run did NOT oversell\n"
     "  --json | --csv       machine output instead of the table\n"
     "  --duration-limit S   hard deadline of the burst in seconds (default 120);\n"
@@ -62,6 +64,10 @@ static const char *run_help =
     "                       write FILE: one self-contained HTML page (the purchases'\n"
     "                       timeline, each oversold unit highlighted, the audit)\n"
     "  --lang LANG          en (default) or zh: the language of the --timeline page\n"
+    "  --acked-out FILE     after the burst, write every acknowledged order id (a 200's),\n"
+    "                       one per line, sorted: a later check against the books\n"
+    "                       (scaleout/soak_failover.sh compares them with the final\n"
+    "                       order list, after failovers the burst's own audit saw none of)\n"
     "\n"
     "Parameters not given are not sent (the server's configured defaults apply).\n"
     "Exit status: 0 ok, 1 expectation not met, 2 usage, 3 the run could not happen\n"
@@ -118,7 +124,11 @@ static const char *matrix_help =
     "                       scenarios) and nodes-down,node-restart,node-restart-delay\n"
     "                       (the lock masters' faults: the redlock row only) and\n"
     "                       failover (a Sentinel failover loses a held lock; per\n"
-    "                       cell a master, a replica, 3 Sentinels of its own)\n"
+    "                       cell a master, a replica, 3 Sentinels of its own) and\n"
+    "                       manual-failover,resume-failover (SENTINEL FAILOVER, or the\n"
+    "                       master paused and resumed mid-failover: acknowledged orders\n"
+    "                       lost with redis.wait_replicas=1, none with all; every mode\n"
+    "                       on one master, 2 replicas, 3 Sentinels per scenario)\n"
     "  --faults             run the fault scenarios instead of the demo: one instance\n"
     "                       of three dies holding the lock (kill -9; setnx, token,\n"
     "                       fenced, redlock: _exit inside the section with\n"
@@ -210,8 +220,13 @@ static int write_run_timeline(const char *path, const lg_run_cfg *cfg, const lg_
             rc = -1;
         }
     }
-    lg_timeline_page page = {cfg->sku, cfg->mode, NULL, lang == LG_LANG_ZH ? "zh" : "en",
-                             res->audited ? &res->audit : NULL};
+    lg_timeline_page page = {cfg->sku,
+                             cfg->mode,
+                             NULL,
+                             lang == LG_LANG_ZH ? "zh" : "en",
+                             res->audited ? &res->audit : NULL,
+                             res->requests - res->not_sent,
+                             res->sold_out_local};
     if (rc == 0 && lg_timeline_write(path, &page, &set, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: --timeline: %s\n", err);
         rc = -1;
@@ -248,6 +263,7 @@ static int cmd_run(int argc, char **argv)
         O_TIMELINE,
         O_LANG,
         O_BUCKETS,
+        O_ACKED_OUT,
         O_HELP
     };
     static const struct option opts[] = {{"mode", required_argument, 0, O_MODE},
@@ -272,6 +288,7 @@ static int cmd_run(int argc, char **argv)
                                          {"timeline", required_argument, 0, O_TIMELINE},
                                          {"lang", required_argument, 0, O_LANG},
                                          {"buckets", required_argument, 0, O_BUCKETS},
+                                         {"acked-out", required_argument, 0, O_ACKED_OUT},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
     const char *timeline = NULL;
@@ -400,6 +417,13 @@ static int cmd_run(int argc, char **argv)
                 fprintf(stderr, "miaosha-load: --lang: '%s' is not en|zh\n", optarg);
                 return 2;
             }
+            break;
+        case O_ACKED_OUT:
+            if (!*optarg) {
+                fprintf(stderr, "miaosha-load: --acked-out: empty file name\n");
+                return 2;
+            }
+            cfg.acked_out = optarg;
             break;
         case O_HELP: fputs(run_help, stdout); return 0;
         default: fputs(run_help, stderr); return 2;
@@ -543,7 +567,7 @@ static int cmd_timeline(int argc, char **argv)
         }
         free(text);
     }
-    lg_timeline_page page = {sku, mode, NULL, lang == LG_LANG_ZH ? "zh" : "en", NULL};
+    lg_timeline_page page = {sku, mode, NULL, lang == LG_LANG_ZH ? "zh" : "en", NULL, 0, 0};
     if (rc == 0 && lg_timeline_write(out, &page, &set, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: %s\n", err);
         rc = 1;

@@ -112,7 +112,13 @@ static void test_run(void)
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0, "none --expect oversell exit %d\n%s", rc, out);
     TU_CHECK(json_num(out, "oversold") > 0, "none oversold %ld", json_num(out, "oversold"));
-    TU_CHECK(json_num(out, "missing_orders") == 0, "none: every 200 is in the order list");
+    TU_CHECK(json_num(out, "missing_orders") == 0 && json_num(out, "acked_lost") == 0,
+             "none: every 200 is in the order list (acked_lost, and its former name)");
+    /* the oversell seen from the buyers' side: more 200s than units */
+    TU_CHECK(json_num(out, "stock_at_start") == 20 &&
+                 json_num(out, "acked_over_stock") == json_num(out, "ok") - 20 &&
+                 json_num(out, "acked_over_stock") > 0,
+             "none: acked_over_stock = 200s beyond the stock of 20\n%s", out);
     /* the same run with --expect safe must fail */
     snprintf(cmd, sizeof cmd,
              "%s run --mode none --requests 300 --concurrency 50 --stock 20 --work-ms 10 "
@@ -127,9 +133,11 @@ static void test_run(void)
         hcols += *q == ',';
     for (const char *q = nl ? nl + 1 : ""; *q && *q != '\n'; q++)
         rcols += *q == ',';
-    TU_CHECK(!strncmp(out, "mode,sku,", 9) && strstr(out, ",oversold,") &&
-                 strstr(out, ",errors,deleted_other_lock,fenced_out\n") && hcols == rcols,
-             "csv header and row (%d / %d columns)\n%s", hcols, rcols, out);
+    TU_CHECK(
+        !strncmp(out, "mode,sku,", 9) && strstr(out, ",oversold,") &&
+            strstr(out, ",errors,deleted_other_lock,fenced_out,acked_lost,acked_over_stock\n") &&
+            strstr(out, ",missing_orders,") && hcols == rcols,
+        "csv header and row (%d / %d columns)\n%s", hcols, rcols, out);
     TU_CHECK(nl && !strncmp(nl + 1, "none,lgt-none2,", 15), "csv row\n%s", out);
 
     /* token sells exactly the stock */
@@ -149,8 +157,9 @@ static void test_run(void)
                  json_num(out, "unknown_outcome_sold") == 0,
              "by_error: 280 '409 sold_out', no unknown outcome\n%s", out);
     TU_CHECK(json_num(out, "errors") == 0 && json_num(out, "deleted_other_lock") == 0 &&
-                 json_num(out, "lock_lost") == 0,
-             "token: no errors, nothing lost or deleted\n%s", out);
+                 json_num(out, "lock_lost") == 0 && json_num(out, "acked_lost") == 0 &&
+                 json_num(out, "acked_over_stock") == 0,
+             "token: no errors, nothing lost or deleted, no 200 beyond the stock\n%s", out);
     /* ... and --expect oversell on it fails */
     snprintf(cmd, sizeof cmd,
              "%s run --mode token --requests 100 --concurrency 20 --stock 10 --wait-ms 30000 "
@@ -380,6 +389,8 @@ static void check_fault_row(const csv_row *h, const csv_row *r)
     TU_CHECK(csv_num(h, r, "oversold") == 0 && csv_num(h, r, "undersold") == 0,
              "%s: oversold %lld undersold %lld", cell, csv_num(h, r, "oversold"),
              csv_num(h, r, "undersold"));
+    TU_CHECK(csv_num(h, r, "acked_lost") == 0 && csv_num(h, r, "acked_over_stock") == 0,
+             "%s: no acknowledged order lost, no 200 beyond the stock", cell);
     TU_CHECK(csv_num(h, r, "missing_orders") == 0 && csv_num(h, r, "duplicate_ids") == 0,
              "%s: no acknowledged order missing, no duplicate id", cell);
     if (!strcmp(got, "safe"))
@@ -529,6 +540,36 @@ static void check_failover_row(const csv_row *h, const csv_row *r)
              mode, reason);
 }
 
+/* One cell of manual-failover / resume-failover (test_acked): the 200s
+ * answered with redis.wait_replicas=1 while the promoted replica's link was
+ * frozen are gone (at least the AK_BEFORE = 3 bought before the failover),
+ * and the new master sold its stock again (200s beyond the stock); with all
+ * no 200 is lost and none is beyond the stock; the old master took no write
+ * from the instances later than a request already on its way when the
+ * first Sentinel announced the switch. */
+static void check_acked_row(const csv_row *h, const csv_row *r)
+{
+    const char *scen = csv_get(h, r, "scenario"), *mode = csv_get(h, r, "mode");
+    const char *reason = csv_get(h, r, "reason");
+    char cell[64];
+    snprintf(cell, sizeof cell, "%s/%s", scen, mode);
+    TU_CHECK(!strcmp(csv_get(h, r, "measured"), "lost-at-1") &&
+                 !strcmp(csv_get(h, r, "pass"), "true"),
+             "%s: measured %s (%s)", cell, csv_get(h, r, "measured"), reason);
+    TU_CHECK(csv_num(h, r, "acked_lost") >= 3 && csv_num(h, r, "acked_over_stock") > 0,
+             "%s: wait 1 lost %lld acknowledged orders, %lld 200s beyond the stock", cell,
+             csv_num(h, r, "acked_lost"), csv_num(h, r, "acked_over_stock"));
+    TU_CHECK(csv_num(h, r, "acked_lost_all") == 0 && csv_num(h, r, "acked_over_stock_all") == 0,
+             "%s: all lost none (%lld, %lld beyond the stock)", cell,
+             csv_num(h, r, "acked_lost_all"), csv_num(h, r, "acked_over_stock_all"));
+    TU_CHECK(csv_num(h, r, "fault_ms") > 0, "%s: the failover took %lld ms", cell,
+             csv_num(h, r, "fault_ms"));
+    long long late = csv_num(h, r, "late_write_ms");
+    TU_CHECK(late >= 0 && late <= tu_slack(300),
+             "%s: the last write on the old master %lld ms after +switch-master (%lld writes)",
+             cell, late, csv_num(h, r, "late_writes"));
+}
+
 /* SIGINT to the matrix (not its group) while its Redis is frozen: it must
  * exit 130 and leave no Redis behind. */
 static void test_faults_interrupt(void)
@@ -643,6 +684,19 @@ static void test_failover(void)
     remove_unless_failed(dir, "failover matrix output");
 }
 
+/* matrix --scenarios manual-failover,resume-failover for lua and two lock
+ * modes: one topology and one failover per scenario (lg_acked.c). */
+static void test_acked(void)
+{
+    char dir[] = "/tmp/miaosha-lg-acked-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    int rows = matrix_rows(dir,
+                           "--scenarios manual-failover,resume-failover --modes token,fenced,lua",
+                           check_acked_row);
+    TU_CHECK(rows == 6, "6 cells (2 scenarios x 3 modes), got %d", rows);
+    remove_unless_failed(dir, "acked matrix output");
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN); /* hiredis writes with write() */
@@ -656,6 +710,11 @@ int main(int argc, char **argv)
     const char *what = argc > 1 ? argv[1] : "run";
     if (!strcmp(what, "failover")) { /* its own Redis processes, no shared one */
         test_failover();
+        return tu_done();
+    }
+    if (!strcmp(what, "acked")) {
+        test_acked();
+        pk_kill_all(2000);
         return tu_done();
     }
     redis_port = tu_redis_port();

@@ -6,9 +6,22 @@
  * the address the Sentinels name for master_name, asked afresh at every
  * connect: a reconnect after an I/O error or a -READONLY reply therefore
  * follows a failover by itself. One watcher thread per client (started on
- * the first resolution) stays subscribed to +switch-master on one Sentinel,
- * so a connection to a demoted master is dropped before its next command
- * (lc__sentinel_stale) even when its socket never broke.
+ * the first resolution) stays subscribed to +switch-master on every
+ * Sentinel at once, the first announcement wins, so a connection to a
+ * demoted master is dropped before its next command (lc__sentinel_stale)
+ * even when its socket never broke — within milliseconds of the first
+ * Sentinel that learnt of the switch, not when the one watched does (the
+ * failover's leader announces last).
+ *
+ * Sentinels disagree for a while after a switch (each learns the new
+ * configuration from the others' hello messages; the old master stays a
+ * writable master until Sentinel demotes it, seconds later). So every
+ * answer carries its configuration epoch (get-master-addr-by-name with
+ * SENTINEL MASTER's config-epoch, one round trip), and an answer older
+ * than what is known — the last answer, or an
+ * announcement, which is newer than the epoch it replaced — is not taken:
+ * a reconnect never goes back to the old master because the Sentinel it
+ * asked first has not heard of the switch yet.
  */
 #ifndef MIAOSHA_LC_SENTINEL_H
 #define MIAOSHA_LC_SENTINEL_H
@@ -28,9 +41,12 @@ typedef struct lc_sentinel {
     char master_name[LC_SENTINEL_NAME_LEN];
     int timeout_ms; /* per Sentinel, connect and reply */
 
-    pthread_mutex_t mu; /* guards cur_*, started, stop */
+    pthread_mutex_t mu; /* guards cur_*, epoch, started, stop */
     char cur_host[256]; /* "" until the first answer */
     int cur_port;
+    int64_t epoch;                 /* the configuration epoch of cur_* (after an announcement:
+                                      a lower bound, one above the epoch it replaced); -1
+                                      unknown */
     atomic_uint_fast64_t switches; /* the master's address changed */
     pthread_t thread;
     bool started, stop;
@@ -40,13 +56,18 @@ typedef struct lc_sentinel {
  * none). LC_OK, or LC_MISUSE with the reason in err (errlen bytes). */
 lc_status lc__sentinel_setup(lc_sentinel *s, const lc_options *o, char *err, size_t errlen);
 
-/* Stops the watcher thread (waits at most ~100 ms) and destroys s. */
+/* Stops the watcher thread (waits at most ~100 ms, plus one connect round
+ * to the Sentinels it is not subscribed to) and destroys s. */
 void lc__sentinel_shutdown(lc_sentinel *s);
 
-/* Asks each Sentinel in turn (s->timeout_ms each) for the master's address;
- * the first answer wins. 0 with host (256 bytes) and *port set, or -1 with
- * the reason (every Sentinel's, shortened) in err (LC_ERRSTR_LEN bytes).
- * Starts the watcher on first use. Any thread. */
+/* Asks each Sentinel in turn (s->timeout_ms each) for the master and its
+ * configuration epoch: the first answer not older than the known epoch
+ * wins (or naming the master already known). When every
+ * answer is older, the address last announced stands (every Sentinel but
+ * the ones that announced lags behind); when all Sentinels answered older,
+ * the newest of them wins (the group was rebuilt). 0 with host (256 bytes)
+ * and *port set, or -1 with the reason (every Sentinel's, shortened) in err
+ * (LC_ERRSTR_LEN bytes). Starts the watcher on first use. Any thread. */
 int lc__sentinel_resolve(lc_sentinel *s, char *host, int *port, char *err);
 
 /* Whether ctx is connected somewhere other than the master last announced

@@ -7,10 +7,17 @@
  * the master SIGKILLed. The watcher learns +switch-master, so the next call
  * on the idle connection goes to the new master at once instead of timing
  * out on the old one; the switch is counted; a token lock works there.
+ * Then a manual SENTINEL FAILOVER sent to the first Sentinel listed, the
+ * failover's leader, which announces +switch-master last, once the other
+ * replica is reconfigured: the client follows the first announcement of the
+ * others within milliseconds (watching the first Sentinel alone, it kept
+ * writing to the old master, still a writable master, until then), and
+ * neither a reconnect nor a fresh client goes to the old master meanwhile.
  */
 #include "lc_test.h"
 #include "pk_ha.h"
 #include "pk_proc.h"
+#include "pk_redis.h"
 
 static lc_status make(const char *const *sentinels, int n, const char *name, char *err, size_t len)
 {
@@ -175,11 +182,142 @@ static void test_failover(void)
     pk_rm_tree(dir);
 }
 
+/* The master's port in sentinel i's configuration (SENTINEL MASTER: the
+ * address it announces; a failover's leader moves it only when the failover
+ * ends), or -1. */
+static int configured_by(const pk_ha *h, int i)
+{
+    const char *argv[] = {"SENTINEL", "master", PK_HA_NAME};
+    char out[8192];
+    if (pk_redis_query(h->sentinel_port[i], 300, 3, argv, out, sizeof out) != 1)
+        return -1;
+    const char *p = strstr(out, "\nport\n");
+    return p ? atoi(p + 6) : -1;
+}
+
+/* The master port sentinel i names, or -1. */
+static int named_by(const pk_ha *h, int i)
+{
+    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", PK_HA_NAME};
+    char out[128];
+    if (pk_redis_query(h->sentinel_port[i], 300, 3, argv, out, sizeof out) != 1)
+        return -1;
+    const char *nl = strchr(out, '\n');
+    return nl ? atoi(nl + 1) : -1;
+}
+
+static lc_client *client_of(const pk_ha *h, char s[3][32])
+{
+    static const char *list[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(s[i], 32, "127.0.0.1:%d", h->sentinel_port[i]);
+        list[i] = s[i];
+    }
+    lc_options o;
+    lc_options_init(&o);
+    o.sentinels = list;
+    o.sentinel_count = 3;
+    o.master_name = PK_HA_NAME;
+    lc_client *c = NULL;
+    char err[256];
+    TU_REQUIRE(lc_client_new(&o, &c, err, sizeof err) == LC_OK, "client: %s", err);
+    return c;
+}
+
+/* SET key on conn; 1 when it landed on port (and not on the other). */
+static int set_lands_on(lc_conn *conn, const char *key, int port, int other)
+{
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "SET %s 1", key);
+    int ok = lc_conn_pipe(conn, &p) == LC_OK;
+    lc_pipe_clear(&p);
+    return ok && tu_redis_int(port, "EXISTS %s", key) == 1 &&
+           tu_redis_int(other, "EXISTS %s", key) == 0;
+}
+
+static void test_manual_failover(void)
+{
+    char dir[] = "/tmp/miaosha-lc-sentinel-m-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "temp dir");
+    pk_ha h;
+    /* a long failover-timeout: the leader ends the failover, and announces
+     * it, only once the other replica is reconfigured, seconds later */
+    pk_ha_opts ho = {.server = getenv("MIAOSHA_REDIS_SERVER"),
+                     .dir = dir,
+                     .replicas = 2,
+                     .down_after_ms = 500,
+                     .failover_timeout_ms = 20000,
+                     .flags = PK_SPAWN_DIE_WITH_PARENT};
+    char err[256], s[3][32], f[3][32];
+    TU_REQUIRE(pk_ha_start(&h, &ho, err, sizeof err) == 0, "topology: %s", err);
+    lc_client *c = client_of(&h, s);
+    lc_conn *conn = lct_conn(c);
+    TU_CHECK(lc_conn_ping(conn) == LC_OK, "ping the master: %s", lc_conn_errstr(conn));
+    const char *fo[] = {"SENTINEL", "FAILOVER", PK_HA_NAME};
+    char ok[32] = "";
+    int64_t t0 = lc_now_ms();
+    TU_REQUIRE(pk_redis_query(h.sentinel_port[0], 1000, 3, fo, ok, sizeof ok) == 1 &&
+                   !strcmp(ok, "OK"),
+               "SENTINEL FAILOVER to the first Sentinel: %s", ok);
+    int newport = -1;
+    while (newport < 0 && lc_now_ms() - t0 < tu_slack(15000)) {
+        for (int i = 1; i < 3 && newport < 0; i++) {
+            int p = named_by(&h, i);
+            if (p > 0 && p != h.master_port)
+                newport = p;
+        }
+        if (newport < 0)
+            tu_sleep_ms(5);
+    }
+    TU_REQUIRE(newport > 0, "another Sentinel names the promoted replica");
+    int64_t t_named = lc_now_ms();
+    char m[64], want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", newport);
+    do
+        lc_client_master(c, m, sizeof m);
+    while (strcmp(m, want) && lc_now_ms() - t_named < tu_slack(3000) && (tu_sleep_ms(2), 1));
+    int64_t follow = lc_now_ms() - t_named;
+    TU_CHECK(!strcmp(m, want) && follow < tu_slack(500),
+             "the client follows the first announcement: %s after %lld ms (want %s)", m,
+             (long long)follow, want);
+    printf("manual failover: a Sentinel names the new master -> the client follows: %lld ms\n",
+           (long long)follow);
+    /* While the leader has not announced the switch yet (the old master is
+     * a writable master until Sentinel demotes it): reconnects and a fresh
+     * client go to the new one. */
+    int lagged = configured_by(&h, 0) == h.master_port;
+    lc_client *c2 = client_of(&h, f);
+    lc_conn *conn2 = lct_conn(c2);
+    for (int k = 0; k < 5; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "lct:{sentinel}:m%d", k);
+        tu_redis_int(newport, "CLIENT KILL TYPE normal"); /* our connections: reconnect */
+        TU_CHECK(set_lands_on(conn, key, newport, h.master_port),
+                 "reconnect %d: the write lands on the new master (%s)", k, lc_conn_errstr(conn));
+    }
+    TU_CHECK(set_lands_on(conn2, "lct:{sentinel}:fresh", newport, h.master_port),
+             "a fresh client's first write lands on the new master (%s)", lc_conn_errstr(conn2));
+    lc_client_master(c2, m, sizeof m);
+    TU_CHECK(!strcmp(m, want), "a fresh client names %s (want %s)", m, want);
+    TU_CHECK(lagged,
+             "the checks ran before the leader announced the switch (the case tested): its "
+             "configuration names %d",
+             configured_by(&h, 0));
+    lc_conn_free(conn2);
+    lc_client_free(c2);
+    lc_conn_free(conn);
+    lc_client_free(c);
+    pk_ha_stop(&h);
+    pk_rm_tree(dir);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     test_options();
     test_none_answers();
     test_failover();
+    test_manual_failover();
     return tu_done();
 }

@@ -34,6 +34,9 @@ typedef struct pk_ha_opts {
                                 open, without EOF, after the master died */
     int down_after_ms;       /* Sentinel down-after-milliseconds (e.g. 500) */
     int failover_timeout_ms; /* Sentinel failover-timeout (e.g. 2000) */
+    int replica_priority[2]; /* each replica's replica-priority (lower is
+                                promoted first; Sentinel compares it before
+                                the replication offset); 0: Redis's default */
     int flags;               /* pk_spawn flags for every process */
 } pk_ha_opts;
 
@@ -66,6 +69,12 @@ int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen);
  * unless proxied). Returns once it took effect (<= 20 ms per link). Any
  * thread. */
 void pk_ha_freeze(pk_ha *h, int frozen);
+
+/* Freezes (1) or thaws (0) replica i's link alone (0 <= i < replicas; a
+ * no-op unless proxied): the other replica keeps acknowledging the
+ * master's writes, so WAIT 1 still answers. Returns once it took effect
+ * (<= 20 ms). Any thread. */
+void pk_ha_freeze_link(pk_ha *h, int i, int frozen);
 
 /* Freezes (1) or thaws (0) the master's front (a no-op unless fronted).
  * Returns once it took effect (<= 20 ms). Any thread. */

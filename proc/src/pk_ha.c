@@ -98,10 +98,14 @@ int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen)
         int to = h->master_port;
         if (o->proxied && !(h->link[i] = pk_fwd_start(h->master_port, &to, err, errlen)))
             goto fail;
-        char tos[16], name[32];
+        char tos[16], name[32], prio[16];
         snprintf(tos, sizeof tos, "%d", to);
         snprintf(name, sizeof name, "replica%d", i + 1);
-        const char *args[] = {"--replicaof", "127.0.0.1", tos, NULL};
+        snprintf(prio, sizeof prio, "%d", o->replica_priority[i]);
+        const char *args[] = {
+            "--replicaof", "127.0.0.1",
+            tos,           o->replica_priority[i] > 0 ? "--replica-priority" : NULL,
+            prio,          NULL};
         h->replica_pid[i] = start_redis(o, name, NULL, args, &h->replica_port[i], err, errlen);
         if (h->replica_pid[i] < 0)
             goto fail;
@@ -137,6 +141,12 @@ void pk_ha_freeze(pk_ha *h, int frozen)
     for (int i = 0; i < h->replicas; i++)
         if (h->link[i])
             pk_fwd_freeze(h->link[i], frozen);
+}
+
+void pk_ha_freeze_link(pk_ha *h, int i, int frozen)
+{
+    if (i >= 0 && i < h->replicas && h->link[i])
+        pk_fwd_freeze(h->link[i], frozen);
 }
 
 void pk_ha_freeze_front(pk_ha *h, int frozen)

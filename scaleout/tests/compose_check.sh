@@ -10,8 +10,8 @@ command -v docker-compose >/dev/null || { say "FAIL docker-compose not installed
 ck "docker-compose config accepts the file" -- docker-compose -f docker-compose.yml config -q
 cfg=$(docker-compose -f docker-compose.yml --profile matrix config 2>&1)
 services=$(docker-compose -f docker-compose.yml --profile matrix config --services 2>/dev/null | sort | tr '\n' ' ')
-ck "services: redis app1 app2 app3 nginx + load/matrix + the failover profile's ($services)" -- \
-  test "$services" = "app-failover app1 app2 app3 load lock1 lock2 lock3 lock4 lock5 matrix nginx redis redis-master redis-replica1 redis-replica2 sentinel1 sentinel2 sentinel3 "
+ck "services: redis app1 app2 app3 nginx + load/matrix + the failover and observe profiles' ($services)" -- \
+  test "$services" = "app-failover app1 app2 app3 grafana load lock1 lock2 lock3 lock4 lock5 matrix nginx prometheus redis redis-master redis-replica1 redis-replica2 sentinel1 sentinel2 sentinel3 "
 flat=$(tr '\n' ' ' <<<"$cfg" | tr -s ' ')
 ck "load and matrix only run with --profile matrix" -- \
   bash -c "grep -qE ' load: .*profiles: - matrix.* matrix: .*profiles: - matrix' <<<'$flat'"
@@ -39,14 +39,39 @@ for i in 1 2 3; do
 done
 ck "failover: app-failover asks the three Sentinels" -- \
   line_has app-failover 'MIAOSHA_REDIS_SENTINELS: sentinel1:26379,sentinel2:26379,sentinel3:26379'
-ck "failover: app-failover WAITs for one replica" -- \
-  line_has app-failover "MIAOSHA_REDIS_WAIT_REPLICAS: '?1'?"
+ck "failover: app-failover WAITs for every replica (all)" -- \
+  line_has app-failover "MIAOSHA_REDIS_WAIT_REPLICAS: '?all'?"
 ck "failover: app-failover offers redlock on the five lock masters" -- \
   line_has app-failover 'MIAOSHA_REDLOCK_NODES: lock1:6379,lock2:6379,lock3:6379,lock4:6379,lock5:6379'
 for i in 1 2 3 4 5; do
   ck "failover: app-failover starts after lock$i" -- \
     line_has app-failover "depends_on:( [a-z0-9-]+: condition: service_[a-z_]+)* lock$i: condition"
 done
+# The observe profile: Prometheus and Grafana with the files of scaleout/observe.
+ocfg=$(docker-compose -f docker-compose.yml --profile observe config 2>&1)
+ck "docker-compose config accepts the observe profile" -- \
+  docker-compose -f docker-compose.yml --profile observe config -q
+oline() { sed -n "/^  $1:/,/^  [a-z]/p" <<<"$ocfg" | sed '$d' | tr '\n' ' ' | tr -s ' '; }
+for s in prometheus grafana; do
+  ck "observe: $s runs only with --profile observe" -- \
+    bash -c "grep -qE ' profiles: - observe( |\$)' <<<'$(oline $s)'"
+  ck "observe: $s is published on 127.0.0.1 only" -- \
+    bash -c "grep -qE 'host_ip: 127.0.0.1|127.0.0.1:[0-9]+:[0-9]+' <<<'$(oline $s)'"
+done
+ck "observe: prometheus reads scaleout/observe/prometheus.yml" -- \
+  bash -c "grep -q -- '$SRC/scaleout/observe/prometheus.yml:/etc/prometheus/prometheus.yml' <<<'$(oline prometheus)'"
+ck "observe: grafana provisions from scaleout/observe/grafana" -- \
+  bash -c "grep -q -- '$SRC/scaleout/observe/grafana/provisioning:/etc/grafana/provisioning' <<<'$(oline grafana)' && grep -q -- '$SRC/scaleout/observe/grafana/dashboards:/var/lib/grafana/dashboards' <<<'$(oline grafana)'"
+command -v promtool >/dev/null || { say "FAIL promtool not installed (Debian package prometheus)"; exit 1; }
+ck "observe: promtool check config accepts prometheus.yml" -- \
+  promtool check config scaleout/observe/prometheus.yml
+ck "observe: prometheus.yml scrapes app1..app3:8080" -- \
+  grep -qF '["app1:8080", "app2:8080", "app3:8080"]' scaleout/observe/prometheus.yml
+ck "observe: the dashboard is JSON with panels on the audit gauges" -- \
+  python3 -c "import json,sys; d=json.load(open('scaleout/observe/grafana/dashboards/miaosha.json')); e=' '.join(t['expr'] for p in d['panels'] for t in p['targets']); sys.exit(0 if all(m in e for m in ('miaosha_stock','miaosha_sold','miaosha_oversold','miaosha_undersold')) and 'by (sku, mode)' in e else 1)"
+ck "observe: the data source's uid is the dashboard's" -- \
+  grep -q 'uid: miaosha-prometheus' scaleout/observe/grafana/provisioning/datasources/prometheus.yml
+
 loadcmd=$(sed -n '/^  load:/,/^  [a-z]/p' <<<"$cfg" | sed -n '/^    command:/,/^    [a-z]/p' | grep '^    - ' | tr '\n' ' ')
 # (miaosha-load resolves the service name "nginx" at start: a name, not only
 # an address, is accepted since --target uses getaddrinfo.)

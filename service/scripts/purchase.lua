@@ -13,7 +13,10 @@
 -- Returns {code, n}:
 --   { 1, stock after the sale}  sold: stock-1, sold+1, the order appended,
 --                               the buyer counted, the outcome stored
---   { 0, stock (0 when unset)}  sold out, nothing written
+--   { 0, stock}                 sold out, nothing written
+--   { 4, 0}                     the stock key does not exist: the SKU was
+--                               never stocked (PUT /stock creates it),
+--                               nothing written
 --   { 2, orders the user holds} the user is at the limit, nothing written
 --   { 3, the key's record}      KEYS[5] holds another request's marker or
 --                               a stored outcome: nothing written
@@ -39,7 +42,10 @@ if KEYS[5] then
     end
 end
 local s = redis.call('GET', KEYS[1])
-if s and not int(s) then
+if not s then
+    return {4, 0}
+end
+if not int(s) then
     return {-1, 0}
 end
 local sold = redis.call('GET', KEYS[2])
@@ -63,9 +69,6 @@ if user ~= '' and limit > 0 then
     if held >= limit then
         return {2, held}
     end
-end
-if not s then
-    return {0, 0}
 end
 if tonumber(s) <= 0 then
     return {0, tonumber(s)}

@@ -20,10 +20,12 @@
 #include "svc.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_health.h"
 #include "svc_http.h"
 #include "svc_mode.h"
 #include "svc_pool.h"
+#include "svc_process.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
 #include "svc_soldout.h"
@@ -182,15 +184,23 @@ int main(int argc, char **argv)
     }
 
     svc_stats_init();
+    svc_process_init();
     if (svc_trace_init(cfg.trace.enabled, cfg.trace.ring_size, cfg.trace.max_skus) != 0)
         svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", cfg.trace.max_skus);
-    if (svc_health_start(&lo) != 0) {
+    if (svc_health_start(&cfg, &lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
         lc_client_free(client);
         return 1;
     }
     if (cfg.purchase.local_sold_out && svc_soldout_start(&lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the sold-out flag's listener");
+        svc_health_stop();
+        lc_client_free(client);
+        return 1;
+    }
+    if (svc_gauges_start(&lo, cfg.metrics.sku_gauges, cfg.metrics.refresh_ms) != 0) {
+        svc_log(SVC_ERROR, "cannot start the audit gauges' reader");
+        svc_soldout_stop();
         svc_health_stop();
         lc_client_free(client);
         return 1;
@@ -219,12 +229,15 @@ int main(int argc, char **argv)
         svc_log(SVC_ERROR, "cannot start: %s", err);
         svc_pool_free(admin);
         svc_pool_free(purchases);
+        svc_gauges_stop();
         svc_soldout_stop();
         svc_health_stop();
         lc_client_free(client);
         return 1;
     }
-    char redis_at[CFG_SENTINELS_LEN + CFG_ID_LEN + 32];
+    char redis_at[CFG_SENTINELS_LEN + CFG_ID_LEN + 32], wait_text[16] = "all";
+    if (cfg.redis.wait_replicas != CFG_WAIT_REPLICAS_ALL)
+        snprintf(wait_text, sizeof wait_text, "%d", cfg.redis.wait_replicas);
     if (cfg.redis.sentinels[0] != '\0')
         snprintf(redis_at, sizeof redis_at, "master %s from sentinels %s", cfg.redis.master_name,
                  cfg.redis.sentinels);
@@ -232,9 +245,9 @@ int main(int argc, char **argv)
         snprintf(redis_at, sizeof redis_at, "%s:%d", cfg.redis.host, cfg.redis.port);
     svc_log(SVC_INFO,
             "miaosha-server %s instance %s listening on %s port %d (io_threads %d, workers %d, "
-            "redis %s, wait_replicas %d, faults %s, admin token %s)",
+            "redis %s, wait_replicas %s, faults %s, admin token %s)",
             cfg_version(), cfg.instance_id, cfg.listen.address, svc_http_port(),
-            cfg.server.io_threads, cfg.server.workers, redis_at, cfg.redis.wait_replicas,
+            cfg.server.io_threads, cfg.server.workers, redis_at, wait_text,
             cfg.faults.enabled ? "enabled" : "disabled", cfg.admin_token[0] ? "set" : "not set");
 
     if (lo.redlock_node_count > 0)
@@ -271,6 +284,7 @@ int main(int argc, char **argv)
     svc_http_stop();
     svc_pool_free(purchases);
     svc_pool_free(admin);
+    svc_gauges_stop();
     svc_soldout_stop();
     svc_health_stop();
     lc_client_free(client);

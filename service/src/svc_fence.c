@@ -121,7 +121,8 @@ static bool fenced_parse_read(redisReply *const *reps, int n, int64_t fence, svc
         snprintf(detail, len, "fenced read: the buyers hash holds a non-integer count");
         return false;
     }
-    if (st->type != REDIS_REPLY_NIL && as_ll(st, &out->stock) != 0) {
+    out->stocked = st->type != REDIS_REPLY_NIL;
+    if (out->stocked && as_ll(st, &out->stock) != 0) {
         snprintf(detail, len, "stock key holds a non-integer value");
         *end = PR_BAD_STOCK_VALUE;
         return false;

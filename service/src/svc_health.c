@@ -11,6 +11,7 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_log.h"
+#include "svc_replicas.h"
 
 static pthread_t thread;
 static int started;
@@ -22,6 +23,10 @@ static lc_client *client;     /* the probe's own, with its short timeouts */
 static lc_conn *conn;
 static int fails_in_row;               /* probe thread only (and start, before it runs) */
 static char last_error[LC_ERRSTR_LEN]; /* the last failed probe's reason, under mu */
+/* A stopped Redis fails a probe every ~0.8 s: one line, then a summary. */
+static svc_log_repeat warn_failed = SVC_LOG_REPEAT_INIT;
+static svc_log_repeat warn_retried = SVC_LOG_REPEAT_INIT;
+static svc_log_repeat warn_late = SVC_LOG_REPEAT_INIT;
 
 /* "2024-05-01T12:00:00.000Z" for a wall-clock time in ms. */
 static void wall_text(int64_t ms, char *buf, size_t len)
@@ -38,7 +43,8 @@ static void wall_text(int64_t ms, char *buf, size_t len)
  * connection is not a failed probe. Returns 1 when either answered. Each
  * probe is logged with its start time (the line itself is written when it
  * ends, up to 2 x SVC_HEALTH_TIMEOUT_MS later) and its timings: DEBUG when
- * fine, WARN when the retry was needed or both failed. Those lines found
+ * fine, WARN when the retry was needed or both failed (a WARN that repeats
+ * is written once, then summarised: svc_log_every). Those lines found
  * why /healthz used to turn 503 under a saturating load with nothing wrong
  * in the service: a starved redis-server (service/README.md, "GET
  * /healthz"). */
@@ -62,16 +68,16 @@ static int probe(void)
     if (ok && !retried)
         svc_log(SVC_DEBUG, "redis: probe at %s: PING %lld us", at, (long long)(t1 - t0));
     else if (ok)
-        svc_log(SVC_WARN,
-                "redis: probe at %s: PING failed after %lld ms (%s); a retry on a new "
-                "connection answered in %lld ms",
-                at, (long long)((t1 - t0) / 1000), first, (long long)((t2 - t1) / 1000));
+        svc_log_every(&warn_retried, SVC_WARN,
+                      "redis: probe at %s: PING failed after %lld ms (%s); a retry on a new "
+                      "connection answered in %lld ms",
+                      at, (long long)((t1 - t0) / 1000), first, (long long)((t2 - t1) / 1000));
     else
-        svc_log(SVC_WARN,
-                "redis: probe at %s failed (%d in a row): PING after %lld ms: %s; retry "
-                "after %lld ms: %s",
-                at, fails_in_row + 1, (long long)((t1 - t0) / 1000), first,
-                (long long)((t2 - t1) / 1000), lc_conn_errstr(conn));
+        svc_log_every(&warn_failed, SVC_WARN,
+                      "redis: probe at %s failed (%d in a row): PING after %lld ms: %s; retry "
+                      "after %lld ms: %s",
+                      at, fails_in_row + 1, (long long)((t1 - t0) / 1000), first,
+                      (long long)((t2 - t1) / 1000), lc_conn_errstr(conn));
     return ok;
 }
 
@@ -90,11 +96,14 @@ static void probe_and_update(void)
     }
     int up = atomic_load(&status_up);
     if (probe()) {
+        if (fails_in_row > 0)
+            svc_log_every_end(&warn_failed, SVC_WARN, "redis: probes failed");
         fails_in_row = 0;
         if (!up) {
             atomic_store(&status_up, 1);
             svc_log(SVC_INFO, "redis: up");
         }
+        svc_replicas_refresh(conn, master, SVC_HEALTH_TIMEOUT_MS);
     } else if (++fails_in_row >= SVC_HEALTH_DOWN_AFTER && up) {
         atomic_store(&status_up, 0);
         svc_log(SVC_WARN, "redis: down (%d failed probes in a row)", fails_in_row);
@@ -123,14 +132,15 @@ static void *health_main(void *arg)
          * a real failure: say so. */
         int64_t late_ms = (lc_now_us() - due_us) / 1000;
         if (!stop && late_ms >= SVC_HEALTH_PERIOD_MS * 2)
-            svc_log(SVC_WARN, "redis: the probe thread woke %lld ms late (CPU starved?)",
-                    (long long)late_ms);
+            svc_log_every(&warn_late, SVC_WARN,
+                          "redis: the probe thread woke %lld ms late (CPU starved?)",
+                          (long long)late_ms);
     }
     SVC_PT(pthread_mutex_unlock(&mu));
     return NULL;
 }
 
-int svc_health_start(const lc_options *lo)
+int svc_health_start(const cfg_config *s, const lc_options *lo)
 {
     pthread_condattr_t ca;
     lc_options o = *lo;
@@ -152,8 +162,14 @@ int svc_health_start(const lc_options *lo)
     SVC_PT(pthread_condattr_destroy(&ca));
     /* A failure is logged; the service starts anyway and answers 503 until
      * Redis is up (the first probe sets the status either way). */
+    svc_replicas_setup(s, lo);
     int ok = probe();
     fails_in_row = ok ? 0 : SVC_HEALTH_DOWN_AFTER;
+    if (ok) {
+        char master[300];
+        lc_client_master(client, master, sizeof master);
+        svc_replicas_refresh(conn, master, SVC_HEALTH_TIMEOUT_MS);
+    }
     atomic_store(&status_up, ok);
     if (!ok)
         svc_log(SVC_WARN, "redis: down (the first probe failed)");
@@ -190,6 +206,7 @@ void svc_health_stop(void)
     SVC_PT(pthread_mutex_unlock(&mu));
     SVC_PT(pthread_join(thread, NULL));
     atomic_store(&status_up, 0);
+    svc_replicas_stop();
     lc_conn_free(conn);
     conn = NULL;
     lc_client_free(client);

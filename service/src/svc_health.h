@@ -9,7 +9,9 @@
  * by itself: a probe thread starved of CPU under load leaves the last
  * status standing instead of reporting Redis down while it answers PING.
  * Every probe's start time and timings are logged at DEBUG, a failed one
- * at WARN. */
+ * at WARN (once, then summarised while it repeats). After each good probe
+ * the same thread refreshes the replica set redis.wait_replicas = all
+ * waits for (svc_replicas_refresh). */
 #ifndef MIAOSHA_SVC_HEALTH_H
 #define MIAOSHA_SVC_HEALTH_H
 
@@ -20,11 +22,12 @@
 #define SVC_HEALTH_TIMEOUT_MS 300 /* cap on each attempt's connect and command timeout */
 
 /* Starts the probe on a private lc_client made from lo (the service's Redis
- * options; lo is copied, the caller keeps it). The first probe runs before
- * it returns and sets the first status (down when it failed: there is no
- * earlier good probe to trust). Main thread only. 0, or -1 when the client
- * or the thread cannot be created. */
-int svc_health_start(const lc_options *lo);
+ * options; lo is copied, the caller keeps it), under s (kept: it must
+ * outlive the probe). The first probe, and when it answered the first
+ * replica refresh, run before it returns and set the first status (down
+ * when it failed: there is no earlier good probe to trust). Main thread
+ * only. 0, or -1 when the client or the thread cannot be created. */
+int svc_health_start(const cfg_config *s, const lc_options *lo);
 /* 1 unless the last SVC_HEALTH_DOWN_AFTER probes all failed (or the first
  * one did and none has succeeded since); 0 before svc_health_start. Any
  * thread; lock-free. */

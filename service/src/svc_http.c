@@ -73,11 +73,14 @@
 #include <sys/uio.h>
 
 #include "svc_admin.h"
+#include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_health.h"
 #include "svc_idem.h"
 #include "svc_live.h"
+#include "svc_openapi.h"
 #include "svc_routes.h"
 #include "svc_shutdown.h"
 #include "svc_soldout.h"
@@ -92,7 +95,8 @@ static svc_pool *step_pool; /* the /steps routes' jobs; with faults.enabled only
 static struct MHD_Daemon *daemon_;
 static _Atomic long pending;
 static struct MHD_Response *health_up, *health_down;
-static struct MHD_Response *live_page; /* GET /, built once */
+static struct MHD_Response *live_page;    /* GET /, built once */
+static struct MHD_Response *openapi_page; /* GET /openapi.json, built once */
 
 /* libmicrohttpd's per-connection pool: see "Limits on the request head". */
 #define POOL_BYTES(limit) (2 * (limit) + 4096)
@@ -465,13 +469,16 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (strcmp(seg, "redlock") == 0)
             snprintf(detail, sizeof detail,
                      "mode redlock is not offered: redlock.nodes (its lock masters) is not "
-                     "configured");
+                     "configured; to run it by hand: README.md, \"redlock by hand\"");
         else
             snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);
     }
-    int rc = svc_params_parse(r->conn, r->s, SVC_P_PURCHASE | SVC_P_TRACE | SVC_P_STEP, &r->p,
-                              detail, sizeof detail);
+    unsigned allowed = SVC_P_PURCHASE | SVC_P_TRACE | SVC_P_STEP;
+    int rc = svc_params_parse(r->conn, r->s, allowed, &r->p, detail, sizeof detail);
+    if (rc == 0) /* the same parameters in a JSON body (svc_params_parse_body) */
+        rc = svc_params_parse_body(r->body, r->body_len, r->s, allowed, &r->p, detail,
+                                   sizeof detail);
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->purchase.sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
@@ -508,6 +515,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         int slot = svc_stats_sku_slot(r->sku);
         struct MHD_Response *resp = soldout_response(r, slot);
         svc_stats_sold_out_local();
+        svc_gauges_seen(r->sku);
         svc_stats_purchase(r->mode, slot, SVC_OUT_SOLD_OUT, 0, 0, lc_now_us() - r->t0_us, -1);
         if (resp == NULL)
             return send_reply(r, method, url); /* shutting down, or out of memory */
@@ -522,13 +530,21 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     return MHD_YES;
 }
 
-/* GET|HEAD /stock/{sku}: the audit. */
+static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *detail,
+                                     const char *method, const char *url);
+static unsigned methods_of(const char *url);
+
+/* GET|HEAD /stock/{sku}: the audit. A stock parameter is a reset sent with
+ * the wrong method: 405, not "unknown parameter". */
 static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *method,
                                        const char *url)
 {
     char detail[160];
     (void)seg;
-    if (svc_params_parse(r->conn, r->s, 0, &r->p, detail, sizeof detail) != 0)
+    int rc = svc_params_parse(r->conn, r->s, SVC_P_STOCK, &r->p, detail, sizeof detail);
+    if (r->p.seen & SVC_P_STOCK)
+        return refuse_method(r, methods_of(url), "a reset is PUT /stock/{sku}", method, url);
+    if (rc != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
     return submit_or_reply(r, admin_pool, svc_stock_get_job, method, url);
 }
@@ -602,13 +618,20 @@ static enum MHD_Result route_healthz(svc_req *r, const char *seg, const char *me
     return send_reply(r, method, url);
 }
 
+/* GET /stats[?pretty=1]: pretty indents the same JSON. */
 static enum MHD_Result route_stats(svc_req *r, const char *seg, const char *method, const char *url)
 {
+    char detail[160];
     size_t len = 0;
     (void)seg;
-    if (has_query(r))
-        return refuse_query(r, method, url);
+    if (svc_params_parse(r->conn, r->s, SVC_P_PRETTY, &r->p, detail, sizeof detail) != 0)
+        return error_now(r, 400, "bad_request", detail, method, url);
     char *body = svc_stats_json(r->s->instance_id, client, &len);
+    if (body != NULL && r->p.pretty) {
+        char *flat = body;
+        body = svc_buf_json_indent(flat, len, &len);
+        free(flat);
+    }
     svc_reply_text(r, 200, body, len, json_type);
     return send_reply(r, method, url);
 }
@@ -635,6 +658,17 @@ static enum MHD_Result route_page(svc_req *r, const char *seg, const char *metho
         return refuse_query(r, method, url);
     count_reply(r, 200, method, url);
     return MHD_queue_response(r->conn, 200, live_page);
+}
+
+/* GET /openapi.json: the compiled-in description, one prebuilt response. */
+static enum MHD_Result route_openapi(svc_req *r, const char *seg, const char *method,
+                                     const char *url)
+{
+    (void)seg;
+    if (has_query(r))
+        return refuse_query(r, method, url);
+    count_reply(r, 200, method, url);
+    return MHD_queue_response(r->conn, 200, openapi_page);
 }
 
 /* GET /trace/{sku}?since=N: memory only (svc_trace.h), so answered here. */
@@ -693,6 +727,7 @@ static const route routes[] = {
     {M_GET | M_HEAD, "/steps", route_steps, 0},
     {M_POST, "/steps/{id}/next", route_step_next, 0},
     {M_POST, "/steps/{id}/run", route_step_run, 0},
+    {M_GET | M_HEAD, "/openapi.json", route_openapi, 0},
 };
 
 static unsigned method_bit(const char *method)
@@ -723,11 +758,24 @@ static const char *route_match(const route *rt, const char *url, size_t *len, in
     return url;
 }
 
+/* The methods of every row on url's path (0: no route there). */
+static unsigned methods_of(const char *url)
+{
+    unsigned allowed = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        int sku = 0;
+        size_t len;
+        if (route_match(&routes[i], url, &len, &sku) != NULL)
+            allowed |= routes[i].methods;
+    }
+    return allowed;
+}
+
 /* 405 for a path whose rows take other methods: Allow lists them all
  * ("GET, HEAD, PUT"), the detail those a client would name ("use GET or
- * PUT": HEAD goes with GET). */
-static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *method,
-                                     const char *url)
+ * PUT": HEAD goes with GET) unless detail says more. */
+static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *detail,
+                                     const char *method, const char *url)
 {
     char allow[40] = "", use[48] = "use";
     size_t na = 0, nu = 3;
@@ -742,7 +790,8 @@ static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *m
                                    method_names[i]);
     }
     r->allow = allow;
-    enum MHD_Result ret = error_now(r, 405, "method_not_allowed", use, method, url);
+    enum MHD_Result ret = error_now(r, 405, "method_not_allowed", detail ? detail : use, method,
+                                    url);
     r->allow = NULL; /* libmicrohttpd copied the header */
     return ret;
 }
@@ -778,7 +827,7 @@ static enum MHD_Result dispatch(svc_req *r, const char *url, const char *method)
         return rt->fn(r, seg, method, url);
     }
     if (allowed != 0)
-        return refuse_method(r, allowed, method, url);
+        return refuse_method(r, allowed, NULL, method, url);
     return error_now(r, 404, "not_found", "no such route", method, url);
 }
 
@@ -1077,6 +1126,15 @@ int svc_http_start(const cfg_config *s, lc_client *c, svc_pool *purchases, svc_p
                             "default-src 'none'; script-src 'unsafe-inline'; "
                             "style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
                             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    size_t api_len = 0;
+    const char *api = svc_openapi_json(&api_len);
+    openapi_page = MHD_create_response_from_buffer(api_len, (void *)api, MHD_RESPMEM_PERSISTENT);
+    if (openapi_page == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    MHD_add_response_header(openapi_page, MHD_HTTP_HEADER_CONTENT_TYPE, json_type);
+    MHD_add_response_header(openapi_page, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -1155,6 +1213,9 @@ void svc_http_stop(void)
     if (live_page != NULL)
         MHD_destroy_response(live_page);
     live_page = NULL;
+    if (openapi_page != NULL)
+        MHD_destroy_response(openapi_page);
+    openapi_page = NULL;
     for (int i = 0; i < SVC_STATS_SKUS; i++)
         for (int m = 0; m < SVC_MODE_COUNT; m++) {
             struct MHD_Response *resp = atomic_exchange(&soldout_replies[i][m], NULL);

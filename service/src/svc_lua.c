@@ -56,6 +56,7 @@
 #include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_order.h"
@@ -70,7 +71,6 @@
 
 typedef struct lua_purchase {
     svc_req *r;
-    int slot;
     svc_order o;          /* its order_id is set once the script carrying it is sent */
     svc_idem id;          /* the request's Idempotency-Key, when it has one */
     char *sold_head;      /* with a key: the sale's reply up to its stock_left */
@@ -127,6 +127,8 @@ static void respond(lua_purchase *lp, purchase_result res)
     lp->sold_head = lp->sold_tail = NULL;
     if (res == PR_SOLD_OUT && r->s->purchase.local_sold_out)
         svc_soldout_mark(r->sku, lp->soldout_gen);
+    if (svc_result_found_sku(res))
+        svc_gauges_seen(r->sku);
     if (sale)
         lp->id.on = 0; /* its outcome was written by the script */
     if (lp->id.on)
@@ -137,7 +139,8 @@ static void respond(lua_purchase *lp, purchase_result res)
     svc_trace_end(&lp->tr, lp->o.order_id, status, svc_result[res].error, 0, 0);
     if (bucketed(lp))
         svc_bucket_count(r->sku, lp->lay.n, lp->o.bucket, res == PR_SOLD, lp->probes);
-    svc_stats_purchase(r->mode, lp->slot, svc_result[res].out, 0, 0, lc_now_us() - r->t0_us, -1);
+    svc_stats_purchase(r->mode, svc_result_slot(res, r->sku), svc_result[res].out, 0, 0,
+                       lc_now_us() - r->t0_us, -1);
 }
 
 /* With an Idempotency-Key: the sale's reply split around its stock_left,
@@ -283,6 +286,11 @@ static purchase_result map_reply(lua_purchase *lp, redisReply *rep)
                      "= %lld); nothing was written",
                      lp->r->p.user, n, (long long)lp->r->s->purchase.limit_per_user);
             res = PR_LIMIT_REACHED;
+        } else if (code == 4) {
+            snprintf(lp->o.detail, sizeof lp->o.detail,
+                     "sku %s was never stocked (PUT /stock/%s creates it); nothing was written",
+                     lp->r->sku, lp->r->sku);
+            res = PR_UNKNOWN_SKU;
         } else if (code == -1) {
             snprintf(lp->o.detail, sizeof lp->o.detail, "stock key holds a non-integer value");
             res = PR_BAD_STOCK_VALUE;
@@ -474,7 +482,6 @@ static int lua_start(lua_purchase *lp, svc_req *r, lc_conn *conn, int64_t wait_m
     lp->o.pipeline = true;
     lp->o.lock_fields = true;
     lp->soldout_gen = svc_soldout_gen(r->sku);
-    lp->slot = svc_stats_sku_slot(r->sku);
     svc_trace_begin(&lp->tr, r);
     if (conn == NULL) {
         snprintf(lp->o.detail, sizeof lp->o.detail, "no Redis connection");
@@ -561,7 +568,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &lp.lay, &not_now, lp.o.detail,
                                 sizeof lp.o.detail);
         if (rc == 1) {
-            svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
+            svc_idem_replayed(&lp.id, r, conn, &lp.tr, svc_stats_sku_slot(r->sku));
             return;
         }
         if (rc < 0) {
@@ -588,7 +595,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     settle_reservation(&lp, conn);
     if (lp.found_replay) {
         free(lp.sold_head);
-        svc_idem_replayed(&lp.id, r, conn, &lp.tr, lp.slot);
+        svc_idem_replayed(&lp.id, r, conn, &lp.tr, svc_stats_sku_slot(r->sku));
         return;
     }
     if (res == PR_SOLD &&

@@ -29,7 +29,19 @@ const svc_result_info svc_result[PR_COUNT] = {
     [PR_NOT_REPLICATED] = {503, "not_replicated", SVC_OUT_ERROR, 1},
     /* counted with client_gone: the one driving it went away */
     [PR_STEP_ABANDONED] = {409, "step_abandoned", SVC_OUT_CLIENT_GONE, 0},
+    [PR_UNKNOWN_SKU] = {404, "unknown_sku", SVC_OUT_UNKNOWN_SKU, 0},
 };
+
+int svc_result_slot(purchase_result res, const char *sku)
+{
+    return res == PR_UNKNOWN_SKU ? svc_stats_sku_find(sku) : svc_stats_sku_slot(sku);
+}
+
+bool svc_result_found_sku(purchase_result res)
+{
+    return res == PR_SOLD || res == PR_SOLD_OUT || res == PR_LIMIT_REACHED ||
+           res == PR_STOCK_RESET || res == PR_NOT_REPLICATED;
+}
 
 bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,
                         char *detail, size_t len)

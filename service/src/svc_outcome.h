@@ -42,6 +42,8 @@ typedef enum {
     PR_NOT_REPLICATED, /* written, but WAIT saw fewer than redis.wait_replicas replicas */
     PR_STEP_ABANDONED, /* a stepped purchase left paused for teach.step_timeout_s before
                           its commit: its lock released, nothing written (svc_step.h) */
+    PR_UNKNOWN_SKU,    /* the SKU's stock key does not exist: never stocked (PUT /stock
+                          creates it); nothing written */
     PR_COUNT           /* the number of outcomes, not an outcome */
 } purchase_result;
 
@@ -55,6 +57,18 @@ typedef struct svc_result_info {
 
 /* Indexed by purchase_result. Read-only; any thread. */
 extern const svc_result_info svc_result[PR_COUNT];
+
+/* The /stats and /metrics label slot a finished purchase of sku is counted
+ * under: svc_stats_sku_slot (a new SKU takes the next label), except for
+ * PR_UNKNOWN_SKU, which never takes one (svc_stats_sku_find), as a request
+ * rejected by validation never does: made-up SKUs cannot use up the
+ * labels. Any thread. */
+int svc_result_slot(purchase_result res, const char *sku);
+
+/* true when a purchase that ended so found its SKU stocked in Redis (a
+ * sale, sold out, the user's limit, a reset meanwhile): the SKU then
+ * counts as seen for the audit gauges (svc_gauges_seen). Any thread. */
+bool svc_result_found_sku(purchase_result res);
 
 /* Whether a purchase taken from the worker queue may start, before it
  * touches Redis: true when it may; else false with *why set to

@@ -1,9 +1,12 @@
-/* svc_params.c — query-string validation (see svc_params.h). */
+/* svc_params.c — query-string and purchase-body validation (see svc_params.h). */
 #include "svc_params.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "svc_check.h"
 
 int svc_valid_id(const char *s)
 {
@@ -80,21 +83,24 @@ static enum MHD_Result int_param(parse_ctx *p, const char *name, const char *v, 
     return MHD_YES;
 }
 
+/* Every parameter a route may take; a route allows some (SVC_P_* bits). */
+static const struct {
+    const char *name;
+    unsigned bit;
+} known[] = {
+    {"sku", SVC_P_SKU},           {"user", SVC_P_USER},         {"work_ms", SVC_P_WORK_MS},
+    {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS},   {"reenter", SVC_P_REENTER},
+    {"fault", SVC_P_FAULT},       {"stock", SVC_P_STOCK},       {"offset", SVC_P_OFFSET},
+    {"limit", SVC_P_LIMIT},       {"pipeline", SVC_P_PIPELINE}, {"trace", SVC_P_TRACE},
+    {"since", SVC_P_SINCE},       {"pretty", SVC_P_PRETTY},     {"step", SVC_P_STEP},
+    {"buckets", SVC_P_BUCKETS},
+};
+
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                               const char *value)
 {
     parse_ctx *p = cls;
     char name[48];
-    static const struct {
-        const char *name;
-        unsigned bit;
-    } known[] = {
-        {"sku", SVC_P_SKU},           {"user", SVC_P_USER},         {"work_ms", SVC_P_WORK_MS},
-        {"lease_ms", SVC_P_LEASE_MS}, {"wait_ms", SVC_P_WAIT_MS},   {"reenter", SVC_P_REENTER},
-        {"fault", SVC_P_FAULT},       {"stock", SVC_P_STOCK},       {"offset", SVC_P_OFFSET},
-        {"limit", SVC_P_LIMIT},       {"pipeline", SVC_P_PIPELINE}, {"trace", SVC_P_TRACE},
-        {"since", SVC_P_SINCE},       {"step", SVC_P_STEP},         {"buckets", SVC_P_BUCKETS},
-    };
     unsigned bit = 0;
     (void)kind;
     printable(name, sizeof name, key);
@@ -151,6 +157,12 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
         p->out->step = (int)v;
         return r;
     }
+    case SVC_P_PRETTY: {
+        int64_t v = 0;
+        enum MHD_Result r = int_param(p, name, value, 0, 1, &v);
+        p->out->pretty = (int)v;
+        return r;
+    }
     case SVC_P_SINCE: return int_param(p, name, value, 0, SVC_SINCE_MAX, &p->out->since);
     case SVC_P_FAULT:
         if (strcmp(value, "crash_before_expire") == 0)
@@ -189,4 +201,82 @@ int svc_params_parse_pairs(const char *const *keys, const char *const *values, s
         if (on_arg(&p, MHD_GET_ARGUMENT_KIND, keys[i], values[i]) != MHD_YES)
             break;
     return p.failed ? -1 : 0;
+}
+
+static pthread_mutex_t json_mu = PTHREAD_MUTEX_INITIALIZER;
+
+cJSON *svc_params_json(const char *txt, const char **end)
+{
+    SVC_PT(pthread_mutex_lock(&json_mu));
+    cJSON *doc = cJSON_ParseWithOpts(txt, end, 1);
+    SVC_PT(pthread_mutex_unlock(&json_mu));
+    return doc;
+}
+
+/* The text the query would carry for a body member's value, or "\x01"
+ * (which every parameter refuses, with its own message) when the JSON
+ * type is not the parameter's: strings for sku, user and fault, integers
+ * for the numbers, 0, 1, false or true for pipeline and trace. */
+static const char *member_text(const cJSON *it, unsigned bit, char *buf, size_t len)
+{
+    static const char refused[] = "\x01";
+    int text = bit == SVC_P_SKU || bit == SVC_P_USER || bit == SVC_P_FAULT;
+    int flag = bit == SVC_P_PIPELINE || bit == SVC_P_TRACE || bit == SVC_P_STEP;
+    if (text)
+        return cJSON_IsString(it) ? it->valuestring : refused;
+    if (flag && cJSON_IsBool(it))
+        return cJSON_IsTrue(it) ? "1" : "0";
+    if (!cJSON_IsNumber(it))
+        return refused;
+    double d = it->valuedouble;
+    /* Integers print as the query would send them; anything else (1.5,
+     * -3, 1e999, NaN) as text the parameter's check refuses. */
+    if (d > -1e15 && d < 1e15 && (double)(long long)d == d)
+        snprintf(buf, len, "%lld", (long long)d);
+    else
+        snprintf(buf, len, "%.17g", d);
+    return buf;
+}
+
+int svc_params_parse_body(const char *body, size_t len, const cfg_config *s, unsigned allowed,
+                          svc_params *out, char *detail, size_t dlen)
+{
+    if (len == 0)
+        return 0;
+    if (memchr(body, '\0', len) != NULL || memmem(body, len, "\\u0000", 6) != NULL) {
+        snprintf(detail, dlen, "body: a NUL character is not allowed");
+        return -1;
+    }
+    cJSON *doc = svc_params_json(body, NULL);
+    if (doc == NULL || !cJSON_IsObject(doc)) {
+        snprintf(detail, dlen,
+                 "body: must be a JSON object of the query's parameters, e.g. "
+                 "{\"sku\":\"demo\",\"user\":\"amy\"}");
+        cJSON_Delete(doc);
+        return -1;
+    }
+    unsigned in_query = out->seen;
+    char why[160] = "";
+    parse_ctx p = {s, allowed, out, why, sizeof why, 0, 0};
+    for (const cJSON *it = doc->child; it != NULL && !p.failed; it = it->next) {
+        char name[48], num[40];
+        const char *key = it->string ? it->string : "";
+        unsigned bit = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strcmp(key, known[i].name) == 0)
+                bit = known[i].bit;
+        printable(name, sizeof name, key);
+        if (bit != 0 && (allowed & bit) != 0 && (in_query & bit) != 0) {
+            snprintf(detail, dlen,
+                     "%s: given in both the query and the body; give it in one of them", name);
+            cJSON_Delete(doc);
+            return -1;
+        }
+        (void)on_arg(&p, MHD_GET_ARGUMENT_KIND, key, member_text(it, bit, num, sizeof num));
+    }
+    cJSON_Delete(doc);
+    if (!p.failed)
+        return 0;
+    snprintf(detail, dlen, "body: %s", why);
+    return -1;
 }

@@ -1,12 +1,14 @@
-/* svc_params.h — validation of query parameters and path segments. Every
- * route names the parameters it accepts; anything else is a 400 that names
- * the parameter. */
+/* svc_params.h — validation of query parameters, path segments and a
+ * purchase's JSON body (the same parameters). Every route names the
+ * parameters it accepts; anything else is a 400 that names the
+ * parameter. */
 #ifndef MIAOSHA_SVC_PARAMS_H
 #define MIAOSHA_SVC_PARAMS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
 #include <microhttpd.h>
 
 #include "svc.h"
@@ -26,7 +28,8 @@ enum {
     SVC_P_TRACE = 1u << 11,   /* purchase: ?trace=0|1 (route_purchase adds it) */
     SVC_P_SINCE = 1u << 12,   /* GET /trace: ?since=N */
     SVC_P_STEP = 1u << 13,    /* purchase: ?step=0|1, a stepped purchase (svc_step.h) */
-    SVC_P_BUCKETS = 1u << 14, /* PUT /stock: ?buckets=1..SVC_BUCKETS_MAX (svc_bucket.h) */
+    SVC_P_PRETTY = 1u << 14,  /* GET /stats: ?pretty=0|1 */
+    SVC_P_BUCKETS = 1u << 15, /* PUT /stock: ?buckets=1..SVC_BUCKETS_MAX (svc_bucket.h) */
 };
 
 #define SVC_P_PURCHASE                                                                             \
@@ -60,6 +63,7 @@ typedef struct svc_params {
     int trace;     /* ?trace=0|1 */
     int step;      /* ?step=0|1 */
     int64_t since; /* ?since=N, 0 when absent */
+    int pretty;    /* ?pretty=0|1 */
     svc_fault fault;
 } svc_params;
 
@@ -88,5 +92,26 @@ int svc_params_parse(struct MHD_Connection *c, const cfg_config *s, unsigned all
 int svc_params_parse_pairs(const char *const *keys, const char *const *values, size_t n,
                            const cfg_config *s, unsigned allowed, svc_params *out, char *detail,
                            size_t dlen);
+
+/* A purchase's JSON body, {"sku":"s","user":"u","work_ms":5,...}: the
+ * query's parameters under the same names and with the same rules, merged
+ * into *out, which holds the query's (svc_params_parse) and is added to.
+ * The names and bounds are the query's (allowed bits, s's caps); values
+ * are JSON strings for sku, user and fault, JSON integers for the numbers,
+ * and 0, 1, false or true for pipeline and trace. A parameter that is
+ * both in the query and in the body is refused, whatever the two values:
+ * one rule, as PUT /stock's stock. len 0 (no body) adds nothing. Returns
+ * 0, or -1 with the reason in detail (dlen bytes): a body that is not one
+ * JSON object or holds a NUL character (raw or escaped: a value would end
+ * there), or a member that the query would refuse (named, "body: " in
+ * front). body[len] must be a NUL (the daemon's buffer has one). The
+ * calling HTTP thread; parses under svc_params_json's lock. */
+int svc_params_parse_body(const char *body, size_t len, const cfg_config *s, unsigned allowed,
+                          svc_params *out, char *detail, size_t dlen);
+/* cJSON_ParseWithOpts(txt, end, require NUL after the value) under one
+ * mutex: cJSON keeps its last parse error in a global, so every parse of
+ * the service goes through here. Returns the document (the caller deletes
+ * it) or NULL. Any thread. */
+cJSON *svc_params_json(const char *txt, const char **end);
 
 #endif

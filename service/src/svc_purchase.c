@@ -44,6 +44,7 @@
 #include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
 #include "svc_keys.h"
 #include "svc_section.h"
 #include "svc_shutdown.h"
@@ -53,7 +54,6 @@
 
 typedef struct purchase {
     svc_section x;
-    int slot;             /* the SKU's row in /stats */
     uint64_t soldout_gen; /* the local sold-out flag's generation before the read */
     purchase_result res;  /* the section's outcome, for svc_purchase_finish */
     char lock_key[SVC_KEY_MAX], fence_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
@@ -95,6 +95,8 @@ static void respond(purchase *pu, purchase_result res)
     x->sold_reply = NULL;
     if (res == PR_SOLD_OUT && r->s->purchase.local_sold_out)
         svc_soldout_mark(r->sku, pu->soldout_gen);
+    if (svc_result_found_sku(res))
+        svc_gauges_seen(r->sku);
     if (sale)
         x->id.on = 0; /* its outcome was written with the order */
     if (x->id.on)
@@ -108,7 +110,7 @@ static void respond(purchase *pu, purchase_result res)
         svc_bucket_count(r->sku, pu->lay.n, x->o.bucket, res == PR_SOLD, pu->probes);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
-    svc_stats_purchase(r->mode, pu->slot, svc_result[res].out, x->o.lock_lost,
+    svc_stats_purchase(r->mode, svc_result_slot(res, r->sku), svc_result[res].out, x->o.lock_lost,
                        x->o.deleted_other_lock, lc_now_us() - r->t0_us,
                        x->wait_us >= 0 ? x->wait_us : x->gave_up_us);
 }
@@ -248,7 +250,6 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
     x->wait_us = -1;
     x->gave_up_us = -1;
     pu->soldout_gen = svc_soldout_gen(r->sku);
-    pu->slot = svc_stats_sku_slot(r->sku);
     svc_trace_begin(&x->tr, r);
     if (conn == NULL) {
         snprintf(x->o.detail, sizeof x->o.detail, "no Redis connection");
@@ -283,7 +284,7 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
         int rc = svc_idem_begin(&x->id, r, conn, marker_ms, &pu->lay, &not_now, x->o.detail,
                                 sizeof x->o.detail);
         if (rc == 1) {
-            svc_idem_replayed(&x->id, r, conn, &x->tr, pu->slot);
+            svc_idem_replayed(&x->id, r, conn, &x->tr, svc_stats_sku_slot(r->sku));
             return false;
         }
         if (rc < 0) {

@@ -78,7 +78,15 @@ purchase_result svc_section_run(svc_section *x)
     if (!pause_at(x, SVC_STAGE_READ, &rd, &end))
         goto release;
 
-    /* Decide: one buy per user first, then the stock. */
+    /* Decide: a SKU that was never stocked is no sale at all; then one buy
+     * per user, then the stock. */
+    if (!rd.stocked) {
+        snprintf(x->o.detail, sizeof x->o.detail,
+                 "sku %s was never stocked (PUT /stock/%s creates it); nothing was written", r->sku,
+                 r->sku);
+        end = PR_UNKNOWN_SKU;
+        goto release;
+    }
     if (x->limited && rd.bought >= r->s->purchase.limit_per_user) {
         snprintf(x->o.detail, sizeof x->o.detail,
                  "user %s already holds %lld order(s) of this sku (purchase.limit_per_user = "
@@ -352,9 +360,12 @@ static void release_one(svc_section *x, lc_guard *g, bool outer, lc_pipe *p)
     if (st == LC_NOT_OWNER || st == LC_LOST) {
         x->o.lock_lost = true;
     } else if (st == LC_IO) {
+        /* one per purchase while Redis is down: written once, then summed */
+        static svc_log_repeat release_failed = SVC_LOG_REPEAT_INIT;
         svc_stats_redis_error();
-        svc_log(SVC_WARN, "release %s lock for sku %s failed (%s); its lease will free it",
-                lc_mode_name(x->a.mode), x->r->sku, lc_conn_errstr(x->conn));
+        svc_log_every(&release_failed, SVC_WARN,
+                      "release %s lock for sku %s failed (%s); its lease will free it",
+                      lc_mode_name(x->a.mode), x->r->sku, lc_conn_errstr(x->conn));
     }
 }
 

@@ -155,8 +155,10 @@ static void check_flagged(lc_conn *conn)
                 atomic_fetch_add(&which[i]->gen, 1);
                 continue;
             }
-            if (v->type != REDIS_REPLY_STRING)
-                continue; /* nil: never stocked, still sold out */
+            if (v->type != REDIS_REPLY_STRING) { /* nil: the SKU is gone (404 unknown_sku) */
+                atomic_fetch_add(&which[i]->gen, 1);
+                continue;
+            }
             char *end = NULL;
             long long s = strtoll(v->str, &end, 10);
             if (end == v->str || *end != '\0' || s > 0)

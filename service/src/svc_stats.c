@@ -11,6 +11,8 @@
 #include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
+#include "svc_gauges.h"
+#include "svc_process.h"
 
 /* ---- fine log-scale histogram: percentiles ---- */
 #define FINE_EXP 37 /* 2^0 .. 2^36 us (~19 h) */
@@ -202,9 +204,18 @@ void svc_stats_lua_batch(int n)
 
 /* ---- rendering ---- */
 
-static const char *out_names[SVC_OUT_COUNT] = {
-    "sold",        "sold_out",   "lock_busy",     "errors",   "bad_requests",         "client_gone",
-    "stock_reset", "fenced_out", "limit_reached", "replayed", "idempotency_conflicts"};
+static const char *out_names[SVC_OUT_COUNT] = {"sold",
+                                               "sold_out",
+                                               "lock_busy",
+                                               "errors",
+                                               "bad_requests",
+                                               "client_gone",
+                                               "stock_reset",
+                                               "fenced_out",
+                                               "limit_reached",
+                                               "replayed",
+                                               "idempotency_conflicts",
+                                               "unknown_sku"};
 
 static uint64_t ld(_Atomic uint64_t *a)
 {
@@ -399,7 +410,8 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         "limit_reached).",
         "Idempotency-Key replays answered with the stored reply.",
         "Idempotency-Key requests refused: the first is still running (HTTP 409 in_progress) "
-        "or the key came with other parameters (HTTP 422 idempotency_key_reused)."};
+        "or the key came with other parameters (HTTP 422 idempotency_key_reused).",
+        "Purchases of a SKU that was never stocked (HTTP 404 unknown_sku, nothing written)."};
 
     for (int o = 0; o < SVC_OUT_COUNT; o++)
         put_cell_counter(&b, out_names[o], help[o], cell_outcome, o, nskus);
@@ -482,6 +494,8 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
     for (size_t i = 0; i < sizeof lcm / sizeof lcm[0]; i++)
         svc_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", lcm[i].name, lcm[i].help,
                        lcm[i].name, lcm[i].type, lcm[i].name, (unsigned long long)lcm[i].v);
+    svc_gauges_render(&b);
+    svc_process_render(&b, cfg_version());
     if (b.oom) {
         free(b.p);
         return NULL;

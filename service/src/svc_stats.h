@@ -50,6 +50,7 @@ typedef enum {
     SVC_OUT_LIMIT_REACHED, /* 409 limit_reached: the user holds purchase.limit_per_user */
     SVC_OUT_REPLAYED,      /* an Idempotency-Key replay: the stored reply again */
     SVC_OUT_IDEM_CONFLICT, /* 409 in_progress, 422 idempotency_key_reused */
+    SVC_OUT_UNKNOWN_SKU,   /* 404 unknown_sku: the SKU was never stocked */
     SVC_OUT_COUNT
 } svc_outcome;
 
@@ -93,7 +94,8 @@ void svc_stats_lua_batch(int n);
  * "unresolved"} (lockcore's orphan cleanup, lc_stats.orphans_*; zeros when
  * client is NULL),"modes":{<mode>:{requests, one count
  * per outcome (sold, sold_out, lock_busy, errors, bad_requests,
- * client_gone, stock_reset, fenced_out), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
+ * client_gone, stock_reset, fenced_out, limit_reached, replayed,
+ * idempotency_conflicts, unknown_sku), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
  * {count,p50,p90,p99,max}}},"buckets":{...}} (svc_bucket_stats_json: the
  * sales per stock bucket and the empty buckets probed). instance is
  * JSON-escaped. Returns a malloc'd
@@ -102,9 +104,10 @@ void svc_stats_lua_batch(int n);
 char *svc_stats_json(const char *instance, lc_client *client, size_t *len);
 /* The GET /metrics body (Prometheus text format 0.0.4): the per-(mode, sku)
  * counters and histograms, HTTP responses by status, Redis errors,
- * redis_up (given: the probe's status), in-flight purchases and, when
- * client is not NULL, lockcore's lc_client_stats. Ownership and NULL as
- * svc_stats_json. */
+ * redis_up (given: the probe's status), in-flight purchases, when client
+ * is not NULL lockcore's lc_client_stats, then the per-SKU audit gauges
+ * (svc_gauges_render), the process_* series and miaosha_build_info
+ * (svc_process_render). Ownership and NULL as svc_stats_json. */
 char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len);
 
 #endif

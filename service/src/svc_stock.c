@@ -16,10 +16,13 @@
  *                       with buckets, bucket after bucket
  * Each reads the layout record in its first round trip, beside what the
  * cached layout says it needs; only a layout changed since costs another.
+ * A SKU without a stock key and without a layout record was never
+ * stocked: both GETs answer 404 unknown_sku, as its purchases do. A SKU
+ * split into buckets is stocked (its layout record says so; its own stock
+ * key holds 0 besides).
  */
 #include "svc_routes.h"
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,22 +32,10 @@
 
 #include "svc_bucket.h"
 #include "svc_check.h"
+#include "svc_gauges.h"
 #include "svc_keys.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
-
-/* cJSON's parser records its last error in a global even in
- * cJSON_ParseWithOpts; parses (admin routes only, never the purchase path)
- * are serialized so threads never race on it. */
-static pthread_mutex_t parse_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static cJSON *parse_json(const char *txt, const char **end)
-{
-    SVC_PT(pthread_mutex_lock(&parse_mu));
-    cJSON *doc = cJSON_ParseWithOpts(txt, end, 1);
-    SVC_PT(pthread_mutex_unlock(&parse_mu));
-    return doc;
-}
 
 static void redis_fail(svc_req *r, const char *why)
 {
@@ -130,6 +121,21 @@ static void free_replies(redisReply **reps, int n)
     for (int i = 0; i < n; i++)
         freeReplyObject(reps[i]);
     free(reps);
+}
+
+/* 404 unknown_sku: r's SKU has no stock key (and no layout record). A
+ * purchase answers the same (svc_section.c, purchase.lua): the stock key
+ * is what makes a SKU exist, and only a reset (PUT /stock) or the start-up
+ * seed creates it. */
+static void unknown_sku(svc_req *r)
+{
+    char detail[200];
+    snprintf(detail, sizeof detail, "sku %s was never stocked (PUT /stock/%s creates it)", r->sku,
+             r->sku);
+    cJSON *extra = cJSON_CreateObject();
+    if (extra != NULL)
+        cJSON_AddStringToObject(extra, "sku", r->sku);
+    svc_reply_error(r, 404, "unknown_sku", detail, extra);
 }
 
 static long long as_int(const redisReply *rep)
@@ -352,6 +358,13 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
             redis_fail(r, why);
             return;
         }
+        /* No stock key and no buckets: a SKU that was never stocked, not
+         * one with zeros. */
+        if (same_layout(&now, &l) && l.n == 1 && reps[1]->type == REDIS_REPLY_NIL) {
+            free_replies(reps, n);
+            unknown_sku(r);
+            return;
+        }
         if (same_layout(&now, &l) || tries == 3) {
             svc_reply_json(r, 200, same_layout(&now, &l) ? audit_of(r, &l, reps + 1) : NULL);
             free_replies(reps, n);
@@ -527,6 +540,7 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     /* this instance at once; the others by the message */
     svc_soldout_clear(r->sku);
     svc_bucket_learn(r->sku, &l);
+    svc_gauges_seen(r->sku);
     if (nb > 1)
         svc_log(SVC_INFO, "stock reset: sku %s stock %lld in %d buckets", r->sku, n, nb);
     else
@@ -560,7 +574,7 @@ static void add_records(cJSON *arr, const redisReply *rep, int b)
         const redisReply *e = rep->element[i];
         if (e->type != REDIS_REPLY_STRING)
             continue;
-        cJSON *rec = parse_json(e->str, NULL);
+        cJSON *rec = svc_params_json(e->str, NULL);
         if (rec != NULL && b >= 0 && cJSON_IsObject(rec))
             svc_json_add_int(rec, "bucket", b);
         cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
@@ -595,9 +609,12 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
     guess_layout(r->sku, &l);
     for (int tries = 0;; tries++) {
         /* One bucket: its length and its page at once. Several: every
-         * bucket's length, then the pages the window covers. */
-        int n = l.n == 1 ? 3 : 1 + l.n;
-        redisReply *reps[1 + SVC_BUCKETS_MAX];
+         * bucket's length, then the pages the window covers. The last
+         * reply: whether the SKU's own stock key exists. */
+        int n = (l.n == 1 ? 3 : 1 + l.n) + 1;
+        redisReply *reps[2 + SVC_BUCKETS_MAX];
+        char own_stock[SVC_KEY_MAX];
+        svc_key(own_stock, r->sku, "stock");
         redisAppendCommand(ctx, "GET %s", lkey);
         for (int b = 0; b < l.n; b++) {
             sku_keys k;
@@ -607,6 +624,7 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
             if (l.n == 1)
                 redisAppendCommand(ctx, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
         }
+        redisAppendCommand(ctx, "EXISTS %s", own_stock);
         if (read_replies(ctx, reps, n, why, sizeof why) != 0) {
             redis_fail(r, why);
             return;
@@ -621,6 +639,13 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
             }
             l = now;
             continue;
+        }
+        /* No stock key and no buckets: never stocked (a split SKU is). */
+        if (l.n == 1 && as_int(reps[n - 1]) == 0) {
+            for (int i = 0; i < n; i++)
+                freeReplyObject(reps[i]);
+            unknown_sku(r);
+            return;
         }
         cJSON *arr = cJSON_CreateArray();
         if (l.n == 1) {
@@ -715,7 +740,7 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, int64_t *
         snprintf(detail, dlen, "body: NUL byte in JSON");
         return -1;
     }
-    doc = parse_json(body, &end);
+    doc = svc_params_json(body, &end);
     if (doc == NULL || !cJSON_IsObject(doc)) {
         snprintf(detail, dlen, "body: must be a JSON object {\"stock\":N}");
         cJSON_Delete(doc);

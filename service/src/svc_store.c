@@ -76,6 +76,7 @@ static bool plain_parse_read(redisReply *const *reps, int n, int64_t fence, svc_
     if (hget != NULL && hget->type == REDIS_REPLY_STRING)
         out->bought = strtoll(hget->str, NULL, 10);
     if (get->type == REDIS_REPLY_STRING) {
+        out->stocked = true;
         char *e = NULL;
         out->stock = strtoll(get->str, &e, 10);
         if (e == get->str || *e != '\0') {
@@ -89,7 +90,7 @@ static bool plain_parse_read(redisReply *const *reps, int n, int64_t fence, svc_
         snprintf(detail, len, "GET stock: %.200s", get->str);
         *end = PR_REDIS_ERROR;
         return false;
-    } /* nil: never stocked, 0 */
+    } /* nil: never stocked (stocked stays false) */
     return true;
 }
 

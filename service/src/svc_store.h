@@ -31,6 +31,8 @@
 /* What a read found. */
 typedef struct svc_stock_read {
     long long stock;  /* the stock; a SKU never stocked reads 0 */
+    bool stocked;     /* the stock key exists; false: a SKU never stocked (its
+                         reset, PUT /stock, creates the key), 404 unknown_sku */
     long long bought; /* the user's orders of this SKU; 0 without a user */
     char epoch[32];   /* fenced: the epoch the read saw, for the write */
 } svc_stock_read;

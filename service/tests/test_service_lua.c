@@ -112,17 +112,18 @@ static void test_stock_zero(void)
     TU_CHECK(!strcmp(svc_jstr(r.json, "mode") ? svc_jstr(r.json, "mode") : "", "lua"),
              "mode lua: %s", B(&r));
     svc_resp_free(&r);
-    /* never stocked at all: also sold out */
+    /* never stocked at all: 404 unknown_sku, from the script itself */
     TU_CHECK(svc_req(&srv, "GET", "/miaosha/lua?sku=lnever", NULL, NULL, &r) == 0 &&
-                 r.status == 409 && svc_jnum(r.json, "stock_left") == 0,
-             "no stock key: 409: %ld %s", r.status, B(&r));
+                 r.status == 404 && svc_jerr_is(&r, "unknown_sku") &&
+                 svc_jstr(r.json, "order_id") == NULL,
+             "no stock key: 404 unknown_sku: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
     svc_audit a;
     TU_CHECK(svc_get_audit(&srv, "lz", &a) == 200 && a.stock == 0 && a.sold == 0 && a.orders == 0,
              "stock 0: nothing written (sold %lld orders %lld)", a.sold, a.orders);
     TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{lnever}:stock") == 0 &&
                  tu_redis_int(rp, "EXISTS miaosha:{lnever}:sold") == 0,
-             "a sold-out purchase writes no key");
+             "a sold-out or never-stocked purchase writes no key");
 }
 
 /* Two purchases one after the other: the reply's shape, and the records

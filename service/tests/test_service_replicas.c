@@ -6,7 +6,12 @@
  *     closed it: CLIENT KILL, as a failover or a network error would):
  *     -1 "remade", although a WAIT on the fresh connection — which has
  *     written nothing — answers 1 at once; without the check the purchase
- *     would answer 200 for a write nobody saw reach a replica. */
+ *     would answer 200 for a write nobody saw reach a replica;
+ *   - redis.wait_replicas = all (no Sentinel: the master's INFO
+ *     replication): unknown before the first refresh (503, not 200), then
+ *     the one replica; the replica killed, it still counts (WAIT 1 answers
+ *     0: not replicated), and a master switch carries the set over: the
+ *     old master becomes a replica to wait for, the new one is not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +111,50 @@ int main(void)
     s.redis.wait_replicas = 0;
     TU_CHECK(svc_wait_replicas(&s, c, at, detail, sizeof detail) == 0,
              "wait_replicas 0: nothing to wait for");
+
+    /* all: the set comes from the refresh, never from the purchase path */
+    s.redis.wait_replicas = CFG_WAIT_REPLICAS_ALL;
+    s.redis.wait_timeout_ms = 100;
+    svc_replicas_setup(&s, &o);
+    at = write_one(c);
+    TU_CHECK(svc_replicas_wanted(&s) == -1 &&
+                 svc_wait_replicas(&s, c, at, detail, sizeof detail) == -1 &&
+                 strstr(detail, "not known yet") != NULL,
+             "all, before the first refresh: not replicated (%s)", detail);
+    char maddr[64], raddr[64], known[256];
+    snprintf(maddr, sizeof maddr, "127.0.0.1:%d", master.port);
+    snprintf(raddr, sizeof raddr, "127.0.0.1:%d", replica.port);
+    svc_replicas_refresh(c, maddr, 300);
+    svc_replicas_known(known, sizeof known);
+    TU_CHECK(svc_replicas_wanted(&s) == 1 && !strcmp(known, raddr),
+             "all: the master's one replica (%d: %s)", svc_replicas_wanted(&s), known);
+    at = write_one(c);
+    s.redis.wait_timeout_ms = (int)tu_slack(2000);
+    TU_CHECK(svc_wait_replicas(&s, c, at, detail, sizeof detail) == 0, "all, one replica up: %s",
+             detail);
+    s.redis.wait_timeout_ms = 100;
+    tu_redis_kill(&replica, 1);
+    int64_t gone = lc_now_ms() + tu_slack(5000);
+    while (lc_now_ms() < gone) {
+        tu_redis_str(master.port, info, sizeof info, "INFO replication");
+        if (strstr(info, "connected_slaves:0"))
+            break;
+        tu_sleep_ms(20);
+    }
+    svc_replicas_refresh(c, maddr, 300);
+    TU_CHECK(strstr(info, "connected_slaves:0") && svc_replicas_wanted(&s) == 1,
+             "all: the replica is down and still counts (%d)", svc_replicas_wanted(&s));
+    at = write_one(c);
+    TU_CHECK(svc_wait_replicas(&s, c, at, detail, sizeof detail) == -1 &&
+                 strstr(detail, "reached 0 of 1") != NULL && strstr(detail, "all") != NULL,
+             "all, the replica down: not replicated (%s)", detail);
+    /* a switch, as the probe sees it: the master named is another one */
+    svc_replicas_refresh(c, raddr, 300);
+    svc_replicas_known(known, sizeof known);
+    TU_CHECK(svc_replicas_wanted(&s) == 1 && !strcmp(known, maddr),
+             "after a switch the old master is the replica to wait for: %s", known);
+    svc_replicas_stop();
+    TU_CHECK(svc_replicas_wanted(&s) == -1, "stop forgets the set");
 
     lc_conn_free(c);
     lc_client_free(cli);

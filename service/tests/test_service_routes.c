@@ -226,7 +226,7 @@ static void test_purchase(void)
     TU_CHECK(svc_jstr(r.json, "error") && strcmp(svc_jstr(r.json, "error"), "sold_out") == 0,
              "sold_out error");
     svc_resp_free(&r);
-    expect("GET", "/miaosha/none?sku=never_stocked", NULL, NULL, 409, "sold_out", NULL);
+    expect("GET", "/miaosha/none?sku=never_stocked", NULL, NULL, 404, "unknown_sku", NULL);
 
     /* Audit and orders. */
     svc_audit a;

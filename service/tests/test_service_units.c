@@ -4,7 +4,8 @@
  *   svc_params.h   svc_valid_id, svc_parse_int, svc_params_parse (through
  *                  svc_params_parse_pairs, which runs the same checks)
  *   svc_routes.h   svc_stock_parse_body
- *   svc_log.h      svc_log_escape
+ *   svc_log.h      svc_log_escape, svc_log_every (a repeated warning:
+ *                  one line, then a summary)
  *   svc_reply.h    svc_json_add_int, svc_reply_json, svc_reply_error,
  *                  svc_reply_text
  *   svc_keys.h     svc_key, svc_bucket_tag
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <tu.h>
 
@@ -23,6 +25,7 @@
 #include "svc_bucket.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
+#include "svc_log.h"
 #include "svc_params.h"
 #include "svc_reply.h"
 #include "svc_routes.h"
@@ -540,6 +543,69 @@ static void test_log_escape(void)
 
 /* ---- reply and JSON helpers ---- */
 
+/* ---- svc_log_every ---- */
+
+/* Runs f with stderr going to a file; returns what it wrote (static). */
+static const char *captured(void (*f)(void))
+{
+    static char out[8192];
+    char path[] = "/tmp/miaosha-log-XXXXXX";
+    int fd = mkstemp(path);
+    TU_REQUIRE(fd >= 0, "mkstemp");
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    f();
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    ssize_t n = pread(fd, out, sizeof out - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return out;
+}
+
+static int lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+static svc_log_repeat rep = SVC_LOG_REPEAT_INIT;
+
+/* An outage's 50 failed retries within a second. */
+static void fifty(void)
+{
+    for (int i = 0; i < 50; i++)
+        svc_log_every(&rep, SVC_WARN, "redis: probe %d failed", i);
+}
+
+static void over(void)
+{
+    svc_log_every_end(&rep, SVC_WARN, "redis: probes failed");
+}
+
+static void test_log_every(void)
+{
+    const char *out = captured(fifty);
+    TU_CHECK(lines(out) == 1 && strstr(out, "WARN  redis: probe 0 failed\n") != NULL,
+             "50 repeats: one line, the first: %s", out);
+    out = captured(over);
+    TU_CHECK(lines(out) == 1 && strstr(out, "redis: probes failed (49 more in the last 1 s)"),
+             "the end sums up the rest: %s", out);
+    out = captured(over);
+    TU_CHECK(out[0] == '\0', "nothing held back: no summary: '%s'", out);
+    out = captured(fifty);
+    TU_CHECK(lines(out) == 1 && strstr(out, "probe 0 failed\n"),
+             "after the end, the next one is written at once: %s", out);
+    /* the window passed: the next line carries the count */
+    rep.last_ms -= SVC_LOG_EVERY_MS;
+    out = captured(fifty);
+    TU_CHECK(lines(out) == 1 && strstr(out, "probe 0 failed (49 more in the last 10 s)\n"),
+             "after the window, one line with the count: %s", out);
+}
+
 static void test_json_add_int(void)
 {
     static const struct {
@@ -924,6 +990,7 @@ int main(void)
     test_params_hostile();
     test_stock_body();
     test_log_escape();
+    test_log_every();
     test_json_add_int();
     test_reply();
     test_key();

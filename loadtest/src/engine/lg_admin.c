@@ -316,6 +316,14 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
     return -1;
 }
 
+int lg_purchase_local(const char *body, size_t len)
+{
+    cJSON *j = lg_json_parse(body, len);
+    int local = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "local"));
+    cJSON_Delete(j);
+    return local;
+}
+
 int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],
                       int *lock_lost, int *deleted_other_lock)
 {

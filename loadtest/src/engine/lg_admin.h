@@ -63,4 +63,10 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
 int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],
                       int *lock_lost, int *deleted_other_lock);
 
+/* 1 when a purchase response says "local":true (a 409 sold_out answered
+ * from the instance's local sold-out flag, without Redis or a worker),
+ * else 0, also for a body that is not JSON. body need not be
+ * NUL-terminated. */
+int lg_purchase_local(const char *body, size_t len);
+
 #endif

@@ -17,6 +17,7 @@ typedef struct slot {
     uint8_t lock_lost;
     uint8_t deleted_other_lock;
     uint8_t fenced_out; /* a 409 whose error was fenced_out */
+    uint8_t local;      /* a 409 sold_out answered from the local sold-out flag */
     uint8_t err_idx;    /* 1 + index into run_ctx.errs; 0: none, or the table was full */
     char order_id[60];  /* a 200's order id, or the id a non-200 named */
 } slot;
@@ -130,6 +131,7 @@ static void on_done(void *ud, uint64_t idx, int status, lg_err err, const char *
         if (status != 200 && code[0])
             s->err_idx = intern_err(x, status, code);
         s->fenced_out = status == 409 && !strcmp(code, "fenced_out");
+        s->local = status == 409 && !strcmp(code, "sold_out") && lg_purchase_local(body, blen);
     }
 }
 
@@ -213,6 +215,16 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         free(x);
         return -1;
     }
+    /* The stock the burst starts from, which no more than that many 200s
+     * may claim (acked_over_stock). */
+    res->stock_at_start = cfg->stock;
+    if (cfg->stock < 0 && !cfg->skip_audit) {
+        lg_audit a0;
+        char aerr[256];
+        res->stock_at_start = lg_admin_audit(admin, cfg->sku, &a0, aerr, sizeof aerr) == 0
+                                  ? a0.stock
+                                  : -1;
+    }
     /* where each instance's trace stands now: the burst's records come after */
     for (int i = 0; cfg->trace_marks && i < cfg->ntargets; i++)
         lg_trace_mark_get(cfg->targets[i].base, cfg->sku, &res->marks[i]);
@@ -237,8 +249,10 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     const lg_engine_result *e = &res->eng;
-    for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++)
+    for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++) {
         res->fenced_out += x->slots[i].err == LG_ERR_NONE && x->slots[i].fenced_out;
+        res->sold_out_local += x->slots[i].err == LG_ERR_NONE && x->slots[i].local;
+    }
     res->ok = e->status[200];
     res->sold_out = e->status[409] - res->fenced_out;
     res->lock_busy = e->status[429];
@@ -280,6 +294,9 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
     lg_idset_sort(&acked);
     lg_idset_sort(&unknown);
     res->dup_ok_ids = lg_idset_duplicates(&acked);
+    uint64_t distinct_acked = acked.n - res->dup_ok_ids;
+    if (res->stock_at_start >= 0 && distinct_acked > (uint64_t)res->stock_at_start)
+        res->acked_over_stock = distinct_acked - (uint64_t)res->stock_at_start;
     if (!cfg->skip_audit) {
         char aerr[256];
         if (lg_admin_audit(admin, cfg->sku, &res->audit, aerr, sizeof aerr) == 0 &&
@@ -290,7 +307,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
             res->dup_orders = lg_idset_duplicates(&listed);
             for (size_t i = 0; i < acked.n; i++)
                 if (!lg_idset_contains(&listed, acked.ids[i]))
-                    res->missing++;
+                    res->acked_lost++;
             for (size_t i = 0; i < listed.n; i++)
                 if (!lg_idset_contains(&acked, listed.ids[i]))
                     res->unacknowledged++;
@@ -301,17 +318,25 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
             snprintf(res->audit_error, sizeof res->audit_error, "%s", aerr);
         }
     }
+    int rc = 0;
+    FILE *f = cfg->acked_out ? fopen(cfg->acked_out, "w") : NULL;
+    for (size_t i = 0; f && i < acked.n; i++)
+        fprintf(f, "%s\n", acked.ids[i]);
+    if (cfg->acked_out && (!f || fclose(f) != 0)) {
+        snprintf(err, errlen, "%s: cannot write the acknowledged order ids", cfg->acked_out);
+        rc = -1;
+    }
     res->oversold_seen = res->audited && res->audit.oversold > 0;
     res->safe = res->audited && res->audit.oversold == 0 && res->audit.undersold == 0 &&
-                res->dup_orders == 0 && res->dup_ok_ids == 0 && res->missing == 0 &&
-                res->ok_without_id == 0;
+                res->dup_orders == 0 && res->dup_ok_ids == 0 && res->acked_lost == 0 &&
+                res->acked_over_stock == 0 && res->ok_without_id == 0;
     lg_idset_free(&acked);
     lg_idset_free(&listed);
     lg_idset_free(&unknown);
     free(x->slots);
     pthread_mutex_destroy(&x->errs_mu);
     free(x);
-    return 0;
+    return rc;
 }
 
 int lg_run_check(const lg_run_result *r, lg_expect e)
@@ -424,12 +449,18 @@ void lg_report_table(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_ex
                 (unsigned long long)r->orders_listed, (long long)r->audit.orders);
         fprintf(o, "  %-18s %llu in the list, %llu among 200s\n", "duplicate ids",
                 (unsigned long long)r->dup_orders, (unsigned long long)r->dup_ok_ids);
-        fprintf(o, "  %-18s %llu of %llu acknowledged (unacknowledged in list: %llu)\n",
-                "missing orders", (unsigned long long)r->missing, (unsigned long long)r->ok,
+        fprintf(o,
+                "  %-18s %llu of %llu acknowledged not in the order list (unacknowledged in "
+                "list: %llu)\n",
+                "acked_lost", (unsigned long long)r->acked_lost, (unsigned long long)r->ok,
                 (unsigned long long)r->unacknowledged);
     } else if (!c->skip_audit) {
         fprintf(o, "  %-18s FAILED: %s\n", "audit", r->audit_error);
     }
+    if (r->stock_at_start >= 0)
+        fprintf(o, "  %-18s %llu 200s beyond the %lld units the burst started with\n",
+                "acked_over_stock", (unsigned long long)r->acked_over_stock,
+                (long long)r->stock_at_start);
     fprintf(o, "  %-18s %llu\n", "lock_lost", (unsigned long long)r->lock_lost);
     fprintf(o, "  %-18s %llu\n", "deleted_other_lock", (unsigned long long)r->deleted_other_lock);
     if (r->ok_without_id)
@@ -498,12 +529,15 @@ static cJSON *run_json(const lg_run_cfg *c, const lg_run_result *r, lg_expect e)
         cJSON_AddNumberToObject(j, "orders_listed", (double)r->orders_listed);
         cJSON_AddNumberToObject(j, "duplicate_order_ids", (double)r->dup_orders);
         cJSON_AddNumberToObject(j, "duplicate_acknowledged_ids", (double)r->dup_ok_ids);
-        cJSON_AddNumberToObject(j, "missing_orders", (double)r->missing);
+        cJSON_AddNumberToObject(j, "acked_lost", (double)r->acked_lost);
+        cJSON_AddNumberToObject(j, "missing_orders", (double)r->acked_lost); /* former name */
         cJSON_AddNumberToObject(j, "unacknowledged_orders", (double)r->unacknowledged);
         cJSON_AddNumberToObject(j, "unknown_outcome_sold", (double)r->unknown_committed);
     } else {
         cJSON_AddStringToObject(j, "audit_error", r->audit_error);
     }
+    cJSON_AddNumberToObject(j, "stock_at_start", (double)r->stock_at_start);
+    cJSON_AddNumberToObject(j, "acked_over_stock", (double)r->acked_over_stock);
     cJSON_AddNumberToObject(j, "lock_lost", (double)r->lock_lost);
     cJSON_AddNumberToObject(j, "deleted_other_lock", (double)r->deleted_other_lock);
     cJSON_AddNumberToObject(j, "ok_without_order_id", (double)r->ok_without_id);
@@ -534,7 +568,7 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
               "redis_unavailable,other_http,transport_errors,elapsed_s,throughput_rps,"
               "p50_ms,p90_ms,p99_ms,max_ms,initial,sold,stock_left,oversold,undersold,"
               "orders_listed,duplicate_order_ids,missing_orders,lock_lost,verdict,expect,"
-              "expect_met,errors,deleted_other_lock,fenced_out\n",
+              "expect_met,errors,deleted_other_lock,fenced_out,acked_lost,acked_over_stock\n",
               o);
     fprintf(o, "%s,%s,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%.3f,%.1f,%.2f,%.2f,%.2f,%.2f,",
             c->mode, c->sku, c->ntargets, c->concurrency, (unsigned long long)r->requests,
@@ -549,16 +583,24 @@ void lg_report_csv(FILE *o, const lg_run_cfg *c, const lg_run_result *r, lg_expe
         fprintf(o, "%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,", (long long)r->audit.initial,
                 (long long)r->audit.sold, (long long)r->audit.stock, (long long)r->audit.oversold,
                 (long long)r->audit.undersold, (unsigned long long)r->orders_listed,
-                (unsigned long long)r->dup_orders, (unsigned long long)r->missing);
+                (unsigned long long)r->dup_orders, (unsigned long long)r->acked_lost);
     else
         fputs(",,,,,,,,", o);
-    fprintf(o, "%llu,%s,%s,%s,%llu,%llu,%llu\n", (unsigned long long)r->lock_lost, verdict(r),
+    fprintf(o, "%llu,%s,%s,%s,%llu,%llu,%llu,", (unsigned long long)r->lock_lost, verdict(r),
             expect_name(e),
             e == LG_EXPECT_NONE  ? ""
             : lg_run_check(r, e) ? "false"
                                  : "true",
             (unsigned long long)lg_run_errors(r), (unsigned long long)r->deleted_other_lock,
             (unsigned long long)r->fenced_out);
+    if (r->audited)
+        fprintf(o, "%llu,", (unsigned long long)r->acked_lost);
+    else
+        fputc(',', o);
+    if (r->stock_at_start >= 0)
+        fprintf(o, "%llu\n", (unsigned long long)r->acked_over_stock);
+    else
+        fputc('\n', o);
 }
 
 /* --- bench --------------------------------------------------------------- */

@@ -35,7 +35,7 @@
 /* What --expect asks of a run (lg_run_check). */
 typedef enum lg_expect {
     LG_EXPECT_NONE = 0, /* nothing: the run's exit status is 0 */
-    LG_EXPECT_SAFE,     /* no oversell, undersell, duplicate or missing order */
+    LG_EXPECT_SAFE,     /* no oversell, undersell, duplicate or lost acknowledged order */
     LG_EXPECT_OVERSELL  /* the audit shows an oversell */
 } lg_expect;
 
@@ -64,6 +64,8 @@ typedef struct lg_run_cfg {
     int trace_marks;                    /* 1: before the burst, read where each target's
                                            trace of sku stands (res->marks), so that
                                            lg_trace_fetch takes the burst's records */
+    const char *acked_out;              /* NULL, or a file lg_run writes every acknowledged
+                                           order id to, one per line, sorted */
     lg_progress_fn progress;            /* may be NULL; on the calling thread */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
@@ -78,6 +80,9 @@ typedef struct lg_run_result {
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
     uint64_t fenced_out;         /* 409s whose error was fenced_out (mode fenced: a
                                     stale holder's write refused); not in sold_out */
+    uint64_t sold_out_local;     /* of sold_out, those answered from an instance's
+                                    local sold-out flag ("local":true: no worker,
+                                    no Redis, not traced) */
     uint64_t not_sent;           /* never sent: the deadline came first */
     uint64_t lock_lost;          /* responses that carried "lock_lost":true */
     uint64_t deleted_other_lock; /* ... "deleted_other_lock":true (setnx: a late
@@ -86,12 +91,25 @@ typedef struct lg_run_result {
     uint64_t dup_ok_ids;         /* an order id acknowledged twice */
     int audited;                 /* audit and orders were read */
     lg_audit audit;
-    uint64_t orders_listed;  /* records in GET /orders */
-    uint64_t dup_orders;     /* repeated ids in the order list */
-    uint64_t missing;        /* acknowledged ids absent from the list */
-    uint64_t unacknowledged; /* listed orders no 200 reported (e.g. a
-                                response lost to a crash or a timeout) */
-    char audit_error[256];   /* why the audit could not be read */
+    uint64_t orders_listed;    /* records in GET /orders */
+    uint64_t dup_orders;       /* repeated ids in the order list */
+    uint64_t acked_lost;       /* acknowledged ids (a 200 named them) absent
+                                  from the final order list: a sale the buyer
+                                  was told of that the books do not have (a
+                                  failover that promoted a replica without
+                                  it). The JSON and CSV also keep this under
+                                  its former name, missing_orders */
+    int64_t stock_at_start;    /* the stock the burst began with: cfg->stock,
+                                  or with cfg->stock < 0 the audit's stock
+                                  read before the burst; -1 when unknown */
+    uint64_t acked_over_stock; /* distinct acknowledged ids beyond
+                                  stock_at_start (0 when it is unknown):
+                                  buyers holding a 200 for a unit that
+                                  never existed. Seen even when the books
+                                  balance, which the audit cannot see */
+    uint64_t unacknowledged;   /* listed orders no 200 reported (e.g. a
+                                  response lost to a crash or a timeout) */
+    char audit_error[256];     /* why the audit could not be read */
     /* Answers that named an error, tallied by (HTTP status, "error" field):
      * the 503s split into redis_unavailable, redis_error, ... and the 4xx
      * (sold_out, lock_busy, limit_reached, ...). At most LG_RUN_MAX_ERRS
@@ -111,7 +129,8 @@ typedef struct lg_run_result {
     uint64_t unknown_committed;
     lg_trace_mark marks[LG_MAX_TARGETS]; /* per target, with cfg->trace_marks */
     int oversold_seen;                   /* audit.oversold > 0 */
-    int safe;                            /* no oversell, undersell, duplicate, missing */
+    int safe;                            /* no oversell, undersell, duplicate,
+                                            acknowledged order lost */
 } lg_run_result;
 
 /* Defaults: mode token, sku "demo", 1000 requests over 100 connections,
@@ -126,7 +145,8 @@ void lg_run_cfg_init(lg_run_cfg *c);
  * an audit that could not be read leaves res->audited 0 and the reason in
  * res->audit_error) or -1 when the run could not happen, with a reason in
  * err: bad cfg (targets, requests, sku, request line too long), out of
- * memory, the reset failed, or the engine could not start. res is zeroed
+ * memory, the reset failed, the engine could not start, or cfg->acked_out
+ * could not be written (the result is filled then too). res is zeroed
  * first in both cases. */
 int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen);
 

@@ -731,10 +731,12 @@ static void classify(fcell *f)
     c->errors = r->redis_unavailable + r->other_http + r->transport_errors;
     c->n503 = r->redis_unavailable;
     c->unacked = r->unacknowledged;
-    char audit[120];
-    snprintf(audit, sizeof audit, "sold %lld/%lld, %llu missing, %llu unacked, %llu 503s",
-             (long long)c->sold, (long long)c->stock, (unsigned long long)c->missing,
-             (unsigned long long)c->unacked, (unsigned long long)c->n503);
+    char audit[160];
+    snprintf(audit, sizeof audit,
+             "sold %lld/%lld, %llu acked_lost, %llu acked_over_stock, %llu unacked, %llu 503s",
+             (long long)c->sold, (long long)c->stock, (unsigned long long)c->acked_lost,
+             (unsigned long long)c->acked_over_stock, (unsigned long long)c->unacked,
+             (unsigned long long)c->n503);
     const char *o;
     if (f->why[0]) {
         o = "error";
@@ -750,7 +752,7 @@ static void classify(fcell *f)
     check_bounds(f);
     if (c->oversold > 0)
         o = "oversell";
-    else if (c->undersold || c->dup || c->missing || r->ok_without_id)
+    else if (c->undersold || c->dup || c->acked_lost || c->acked_over_stock || r->ok_without_id)
         o = "unsafe";
     else if (f->stuck)
         o = "stuck";

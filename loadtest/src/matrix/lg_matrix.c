@@ -44,7 +44,8 @@
  * before its script, so no width of any window can make it oversell; its
  * crash request dies before the script, holding nothing.
  * The fault scenarios (kill, redis-restart, redis-pause) are in lg_fault.c,
- * the Sentinel failover in lg_failover.c.
+ * the Sentinel failover in lg_failover.c, the acknowledged writes a manual
+ * or resumed failover loses in lg_acked.c (every mode on one failover).
  */
 #include "lg_matrix.h"
 
@@ -55,6 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lg_acked.h"
 #include "lg_admin.h"
 #include "lg_failover.h"
 #include "lg_fault.h"
@@ -92,6 +94,8 @@ static const char *expected_of(lg_scenario s, lg_mode m)
 {
     if (s == LG_SCEN_FAILOVER)
         return lg_failover_expected(m);
+    if (lg_scen_is_acked(s))
+        return lg_acked_expected(m);
     /* The limit is checked in the same atomic step as the write: it holds
      * wherever the stock check does on one instance, not under none. An
      * Idempotency-Key's marker and stored outcome need no lock at all. */
@@ -138,12 +142,14 @@ static void classify_burst(lg_cell *c, const lg_run_result *r, lg_scenario scen)
                  (unsigned long long)c->lock_lost);
         return;
     }
-    int clean = c->undersold == 0 && c->dup == 0 && c->missing == 0 && r->ok_without_id == 0;
+    int clean = c->undersold == 0 && c->dup == 0 && c->acked_lost == 0 &&
+                c->acked_over_stock == 0 && r->ok_without_id == 0;
     if (!clean) {
         snprintf(c->outcome, sizeof c->outcome, "unsafe");
         snprintf(c->reason, sizeof c->reason,
-                 "undersold %lld, duplicate ids %llu, missing orders %llu", (long long)c->undersold,
-                 (unsigned long long)c->dup, (unsigned long long)c->missing);
+                 "undersold %lld, duplicate ids %llu, acked_lost %llu, acked_over_stock %llu",
+                 (long long)c->undersold, (unsigned long long)c->dup,
+                 (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock);
         return;
     }
     if (c->sold == c->stock && c->stock_left == 0) {
@@ -343,6 +349,52 @@ static int redlock_cell_runs(const lg_matrix_cfg *cfg, lg_scenario s)
     return cfg->mode_on[LG_MODE_REDLOCK] && cfg->scen_on[s] && !(s == LG_SCEN_MULTI && cfg->target);
 }
 
+static void judge(lg_cell *c, lg_scenario scen, lg_mode mode);
+
+/* manual-failover and resume-failover: every selected mode on one
+ * failover per trial (lg_acked_run), then each cell judged. 0, or -1 when
+ * interrupted (err says so). */
+static int run_acked(mctx *x, lg_scenario s, lg_matrix_result *res, char *err, size_t errlen)
+{
+    const lg_matrix_cfg *cfg = x->cfg;
+    for (int k = 0; k < res->ntrials; k++) {
+        lg_cell *cells[LG_NMODES] = {NULL};
+        for (lg_mode m = 0; m < LG_NMODES; m++)
+            if (cfg->mode_on[m] && (m != LG_MODE_REDLOCK || redlock_cell_runs(cfg, s)))
+                cells[m] = k == 0 ? &res->cell[s][m] : &res->more[k - 1][s][m];
+        if (lg_mx_stopped(x)) {
+            snprintf(err, errlen, "interrupted");
+            return -1;
+        }
+        int r = lg_acked_run(x, s, cells, err, errlen);
+        for (lg_mode m = 0; m < LG_NMODES; m++) {
+            lg_cell *c = cells[m];
+            if (!c)
+                continue;
+            if (lg_mx_stopped(x)) {
+                memset(c, 0, sizeof *c);
+                continue;
+            }
+            if (r < 0) {
+                c->ran = 1;
+                snprintf(c->outcome, sizeof c->outcome, "error");
+                snprintf(c->reason, sizeof c->reason, "%.230s", err);
+            }
+            judge(c, s, m);
+            if (!c->pass)
+                res->mismatches++;
+            lg_mx_log(x, "%-6s %-9s%s expected %-8s measured %-8s %s  %s", lg_scen_names[s],
+                      lg_mode_names[m], res->ntrials > 1 ? " trial" : "", c->expected, c->outcome,
+                      c->pass ? "ok  " : "DIFF", c->reason);
+        }
+        if (lg_mx_stopped(x)) {
+            snprintf(err, errlen, "interrupted");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* expected is one outcome or several separated by '|' */
 static int outcome_matches(const char *expected, const char *outcome)
 {
@@ -511,6 +563,11 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     for (lg_scenario s = 0; s < LG_NSCEN; s++) {
         if (!cfg->scen_on[s])
             continue;
+        if (lg_scen_is_acked(s)) {
+            if (run_acked(&x, s, res, err, errlen) < 0)
+                goto out;
+            continue;
+        }
         if (s == LG_SCEN_SLOW && lg_mx_instance_start(&x, &slow, err, errlen) < 0)
             goto out;
         if (s == LG_SCEN_CRASH && lg_mx_instance_start(&x, &crash, err, errlen) < 0)

@@ -15,13 +15,23 @@
 
 const char *const lg_mode_names[LG_NMODES] = {"none",      "mutex",   "setnx",  "token",
                                               "reentrant", "redlock", "fenced", "lua"};
-const char *const lg_scen_names[LG_NSCEN] = {
-    "race",       "multi",         "slow",
-    "crash",      "nested",        "dup-user",
-    "retry",      "buckets",                              /* the demo */
-    "kill",       "redis-restart", "redis-pause",         /* the faults, lg_fault.c */
-    "failover",                                           /* lg_failover.c */
-    "nodes-down", "node-restart",  "node-restart-delay"}; /* redlock, lg_nodes.c */
+const char *const lg_scen_names[LG_NSCEN] = {"race",
+                                             "multi",
+                                             "slow",
+                                             "crash",
+                                             "nested",
+                                             "dup-user",
+                                             "retry",
+                                             "buckets", /* the demo */
+                                             "kill",
+                                             "redis-restart",
+                                             "redis-pause", /* the faults, lg_fault.c */
+                                             "failover",    /* lg_failover.c */
+                                             "manual-failover",
+                                             "resume-failover", /* lg_acked.c */
+                                             "nodes-down",
+                                             "node-restart",
+                                             "node-restart-delay"}; /* redlock, lg_nodes.c */
 
 void lg_matrix_cfg_init(lg_matrix_cfg *c)
 {
@@ -64,7 +74,7 @@ void lg_matrix_select_faults(lg_matrix_cfg *c)
 static int select_list(const char *list, const char *const *names, int n, int *on, char *err,
                        size_t errlen)
 {
-    int tmp[16] = {0};
+    int tmp[32] = {0};
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
     char *save = NULL;

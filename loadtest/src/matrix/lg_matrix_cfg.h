@@ -46,9 +46,14 @@ typedef enum lg_scenario {
     LG_SCEN_KILL,     /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
-    LG_SCEN_FAILOVER,   /* Sentinel failover loses a held lock (lg_failover.c);
-                           its own topology, only by name: --scenarios failover */
-    LG_SCEN_NODES_DOWN, /* the first of the redlock scenarios (lg_nodes.c) */
+    LG_SCEN_FAILOVER,        /* Sentinel failover loses a held lock (lg_failover.c);
+                                its own topology, only by name: --scenarios failover */
+    LG_SCEN_MANUAL_FAILOVER, /* SENTINEL FAILOVER loses acknowledged orders with
+                                wait_replicas=1, none with all (lg_acked.c); its
+                                own topology, only by name */
+    LG_SCEN_RESUME_FAILOVER, /* the same with the master paused and resumed
+                                during the failover */
+    LG_SCEN_NODES_DOWN,      /* the first of the redlock scenarios (lg_nodes.c) */
     LG_SCEN_NODE_RESTART,
     LG_SCEN_NODE_RESTART_DELAY,
     LG_NSCEN /* how many */
@@ -61,6 +66,14 @@ typedef enum lg_scenario {
 static inline int lg_scen_is_fault(lg_scenario s)
 {
     return s >= LG_SCEN_KILL && s <= LG_SCEN_REDIS_PAUSE;
+}
+
+/* 1 for manual-failover and resume-failover: one topology and one failover
+ * for every mode of the scenario at once (lg_acked.c); selected by name
+ * only. Pure. */
+static inline int lg_scen_is_acked(lg_scenario s)
+{
+    return s == LG_SCEN_MANUAL_FAILOVER || s == LG_SCEN_RESUME_FAILOVER;
 }
 
 /* 1 for nodes-down, node-restart and node-restart-delay: faults of the
@@ -76,7 +89,8 @@ static inline int lg_scen_is_redlock(lg_scenario s)
 /* The names used on the command line, in files and in SKUs, indexed by
  * lg_mode / lg_scenario: "none" .. "reentrant", "redlock", "fenced", "lua",
  * "race" .. "retry", "buckets", "kill" .. "redis-pause", "failover",
- * "nodes-down", "node-restart", "node-restart-delay". */
+ * "manual-failover", "resume-failover", "nodes-down", "node-restart",
+ * "node-restart-delay". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
 
@@ -112,13 +126,27 @@ typedef struct lg_cell {
     int ran;
     const char *expected; /* "oversell", "exact", "stuck", "recovers", "sells", "blocks",
                              "one-each", "duplicates" (dup-user), "once", "twice"
-                             (retry), "safe" (faults) */
-    char outcome[24];     /* measured, same vocabulary, or "short", "unsafe", "error" */
+                             (retry), "safe" (faults), "lost-at-1" (manual-failover,
+                             resume-failover: 200s lost with wait_replicas=1, none
+                             with all) */
+    char outcome[24];     /* measured, same vocabulary, or "short", "unsafe", "error";
+                             "kept" or "lost-at-all" for the two above */
     int pass;
     int64_t stock, sold, stock_left, oversold, undersold;
-    uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup, missing;
+    uint64_t requests, ok, sold_out, lock_busy, errors, lock_lost, dup;
+    uint64_t acked_lost;       /* 200s whose order is not in the final list (the CSV
+                                  also keeps this as missing_orders) */
+    uint64_t acked_over_stock; /* distinct 200s beyond the stock the cell began with */
+    /* manual-failover, resume-failover: acked_lost and acked_over_stock
+     * above are the wait_replicas=1 instance's, these the all instance's;
+     * late_writes are the data writes the old master executed for the
+     * cell's SKUs after the first +switch-master, the last one
+     * late_write_ms after it (-1: not measured) */
+    int64_t acked_lost_all, acked_over_stock_all, late_writes, late_write_ms;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
     uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
+    uint64_t sold_out_local;     /* of sold_out, answered from an instance's local
+                                    sold-out flag (never traced); 0 when not counted */
     uint64_t doubles;            /* retry: buyers with two orders in the run without keys */
     int stuck;                   /* crash: no sale within the window */
     int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */
@@ -137,7 +165,7 @@ typedef struct lg_cell {
     int has_latency;       /* the cell ran a burst: p50_ms, p99_ms are measured */
     double p50_ms, p99_ms; /* purchase latency of the burst, client side */
     int timeline;          /* timeline-<scenario>-<mode>.html written (first trial) */
-    char reason[240];      /* short, measured */
+    char reason[360];      /* short, measured */
 } lg_cell;
 
 typedef struct lg_matrix_result {

@@ -139,8 +139,8 @@ static int nodes_down(mctx *x, lg_cell *c, instance *in, char *err, size_t errle
         return -1;
     int audited = r->audited;
     int exact2 = audited && c->oversold == 0 && c->undersold == 0 && c->dup == 0 &&
-                 c->missing == 0 && r->ok_without_id == 0 && c->sold == c->stock &&
-                 c->stock_left == 0;
+                 c->acked_lost == 0 && c->acked_over_stock == 0 && r->ok_without_id == 0 &&
+                 c->sold == c->stock && c->stock_left == 0;
     if (!audited)
         snprintf(c->reason, sizeof c->reason, "2 of 5 down: no audit: %.150s", r->audit_error);
     else

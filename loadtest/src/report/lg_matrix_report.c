@@ -24,8 +24,11 @@ static const words words_en = {
     {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
      "nested (reenter=2)", "one buy per user (5 clicks)", "client timeout retried",
      "the race in 4 stock buckets", "instance kill -9 (3)", "Redis restart (AOF)",
-     "Redis paused 2 s", "Sentinel failover (lock lost)", "2, then 3 of 5 lock masters down",
-     "lock master restarted empty", "same, redlock.restart_delay_ms"},
+     "Redis paused 2 s", "Sentinel failover (lock lost)",
+     "SENTINEL FAILOVER (200s lost: wait 1 / all)",
+     "master paused, resumed mid-failover (200s lost: wait 1 / all)",
+     "2, then 3 of 5 lock masters down", "lock master restarted empty",
+     "same, redlock.restart_delay_ms"},
     "ok",
     "DIFF",
     "freed",
@@ -35,13 +38,16 @@ static const words words_en = {
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
 static const words words_zh = {
     {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单", "超时重试", "库存分桶",
-     "实例 kill -9", "Redis 重启", "Redis 暂停", "哨兵故障转移", "锁节点宕机", "锁节点重启",
-     "锁节点延迟重启"},
+     "实例 kill -9", "Redis 重启", "Redis 暂停", "哨兵故障转移", "手动故障转移", "主库暂停后恢复",
+     "锁主节点宕机", "锁主节点重启", "锁主节点延迟重启"},
     {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
      "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）", "客户端超时后重试",
      "库存分 4 桶时的并发竞争", "实例被 kill -9（3 个实例）", "Redis 重启（AOF）",
-     "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）", "5 个锁节点先宕 2 个、再宕 3 个",
-     "锁节点无持久化重启", "同上，加 redlock.restart_delay_ms"},
+     "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）",
+     "SENTINEL FAILOVER（确认后丢单：等 1 个 / 全部副本）",
+     "主库暂停、故障转移中恢复（确认后丢单：等 1 个 / 全部副本）",
+     "5 个锁主节点先宕 2 个、再宕 3 个", "锁主节点无持久化重启",
+     "同上，加 redlock.restart_delay_ms"},
     "符合",
     "不符",
     "释放",
@@ -63,13 +69,25 @@ static const char *scen_short(const words *w, lg_scenario s)
  * stay as they are. */
 static const char *outcome_word(lg_report_lang lang, const char *o)
 {
-    static const char *const zh[][2] = {
-        {"oversell", "超卖"},     {"exact", "准确"},          {"stuck", "卡死"},
-        {"recovers", "恢复"},     {"sells", "正常售出"},      {"blocks", "阻塞"},
-        {"safe", "安全"},         {"late", "超时"},           {"missed", "错过"},
-        {"short", "未售罄"},      {"unsafe", "不安全"},       {"error", "出错"},
-        {"one-each", "每人一单"}, {"duplicates", "重复购买"}, {"once", "只买一次"},
-        {"twice", "重复下单"}};
+    static const char *const zh[][2] = {{"oversell", "超卖"},
+                                        {"exact", "准确"},
+                                        {"stuck", "卡死"},
+                                        {"recovers", "恢复"},
+                                        {"sells", "正常售出"},
+                                        {"blocks", "阻塞"},
+                                        {"safe", "安全"},
+                                        {"late", "超时"},
+                                        {"missed", "错过"},
+                                        {"short", "未售罄"},
+                                        {"unsafe", "不安全"},
+                                        {"error", "出错"},
+                                        {"one-each", "每人一单"},
+                                        {"duplicates", "重复购买"},
+                                        {"once", "只买一次"},
+                                        {"twice", "重复下单"},
+                                        {"lost-at-1", "等 1 个副本时丢单"},
+                                        {"lost-at-all", "等全部副本仍丢单"},
+                                        {"kept", "未丢单"}};
     if (lang != LG_LANG_ZH)
         return o;
     for (size_t i = 0; i < sizeof zh / sizeof zh[0]; i++)
@@ -203,12 +221,13 @@ static void put_header(FILE *o, const col *c, size_t n)
 /* The scenarios whose cells carry the fault timings (fault_ms .. resume_ms). */
 static int timed(lg_scenario s)
 {
-    return lg_scen_is_fault(s) || s == LG_SCEN_FAILOVER;
+    return lg_scen_is_fault(s) || s == LG_SCEN_FAILOVER || lg_scen_is_acked(s);
 }
 
 static int has_timed(const lg_matrix_cfg *cfg)
 {
-    return lg_matrix_has_faults(cfg) || cfg->scen_on[LG_SCEN_FAILOVER];
+    return lg_matrix_has_faults(cfg) || cfg->scen_on[LG_SCEN_FAILOVER] ||
+           cfg->scen_on[LG_SCEN_MANUAL_FAILOVER] || cfg->scen_on[LG_SCEN_RESUME_FAILOVER];
 }
 
 static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf, size_t len)
@@ -230,6 +249,12 @@ static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, cha
                      (long long)c->reconnect_ms);
         else
             snprintf(buf, len, "%s %s 503 %lldms", verdict, outcome, (long long)c->failfast_ms);
+        return;
+    }
+    if (lg_scen_is_acked(s) && strcmp(c->outcome, "error") != 0) {
+        /* acknowledged orders lost with wait_replicas=1 / with all */
+        snprintf(buf, len, "%s %s %llu/%lld", verdict, outcome, (unsigned long long)c->acked_lost,
+                 (long long)c->acked_lost_all);
         return;
     }
     if (s == LG_SCEN_FAILOVER && c->fault_ms >= 0) {
@@ -307,14 +332,14 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
     fputs(zh ? "（格子：符合/不符 = 是否与预期一致，实测结果，售出/库存或恢复耗时）\n\n"
              : "(cells: ok/DIFF vs expected, measured outcome, sold/stock or recovery time)\n\n",
           o);
-    static const col cells_en[] = {{"scenario", 13, 0}, {"mode", 9, 0},      {"expected", 10, 0},
-                                   {"measured", 8, 0},  {"oversold", 8, 1},  {"undersold", 9, 1},
-                                   {"lock_busy", 9, 1}, {"lock_lost", 9, 1}, {"del_other", 9, 1},
-                                   {"reason", 0, 0}};
-    static const col cells_zh[] = {{"场景", 13, 0},       {"模式", 9, 0},   {"预期", 10, 0},
-                                   {"实测", 8, 0},        {"超卖", 8, 1},   {"少卖", 9, 1},
-                                   {"锁忙", 9, 1},        {"锁失效", 9, 1}, {"误删他锁", 9, 1},
-                                   {"原因（英文）", 0, 0}};
+    static const col cells_en[] = {
+        {"scenario", 13, 0}, {"mode", 9, 0},        {"expected", 10, 0},   {"measured", 8, 0},
+        {"oversold", 8, 1},  {"undersold", 9, 1},   {"lock_busy", 9, 1},   {"lock_lost", 9, 1},
+        {"del_other", 9, 1}, {"acked_lost", 10, 1}, {"over_stock", 10, 1}, {"reason", 0, 0}};
+    static const col cells_zh[] = {
+        {"场景", 13, 0},    {"模式", 9, 0},        {"预期", 10, 0},     {"实测", 8, 0},
+        {"超卖", 8, 1},     {"少卖", 9, 1},        {"锁忙", 9, 1},      {"锁失效", 9, 1},
+        {"误删他锁", 9, 1}, {"确认后丢单", 10, 1}, {"超出库存", 10, 1}, {"原因（英文）", 0, 0}};
     put_header(o, zh ? cells_zh : cells_en, sizeof cells_en / sizeof cells_en[0]);
     fputc('\n', o);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
@@ -330,9 +355,10 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
             put_left(o, expected_text(lang, c->expected, e, sizeof e), 10);
             fputc(' ', o);
             put_left(o, outcome_word(lang, c->outcome), 8);
-            fprintf(o, " %8lld %9lld %9llu %9llu %9llu %s\n", (long long)c->oversold,
+            fprintf(o, " %8lld %9lld %9llu %9llu %9llu %10llu %10llu %s\n", (long long)c->oversold,
                     (long long)c->undersold, (unsigned long long)c->lock_busy,
                     (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
+                    (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock,
                     c->reason);
         }
     if (has_timed(cfg)) {
@@ -467,15 +493,15 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
     if (zh)
         fputs("\n## 每个格子的明细\n\n原因一栏由矩阵按英文写出。\n\n"
               "| 场景 | 模式 | 预期 | 实测 | 售出 / 库存 | 超卖 | 少卖 | 锁忙（429） | 锁失效 | "
-              "误删他人的锁 | 恢复耗时 ms | 原因 |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              "误删他人的锁 | 确认后丢单 | 超出库存的确认 | 恢复耗时 ms | 原因 |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               f);
     else
-        fputs(
-            "\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
-            "undersold | lock_busy | lock_lost | deleted another's lock | recovery ms | reason |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-            f);
+        fputs("\n## Cells\n\n| scenario | mode | expected | measured | sold / stock | oversold | "
+              "undersold | lock_busy | lock_lost | deleted another's lock | acked_lost | "
+              "acked_over_stock | recovery ms | reason |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+              f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             const lg_cell *c = &r->cell[s][m];
@@ -483,13 +509,16 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
                 continue;
             char e[64];
             const char *diff = zh ? " **不符**" : " **DIFF**";
-            fprintf(f, "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | ",
-                    scen_short(w, s), lg_mode_names[m],
-                    expected_text(lang, c->expected, e, sizeof e), outcome_word(lang, c->outcome),
-                    c->pass ? "" : diff, (long long)c->sold, (long long)c->stock,
-                    (long long)c->oversold, (long long)c->undersold,
-                    (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
-                    (unsigned long long)c->deleted_other_lock);
+            fprintf(
+                f,
+                "| %s | %s | %s | %s%s | %lld / %lld | %lld | %lld | %llu | %llu | %llu | %llu | "
+                "%llu | ",
+                scen_short(w, s), lg_mode_names[m], expected_text(lang, c->expected, e, sizeof e),
+                outcome_word(lang, c->outcome), c->pass ? "" : diff, (long long)c->sold,
+                (long long)c->stock, (long long)c->oversold, (long long)c->undersold,
+                (unsigned long long)c->lock_busy, (unsigned long long)c->lock_lost,
+                (unsigned long long)c->deleted_other_lock, (unsigned long long)c->acked_lost,
+                (unsigned long long)c->acked_over_stock);
             if (c->recovery_ms >= 0)
                 fprintf(f, "%lld", (long long)c->recovery_ms);
             else if (c->stuck)
@@ -549,9 +578,10 @@ static int write_csv(const char *path, const lg_matrix_result *r)
     fputs(trials > 1 ? "scenario,mode,trial," : "scenario,mode,", f);
     fputs("expected,measured,pass,stock,sold,stock_left,oversold,undersold,"
           "requests,ok,sold_out,lock_busy,errors,lock_lost,deleted_other_lock,duplicate_ids,"
-          "missing_orders,stuck,"
+          "missing_orders,acked_lost,acked_over_stock,stuck,"
           "recovery_ms,elapsed_s,redis_unavailable,unacknowledged,fault_ms,freed_ms,"
-          "failfast_ms,reconnect_ms,resume_ms,reason\n",
+          "failfast_ms,reconnect_ms,resume_ms,acked_lost_all,acked_over_stock_all,late_writes,"
+          "late_write_ms,reason\n",
           f);
     for (lg_scenario s = 0; s < LG_NSCEN; s++)
         for (lg_mode m = 0; m < LG_NMODES; m++)
@@ -564,15 +594,16 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                     fprintf(f, "%d,", k + 1);
                 fprintf(f,
                         "%s,%s,%s,%lld,%lld,%lld,%lld,%lld,%llu,%llu,%llu,%llu,%llu,%llu,"
-                        "%llu,%llu,%llu,%d,%lld,%.3f,",
+                        "%llu,%llu,%llu,%llu,%llu,%d,%lld,%.3f,",
                         c->expected, c->outcome, c->pass ? "true" : "false", (long long)c->stock,
                         (long long)c->sold, (long long)c->stock_left, (long long)c->oversold,
                         (long long)c->undersold, (unsigned long long)c->requests,
                         (unsigned long long)c->ok, (unsigned long long)c->sold_out,
                         (unsigned long long)c->lock_busy, (unsigned long long)c->errors,
                         (unsigned long long)c->lock_lost, (unsigned long long)c->deleted_other_lock,
-                        (unsigned long long)c->dup, (unsigned long long)c->missing, c->stuck,
-                        (long long)c->recovery_ms, c->elapsed_s);
+                        (unsigned long long)c->dup, (unsigned long long)c->acked_lost,
+                        (unsigned long long)c->acked_lost, (unsigned long long)c->acked_over_stock,
+                        c->stuck, (long long)c->recovery_ms, c->elapsed_s);
                 if (timed(s)) {
                     const int64_t ms[5] = {c->fault_ms, c->freed_ms, c->failfast_ms,
                                            c->reconnect_ms, c->resume_ms};
@@ -586,6 +617,12 @@ static int write_csv(const char *path, const lg_matrix_result *r)
                 } else {
                     fputs(",,,,,,,", f);
                 }
+                if (lg_scen_is_acked(s))
+                    fprintf(f, "%lld,%lld,%lld,%lld,", (long long)c->acked_lost_all,
+                            (long long)c->acked_over_stock_all, (long long)c->late_writes,
+                            (long long)c->late_write_ms);
+                else
+                    fputs(",,,,", f);
                 csv_field(f, c->reason);
                 fputc('\n', f);
             }
@@ -606,6 +643,9 @@ static const char *svg_note_caption(lg_report_lang lang, lg_scenario s)
     case LG_SCEN_REDIS_PAUSE:
         return zh ? "标注：暂停期间 503 的耗时上限" : "label: 503 while paused within";
     case LG_SCEN_FAILOVER: return zh ? "标注：故障转移耗时" : "label: the failover took";
+    case LG_SCEN_MANUAL_FAILOVER:
+    case LG_SCEN_RESUME_FAILOVER:
+        return zh ? "标注：确认后丢单（等 1 个 / 全部副本）" : "label: 200s lost, wait 1 / all";
     default: return NULL;
     }
 }
@@ -621,7 +661,10 @@ static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *
                  : s == LG_SCEN_REDIS_PAUSE   ? c->failfast_ms
                  : s == LG_SCEN_FAILOVER      ? c->fault_ms
                                               : -1;
-    if (!strcmp(c->outcome, "stuck"))
+    if (lg_scen_is_acked(s) && strcmp(c->outcome, "error") != 0)
+        snprintf(b, len, "%llu/%lld", (unsigned long long)c->acked_lost,
+                 (long long)c->acked_lost_all);
+    else if (!strcmp(c->outcome, "stuck"))
         snprintf(b, len, "%s", outcome_word(lang, "stuck"));
     else if (ms >= 0 && (c->oversold == 0 || s == LG_SCEN_FAILOVER))
         snprintf(b, len, "%lldms", (long long)ms);
@@ -630,11 +673,46 @@ static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *
     return 1;
 }
 
-/* Grouped bars: one group per scenario, one bar per mode, height =
- * sold / stock (the dashed line is the stock); red = oversold, green =
- * exactly the stock, grey = nothing sold (stuck / blocks), orange = other.
- * The Chinese one declares UTF-8 and names CJK fonts first: an SVG viewer
- * whose plain sans-serif has no CJK glyphs would draw boxes. */
+/* The SVG is a slide: a canvas of SVG_W x SVG_H (16:9) whatever the
+ * selection, the scenario groups in a grid of at most four columns (rows
+ * as few as fit), one bar per selected mode, a legend under them. Bar
+ * height = sold / stock (the dashed line is the stock); red = oversold,
+ * green = exactly the stock, grey = nothing sold (stuck / blocks), orange
+ * = other. The Chinese one declares UTF-8 and names CJK fonts first: an
+ * SVG viewer whose plain sans-serif has no CJK glyphs would draw boxes. */
+#define SVG_W 1600
+#define SVG_H 900
+
+/* The legend under the grid: the colours, the dashed stock line, what the
+ * labels above and under the bars mean. */
+static void svg_legend(FILE *f, int zh, int y)
+{
+    static const char *const color[] = {"#d62728", "#2ca02c", "#9e9e9e", "#ff7f0e"};
+    static const char *const en[] = {"oversold: sold more than the stock", "exact: sold the stock",
+                                     "nothing sold (stuck, blocks)",
+                                     "other (sold less than the stock)"};
+    static const char *const cn[] = {"超卖：售出多于库存", "准确：恰好卖完库存",
+                                     "一件没卖出（卡死、阻塞）", "其他（售出少于库存）"};
+    int x = 70;
+    for (int i = 0; i < 4; i++) {
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"12\" fill=\"%s\"/>"
+                "<text x=\"%d\" y=\"%d\">%s</text>\n",
+                x, y - 11, color[i], x + 24, y, zh ? cn[i] : en[i]);
+        x += zh ? 250 : 290;
+    }
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\" "
+            "stroke-dasharray=\"6,4\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+            x, y - 5, x + 30, y - 5, x + 36, y, zh ? "库存" : "the stock");
+    fprintf(f, "<text x=\"70\" y=\"%d\" fill=\"#333\">%s</text>\n", y + 24,
+            zh ? "柱上的 12/10 = 售出 / 库存；其上的毫秒数见各场景名下的标注；模式名后的"
+                 "“（不符）”= 实测结果与预期（README.zh.md 的表）不一致，没有标记即符合预期"
+               : "12/10 above a bar = sold / stock; a time in ms above it is what the caption "
+                 "under the scenario says; \"(DIFF)\" after a mode = the measured outcome is not "
+                 "the expected one (README.md's table); no mark = as expected");
+}
+
 static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_result *r,
                      lg_report_lang lang)
 {
@@ -643,8 +721,10 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    int nscen = 0;
+    int nscen = 0, nmodes = 0;
     double maxratio = 2.0;
+    for (lg_mode m = 0; m < LG_NMODES; m++)
+        nmodes += cfg->mode_on[m] != 0;
     for (lg_scenario s = 0; s < LG_NSCEN; s++) {
         if (!cfg->scen_on[s])
             continue;
@@ -657,67 +737,69 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
     }
     if (maxratio > 12)
         maxratio = 12; /* taller bars are clipped, their label says the truth */
-    /* a bar and its gap fit a "1000/1000" label at 9 px */
-    const int left = 60, top = 60, ph = 320, bw = 34, gap = 14, gw = LG_NMODES * (bw + gap) + 24;
-    int width = left + (nscen ? nscen : 1) * gw + 20, height = top + ph + 110;
-    if (width < 780)
-        width = 780; /* the subtitle */
+    if (nmodes < 1)
+        nmodes = 1;
+    int rows = nscen > 4 ? (nscen + 3) / 4 : 1;
+    int cols = nscen > 4 ? (nscen + rows - 1) / rows : (nscen ? nscen : 1);
+    /* the grid: a row is the labels above the bars, the plot, then the
+     * rotated mode names, the scenario's name and its caption */
+    const int left = 70, right = 20, top = 64, legend = 74, above = 30, below = 100;
+    double gw = (double)(SVG_W - left - right) / cols;
+    double rowh = (double)(SVG_H - top - legend) / rows;
+    double ph = rowh - above - below;
+    double slot = (gw - 24) / nmodes, bw = slot * 0.7 > 60 ? 60 : slot * 0.7;
+    int small = slot < 56; /* "1000/1000" and "1005ms" at 9 px instead of 11 */
     if (zh)
         fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"%s\" font-size=\"11\">\n",
-            width, height, width, height,
+            "viewBox=\"0 0 %d %d\" font-family=\"%s\" font-size=\"13\">\n",
+            SVG_W, SVG_H, SVG_W, SVG_H,
             zh ? "'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', "
                  "'PingFang SC', 'Microsoft YaHei', sans-serif"
                : "sans-serif");
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    if (zh) {
+    if (zh)
         fprintf(f,
-                "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha："
+                "<text x=\"%d\" y=\"38\" font-size=\"24\" font-weight=\"bold\">miaosha："
                 "各锁模式在各场景下的售出量与库存%s</text>\n",
                 left, cfg->quick ? "（快速）" : "");
+    else
         fprintf(f,
-                "<text x=\"%d\" y=\"42\" fill=\"#555\">柱高 = 售出 / 库存；虚线 = 库存；"
-                "红 = 超卖，绿 = 准确（恰好卖完库存），灰 = 一件没卖出，橙 = 其他</text>\n",
-                left);
-    } else {
-        fprintf(f,
-                "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha: sold "
+                "<text x=\"%d\" y=\"38\" font-size=\"24\" font-weight=\"bold\">miaosha: sold "
                 "vs stock per lock mode and scenario%s</text>\n",
                 left, cfg->quick ? " (quick)" : "");
-        fprintf(f,
-                "<text x=\"%d\" y=\"42\" fill=\"#555\">bar = sold / stock; dashed line = "
-                "stock; red = oversold, green = exact, grey = nothing sold, orange = "
-                "other</text>\n",
-                left);
-    }
-    /* axis */
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, top,
-            left, top + ph);
-    for (int t = 0; t <= (int)maxratio; t++) {
-        double y = top + ph - ph * (double)t / maxratio;
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%dx</text>\n", left - 6, y + 4,
-                t);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", left, y,
-                width - 20, y);
-    }
-    double ystock = top + ph - ph * 1.0 / maxratio;
-    fprintf(f,
-            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
-            "stroke-dasharray=\"6,4\"/>\n",
-            left, ystock, width - 20, ystock);
     int g = 0;
     for (lg_scenario s = 0; s < LG_NSCEN; s++) {
         if (!cfg->scen_on[s])
             continue;
-        int gx = left + 10 + g * gw;
+        int grow = g / cols, gcol = g % cols;
+        double y0 = top + grow * rowh + above, ybase = y0 + ph;
+        double gx = left + gcol * gw + 12;
+        if (gcol == 0) {
+            /* this row's axis, grid and stock line */
+            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\"/>\n",
+                    left, y0, left, ybase);
+            int step = maxratio > 6 ? 2 : 1;
+            for (int t = 0; t <= (int)maxratio; t += step) {
+                double y = ybase - ph * (double)t / maxratio;
+                fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%dx</text>\n", left - 6,
+                        y + 4, t);
+                fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                        left, y, SVG_W - right, y);
+            }
+            double ystock = ybase - ph / maxratio;
+            fprintf(f,
+                    "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
+                    "stroke-dasharray=\"6,4\"/>\n",
+                    left, ystock, SVG_W - right, ystock);
+        }
         int bi = 0;
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             if (!cfg->mode_on[m])
                 continue;
             const lg_cell *c = &r->cell[s][m];
-            int x = gx + bi * (bw + gap);
+            double x = gx + bi * slot + (slot - bw) / 2; /* centred in its slot */
             bi++;
             if (!c->ran)
                 continue;
@@ -731,41 +813,44 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
             if (h < 2)
                 h = 2;
             fprintf(f,
-                    "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                     "<title>%s / %s: ",
-                    x, top + ph - h, bw, h, color, scen_short(w, s), lg_mode_names[m]);
+                    x, ybase - h, bw, h, color, scen_short(w, s), lg_mode_names[m]);
             xml_text(f, c->reason);
             fputs("</title></rect>\n", f);
             fprintf(f,
-                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%lld/%lld"
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\">%lld/%lld"
                     "</text>\n",
-                    x + bw / 2, top + ph - h - 4, (long long)c->sold, (long long)c->stock);
+                    x + bw / 2, ybase - h - 4, small ? 9 : 11, (long long)c->sold,
+                    (long long)c->stock);
             char b[32];
             if (svg_note(lang, s, c, b, sizeof b)) {
                 fprintf(f,
-                        "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\" "
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\" "
                         "fill=\"#333\">%s</text>\n",
-                        x + bw / 2, top + ph - h - 15, b);
+                        x + bw / 2, ybase - h - (small ? 15 : 17), small ? 9 : 11, b);
             }
             fprintf(f,
-                    "<text transform=\"translate(%d,%d) rotate(45)\" font-size=\"10\">%s%s"
+                    "<text transform=\"translate(%.1f,%.1f) rotate(45)\" font-size=\"11\">%s%s"
                     "</text>\n",
-                    x + 8, top + ph + 8, lg_mode_names[m],
+                    x + bw / 2 - 3, ybase + 10, lg_mode_names[m],
                     c->pass ? ""
                     : zh    ? "（不符）"
                             : " (DIFF)");
         }
+        double cx = gx + nmodes * slot / 2;
         fprintf(f,
-                "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n",
-                gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 90,
-                zh ? w->scen_title[s] : lg_scen_names[s]);
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-weight=\"bold\" "
+                "font-size=\"14\">%s</text>\n",
+                cx, ybase + below - 22, zh ? w->scen_title[s] : lg_scen_names[s]);
         if (svg_note_caption(lang, s))
             fprintf(f,
-                    "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"9\" "
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
                     "fill=\"#555\">%s</text>\n",
-                    gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 103, svg_note_caption(lang, s));
+                    cx, ybase + below - 7, svg_note_caption(lang, s));
         g++;
     }
+    svg_legend(f, zh, SVG_H - legend + 30);
     fputs("</svg>\n", f);
     return fclose(f) == 0 ? 0 : -1;
 }

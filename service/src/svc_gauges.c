@@ -1,0 +1,296 @@
+/* svc_gauges.c — the per-SKU audit gauges of /metrics (svc_gauges.h).
+ *
+ * The table: max_skus slots, each a SKU name and the values its last read
+ * found. A slot's name is written only under mu; its hash and its
+ * last-seen time are atomics, so svc_gauges_seen can recognise a tracked
+ * SKU and renew it without the mutex (a purchase path calls it). Two SKUs
+ * with one 64-bit hash would share a slot: the second would stay
+ * untracked, nothing worse. */
+#include "svc_gauges.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "svc_check.h"
+#include "svc_keys.h"
+
+typedef struct slot {
+    _Atomic uint64_t hash;     /* 0: empty */
+    _Atomic int64_t seen_ms;   /* last seen, lc_now_ms */
+    char sku[SVC_SKU_MAX + 1]; /* under mu */
+    bool have;                 /* the last read found a stock: the values hold */
+    long long stock, initial, sold;
+} slot;
+
+static slot *slots;
+static int nslots, period_ms, started;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv;
+static int stop; /* under mu */
+static pthread_t thread;
+static lc_client *client;
+
+/* FNV-1a, never 0 (0 marks an empty slot). */
+static uint64_t hash_of(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+void svc_gauges_seen(const char *sku)
+{
+    if (nslots == 0)
+        return;
+    uint64_t h = hash_of(sku);
+    int64_t now = lc_now_ms();
+    for (int i = 0; i < nslots; i++)
+        if (atomic_load_explicit(&slots[i].hash, memory_order_acquire) == h) {
+            atomic_store_explicit(&slots[i].seen_ms, now, memory_order_relaxed);
+            return;
+        }
+    SVC_PT(pthread_mutex_lock(&mu));
+    int pick = -1;
+    for (int i = 0; i < nslots && pick < 0; i++)
+        if (atomic_load_explicit(&slots[i].hash, memory_order_relaxed) == h)
+            pick = i; /* another thread added it meanwhile */
+    if (pick < 0) {
+        /* An empty slot, else the least recently seen SKU's. */
+        pick = 0;
+        for (int i = 0; i < nslots; i++) {
+            if (atomic_load_explicit(&slots[i].hash, memory_order_relaxed) == 0) {
+                pick = i;
+                break;
+            }
+            if (atomic_load_explicit(&slots[i].seen_ms, memory_order_relaxed) <
+                atomic_load_explicit(&slots[pick].seen_ms, memory_order_relaxed))
+                pick = i;
+        }
+        snprintf(slots[pick].sku, sizeof slots[pick].sku, "%s", sku);
+        slots[pick].have = false;
+        atomic_store_explicit(&slots[pick].hash, h, memory_order_release);
+    }
+    atomic_store_explicit(&slots[pick].seen_ms, now, memory_order_relaxed);
+    SVC_PT(pthread_mutex_unlock(&mu));
+}
+
+/* --- the reader ---------------------------------------------------------- */
+
+static int as_ll(const redisReply *rep, long long *out)
+{
+    if (rep->type == REDIS_REPLY_NIL) {
+        *out = 0;
+        return 0;
+    }
+    if (rep->type != REDIS_REPLY_STRING)
+        return -1;
+    char *end = NULL;
+    *out = strtoll(rep->str, &end, 10);
+    return end != rep->str && *end == '\0' ? 0 : -1;
+}
+
+/* One read of every tracked SKU: three GETs each, one round trip; the
+ * values go back to the slots still holding the same SKU. */
+static void read_all(lc_conn **conn)
+{
+    char(*names)[SVC_SKU_MAX + 1] = calloc((size_t)nslots, sizeof *names);
+    long long(*vals)[3] = calloc((size_t)nslots, sizeof *vals);
+    bool *got = calloc((size_t)nslots, sizeof *got);
+    int n = 0;
+    if (names == NULL || vals == NULL || got == NULL)
+        goto out;
+    SVC_PT(pthread_mutex_lock(&mu));
+    for (int i = 0; i < nslots; i++)
+        if (atomic_load_explicit(&slots[i].hash, memory_order_relaxed) != 0)
+            memcpy(names[n++], slots[i].sku, sizeof names[0]);
+    SVC_PT(pthread_mutex_unlock(&mu));
+    if (n == 0)
+        goto out;
+    if (*conn == NULL && lc_conn_new(client, conn) != LC_OK)
+        goto out;
+    redisContext *ctx = lc_conn_redis(*conn);
+    if (ctx == NULL)
+        goto out;
+    static const char *const keys[3] = {"stock", "initial", "sold"};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            char key[SVC_KEY_MAX];
+            svc_key(key, names[i], keys[k]);
+            redisAppendCommand(ctx, "GET %s", key);
+        }
+    bool broken = false;
+    for (int i = 0; i < n; i++) {
+        bool ok = true;
+        for (int k = 0; k < 3; k++) {
+            void *rep = NULL;
+            if (broken || redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
+                broken = true; /* lc_conn_redis reconnects next time */
+                ok = false;
+                continue;
+            }
+            const redisReply *r = rep;
+            if (k == 0 && r->type == REDIS_REPLY_NIL)
+                ok = false; /* no stock key: not a SKU (any more) */
+            else if (as_ll(r, &vals[i][k]) != 0)
+                ok = false;
+            freeReplyObject(rep);
+        }
+        got[i] = ok;
+    }
+out:
+    if (names != NULL && vals != NULL && got != NULL) {
+        SVC_PT(pthread_mutex_lock(&mu));
+        for (int s = 0; s < nslots; s++) {
+            if (atomic_load_explicit(&slots[s].hash, memory_order_relaxed) == 0)
+                continue;
+            bool have = false;
+            for (int i = 0; i < n; i++)
+                if (strcmp(slots[s].sku, names[i]) == 0 && got[i]) {
+                    slots[s].stock = vals[i][0];
+                    slots[s].initial = vals[i][1];
+                    slots[s].sold = vals[i][2];
+                    have = true;
+                }
+            slots[s].have = have;
+        }
+        SVC_PT(pthread_mutex_unlock(&mu));
+    }
+    free(names);
+    free(vals);
+    free(got);
+}
+
+static void *reader(void *arg)
+{
+    (void)arg;
+    lc_conn *conn = NULL;
+    SVC_PT(pthread_mutex_lock(&mu));
+    while (!stop) {
+        SVC_PT(pthread_mutex_unlock(&mu));
+        read_all(&conn);
+        /* lc_now_us is CLOCK_MONOTONIC, the condition variable's clock */
+        int64_t due_us = lc_now_us() + (int64_t)period_ms * 1000;
+        struct timespec ts = {(time_t)(due_us / 1000000), (long)(due_us % 1000000) * 1000};
+        SVC_PT(pthread_mutex_lock(&mu));
+        int rc = 0;
+        while (!stop && rc != ETIMEDOUT) {
+            rc = pthread_cond_timedwait(&cv, &mu, &ts);
+            SVC_ASSERT(rc == 0 || rc == ETIMEDOUT);
+        }
+    }
+    SVC_PT(pthread_mutex_unlock(&mu));
+    lc_conn_free(conn);
+    return NULL;
+}
+
+int svc_gauges_start(const lc_options *lo, int max_skus, int refresh_ms)
+{
+    char err[LC_ERRSTR_LEN];
+    if (max_skus <= 0)
+        return 0;
+    slots = calloc((size_t)max_skus, sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    if (lc_client_new(lo, &client, err, sizeof err) != LC_OK) {
+        free(slots);
+        slots = NULL;
+        return -1;
+    }
+    pthread_condattr_t ca;
+    SVC_PT(pthread_condattr_init(&ca));
+    SVC_PT(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC));
+    SVC_PT(pthread_cond_init(&cv, &ca));
+    SVC_PT(pthread_condattr_destroy(&ca));
+    period_ms = refresh_ms;
+    nslots = max_skus;
+    if (pthread_create(&thread, NULL, reader, NULL) != 0) {
+        nslots = 0;
+        lc_client_free(client);
+        client = NULL;
+        free(slots);
+        slots = NULL;
+        return -1;
+    }
+    started = 1;
+    return 0;
+}
+
+void svc_gauges_stop(void)
+{
+    if (!started)
+        return;
+    SVC_PT(pthread_mutex_lock(&mu));
+    stop = 1;
+    SVC_PT(pthread_cond_signal(&cv));
+    SVC_PT(pthread_mutex_unlock(&mu));
+    SVC_PT(pthread_join(thread, NULL));
+    lc_client_free(client);
+    client = NULL;
+    started = 0;
+    /* The table stays: an HTTP thread may still render it. */
+}
+
+/* --- the rendering ------------------------------------------------------- */
+
+typedef struct row {
+    char sku[SVC_SKU_MAX + 1];
+    long long v[4]; /* stock, sold, oversold, undersold */
+} row;
+
+static int by_sku(const void *a, const void *b)
+{
+    return strcmp(((const row *)a)->sku, ((const row *)b)->sku);
+}
+
+void svc_gauges_render(svc_buf *b)
+{
+    if (nslots == 0)
+        return;
+    row *rows = calloc((size_t)nslots, sizeof *rows);
+    if (rows == NULL) {
+        b->oom = 1;
+        return;
+    }
+    int n = 0;
+    SVC_PT(pthread_mutex_lock(&mu));
+    for (int i = 0; i < nslots; i++) {
+        const slot *s = &slots[i];
+        if (atomic_load_explicit(&s->hash, memory_order_relaxed) == 0 || !s->have)
+            continue;
+        long long taken = s->initial - s->stock, over = s->sold - taken, under = taken - s->sold;
+        memcpy(rows[n].sku, s->sku, sizeof rows[n].sku);
+        rows[n].v[0] = s->stock;
+        rows[n].v[1] = s->sold;
+        rows[n].v[2] = over > 0 ? over : 0;
+        rows[n].v[3] = under > 0 ? under : 0;
+        n++;
+    }
+    SVC_PT(pthread_mutex_unlock(&mu));
+    qsort(rows, (size_t)n, sizeof *rows, by_sku);
+    static const struct {
+        const char *name, *help;
+    } fam[4] = {
+        {"miaosha_stock", "The SKU's stock counter in Redis (GET /stock/{sku} stock)."},
+        {"miaosha_sold", "Units the SKU's purchases recorded as sold (GET /stock/{sku} sold)."},
+        {"miaosha_oversold",
+         "Units sold that the stock counter never lost: max(0, sold - (initial - stock)), the "
+         "race."},
+        {"miaosha_undersold",
+         "Stock that left without a recorded sale: max(0, (initial - stock) - sold)."},
+    };
+    for (int f = 0; f < 4; f++) {
+        svc_buf_printf(b,
+                       "# HELP %s %s Read from Redis every metrics.refresh_ms.\n# TYPE %s gauge\n",
+                       fam[f].name, fam[f].help, fam[f].name);
+        for (int i = 0; i < n; i++) /* a SKU is [A-Za-z0-9_-]: nothing to escape */
+            svc_buf_printf(b, "%s{sku=\"%s\"} %lld\n", fam[f].name, rows[i].sku, rows[i].v[f]);
+    }
+    free(rows);
+}
