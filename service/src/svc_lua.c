@@ -446,12 +446,15 @@ static int lua_buckets(lua_purchase *lp, lc_conn *conn)
 }
 
 /* After a try whose bucket was sold out: the next bucket, while one is
- * left, each its own round trip. Returns the last try's outcome, or how
- * the search ended. */
+ * left, each its own round trip. A bucket whose stock key is gone (the
+ * script's unknown SKU) was deleted by a reset that changed the bucket
+ * count: empty too, never a 404 for a SKU in buckets (as in
+ * svc_purchase.c). Returns the last try's outcome, or how the search
+ * ended. */
 static purchase_result other_buckets(lua_purchase *lp, lc_conn *conn, const char *rec,
                                      purchase_result res)
 {
-    while (res == PR_SOLD_OUT && bucketed(lp)) {
+    while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU) && bucketed(lp)) {
         int last = lp->o.bucket;
         svc_bucket_mark_empty(lp->r->sku, lp->lay_gen, last);
         lp->probes++;

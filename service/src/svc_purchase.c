@@ -214,11 +214,16 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
 }
 
 /* After a try that found its bucket sold out: the next bucket, while one
- * is left. Returns the last try's outcome, or how the search ended. */
+ * is left. A bucket without a stock key (the section's unknown_sku) is
+ * one a reset that changed the bucket count deleted: as empty as a sold
+ * out one, and the SKU is stocked all the same (its layout record says
+ * so), so never 404 — when no bucket is left, the layout record read
+ * again tells sold out from a reset (stock_reset). Returns the last try's
+ * outcome, or how the search ended. */
 static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_result res)
 {
     svc_section *x = &pu->x;
-    while (res == PR_SOLD_OUT && bucketed(pu)) {
+    while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU) && bucketed(pu)) {
         int last = x->o.bucket;
         svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
         pu->probes++;

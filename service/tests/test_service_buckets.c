@@ -1,7 +1,9 @@
 /* test_service_buckets.c — a hot SKU split into stock buckets
  * (svc_bucket.h): PUT /stock's buckets, exactness at the boundaries in
  * every mode, the last unit found by every instance (no stranded stock),
- * the round trips a purchase costs, resets under load with a changed
+ * a split SKU stocked and a never-stocked one 404 on every route, buckets
+ * deleted by a reset an instance never heard of (no 404 either), the
+ * round trips a purchase costs, resets under load with a changed
  * bucket count, the Idempotency-Key replay whichever bucket sold, and one
  * buy per user through the reservation — under concurrent clicks and with
  * a crash between the reservation and the purchase. Three instances on a
@@ -331,6 +333,85 @@ static void test_unheard_reset(void)
     }
     TU_CHECK(st == 200, "the unit is found without the notice, after %lld ms",
              (long long)(lc_now_us() - t0) / 1000);
+}
+
+/* ---- stocked or not: 404 unknown_sku -------------------------------------- */
+
+/* A SKU in buckets is stocked: its audit, its orders and its purchases
+ * answer as for any stocked SKU, sold out included. A SKU never stocked is
+ * 404 unknown_sku on every route, whatever other SKUs are split. */
+static void test_unknown_sku(void)
+{
+    svc_resp r;
+    TU_REQUIRE(put_stock(&ins[0], "bk-zero", 0, 4, NULL) == 200, "stock 0 in 4");
+    static const char *const split[] = {"GET /stock/bk-zero", "GET /orders/bk-zero",
+                                        "POST /miaosha/token?sku=bk-zero",
+                                        "POST /miaosha/lua?sku=bk-zero"};
+    static const char *const never[] = {
+        "GET /stock/bk-never", "GET /orders/bk-never", "POST /miaosha/token?sku=bk-never",
+        "POST /miaosha/fenced?sku=bk-never", "POST /miaosha/lua?sku=bk-never"};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        char method[8], path[64];
+        TU_REQUIRE(sscanf(split[i], "%7s %63s", method, path) == 2, "split[%zu]", i);
+        svc_req(&ins[1], method, path, NULL, NULL, &r);
+        int purchase = method[0] == 'P';
+        TU_CHECK(purchase ? r.status == 409 && svc_jerr_is(&r, "sold_out") : r.status == 200,
+                 "%s: a split SKU is stocked: %s", split[i], B(&r));
+        if (!purchase && path[1] == 's')
+            TU_CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r.json, "buckets")) == 4,
+                     "its audit lists 4 buckets: %s", B(&r));
+        svc_resp_free(&r);
+    }
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        char method[8], path[64];
+        TU_REQUIRE(sscanf(never[i], "%7s %63s", method, path) == 2, "never[%zu]", i);
+        svc_req(&ins[1], method, path, NULL, NULL, &r);
+        TU_CHECK(r.status == 404 && svc_jerr_is(&r, "unknown_sku"), "%s: 404 unknown_sku: %s",
+                 never[i], B(&r));
+        svc_resp_free(&r);
+    }
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{bk-never}:stock") == 0 &&
+                 tu_redis_int(rp, "EXISTS miaosha:{bk-never}:layout") == 0,
+             "nothing written for the never-stocked SKU");
+}
+
+/* A reset that changed the bucket count and that this instance never
+ * heard of: the buckets it knows are gone (no stock key). That is no
+ * unknown SKU: every gone bucket counts as empty, the layout record read
+ * again says the SKU was reset (409 stock_reset), and the next purchase
+ * buys from the new buckets. In the lock modes and in lua. */
+static void test_gone_buckets(void)
+{
+    static const char *const modes[] = {"token", "lua"};
+    for (int m = 0; m < 2; m++) {
+        char sku[32], path[96];
+        svc_resp r;
+        snprintf(sku, sizeof sku, "bk-gone-%s", modes[m]);
+        TU_REQUIRE(put_stock(&ins[0], sku, 8, 4, NULL) == 200, "%s: stock 8 in 4", sku);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s", modes[m], sku);
+        svc_req(&ins[2], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "%s: c learns the 4 buckets: %s", sku, B(&r));
+        svc_resp_free(&r);
+        /* behind the service's back: the 4 buckets deleted, 2 new ones */
+        for (int b = 0; b < 4; b++)
+            tu_redis_int(rp, "DEL miaosha:{%s~%d}:stock", sku, b);
+        char ok[3][8];
+        tu_redis_str(rp, ok[0], sizeof ok[0], "SET miaosha:{%s}:layout %s", sku,
+                     "2 00000000000000000000000000000000000c 7,7");
+        for (int b = 0; b < 2; b++)
+            tu_redis_str(rp, ok[1 + b], sizeof ok[1 + b],
+                         "MSET miaosha:{%s~%d.7}:stock 1 miaosha:{%s~%d.7}:initial 1", sku, b, sku,
+                         b);
+        TU_CHECK(!strcmp(ok[0], "OK") && !strcmp(ok[1], "OK") && !strcmp(ok[2], "OK"),
+                 "%s: a reset behind the service's back", sku);
+        svc_req(&ins[2], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 409 && svc_jerr_is(&r, "stock_reset"),
+                 "%s: gone buckets are no unknown SKU: 409 stock_reset: %s", sku, B(&r));
+        svc_resp_free(&r);
+        svc_req(&ins[2], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "%s: then a sale from the new buckets: %s", sku, B(&r));
+        svc_resp_free(&r);
+    }
 }
 
 /* ---- round trips -------------------------------------------------------- */
@@ -681,6 +762,8 @@ int main(void)
     test_boundaries();
     test_last_unit();
     test_unheard_reset();
+    test_unknown_sku();
+    test_gone_buckets();
     test_round_trips();
     test_reset_under_load();
     test_idem();
