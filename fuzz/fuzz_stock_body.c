@@ -1,5 +1,6 @@
 /* fuzz_stock_body.c — libFuzzer harness for svc_stock_parse_body (the PUT
- * /stock JSON body). Input: byte 0 the detail buffer's size, then the body,
+ * /stock JSON body, with nothing in the query: the body must give the
+ * stock). Input: byte 0 the detail buffer's size, then the body,
  * copied into a buffer of exactly len bytes plus the NUL the daemon's
  * buffer has. Checks: 0 only with a stock in 0..SVC_STOCK_MAX, buckets 0
  * (absent) or 1..SVC_BUCKETS_MAX and no NUL in the body; -1 leaves *stock
@@ -26,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     int64_t stock = -7, buckets = -7;
     fz_guard_init(detail, dlen);
-    int rc = svc_stock_parse_body(body, len, &stock, &buckets, detail, dlen);
+    int rc = svc_stock_parse_body(body, len, 0, &stock, &buckets, detail, dlen);
     FZ_CHECK(rc == 0 || rc == -1, "returns 0 or -1");
     if (rc == 0) {
         FZ_CHECK(stock >= 0 && stock <= SVC_STOCK_MAX, "stock in 0..SVC_STOCK_MAX");

@@ -550,7 +550,7 @@ static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *
 }
 
 /* PUT /stock/{sku}: the reset, the stock (and the buckets) in the query
- * or the body. */
+ * or the body, each in one of them. */
 static enum MHD_Result route_stock_put(svc_req *r, const char *seg, const char *method,
                                        const char *url)
 {
@@ -559,17 +559,10 @@ static enum MHD_Result route_stock_put(svc_req *r, const char *seg, const char *
     if (svc_params_parse(r->conn, r->s, SVC_P_STOCK | SVC_P_BUCKETS, &r->p, detail,
                          sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
-    int in_query = (r->p.seen & SVC_P_STOCK) != 0;
-    if (in_query && r->body_len > 0)
-        return error_now(r, 400, "bad_request", "stock: give it in the query or the body, not both",
-                         method, url);
     int64_t buckets = 0;
-    if (!in_query && svc_stock_parse_body(r->body, r->body_len, &r->p.stock, &buckets, detail,
-                                          sizeof detail) != 0)
+    if (svc_stock_parse_body(r->body, r->body_len, r->p.seen, &r->p.stock, &buckets, detail,
+                             sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
-    if (buckets > 0 && (r->p.seen & SVC_P_BUCKETS))
-        return error_now(r, 400, "bad_request",
-                         "buckets: give it in the query or the body, not both", method, url);
     if (buckets > 0)
         r->p.buckets = buckets;
     return submit_or_reply(r, admin_pool, svc_stock_put_job, method, url);

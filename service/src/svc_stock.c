@@ -726,13 +726,19 @@ int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err,
     return 0;
 }
 
-/* PUT body: {"stock":N} or {"stock":N,"buckets":K} and nothing else. */
-int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, int64_t *buckets,
-                         char *detail, size_t dlen)
+/* PUT body: {"stock":N}, {"buckets":K} or both, each given once, in the
+ * body or the query (svc_routes.h). */
+int svc_stock_parse_body(const char *body, size_t len, unsigned in_query, int64_t *stock,
+                         int64_t *buckets, char *detail, size_t dlen)
 {
     const char *end = NULL;
     cJSON *doc;
+    int stock_in_query = (in_query & SVC_P_STOCK) != 0;
     if (body == NULL || len == 0) {
+        if (stock_in_query) {
+            *buckets = 0;
+            return 0;
+        }
         snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
         return -1;
     }
@@ -750,11 +756,16 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, int64_t *
     int64_t v = 0, k = 0;
     for (cJSON *it = doc->child; it != NULL && rc == 0; it = it->next) {
         int is_b = it->string != NULL && strcmp(it->string, "buckets") == 0;
+        const char *name = is_b ? "buckets" : "stock";
         if (it->string == NULL || (strcmp(it->string, "stock") != 0 && !is_b)) {
             snprintf(detail, dlen, "body: unknown field '%.40s'", it->string ? it->string : "");
             rc = -1;
+        } else if (in_query & (is_b ? SVC_P_BUCKETS : SVC_P_STOCK)) {
+            /* One rule, whatever the two values: as a purchase's body. */
+            snprintf(detail, dlen, "%s: give it in the query or the body, not both", name);
+            rc = -1;
         } else if (is_b ? found_b++ : found++) {
-            snprintf(detail, dlen, "body: duplicate field '%s'", is_b ? "buckets" : "stock");
+            snprintf(detail, dlen, "body: duplicate field '%s'", name);
             rc = -1;
         } else if (is_b) {
             if (!cJSON_IsNumber(it) || it->valuedouble < 1 ||
@@ -775,12 +786,13 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, int64_t *
             v = (int64_t)it->valuedouble;
         }
     }
-    if (rc == 0 && !found) {
+    if (rc == 0 && !found && !stock_in_query) {
         snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
         rc = -1;
     }
     if (rc == 0) {
-        *stock = v;
+        if (found)
+            *stock = v;
         *buckets = found_b ? k : 0;
     }
     cJSON_Delete(doc);

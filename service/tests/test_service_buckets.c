@@ -91,6 +91,20 @@ static void test_params(void)
     TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "buckets: give it in the query or the body"),
              "buckets twice: %s", B(&r));
     svc_resp_free(&r);
+    /* One name in one place; different names may mix the two. */
+    svc_req(&ins[0], "PUT", "/stock/bk-p?stock=10", "{\"stock\":10,\"buckets\":3}", NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "stock: give it in the query or the body"),
+             "stock twice: %s", B(&r));
+    svc_resp_free(&r);
+    static const char *const mixed[][2] = {{"/stock/bk-p?stock=10", "{\"buckets\":3}"},
+                                           {"/stock/bk-p?buckets=3", "{\"stock\":10}"}};
+    for (int i = 0; i < 2; i++) {
+        svc_req(&ins[0], "PUT", mixed[i][0], mixed[i][1], NULL, &r);
+        TU_CHECK(r.status == 200 && svc_jnum(r.json, "stock") == 10 &&
+                     cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r.json, "buckets")) == 3,
+                 "%s with %s: 10 in 3 buckets: %s", mixed[i][0], mixed[i][1], B(&r));
+        svc_resp_free(&r);
+    }
     svc_req(&ins[0], "PUT", "/stock/bk-p", "{\"stock\":10,\"buckets\":65}", NULL, &r);
     TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "buckets: must be an integer in 1..64"),
              "body buckets 65: %s", B(&r));

@@ -374,7 +374,8 @@ static void test_stock_body(void)
     for (size_t i = 0; i < COUNT(t); i++) {
         int64_t v = -7, k = -7;
         detail[0] = '\0';
-        int rc = svc_stock_parse_body(t[i].body, strlen(t[i].body), &v, &k, detail, sizeof detail);
+        int rc = svc_stock_parse_body(t[i].body, strlen(t[i].body), 0, &v, &k, detail,
+                                      sizeof detail);
         TU_CHECK(rc == t[i].rc, "body %s -> %d (detail %s)", t[i].body, t[i].rc, detail);
         if (t[i].rc == 0)
             TU_CHECK(v == t[i].v && k == t[i].k, "body %s -> stock %lld buckets %lld", t[i].body,
@@ -385,14 +386,50 @@ static void test_stock_body(void)
                      t[i].body, detail, t[i].detail);
     }
 
+    /* With parameters in the query: each name in one place only. */
+    static const struct {
+        unsigned q; /* SVC_P_* bits the query gave */
+        const char *body;
+        int rc;
+        int64_t v, k; /* after: stock (-7: untouched), buckets */
+        const char *detail;
+    } qt[] = {
+        {SVC_P_STOCK, "", 0, -7, 0, NULL},
+        {SVC_P_STOCK, "{\"buckets\":4}", 0, -7, 4, NULL},
+        {SVC_P_STOCK, "{}", 0, -7, 0, NULL},
+        {SVC_P_STOCK | SVC_P_BUCKETS, "", 0, -7, 0, NULL},
+        {SVC_P_BUCKETS, "{\"stock\":9}", 0, 9, 0, NULL},
+        {SVC_P_BUCKETS, "", -1, -7, -7, "stock: required"},
+        {SVC_P_BUCKETS, "{}", -1, -7, -7, "stock: required"},
+        {SVC_P_STOCK, "{\"stock\":2}", -1, -7, -7,
+         "stock: give it in the query or the body, not both"},
+        {SVC_P_STOCK, "{\"buckets\":4,\"stock\":2}", -1, -7, -7, "stock: give it in the query"},
+        {SVC_P_BUCKETS, "{\"stock\":9,\"buckets\":4}", -1, -7, -7,
+         "buckets: give it in the query or the body, not both"},
+        {SVC_P_STOCK, "{\"buckets\":0}", -1, -7, -7, "buckets: must be an integer in 1..64"},
+        {SVC_P_STOCK, "{\"x\":1}", -1, -7, -7, "body: unknown field 'x'"},
+        {SVC_P_STOCK, "not json", -1, -7, -7, "body: must be a JSON object"},
+    };
+    for (size_t i = 0; i < COUNT(qt); i++) {
+        int64_t v = -7, k = -7;
+        detail[0] = '\0';
+        int rc = svc_stock_parse_body(qt[i].body, strlen(qt[i].body), qt[i].q, &v, &k, detail,
+                                      sizeof detail);
+        TU_CHECK(rc == qt[i].rc && v == qt[i].v && k == qt[i].k &&
+                     (qt[i].detail == NULL || strstr(detail, qt[i].detail) != NULL),
+                 "query bits %u, body %s -> %d, stock %lld, buckets %lld, detail \"%s\"", qt[i].q,
+                 qt[i].body, rc, (long long)v, (long long)k, detail);
+    }
+
     int64_t v = -7, k = -7;
-    TU_CHECK(svc_stock_parse_body(NULL, 0, &v, &k, detail, sizeof detail) == -1 && v == -7 &&
+    TU_CHECK(svc_stock_parse_body(NULL, 0, 0, &v, &k, detail, sizeof detail) == -1 && v == -7 &&
                  strstr(detail, "stock: required") != NULL,
              "no body");
-    TU_CHECK(svc_stock_parse_body("", 0, &v, &k, detail, sizeof detail) == -1 && v == -7, "empty");
+    TU_CHECK(svc_stock_parse_body("", 0, 0, &v, &k, detail, sizeof detail) == -1 && v == -7,
+             "empty");
     /* A NUL inside the announced length: refused, not cut there. */
     static const char nul[] = "{\"stock\":5}\0{\"x\":1}";
-    TU_CHECK(svc_stock_parse_body(nul, sizeof nul - 1, &v, &k, detail, sizeof detail) == -1 &&
+    TU_CHECK(svc_stock_parse_body(nul, sizeof nul - 1, 0, &v, &k, detail, sizeof detail) == -1 &&
                  v == -7 && strstr(detail, "NUL byte") != NULL,
              "NUL inside the body");
 
@@ -403,21 +440,21 @@ static void test_stock_body(void)
     memset(big, ' ', n);
     memcpy(big + n / 2, "{\"stock\":7}", 11);
     big[n] = '\0';
-    TU_CHECK(svc_stock_parse_body(big, n, &v, &k, detail, sizeof detail) == 0 && v == 7,
+    TU_CHECK(svc_stock_parse_body(big, n, 0, &v, &k, detail, sizeof detail) == 0 && v == 7,
              "1 MiB of whitespace");
     v = -7;
     for (size_t i = 0; i < n / 2; i++)
         big[i] = '[';
     for (size_t i = n / 2; i < n; i++)
         big[i] = ']';
-    TU_CHECK(svc_stock_parse_body(big, n, &v, &k, detail, sizeof detail) == -1 && v == -7,
+    TU_CHECK(svc_stock_parse_body(big, n, 0, &v, &k, detail, sizeof detail) == -1 && v == -7,
              "512 Ki nested arrays");
     free(big);
 
     /* A short detail buffer is still terminated. */
     char small[6];
     memset(small, 'x', sizeof small);
-    TU_CHECK(svc_stock_parse_body("[]", 2, &v, &k, small, sizeof small) == -1 &&
+    TU_CHECK(svc_stock_parse_body("[]", 2, 0, &v, &k, small, sizeof small) == -1 &&
                  memchr(small, '\0', sizeof small) != NULL,
              "6-byte detail terminated");
 }
