@@ -9,8 +9,10 @@ and "plain" (neither). It walks every route and provokes every status the
 description documents for it (all but the purchase's 499, which no client
 can read): every mode's sale, a replay, a local sold-out answer,
 stock_reset, fenced_out, in_progress, limit_reached, lock_busy, 422, 401,
-403, 413, 414, 431, unknown paths and methods, a never-stocked SKU, and
-with Redis killed the 503s. On "steps": GET|HEAD /steps and POST
+403, 413, 414, 431, unknown paths and methods, a never-stocked SKU, a SKU
+in stock buckets (buckets in the query and the body, every mode's reply,
+the audit, the orders, the trace and /stats naming buckets), and with
+Redis killed the 503s. On "steps": GET|HEAD /steps and POST
 /steps/{id}/next|run with each of their statuses, and stepped purchases
 (?step=1 and in the body) of every offered mode through to done, a lock wait
 (waiting:true), 429 too_many_steps, fenced_out, the local sold-out flag
@@ -416,12 +418,41 @@ def walk():
     st, h, b, doc = expect(409, "POST", "/miaosha/lua?sku=oa5&user=s2", error="sold_out")
     check(doc and doc.get("local") is True, f"the local sold-out answer: {b[:200]!r}")
     expect(409, "GET", "/miaosha/token?sku=oa5&user=s3", error="sold_out")
+    # stock buckets: buckets in the query or the body (one name in both
+    # places is a 400), the audit's "buckets", every mode's reply and order
+    # naming its bucket, the last unit found, /trace and /stats (below)
+    expect(200, "PUT", "/stock/oab?stock=7&buckets=3", None, auth)
+    expect(200, "PUT", "/stock/oab?stock=7", json.dumps({"buckets": 3}), auth)
+    expect(400, "PUT", "/stock/oab?buckets=3", json.dumps({"stock": 7, "buckets": 3}), auth,
+           error="bad_request")
+    expect(400, "PUT", "/stock/oab?stock=7&buckets=65", None, auth, error="bad_request")
+    expect(400, "PUT", "/stock/oab", json.dumps({"stock": 7, "buckets": 0}), auth,
+           error="bad_request")
+    _, _, _, doc = expect(200, "PUT", "/stock/oab", json.dumps({"stock": 7, "buckets": 3}), auth)
+    check(doc and [b["stock"] for b in doc.get("buckets", [])] == [3, 2, 2],
+          f"7 in 3 buckets: 3, 2, 2: {doc}")
+    for i, m in enumerate(["none", "mutex", "setnx", "token", "reentrant", "fenced", "lua"]):
+        _, _, b, doc = expect(200, "POST", f"/miaosha/{m}?sku=oab&user=bk{i}")
+        check(doc and 0 <= doc.get("bucket", -1) < 3, f"{m}: the reply names its bucket: {b!r}")
+    _, _, b, doc = expect(409, "POST", "/miaosha/token?sku=oab&user=bk9", error="sold_out")
+    check(doc and 0 <= doc.get("bucket", -1) < 3, f"sold out: the last bucket tried: {b!r}")
+    _, _, _, doc = expect(200, "GET", "/stock/oab")
+    check(doc and doc["sold"] == 7 and doc["undersold"] == 0 and len(doc.get("buckets", [])) == 3,
+          f"the audit of 3 buckets, the last unit sold: {doc}")
+    _, _, _, doc = expect(200, "GET", "/orders/oab?limit=5&offset=1")
+    check(doc and doc["total"] == 7 and len(doc["orders"]) == 5 and
+          all("bucket" in o for o in doc["orders"]), f"orders across buckets: {doc}")
+    st, _, b, _ = expect(200, "GET", "/trace/oab")
+    check(b'"bucket":' in b and b'"probes":' in b, f"/trace names each purchase's bucket: {b[:300]!r}")
     # observe
     expect(200, "GET", "/healthz")
     expect(200, "HEAD", "/healthz")
     expect(400, "GET", "/healthz?x=1", error="bad_request")
     expect(405, "POST", "/healthz", error="method_not_allowed")
-    expect(200, "GET", "/stats")
+    _, _, _, doc = expect(200, "GET", "/stats")
+    check(doc and len(doc["buckets"]["skus"].get("oab", {}).get("sold", [])) == 3 and
+          sum(doc["buckets"]["skus"]["oab"]["sold"]) == 7,
+          f"/stats: the sales of each of oab's buckets: {doc and doc.get('buckets')}")
     expect(200, "GET", "/stats?pretty=1")
     expect(200, "HEAD", "/stats")
     expect(400, "GET", "/stats?pretty=3", error="bad_request")
