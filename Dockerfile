@@ -25,9 +25,13 @@ RUN cmake --install build/docker --prefix build/docker-root
 FROM debian:bookworm-slim
 # redis-server: `miaosha-load matrix` starts the redlock row's five private
 # lock masters (and, without --redis, its own Redis) as child processes.
+# fonts-wqy-microhei: the CJK font scripts/deps.sh installs (the smallest
+# Debian font for simplified Chinese, 5 MB installed), so that whatever
+# draws the image's `--lang zh` pages or matrix.svg inside a container
+# shows characters, not empty boxes.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libhiredis0.14 libmicrohttpd12 libcjson1 \
-      libuuid1 libcurl4 curl ca-certificates redis-server \
+      libuuid1 libcurl4 curl ca-certificates redis-server fonts-wqy-microhei \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin miaosha
 COPY --from=build /src/build/docker-root/bin/miaosha-server /usr/local/bin/miaosha-server

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout]...
+# bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout|buckets]...
 #              [--seconds N] [--rounds N] [--no-build]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
@@ -41,7 +41,7 @@ usage() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout) parts+=("$1") ;;
+    all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout|buckets) parts+=("$1") ;;
     --no-build) NO_BUILD=1 ;;
     --seconds) [ $# -ge 2 ] || usage 2; DUR=$2; shift ;;
     --seconds=*) DUR=${1#*=} ;;
@@ -100,11 +100,12 @@ tools=(redis-server redis-cli timeout awk)
 bins=()
 want lockcore && bins+=(bench/lc_bench)
 want peers && bins+=(bench/lc_bench)
-if want service || want fenced || want pipeline || want lua || want trace || want load || want scaleout; then
+if want service || want fenced || want pipeline || want lua || want trace || want load || want scaleout ||
+   want buckets; then
   tools+=(wrk); bins+=(service/miaosha-server)
 fi
 want service || want pipeline || want lua && bins+=(bench/cs_bench)
-want service || want load && bins+=(loadtest/miaosha-load)
+want service || want load || want buckets && bins+=(loadtest/miaosha-load)
 want service || want scaleout && tools+=(nginx)
 want service && tools+=(python3) # bench/live_poll.py
 want lua && tools+=(redis-benchmark sha1sum)
@@ -266,13 +267,15 @@ load_run() {
 # purchase_wrk PORT MODE [QUERY [CONNECTIONS]] -> sets BUY_RPS (successful
 # purchases/s from the audit); QUERY is appended ("&pipeline=0")
 BENCH_SKU=bench
+BENCH_BUCKETS="" # set: the reset splits the stock into that many stock buckets
 purchase_wrk() {
   local port=$1 mode=$2 r sold
-  r=$(http PUT "$port" "/stock/$BENCH_SKU?stock=1000000000")
+  r=$(http PUT "$port" "/stock/$BENCH_SKU?stock=1000000000${BENCH_BUCKETS:+&buckets=$BENCH_BUCKETS}")
   case "$r" in 200*) ;; *) log "bench: stock reset failed on port $port: $r"; BUY_RPS=0; return ;; esac
   wrk_run "http://127.0.0.1:$port/miaosha/$mode?sku=$BENCH_SKU&wait_ms=$WAIT_MS${3:-}" "${4:-64}"
   r=$(http GET "$port" "/stock/$BENCH_SKU")
-  sold=$(printf '%s\n' "$r" | sed -n 's/.*"sold":\([0-9]*\).*/\1/p')
+  # the SKU's sold, the first one (a stock in buckets lists each bucket's after it)
+  sold=$(printf '%s\n' "$r" | grep -o '"sold":[0-9]*' | head -1 | cut -d: -f2)
   BUY_SOLD=${sold:-0}
   BUY_RPS=$(awk -v s="${sold:-0}" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
   BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
@@ -817,6 +820,69 @@ if want lua; then
     wrk_run "http://127.0.0.1:$SVC_PORT/miaosha/token?sku=soldout"; so+=("$WRK_RPS"); echo "  round $r: sold out  $WRK_RPS req/s (409s $WRK_NON2XX)"
   done
   target_row lua "sold-out answers req/s (local flag) vs GET /healthz req/s" "$(median "${so[@]}")" "$(median "${hz[@]}")" ">=" 0.8
+fi
+
+# ---------------------------------------------------------------- buckets --
+# A hot SKU's stock split into stock buckets (PUT /stock's buckets): one
+# lock per bucket, so K holders at a time instead of one. token and
+# reentrant with 64 connections, 8 buckets against 1, alternating on one
+# server and one Redis; then the end of a sale, where buckets run out
+# unevenly and buyers probe empty ones.
+bucket_buys() { # bucket_buys PORT MODE K -> BUY_RPS (K 1: no buckets parameter)
+  BENCH_BUCKETS=$([ "$3" -gt 1 ] && echo "$3")
+  purchase_wrk "$1" "$2" "" 64
+  BENCH_BUCKETS=""
+}
+stats_probes() { # stats_probes PORT -> the /stats buckets.probes so far
+  http GET "$1" /stats | sed -n 's/.*"buckets":{"probes":\([0-9]*\).*/\1/p'
+}
+if want buckets; then
+  section "buckets: /miaosha/{token,reentrant}, stock in 8 buckets vs 1, 64 connections"
+  [ -n "$SVC_PORT" ] || { start_server default || exit 1; SVC_PORT=$SERVER_PORT; }
+  for mode in token reentrant; do
+    echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, 64 connections (wrk -c64 -d${DUR}s), alternating: 1 bucket, 8 buckets"
+    a=() b=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+      bucket_buys "$SVC_PORT" "$mode" 1; a+=("$BUY_RPS"); echo "  round $r: 1 bucket  $BUY_RPS/s ($BUY_NOTE)"
+      bucket_buys "$SVC_PORT" "$mode" 8; b+=("$BUY_RPS"); echo "  round $r: 8 buckets $BUY_RPS/s ($BUY_NOTE)"
+    done
+    if [ "$mode" = token ]; then
+      cpu_target_row 2 buckets "token buys/s, 64 connections: 8 buckets vs 1" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 1.5
+      cpu_target_row 8 buckets "token buys/s, 64 connections: 8 buckets vs 1 (many CPUs)" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 3
+    else
+      info_row buckets "reentrant buys/s, 64 connections: 8 buckets vs 1" "$(median "${b[@]}")" "$(median "${a[@]}")"
+    fi
+  done
+
+  # The end of a sale: 40000 units sold down to their last 5 % by one
+  # burst (the buckets run out unevenly, as in a real sale), then the
+  # last 2000 by a second, timed; the empty buckets its buyers probed
+  # come from /stats. miaosha-load, 64 connections, token.
+  echo "the last 5 % of a sale: 38000 of 40000 sold, then the last 2000 timed (miaosha-load run -c64, token), alternating: 1 bucket, 8 buckets"
+  ea=() eb=() pb=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for k in 1 8; do
+      bk=(); [ "$k" -gt 1 ] && bk=(--buckets "$k")
+      "$LOAD" run --mode token --sku bench-end --stock 40000 "${bk[@]}" --requests 38000 --concurrency 64 \
+        --wait-ms "$WAIT_MS" --target "http://127.0.0.1:$SVC_PORT" --json >"$WORK/end-fill.json" 2>&1
+      p0=$(stats_probes "$SVC_PORT")
+      "$LOAD" run --mode token --sku bench-end --stock -1 --requests 2000 --concurrency 64 \
+        --wait-ms "$WAIT_MS" --target "http://127.0.0.1:$SVC_PORT" --json >"$WORK/end-last.json" 2>&1
+      p1=$(stats_probes "$SVC_PORT")
+      rps=$(tr -d ' \t\r\n' <"$WORK/end-last.json" | grep -o '"throughput_rps":[0-9.]*' | cut -d: -f2)
+      ok=$(tr -d ' \t\r\n' <"$WORK/end-last.json" | grep -o '"ok":[0-9]*' | head -1 | cut -d: -f2)
+      probes=$(( ${p1:-0} - ${p0:-0} ))
+      if [ "$k" = 1 ]; then ea+=("${rps:-0}"); else eb+=("${rps:-0}"); pb+=("$probes"); fi
+      echo "  round $r: $k bucket(s): the last 2000 at ${rps%.*}/s (${ok:-?} sold; $probes empty buckets probed)"
+    done
+  done
+  info_row buckets "last 5 % of a sale, token buys/s: 8 buckets vs 1" "$(median "${eb[@]}")" "$(median "${ea[@]}")"
+  row buckets "  empty buckets probed while the last 2000 sold (8 buckets)" "$(median "${pb[@]}")" - - - "measured (no target)"
+
+  # lua on a Redis Cluster of 3 masters, 3 buckets vs 1: the buckets'
+  # slots lie on distinct masters, but the service does not route by slot
+  # yet, so it cannot run on a cluster.
+  row buckets "lua buys/s on a 3-master Redis Cluster: 3 buckets vs 1" - - - ">= 2.1 on 8+ CPUs" "not measurable: the service has no cluster routing yet"
 fi
 
 # ------------------------------------------------------------------ trace --

@@ -24,7 +24,7 @@
 # and `run` exports the same variables to CMD.
 #
 # Knobs (environment):
-#   MIAOSHA_BUILD_DIR        build tree with service/miaosha-server (default: build/dev, build/ci)
+#   MIAOSHA_BUILD_DIR        build tree with service/miaosha-server (default: build/dev)
 #   CLUSTER_SERVER           the miaosha-server binary (overrides MIAOSHA_BUILD_DIR)
 #   CLUSTER_FAULTS=1         start the instances with faults.enabled=true
 #   CLUSTER_SERVER_ARGS      extra flags for every instance, word-split
@@ -55,10 +55,9 @@ log() { echo "$me: $*" >&2; }
 find_server() {
   if [ -n "${CLUSTER_SERVER:-}" ]; then echo "$CLUSTER_SERVER"; return; fi
   local d
-  for d in "${MIAOSHA_BUILD_DIR:-}" "$here/build/dev" "$here/build/ci"; do
-    [ -n "$d" ] && [ -x "$d/service/miaosha-server" ] && { echo "$d/service/miaosha-server"; return; }
-  done
-  die "miaosha-server not found: set MIAOSHA_BUILD_DIR or CLUSTER_SERVER"
+  local d=${MIAOSHA_BUILD_DIR:-$here/build/dev}
+  [ -x "$d/service/miaosha-server" ] && { echo "$d/service/miaosha-server"; return; }
+  die "$d/service/miaosha-server not found: build it (README.md) or set MIAOSHA_BUILD_DIR or CLUSTER_SERVER"
 }
 
 find_bin() { # name default...

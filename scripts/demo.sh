@@ -2,19 +2,22 @@
 # demo.sh — the oversell matrix in one command (README.md, first command).
 #
 # Installs what is missing (Debian packages, as root; otherwise prints the
-# apt-get line), builds in build/demo, then runs `miaosha-load matrix`: it
-# starts a private redis-server on a free loopback port and the service
-# instances each scenario needs, drives every lock mode through every
-# scenario, prints the table, writes out/matrix/{matrix.md,matrix.csv,
-# matrix.svg}, and stops everything it started — also on Ctrl-C.
+# apt-get line), builds the two programs in build/dev (the build directory
+# of every recipe; its cached options are kept), then runs `miaosha-load
+# matrix`: it starts a private redis-server on a free loopback port and the
+# service instances each scenario needs, drives every lock mode through the
+# default scenarios (race, multi, slow, crash, nested, dup-user, retry; not
+# failover, the faults or redlock's node scenarios), prints the table,
+# writes out/matrix/{matrix.md,matrix.csv,matrix.svg,matrix.html} and the
+# timelines, and stops everything it started — also on Ctrl-C.
 #
 #   bash scripts/demo.sh [--quick] [extra miaosha-load matrix options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
-echo "=== building (build/demo)"
-cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=Release -DMIAOSHA_WERROR=OFF >/dev/null
-cmake --build build/demo -j "$(nproc)" --target miaosha-server miaosha-load >/dev/null
+echo "=== building (build/dev)"
+cmake -S . -B build/dev >/dev/null
+cmake --build build/dev -j "$(nproc)" --target miaosha-server miaosha-load >/dev/null
 echo "=== running the oversell matrix (about a minute; --quick for less)"
-exec build/demo/loadtest/miaosha-load matrix \
-  --server build/demo/service/miaosha-server --out out/matrix "$@"
+exec build/dev/loadtest/miaosha-load matrix \
+  --server build/dev/service/miaosha-server --out out/matrix "$@"

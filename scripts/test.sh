@@ -14,8 +14,9 @@
 #   asan         build/asan, ASan + UBSan, every test but those labelled
 #                "long" (the longest process-orchestration runs: the matrix
 #                again with pipelining off, the Sentinel failover matrix,
-#                the short soak; they run in build/ci, and the code they
-#                drive runs under ASan in the other tests)
+#                the short soak, the READMEs' runnable blocks; they run in
+#                build/ci, and the code they drive runs under ASan in the
+#                other tests)
 #   tsan         build/tsan, TSan, the threaded tests: lock core and service
 #                (ctest label "tsan")
 #   fuzz         build/fuzz, clang + libFuzzer, each harness for

@@ -13,6 +13,9 @@
  *   lang       'en' (default) or 'zh'
  *   stock      the stock the burst started from (the audit's `initial`)
  *   stockLeft  the stock counter after the burst (the audit's `stock`)
+ *   buckets    for a SKU split into stock buckets: the audit's `buckets`,
+ *              [{initial, stock}, ...], each bucket's start and end
+ *              (records then name their `bucket`)
  *   order      'worker' (default) or 'value': lanes grouped by instance and
  *              worker, or by the stock value the sale read
  *   onlySales  true: hide the purchases that sold nothing (and had no lock
@@ -28,7 +31,8 @@
  * user chose there.
  *
  * What it draws: one lane per purchase, grouped by instance and worker;
- * the lock wait, the lock-held span (without a lock: read to commit), the
+ * the lock wait (class "wait"; never for a mode that takes no lock: none,
+ * lua), the lock-held span (without a lock: read to commit), the
  * value read and the value written; every oversold unit (one element of
  * class "oversold" each) together with the purchases that read the same
  * stock value (class "same-read"); a release that deleted another holder's
@@ -46,7 +50,10 @@
  * by at least one sale. One sale per such v took a real unit; every other
  * sale is oversold: the other readers of v, and all readers of values at or
  * below the final counter (their write was overwritten by a stale one).
- * Exact when the trace holds every sale of the burst.
+ * Exact when the trace holds every sale of the burst. A SKU split into
+ * stock buckets is counted bucket by bucket: each bucket is a counter of
+ * its own, whose values repeat the others' (bucket 2 reading 5 is not
+ * bucket 3 reading 5), with its own initial and stock left.
  *
  * Everything taken from the records is put in the page with textContent
  * or setAttribute, never parsed as markup. */
@@ -87,6 +94,7 @@
             lanes: 'lanes',
             byWorker: 'by instance and worker',
             byValue: 'by the stock value read',
+            bucket: 'bucket',
             noSale: 'no sale'
         },
         zh: {
@@ -109,7 +117,7 @@
             deletedOther: '释放时误删了他人的锁',
             lockDeleted: '锁被他人误删',
             intruder: '前一持有者仍在执行时拿到了锁',
-            fencedOut: '写入被栅栏拒绝（fenced_out）',
+            fencedOut: '写入被围栏拒绝（fenced_out）',
             ms: '毫秒',
             panelHint: '鼠标悬停或点击一次购买，查看它的追踪记录。',
             none: '追踪中没有购买记录。',
@@ -120,12 +128,20 @@
             lanes: '泳道',
             byWorker: '按实例和工作线程',
             byValue: '按读到的库存值',
+            bucket: '桶',
             noSale: '未售出'
         }
     };
 
     var POINTS = ['received_us', 'wait_start_us', 'acquired_us', 'read_us', 'committed_us',
         'released_us', 'responded_us'];
+
+    /* The modes that take no lock (the URL's names): `none`, whose acquire
+     * and release do nothing (the service still stamps wait_start,
+     * acquired and released around them), and `lua`, one atomic script.
+     * Their lanes get no lock-wait bar, and their span is read to commit,
+     * not a lock held. */
+    var NO_LOCK = {none: true, lua: true};
 
     var CSS = [
         '.mtl{font:12px/1.35 system-ui,"Noto Sans CJK SC","WenQuanYi Micro Hei",sans-serif;color:#222}',
@@ -215,6 +231,7 @@
                 r._t[p] = num(r[p]) ? r[p] + off : null;
             });
             r._sold = num(r.stock_read) && num(r.stock_written);
+            r._bucket = num(r.bucket) ? r.bucket : null;
             /* fenced: the store refused this holder's write (its token was
              * no longer the highest); nothing was written */
             r._fencedOut = r.error === 'fenced_out';
@@ -227,29 +244,51 @@
                 (r._t.responded_us != null ? r._t.responded_us : r._t.received_us);
         };
         sold.sort(function (a, b) { return commitTime(a) - commitTime(b) || a._id - b._id; });
+        /* One counter, or one per stock bucket. */
+        var counterOf = function (r) { return r._bucket != null ? 'b' + r._bucket : ''; };
+        var counters = {};
+        sold.forEach(function (r) {
+            (counters[counterOf(r)] = counters[counterOf(r)] || []).push(r);
+        });
         var initial = num(opts.stock) ? opts.stock : null;
         var left = num(opts.stockLeft) ? opts.stockLeft : null;
-        if (initial == null && sold.length)
-            initial = Math.max.apply(null, sold.map(function (r) { return r.stock_read; }));
-        if (left == null && sold.length)
-            left = sold[sold.length - 1].stock_written;
-
-        var byValue = {};
-        sold.forEach(function (r) {
-            (byValue[r.stock_read] = byValue[r.stock_read] || []).push(r);
-        });
-        var oversold = 0;
-        Object.keys(byValue).forEach(function (k) {
-            var list = byValue[k], v = Number(k);
-            var real = initial != null && left != null && v > left && v <= initial;
-            list.forEach(function (r, i) {
-                r._oversold = !(real && i === 0);
-                if (r._oversold)
-                    oversold++;
+        var oversold = 0, sumInitial = 0, sumLeft = 0;
+        Object.keys(counters).forEach(function (c) {
+            var list = counters[c], b = list[0]._bucket;
+            var given = b != null ? (opts.buckets || [])[b] : null;
+            var init = b == null ? initial : given && num(given.initial) ? given.initial : null;
+            var end = b == null ? left : given && num(given.stock) ? given.stock : null;
+            if (init == null)
+                init = Math.max.apply(null, list.map(function (r) { return r.stock_read; }));
+            if (end == null)
+                end = list[list.length - 1].stock_written;
+            if (b == null) {
+                initial = init;
+                left = end;
+            } else {
+                sumInitial += init;
+                sumLeft += end;
+            }
+            var byValue = {};
+            list.forEach(function (r) {
+                (byValue[r.stock_read] = byValue[r.stock_read] || []).push(r);
             });
-            if (list.length > 1 || list.some(function (r) { return r._oversold; }))
-                list.forEach(function (r) { r._sameRead = v; });
+            Object.keys(byValue).forEach(function (k) {
+                var same = byValue[k], v = Number(k);
+                var real = v > end && v <= init;
+                same.forEach(function (r, i) {
+                    r._oversold = !(real && i === 0);
+                    if (r._oversold)
+                        oversold++;
+                });
+                if (same.length > 1 || same.some(function (r) { return r._oversold; }))
+                    same.forEach(function (r) { r._sameRead = b == null ? String(v) : b + ':' + v; });
+            });
         });
+        if (initial == null && Object.keys(counters).length)
+            initial = num(opts.stock) ? opts.stock : sumInitial;
+        if (left == null && Object.keys(counters).length)
+            left = num(opts.stockLeft) ? opts.stockLeft : sumLeft;
 
         /* setnx: a release after the holder's lease ran out deleted the
          * lock of whoever got it next. token/reentrant: a holder whose lease
@@ -266,7 +305,9 @@
             if (del)
                 deleted++;
             recs.forEach(function (y) {
-                if (y === x || y.mode !== x.mode || y._t.acquired_us == null)
+                /* a bucket's lock is its own */
+                if (y === x || y.mode !== x.mode || y._bucket !== x._bucket ||
+                    y._t.acquired_us == null)
                     return;
                 var ya = y._t.acquired_us, yr = y._t.released_us;
                 if (!(ya > a && ya < rel))
@@ -324,8 +365,8 @@
     function describe(r, w) {
         var lines = [];
         var keys = ['instance', 'worker', 'seq', 'order_id', 'user', 'mode', 'status', 'error',
-            'stock_read', 'stock_written', 'owner_token', 'release_status', 'lock_lost',
-            'deleted_other_lock'];
+            'bucket', 'probes', 'stock_read', 'stock_written', 'owner_token', 'release_status',
+            'lock_lost', 'deleted_other_lock'];
         keys.forEach(function (k) {
             if (Object.prototype.hasOwnProperty.call(r, k))
                 lines.push(k + ': ' + JSON.stringify(r[k]));
@@ -372,13 +413,15 @@
         var byValue = state.order === 'value';
         var groupOf = function (r) {
             if (byValue)
-                return r._sold ? 'v' + r.stock_read : '-';
+                return r._sold ? 'v' + (r._bucket != null ? r._bucket + ':' : '') + r.stock_read : '-';
             return String(r.instance) + '\u0000' + r.worker;
         };
         recs.sort(function (x, y) {
             if (byValue) {
                 if (x._sold !== y._sold)
                     return x._sold ? -1 : 1;
+                if (x._sold && x._bucket !== y._bucket)
+                    return (x._bucket || 0) - (y._bucket || 0);
                 if (x._sold && x.stock_read !== y.stock_read)
                     return y.stock_read - x.stock_read;
                 var cx = x._t.committed_us != null ? x._t.committed_us : x._t.received_us;
@@ -437,7 +480,8 @@
                 else if (row.key === '-')
                     head = w.noSale;
                 else
-                    head = w.read + ' ' + row.group.stock_read + ' · ' + groupSize[row.key] + ' ' +
+                    head = (row.group._bucket != null ? w.bucket + ' ' + row.group._bucket + ' · ' : '') +
+                        w.read + ' ' + row.group.stock_read + ' · ' + groupSize[row.key] + ' ' +
                         w.sales;
                 svg.appendChild(el('text', {x: 4, y: row.y + 11, 'font-weight': 'bold',
                     fill: byValue && groupSize[row.key] > 1 && row.key !== '-' ? '#b00' : '#333'},
@@ -454,7 +498,9 @@
                 cls.push('lease-intruder');
             var g = el('g', {'class': cls.join(' '), 'data-id': r._id});
             if (r._sameRead != null)
-                g.setAttribute('data-read', String(r._sameRead));
+                g.setAttribute('data-read', r._sameRead);
+            if (r._bucket != null)
+                g.setAttribute('data-bucket', String(r._bucket));
             g.appendChild(el('rect', {'class': 'bg', x: 0, y: yy, width: width, height: LANE,
                 fill: 'transparent'}));
             var user = r.user != null ? String(r.user) : '-';
@@ -467,17 +513,22 @@
             var end = t.responded_us != null ? t.responded_us : open;
             g.appendChild(el('line', {x1: x(t.received_us), x2: x(end), y1: yy + 7.5, y2: yy + 7.5,
                 stroke: '#bbb'}));
-            if (t.wait_start_us != null) {
+            var locks = !Object.prototype.hasOwnProperty.call(NO_LOCK, r.mode);
+            if (locks && t.wait_start_us != null) {
                 var we = t.acquired_us != null ? t.acquired_us :
                     (t.responded_us != null ? t.responded_us :
                         (a.now != null ? a.now : t.wait_start_us));
-                g.appendChild(el('rect', {x: x(t.wait_start_us), y: yy + 4,
+                g.appendChild(el('rect', {'class': 'wait', x: x(t.wait_start_us), y: yy + 4,
                     width: Math.max(1, x(we) - x(t.wait_start_us)), height: 7, fill: '#f2d98c'}));
             }
-            var hs = t.acquired_us != null ? t.acquired_us : t.read_us;
-            var he = t.acquired_us != null ?
+            var held = locks && t.acquired_us != null;
+            var hs = held ? t.acquired_us : t.read_us;
+            /* without a lock: read to commit, or to now while it still runs */
+            var he = held ?
                 (t.released_us != null ? t.released_us :
-                    (t.responded_us != null ? t.responded_us : a.now)) : t.committed_us;
+                    (t.responded_us != null ? t.responded_us : a.now)) :
+                (t.committed_us != null ? t.committed_us :
+                    (t.responded_us == null ? a.now : null));
             if (hs != null && he != null) {
                 var lost = r.lock_lost === true;
                 g.appendChild(el('rect', {'class': 'held', x: x(hs), y: yy + 2,

@@ -38,6 +38,8 @@ static const char *run_help =
     "  --concurrency C      keep-alive connections, all started together (default 100)\n"
     "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
     "                       -1 keeps the current stock (no reset)\n"
+    "  --buckets K          the reset splits the stock into K stock buckets, 1..64\n"
+    "                       (one lock each; default: not sent, one bucket)\n"
     "  --sku SKU            product id [A-Za-z0-9_-]{1,64} (default demo)\n"
     "  --work-ms N          work_ms parameter (simulated work inside the lock)\n"
     "  --lease-ms N         lease_ms parameter\n"
@@ -117,8 +119,8 @@ static const char *matrix_help =
     "                       matrix.csv stay as they are)\n"
     "  --modes LIST         comma list of modes (default all eight; redlock starts five\n"
     "                       private lock masters, redis-servers without persistence)\n"
-    "  --scenarios LIST     comma list of race,multi,slow,crash,nested,dup-user,retry\n"
-    "                       (the default), kill,redis-restart,redis-pause (the fault\n"
+    "  --scenarios LIST     comma list of race,multi,slow,crash,nested,dup-user,retry,\n"
+    "                       buckets (the default), kill,redis-restart,redis-pause (the fault\n"
     "                       scenarios) and nodes-down,node-restart,node-restart-delay\n"
     "                       (the lock masters' faults: the redlock row only) and\n"
     "                       failover (a Sentinel failover loses a held lock; per\n"
@@ -218,8 +220,13 @@ static int write_run_timeline(const char *path, const lg_run_cfg *cfg, const lg_
             rc = -1;
         }
     }
-    lg_timeline_page page = {cfg->sku, cfg->mode, NULL, lang == LG_LANG_ZH ? "zh" : "en",
-                             res->audited ? &res->audit : NULL};
+    lg_timeline_page page = {cfg->sku,
+                             cfg->mode,
+                             NULL,
+                             lang == LG_LANG_ZH ? "zh" : "en",
+                             res->audited ? &res->audit : NULL,
+                             res->requests - res->not_sent,
+                             res->sold_out_local};
     if (rc == 0 && lg_timeline_write(path, &page, &set, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: --timeline: %s\n", err);
         rc = -1;
@@ -255,6 +262,7 @@ static int cmd_run(int argc, char **argv)
         O_THREADS,
         O_TIMELINE,
         O_LANG,
+        O_BUCKETS,
         O_ACKED_OUT,
         O_HELP
     };
@@ -279,6 +287,7 @@ static int cmd_run(int argc, char **argv)
                                          {"threads", required_argument, 0, O_THREADS},
                                          {"timeline", required_argument, 0, O_TIMELINE},
                                          {"lang", required_argument, 0, O_LANG},
+                                         {"buckets", required_argument, 0, O_BUCKETS},
                                          {"acked-out", required_argument, 0, O_ACKED_OUT},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
@@ -321,6 +330,11 @@ static int cmd_run(int argc, char **argv)
             if (parse_i64("--stock", optarg, -1, 1000000000, &v))
                 return 2;
             cfg.stock = v;
+            break;
+        case O_BUCKETS:
+            if (parse_i64("--buckets", optarg, 1, 64, &v))
+                return 2;
+            cfg.buckets = (int)v;
             break;
         case O_SKU: cfg.sku = optarg; break;
         case O_WORK:
@@ -421,6 +435,11 @@ static int cmd_run(int argc, char **argv)
     }
     if (json && csv) {
         fprintf(stderr, "miaosha-load: --json and --csv exclude each other\n");
+        return 2;
+    }
+    if (cfg.buckets > 0 && cfg.stock < 0) {
+        fprintf(stderr, "miaosha-load: --buckets splits the stock of the reset: not with "
+                        "--stock -1\n");
         return 2;
     }
     if (cfg.ntargets == 0) {
@@ -548,7 +567,7 @@ static int cmd_timeline(int argc, char **argv)
         }
         free(text);
     }
-    lg_timeline_page page = {sku, mode, NULL, lang == LG_LANG_ZH ? "zh" : "en", NULL};
+    lg_timeline_page page = {sku, mode, NULL, lang == LG_LANG_ZH ? "zh" : "en", NULL, 0, 0};
     if (rc == 0 && lg_timeline_write(out, &page, &set, err, sizeof err) < 0) {
         fprintf(stderr, "miaosha-load: %s\n", err);
         rc = 1;

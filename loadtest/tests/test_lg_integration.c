@@ -277,7 +277,7 @@ static void test_matrix(const char *extra)
     char p[512];
     snprintf(p, sizeof p, "%s/matrix.csv", dir);
     FILE *f = fopen(p, "r");
-    int rows = 0, passed = 0;
+    int rows = 0, passed = 0, bucket_rows = 0, bucket_right = 0;
     char line[2048];
     while (f && fgets(line, sizeof line, f)) {
         if (!strncmp(line, "scenario,", 9))
@@ -285,11 +285,22 @@ static void test_matrix(const char *extra)
         rows++;
         if (strstr(line, ",true,"))
             passed++;
+        /* the stock in 4 buckets: none oversells, every other mode sells
+         * exactly the stock, the last unit included (0 undersold) */
+        if (!strncmp(line, "buckets,", 8)) {
+            bucket_rows++;
+            int none = !strncmp(line, "buckets,none,", 13);
+            bucket_right += none ? strstr(line, ",oversell,oversell,true,") != NULL
+                                 : strstr(line, ",exact,exact,true,") != NULL;
+        }
     }
     if (f)
         fclose(f);
-    TU_CHECK(rows == 56 && passed == 56, "csv rows %d passed %d (7 scenarios x 8 modes)", rows,
+    TU_CHECK(rows == 64 && passed == 64, "csv rows %d passed %d (8 scenarios x 8 modes)", rows,
              passed);
+    TU_CHECK(bucket_rows == 8 && bucket_right == 8,
+             "the buckets column: %d rows, %d as expected (none oversell, the rest exact)",
+             bucket_rows, bucket_right);
     snprintf(p, sizeof p, "%s/matrix.svg", dir);
     f = fopen(p, "r");
     int red = 0;

@@ -11,6 +11,7 @@
 #include "lg_admin.h"
 #include "lg_hist.h"
 #include "lg_http.h"
+#include "lg_matrix_html.h"
 #include "lg_matrix_report.h"
 #include "lg_timeline.h"
 #include "tu.h"
@@ -392,7 +393,7 @@ static const char golden_en_md[] =
     "1 cell(s) differ from the expected outcome.\n";
 
 typedef struct rendered {
-    char *text, *md, *csv, *svg; /* malloc'd, NUL-terminated */
+    char *text, *md, *csv, *svg, *html; /* malloc'd, NUL-terminated */
 } rendered;
 
 static char *slurp(const char *dir, const char *name)
@@ -414,6 +415,32 @@ static char *slurp(const char *dir, const char *name)
     return buf;
 }
 
+/* Every x and y attribute (and translate()) of the svg lies on its
+ * 1600 x 900 canvas: nothing drawn off the slide. */
+static void svg_fits(const char *svg, const char *what)
+{
+    int n = 0, off = 0;
+    for (const char *p = svg; (p = strpbrk(p, "xy(")) != NULL; p++) {
+        double v = -1, v2 = -1;
+        int is_x = *p == 'x';
+        if (p > svg && p[-1] != ' ' && p[-1] != 'e') /* " x=", " y=", "translate(" */
+            continue;
+        if (*p == '(') {
+            if (sscanf(p, "(%lf,%lf)", &v, &v2) != 2)
+                continue;
+            n++;
+            off += v < 0 || v > 1600 || v2 < 0 || v2 > 900;
+            continue;
+        }
+        if (sscanf(p + 1, "=\"%lf\"", &v) != 1 && sscanf(p + 2, "=\"%lf\"", &v) != 1)
+            continue;
+        n++;
+        off += v < 0 || v > (is_x ? 1600 : 900);
+    }
+    TU_CHECK(n > 20 && off == 0, "%s svg: %d of %d coordinates off the 1600x900 canvas", what, off,
+             n);
+}
+
 static void render(lg_report_lang lang, rendered *out)
 {
     char dir[] = "/tmp/miaosha-lg-report-XXXXXX";
@@ -431,6 +458,8 @@ static void render(lg_report_lang lang, rendered *out)
     out->md = slurp(dir, "matrix.md");
     out->csv = slurp(dir, "matrix.csv");
     out->svg = slurp(dir, "matrix.svg");
+    TU_REQUIRE(lg_matrix_write_html(&cfg, &r, lang, err, sizeof err) == 0, "html: %s", err);
+    out->html = slurp(dir, "matrix.html");
     rmdir(dir);
 }
 
@@ -440,6 +469,7 @@ static void rendered_free(rendered *r)
     free(r->md);
     free(r->csv);
     free(r->svg);
+    free(r->html);
 }
 
 /* Terminal columns of s's first n bytes, by the test's own reckoning (the
@@ -521,10 +551,25 @@ static void test_report_en(void)
     TU_CHECK(!strcmp(en.md, golden_en_md), "English matrix.md as before:\n%s", en.md);
     /* no XML declaration, one plain font, English words */
     TU_CHECK(!strncmp(en.svg, "<svg xmlns=", 11) &&
-                 strstr(en.svg, "font-family=\"sans-serif\" font-size=\"11\">\n") &&
+                 strstr(en.svg, "font-family=\"sans-serif\" font-size=\"13\">\n") &&
                  strstr(en.svg, ">miaosha: sold vs stock per lock mode and scenario (quick)<") &&
                  strstr(en.svg, ">token (DIFF)<") && strstr(en.svg, ">stuck<"),
-             "English svg as before:\n%.600s", en.svg);
+             "English svg:\n%.600s", en.svg);
+    /* a slide: 16:9, and a legend for the colours and the labels */
+    TU_CHECK(strstr(en.svg, "width=\"1600\" height=\"900\" viewBox=\"0 0 1600 900\"") != NULL,
+             "the svg is 16:9:\n%.300s", en.svg);
+    TU_CHECK(strstr(en.svg, ">oversold: sold more than the stock<") &&
+                 strstr(en.svg, ">exact: sold the stock<") && strstr(en.svg, ">the stock<") &&
+                 strstr(en.svg, "12/10 above a bar = sold / stock") &&
+                 strstr(en.svg, "\"(DIFF)\" after a mode"),
+             "the svg's legend");
+    svg_fits(en.svg, "en");
+    TU_CHECK(strstr(en.html, "<h2>How to read a cell</h2>") &&
+                 strstr(en.html, "<td class=\"pass\">ok exact 20/20</td>") &&
+                 strstr(en.html, "<td class=\"diff\">DIFF exact 20/20</td>") &&
+                 strstr(en.html, "<td class=\"pass oversold\">ok oversell 200/20</td>") &&
+                 strstr(en.html, "sold / stock: the units acknowledged as sold"),
+             "matrix.html's legend: ok, DIFF, sold/stock, the colours");
     TU_CHECK(!strncmp(en.csv, "scenario,mode,expected,measured,pass,", 37) &&
                  strstr(en.csv, "\nredis-pause,token,safe|stuck,safe,true,20,20,"),
              "csv:\n%s", en.csv);
@@ -582,6 +627,12 @@ static void test_report_zh(void)
                  strstr(zh.svg, ">token（不符）<") && strstr(zh.svg, ">卡死<") &&
                  strstr(zh.svg, "标注：崩溃后第一笔成交") && strstr(zh.svg, "#d62728"),
              "zh svg words:\n%s", zh.svg);
+    TU_CHECK(strstr(zh.svg, ">超卖：售出多于库存<") && strstr(zh.svg, "柱上的 12/10 = 售出 / 库存"),
+             "the zh svg's legend");
+    svg_fits(zh.svg, "zh");
+    TU_CHECK(strstr(zh.html, "<h2>怎样读一个格子</h2>") &&
+                 strstr(zh.html, "<td class=\"diff\">不符 准确 20/20</td>"),
+             "the zh matrix.html's legend");
     /* programs read the csv: the same bytes in every language */
     TU_CHECK(!strcmp(zh.csv, en.csv), "csv identical in zh and en");
     /* columns aligned by display width: every row's " | " at the header's
@@ -653,10 +704,10 @@ static void test_timeline_page(void)
     char path[600];
     snprintf(path, sizeof path, "%s/t.html", dir);
     lg_audit a = {.stock = 4, .initial = 5, .sold = 1, .orders = 1};
-    lg_timeline_page page = {"<img src=x>", "none", "a \"caption\" & more", "zh", &a};
+    /* the burst sent 9: 8 not in the trace, 5 of them answered by the flag */
+    lg_timeline_page page = {"<img src=x>", "none", "a \"caption\" & more", "zh", &a, 9, 5};
     TU_REQUIRE(lg_timeline_write(path, &page, &set, err, sizeof err) == 0, "write: %s", err);
     char *html = slurp(dir, "t.html");
-    rmdir(dir);
     TU_CHECK(strstr(html, "<img") == NULL && strstr(html, "&lt;img src=x&gt;") != NULL,
              "the SKU is escaped");
     TU_CHECK(strstr(html, "a &quot;caption&quot; &amp; more") != NULL, "the caption is escaped");
@@ -666,6 +717,20 @@ static void test_timeline_page(void)
     TU_CHECK(strstr(html, "lang: 'zh'") != NULL && strstr(html, "购买时间线") != NULL,
              "Chinese page");
     TU_CHECK(strstr(html, "window.miaoshaTimeline") != NULL, "the renderer is inlined");
+    TU_CHECK(strstr(html, "<p class=\"left-out\" data-sent=\"9\" data-left-out=\"8\" "
+                          "data-local=\"5\">") != NULL &&
+                 strstr(html, "5 由实例本地的售罄标记直接回答") != NULL &&
+                 strstr(html, "3 因其他原因没有追踪") != NULL,
+             "the page says what it leaves out: 5 from the flag, 3 other");
+    free(html);
+
+    /* a saved trace (nothing sent known): nothing said about the rest */
+    page.sent = page.sold_out_local = 0;
+    page.lang = "en";
+    TU_REQUIRE(lg_timeline_write(path, &page, &set, err, sizeof err) == 0, "write: %s", err);
+    html = slurp(dir, "t.html");
+    TU_CHECK(strstr(html, "left-out") == NULL, "no left-out line without a burst");
+    rmdir(dir);
     free(html);
     lg_trace_set_free(&set);
 

@@ -4,16 +4,26 @@
 # 1. `run --timeline` of a `none` burst that oversells (work_ms widens the
 #    race): headless Chromium loads the page from file:// and the DOM holds
 #    exactly the audit's `oversold` highlighted units (class="oversold");
-#    a `token` burst with --lang zh: none, and the Chinese words.
+#    No lock-wait bar on a `none` lane (none takes no lock), one on every
+#    `token` lane. A `lua` burst on a server with the local sold-out flag:
+#    the purchases the flag answered are not traced, and the page says so
+#    (lanes + left out = sent, some of them the flag's).
+#    a `token` burst with --lang zh: none, and the Chinese words, drawn as
+#    characters (no two distinct ones the same image: no font draws them
+#    all as one empty box; scripts/lib/cjk-glyphs.js).
 #    A `fenced` slow-holder burst (work_ms 300 > lease_ms 100, holders
 #    queued by wait_ms): the store refuses the stale holders' writes (409
 #    fenced_out); the DOM holds one mark (class="fenced-out") per
 #    fenced_out record of GET /trace, which equals the run's fenced_out.
+#    The same two bursts on a SKU split into 4 stock buckets (--buckets 4):
+#    each bucket counts alone, so `none` shows the audit's oversold and
+#    `token` none, although every bucket reads the same stock values; each
+#    lane of a purchase that tried a bucket names it.
 # 2. A quick matrix of two cells (race × none, token): matrix.html links to
 #    both timelines; in each, the highlighted units equal the cell's
 #    `oversold` in matrix.csv and the page's audit.
 #    `--trials 3 --lang zh`: three CSV rows with a trial column, matrix.html
-#    in Chinese with the histograms.
+#    in Chinese (drawn as characters) with the histograms.
 # 3. Escaping: the service refuses user=<script>alert(1)</script> (400), so
 #    a saved /trace with that user (and an <img onerror> as SKU) goes through
 #    `miaosha-load timeline`: the DOM shows both as text, and no element
@@ -46,9 +56,11 @@ browser_bin >/dev/null || die "Chromium is required for this test"
 [ -x "$load" ] && [ -x "$server" ] || die "build miaosha-load and miaosha-server first"
 
 srv_pid=""
+srv2_pid=""
 redis_pid=""
 cleanup() {
   [ -z "$srv_pid" ] || proc_stop "$srv_pid" miaosha-server
+  [ -z "$srv2_pid" ] || proc_stop "$srv2_pid" miaosha-server
   [ -z "$redis_pid" ] || proc_stop "$redis_pid" redis-server
 }
 trap cleanup EXIT
@@ -81,6 +93,8 @@ n=$(browser_count "$out/run-none.dom" 'class="oversold"')
 ck "run none: $n highlighted oversold units in the DOM = audit oversold $over" [ "$n" = "$over" ]
 ck "run none: the page shows the audit's oversold $over" grep -q "id=\"audit-oversold\">$over<" "$out/run-none.dom"
 ck "run none: the renderer counted $over from the trace" grep -q "data-trace-oversold=\"$over\"" "$out/run-none.dom"
+ck "run none: no lock-wait bar (none takes no lock)" [ "$(browser_count "$out/run-none.dom" 'class="wait"')" = 0 ]
+ck "run none: every purchase traced, nothing said left out" [ "$(browser_count "$out/run-none.dom" 'class="left-out"')" = 0 ]
 
 "$load" run --mode token --requests 60 --concurrency 20 --stock 20 --work-ms 2 --wait-ms 30000 \
   --target "$base" --json --lang zh --timeline "$out/run-token-zh.html" >"$out/run-token.json" ||
@@ -91,7 +105,60 @@ browser_page "file://$out/run-token-zh.html" "$out/run-token-zh.dom" "$out/run-t
 ck "run token: no highlighted oversold unit" [ "$(browser_count "$out/run-token-zh.dom" 'class="oversold"')" = 0 ]
 ck "run token --lang zh: Chinese labels in the DOM" grep -q '超卖件数.*购买时间线\|购买时间线.*超卖件数' \
   <(tr -d '\n' <"$out/run-token-zh.dom")
+# The Chinese must draw as characters: without a CJK font the DOM above
+# still holds the words, but every one is the same empty box.
+if glyphs=$(browser_cjk_glyphs "$out/run-token-zh.html" "$out/run-token-zh.cjk.dom" \
+  h1 .mtl-summary .mtl-legend); then g=0; else g=1; fi
+ck "run token --lang zh: the Chinese draws as distinct glyphs ($(echo $glyphs))" [ "$g" = 0 ]
 ck "run token: one lane per purchase (60)" [ "$(browser_count "$out/run-token-zh.dom" 'class="lane')" = 60 ]
+ck "run token: a lock-wait bar on every lane (60)" [ "$(browser_count "$out/run-token-zh.dom" 'class="wait"')" = 60 ]
+
+# With the local sold-out flag (the default): once the stock is gone most
+# purchases are answered on the HTTP thread and never traced. The page
+# says how many it leaves out and why, and lanes + left out = sent.
+port2=$(proc_free_port)
+proc_start "$out/server-flag.log" "$server" --port "$port2" --redis "127.0.0.1:$PROC_REDIS_PORT" \
+  --instance-id tl-flag
+srv2_pid=$PROC_PID
+proc_wait_healthy "$srv2_pid" 10000 proc_http_ok "http://127.0.0.1:$port2/healthz" || die "server 2 not healthy"
+"$load" run --mode lua --sku tl-flag --requests 300 --concurrency 20 --stock 5 \
+  --target "http://127.0.0.1:$port2" --json --timeline "$out/run-flag.html" >"$out/run-flag.json" ||
+  die "run lua (flag) failed"
+proc_stop "$srv2_pid" miaosha-server
+srv2_pid=""
+browser_dump "file://$out/run-flag.html" "$out/run-flag.dom" || die "chromium on run-flag.html"
+lanes=$(browser_count "$out/run-flag.dom" 'class="lane')
+left=$(grep -o 'data-left-out="[0-9]*"' "$out/run-flag.dom" | grep -o '[0-9]*' || true)
+flag=$(grep -o 'data-local="[0-9]*"' "$out/run-flag.dom" | grep -o '[0-9]*' || true)
+ck "run lua with the flag: $lanes lanes + ${left:-no} left out = 300 sent" [ "$((lanes + ${left:-0}))" = 300 ]
+ck "run lua with the flag: ${flag:-no} of them answered by the flag (> 0)" [ "${flag:-0}" -gt 0 ]
+ck "run lua with the flag: the page says why" grep -q "answered by an instance's local sold-out flag" "$out/run-flag.dom"
+ck "run lua: no lock-wait bar (lua takes no lock)" [ "$(browser_count "$out/run-flag.dom" 'class="wait"')" = 0 ]
+
+# Four stock buckets: their counters read the same values (5, 4, ... in
+# each), so only a count bucket by bucket matches the audit.
+"$load" run --mode none --sku tl-buckets --buckets 4 --requests 200 --concurrency 40 --stock 20 \
+  --work-ms 10 --target "$base" --json --timeline "$out/run-none-buckets.html" \
+  >"$out/run-none-buckets.json" || die "run none --buckets failed (exit $?)"
+over=$(json_num "$out/run-none-buckets.json" oversold)
+ck "run none --buckets 4: oversold ($over) > 0" [ "${over:-0}" -gt 0 ]
+browser_page "file://$out/run-none-buckets.html" "$out/run-none-buckets.dom" \
+  "$out/run-none-buckets.png" || die "chromium on run-none-buckets.html"
+n=$(browser_count "$out/run-none-buckets.dom" 'class="oversold"')
+ck "run none --buckets 4: $n highlighted oversold units = audit oversold $over" [ "$n" = "$over" ]
+"$load" run --mode token --sku tl-buckets-t --buckets 4 --requests 60 --concurrency 20 --stock 20 \
+  --work-ms 2 --wait-ms 30000 --target "$base" --json --timeline "$out/run-token-buckets.html" \
+  >"$out/run-token-buckets.json" || die "run token --buckets failed"
+ck "run token --buckets 4: audit oversold 0" [ "$(json_num "$out/run-token-buckets.json" oversold)" = 0 ]
+browser_page "file://$out/run-token-buckets.html" "$out/run-token-buckets.dom" \
+  "$out/run-token-buckets.png" || die "chromium on run-token-buckets.html"
+ck "run token --buckets 4: no highlighted oversold unit" \
+  [ "$(browser_count "$out/run-token-buckets.dom" 'class="oversold"')" = 0 ]
+proc_http GET "$base/trace/tl-buckets-t"
+[ "$H_CODE" = 200 ] || die "GET /trace/tl-buckets-t answered $H_CODE"
+tb=$(printf '%s\n' "$H_BODY" | grep -c '"bucket":' || true)
+ck "run token --buckets 4: every purchase that tried a bucket has its lane name it ($tb >= 20 sales)" \
+  bash -c '[ "$1" = "$2" ] && [ "$2" -ge 20 ]' _ "$(browser_count "$out/run-token-buckets.dom" 'data-bucket=')" "$tb"
 
 # A slow holder in fenced mode: every lease runs out while its holder
 # works, the next waiter gets in and raises the fence, and the stale
@@ -144,6 +211,12 @@ browser_page "file://$out/mx3/matrix.html" "$out/matrix-trials.dom" "$out/matrix
   die "chromium on the trials' matrix.html"
 ck "matrix.html --lang zh: Chinese title, mode name as in the URL" \
   grep -q '超卖矩阵.*<th>none</th>' <(tr -d '\n' <"$out/matrix-trials.dom")
+if glyphs=$(browser_cjk_glyphs "$out/mx3/matrix.html" "$out/matrix-trials.cjk.dom" h1 thead); then
+  g=0
+else
+  g=1
+fi
+ck "matrix.html --lang zh: the Chinese draws as distinct glyphs ($(echo $glyphs))" [ "$g" = 0 ]
 ck "matrix.html: the trials table (3 trials of race/none)" \
   grep -q 'data-scenario="race" data-mode="none" data-trials="3"' "$out/matrix-trials.dom"
 ck "matrix.html: three histograms for the cell" \

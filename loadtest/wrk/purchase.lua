@@ -1,23 +1,30 @@
 -- purchase.lua — wrk script for miaosha: every request buys as a distinct
 -- user, every status is counted, and the audit is printed at the end.
 --
---   MODE=token SKU=demo STOCK=100 WORK_MS=5 WAIT_MS=30000 \
+--   MODE=token SKU=demo-token STOCK=100 WORK_MS=5 WAIT_MS=30000 \
 --     wrk -t2 -c100 -d10s -s loadtest/wrk/purchase.lua http://127.0.0.1:8080
+--
+-- One SKU per mode (demo-none, demo-token, ...): the audit is the SKU's, so
+-- two modes on one SKU would share it.
 --
 -- Environment (all optional):
 --   MODE      none|mutex|setnx|token|reentrant|redlock|fenced|lua (default token;
 --             redlock needs a server with redlock.nodes)
---   SKU       product id (default demo)
+--   SKU       product id (default demo: purchase.sku, which the server seeds at start)
 --   WORK_MS, LEASE_MS, WAIT_MS, REENTER   sent as query parameters when set
 --   METHOD    POST (default) or GET
---   STOCK     when set, PUT /stock/{SKU} {"stock":STOCK} runs once before the
---             load (through curl; ADMIN_TOKEN adds the Bearer header)
+--   STOCK     when set, PUT /stock/{SKU} {"stock":STOCK} runs once, in setup(),
+--             before the load (through curl; ADMIN_TOKEN adds the Bearer header;
+--             the reset creates a SKU never stocked)
 --   AUDIT     0 = only print the curl line for the audit instead of running it
 --
 -- What wrk allows, honestly: its Lua API cannot make an HTTP request of its
 -- own, neither in setup() nor in done(). The stock reset and the audit are
--- therefore run by curl through os.execute() (a child process of wrk, after
--- the load has finished); with AUDIT=0 the script only prints the command.
+-- therefore run by curl through os.execute(), a child process of wrk: the
+-- reset in setup(), which wrk calls once per thread before any request
+-- (the first call resets, the others skip it), the audit in done(), after
+-- the load has finished; with AUDIT=0 the script only prints the audit's
+-- command.
 -- wrk bounds the load by time (-d), not by count: stop conditions in
 -- miaosha-load are stricter (see loadtest/README.md). Per-thread counters are
 -- collected in done() through thread:get(), which wrk supports.

@@ -179,7 +179,7 @@ static int ask_all(lc_sentinel *s, char *host, int *port, char *err)
                 best_port = *port;
                 snprintf(best_host, sizeof best_host, "%s", host);
             }
-            snprintf(why, sizeof why, "%s:%d names %s:%d of an older epoch %lld", s->host[i],
+            snprintf(why, sizeof why, "%.48s:%d names %.48s:%d of an older epoch %lld", s->host[i],
                      s->port[i], host, *port, (long long)epoch);
         }
         size_t used = strlen(all);

@@ -7,8 +7,8 @@
 # it) in the source tree, as the build stage does in /src, and checks that
 # they produce the files the final stage copies. It also checks that the
 # configure line carries scripts/test.sh's flags and builds without the test
-# tools, and that the build stage installs the same -dev packages as
-# scripts/deps.sh.
+# tools, that the build stage installs the same -dev packages as
+# scripts/deps.sh, and the final stage the same CJK font.
 . "$(dirname "$0")/lib.sh"
 cd "$SRC" || exit 1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/miaosha-dockerbuild.XXXXXX")
@@ -23,6 +23,9 @@ ck "no test tool is faked at configure time" -- bash -c "! grep -qE -- '-DMIAOSH
 ck "build: cmake --build build/docker" -- bash -c "grep -q -- '^RUN cmake --build build/docker' <<<'${runs[1]}'"
 ck "install: cmake --install build/docker into a staging prefix" -- \
   bash -c "grep -q -- '^RUN cmake --install build/docker --prefix build/docker-root' <<<'${runs[2]}'"
+font=$(grep -o 'fonts-[a-z0-9-]*' scripts/deps.sh | head -1)
+ck "the final stage installs scripts/deps.sh's CJK font (${font:-none})" -- \
+  bash -c "[ -n '$font' ] && sed -n '/^FROM debian:bookworm-slim/,\$p' Dockerfile | grep -qw -- '$font'"
 for p in $(sed -n '/^FROM debian:bookworm AS build/,/^FROM /p' Dockerfile | grep -o '[a-z0-9.+-]*-dev\b' | sort -u); do
   ck "build stage package $p is one scripts/deps.sh installs" -- grep -qw -- "$p" scripts/deps.sh
 done

@@ -73,6 +73,41 @@ browser_page() {
   browser_dump "$1" "$2" "${4:-5000}" && browser_screenshot "$1" "$3" "${4:-5000}"
 }
 
+# browser_cjk_glyphs PAGE DOM SELECTOR...: does the Chinese text of the
+# HTML file PAGE draw as characters, not as empty boxes? A copy of PAGE
+# (PAGE.cjk.html, beside it, so its relative links still resolve) gets
+# scripts/lib/cjk-glyphs.js and one call per SELECTOR before </body>;
+# Chromium loads the copy and the DOM is written to DOM. Prints one line
+# per SELECTOR, "SELECTOR: distinct N" or what failed ("same AB": two
+# characters drew the same image). Status 1 when any answer is not
+# "distinct", or the browser failed.
+browser_cjk_glyphs() {
+  local page=$1 dom=$2 probe answers sel js="" rc=0
+  shift 2
+  probe=$(dirname "${BASH_SOURCE[0]}")/cjk-glyphs.js
+  [ -r "$probe" ] || { echo "browser.sh: $probe is missing" >&2; return 1; }
+  for sel in "$@"; do
+    case $sel in *[\'\"\\]*) echo "browser.sh: selector $sel: no quotes or backslashes" >&2; return 1 ;; esac
+    js+="'$sel',"
+  done
+  awk -v probe="$probe" -v list="$js" '
+    /<\/body>/ && !done {
+      print "<script>"; while ((getline l < probe) > 0) print l; print "</script>"
+      print "<script>document.body.setAttribute(\"data-cjk\", [" list "].map(function (s) {"
+      print "  return s + \": \" + window.miaoshaCjkGlyphs(s); }).join(\" | \"));</script>"
+      done = 1
+    }
+    { print }' "$page" >"$page.cjk.html"
+  browser_dump "file://$(cd "$(dirname "$page")" && pwd)/${page##*/}.cjk.html" "$dom" || return 1
+  answers=$(grep -o 'data-cjk="[^"]*"' "$dom" | head -1 | sed 's/^data-cjk="//; s/"$//; s/&gt;/>/g; s/&amp;/\&/g')
+  [ -n "$answers" ] || { echo "browser.sh: no glyph answer in $dom" >&2; return 1; }
+  while IFS= read -r a; do
+    echo "$a"
+    [[ $a == *": distinct "* ]] || rc=1
+  done < <(printf '%s\n' "${answers// | /$'\n'}")
+  return "$rc"
+}
+
 # browser_count DOM TEXT: prints how many times TEXT occurs in the file DOM
 # (e.g. 'class="oversold"'), 0 when none.
 browser_count() {

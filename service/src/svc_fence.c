@@ -34,16 +34,16 @@
 #include "svc_keys.h"
 #include "svc_scripts.h"
 
-static int fenced_append_read(lc_pipe *p, const char *sku, const char *user, int64_t token,
+static int fenced_append_read(lc_pipe *p, const char *tag, const char *user, int64_t token,
                               bool eval)
 {
     char fence[SVC_KEY_MAX], mark[SVC_KEY_MAX], stock[SVC_KEY_MAX], epoch[SVC_KEY_MAX],
         buyers[SVC_KEY_MAX], t[24] = "";
-    svc_key(fence, sku, "fence");
-    svc_key(mark, sku, "fence_hwm");
-    svc_key(stock, sku, "stock");
-    svc_key(epoch, sku, "epoch");
-    svc_key(buyers, sku, "buyers");
+    svc_key(fence, tag, "fence");
+    svc_key(mark, tag, "fence_hwm");
+    svc_key(stock, tag, "stock");
+    svc_key(epoch, tag, "epoch");
+    svc_key(buyers, tag, "buyers");
     if (token > 0)
         snprintf(t, sizeof t, "%lld", (long long)token);
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
@@ -145,24 +145,25 @@ static bool fenced_parse_read(redisReply *const *reps, int n, int64_t fence, svc
  * still the SKU's high-water mark and the epoch is the one the read saw. */
 static int fenced_append_write(lc_pipe *p, const svc_sale *s, const svc_stock_read *rd, bool eval)
 {
-    const char *sku = s->sku;
+    const char *tag = s->tag;
     char mark[SVC_KEY_MAX], ep[SVC_KEY_MAX], stock[SVC_KEY_MAX], sold[SVC_KEY_MAX],
         orders[SVC_KEY_MAX], buyers[SVC_KEY_MAX], t[24], after[24], ttl[24] = "";
-    svc_key(mark, sku, "fence_hwm");
-    svc_key(ep, sku, "epoch");
-    svc_key(stock, sku, "stock");
-    svc_key(sold, sku, "sold");
-    svc_key(orders, sku, "orders");
-    svc_key(buyers, sku, "buyers");
+    svc_key(mark, tag, "fence_hwm");
+    svc_key(ep, tag, "epoch");
+    svc_key(stock, tag, "stock");
+    svc_key(sold, tag, "sold");
+    svc_key(orders, tag, "orders");
+    svc_key(buyers, tag, "buyers");
     snprintf(t, sizeof t, "%lld", (long long)s->fence);
     snprintf(after, sizeof after, "%lld", s->stock_after);
     const char *idem_key = s->idem_key && s->idem_val ? s->idem_key : NULL;
     if (idem_key)
         snprintf(ttl, sizeof ttl, "%lld", s->idem_ttl_ms);
-    /* The idempotency key shares the SKU's hash slot (svc_idem.h), so it is
-     * a KEYS entry like the others; without one KEYS[7] is left out (an
-     * empty key name would be a key of slot 0: on a Redis Cluster, a script
-     * naming two slots). */
+    /* The idempotency key shares the stock's hash slot (svc_idem.h: a
+     * bucket's sale writes it under the bucket's tag), so it is a KEYS
+     * entry like the others; without one KEYS[7] is left out (an empty key
+     * name would be a key of slot 0: on a Redis Cluster, a script naming
+     * two slots). */
     const char *argv[] = {eval ? "EVAL" : "EVALSHA",
                           eval ? SVC_SCRIPT_FENCE_WRITE : SVC_SCRIPT_FENCE_WRITE_SHA,
                           idem_key ? "7" : "6",

@@ -17,15 +17,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_keys.h"
 
 typedef struct slot {
-    _Atomic uint64_t hash;     /* 0: empty */
-    _Atomic int64_t seen_ms;   /* last seen, lc_now_ms */
-    char sku[SVC_SKU_MAX + 1]; /* under mu */
-    bool have;                 /* the last read found a stock: the values hold */
-    long long stock, initial, sold;
+    _Atomic uint64_t hash;              /* 0: empty */
+    _Atomic int64_t seen_ms;            /* last seen, lc_now_ms */
+    char sku[SVC_SKU_MAX + 1];          /* under mu */
+    bool have;                          /* the last read found a stock: the values hold */
+    long long stock, sold, over, under; /* the audit's; over, under summed per bucket */
 } slot;
 
 static slot *slots;
@@ -35,7 +36,7 @@ static pthread_cond_t cv;
 static int stop; /* under mu */
 static pthread_t thread;
 static lc_client *client;
-static int cluster; /* redis.cluster_nodes: one SKU per round trip (its master's) */
+static int cluster; /* redis.cluster_nodes: read_cluster */
 
 /* FNV-1a, never 0 (0 marks an empty slot). */
 static uint64_t hash_of(const char *s)
@@ -97,99 +98,223 @@ static int as_ll(const redisReply *rep, long long *out)
     return end != rep->str && *end == '\0' ? 0 : -1;
 }
 
-/* One read of every tracked SKU: three GETs each, one round trip; the
+/* What one read found for a SKU: the audit's four numbers. */
+typedef struct reading {
+    char sku[SVC_SKU_MAX + 1];
+    svc_layout lay; /* lay.n > 1: its buckets are read in the second round trip */
+    bool ok;
+    long long stock, sold, over, under;
+} reading;
+
+/* Adds one stock's stock, initial and sold (three replies) to g: oversold
+ * and undersold of that stock alone, as GET /stock/{sku} does bucket by
+ * bucket. false when a reply is missing, not an integer, or the stock key
+ * is absent. */
+static bool add_stock(reading *g, redisReply *const *v)
+{
+    long long stock, initial, sold;
+    if (v[0]->type == REDIS_REPLY_NIL || as_ll(v[0], &stock) != 0 || as_ll(v[1], &initial) != 0 ||
+        as_ll(v[2], &sold) != 0)
+        return false;
+    long long taken = initial - stock, over = sold - taken, under = taken - sold;
+    g->stock += stock;
+    g->sold += sold;
+    g->over += over > 0 ? over : 0;
+    g->under += under > 0 ? under : 0;
+    return true;
+}
+
+/* Reads n pipelined replies into reps; false when the connection broke
+ * (every reply read is freed then; lc_conn_redis reconnects next time). */
+static bool read_n(redisContext *ctx, redisReply **reps, int n)
+{
+    for (int i = 0; i < n; i++) {
+        void *rep = NULL;
+        if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
+            for (int k = 0; k < i; k++)
+                freeReplyObject(reps[k]);
+            return false;
+        }
+        reps[i] = rep;
+    }
+    return true;
+}
+
+static void append_stock(redisContext *ctx, const char *tag)
+{
+    static const char *const keys[3] = {"stock", "initial", "sold"};
+    for (int k = 0; k < 3; k++) {
+        char key[SVC_KEY_MAX];
+        svc_key(key, tag, keys[k]);
+        redisAppendCommand(ctx, "GET %s", key);
+    }
+}
+
+/* One round trip of p's commands on conn (on a cluster they name one
+ * slot): the replies in p, or false when one is missing (p emptied). */
+static bool pipe_sent(lc_conn *conn, lc_pipe *p, int n)
+{
+    if (p->n == n && lc_conn_pipe(conn, p) == LC_OK)
+        return true;
+    lc_pipe_clear(p);
+    return false;
+}
+
+/* read_all on a Redis Cluster, where every stock is a slot of its own
+ * (svc_keys.h): per SKU one round trip for its layout record and its own
+ * stock, initial and sold (one tag: one slot), then one per bucket. */
+static void read_cluster(lc_conn *conn, reading *g, int n)
+{
+    static const char *const keys[3] = {"stock", "initial", "sold"};
+    for (int i = 0; i < n; i++) {
+        char key[SVC_KEY_MAX], tag[SVC_TAG_MAX];
+        lc_pipe p;
+        lc_pipe_init(&p);
+        svc_key(key, g[i].sku, "layout");
+        (void)lc_pipe_append(&p, "GET %s", key);
+        for (int k = 0; k < 3; k++) {
+            svc_key(key, g[i].sku, keys[k]);
+            (void)lc_pipe_append(&p, "GET %s", key);
+        }
+        g[i].lay.n = 1;
+        if (!pipe_sent(conn, &p, 4))
+            continue;
+        const redisReply *v = p.reply[0];
+        if (v->type == REDIS_REPLY_NIL)
+            g[i].ok = add_stock(&g[i], p.reply + 1); /* no stock key: not a SKU (any more) */
+        else if (v->type != REDIS_REPLY_STRING || svc_layout_parse(v->str, &g[i].lay) != 0)
+            g[i].lay.n = 1; /* a record PUT /stock did not write: left out */
+        lc_pipe_clear(&p);
+        bool ok = g[i].lay.n > 1;
+        for (int b = 0; ok && b < g[i].lay.n; b++) {
+            svc_layout_tag(&g[i].lay, g[i].sku, b, tag);
+            for (int k = 0; k < 3; k++) {
+                svc_key(key, tag, keys[k]);
+                (void)lc_pipe_append(&p, "GET %s", key);
+            }
+            /* a bucket without a stock key: a reset between the reads */
+            ok = pipe_sent(conn, &p, 3) && add_stock(&g[i], p.reply);
+            lc_pipe_clear(&p);
+        }
+        if (g[i].lay.n > 1)
+            g[i].ok = ok;
+    }
+}
+
+/* One read of every tracked SKU, at most two round trips for all of them
+ * (on a Redis Cluster: read_cluster): the layout record and the SKU's own
+ * stock, initial and sold; then, for the SKUs split into stock buckets,
+ * every bucket's three. A SKU in buckets sums them as its audit does. The
  * values go back to the slots still holding the same SKU. */
 static void read_all(lc_conn **conn)
 {
-    char(*names)[SVC_SKU_MAX + 1] = calloc((size_t)nslots, sizeof *names);
-    long long(*vals)[3] = calloc((size_t)nslots, sizeof *vals);
-    bool *got = calloc((size_t)nslots, sizeof *got);
+    reading *g = calloc((size_t)nslots, sizeof *g);
+    redisReply **reps = NULL;
     int n = 0;
-    if (names == NULL || vals == NULL || got == NULL)
+    if (g == NULL)
         goto out;
     SVC_PT(pthread_mutex_lock(&mu));
     for (int i = 0; i < nslots; i++)
         if (atomic_load_explicit(&slots[i].hash, memory_order_relaxed) != 0)
-            memcpy(names[n++], slots[i].sku, sizeof names[0]);
+            memcpy(g[n++].sku, slots[i].sku, sizeof g[0].sku);
     SVC_PT(pthread_mutex_unlock(&mu));
     if (n == 0)
         goto out;
     if (*conn == NULL && lc_conn_new(client, conn) != LC_OK)
         goto out;
     if (cluster) {
-        /* each SKU's keys live on its slot's master: one pipe each */
-        static const char *const names3[3] = {"stock", "initial", "sold"};
-        for (int i = 0; i < n; i++) {
-            lc_pipe p;
-            lc_pipe_init(&p);
-            for (int k = 0; k < 3; k++) {
-                char key[SVC_KEY_MAX];
-                svc_key(key, names[i], names3[k]);
-                (void)lc_pipe_append(&p, "GET %s", key);
-            }
-            bool ok = p.n == 3 && lc_conn_pipe(*conn, &p) == LC_OK;
-            for (int k = 0; ok && k < 3; k++) {
-                const redisReply *r = p.reply[k];
-                if (k == 0 && r->type == REDIS_REPLY_NIL)
-                    ok = false; /* no stock key: not a SKU (any more) */
-                else if (as_ll(r, &vals[i][k]) != 0)
-                    ok = false;
-            }
-            lc_pipe_clear(&p);
-            got[i] = ok;
-        }
+        read_cluster(*conn, g, n);
         goto out;
     }
     redisContext *ctx = lc_conn_redis(*conn);
     if (ctx == NULL)
         goto out;
-    static const char *const keys[3] = {"stock", "initial", "sold"};
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++) {
-            char key[SVC_KEY_MAX];
-            svc_key(key, names[i], keys[k]);
-            redisAppendCommand(ctx, "GET %s", key);
-        }
-    bool broken = false;
     for (int i = 0; i < n; i++) {
-        bool ok = true;
-        for (int k = 0; k < 3; k++) {
+        char key[SVC_KEY_MAX];
+        svc_key(key, g[i].sku, "layout");
+        redisAppendCommand(ctx, "GET %s", key);
+        append_stock(ctx, g[i].sku);
+    }
+    reps = calloc((size_t)4 * (size_t)n, sizeof *reps);
+    if (reps == NULL || !read_n(ctx, reps, 4 * n)) {
+        /* out of memory: the replies still have to be read to keep the
+         * connection in step; a broken one is already done with */
+        for (int i = 0; reps == NULL && i < 4 * n; i++) {
             void *rep = NULL;
-            if (broken || redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
-                broken = true; /* lc_conn_redis reconnects next time */
-                ok = false;
-                continue;
-            }
-            const redisReply *r = rep;
-            if (k == 0 && r->type == REDIS_REPLY_NIL)
-                ok = false; /* no stock key: not a SKU (any more) */
-            else if (as_ll(r, &vals[i][k]) != 0)
-                ok = false;
+            if (redisGetReply(ctx, &rep) != REDIS_OK)
+                break;
             freeReplyObject(rep);
         }
-        got[i] = ok;
+        goto out;
     }
+    int nb = 0; /* the buckets to read */
+    for (int i = 0; i < n; i++) {
+        redisReply **v = reps + 4 * i;
+        g[i].lay.n = 1;
+        if (v[0]->type == REDIS_REPLY_NIL)
+            g[i].ok = add_stock(&g[i], v + 1); /* no stock key: not a SKU (any more) */
+        else if (v[0]->type == REDIS_REPLY_STRING && svc_layout_parse(v[0]->str, &g[i].lay) == 0)
+            nb += g[i].lay.n;
+        /* else a record PUT /stock did not write: left out */
+    }
+    for (int i = 0; i < 4 * n; i++)
+        freeReplyObject(reps[i]);
+    free(reps);
+    reps = NULL;
+    if (nb == 0)
+        goto out;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; g[i].lay.n > 1 && b < g[i].lay.n; b++) {
+            char tag[SVC_TAG_MAX];
+            svc_layout_tag(&g[i].lay, g[i].sku, b, tag);
+            append_stock(ctx, tag);
+        }
+    reps = calloc((size_t)3 * (size_t)nb, sizeof *reps);
+    if (reps == NULL || !read_n(ctx, reps, 3 * nb)) {
+        for (int i = 0; reps == NULL && i < 3 * nb; i++) {
+            void *rep = NULL;
+            if (redisGetReply(ctx, &rep) != REDIS_OK)
+                break;
+            freeReplyObject(rep);
+        }
+        goto out;
+    }
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        if (g[i].lay.n == 1)
+            continue;
+        /* A bucket without a stock key: a reset between the two round
+         * trips; the next read sees the new layout. */
+        bool ok = true;
+        for (int b = 0; b < g[i].lay.n; b++, at += 3)
+            ok = add_stock(&g[i], reps + at) && ok;
+        g[i].ok = ok;
+    }
+    for (int i = 0; i < 3 * nb; i++)
+        freeReplyObject(reps[i]);
+    free(reps);
+    reps = NULL;
 out:
-    if (names != NULL && vals != NULL && got != NULL) {
+    free(reps);
+    if (g != NULL) {
         SVC_PT(pthread_mutex_lock(&mu));
         for (int s = 0; s < nslots; s++) {
             if (atomic_load_explicit(&slots[s].hash, memory_order_relaxed) == 0)
                 continue;
             bool have = false;
             for (int i = 0; i < n; i++)
-                if (strcmp(slots[s].sku, names[i]) == 0 && got[i]) {
-                    slots[s].stock = vals[i][0];
-                    slots[s].initial = vals[i][1];
-                    slots[s].sold = vals[i][2];
+                if (strcmp(slots[s].sku, g[i].sku) == 0 && g[i].ok) {
+                    slots[s].stock = g[i].stock;
+                    slots[s].sold = g[i].sold;
+                    slots[s].over = g[i].over;
+                    slots[s].under = g[i].under;
                     have = true;
                 }
             slots[s].have = have;
         }
         SVC_PT(pthread_mutex_unlock(&mu));
     }
-    free(names);
-    free(vals);
-    free(got);
+    free(g);
 }
 
 static void *reader(void *arg)
@@ -290,12 +415,11 @@ void svc_gauges_render(svc_buf *b)
         const slot *s = &slots[i];
         if (atomic_load_explicit(&s->hash, memory_order_relaxed) == 0 || !s->have)
             continue;
-        long long taken = s->initial - s->stock, over = s->sold - taken, under = taken - s->sold;
         memcpy(rows[n].sku, s->sku, sizeof rows[n].sku);
         rows[n].v[0] = s->stock;
         rows[n].v[1] = s->sold;
-        rows[n].v[2] = over > 0 ? over : 0;
-        rows[n].v[3] = under > 0 ? under : 0;
+        rows[n].v[2] = s->over;
+        rows[n].v[3] = s->under;
         n++;
     }
     SVC_PT(pthread_mutex_unlock(&mu));
@@ -307,9 +431,10 @@ void svc_gauges_render(svc_buf *b)
         {"miaosha_sold", "Units the SKU's purchases recorded as sold (GET /stock/{sku} sold)."},
         {"miaosha_oversold",
          "Units sold that the stock counter never lost: max(0, sold - (initial - stock)), the "
-         "race."},
+         "race; for a SKU in stock buckets, summed bucket by bucket."},
         {"miaosha_undersold",
-         "Stock that left without a recorded sale: max(0, (initial - stock) - sold)."},
+         "Stock that left without a recorded sale: max(0, (initial - stock) - sold); for a SKU "
+         "in stock buckets, summed bucket by bucket."},
     };
     for (int f = 0; f < 4; f++) {
         svc_buf_printf(b,

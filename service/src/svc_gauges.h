@@ -11,13 +11,17 @@
  * Where the values come from: /metrics is answered on an HTTP thread from
  * memory and must never wait for Redis. So one background thread, on a
  * connection of its own, reads the audit keys of every tracked SKU (GET
- * stock, initial, sold: one pipelined round trip for all of them) every
- * refresh_ms (metrics.refresh_ms) and keeps the values; a rendering prints
- * what the last read found. A value is therefore at most refresh_ms plus
- * one round trip old. A SKU whose last read failed (Redis down, a
- * non-integer value) or found no stock key is left out of the rendering
- * rather than shown stale. oversold and undersold are GET /stock/{sku}'s
- * formulas.
+ * of its stock buckets' layout record, stock, initial, sold: one
+ * pipelined round trip for all of them; a second one, for all of them
+ * too, reads the buckets of the SKUs split into stock buckets, svc_bucket.h)
+ * every refresh_ms (metrics.refresh_ms) and keeps the values; a rendering
+ * prints what the last read found. A value is therefore at most
+ * refresh_ms plus two round trips old. A SKU whose last read failed (Redis
+ * down, a non-integer value, a layout record PUT /stock did not write) or
+ * found no stock key (nor, split, a bucket's) is left out of the
+ * rendering rather than shown stale. The four values are GET
+ * /stock/{sku}'s: for a SKU in buckets, stock and sold summed over them,
+ * oversold and undersold computed bucket by bucket and then summed.
  *
  * Threads: svc_gauges_seen and svc_gauges_render from any thread;
  * svc_gauges_start and svc_gauges_stop from the main thread. Nothing here

@@ -469,7 +469,7 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
         if (strcmp(seg, "redlock") == 0)
             snprintf(detail, sizeof detail,
                      "mode redlock is not offered: redlock.nodes (its lock masters) is not "
-                     "configured");
+                     "configured; to run it by hand: README.md, \"redlock by hand\"");
         else
             snprintf(detail, sizeof detail, "unknown mode '%.32s' (%s)", seg, svc_mode_list());
         return error_now(r, 404, "not_found", detail, method, url);
@@ -549,21 +549,22 @@ static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *
     return submit_or_reply(r, admin_pool, svc_stock_get_job, method, url);
 }
 
-/* PUT /stock/{sku}: the reset, the stock in the query or the body. */
+/* PUT /stock/{sku}: the reset, the stock (and the buckets) in the query
+ * or the body, each in one of them. */
 static enum MHD_Result route_stock_put(svc_req *r, const char *seg, const char *method,
                                        const char *url)
 {
     char detail[160];
     (void)seg;
-    if (svc_params_parse(r->conn, r->s, SVC_P_STOCK, &r->p, detail, sizeof detail) != 0)
+    if (svc_params_parse(r->conn, r->s, SVC_P_STOCK | SVC_P_BUCKETS, &r->p, detail,
+                         sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
-    int in_query = (r->p.seen & SVC_P_STOCK) != 0;
-    if (in_query && r->body_len > 0)
-        return error_now(r, 400, "bad_request", "stock: give it in the query or the body, not both",
-                         method, url);
-    if (!in_query &&
-        svc_stock_parse_body(r->body, r->body_len, &r->p.stock, detail, sizeof detail) != 0)
+    int64_t buckets = 0;
+    if (svc_stock_parse_body(r->body, r->body_len, r->p.seen, &r->p.stock, &buckets, detail,
+                             sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
+    if (buckets > 0)
+        r->p.buckets = buckets;
     return submit_or_reply(r, admin_pool, svc_stock_put_job, method, url);
 }
 

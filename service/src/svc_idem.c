@@ -109,8 +109,14 @@ static redisReply *set_nx_get(lc_conn *conn, const char *key, const char *value,
     return rep;
 }
 
-/* The key-wide claim (svc_idem.h): 0 when the key is new or was claimed
- * for the same SKU, mode and user; -1 with *res and detail set otherwise.
+void svc_idem_key(char *buf, const char *tag, const char *key)
+{
+    snprintf(buf, SVC_IDEM_RKEY_MAX, "miaosha:{%s}:idem:%s", tag, key);
+}
+
+/* The key-wide claim (svc_idem.h): 0 when the key is new, 1 when it was
+ * claimed before for the same SKU, mode and user; -1 with *res and detail
+ * set otherwise.
  * It lives marker_ms longer than the outcome's TTL: the outcome is stored
  * up to marker_ms after the claim, and must never outlive it (the key
  * would then be free on another SKU while its outcome still answers). */
@@ -133,24 +139,86 @@ static int claim(const svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_m
                  bar ? (int)(bar - rep->str) : 0, rep->str, bar ? bar + 1 : "?");
         *res = PR_KEY_REUSED;
         rc = -1;
+    } else if (rep->type == REDIS_REPLY_STRING) {
+        rc = 1;
     }
     freeReplyObject(rep);
     return rc;
 }
 
-int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, purchase_result *res,
-                   char *detail, size_t len)
+/* A SKU in buckets, a key claimed before and its marker ours: an earlier
+ * request with the key may have sold in a bucket and ended before it
+ * stored the outcome under the SKU's key (a crash). Every bucket's copy in
+ * one pipelined round trip (LC_PIPE_MAX buckets a trip; on a Redis Cluster
+ * a trip per bucket, each a slot of its own): 1 when one holds an outcome —
+ * stored under the SKU's key in place of this marker (a failure there is
+ * left to the marker's expiry: the bucket still holds it) and answered in
+ * r; 0 when none does; -1 with *res and detail set. */
+static int look_in_buckets(const svc_idem *id, svc_req *r, lc_conn *conn, const svc_layout *lay,
+                           purchase_result *res, char *detail, size_t len)
+{
+    int per = r->s->redis.cluster_nodes[0] != '\0' ? 1 : LC_PIPE_MAX;
+    redisReply *found = NULL;
+    int rc = 0;
+    lc_pipe p;
+    for (int b0 = 0; b0 < lay->n && rc == 0 && found == NULL; b0 += per) {
+        int m = lay->n - b0 < per ? lay->n - b0 : per;
+        lc_pipe_init(&p);
+        lc_status st = LC_OK;
+        for (int b = b0; b < b0 + m && st == LC_OK; b++) {
+            char tag[SVC_TAG_MAX], key[SVC_IDEM_RKEY_MAX];
+            svc_layout_tag(lay, r->sku, b, tag);
+            svc_idem_key(key, tag, r->idem);
+            st = lc_pipe_append(&p, "GET %s", key);
+        }
+        if (st == LC_OK)
+            (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+        for (int i = 0; i < m && rc == 0 && found == NULL; i++) {
+            redisReply *rep = st == LC_OK ? lc_pipe_take(&p, i) : NULL;
+            if (rep == NULL) {
+                snprintf(detail, len, "Idempotency-Key: %.200s; nothing was bought",
+                         st != LC_OK               ? "out of memory"
+                         : lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn)
+                                                   : "no reply");
+                *res = PR_REDIS_UNAVAILABLE;
+                rc = -1;
+            } else if (rep->type == REDIS_REPLY_STRING && rep->len > 2 &&
+                       memcmp(rep->str, "D|", 2) == 0) {
+                found = rep;
+                rep = NULL;
+            }
+            freeReplyObject(rep);
+        }
+        lc_pipe_clear(&p);
+    }
+    if (found == NULL)
+        return rc;
+    lc_pipe_init(&p);
+    if (lc_pipe_append(&p, "SET %s %b PX %lld XX", id->rkey, found->str, found->len,
+                       (long long)svc_idem_ttl_ms(r->s)) == LC_OK) {
+        (void)lc_conn_pipe(conn, &p);
+        freeReplyObject(lc_pipe_take(&p, 0));
+    }
+    lc_pipe_clear(&p);
+    rc = svc_idem_found(id, r, found->str, found->len, res, detail, len);
+    freeReplyObject(found);
+    return rc;
+}
+
+int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms,
+                   const svc_layout *lay, purchase_result *res, char *detail, size_t len)
 {
     uuid_t u;
     char token[SVC_UUID_LEN];
     memset(id, 0, sizeof *id);
-    snprintf(id->rkey, sizeof id->rkey, "miaosha:{%s}:idem:%s", r->sku, r->idem);
+    svc_idem_key(id->rkey, r->sku, r->idem);
     snprintf(id->fp, sizeof id->fp, "%s/%s", svc_mode_name(r->mode),
              (r->p.seen & SVC_P_USER) ? r->p.user : "");
     uuid_generate_random(u);
     uuid_unparse_lower(u, token);
     snprintf(id->marker, sizeof id->marker, "P|%s|%s", id->fp, token);
-    if (claim(id, r, conn, marker_ms, res, detail, len) != 0)
+    int seen = claim(id, r, conn, marker_ms, res, detail, len);
+    if (seen < 0)
         return -1;
     redisReply *rep = set_nx_get(conn, id->rkey, id->marker, marker_ms, res, detail, len);
     if (rep == NULL)
@@ -161,6 +229,11 @@ int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, p
     else
         rc = svc_idem_found(id, r, rep->str, rep->len, res, detail, len);
     freeReplyObject(rep);
+    if (rc == 0 && seen == 1 && lay != NULL && lay->n > 1) {
+        rc = look_in_buckets(id, r, conn, lay, res, detail, len);
+        if (rc == 1)
+            id->on = 0; /* the key holds the outcome now: not ours to end */
+    }
     return rc;
 }
 

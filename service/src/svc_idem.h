@@ -22,8 +22,16 @@
  *
  * A sale's outcome is written in the same atomic step as the order (the
  * lock modes' MULTI/EXEC, the lua script), so there is never an order
- * without its outcome. sold_out and limit_reached are stored too (they are
- * the answer to that request; a replay after a reset still answers them).
+ * without its outcome. A SKU split into stock buckets (svc_bucket.h)
+ * sells in a bucket whose tag is not the SKU's: the sale writes the
+ * outcome into the bucket's own copy of the key, miaosha:{<bucket tag>}:
+ * idem:<key>, with the order, and the purchase then stores it under the
+ * SKU's key (svc_idem_end) for the replays. A crash between the two
+ * leaves the order and its outcome in the bucket and the SKU's key in
+ * progress: a retry answers 409 in_progress until the marker expires, then
+ * finds the key claimed before and looks in every bucket's copy
+ * (svc_idem_begin) — the order is neither lost nor bought twice. sold_out and limit_reached are
+ * stored too (they are the answer to that request; a replay after a reset still answers them).
  * Every other ending — 429 lock_busy, 409 stock_reset, 499, 503 — removes
  * the marker instead, so a retry with the same key may still buy.
  *
@@ -36,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "svc_bucket.h"
 #include "svc_outcome.h"
 #include "svc_reply.h"
 #include "svc_trace.h"
@@ -50,6 +59,11 @@ typedef struct svc_idem {
     char marker[SVC_IDEM_FP_MAX + SVC_UUID_LEN + 4];
 } svc_idem;
 
+/* The key's record under tag (a SKU, or one of its buckets),
+ * "miaosha:{<tag>}:idem:<key>", into buf (SVC_IDEM_RKEY_MAX bytes). Any
+ * thread. */
+void svc_idem_key(char *buf, const char *tag, const char *key);
+
 /* How long a stored outcome is kept, in ms (purchase.idempotency_ttl_s). */
 static inline int64_t svc_idem_ttl_ms(const cfg_config *c)
 {
@@ -63,7 +77,10 @@ int svc_idem_valid(const char *v);
 /* Claims r's key (r->idem, not empty) for r's SKU, mode and user (the first
  * claim stays for purchase.idempotency_ttl_s plus marker_ms), then sets the key's
  * in-progress marker for r's SKU with a lifetime of marker_ms (SET NX PX
- * ... GET): two round trips. Returns
+ * ... GET): two round trips. For a SKU in buckets (lay, NULL or one
+ * bucket: none) a key claimed before whose marker is free again is looked
+ * for in every bucket's copy (one more round trip, on a retry only): an
+ * outcome found there is stored under the SKU's key and answered. Returns
  *    0  the marker is ours: go on, and end with svc_idem_end (id->on = 1);
  *    1  the key's stored reply is in r (status and body as first sent,
  *       r->replayed set): answer it as it is;
@@ -72,8 +89,8 @@ int svc_idem_valid(const char *v);
  *       another fingerprint),
  *       PR_REDIS_UNAVAILABLE or PR_REDIS_ERROR, with the reason in detail
  *       (len bytes). Nothing was bought. */
-int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms, purchase_result *res,
-                   char *detail, size_t len);
+int svc_idem_begin(svc_idem *id, svc_req *r, lc_conn *conn, int64_t marker_ms,
+                   const svc_layout *lay, purchase_result *res, char *detail, size_t len);
 
 /* What svc_idem_begin does with a value found under the key (the lua script
  * returns the one it finds when it is not this request's marker): 1 with

@@ -28,6 +28,16 @@
  * a burst the purchases that would each have woken a worker and made a
  * round trip share them.
  *
+ * A SKU split into stock buckets (svc_bucket.h) runs the same script on one
+ * bucket's keys: a random bucket not known to be empty first, the next one
+ * not known empty while the script answers sold out (each probe one more
+ * round trip), and the SKU is sold out only when every bucket is. One buy
+ * per user is then checked before the script, by the reservation in the
+ * user's home bucket (the script gets no limit); the sale writes the
+ * Idempotency-Key's outcome into the bucket's copy of the key and the
+ * purchase copies it to the SKU's (svc_idem.h). In a batch, a purchase's
+ * first script rides in the batch and its probes follow alone.
+ *
  * The script's text and SHA1 are compiled in (service/CMakeLists.txt), so
  * the first call needs no SCRIPT LOAD; after SCRIPT FLUSH or a Redis restart
  * the EVALSHA answers NOSCRIPT and the same script goes again as EVAL,
@@ -43,6 +53,7 @@
 
 #include <uuid/uuid.h>
 
+#include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_gauges.h"
@@ -69,7 +80,20 @@ typedef struct lua_purchase {
     lc_conn *conn;
     svc_trace tr; /* this purchase's timeline: no lock, so read and write are
                      the script's one step (GET /trace/{sku}) */
+    /* The SKU's stock buckets (lay.n 1: its own keys, one try). */
+    svc_layout lay;
+    uint64_t lay_gen;       /* what this purchase learns holds for it */
+    uint64_t tried;         /* the buckets tried, a bit each */
+    int probes;             /* tries that found their bucket sold out */
+    char tag[SVC_TAG_MAX];  /* the stock the script runs on */
+    char oid[SVC_UUID_LEN]; /* the order id, for every try */
+    svc_reservation rv;     /* one buy per user with buckets */
 } lua_purchase;
+
+static bool bucketed(const lua_purchase *lp)
+{
+    return lp->lay.n > 1;
+}
 
 /* The sale's reply as the script completes it: head, stock left, tail. */
 static char *sold_text(const lua_purchase *lp)
@@ -88,6 +112,15 @@ static void respond(lua_purchase *lp, purchase_result res)
     unsigned status = svc_result[res].status;
     if (svc_result[res].redis_error)
         svc_stats_redis_error();
+    bool sale = res == PR_SOLD || res == PR_NOT_REPLICATED;
+    if (sale && lp->id.on && bucketed(lp) && lp->sold_head != NULL) {
+        /* Written by the script under the bucket's tag; the replays read
+         * the SKU's key (svc_idem.h). */
+        char *stored = sold_text(lp);
+        if (stored != NULL)
+            svc_idem_end(&lp->id, r, lp->conn, 1, 200, stored, strlen(stored));
+        free(stored);
+    }
     char *txt = res == PR_SOLD && lp->sold_head != NULL ? sold_text(lp)
                                                         : svc_order_reply(&lp->o, res);
     free(lp->sold_head);
@@ -96,7 +129,7 @@ static void respond(lua_purchase *lp, purchase_result res)
         svc_soldout_mark(r->sku, lp->soldout_gen);
     if (svc_result_found_sku(res))
         svc_gauges_seen(r->sku);
-    if (res == PR_SOLD || res == PR_NOT_REPLICATED)
+    if (sale)
         lp->id.on = 0; /* its outcome was written by the script */
     if (lp->id.on)
         svc_idem_end(&lp->id, r, lp->conn,
@@ -104,6 +137,8 @@ static void respond(lua_purchase *lp, purchase_result res)
                      txt ? strlen(txt) : 0);
     svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
     svc_trace_end(&lp->tr, lp->o.order_id, status, svc_result[res].error, 0, 0);
+    if (bucketed(lp))
+        svc_bucket_count(r->sku, lp->lay.n, lp->o.bucket, res == PR_SOLD, lp->probes);
     svc_stats_purchase(r->mode, svc_result_slot(res, r->sku), svc_result[res].out, 0, 0,
                        lc_now_us() - r->t0_us, -1);
 }
@@ -136,13 +171,17 @@ static int split_sold_reply(lua_purchase *lp)
 static int append_script(const lua_purchase *lp, lc_pipe *pipe, const char *rec, int eval)
 {
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
-    char buyers_key[SVC_KEY_MAX], limit[24], ttl[24];
+    char buyers_key[SVC_KEY_MAX], idem_key[SVC_IDEM_RKEY_MAX], limit[24], ttl[24];
     const svc_req *r = lp->r;
-    svc_key(stock_key, r->sku, "stock");
-    svc_key(sold_key, r->sku, "sold");
-    svc_key(orders_key, r->sku, "orders");
-    svc_key(buyers_key, r->sku, "buyers");
-    snprintf(limit, sizeof limit, "%lld", (long long)r->s->purchase.limit_per_user);
+    svc_key(stock_key, lp->tag, "stock");
+    svc_key(sold_key, lp->tag, "sold");
+    svc_key(orders_key, lp->tag, "orders");
+    svc_key(buyers_key, lp->tag, "buyers");
+    if (lp->id.on)
+        svc_idem_key(idem_key, lp->tag, r->idem); /* the SKU's, or the bucket's copy */
+    /* With buckets the user's reservation has counted them already. */
+    snprintf(limit, sizeof limit, "%lld",
+             bucketed(lp) ? 0LL : (long long)r->s->purchase.limit_per_user);
     snprintf(ttl, sizeof ttl, "%lld", (long long)svc_idem_ttl_ms(r->s));
     char *done_head = NULL;
     if (lp->id.on) {
@@ -160,7 +199,7 @@ static int append_script(const lua_purchase *lp, lc_pipe *pipe, const char *rec,
                           sold_key,
                           orders_key,
                           buyers_key,
-                          lp->id.on ? lp->id.rkey : NULL,
+                          lp->id.on ? idem_key : NULL,
                           rec,
                           (r->p.seen & SVC_P_USER) ? r->p.user : "",
                           limit,
@@ -297,6 +336,141 @@ static purchase_result run_script(lua_purchase *lp, lc_conn *conn, const char *r
     return map_reply(lp, rep);
 }
 
+/* Aims the next try at bucket b (lay.n 1: the SKU's own keys, b 0). A
+ * later try starts from what the first was given: the order id, no stock
+ * left known, no reason, and (with a key) the sale's reply naming b. 0, or
+ * -1 when out of memory for that reply. */
+static int aim(lua_purchase *lp, int b)
+{
+    svc_layout_tag(&lp->lay, lp->r->sku, b, lp->tag);
+    bool later = lp->tried != 0;
+    lp->tried |= (uint64_t)1 << b;
+    if (!bucketed(lp))
+        return 0;
+    lp->o.bucket = b;
+    svc_trace_bucket(&lp->tr, b, lp->probes);
+    if (!later)
+        return 0;
+    memcpy(lp->o.order_id, lp->oid, sizeof lp->oid);
+    lp->o.has_stock_left = false;
+    lp->o.detail[0] = '\0';
+    if (lp->sold_head == NULL)
+        return 0;
+    free(lp->sold_head);
+    lp->sold_head = lp->sold_tail = NULL;
+    return split_sold_reply(lp);
+}
+
+/* The bucket the next try runs on: the start (after < 0) or the next one
+ * after `after` not known empty nor tried; when none is left, the layout
+ * record read again (svc_bucket.h). The bucket, or -1 with the ending in
+ * *end and its reason in detail. */
+static int pick_bucket(lua_purchase *lp, lc_conn *conn, int after, purchase_result *end)
+{
+    const char *sku = lp->r->sku;
+    uint64_t skip = svc_bucket_empty(sku, lp->lay_gen) | lp->tried;
+    int b = svc_bucket_next(lp->lay.n, skip, after, svc_bucket_rand());
+    if (b >= 0)
+        return b;
+    svc_bucket_count_recheck();
+    int rc = svc_bucket_recheck(conn, sku, &lp->lay, &lp->lay_gen, lp->o.detail,
+                                sizeof lp->o.detail);
+    lp->o.order_id[0] = '\0';
+    if (rc == 0) {
+        *end = PR_SOLD_OUT;
+        lp->o.stock_left = 0;
+        lp->o.has_stock_left = true;
+    } else if (rc == 1) {
+        snprintf(lp->o.detail, sizeof lp->o.detail,
+                 "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; "
+                 "nothing was written");
+        *end = PR_STOCK_RESET;
+    } else {
+        *end = rc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
+    }
+    return -1;
+}
+
+/* One buy per user with buckets: the reservation goes back unless an
+ * order may exist (sold, or an outcome unknown that named the order). */
+static void settle_reservation(lua_purchase *lp, lc_conn *conn)
+{
+    if (lp->rv.held && lp->o.order_id[0] == '\0')
+        svc_bucket_unreserve(conn, lp->r->sku, &lp->lay, lp->r->p.user, &lp->rv);
+}
+
+/* The SKU's layout (svc_bucket_layout: cached, or one round trip): 0, or
+ * -1 when r is answered. */
+static int lua_layout(lua_purchase *lp, lc_conn *conn)
+{
+    int rc = svc_bucket_layout(conn, lp->r->sku, &lp->lay, &lp->lay_gen, lp->o.detail,
+                               sizeof lp->o.detail);
+    if (rc == 0)
+        return 0;
+    respond(lp, rc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR);
+    return -1;
+}
+
+/* With buckets the user's reservation (one buy per user) and the first
+ * bucket: 0 to go on (lp aimed), -1 when r is answered. */
+static int lua_buckets(lua_purchase *lp, lc_conn *conn)
+{
+    const svc_req *r = lp->r;
+    int rc, b = 0;
+    if (bucketed(lp)) {
+        long long limit = (long long)r->s->purchase.limit_per_user;
+        if (limit > 0 && (r->p.seen & SVC_P_USER)) {
+            long long held = 0;
+            rc = svc_bucket_reserve(conn, r->sku, &lp->lay, r->p.user, limit, &lp->rv, &held,
+                                    lp->o.detail, sizeof lp->o.detail);
+            if (rc <= 0) {
+                if (rc == 0)
+                    snprintf(lp->o.detail, sizeof lp->o.detail,
+                             "user %s already holds %lld purchase(s) of this sku "
+                             "(purchase.limit_per_user = %lld); nothing was written",
+                             r->p.user, held, limit);
+                respond(lp, rc == 0 ? PR_LIMIT_REACHED : PR_REDIS_UNAVAILABLE);
+                return -1;
+            }
+        }
+        purchase_result end;
+        b = pick_bucket(lp, conn, -1, &end);
+        if (b < 0) {
+            settle_reservation(lp, conn);
+            respond(lp, end);
+            return -1;
+        }
+    }
+    (void)aim(lp, b); /* the first try: nothing to rebuild */
+    return 0;
+}
+
+/* After a try whose bucket was sold out: the next bucket, while one is
+ * left, each its own round trip. A bucket whose stock key is gone (the
+ * script's unknown SKU) was deleted by a reset that changed the bucket
+ * count: empty too, never a 404 for a SKU in buckets (as in
+ * svc_purchase.c). Returns the last try's outcome, or how the search
+ * ended. */
+static purchase_result other_buckets(lua_purchase *lp, lc_conn *conn, const char *rec,
+                                     purchase_result res)
+{
+    while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU) && bucketed(lp)) {
+        int last = lp->o.bucket;
+        svc_bucket_mark_empty(lp->r->sku, lp->lay_gen, last);
+        lp->probes++;
+        int b = pick_bucket(lp, conn, last, &res);
+        if (b < 0)
+            break;
+        if (aim(lp, b) != 0) {
+            lp->o.order_id[0] = '\0';
+            snprintf(lp->o.detail, sizeof lp->o.detail, "out of memory; nothing was written");
+            return PR_OUT_OF_MEMORY;
+        }
+        res = run_script(lp, conn, rec, 0);
+    }
+    return res;
+}
+
 /* The first steps of every lua purchase: lp set up, its record started,
  * the worker's connection and the queue bound checked. 0 to go on; -1 when
  * r is answered. */
@@ -340,9 +514,10 @@ static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec, int gone_check
         return -1;
     }
     /* Connect first, so that "Redis unreachable" is told apart from "sent,
-     * no answer" (outcome unknown); on a Redis Cluster to the SKU's master. */
+     * no answer" (outcome unknown); on a Redis Cluster to the master of
+     * the stock the script runs on (the SKU's, or its bucket's). */
     char stock_key[SVC_KEY_MAX];
-    svc_key(stock_key, lp->r->sku, "stock");
+    svc_key(stock_key, lp->tag, "stock");
     if (lc_conn_redis_key(conn, stock_key) == NULL) {
         snprintf(lp->o.detail, sizeof lp->o.detail, "%s; nothing was written",
                  lc_conn_errstr(conn));
@@ -352,6 +527,7 @@ static int lua_ready(lua_purchase *lp, lc_conn *conn, char **rec, int gone_check
     uuid_t u;
     uuid_generate_random(u);
     uuid_unparse_lower(u, lp->o.order_id);
+    memcpy(lp->oid, lp->o.order_id, sizeof lp->oid);
     *rec = svc_order_record(&lp->o, 0, true);
     if (*rec == NULL || (lp->id.on && split_sold_reply(lp) != 0)) {
         free(*rec);
@@ -388,12 +564,14 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
                 r->sku);
         _exit(3);
     }
+    if (lua_layout(&lp, conn) != 0)
+        return;
     if (r->idem[0]) {
         /* Before work_ms: a replay while this one works is 409 in_progress.
          * The marker outlives work_ms and a few round trips. */
         int64_t marker_ms = work_ms + 8LL * s->redis.command_timeout_ms + 5000;
         purchase_result not_now;
-        int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &not_now, lp.o.detail,
+        int rc = svc_idem_begin(&lp.id, r, conn, marker_ms, &lp.lay, &not_now, lp.o.detail,
                                 sizeof lp.o.detail);
         if (rc == 1) {
             svc_idem_replayed(&lp.id, r, conn, &lp.tr, svc_stats_sku_slot(r->sku));
@@ -404,17 +582,23 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
             return;
         }
     }
+    if (lua_buckets(&lp, conn) != 0)
+        return;
     if (work_ms > 0 && svc_sleep_work(work_ms) != 0) {
         snprintf(lp.o.detail, sizeof lp.o.detail, "server shutting down; nothing was written");
+        settle_reservation(&lp, conn);
         respond(&lp, PR_SHUTTING_DOWN);
         return;
     }
     char *rec;
-    if (lua_ready(&lp, conn, &rec, 0) != 0)
+    if (lua_ready(&lp, conn, &rec, 0) != 0) {
+        settle_reservation(&lp, conn);
         return;
-    purchase_result res = run_script(&lp, conn, rec, 0);
+    }
+    purchase_result res = other_buckets(&lp, conn, rec, run_script(&lp, conn, rec, 0));
     uint64_t connects = lc_conn_connects(conn); /* the sale's connection */
     free(rec);
+    settle_reservation(&lp, conn);
     if (lp.found_replay) {
         free(lp.sold_head);
         svc_idem_replayed(&lp.id, r, conn, &lp.tr, svc_stats_sku_slot(r->sku));
@@ -432,38 +616,51 @@ int svc_lua_batches(const svc_req *r)
            r->p.fault == SVC_FAULT_NONE;
 }
 
-/* On a Redis Cluster a batch goes to one master: r's SKU's slot. */
-static int sku_slot(const svc_req *r)
+/* On a Redis Cluster a batch goes to one master: the slot of r's stock,
+ * when it is known before the batch — a SKU known to keep its own keys
+ * (one bucket; their tag is {sku}). A SKU in stock buckets, or whose
+ * layout is not known yet, draws its bucket, and so its slot, purchase by
+ * purchase: -1, a batch of its own. */
+static int batch_slot(const svc_req *r)
 {
-    return lc_key_slot(r->sku, strlen(r->sku)); /* its keys' tag is {sku} */
+    svc_layout l;
+    if (svc_bucket_known(r->sku, &l) && l.n == 1)
+        return lc_key_slot(r->sku, strlen(r->sku));
+    return -1;
 }
+
+static void batch_run(svc_req **rs, int n, lc_conn *conn);
 
 void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
 {
     SVC_ASSERT(n >= 1 && n <= SVC_POOL_BATCH_MAX && n <= LC_PIPE_MAX);
-    if (rs[0]->s->redis.cluster_nodes[0] != '\0') {
-        /* SKUs of several slots: one batch per slot, each in queue order
-         * (the order between SKUs changes nothing any buyer gets) */
-        int first = sku_slot(rs[0]), mixed = 0;
-        for (int i = 1; i < n; i++)
-            mixed |= sku_slot(rs[i]) != first;
-        if (mixed) {
-            svc_req *sub[SVC_POOL_BATCH_MAX];
-            int done[SVC_POOL_BATCH_MAX] = {0};
-            for (int i = 0; i < n; i++) {
-                if (done[i])
-                    continue;
-                int m = 0, slot = sku_slot(rs[i]);
-                for (int j = i; j < n; j++)
-                    if (!done[j] && sku_slot(rs[j]) == slot) {
-                        done[j] = 1;
-                        sub[m++] = rs[j];
-                    }
-                svc_lua_batch(sub, m, conn);
-            }
-            return;
-        }
+    if (n == 1 || rs[0]->s->redis.cluster_nodes[0] == '\0') {
+        batch_run(rs, n, conn);
+        return;
     }
+    /* One batch per slot, each in queue order (the order between SKUs
+     * changes nothing any buyer gets). */
+    int slot[SVC_POOL_BATCH_MAX], done[SVC_POOL_BATCH_MAX] = {0};
+    for (int i = 0; i < n; i++)
+        slot[i] = batch_slot(rs[i]);
+    for (int i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        svc_req *sub[SVC_POOL_BATCH_MAX];
+        int m = 0;
+        for (int j = i; j < n; j++)
+            if (!done[j] && (j == i || (slot[i] >= 0 && slot[j] == slot[i]))) {
+                done[j] = 1;
+                sub[m++] = rs[j];
+            }
+        batch_run(sub, m, conn);
+    }
+}
+
+/* svc_lua_batch of n purchases whose scripts go to one Redis, or to one
+ * master of a cluster. */
+static void batch_run(svc_req **rs, int n, lc_conn *conn)
+{
     lua_purchase *lps = calloc((size_t)n, sizeof *lps);
     if (lps == NULL) {
         for (int i = 0; i < n; i++)
@@ -489,9 +686,16 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
             respond(lp, PR_REDIS_UNAVAILABLE);
             continue;
         }
+        /* The layout (cached, unless this is the SKU's first purchase
+         * here), and with buckets a reservation and the first bucket. */
+        if (lua_layout(lp, conn) != 0 || lua_buckets(lp, conn) != 0)
+            continue;
         /* lua_start's admission check has just peeked at the client's
-         * socket: nothing happens between it and the send. */
-        int rc = lua_ready(lp, conn, &recs[i], 1);
+         * socket: nothing happens between it and the send (but the first
+         * look at a SKU's layout, or a reservation, a round trip). */
+        int rc = lua_ready(lp, conn, &recs[i], !bucketed(lp));
+        if (rc != 0)
+            settle_reservation(lp, conn);
         if (rc == -2) {
             down = 1;
             memcpy(down_why, lp->o.detail, sizeof down_why);
@@ -503,6 +707,7 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
             recs[i] = NULL;
             lp->o.order_id[0] = '\0';
             snprintf(lp->o.detail, sizeof lp->o.detail, "out of memory; nothing was written");
+            settle_reservation(lp, conn);
             respond(lp, PR_OUT_OF_MEMORY);
             continue;
         }
@@ -537,6 +742,9 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
                 no_reply(lp, conn);
             res[i] = map_reply(lp, rep);
         }
+        /* A bucket sold out: the probes go alone, before the WAIT. */
+        res[i] = other_buckets(lp, conn, recs[i], res[i]);
+        settle_reservation(lp, conn);
         sold += res[i] == PR_SOLD;
     }
     lc_pipe_clear(&p);

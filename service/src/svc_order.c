@@ -11,6 +11,7 @@ void svc_order_init(svc_order *o, const svc_req *r)
     memset(o, 0, sizeof *o);
     o->r = r;
     o->busy_wait_ms = -1;
+    o->bucket = -1;
 }
 
 char *svc_order_reply(const svc_order *o, purchase_result res)
@@ -43,6 +44,8 @@ char *svc_order_reply(const svc_order *o, purchase_result res)
     }
     if (o->busy_wait_ms >= 0)
         svc_json_add_int(j, "wait_ms", (long long)o->busy_wait_ms);
+    if (o->bucket >= 0)
+        svc_json_add_int(j, "bucket", o->bucket);
     cJSON_AddStringToObject(j, "instance", r->s->instance_id);
     char *txt = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);

@@ -31,17 +31,18 @@ typedef struct svc_order {
     bool deleted_other_lock;
     int64_t fence;                   /* fenced: the holder's fencing token; 0 otherwise */
     int64_t busy_wait_ms;            /* >= 0: a 429 echoes the wait_ms it gave up after */
+    int bucket;                      /* >= 0: the stock bucket tried last (svc_bucket.h) */
     char detail[LC_ERRSTR_LEN + 64]; /* why, for every outcome but the sale */
 } svc_order;
 
 /* Starts o for r: nothing known yet (no order id, no stock left, no lock
- * fields, busy_wait_ms -1). */
+ * fields, busy_wait_ms -1, bucket -1). */
 void svc_order_init(svc_order *o, const svc_req *r);
 
 /* The reply to a purchase that ended with res, JSON text:
  * {"ok","error"?,"detail"?,"mode","pipeline","sku","order_id"?,
  *  "stock_left"?,"lock_wait_ms"?,"lock_lost"?,"deleted_other_lock"?,
- *  "fence"?,"wait_ms"?,"instance"} — the fields with "?" only when o has
+ *  "fence"?,"wait_ms"?,"bucket"?,"instance"} — the fields with "?" only when o has
  * them (service/README.md lists every one). malloc'd, the caller frees it;
  * NULL when out of memory. */
 char *svc_order_reply(const svc_order *o, purchase_result res);

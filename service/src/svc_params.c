@@ -93,6 +93,7 @@ static const struct {
     {"fault", SVC_P_FAULT},       {"stock", SVC_P_STOCK},       {"offset", SVC_P_OFFSET},
     {"limit", SVC_P_LIMIT},       {"pipeline", SVC_P_PIPELINE}, {"trace", SVC_P_TRACE},
     {"since", SVC_P_SINCE},       {"pretty", SVC_P_PRETTY},     {"step", SVC_P_STEP},
+    {"buckets", SVC_P_BUCKETS},
 };
 
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -172,6 +173,7 @@ static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *ke
             return bad(p, "%s: must be crash_before_expire or crash_in_section", name);
         return MHD_YES;
     case SVC_P_STOCK: return int_param(p, name, value, 0, SVC_STOCK_MAX, &p->out->stock);
+    case SVC_P_BUCKETS: return int_param(p, name, value, 1, SVC_BUCKETS_MAX, &p->out->buckets);
     case SVC_P_OFFSET: return int_param(p, name, value, 0, SVC_OFFSET_MAX, &p->out->offset);
     case SVC_P_LIMIT: return int_param(p, name, value, 1, SVC_LIMIT_MAX, &p->out->limit);
     default: return bad(p, "unknown parameter '%s'", name);

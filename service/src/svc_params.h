@@ -25,10 +25,11 @@ enum {
     SVC_P_OFFSET = 1u << 8,
     SVC_P_LIMIT = 1u << 9,
     SVC_P_PIPELINE = 1u << 10,
-    SVC_P_TRACE = 1u << 11,  /* purchase: ?trace=0|1 (route_purchase adds it) */
-    SVC_P_SINCE = 1u << 12,  /* GET /trace: ?since=N */
-    SVC_P_STEP = 1u << 13,   /* purchase: ?step=0|1, a stepped purchase (svc_step.h) */
-    SVC_P_PRETTY = 1u << 14, /* GET /stats: ?pretty=0|1 */
+    SVC_P_TRACE = 1u << 11,   /* purchase: ?trace=0|1 (route_purchase adds it) */
+    SVC_P_SINCE = 1u << 12,   /* GET /trace: ?since=N */
+    SVC_P_STEP = 1u << 13,    /* purchase: ?step=0|1, a stepped purchase (svc_step.h) */
+    SVC_P_PRETTY = 1u << 14,  /* GET /stats: ?pretty=0|1 */
+    SVC_P_BUCKETS = 1u << 15, /* PUT /stock: ?buckets=1..SVC_BUCKETS_MAX (svc_bucket.h) */
 };
 
 #define SVC_P_PURCHASE                                                                             \
@@ -56,6 +57,7 @@ typedef struct svc_params {
     char sku[SVC_SKU_MAX + 1];
     char user[SVC_SKU_MAX + 1];
     int64_t work_ms, lease_ms, wait_ms, stock, offset, limit;
+    int64_t buckets; /* ?buckets=, 0 when absent */
     int reenter;
     int pipeline;  /* ?pipeline=0|1 */
     int trace;     /* ?trace=0|1 */

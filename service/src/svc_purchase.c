@@ -17,6 +17,16 @@
  *           so the reply and the connection's resume ride in the next
  *           acquire's round trip instead of keeping the lock free.
  *
+ * Stock buckets (svc_bucket.h): for a SKU split into buckets, begin picks
+ * a random bucket among those not known to be empty (and, with one buy
+ * per user, first takes the user's reservation in their home bucket); run
+ * runs the section on that bucket and, while it answers sold out, on the
+ * next bucket not known empty — each such probe costs the section's round
+ * trips (two pipelined) — until one sells, refuses, or none is left: then,
+ * and only after the layout record was read again, the SKU is sold out.
+ * The section itself is the same, on the bucket's keys and lock. A SKU
+ * without buckets runs exactly as before: its own keys, one try.
+ *
  * Waiting: time spent in the worker queue counts against the request's
  * wait_ms (the lock gets what is left, never below 0 = try once); a request
  * that sat in the queue longer than wait_ms + work_ms + QUEUE_GRACE_MS is
@@ -31,6 +41,7 @@
 
 #include <uuid/uuid.h>
 
+#include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_gauges.h"
@@ -46,7 +57,20 @@ typedef struct purchase {
     uint64_t soldout_gen; /* the local sold-out flag's generation before the read */
     purchase_result res;  /* the section's outcome, for svc_purchase_finish */
     char lock_key[SVC_KEY_MAX], fence_key[SVC_KEY_MAX], owner[SVC_UUID_LEN];
+    /* The SKU's stock buckets (lay.n 1: its own keys, one try). */
+    svc_layout lay;
+    uint64_t lay_gen;      /* what this purchase learns holds for it */
+    uint64_t tried;        /* the buckets tried, a bit each */
+    int probes;            /* tries that found their bucket sold out */
+    int64_t start_us;      /* the first try's start: later ones wait less */
+    char tag[SVC_TAG_MAX]; /* the bucket of the try (x.tag) */
+    svc_reservation rv;    /* one buy per user with buckets */
 } purchase;
+
+static bool bucketed(const purchase *pu)
+{
+    return pu->lay.n > 1;
+}
 
 /* The one reply of a purchase; ends its Idempotency-Key (a sale's reply is
  * the one stored with the order) and records its outcome. */
@@ -58,6 +82,12 @@ static void respond(purchase *pu, purchase_result res)
     unsigned status = svc_result[res].status;
     if (svc_result[res].redis_error)
         svc_stats_redis_error();
+    bool sale = res == PR_SOLD || res == PR_NOT_REPLICATED;
+    if (sale && x->id.on && bucketed(pu) && x->sold_reply != NULL) {
+        /* Written with the order under the bucket's tag; the replays read
+         * the SKU's key (svc_idem.h). */
+        svc_idem_end(&x->id, r, x->conn, 1, 200, x->sold_reply, strlen(x->sold_reply));
+    }
     char *txt = res == PR_SOLD && x->sold_reply != NULL ? x->sold_reply
                                                         : svc_order_reply(&x->o, res);
     if (txt != x->sold_reply)
@@ -67,7 +97,7 @@ static void respond(purchase *pu, purchase_result res)
         svc_soldout_mark(r->sku, pu->soldout_gen);
     if (svc_result_found_sku(res))
         svc_gauges_seen(r->sku);
-    if (res == PR_SOLD || res == PR_NOT_REPLICATED)
+    if (sale)
         x->id.on = 0; /* its outcome was written with the order */
     if (x->id.on)
         svc_idem_end(&x->id, r, x->conn,
@@ -76,6 +106,8 @@ static void respond(purchase *pu, purchase_result res)
     svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
     svc_trace_end(&x->tr, x->new_order_id, status, svc_result[res].error, x->o.lock_lost,
                   x->o.deleted_other_lock);
+    if (bucketed(pu))
+        svc_bucket_count(r->sku, pu->lay.n, x->o.bucket, res == PR_SOLD, pu->probes);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
     svc_stats_purchase(r->mode, svc_result_slot(res, r->sku), svc_result[res].out, x->o.lock_lost,
@@ -83,18 +115,27 @@ static void respond(purchase *pu, purchase_result res)
                        x->wait_us >= 0 ? x->wait_us : x->gave_up_us);
 }
 
-/* The lock's arguments: the SKU's lock key for this mode, the owner (only
- * reentrant's lock uses it: its hash field; the other modes' holders are
- * told apart by the lock core's own token), the lease (the request's, else
- * the watchdog for a mode that has one, else lock.lease_ms) and the wait
- * the worker queue left. */
-static void lock_args(purchase *pu)
+/* One buy per user with buckets: the reservation goes back unless an
+ * order may exist (sold, or an outcome unknown that named the order). */
+static void settle_reservation(purchase *pu, lc_conn *conn)
+{
+    if (pu->rv.held && pu->x.o.order_id[0] == '\0')
+        svc_bucket_unreserve(conn, pu->x.r->sku, &pu->lay, pu->x.r->p.user, &pu->rv);
+}
+
+/* The lock's arguments: the stock's lock key for this mode (the SKU's, or
+ * the bucket's), the owner (only reentrant's lock uses it: its hash field;
+ * the other modes' holders are told apart by the lock core's own token),
+ * the lease (the request's, else the watchdog for a mode that has one,
+ * else lock.lease_ms) and the wait the worker queue and earlier tries
+ * (spent_ms) left. */
+static void lock_args(purchase *pu, int64_t spent_ms)
 {
     svc_section *x = &pu->x;
     const svc_req *r = x->r;
     lc_lock_args *a = &x->a;
-    svc_lock_key(pu->lock_key, r->sku, r->mode);
-    svc_key(pu->fence_key, r->sku, "fence");
+    svc_lock_key(pu->lock_key, x->tag, r->mode);
+    svc_key(pu->fence_key, x->tag, "fence");
     if (x->lock->uses_owner) {
         uuid_t u;
         uuid_generate_random(u);
@@ -110,8 +151,90 @@ static void lock_args(purchase *pu)
         a->lease_ms = r->p.lease_ms;
     else
         a->lease_ms = x->lock->watchdog ? 0 : r->s->lock.lease_ms;
-    a->wait_ms = x->wait_ms > x->queued_ms ? x->wait_ms - x->queued_ms : 0;
+    int64_t used = x->queued_ms + spent_ms;
+    a->wait_ms = x->wait_ms > used ? x->wait_ms - used : 0;
     a->cancel = svc_cancel_flag();
+}
+
+/* Aims the next try at bucket b (lay.n 1: the SKU's own keys, b 0): its
+ * tag, lock and a fresh record of facts. */
+static void aim(purchase *pu, int b)
+{
+    svc_section *x = &pu->x;
+    const svc_req *r = x->r;
+    int64_t spent_ms = 0;
+    if (pu->tried != 0) {
+        svc_order_init(&x->o, r);
+        spent_ms = (lc_now_us() - pu->start_us) / 1000;
+    } else {
+        pu->start_us = lc_now_us();
+    }
+    svc_layout_tag(&pu->lay, r->sku, b, pu->tag);
+    x->tag = pu->tag;
+    pu->tried |= (uint64_t)1 << b;
+    if (bucketed(pu)) {
+        x->o.bucket = b;
+        svc_trace_bucket(&x->tr, b, pu->probes);
+    }
+    lock_args(pu, spent_ms);
+}
+
+/* The bucket the next try sells from: the start (after < 0: drawn among
+ * those not known empty) or the next one after `after` not known empty nor
+ * tried. When none is left the layout record is read again: a reset this
+ * instance has not heard of yet may have refilled the SKU. Returns the
+ * bucket; else -1 (sold out: every bucket empty), or the ending in *end
+ * with the reason in x->o.detail. */
+static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *end)
+{
+    svc_section *x = &pu->x;
+    const char *sku = x->r->sku;
+    uint64_t skip = svc_bucket_empty(sku, pu->lay_gen) | pu->tried;
+    int b = svc_bucket_next(pu->lay.n, skip, after, svc_bucket_rand());
+    if (b >= 0)
+        return b;
+    svc_bucket_count_recheck();
+    int rc = svc_bucket_recheck(conn, sku, &pu->lay, &pu->lay_gen, x->o.detail, sizeof x->o.detail);
+    if (rc == 0) {
+        *end = PR_SOLD_OUT;
+        x->o.stock_left = 0;
+        x->o.has_stock_left = true;
+        return -1;
+    }
+    x->o.has_stock_left = false;
+    if (rc == 1) {
+        snprintf(x->o.detail, sizeof x->o.detail,
+                 "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; "
+                 "nothing was written");
+        *end = PR_STOCK_RESET;
+    } else {
+        *end = rc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
+    }
+    return -1;
+}
+
+/* After a try that found its bucket sold out: the next bucket, while one
+ * is left. A bucket without a stock key (the section's unknown_sku) is
+ * one a reset that changed the bucket count deleted: as empty as a sold
+ * out one, and the SKU is stocked all the same (its layout record says
+ * so), so never 404 — when no bucket is left, the layout record read
+ * again tells sold out from a reset (stock_reset). Returns the last try's
+ * outcome, or how the search ended. */
+static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_result res)
+{
+    svc_section *x = &pu->x;
+    while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU) && bucketed(pu)) {
+        int last = x->o.bucket;
+        svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
+        pu->probes++;
+        int b = pick_bucket(pu, conn, last, &res);
+        if (b < 0)
+            break;
+        aim(pu, b);
+        svc_section_start(x);
+        res = svc_section_run(x);
+    }
+    return res;
 }
 
 /* Everything before the lock, and the lock's first attempt sent. true when
@@ -152,12 +275,18 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
         respond(pu, not_now);
         return false;
     }
+    int lrc = svc_bucket_layout(conn, r->sku, &pu->lay, &pu->lay_gen, x->o.detail,
+                                sizeof x->o.detail);
+    if (lrc != 0) {
+        respond(pu, lrc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR);
+        return false;
+    }
     if (r->idem[0]) {
         /* The marker outlives the longest this purchase can take: every
          * lock wait, work_ms and a few round trips. */
         int64_t marker_ms = (1 + p->reenter) * x->wait_ms + x->work_ms +
                             8LL * s->redis.command_timeout_ms + 5000;
-        int rc = svc_idem_begin(&x->id, r, conn, marker_ms, &not_now, x->o.detail,
+        int rc = svc_idem_begin(&x->id, r, conn, marker_ms, &pu->lay, &not_now, x->o.detail,
                                 sizeof x->o.detail);
         if (rc == 1) {
             svc_idem_replayed(&x->id, r, conn, &x->tr, svc_stats_sku_slot(r->sku));
@@ -168,14 +297,48 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
             return false;
         }
     }
+    int b = 0;
+    if (bucketed(pu)) {
+        /* The user's count lives in their home bucket, not under the lock
+         * of the bucket that sells: a reservation there, atomic in every
+         * mode, instead of the section's own check. */
+        if (x->limited) {
+            long long held = 0;
+            int rc = svc_bucket_reserve(conn, r->sku, &pu->lay, p->user,
+                                        (long long)s->purchase.limit_per_user, &pu->rv, &held,
+                                        x->o.detail, sizeof x->o.detail);
+            if (rc <= 0) {
+                if (rc == 0)
+                    snprintf(x->o.detail, sizeof x->o.detail,
+                             "user %s already holds %lld purchase(s) of this sku "
+                             "(purchase.limit_per_user = %lld); nothing was written",
+                             p->user, held, (long long)s->purchase.limit_per_user);
+                respond(pu, rc == 0 ? PR_LIMIT_REACHED : PR_REDIS_UNAVAILABLE);
+                return false;
+            }
+            x->limited = false;
+        }
+        purchase_result end;
+        b = pick_bucket(pu, conn, -1, &end);
+        if (b < 0) {
+            settle_reservation(pu, conn);
+            respond(pu, end);
+            return false;
+        }
+    }
     x->queued_ms = (lc_now_us() - r->queued_us) / 1000;
-    lock_args(pu);
+    aim(pu, b);
     svc_section_start(x);
     return true;
 }
 
 int svc_purchase_begins_ahead(const svc_req *r)
 {
+    /* One buy per user on a SKU in buckets: its reservation is a round
+     * trip of its own, as a key's marker is. */
+    svc_layout lay;
+    if (r->s->purchase.limit_per_user > 0 && svc_bucket_known(r->sku, &lay) && lay.n > 1)
+        return 0;
     return svc_mode_lock(r->mode)->sends_ahead && r->idem[0] == '\0';
 }
 
@@ -217,7 +380,8 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         if (!begin_purchase(pu, r, conn))
             return;
     }
-    purchase_result res = svc_section_run(&pu->x);
+    purchase_result res = other_buckets(pu, conn, svc_section_run(&pu->x));
+    settle_reservation(pu, conn);
     /* The answer can wait until the worker has sent its next purchase's
      * acquire (svc_pool.h) when it needs no Redis: an Idempotency-Key's
      * outcome is stored by respond, on this connection. */

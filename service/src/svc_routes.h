@@ -48,8 +48,8 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn);
  * thread; r's routing and parameters must be set. */
 int svc_lua_batches(const svc_req *r);
 
-/* GET /stock/{sku} and PUT /stock/{sku} (r->is_put, r->p.stock), and
- * GET /orders/{sku} (svc_stock.c). */
+/* GET /stock/{sku} and PUT /stock/{sku} (r->is_put, r->p.stock and
+ * r->p.buckets, 0 for one), and GET /orders/{sku} (svc_stock.c). */
 void svc_stock_get_job(svc_req *r, lc_conn *conn);
 void svc_stock_put_job(svc_req *r, lc_conn *conn);
 void svc_orders_job(svc_req *r, lc_conn *conn);
@@ -59,15 +59,24 @@ void svc_orders_job(svc_req *r, lc_conn *conn);
  * could not be reached (logged by the caller). */
 int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen);
 
-/* Parses a PUT /stock body: exactly one JSON object {"stock":N}, N an
- * integer in 0..SVC_STOCK_MAX (1000 and 1e3 alike), whitespace around it
- * allowed. body holds len bytes and a NUL after them (the daemon's buffer
- * does). Refused, with the reason in detail (dlen bytes, terminated): no
- * body (NULL or len 0), a NUL byte inside the len bytes, anything that is
- * not one JSON object (trailing bytes included), an unknown or duplicate
- * field, a stock that is not a number, negative, fractional or over the
- * maximum. Returns 0 with *stock set, or -1 with *stock untouched. Any
- * thread (cJSON's parser is serialized inside). */
-int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail, size_t dlen);
+/* Parses a PUT /stock body: exactly one JSON object of stock and buckets,
+ * {"stock":N}, {"stock":N,"buckets":K} (or {"buckets":K} when the query
+ * gave the stock), N an integer in 0..SVC_STOCK_MAX (1000 and 1e3 alike),
+ * K in 1..SVC_BUCKETS_MAX, whitespace around it allowed. in_query: the
+ * SVC_P_* bits the query gave (svc_params_parse): a field given in both
+ * places is refused whatever the two values, as in a purchase's body
+ * (svc_params_parse_body). body holds len bytes and a NUL after them (the
+ * daemon's buffer does). Refused, with the reason in detail (dlen bytes,
+ * terminated, naming the field): no stock in the query nor the body (no
+ * body at all: NULL or len 0, included), a NUL byte inside the len bytes,
+ * anything that is not one JSON object (trailing bytes included), an
+ * unknown or duplicate field, a field also in the query ("<name>: give it
+ * in the query or the body, not both"), a stock or buckets that is not a
+ * number, out of its bounds or fractional. Returns 0 with *stock set to
+ * the body's (untouched when only the query gave it) and *buckets to the
+ * body's (0 when the body has none), or -1 with both untouched. Any thread
+ * (cJSON's parser is serialized inside). */
+int svc_stock_parse_body(const char *body, size_t len, unsigned in_query, int64_t *stock,
+                         int64_t *buckets, char *detail, size_t dlen);
 
 #endif

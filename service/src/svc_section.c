@@ -196,7 +196,7 @@ static void free_read(svc_section *x)
 static lc_status append_read(svc_section *x, lc_pipe *p, bool eval)
 {
     const svc_req *r = x->r;
-    x->read_n = x->store->append_read(p, r->sku, x->limited ? r->p.user : NULL, x->o.fence, eval);
+    x->read_n = x->store->append_read(p, x->tag, x->limited ? r->p.user : NULL, x->o.fence, eval);
     return x->read_n > 0 ? LC_OK : LC_NOMEM;
 }
 
@@ -219,6 +219,11 @@ void svc_section_start(svc_section *x)
     x->store = x->lock->issues_fence ? &svc_store_fenced : &svc_store_plain;
     x->wait_us = -1;
     x->gave_up_us = -1;
+    x->read_came = false;
+    x->read_ctx = NULL;
+    x->nheld = 0;
+    x->lease_gone_us = 0;
+    x->write_connects = 0;
     x->o.pipeline = x->pipeline;
     x->acq_t0_us = lc_now_us();
     svc_trace_mark(&x->tr, SVC_T_WAIT_START);
@@ -530,13 +535,18 @@ static purchase_result commit(svc_section *x, const svc_stock_read *rd)
     memcpy(x->o.order_id, x->new_order_id, sizeof x->o.order_id);
     char *rec = svc_order_record(&x->o, rd->stock, false);
     char *idem_val = rec != NULL && x->id.on ? idem_value(x, rd->stock) : NULL;
+    /* The outcome is written with the order, under the stock's tag: for a
+     * bucket, its own copy of the key (svc_idem.h). */
+    char idem_key[SVC_IDEM_RKEY_MAX];
+    if (x->id.on)
+        svc_idem_key(idem_key, x->tag, r->idem);
     svc_sale sale = {
-        .sku = r->sku,
+        .tag = x->tag,
         .fence = x->o.fence,
         .stock_after = rd->stock - 1,
         .record = rec,
         .user = (r->p.seen & SVC_P_USER) ? r->p.user : NULL,
-        .idem_key = x->id.on ? x->id.rkey : NULL,
+        .idem_key = x->id.on ? idem_key : NULL,
         .idem_val = idem_val,
         .idem_ttl_ms = (long long)svc_idem_ttl_ms(r->s),
     };

@@ -8,6 +8,11 @@
  * first attempt leaves then) and svc_section_run once the worker is free
  * to wait for it; the outcome and the facts in x->o make the reply.
  *
+ * The section runs on one stock: a SKU's, or one bucket of a SKU split
+ * into buckets (x->tag). Trying the next bucket when one is sold out is
+ * the purchase's loop around the section (svc_purchase.c), not the
+ * section's.
+ *
  * A stepped purchase (x->step) stops at each stage of the section —
  * locked, read, written, released — until told to go on; without a step
  * every stop is a no-op, so both run the same code.
@@ -33,6 +38,8 @@ typedef struct svc_section {
     /* Set by the caller before svc_section_start. */
     svc_req *r;
     lc_conn *conn;
+    const char *tag;          /* the stock's hash tag: r->sku, or the bucket's
+                                 this run sells from (svc_bucket.h) */
     const lc_mode_info *lock; /* the mode's facts (lc_mode_info_of) */
     lc_lock_args a;           /* the outer acquisition; reenter's reuse it */
     bool pipeline;            /* commands ride in the lock's round trips */
@@ -73,7 +80,10 @@ typedef struct svc_section {
 /* Sends the outer lock's first attempt (lc_acquire_send) — with the stock
  * read riding in its write when x->pipeline — and mints the order id while
  * it travels. Every field of the first group must be set. Cannot fail: a
- * failure shows in svc_section_run. */
+ * failure shows in svc_section_run. May be called again on x once
+ * svc_section_run has returned, to run the section once more (on another
+ * bucket, x->tag and x->a changed): the section's own fields start afresh,
+ * x->o is the caller's to reset. */
 void svc_section_start(svc_section *x);
 
 /* The critical section, after svc_section_start: acquire (the outer lock,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_keys.h"
@@ -105,28 +106,51 @@ void svc_soldout_clear(const char *sku)
 
 /* ---- the listener thread ---- */
 
-/* e's flag clears unless v, its stock, is an integer <= 0. */
-static void clear_unless_sold_out(entry *e, const redisReply *v)
+/* 1 when a layout record as MGET answered it (nil: one bucket) is not
+ * the layout this instance holds for sku (or it holds none while the SKU
+ * is split): a reset this instance has not heard of. */
+static int layout_moved(const char *sku, const redisReply *v)
 {
-    if (v->type == REDIS_REPLY_ERROR)
-        return;                          /* nothing known */
+    svc_layout known, now;
+    int have = svc_bucket_known(sku, &known);
+    if (v->type != REDIS_REPLY_STRING)
+        return have && known.n > 1;
+    if (svc_layout_parse(v->str, &now) != 0 || !have)
+        return 1;
+    return known.n != now.n || strcmp(known.id, now.id) != 0;
+}
+
+/* e's flag, given its SKU's stock v and layout record lay as read: it
+ * clears when the stock holds anything but an integer <= 0 (or nothing),
+ * or when the layout is not the one this instance holds (a reset split or
+ * rejoined it, or refilled its buckets). An error reply (a cluster's
+ * redirect given up on) tells nothing. */
+static void check_one(entry *e, const redisReply *v, const redisReply *lay)
+{
+    if (v->type == REDIS_REPLY_ERROR || lay->type == REDIS_REPLY_ERROR)
+        return;
+    if (layout_moved(e->sku, lay)) {
+        svc_bucket_learn(e->sku, NULL);
+        atomic_fetch_add(&e->gen, 1);
+        return;
+    }
     if (v->type != REDIS_REPLY_STRING) { /* nil: the SKU is gone (404 unknown_sku) */
         atomic_fetch_add(&e->gen, 1);
         return;
     }
     char *end = NULL;
-    long long s = strtoll(v->str, &end, 10);
-    if (end == v->str || *end != '\0' || s > 0)
+    long long st = strtoll(v->str, &end, 10);
+    if (end == v->str || *end != '\0' || st > 0)
         atomic_fetch_add(&e->gen, 1);
 }
 
-/* The fallback: one MGET of every flagged SKU's stock (on a cluster, one
- * GET each); a flag whose stock holds anything but an integer <= 0 (or
- * nothing) is cleared. */
+/* The fallback: one MGET of every flagged SKU's stock and layout record
+ * (on a cluster, where an MGET names one slot, one round trip per SKU),
+ * each flag checked (check_one). */
 static void check_flagged(lc_conn *conn)
 {
-    static char keys[SVC_SOLDOUT_SKUS][SVC_KEY_MAX];
-    const char *argv[SVC_SOLDOUT_SKUS + 1];
+    static char keys[2 * SVC_SOLDOUT_SKUS][SVC_KEY_MAX];
+    const char *argv[2 * SVC_SOLDOUT_SKUS + 1];
     entry *which[SVC_SOLDOUT_SKUS];
     int n = 0;
     argv[0] = "MGET";
@@ -135,20 +159,23 @@ static void check_flagged(lc_conn *conn)
         if (atomic_load_explicit(&e->state, memory_order_acquire) != READY ||
             atomic_load(&e->flagged) != atomic_load(&e->gen) + 1)
             continue;
-        svc_key(keys[n], e->sku, "stock");
-        argv[n + 1] = keys[n];
+        svc_key(keys[2 * n], e->sku, "stock");
+        svc_key(keys[2 * n + 1], e->sku, "layout");
+        argv[2 * n + 1] = keys[2 * n];
+        argv[2 * n + 2] = keys[2 * n + 1];
         which[n++] = e;
     }
     if (n == 0)
         return;
     if (cluster) {
-        /* an MGET names one slot on a cluster: a GET each, one round trip each */
+        /* a SKU's two keys share its slot: one round trip each */
         for (int i = 0; i < n; i++) {
             lc_pipe p;
             lc_pipe_init(&p);
-            (void)lc_pipe_append(&p, "GET %s", keys[i]);
-            if (p.n == 1 && lc_conn_pipe(conn, &p) == LC_OK)
-                clear_unless_sold_out(which[i], p.reply[0]);
+            (void)lc_pipe_append(&p, "GET %s", keys[2 * i]);
+            (void)lc_pipe_append(&p, "GET %s", keys[2 * i + 1]);
+            if (p.n == 2 && lc_conn_pipe(conn, &p) == LC_OK)
+                check_one(which[i], p.reply[0], p.reply[1]);
             lc_pipe_clear(&p);
         }
         return;
@@ -156,10 +183,10 @@ static void check_flagged(lc_conn *conn)
     redisContext *ctx = lc_conn_redis(conn);
     if (ctx == NULL)
         return;
-    redisReply *rep = redisCommandArgv(ctx, n + 1, argv, NULL);
-    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)n)
+    redisReply *rep = redisCommandArgv(ctx, 2 * n + 1, argv, NULL);
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)(2 * n))
         for (int i = 0; i < n; i++)
-            clear_unless_sold_out(which[i], rep->element[i]);
+            check_one(which[i], rep->element[2 * i], rep->element[2 * i + 1]);
     freeReplyObject(rep);
 }
 
@@ -185,12 +212,30 @@ static lc_conn *subscribe(redisContext **ctx_out)
     return c;
 }
 
+/* A reset's message: "<sku>" (one bucket) or "<sku> <layout record>"
+ * (svc_stock.c). The flag clears; the layout is learnt from the message,
+ * so no instance reads it again. */
 static void on_message(const redisReply *m)
 {
-    if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
-        m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, "message") == 0 &&
-        m->element[2]->type == REDIS_REPLY_STRING && svc_valid_id(m->element[2]->str))
-        svc_soldout_clear(m->element[2]->str);
+    if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 ||
+        m->element[0]->type != REDIS_REPLY_STRING || strcmp(m->element[0]->str, "message") != 0 ||
+        m->element[2]->type != REDIS_REPLY_STRING)
+        return;
+    char sku[SVC_SKU_MAX + 1];
+    const char *txt = m->element[2]->str, *sp = strchr(txt, ' ');
+    size_t n = sp != NULL ? (size_t)(sp - txt) : strlen(txt);
+    if (n == 0 || n > SVC_SKU_MAX)
+        return;
+    memcpy(sku, txt, n);
+    sku[n] = '\0';
+    if (!svc_valid_id(sku))
+        return;
+    svc_layout l;
+    memset(&l, 0, sizeof l);
+    l.n = 1;
+    int known = sp == NULL || svc_layout_parse(sp + 1, &l) == 0;
+    svc_soldout_clear(sku);
+    svc_bucket_learn(sku, known ? &l : NULL);
 }
 
 static void *listener(void *arg)
@@ -206,6 +251,10 @@ static void *listener(void *arg)
         if (sub == NULL && now >= next_sub) {
             sub = subscribe(&ctx);
             next_sub = now + SVC_SOLDOUT_POLL_MS * 1000;
+            /* The resets before this subscription went unheard: every
+             * bucket layout is read again when next needed. */
+            if (sub != NULL)
+                svc_bucket_forget_all();
             if (sub != NULL && was_down)
                 svc_log(SVC_INFO, "sold-out flag: subscribed to %s again", SVC_SOLDOUT_CHANNEL);
             was_down = sub == NULL;

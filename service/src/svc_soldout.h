@@ -9,10 +9,17 @@
  *   - PUT /stock publishes the SKU on SVC_SOLDOUT_CHANNEL in its
  *     transaction; one thread per instance is subscribed on its own
  *     connection and clears the flag as the message arrives;
- *   - the same thread reads the stock of every flagged SKU every
- *     SVC_SOLDOUT_POLL_MS (one MGET) and clears the flag of one that holds
- *     anything but an integer <= 0: the fallback for a message lost while
- *     the subscription was down (and for stock set by hand in Redis).
+ *   - the same thread reads the stock and the bucket layout record of
+ *     every flagged SKU every SVC_SOLDOUT_POLL_MS (one MGET) and clears
+ *     the flag of one whose stock holds anything but an integer <= 0, or
+ *     whose layout is not the one this instance holds: the fallback for a
+ *     message lost while the subscription was down (and for stock set by
+ *     hand in Redis).
+ * The same message carries a reset's stock buckets (svc_bucket.h): the
+ * thread hands the SKU's new layout to svc_bucket_learn, and when it
+ * (re)subscribes it makes every layout be read again
+ * (svc_bucket_forget_all): the resets meanwhile went unheard. A SKU in
+ * buckets is flagged once every bucket is empty.
  *
  * A flag never outlives a reset that happened after the read that set it:
  * each SKU has a generation, bumped by every clear; a worker takes the

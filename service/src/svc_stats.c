@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "svc_bucket.h"
 #include "svc_buf.h"
 #include "svc_check.h"
 #include "svc_clock.h"
@@ -347,7 +348,9 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
         put_pcts(&b, "lock_wait_ms", &mode_wait[m]);
         svc_buf_printf(&b, "}");
     }
-    svc_buf_printf(&b, "}}");
+    svc_buf_printf(&b, "}");
+    svc_bucket_stats_json(&b);
+    svc_buf_printf(&b, "}");
     if (b.oom) {
         free(b.p);
         return NULL;

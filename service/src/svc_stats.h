@@ -96,7 +96,9 @@ void svc_stats_lua_batch(int n);
  * per outcome (sold, sold_out, lock_busy, errors, bad_requests,
  * client_gone, stock_reset, fenced_out, limit_reached, replayed,
  * idempotency_conflicts, unknown_sku), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
- * {count,p50,p90,p99,max}}}}. instance is JSON-escaped. Returns a malloc'd
+ * {count,p50,p90,p99,max}}},"buckets":{...}} (svc_bucket_stats_json: the
+ * sales per stock bucket and the empty buckets probed). instance is
+ * JSON-escaped. Returns a malloc'd
  * NUL-terminated string the caller frees, with its length in *len; NULL on
  * out of memory (*len untouched). */
 char *svc_stats_json(const char *instance, lc_client *client, size_t *len);

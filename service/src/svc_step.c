@@ -268,10 +268,14 @@ static void answer_unstarted(const svc_step *st, svc_req *r, purchase_result why
                  S->teach.step_timeout_s);
     else
         snprintf(detail, sizeof detail, "server shutting down; nothing was done");
+    /* The shape of every purchase's reply (svc_order.h): nothing ran, so
+     * nothing rode anywhere. */
     cJSON *extra = cJSON_CreateObject();
     if (extra != NULL) {
         cJSON_AddStringToObject(extra, "mode", svc_mode_name(st->mode));
+        cJSON_AddBoolToObject(extra, "pipeline", 0);
         cJSON_AddStringToObject(extra, "sku", st->sku);
+        cJSON_AddStringToObject(extra, "instance", S->instance_id);
     }
     svc_reply_error(r, svc_result[why].status, svc_result[why].error, detail, extra);
     svc_stats_purchase(r->mode, svc_stats_sku_slot(r->sku), svc_result[why].out, 0, 0,
@@ -592,13 +596,14 @@ static cJSON *sku_keys(lc_conn *conn, const char *sku, const bool *modes)
 }
 
 /* Fills o (a reply being built) with what GET /steps answers; st_id > 0
- * also adds that step as "step" (404 unknown_step stored when it is not
- * listed: returns -1). Takes mu for the table, reads Redis without it. */
+ * also adds that step as "step". 0; -1 when that step is not listed (the
+ * caller answers 404 unknown_step); -2 out of memory (503). Takes mu for
+ * the table, reads Redis without it. */
 static int fill(svc_req *r, lc_conn *conn, cJSON *o, uint64_t st_id)
 {
     key_set *k = calloc(1, sizeof *k);
     if (k == NULL)
-        return 0; /* o stays without its members: 503 out_of_memory below */
+        return -2;
     if (r->p.seen & SVC_P_SKU)
         want_sku(k, r->p.sku, SVC_MODE_LUA);
     int64_t now = lc_now_us();
@@ -636,7 +641,10 @@ void svc_steps_list_job(svc_req *r, lc_conn *conn)
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         cJSON_AddBoolToObject(o, "ok", 1);
-        (void)fill(r, conn, o, 0);
+        if (fill(r, conn, o, 0) != 0) {
+            cJSON_Delete(o);
+            o = NULL; /* svc_reply_json stores 503 out_of_memory */
+        }
     }
     svc_reply_json(r, 200, o);
 }
@@ -663,12 +671,18 @@ static void drive(svc_req *r, lc_conn *conn, bool all)
         wait_until(deadline);
     SVC_PT(pthread_mutex_unlock(&mu));
     cJSON *o = cJSON_CreateObject();
-    if (o != NULL)
+    int rc = o != NULL ? 0 : -2;
+    if (o != NULL) {
         cJSON_AddBoolToObject(o, "ok", 1);
-    if (o != NULL && fill(r, conn, o, r->step) != 0) {
+        rc = fill(r, conn, o, r->step);
+    }
+    if (rc != 0) {
         cJSON_Delete(o);
-        unknown_step(r);
-        return;
+        if (rc == -1) {
+            unknown_step(r);
+            return;
+        }
+        o = NULL; /* svc_reply_json stores 503 out_of_memory */
     }
     svc_reply_json(r, 200, o);
 }

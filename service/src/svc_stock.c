@@ -2,20 +2,40 @@
  *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders,
  *                       the lock keys and the fenced mode's high-water
  *                       mark, bump the epoch (voiding purchases in
- *                       flight): one MULTI/EXEC round trip
+ *                       flight); with buckets=K > 1 the same for each of K
+ *                       buckets, each with its share of the stock, and the
+ *                       layout record (svc_bucket.h). Two round trips: the
+ *                       old layout read (and WATCHed), then one MULTI/EXEC
+ *                       that also voids every bucket of the old layout
  *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
  *                       oversold = max(0, sold - (initial - stock))
  *                       undersold = max(0, (initial - stock) - sold)
- *   GET /orders/{sku}   the order records, offset/limit (limit <= 1000)
- * A SKU without a stock key was never stocked: both GETs answer 404
- * unknown_sku, as its purchases do.
+ *                       (with buckets: each summed over the buckets, the
+ *                       last two bucket by bucket, and "buckets")
+ *   GET /orders/{sku}   the order records, offset/limit (limit <= 1000);
+ *                       with buckets, bucket after bucket
+ * Each reads the layout record in its first round trip, beside what the
+ * cached layout says it needs; only a layout changed since costs another.
+ * On a Redis Cluster every bucket is a slot of its own (svc_keys.h): the
+ * commands go stock by stock, one round trip per bucket (rq below), and a
+ * reset is one transaction per bucket, then the SKU's own, which WATCHes
+ * the layout record again.
+ * A SKU without a stock key and without a layout record was never
+ * stocked: both GETs answer 404 unknown_sku, as its purchases do. A SKU
+ * split into buckets is stocked (its layout record says so; its own stock
+ * key holds 0 besides).
  */
 #include "svc_routes.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <uuid/uuid.h>
+
+#include "svc_bucket.h"
+#include "svc_check.h"
 #include "svc_gauges.h"
 #include "svc_keys.h"
 #include "svc_soldout.h"
@@ -27,79 +47,243 @@ static void redis_fail(svc_req *r, const char *why)
     svc_reply_error(r, 503, "redis_unavailable", why, NULL);
 }
 
-/* Sends p's commands on the job's connection (one write, every reply read:
- * lc_conn_pipe, which on a Redis Cluster goes to the SKU's master and
- * follows its redirects) into reps (n of them, all read so the connection
- * stays in step even when one is an error). 0; or -1 after answering 503
- * with the reason — no connection, a reply missing (a broken connection:
- * the next call reconnects), an error reply — having freed what it read. */
-static int job_pipe(svc_req *r, lc_conn *conn, lc_pipe *p, redisReply **reps, int n)
-{
-    char why[256] = "";
-    if (conn == NULL) {
-        lc_pipe_clear(p);
-        redis_fail(r, "no Redis connection");
-        return -1;
-    }
-    lc_status st = p->n == n ? lc_conn_pipe(conn, p) : LC_NOMEM;
-    int bad = st != LC_OK;
-    for (int i = 0; i < n; i++) {
-        reps[i] = lc_pipe_take(p, i);
-        if (!bad && reps[i]->type == REDIS_REPLY_ERROR) {
-            snprintf(why, sizeof why, "%s", reps[i]->str);
-            bad = 1;
-        }
-    }
-    lc_pipe_clear(p);
-    if (!bad)
-        return 0;
-    if (!why[0]) {
-        /* lockcore's "redis: " before the connection's own reason */
-        const char *e = st == LC_NOMEM ? "out of memory" : lc_conn_errstr(conn);
-        snprintf(why, sizeof why, "%s", strncmp(e, "redis: ", 7) == 0 ? e + 7 : e);
-    }
-    for (int i = 0; i < n; i++)
-        freeReplyObject(reps[i]);
-    redis_fail(r, why[0] ? why : "no reply");
-    return -1;
-}
-
-/* A SKU's keys, all under its {sku} hash tag (svc_key); the lock keys of
- * the modes that keep one in Redis (svc_lock_key); the fenced mode's
- * high-water mark (svc_fence.c). Its fence counter, miaosha:{sku}:fence,
- * is not here on purpose: a reset keeps it. A holder from before the reset
- * may still be running with its token, and fencing works only while every
- * later grant draws a larger number than every earlier one; a counter
- * reset to 0 would hand out numbers below that holder's, and below the
- * mark, so new buyers would be fenced out and a stale one let in. The
- * mark can go (a stale read's write is voided by the epoch anyway, and
- * the next read sets it again): it describes reads of the old stock. */
+/* A stock's keys, all under one hash tag (svc_key): the SKU's, or one of
+ * its buckets'; the lock keys of the modes that keep one in Redis
+ * (svc_lock_key); the fenced mode's high-water mark (svc_fence.c); a
+ * bucket's reservations (svc_bucket.h). Its fence counter,
+ * miaosha:{tag}:fence, is not here on purpose: a reset keeps it. A holder
+ * from before the reset may still be running with its token, and fencing
+ * works only while every later grant draws a larger number than every
+ * earlier one; a counter reset to 0 would hand out numbers below that
+ * holder's, and below the mark, so new buyers would be fenced out and a
+ * stale one let in. The mark can go (a stale read's write is voided by the
+ * epoch anyway, and the next read sets it again): it describes reads of
+ * the old stock. */
 typedef struct sku_keys {
     char stock[SVC_KEY_MAX], initial[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX];
     char epoch[SVC_KEY_MAX], fence_hwm[SVC_KEY_MAX], buyers[SVC_KEY_MAX];
+    char reserved[SVC_KEY_MAX];
     /* the lock key of every mode whose lock lives in this Redis */
     char locks[LC_MODE_COUNT][SVC_KEY_MAX];
     int nlocks;
 } sku_keys;
 
-static void sku_keys_init(sku_keys *k, const char *sku)
+static void sku_keys_init(sku_keys *k, const char *tag)
 {
-    svc_key(k->stock, sku, "stock");
-    svc_key(k->initial, sku, "initial");
-    svc_key(k->sold, sku, "sold");
-    svc_key(k->orders, sku, "orders");
-    svc_key(k->epoch, sku, "epoch");
-    svc_key(k->fence_hwm, sku, "fence_hwm");
-    svc_key(k->buyers, sku, "buyers");
+    svc_key(k->stock, tag, "stock");
+    svc_key(k->initial, tag, "initial");
+    svc_key(k->sold, tag, "sold");
+    svc_key(k->orders, tag, "orders");
+    svc_key(k->epoch, tag, "epoch");
+    svc_key(k->fence_hwm, tag, "fence_hwm");
+    svc_key(k->buyers, tag, "buyers");
+    svc_key(k->reserved, tag, "reserved");
     k->nlocks = 0;
     for (int m = 0; m < LC_MODE_COUNT; m++)
         if (lc_mode_info_of((lc_mode)m)->lock_in_redis)
-            svc_lock_key(k->locks[k->nlocks++], sku, (lc_mode)m);
+            svc_lock_key(k->locks[k->nlocks++], tag, (lc_mode)m);
 }
 
-/* 404 unknown_sku: r's SKU has no stock key. A purchase answers the same
- * (svc_section.c, purchase.lua): the stock key is what makes a SKU exist,
- * and only a reset (PUT /stock) or the start-up seed creates it. */
+/* Reads n pipelined replies into reps (all of them, so the connection stays
+ * in step even when one is an error). On failure frees what it read and
+ * copies the reason into why. A broken connection leaves ctx->err set, and
+ * the next call through lc_conn reconnects. */
+static int read_replies(redisContext *ctx, redisReply **reps, int n, char *why, size_t len)
+{
+    int got = 0, bad = 0;
+    for (int i = 0; i < n; i++) {
+        void *rep = NULL;
+        if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
+            snprintf(why, len, "%s", ctx->errstr[0] ? ctx->errstr : "no reply");
+            bad = 1;
+            break;
+        }
+        reps[got++] = rep;
+        if (reps[i]->type == REDIS_REPLY_ERROR && !bad) {
+            snprintf(why, len, "%s", reps[i]->str);
+            bad = 1;
+        }
+    }
+    if (!bad)
+        return 0;
+    for (int k = 0; k < got; k++)
+        freeReplyObject(reps[k]);
+    return -1;
+}
+
+static void free_replies(redisReply **reps, int n)
+{
+    for (int i = 0; i < n; i++)
+        freeReplyObject(reps[i]);
+    free(reps);
+}
+
+/* The commands of one round of a route, as one Redis or a Redis Cluster
+ * takes them. One Redis: written on the job's context, every reply read
+ * in one round trip, as always. A cluster (redis.cluster_nodes): every
+ * stock is a slot of its own (its tag: the SKU, or one of its buckets:
+ * svc_keys.h), so the commands of one tag travel together in one lc_pipe
+ * to that slot's master — lc_conn_pipe follows the redirects of a reshard
+ * or a failover — one round trip per run of one tag's commands; a
+ * transaction (MULTI ... EXEC) stays inside one tag and one pipe. */
+#define RQ_MAX 768 /* replies of one round: a reset of 64 buckets on a cluster */
+
+typedef struct rq {
+    lc_conn *conn;
+    redisContext *ctx;       /* one Redis; NULL on a cluster */
+    lc_pipe p;               /* a cluster: the commands of tag not sent yet */
+    char tag[SVC_TAG_MAX];   /* theirs */
+    redisReply *got[RQ_MAX]; /* a cluster: the replies of the round so far */
+    int ngot;
+    int n;       /* commands added in the round */
+    bool failed; /* a cluster: a reply missing or out of memory: nothing more
+                    is sent this round */
+    char why[256];
+} rq;
+
+/* q for r's job on conn: 0; or -1 after answering 503 when there is no
+ * connection (one Redis: none could be made). */
+static int rq_open(rq *q, svc_req *r, lc_conn *conn)
+{
+    q->conn = conn;
+    q->ctx = NULL;
+    lc_pipe_init(&q->p);
+    q->tag[0] = '\0';
+    q->ngot = q->n = 0;
+    q->failed = false;
+    q->why[0] = '\0';
+    if (conn == NULL) {
+        redis_fail(r, "no Redis connection");
+        return -1;
+    }
+    if (r->s->redis.cluster_nodes[0] != '\0')
+        return 0;
+    q->ctx = lc_conn_redis(conn);
+    if (q->ctx == NULL) {
+        redis_fail(r, lc_conn_errstr(conn));
+        return -1;
+    }
+    return 0;
+}
+
+static void rq_fail(rq *q, const char *why)
+{
+    if (!q->failed)
+        snprintf(q->why, sizeof q->why, "%s", strncmp(why, "redis: ", 7) == 0 ? why + 7 : why);
+    q->failed = true;
+}
+
+/* A cluster: sends the commands of q's tag not sent yet, keeps their
+ * replies. */
+static void rq_flush(rq *q)
+{
+    if (q->p.n == 0)
+        return;
+    if (!q->failed && lc_conn_pipe(q->conn, &q->p) != LC_OK)
+        rq_fail(q, lc_conn_errstr(q->conn));
+    for (int i = 0; i < q->p.n; i++) {
+        redisReply *rep = lc_pipe_take(&q->p, i);
+        if (rep == NULL)
+            rq_fail(q, "no reply");
+        if (q->failed)
+            freeReplyObject(rep);
+        else
+            q->got[q->ngot++] = rep;
+    }
+    lc_pipe_clear(&q->p);
+}
+
+/* Adds one command of argc arguments (NUL-terminated) naming keys of tag
+ * (a keyless one: the tag of the commands around it). */
+static void rq_argv(rq *q, const char *tag, int argc, const char **argv)
+{
+    SVC_ASSERT(q->n < RQ_MAX);
+    q->n++;
+    if (q->ctx != NULL) {
+        redisAppendCommandArgv(q->ctx, argc, argv, NULL);
+        return;
+    }
+    if (q->p.n > 0 &&
+        (q->p.n == LC_PIPE_MAX || strcmp(q->tag, tag) != 0 || strcmp(argv[0], "MULTI") == 0))
+        rq_flush(q);
+    snprintf(q->tag, sizeof q->tag, "%s", tag);
+    if (!q->failed && lc_pipe_append_argv(&q->p, argc, argv, NULL) != LC_OK)
+        rq_fail(q, "out of memory");
+}
+
+/* rq_argv of "<cmd> <key>" and of "<cmd> <key> <arg>" (arg NULL: none). */
+static void rq_cmd(rq *q, const char *tag, const char *cmd, const char *key, const char *arg)
+{
+    const char *argv[3] = {cmd, key, arg};
+    rq_argv(q, tag, key == NULL ? 1 : arg == NULL ? 2 : 3, argv);
+}
+
+/* rq_cmd with a number as its argument. */
+static void rq_cmd_ll(rq *q, const char *tag, const char *cmd, const char *key, long long v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%lld", v);
+    rq_cmd(q, tag, cmd, key, num);
+}
+
+/* Every reply of the round into reps (n of them, as many as were added,
+ * in the order added; reps NULL: out of memory, each reply read and
+ * dropped): 0; or -1 with the reason in why (len bytes) — a reply missing
+ * (a broken connection: the next call reconnects), out of memory, an
+ * error reply — having freed what it read. q is ready for the next round. */
+static int rq_read(rq *q, redisReply **reps, int n, char *why, size_t len)
+{
+    SVC_ASSERT(n == q->n);
+    q->n = 0;
+    if (q->ctx != NULL) {
+        if (reps != NULL)
+            return read_replies(q->ctx, reps, n, why, len);
+        /* the replies must still be read to keep the connection in step */
+        for (int i = 0; i < n; i++) {
+            void *rep = NULL;
+            if (redisGetReply(q->ctx, &rep) != REDIS_OK)
+                break;
+            freeReplyObject(rep);
+        }
+        snprintf(why, len, "out of memory");
+        return -1;
+    }
+    rq_flush(q);
+    if (reps == NULL)
+        rq_fail(q, "out of memory");
+    int bad = q->failed, got = q->ngot;
+    if (bad)
+        snprintf(why, len, "%s", q->why);
+    for (int i = 0; i < got && !bad; i++)
+        if (q->got[i]->type == REDIS_REPLY_ERROR) {
+            snprintf(why, len, "%s", q->got[i]->str);
+            bad = 1;
+        }
+    for (int i = 0; i < got; i++) {
+        if (bad)
+            freeReplyObject(q->got[i]);
+        else
+            reps[i] = q->got[i];
+    }
+    q->ngot = 0;
+    q->failed = false;
+    return bad ? -1 : 0;
+}
+
+/* rq_argv of LRANGE key from to. */
+static void rq_lrange(rq *q, const char *tag, const char *key, long long from, long long to)
+{
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%lld", from);
+    snprintf(b, sizeof b, "%lld", to);
+    const char *argv[4] = {"LRANGE", key, a, b};
+    rq_argv(q, tag, 4, argv);
+}
+
+/* 404 unknown_sku: r's SKU has no stock key (and no layout record). A
+ * purchase answers the same (svc_section.c, purchase.lua): the stock key
+ * is what makes a SKU exist, and only a reset (PUT /stock) or the start-up
+ * seed creates it. */
 static void unknown_sku(svc_req *r)
 {
     char detail[200];
@@ -120,148 +304,617 @@ static long long as_int(const redisReply *rep)
     return 0;
 }
 
-static cJSON *audit_json(const char *sku, long long stock, long long initial, long long sold,
-                         long long orders, long long duplicate_buyers)
+/* The layout a GET of the layout record answered, into *l: 0, or -1 with
+ * the reason in why for a record PUT /stock did not write. */
+static int layout_of(const redisReply *rep, const char *sku, svc_layout *l, char *why, size_t len)
 {
-    long long taken = initial - stock;
-    long long over = sold - taken, under = taken - sold;
+    memset(l, 0, sizeof *l);
+    l->n = 1;
+    if (rep->type == REDIS_REPLY_NIL)
+        return 0;
+    if (rep->type == REDIS_REPLY_STRING && svc_layout_parse(rep->str, l) == 0)
+        return 0;
+    snprintf(why, len, "the layout record of sku %s is not one PUT /stock wrote", sku);
+    return -1;
+}
+
+static bool same_layout(const svc_layout *a, const svc_layout *b)
+{
+    return a->n == b->n && strcmp(a->id, b->id) == 0 && memcmp(a->salt, b->salt, (size_t)a->n) == 0;
+}
+
+/* The layout the cache holds for sku, else one bucket: the guess a route
+ * reads with, in the same round trip as the layout record itself. */
+static void guess_layout(const char *sku, svc_layout *l)
+{
+    if (!svc_bucket_known(sku, l)) {
+        memset(l, 0, sizeof *l);
+        l->n = 1;
+    }
+}
+
+/* One stock's numbers, as the audit reads them. */
+typedef struct stock_nums {
+    long long stock, initial, sold, orders;
+} stock_nums;
+
+static cJSON *audit_json(const char *sku, stock_nums t, long long over, long long under,
+                         long long duplicate_buyers)
+{
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
         return NULL;
     cJSON_AddBoolToObject(o, "ok", 1);
     cJSON_AddStringToObject(o, "sku", sku);
-    svc_json_add_int(o, "stock", (long long)stock);
-    svc_json_add_int(o, "initial", (long long)initial);
-    svc_json_add_int(o, "sold", (long long)sold);
-    svc_json_add_int(o, "orders", (long long)orders);
-    svc_json_add_int(o, "oversold", (long long)(over > 0 ? over : 0));
-    svc_json_add_int(o, "undersold", (long long)(under > 0 ? under : 0));
+    svc_json_add_int(o, "stock", t.stock);
+    svc_json_add_int(o, "initial", t.initial);
+    svc_json_add_int(o, "sold", t.sold);
+    svc_json_add_int(o, "orders", t.orders);
+    svc_json_add_int(o, "oversold", over > 0 ? over : 0);
+    svc_json_add_int(o, "undersold", under > 0 ? under : 0);
     svc_json_add_int(o, "duplicate_buyers", duplicate_buyers);
+    return o;
+}
+
+/* oversold and undersold of one stock. */
+static void balance(stock_nums t, long long *over, long long *under)
+{
+    long long taken = t.initial - t.stock;
+    *over = t.sold - taken > 0 ? t.sold - taken : 0;
+    *under = taken - t.sold > 0 ? taken - t.sold : 0;
+}
+
+/* A buyer's orders in one bucket, for the audit's duplicate_buyers. */
+typedef struct buyer_count {
+    const char *user;
+    long long n;
+} buyer_count;
+
+static int by_user(const void *a, const void *b)
+{
+    return strcmp(((const buyer_count *)a)->user, ((const buyer_count *)b)->user);
+}
+
+/* Users holding more than allowed orders, over the buyers hashes of every
+ * bucket (HGETALL replies: user, count, user, count, ...): a user's counts
+ * are summed across buckets first. -1 when out of memory. */
+static long long duplicates_across(redisReply *const *hashes, int n, long long allowed)
+{
+    size_t total = 0;
+    for (int b = 0; b < n; b++)
+        if (hashes[b]->type == REDIS_REPLY_ARRAY)
+            total += hashes[b]->elements / 2;
+    if (total == 0)
+        return 0;
+    buyer_count *all = malloc(total * sizeof *all);
+    if (all == NULL)
+        return -1;
+    size_t k = 0;
+    for (int b = 0; b < n; b++) {
+        const redisReply *h = hashes[b];
+        if (h->type != REDIS_REPLY_ARRAY)
+            continue;
+        for (size_t i = 0; i + 1 < h->elements; i += 2) {
+            if (h->element[i]->type != REDIS_REPLY_STRING)
+                continue;
+            all[k].user = h->element[i]->str;
+            all[k++].n = as_int(h->element[i + 1]);
+        }
+    }
+    qsort(all, k, sizeof *all, by_user);
+    long long dup = 0;
+    for (size_t i = 0; i < k;) {
+        long long sum = 0;
+        size_t j = i;
+        for (; j < k && strcmp(all[j].user, all[i].user) == 0; j++)
+            sum += all[j].n;
+        dup += sum > allowed;
+        i = j;
+    }
+    free(all);
+    return dup;
+}
+
+/* Adds the audit's reads of one stock: GET stock, initial, sold, LLEN
+ * orders, and the buyers (HVALS for a SKU's own, HGETALL for a bucket's:
+ * a user's counts are summed across buckets). */
+static void append_audit(rq *q, const char *tag, bool whole)
+{
+    sku_keys k;
+    sku_keys_init(&k, tag);
+    rq_cmd(q, tag, "GET", k.stock, NULL);
+    rq_cmd(q, tag, "GET", k.initial, NULL);
+    rq_cmd(q, tag, "GET", k.sold, NULL);
+    rq_cmd(q, tag, "LLEN", k.orders, NULL);
+    rq_cmd(q, tag, whole ? "HVALS" : "HGETALL", k.buyers, NULL);
+}
+
+/* The audit of sku under layout *l from its replies (5 per bucket). */
+static cJSON *audit_of(const svc_req *r, const svc_layout *l, redisReply **reps)
+{
+    /* Users holding more orders than purchase.limit_per_user; with no
+     * limit (0), users holding more than one. */
+    long long allowed = r->s->purchase.limit_per_user > 0 ? r->s->purchase.limit_per_user : 1;
+    if (l->n == 1) {
+        stock_nums t = {as_int(reps[0]), as_int(reps[1]), as_int(reps[2]), as_int(reps[3])};
+        long long dup = 0, over, under;
+        if (reps[4]->type == REDIS_REPLY_ARRAY)
+            for (size_t i = 0; i < reps[4]->elements; i++)
+                if (as_int(reps[4]->element[i]) > allowed)
+                    dup++;
+        balance(t, &over, &under);
+        return audit_json(r->sku, t, over, under, dup);
+    }
+    /* A sum of per-bucket balances: one bucket's oversell cannot hide
+     * behind another's undersell. */
+    stock_nums sum = {0, 0, 0, 0};
+    long long over = 0, under = 0;
+    redisReply *hashes[SVC_BUCKETS_MAX];
+    cJSON *arr = cJSON_CreateArray();
+    for (int b = 0; b < l->n; b++) {
+        redisReply **q = reps + 5 * b;
+        stock_nums t = {as_int(q[0]), as_int(q[1]), as_int(q[2]), as_int(q[3])};
+        long long o, u;
+        balance(t, &o, &u);
+        over += o;
+        under += u;
+        sum.stock += t.stock;
+        sum.initial += t.initial;
+        sum.sold += t.sold;
+        sum.orders += t.orders;
+        hashes[b] = q[4];
+        cJSON *e = cJSON_CreateObject();
+        svc_json_add_int(e, "stock", t.stock);
+        svc_json_add_int(e, "initial", t.initial);
+        svc_json_add_int(e, "sold", t.sold);
+        svc_json_add_int(e, "orders", t.orders);
+        if (e == NULL || !cJSON_AddItemToArray(arr, e))
+            cJSON_Delete(e);
+    }
+    long long dup = duplicates_across(hashes, l->n, allowed);
+    cJSON *o = dup < 0 ? NULL : audit_json(r->sku, sum, over, under, dup);
+    if (o == NULL || arr == NULL || !cJSON_AddItemToObject(o, "buckets", arr)) {
+        cJSON_Delete(arr);
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }
 
 void svc_stock_get_job(svc_req *r, lc_conn *conn)
 {
-    redisReply *reps[5];
-    sku_keys k;
-    lc_pipe p;
-    lc_pipe_init(&p);
-    sku_keys_init(&k, r->sku);
-    (void)lc_pipe_append(&p, "GET %s", k.stock);
-    (void)lc_pipe_append(&p, "GET %s", k.initial);
-    (void)lc_pipe_append(&p, "GET %s", k.sold);
-    (void)lc_pipe_append(&p, "LLEN %s", k.orders);
-    (void)lc_pipe_append(&p, "HVALS %s", k.buyers);
-    if (job_pipe(r, conn, &p, reps, 5) != 0)
+    char why[256], lkey[SVC_KEY_MAX];
+    rq q;
+    if (rq_open(&q, r, conn) != 0)
         return;
-    /* No stock key: a SKU that was never stocked, not one with zeros. */
-    if (reps[0]->type == REDIS_REPLY_NIL) {
-        for (int i = 0; i < 5; i++)
-            freeReplyObject(reps[i]);
-        unknown_sku(r);
-        return;
+    svc_key(lkey, r->sku, "layout");
+    svc_layout l, now;
+    guess_layout(r->sku, &l);
+    /* The layout record rides with the reads the cached layout asks for;
+     * a layout changed since is read again, once per change. */
+    for (int tries = 0;; tries++) {
+        int n = 1 + 5 * l.n;
+        redisReply **reps = calloc((size_t)n, sizeof *reps);
+        if (reps == NULL) {
+            svc_reply_json(r, 503, NULL);
+            return;
+        }
+        rq_cmd(&q, r->sku, "GET", lkey, NULL);
+        for (int b = 0; b < l.n; b++) {
+            char tag[SVC_TAG_MAX];
+            svc_layout_tag(&l, r->sku, b, tag);
+            append_audit(&q, tag, l.n == 1);
+        }
+        if (rq_read(&q, reps, n, why, sizeof why) != 0) {
+            free(reps);
+            redis_fail(r, why);
+            return;
+        }
+        if (layout_of(reps[0], r->sku, &now, why, sizeof why) != 0) {
+            free_replies(reps, n);
+            redis_fail(r, why);
+            return;
+        }
+        /* No stock key and no buckets: a SKU that was never stocked, not
+         * one with zeros. */
+        if (same_layout(&now, &l) && l.n == 1 && reps[1]->type == REDIS_REPLY_NIL) {
+            free_replies(reps, n);
+            unknown_sku(r);
+            return;
+        }
+        if (same_layout(&now, &l) || tries == 3) {
+            svc_reply_json(r, 200, same_layout(&now, &l) ? audit_of(r, &l, reps + 1) : NULL);
+            free_replies(reps, n);
+            return;
+        }
+        free_replies(reps, n);
+        l = now;
     }
-    /* Users holding more orders than purchase.limit_per_user; with no
-     * limit (0), users holding more than one. */
-    long long dup = 0,
-              allowed = r->s->purchase.limit_per_user > 0 ? r->s->purchase.limit_per_user : 1;
-    if (reps[4]->type == REDIS_REPLY_ARRAY)
-        for (size_t i = 0; i < reps[4]->elements; i++)
-            if (as_int(reps[4]->element[i]) > allowed)
-                dup++;
-    cJSON *o = audit_json(r->sku, as_int(reps[0]), as_int(reps[1]), as_int(reps[2]),
-                          as_int(reps[3]), dup);
-    for (int i = 0; i < 5; i++)
-        freeReplyObject(reps[i]);
-    svc_reply_json(r, 200, o);
 }
 
-void svc_stock_put_job(svc_req *r, lc_conn *conn)
+/* Adds the reset of one bucket under tag to q's transaction: stock and
+ * initial set to n (a bucket that is gone: deleted), sold 0, orders,
+ * buyers, reservations, fence mark and locks deleted, the epoch bumped.
+ * Returns the commands queued. */
+static int append_reset(rq *q, const char *tag, long long n, bool gone)
 {
-    redisReply *reps[8];
-    long long n = (long long)r->p.stock;
     sku_keys k;
-    lc_pipe p;
-    lc_pipe_init(&p);
+    sku_keys_init(&k, tag);
+    int c = 0;
+    if (!gone) {
+        rq_cmd_ll(q, tag, "SET", k.stock, n);
+        rq_cmd_ll(q, tag, "SET", k.initial, n);
+        rq_cmd(q, tag, "SET", k.sold, "0");
+        c += 3;
+    }
+    const char *del[8 + LC_MODE_COUNT] = {"DEL", k.orders, k.buyers, k.fence_hwm, k.reserved};
+    int ndel = 5;
+    if (gone) {
+        del[ndel++] = k.stock;
+        del[ndel++] = k.initial;
+        del[ndel++] = k.sold;
+    }
+    for (int i = 0; i < k.nlocks; i++)
+        del[ndel++] = k.locks[i];
+    rq_argv(q, tag, ndel, del);
+    /* Voids the commit of every purchase that read the old stock (they
+     * WATCH this key): see svc_store.c. */
+    rq_cmd(q, tag, "INCR", k.epoch, NULL);
+    return c + 2;
+}
+
+/* 1 when tag is one of layout l's buckets of sku. */
+static bool in_layout(const svc_layout *l, const char *sku, const char *tag)
+{
+    char t[SVC_TAG_MAX];
+    for (int b = 0; b < l->n && l->n > 1; b++) {
+        svc_layout_tag(l, sku, b, t);
+        if (strcmp(t, tag) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The buckets' part of a reset (old: the layout read, l: the new one):
+ * the old layout's buckets that the new one does not keep are emptied, so
+ * an instance that has not heard of this reset sells nothing there; the
+ * new ones get their share. Inside the reset's transaction (own false), or
+ * each bucket a transaction of its own (a cluster: a bucket is a slot).
+ * The commands each bucket queued into queued[]; returns the buckets. */
+static int append_buckets(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
+                          bool own, int *queued)
+{
+    long long n = (long long)r->p.stock;
+    char tag[SVC_TAG_MAX];
+    int t = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const svc_layout *of = pass == 0 ? old : l;
+        for (int b = 0; of->n > 1 && b < of->n; b++) {
+            svc_layout_tag(of, r->sku, b, tag);
+            if (pass == 0 && in_layout(l, r->sku, tag))
+                continue;
+            if (own)
+                rq_cmd(q, tag, "MULTI", NULL, NULL);
+            queued[t++] = append_reset(q, tag, pass == 0 ? 0 : svc_layout_share(n, l->n, b),
+                                       pass == 0);
+            if (own)
+                rq_cmd(q, tag, "EXEC", NULL, NULL);
+        }
+    }
+    return t;
+}
+
+/* A cluster: every bucket's transaction (append_buckets), then the layout
+ * record WATCHed and read again on the SKU's master (a bucket's EXEC on
+ * the same master ended put_job's WATCH), so the SKU's own transaction,
+ * next on that connection, runs only if no other reset wrote the record
+ * since old was read. A reset that changed the record meanwhile may have
+ * had its buckets overwritten by these: this reset then goes again, whole,
+ * and the last one to write the record wrote every bucket after the
+ * other's. 1 to go on, 0 when the record changed (go again), -1 with the
+ * reason in why. */
+static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
+                               char *why, size_t len)
+{
+    char lkey[SVC_KEY_MAX];
+    svc_key(lkey, r->sku, "layout");
+    int queued[2 * SVC_BUCKETS_MAX], nt = append_buckets(q, r, old, l, true, queued), total = 2;
+    if (nt == 0)
+        return 1; /* no bucket: put_job's WATCH stands, nothing went between */
+    for (int t = 0; t < nt; t++)
+        total += 2 + queued[t];
+    rq_cmd(q, r->sku, "WATCH", lkey, NULL);
+    rq_cmd(q, r->sku, "GET", lkey, NULL);
+    redisReply **reps = calloc((size_t)total, sizeof *reps);
+    if (rq_read(q, reps, total, why, len) != 0) {
+        free(reps);
+        return -1;
+    }
+    int rc = 1;
+    for (int t = 0, at = 0; t < nt; t++) {
+        at += 1 + queued[t];
+        const redisReply *exec = reps[at++];
+        if (rc == 1 && !(exec->type == REDIS_REPLY_ARRAY && exec->elements == (size_t)queued[t])) {
+            snprintf(why, len, "transaction aborted");
+            rc = -1;
+        }
+    }
+    svc_layout now;
+    char e[200];
+    if (layout_of(reps[total - 1], r->sku, &now, e, sizeof e) != 0)
+        now.n = 1; /* not ours: as put_job took it */
+    if (rc == 1 && !same_layout(&now, old))
+        rc = 0;
+    free_replies(reps, total);
+    return rc;
+}
+
+/* The reset's transaction, after the layout record was read (old: the
+ * layout it read; one Redis: WATCHed): 1 done, 0 when the record changed
+ * meanwhile (EXEC refused: go again), -1 with the reason in why. */
+static int reset_exec(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
+                      const char *record, char *why, size_t len)
+{
+    long long n = (long long)r->p.stock;
+    char lkey[SVC_KEY_MAX];
+    svc_key(lkey, r->sku, "layout");
+    int queued = 0;
+    if (q->ctx == NULL) {
+        int rc = reset_buckets_apart(q, r, old, l, why, len);
+        if (rc <= 0)
+            return rc;
+        rq_cmd(q, r->sku, "MULTI", NULL, NULL);
+    } else {
+        int each[2 * SVC_BUCKETS_MAX];
+        rq_cmd(q, r->sku, "MULTI", NULL, NULL);
+        int nt = append_buckets(q, r, old, l, false, each);
+        for (int t = 0; t < nt; t++)
+            queued += each[t];
+    }
+    /* The SKU's own keys: its stock with one bucket; with several, stock 0
+     * (an instance that still takes the SKU for unsplit finds it sold out)
+     * and initial, so a starting instance never seeds it again. */
+    sku_keys k;
     sku_keys_init(&k, r->sku);
-    (void)lc_pipe_append(&p, "MULTI");
-    (void)lc_pipe_append(&p, "SET %s %lld", k.stock, n);
-    (void)lc_pipe_append(&p, "SET %s %lld", k.initial, n);
-    (void)lc_pipe_append(&p, "SET %s 0", k.sold);
+    rq_cmd_ll(q, r->sku, "SET", k.stock, l->n > 1 ? 0 : n);
+    rq_cmd_ll(q, r->sku, "SET", k.initial, n);
+    rq_cmd(q, r->sku, "SET", k.sold, "0");
     const char *del[3 + LC_MODE_COUNT] = {"DEL", k.orders, k.buyers, k.fence_hwm};
     int ndel = 4;
     for (int i = 0; i < k.nlocks; i++)
         del[ndel++] = k.locks[i];
-    (void)lc_pipe_append_argv(&p, ndel, del, NULL);
-    /* Voids the commit of every purchase that read the old stock (they
-     * WATCH this key): see svc_store.c. */
-    (void)lc_pipe_append(&p, "INCR %s", k.epoch);
-    /* Every instance's local sold-out flag of this SKU clears on it
-     * (svc_soldout.h); on a cluster the message reaches every node. */
-    (void)lc_pipe_append(&p, "PUBLISH %s %s", SVC_SOLDOUT_CHANNEL, r->sku);
-    (void)lc_pipe_append(&p, "EXEC");
-    if (job_pipe(r, conn, &p, reps, 8) != 0)
-        return;
-    int ok = reps[7]->type == REDIS_REPLY_ARRAY && reps[7]->elements == 6;
-    for (int i = 0; i < 8; i++)
-        freeReplyObject(reps[i]);
-    if (!ok) {
-        redis_fail(r, "transaction aborted");
-        return;
+    rq_argv(q, r->sku, ndel, del);
+    rq_cmd(q, r->sku, "INCR", k.epoch, NULL);
+    if (l->n > 1)
+        rq_cmd(q, r->sku, "SET", lkey, record);
+    else
+        rq_cmd(q, r->sku, "DEL", lkey, NULL);
+    /* Every instance's local sold-out flag and bucket layout of this SKU
+     * clear on it (svc_soldout.h); the message names the new layout. On a
+     * cluster it reaches the subscribers of every node. */
+    char msg[SVC_SKU_MAX + 1 + SVC_LAYOUT_MAX];
+    snprintf(msg, sizeof msg, "%s %s", r->sku, record);
+    rq_cmd(q, r->sku, "PUBLISH", SVC_SOLDOUT_CHANNEL, l->n > 1 ? msg : r->sku);
+    rq_cmd(q, r->sku, "EXEC", NULL, NULL);
+    queued += 7;
+    int total = queued + 2;
+    redisReply **reps = calloc((size_t)total, sizeof *reps);
+    if (rq_read(q, reps, total, why, len) != 0) {
+        free(reps);
+        return -1;
     }
-    svc_soldout_clear(r->sku); /* this instance at once; the others by the message */
-    svc_gauges_seen(r->sku);
-    svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
-    svc_reply_json(r, 200, audit_json(r->sku, n, n, 0, 0, 0));
+    const redisReply *exec = reps[total - 1];
+    int rc = exec->type == REDIS_REPLY_NIL ? 0 : 1;
+    if (rc == 1 && !(exec->type == REDIS_REPLY_ARRAY && exec->elements == (size_t)queued)) {
+        snprintf(why, len, "transaction aborted");
+        rc = -1;
+    }
+    free_replies(reps, total);
+    return rc;
 }
 
-void svc_orders_job(svc_req *r, lc_conn *conn)
+void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
-    redisReply *reps[3];
-    long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
-    sku_keys k;
-    lc_pipe p;
-    lc_pipe_init(&p);
-    sku_keys_init(&k, r->sku);
-    (void)lc_pipe_append(&p, "LLEN %s", k.orders);
-    (void)lc_pipe_append(&p, "LRANGE %s %lld %lld", k.orders, off, off + lim - 1);
-    (void)lc_pipe_append(&p, "EXISTS %s", k.stock); /* same round trip */
-    if (job_pipe(r, conn, &p, reps, 3) != 0)
+    char why[256], lkey[SVC_KEY_MAX], record[SVC_LAYOUT_MAX] = "";
+    long long n = (long long)r->p.stock;
+    int nb = r->p.buckets > 1 ? (int)r->p.buckets : 1;
+    rq q;
+    if (rq_open(&q, r, conn) != 0)
         return;
-    int stocked = as_int(reps[2]) > 0;
-    freeReplyObject(reps[2]);
-    if (!stocked) {
+    svc_key(lkey, r->sku, "layout");
+    svc_layout l;
+    svc_layout_place(r->sku, nb, &l);
+    if (nb > 1) {
+        uuid_t u;
+        uuid_generate_random(u);
+        uuid_unparse_lower(u, l.id);
+        SVC_ASSERT(svc_layout_format(&l, record, sizeof record) == 0);
+    }
+    /* The old layout, WATCHed (on a cluster again once the buckets are
+     * reset: reset_buckets_apart): a reset that changes it meanwhile makes
+     * this one read it again. */
+    int rc = 0;
+    for (int tries = 0; rc == 0 && tries < 5; tries++) {
+        redisReply *reps[2];
+        svc_layout old;
+        rq_cmd(&q, r->sku, "WATCH", lkey, NULL);
+        rq_cmd(&q, r->sku, "GET", lkey, NULL);
+        if (rq_read(&q, reps, 2, why, sizeof why) != 0) {
+            redis_fail(r, why);
+            return;
+        }
+        if (layout_of(reps[1], r->sku, &old, why, sizeof why) != 0) {
+            /* not ours: reset over it, as for a SKU never split */
+            svc_log(SVC_WARN, "stock reset: %s; replaced", why);
+            old.n = 1;
+        }
         freeReplyObject(reps[0]);
         freeReplyObject(reps[1]);
-        unknown_sku(r);
+        rc = reset_exec(&q, r, &old, &l, record, why, sizeof why);
+    }
+    if (rc <= 0) {
+        redis_fail(r, rc == 0 ? "the layout kept changing under concurrent resets" : why);
         return;
     }
+    /* this instance at once; the others by the message */
+    svc_soldout_clear(r->sku);
+    svc_bucket_learn(r->sku, &l);
+    svc_gauges_seen(r->sku);
+    if (nb > 1)
+        svc_log(SVC_INFO, "stock reset: sku %s stock %lld in %d buckets", r->sku, n, nb);
+    else
+        svc_log(SVC_INFO, "stock reset: sku %s stock %lld", r->sku, n);
+    stock_nums t = {n, n, 0, 0};
+    cJSON *o = audit_json(r->sku, t, 0, 0, 0);
+    if (nb > 1 && o != NULL) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "buckets");
+        for (int b = 0; arr != NULL && b < nb; b++) {
+            cJSON *e = cJSON_CreateObject();
+            long long share = svc_layout_share(n, nb, b);
+            svc_json_add_int(e, "stock", share);
+            svc_json_add_int(e, "initial", share);
+            svc_json_add_int(e, "sold", 0);
+            svc_json_add_int(e, "orders", 0);
+            if (e == NULL || !cJSON_AddItemToArray(arr, e))
+                cJSON_Delete(e);
+        }
+    }
+    svc_reply_json(r, 200, o);
+}
+
+/* The records of one LRANGE reply into arr, each as parsed JSON (with
+ * "bucket" when b >= 0); anything else is passed on as a string rather
+ * than dropped. */
+static void add_records(cJSON *arr, const redisReply *rep, int b)
+{
+    if (rep->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i < rep->elements; i++) {
+        const redisReply *e = rep->element[i];
+        if (e->type != REDIS_REPLY_STRING)
+            continue;
+        cJSON *rec = svc_params_json(e->str, NULL);
+        if (rec != NULL && b >= 0 && cJSON_IsObject(rec))
+            svc_json_add_int(rec, "bucket", b);
+        cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
+    }
+}
+
+static void orders_reply(svc_req *r, long long total, cJSON *arr)
+{
     cJSON *o = cJSON_CreateObject();
-    cJSON *arr = cJSON_CreateArray();
     if (o != NULL && arr != NULL) {
         cJSON_AddBoolToObject(o, "ok", 1);
         cJSON_AddStringToObject(o, "sku", r->sku);
-        svc_json_add_int(o, "total", (long long)as_int(reps[0]));
-        svc_json_add_int(o, "offset", (long long)off);
-        svc_json_add_int(o, "limit", (long long)lim);
-        if (reps[1]->type == REDIS_REPLY_ARRAY) {
-            for (size_t i = 0; i < reps[1]->elements; i++) {
-                const redisReply *e = reps[1]->element[i];
-                if (e->type != REDIS_REPLY_STRING)
-                    continue;
-                /* Records are stored as JSON; anything else is passed on as
-                 * a string rather than dropped. */
-                cJSON *rec = svc_params_json(e->str, NULL);
-                cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
-            }
-        }
+        svc_json_add_int(o, "total", total);
+        svc_json_add_int(o, "offset", (long long)r->p.offset);
+        svc_json_add_int(o, "limit", (long long)r->p.limit);
         cJSON_AddItemToObject(o, "orders", arr);
         arr = NULL;
     }
     cJSON_Delete(arr);
-    freeReplyObject(reps[0]);
-    freeReplyObject(reps[1]);
     svc_reply_json(r, 200, o);
+}
+
+void svc_orders_job(svc_req *r, lc_conn *conn)
+{
+    char why[256], lkey[SVC_KEY_MAX], tag[SVC_TAG_MAX];
+    long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
+    rq q;
+    if (rq_open(&q, r, conn) != 0)
+        return;
+    svc_key(lkey, r->sku, "layout");
+    svc_layout l, now;
+    guess_layout(r->sku, &l);
+    for (int tries = 0;; tries++) {
+        /* One bucket: its length and its page at once. Several: every
+         * bucket's length, then the pages the window covers. The last
+         * reply: whether the SKU's own stock key exists. */
+        int n = (l.n == 1 ? 3 : 1 + l.n) + 1;
+        redisReply *reps[2 + SVC_BUCKETS_MAX];
+        char own_stock[SVC_KEY_MAX];
+        svc_key(own_stock, r->sku, "stock");
+        rq_cmd(&q, r->sku, "GET", lkey, NULL);
+        for (int b = 0; b < l.n; b++) {
+            sku_keys k;
+            svc_layout_tag(&l, r->sku, b, tag);
+            sku_keys_init(&k, tag);
+            rq_cmd(&q, tag, "LLEN", k.orders, NULL);
+            if (l.n == 1)
+                rq_lrange(&q, tag, k.orders, off, off + lim - 1);
+        }
+        rq_cmd(&q, r->sku, "EXISTS", own_stock, NULL);
+        if (rq_read(&q, reps, n, why, sizeof why) != 0) {
+            redis_fail(r, why);
+            return;
+        }
+        int bad = layout_of(reps[0], r->sku, &now, why, sizeof why);
+        if (bad || (!same_layout(&now, &l) && tries < 3)) {
+            for (int i = 0; i < n; i++)
+                freeReplyObject(reps[i]);
+            if (bad) {
+                redis_fail(r, why);
+                return;
+            }
+            l = now;
+            continue;
+        }
+        /* No stock key and no buckets: never stocked (a split SKU is). */
+        if (l.n == 1 && as_int(reps[n - 1]) == 0) {
+            for (int i = 0; i < n; i++)
+                freeReplyObject(reps[i]);
+            unknown_sku(r);
+            return;
+        }
+        cJSON *arr = cJSON_CreateArray();
+        if (l.n == 1) {
+            long long total = as_int(reps[1]);
+            if (arr != NULL)
+                add_records(arr, reps[2], -1);
+            for (int i = 0; i < n; i++)
+                freeReplyObject(reps[i]);
+            orders_reply(r, total, arr);
+            return;
+        }
+        long long total = 0, len[SVC_BUCKETS_MAX], from[SVC_BUCKETS_MAX];
+        int pages = 0, which[SVC_BUCKETS_MAX];
+        for (int b = 0; b < l.n; b++) {
+            len[b] = as_int(reps[1 + b]);
+            total += len[b];
+        }
+        for (int i = 0; i < n; i++)
+            freeReplyObject(reps[i]);
+        /* The window [off, off + lim) over the buckets' lists one after
+         * the other. */
+        long long skip = off, want = lim;
+        for (int b = 0; b < l.n && want > 0; b++) {
+            if (skip >= len[b]) {
+                skip -= len[b];
+                continue;
+            }
+            from[b] = skip;
+            long long take = len[b] - skip < want ? len[b] - skip : want;
+            svc_layout_tag(&l, r->sku, b, tag);
+            sku_keys k;
+            sku_keys_init(&k, tag);
+            rq_lrange(&q, tag, k.orders, from[b], from[b] + take - 1);
+            which[pages++] = b;
+            want -= take;
+            skip = 0;
+        }
+        if (pages > 0 && rq_read(&q, reps, pages, why, sizeof why) != 0) {
+            cJSON_Delete(arr);
+            redis_fail(r, why);
+            return;
+        }
+        for (int i = 0; i < pages; i++) {
+            if (arr != NULL)
+                add_records(arr, reps[i], which[i]);
+            freeReplyObject(reps[i]);
+        }
+        orders_reply(r, total, arr);
+        return;
+    }
 }
 
 int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen)
@@ -293,12 +946,19 @@ int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err,
     return 0;
 }
 
-/* PUT body: {"stock":N} and nothing else. */
-int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *detail, size_t dlen)
+/* PUT body: {"stock":N}, {"buckets":K} or both, each given once, in the
+ * body or the query (svc_routes.h). */
+int svc_stock_parse_body(const char *body, size_t len, unsigned in_query, int64_t *stock,
+                         int64_t *buckets, char *detail, size_t dlen)
 {
     const char *end = NULL;
     cJSON *doc;
+    int stock_in_query = (in_query & SVC_P_STOCK) != 0;
     if (body == NULL || len == 0) {
+        if (stock_in_query) {
+            *buckets = 0;
+            return 0;
+        }
         snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
         return -1;
     }
@@ -312,15 +972,30 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
         cJSON_Delete(doc);
         return -1;
     }
-    int found = 0, rc = 0;
-    int64_t v = 0;
+    int found = 0, found_b = 0, rc = 0;
+    int64_t v = 0, k = 0;
     for (cJSON *it = doc->child; it != NULL && rc == 0; it = it->next) {
-        if (it->string == NULL || strcmp(it->string, "stock") != 0) {
+        int is_b = it->string != NULL && strcmp(it->string, "buckets") == 0;
+        const char *name = is_b ? "buckets" : "stock";
+        if (it->string == NULL || (strcmp(it->string, "stock") != 0 && !is_b)) {
             snprintf(detail, dlen, "body: unknown field '%.40s'", it->string ? it->string : "");
             rc = -1;
-        } else if (found++) {
-            snprintf(detail, dlen, "body: duplicate field 'stock'");
+        } else if (in_query & (is_b ? SVC_P_BUCKETS : SVC_P_STOCK)) {
+            /* One rule, whatever the two values: as a purchase's body. */
+            snprintf(detail, dlen, "%s: give it in the query or the body, not both", name);
             rc = -1;
+        } else if (is_b ? found_b++ : found++) {
+            snprintf(detail, dlen, "body: duplicate field '%s'", name);
+            rc = -1;
+        } else if (is_b) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < 1 ||
+                it->valuedouble > (double)SVC_BUCKETS_MAX ||
+                it->valuedouble != (double)(long long)it->valuedouble) {
+                snprintf(detail, dlen, "buckets: must be an integer in 1..%d", SVC_BUCKETS_MAX);
+                rc = -1;
+            } else {
+                k = (int64_t)it->valuedouble;
+            }
         } else if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
                    it->valuedouble > (double)SVC_STOCK_MAX ||
                    it->valuedouble != (double)(long long)it->valuedouble) {
@@ -331,12 +1006,15 @@ int svc_stock_parse_body(const char *body, size_t len, int64_t *stock, char *det
             v = (int64_t)it->valuedouble;
         }
     }
-    if (rc == 0 && !found) {
+    if (rc == 0 && !found && !stock_in_query) {
         snprintf(detail, dlen, "stock: required (JSON body {\"stock\":N} or ?stock=N)");
         rc = -1;
     }
-    if (rc == 0)
-        *stock = v;
+    if (rc == 0) {
+        if (found)
+            *stock = v;
+        *buckets = found_b ? k : 0;
+    }
     cJSON_Delete(doc);
     return rc;
 }

@@ -1,13 +1,12 @@
 /* svc_store.c — the plain store (svc_store.h): the lock modes' read and
  * write, the seckill walkthrough's GET then SET.
  *
- * The read WATCHes the SKU's epoch before the GET: PUT /stock increments
- * the epoch in its transaction, so a reset between the read and the commit
- * makes EXEC answer nil and nothing is written — a purchase in flight never
- * writes its old stock-1 over the new stock. UNWATCH first drops a watch an
- * earlier purchase on this connection left behind (it ended without EXEC).
- * WATCH changes nothing lockcore relies on (it never sends EXEC), so the
- * read may ride in the acquire's write.
+ * The read WATCHes the stock's epoch (the SKU's, or its bucket's) before
+ * the GET: PUT /stock increments the epoch in its transaction, so a reset between the read and the
+ * commit makes EXEC answer nil and nothing is written — a purchase in flight never writes its old
+ * stock-1 over the new stock. UNWATCH first drops a watch an earlier purchase on this connection
+ * left behind (it ended without EXEC). WATCH changes nothing lockcore relies on (it never sends
+ * EXEC), so the read may ride in the acquire's write.
  *
  * The write is one MULTI/EXEC, so a crash or a Redis restart leaves all of
  * its writes or none. It is not a rollback: a command Redis rejects while
@@ -35,15 +34,15 @@ bool svc_store_noscript(const redisReply *rep)
     return rep != NULL && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-static int plain_append_read(lc_pipe *p, const char *sku, const char *user, int64_t fence,
+static int plain_append_read(lc_pipe *p, const char *tag, const char *user, int64_t fence,
                              bool eval)
 {
     (void)fence;
     (void)eval;
     char stock[SVC_KEY_MAX], epoch[SVC_KEY_MAX], buyers[SVC_KEY_MAX];
-    svc_key(stock, sku, "stock");
-    svc_key(epoch, sku, "epoch");
-    svc_key(buyers, sku, "buyers");
+    svc_key(stock, tag, "stock");
+    svc_key(epoch, tag, "epoch");
+    svc_key(buyers, tag, "buyers");
     /* One buy per user: the user's order count is read with the stock, in
      * the critical section, so it is exactly as atomic as the stock check
      * is under the mode's lock (none: not at all, which is that row's
@@ -100,10 +99,10 @@ static int plain_append_write(lc_pipe *p, const svc_sale *s, const svc_stock_rea
     (void)rd; /* the WATCH the read set is the check */
     (void)eval;
     char stock[SVC_KEY_MAX], sold[SVC_KEY_MAX], orders[SVC_KEY_MAX], buyers[SVC_KEY_MAX];
-    svc_key(stock, s->sku, "stock");
-    svc_key(sold, s->sku, "sold");
-    svc_key(orders, s->sku, "orders");
-    svc_key(buyers, s->sku, "buyers");
+    svc_key(stock, s->tag, "stock");
+    svc_key(sold, s->tag, "sold");
+    svc_key(orders, s->tag, "orders");
+    svc_key(buyers, s->tag, "buyers");
     int writes = 3 + (s->user != NULL) + (s->idem_key != NULL);
     /* One round trip: +OK, +QUEUED per write, then EXEC's array. The buyers
      * hash counts every user's orders (limit_per_user, the audit's

@@ -3,7 +3,7 @@
  * Two stores behind one interface, so the section (svc_section.c) reads
  * the same for every lock mode:
  *   svc_store_plain   the seckill walkthrough's read and write, non-atomic
- *                     on purpose (svc_store.c): WATCH the SKU's epoch,
+ *                     on purpose (svc_store.c): WATCH the stock's epoch,
  *                     GET stock; later MULTI, SET stock <read-1>, INCR
  *                     sold, RPUSH orders <record>, EXEC. Between the two
  *                     only the lock keeps another buyer out: that gap is
@@ -39,7 +39,8 @@ typedef struct svc_stock_read {
 
 /* What a sale writes, in one atomic step. */
 typedef struct svc_sale {
-    const char *sku;
+    const char *tag;       /* the stock's hash tag: the SKU or one of its
+                              buckets (svc_keys.h) */
     int64_t fence;         /* fenced: the holder's fencing token */
     long long stock_after; /* the stock the read found, minus one */
     const char *record;    /* the order record (svc_order_record) */
@@ -50,14 +51,15 @@ typedef struct svc_sale {
 } svc_sale;
 
 typedef struct svc_store {
-    /* Appends the read of sku's stock to p, and with user (NULL: none) that
-     * user's order count in the same step. fence: the reader's fencing
+    /* Appends the read of the stock under tag (a SKU, or one of its buckets:
+     * svc_keys.h) to p, and with user (NULL: none) that user's order count
+     * there in the same step. fence: the reader's fencing
      * token (fenced; 0 reads under the counter's current value, for the
      * read that rides in the acquire's write before the token is known).
      * eval: a script goes as its text (EVAL) rather than its SHA1. Returns
      * the number of replies it adds (1..SVC_STORE_MAX_REPLIES), or -1 when
      * out of memory. */
-    int (*append_read)(lc_pipe *p, const char *sku, const char *user, int64_t fence, bool eval);
+    int (*append_read)(lc_pipe *p, const char *tag, const char *user, int64_t fence, bool eval);
     /* Reads the n replies of that read (reps[i] NULL: it never came; none
      * is freed). true with *out filled; else false with the ending in *end
      * and its reason in detail (len bytes) — for a missing reply

@@ -101,7 +101,8 @@ void svc_trace_begin(svc_trace *t, const svc_req *r)
         worker_index = atomic_fetch_add(&next_worker, 1);
     t->on = 1;
     t->worker = worker_index;
-    t->mode = (int)r->mode;
+    t->mode = (int16_t)r->mode;
+    t->bucket = -1;
     t->request_id = r->id;
     t->release_status = -1;
     t->t[SVC_T_RECEIVED] = r->t0_us;
@@ -131,6 +132,19 @@ void svc_trace_fence(svc_trace *t, long long fence)
         return;
     t->fence = fence;
     t->flags |= F_FENCE;
+}
+
+void svc_trace_bucket(svc_trace *t, int b, int probes)
+{
+    if (!t->on)
+        return;
+    t->bucket = (int8_t)b;
+    t->probes = (uint8_t)(probes < 255 ? probes : 255);
+    for (int p = SVC_T_ACQUIRED; p <= SVC_T_RELEASED; p++)
+        t->t[p] = 0;
+    t->flags &= ~(unsigned)(F_READ | F_WRITTEN | F_FENCE | F_LOST | F_DELETED);
+    t->owner[0] = '\0';
+    t->release_status = -1;
 }
 
 void svc_trace_read(svc_trace *t, long long stock)
@@ -255,6 +269,8 @@ static void put_record(svc_buf *b, const svc_trace *t, const char *instance)
                    (t->flags & F_LOST) ? "true" : "false",
                    (t->flags & F_DELETED) ? "true" : "false", t->status);
     put_str(b, "error", t->error);
+    if (t->bucket >= 0)
+        svc_buf_printf(b, ",\"bucket\":%d,\"probes\":%d", t->bucket, t->probes);
     svc_buf_printf(b, "}\n");
 }
 

@@ -50,7 +50,9 @@ typedef struct svc_trace {
     long long fence;        /* fenced: the fencing token (F_FENCE) */
     long long stock_read, stock_written;
     int worker;
-    int mode;
+    int16_t mode;
+    int8_t bucket;  /* the bucket of its last try; -1: the SKU's own keys */
+    uint8_t probes; /* empty buckets it tried before that one */
     unsigned status;
     int release_status; /* lc_status of the outer release; -1 = none */
     unsigned flags;
@@ -81,6 +83,12 @@ void svc_trace_acquired(svc_trace *t, const char *owner_token);
 /* fenced: the fencing token the acquisition got (lc_guard_fence), the
  * number the store compares, beside the lock's owner token. */
 void svc_trace_fence(svc_trace *t, long long fence);
+/* A purchase of a SKU in buckets tries bucket b (0..63) after probes
+ * empty ones: the record names them ("bucket", "probes"), and what an
+ * earlier try recorded from the lock on (acquired, read, written,
+ * released, owner, fence) is cleared, so the record tells the try that
+ * answered. Without it the record has neither field. */
+void svc_trace_bucket(svc_trace *t, int b, int probes);
 /* The stock value GET read (nil = 0). Stamps SVC_T_READ. */
 void svc_trace_read(svc_trace *t, long long stock);
 /* The stock value the committed SET wrote. Stamps SVC_T_COMMITTED. */

@@ -10,6 +10,9 @@
  *     lock keeps buyers out (setnx, token, reentrant, fenced, redlock on
  *     three lock masters of its own, independent of the cluster) and lua
  *     sell exactly the stock, nothing oversold;
+ *   - a SKU in 4 stock buckets (each a slot of its own), then reset to 2:
+ *     a token and a lua burst each exact, the audit and the order list
+ *     summing the buckets;
  *   - an Idempotency-Key (its claim in a slot of its own) replays the sale;
  *   - the local sold-out flag of one instance clears on a reset sent to
  *     the other (the message reaches every node);
@@ -153,6 +156,59 @@ static void test_modes(void)
         sku_on(C.port[m], prefix, sku, sizeof sku);
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
             burst(modes[i], sku, !strcmp(modes[i], "lua") ? "" : "&lease_ms=10000");
+    }
+}
+
+/* A SKU in stock buckets: each bucket is a slot of its own (svc_keys.h),
+ * so PUT /stock resets them one transaction each, then the SKU's own keys
+ * (svc_stock.c), the audit and GET /orders read them bucket by bucket, and
+ * every purchase goes to its bucket's master. 4 buckets, a token burst;
+ * then a reset to 2 (the 2 it drops emptied), a lua burst: each exact, the
+ * audit summing the buckets, every order listed. */
+static void test_buckets(void)
+{
+    static const char *const modes[2] = {"token", "lua"};
+    const char *sku = "cl-buckets";
+    for (int round = 0; round < 2; round++) {
+        int nb = round == 0 ? 4 : 2;
+        char body[64], path[160];
+        snprintf(body, sizeof body, "{\"stock\":%d,\"buckets\":%d}", STOCK, nb);
+        svc_resp r;
+        svc_req(&a, "PUT", "/stock/cl-buckets", body, NULL, &r);
+        const cJSON *bk = r.json ? cJSON_GetObjectItemCaseSensitive(r.json, "buckets") : NULL;
+        TU_CHECK(r.status == 200 && cJSON_GetArraySize(bk) == nb,
+                 "PUT /stock with %d buckets on a cluster: %ld %s", nb, r.status, B(&r));
+        svc_resp_free(&r);
+        char *paths[BUYERS];
+        svc_resp out[BUYERS];
+        for (int i = 0; i < BUYERS; i++) {
+            paths[i] = malloc(200);
+            snprintf(paths[i], 200, "/miaosha/%s?sku=%s&user=b%d-%d&work_ms=2&wait_ms=5000%s",
+                     modes[round], sku, round, i, round == 0 ? "&lease_ms=10000" : "");
+        }
+        svc_burst(&a, "POST", paths, BUYERS, out);
+        int sold = 0, other = 0;
+        for (int i = 0; i < BUYERS; i++) {
+            sold += out[i].status == 200;
+            if (out[i].status != 200 && out[i].status != 409 && other++ == 0)
+                fprintf(stderr, "buckets %s: %ld %s\n", modes[round], out[i].status, B(&out[i]));
+            svc_resp_free(&out[i]);
+            free(paths[i]);
+        }
+        svc_audit au;
+        TU_CHECK(
+            svc_get_audit(&b, sku, &au) == 200 && sold == STOCK && other == 0 && au.sold == STOCK &&
+                au.stock == 0 && au.oversold == 0 && au.undersold == 0 && au.orders == STOCK,
+            "%s in %d buckets: exact: %d x 200, %d other; audit sold %lld stock %lld "
+            "oversold %lld undersold %lld orders %lld",
+            modes[round], nb, sold, other, au.sold, au.stock, au.oversold, au.undersold, au.orders);
+        snprintf(path, sizeof path, "/orders/%s?limit=1000", sku);
+        svc_req(&b, "GET", path, NULL, NULL, &r);
+        const cJSON *list = r.json ? cJSON_GetObjectItemCaseSensitive(r.json, "orders") : NULL;
+        TU_CHECK(r.status == 200 && svc_jnum(r.json, "total") == STOCK &&
+                     cJSON_GetArraySize(list) == STOCK,
+                 "GET /orders: every order of the %d buckets: %ld %.300s", nb, r.status, B(&r));
+        svc_resp_free(&r);
     }
 }
 
@@ -319,6 +375,7 @@ int main(void)
                        NULL};
     TU_REQUIRE(svc_start(&a, 1, e) == 0 && svc_start(&b, 1, e) == 0, "two instances");
     test_modes();
+    test_buckets();
     test_idem();
     test_soldout();
     test_seen();

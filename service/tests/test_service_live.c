@@ -4,9 +4,13 @@
  * and `token` buyers with work_ms=400, whose lock makes them sell one after
  * the other for seconds. Once `none` is done and while `token` still sells,
  * headless Chromium loads the page (its script polls the server in the
- * browser's virtual time) and dumps the DOM: the `none` row shows the
- * oversold count GET /stock reports, the `token` row oversold 0. After the
- * burst the page is dumped again (every audit field equals GET /stock) and
+ * browser's virtual time) and dumps the DOM: the audit is the SKU's, shown
+ * once on the SKU's row with the modes that bought it under it: live_none
+ * shows the oversold count GET /stock reports, live_token oversold 0; one
+ * token purchase on live_none makes it a SKU of two modes, and the token
+ * row under it shows no audit (no mode is painted with another's
+ * oversell). After the burst the page is dumped again (every audit field
+ * equals GET /stock) and
  * photographed (live_page.png in the build directory). Then a link that
  * buys once with user=<script>alert(1)</script> and sku=<img ...> in the
  * Chinese page: both values appear as text, no element was made of them,
@@ -14,23 +18,23 @@
  * a server with an admin token, the controls are clicked through the
  * DevTools protocol: the reset asks for the token (401 shows its field), a
  * wrong one is 403, the right one resets; "buy once" buys; the language
- * switch works.
+ * switch works, and its Chinese draws as characters, two different ones
+ * never the same image (without a CJK font every one is the same empty
+ * box, and the DOM's text would not show it).
  *
  * A missing chromium fails the test: it never skips. */
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "pk_proc.h"
+#include "svc_cdp.h"
 #include "svc_test.h"
 
 #define NONE_BUYERS 40
@@ -67,25 +71,6 @@ static void *run_burst(void *arg)
     free(out);
     atomic_store(&b->done, 1);
     return NULL;
-}
-
-/* chromium from PATH (a full path in $MIAOSHA_CHROMIUM wins): 0, or -1. */
-static int find_browser(void)
-{
-    const char *env = getenv("MIAOSHA_CHROMIUM");
-    if (env != NULL && env[0] != '\0') {
-        snprintf(browser, sizeof browser, "%s", env);
-        return access(browser, X_OK) == 0 ? 0 : -1;
-    }
-    const char *path = getenv("PATH");
-    char dirs[4096];
-    snprintf(dirs, sizeof dirs, "%s", path ? path : "/usr/bin:/bin");
-    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        snprintf(browser, sizeof browser, "%s/chromium", d);
-        if (access(browser, X_OK) == 0)
-            return 0;
-    }
-    return -1;
 }
 
 /* Loads url in headless Chromium: with dom != NULL dumps the DOM into a
@@ -154,19 +139,31 @@ static int browse(const char *url, char **dom, const char *shot)
     return 0;
 }
 
-/* The number in <td data-field="field"> of the row data-mode/data-sku:
- * 0, or -1 when the page has no such row or cell. */
-static int dom_field(const char *dom, const char *mode, const char *sku, const char *field,
-                     long long *v)
+/* The SKU's row (<tr data-sku="sku" class="sku" ...>) and the end of its
+ * group (the next SKU's row, or the end of the table): NULL when the page
+ * has no such row. */
+static const char *sku_row(const char *dom, const char *sku, const char **group_end)
 {
-    char tr[200], td[80];
-    snprintf(tr, sizeof tr, "<tr data-mode=\"%s\" data-sku=\"%s\">", mode, sku);
-    snprintf(td, sizeof td, "data-field=\"%s\"", field);
+    char tr[200];
+    snprintf(tr, sizeof tr, "<tr data-sku=\"%s\" class=\"sku\"", sku);
     const char *row = strstr(dom, tr);
     if (row == NULL)
-        return -1;
-    const char *end = strstr(row, "</tr>");
-    const char *c = strstr(row, td);
+        return NULL;
+    const char *after = strstr(row, "</tr>");
+    const char *next = after ? strstr(after, "class=\"sku\"") : NULL;
+    const char *end = strstr(row, "</tbody>");
+    *group_end = next != NULL && (end == NULL || next < end) ? next : end;
+    return row;
+}
+
+/* The number in <td data-field="field"> of the row that starts at row:
+ * 0, or -1 when the row has no such cell. */
+static int row_field(const char *row, const char *field, long long *v)
+{
+    char td[80];
+    snprintf(td, sizeof td, "data-field=\"%s\"", field);
+    const char *end = row ? strstr(row, "</tr>") : NULL;
+    const char *c = row ? strstr(row, td) : NULL;
     if (c == NULL || end == NULL || c > end || (c = strchr(c, '>')) == NULL)
         return -1;
     char *stop;
@@ -174,21 +171,46 @@ static int dom_field(const char *dom, const char *mode, const char *sku, const c
     return stop == c + 1 || *stop != '<' ? -1 : 0;
 }
 
-/* The row's audit fields equal GET /stock's (all of them, or oversold only). */
+/* The audit field of the SKU's row: 0, or -1. */
+static int dom_field(const char *dom, const char *sku, const char *field, long long *v)
+{
+    const char *end;
+    return row_field(sku_row(dom, sku, &end), field, v);
+}
+
+/* The row of mode under the SKU's row, before the next SKU's: NULL when
+ * there is none there. */
+static const char *mode_row(const char *dom, const char *mode, const char *sku)
+{
+    char tr[200];
+    const char *end;
+    const char *row = sku_row(dom, sku, &end);
+    snprintf(tr, sizeof tr, "<tr data-mode=\"%s\" data-sku=\"%s\">", mode, sku);
+    const char *m = row ? strstr(row, tr) : NULL;
+    return m != NULL && (end == NULL || m < end) ? m : NULL;
+}
+
+/* The SKU's audit in the page equals GET /stock's (all of it, or oversold
+ * only), shown once: on the SKU's row, and under it a row for mode that
+ * carries no audit field of its own. */
 static void check_row(const char *dom, const char *mode, const char *sku, const svc_audit *a,
                       int all)
 {
     long long v = -1;
-    TU_CHECK(dom_field(dom, mode, sku, "oversold", &v) == 0 && v == a->oversold,
-             "%s row: oversold %lld in the page, %lld in GET /stock", mode, v, a->oversold);
+    TU_CHECK(dom_field(dom, sku, "oversold", &v) == 0 && v == a->oversold,
+             "%s row: oversold %lld in the page, %lld in GET /stock", sku, v, a->oversold);
+    const char *m = mode_row(dom, mode, sku);
+    TU_CHECK(m != NULL, "a %s row under the %s row", mode, sku);
+    TU_CHECK(m == NULL || row_field(m, "oversold", &v) == -1, "the %s row shows no audit", mode);
+    TU_CHECK(m == NULL || row_field(m, "requests", &v) == 0, "the %s row shows its requests", mode);
     if (!all)
         return;
-    TU_CHECK(dom_field(dom, mode, sku, "sold", &v) == 0 && v == a->sold,
-             "%s row: sold %lld in the page, %lld in GET /stock", mode, v, a->sold);
-    TU_CHECK(dom_field(dom, mode, sku, "stock", &v) == 0 && v == a->stock,
-             "%s row: stock %lld in the page, %lld in GET /stock", mode, v, a->stock);
-    TU_CHECK(dom_field(dom, mode, sku, "undersold", &v) == 0 && v == a->undersold,
-             "%s row: undersold %lld in the page, %lld in GET /stock", mode, v, a->undersold);
+    TU_CHECK(dom_field(dom, sku, "sold", &v) == 0 && v == a->sold,
+             "%s row: sold %lld in the page, %lld in GET /stock", sku, v, a->sold);
+    TU_CHECK(dom_field(dom, sku, "stock", &v) == 0 && v == a->stock,
+             "%s row: stock %lld in the page, %lld in GET /stock", sku, v, a->stock);
+    TU_CHECK(dom_field(dom, sku, "undersold", &v) == 0 && v == a->undersold,
+             "%s row: undersold %lld in the page, %lld in GET /stock", sku, v, a->undersold);
 }
 
 static void check_route(void)
@@ -217,145 +239,32 @@ static void check_route(void)
 /* ---- the controls, clicked through the DevTools protocol ----
  *
  * --dump-dom cannot press a button, so the reset and buy controls are
- * driven over Chromium's --remote-debugging-pipe: commands are JSON texts
- * ended by a NUL byte, written to the browser's fd 3; replies and events
- * come back the same way on its fd 4. */
+ * driven over Chromium's --remote-debugging-pipe (svc_cdp.h). */
 
-typedef struct cdp {
-    pid_t pid;
-    int to, from;
-    char buf[1 << 16];
-    size_t len;
-    int id;
-    char session[128];
-} cdp;
-
-/* The reply to command id, or NULL after timeout_ms. */
-static cJSON *cdp_reply(cdp *c, int id, int timeout_ms)
+/* The page's Chinese drawn as characters, not as the empty boxes of a
+ * machine without a CJK font: scripts/lib/cjk-glyphs.js draws each
+ * distinct character of the elements in their own font and compares the
+ * images. Reading the text cannot tell: the DOM holds 超卖 either way. */
+static void check_glyphs(svc_cdp *c)
 {
-    int64_t deadline = lc_now_ms() + timeout_ms;
-    for (;;) {
-        char *end = memchr(c->buf, '\0', c->len);
-        if (end != NULL) {
-            cJSON *m = cJSON_Parse(c->buf);
-            size_t used = (size_t)(end - c->buf) + 1;
-            memmove(c->buf, c->buf + used, c->len - used);
-            c->len -= used;
-            cJSON *mid = cJSON_GetObjectItemCaseSensitive(m, "id");
-            if (cJSON_IsNumber(mid) && (int)mid->valuedouble == id)
-                return m;
-            cJSON_Delete(m); /* an event, or a message too long for buf */
-            continue;
-        }
-        if (c->len == sizeof c->buf) /* one message over 64 KiB: drop it */
-            c->len = 0;
-        int64_t left = deadline - lc_now_ms();
-        struct pollfd pf = {c->from, POLLIN, 0};
-        if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
-            return NULL;
-        ssize_t n = read(c->from, c->buf + c->len, sizeof c->buf - c->len);
-        if (n <= 0)
-            return NULL;
-        c->len += (size_t)n;
-    }
-}
-
-/* Sends a command (params: a JSON object text) and returns its "result",
- * detached (the caller deletes it), or NULL. */
-static cJSON *cdp_call(cdp *c, const char *method, const char *params, int in_session)
-{
-    char msg[4096];
-    int n = snprintf(msg, sizeof msg, "{\"id\":%d,\"method\":\"%s\",\"params\":%s%s%s%s}", ++c->id,
-                     method, params, in_session ? ",\"sessionId\":\"" : "",
-                     in_session ? c->session : "", in_session ? "\"" : "");
-    if (n <= 0 || (size_t)n >= sizeof msg || write(c->to, msg, (size_t)n + 1) != n + 1)
-        return NULL;
-    cJSON *m = cdp_reply(c, c->id, (int)tu_slack(15000));
-    cJSON *res = cJSON_DetachItemFromObjectCaseSensitive(m, "result");
-    cJSON_Delete(m);
-    return res;
-}
-
-/* Evaluates js in the page; its value as a string (String(...)) in out. */
-static void cdp_eval(cdp *c, const char *js, char *out, size_t len)
-{
-    char expr[1500], params[3300];
-    snprintf(expr, sizeof expr, "String((function(){%s})())", js);
-    cJSON *s = cJSON_CreateString(expr);
-    char *q = cJSON_PrintUnformatted(s);
-    snprintf(params, sizeof params, "{\"expression\":%s,\"returnByValue\":true}", q ? q : "\"\"");
-    free(q);
-    cJSON_Delete(s);
-    cJSON *res = cdp_call(c, "Runtime.evaluate", params, 1);
-    const char *v = svc_jstr(cJSON_GetObjectItemCaseSensitive(res, "result"), "value");
-    snprintf(out, len, "%s", v ? v : "");
-    cJSON_Delete(res);
-}
-
-/* Polls js until its value contains want (up to 10 s, scaled); 1 when it did. */
-static int cdp_until(cdp *c, const char *js, const char *want, char *out, size_t len)
-{
-    int64_t deadline = lc_now_ms() + tu_slack(10000);
-    do {
-        cdp_eval(c, js, out, len);
-        if (strstr(out, want) != NULL)
-            return 1;
-        tu_sleep_ms(50);
-    } while (lc_now_ms() < deadline);
-    return 0;
-}
-
-static int cdp_open(cdp *c, const char *url, const char *dir)
-{
-    int a[2], b[2];
-    char udd[400], log[400], params[600];
-    memset(c, 0, sizeof *c);
-    snprintf(udd, sizeof udd, "--user-data-dir=%s/chromium-cdp", dir);
-    snprintf(log, sizeof log, "%s/chromium-cdp.log", dir);
-    if (pipe(a) != 0 || pipe(b) != 0)
-        return -1;
-    c->pid = fork();
-    if (c->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        /* b was made after a, so b[1] is never 3: the first dup2 cannot
-         * overwrite it, and the second at most overwrites a[0]'s old fd,
-         * already copied. */
-        if (dup2(a[0], 3) < 0 || dup2(b[1], 4) < 0)
-            _exit(127);
-        execl(browser, browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-              udd, "--remote-debugging-pipe", "about:blank", (char *)NULL);
-        _exit(127);
-    }
-    close(a[0]);
-    close(b[1]);
-    c->to = a[1];
-    c->from = b[0];
-    if (c->pid < 0)
-        return -1;
-    snprintf(params, sizeof params, "{\"url\":\"%s\"}", url);
-    cJSON *t = cdp_call(c, "Target.createTarget", params, 0);
-    const char *tid = svc_jstr(t, "targetId");
-    snprintf(params, sizeof params, "{\"targetId\":\"%s\",\"flatten\":true}", tid ? tid : "");
-    cJSON_Delete(t);
-    cJSON *s = cdp_call(c, "Target.attachToTarget", params, 0);
-    const char *sid = svc_jstr(s, "sessionId");
-    snprintf(c->session, sizeof c->session, "%s", sid ? sid : "");
-    cJSON_Delete(s);
-    return c->session[0] ? 0 : -1;
-}
-
-static void cdp_close(cdp *c)
-{
-    cJSON_Delete(cdp_call(c, "Browser.close", "{}", 0));
-    close(c->to);
-    close(c->from);
-    if (c->pid > 0 && !pk_wait_exit(c->pid, (int)tu_slack(10000)))
-        pk_kill(c->pid);
+    const char *src = getenv("MIAOSHA_SOURCE_DIR");
+    char path[600], out[600];
+    snprintf(path, sizeof path, "%s/scripts/lib/cjk-glyphs.js", src ? src : ".");
+    FILE *f = fopen(path, "rb");
+    TU_REQUIRE(f != NULL, "read %s", path);
+    static char js[8192];
+    size_t n = fread(js, 1, sizeof js - 400, f);
+    fclose(f);
+    TU_REQUIRE(n > 0 && n < sizeof js - 400, "%s: %zu bytes", path, n);
+    snprintf(js + n, sizeof js - n,
+             ";return ['h1','#lang','#cells thead','#controls'].map(function(s){"
+             "return s+': '+window.miaoshaCjkGlyphs(s);}).join(' | ');");
+    svc_cdp_eval(c, js, out, sizeof out);
+    printf("glyphs: %s\n", out);
+    int bad = strstr(out, "distinct") == NULL;
+    for (const char *p = out; (p = strstr(p, ": ")) != NULL; p += 2)
+        bad |= strncmp(p + 2, "distinct ", 9) != 0;
+    TU_CHECK(!bad, "the Chinese page draws its characters as distinct glyphs: %s", out);
 }
 
 #define LOG_TOP "var l=document.getElementById('log').firstChild;return l?l.textContent:'';"
@@ -368,60 +277,65 @@ static void check_controls(void)
     svc_server adm;
     char url[200], out[2000];
     const char *extra[] = {"--set", "admin_token=s3cret", NULL};
-    cdp c;
+    svc_cdp c;
     svc_audit a;
 
     TU_REQUIRE(svc_start(&adm, tu_redis_port(), extra) == 0, "server with an admin token starts");
     TU_REQUIRE(svc_set_stock(&adm, "live_admin", 3, "Bearer s3cret") == 200, "stock live_admin");
     snprintf(url, sizeof url, "http://127.0.0.1:%d/#sku=live_admin&lang=en", adm.port);
-    TU_REQUIRE(cdp_open(&c, url, adm.dir) == 0, "chromium opens the page over its DevTools pipe");
-    TU_CHECK(cdp_until(&c, "return document.getElementById('status').textContent;", "·", out,
-                       sizeof out),
+    TU_REQUIRE(svc_cdp_open(&c, browser, url, adm.dir, 1280, 1000) == 0,
+               "chromium opens the page over its DevTools pipe");
+    TU_CHECK(svc_cdp_until(&c, "return document.getElementById('status').textContent;", "·", 10000,
+                           out, sizeof out),
              "the page polled the server: '%s'", out);
 
-    cdp_eval(&c,
-             "document.getElementById('stock').value='7';"
-             "document.getElementById('reset').click();return 1;",
-             out, sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 401", out, sizeof out), "reset without a token: '%s'", out);
-    cdp_eval(&c, "return document.getElementById('tokenbox').hidden;", out, sizeof out);
+    svc_cdp_eval(&c,
+                 "document.getElementById('stock').value='7';"
+                 "document.getElementById('reset').click();return 1;",
+                 out, sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "→ 401", 10000, out, sizeof out),
+             "reset without a token: '%s'", out);
+    svc_cdp_eval(&c, "return document.getElementById('tokenbox').hidden;", out, sizeof out);
     TU_CHECK(strcmp(out, "false") == 0, "the admin token field is shown: hidden=%s", out);
     TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.stock == 3, "nothing reset: %lld",
              a.stock);
 
-    cdp_eval(&c,
-             "document.getElementById('token').value='wrong';"
-             "document.getElementById('reset').click();return 1;",
-             out, sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 403", out, sizeof out), "a wrong token: '%s'", out);
-    cdp_eval(&c,
-             "document.getElementById('token').value='s3cret';"
-             "document.getElementById('reset').click();return 1;",
-             out, sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "→ 200", out, sizeof out), "the right token: '%s'", out);
+    svc_cdp_eval(&c,
+                 "document.getElementById('token').value='wrong';"
+                 "document.getElementById('reset').click();return 1;",
+                 out, sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "→ 403", 10000, out, sizeof out), "a wrong token: '%s'",
+             out);
+    svc_cdp_eval(&c,
+                 "document.getElementById('token').value='s3cret';"
+                 "document.getElementById('reset').click();return 1;",
+                 out, sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "→ 200", 10000, out, sizeof out), "the right token: '%s'",
+             out);
     TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.stock == 7 && a.initial == 7,
              "reset to 7: stock %lld initial %lld", a.stock, a.initial);
 
-    cdp_eval(&c, "document.querySelector('button[data-buy=\"token\"]').click();return 1;", out,
-             sizeof out);
-    TU_CHECK(cdp_until(&c, LOG_TOP, "stock_left 6", out, sizeof out), "buy once: '%s'", out);
+    svc_cdp_eval(&c, "document.querySelector('button[data-buy=\"token\"]').click();return 1;", out,
+                 sizeof out);
+    TU_CHECK(svc_cdp_until(&c, LOG_TOP, "stock_left 6", 10000, out, sizeof out), "buy once: '%s'",
+             out);
     TU_CHECK(svc_get_audit(&adm, "live_admin", &a) == 200 && a.sold == 1 && a.stock == 6,
              "one unit sold: sold %lld stock %lld", a.sold, a.stock);
-    TU_CHECK(
-        cdp_until(&c,
-                  "var t=document.querySelector('tr[data-mode=\"token\"][data-sku=\"live_admin\"] "
-                  "td[data-field=\"sold\"]');return t?t.textContent:'';",
-                  "1", out, sizeof out),
-        "the token row shows the sale: '%s'", out);
+    TU_CHECK(svc_cdp_until(&c,
+                           "var t=document.querySelector('tr.sku[data-sku=\"live_admin\"] "
+                           "td[data-field=\"sold\"]');return t?t.textContent:'';",
+                           "1", 10000, out, sizeof out),
+             "the live_admin row shows the sale: '%s'", out);
 
-    cdp_eval(&c,
-             "document.querySelector('#lang button[data-lang=\"zh\"]').click();"
-             "return document.querySelector('th[data-i18n=\"oversold\"]').textContent+' '+"
-             "document.querySelector('button[data-buy=\"token\"]').textContent;",
-             out, sizeof out);
+    svc_cdp_eval(&c,
+                 "document.querySelector('#lang button[data-lang=\"zh\"]').click();"
+                 "return document.querySelector('th[data-i18n=\"oversold\"]').textContent+' '+"
+                 "document.querySelector('button[data-buy=\"token\"]').textContent;",
+                 out, sizeof out);
     TU_CHECK(strcmp(out, "超卖 token") == 0, "the switch turns the page Chinese, modes stay: '%s'",
              out);
-    cdp_close(&c);
+    check_glyphs(&c);
+    svc_cdp_close(&c);
     TU_CHECK(svc_stop(&adm, 5000) == 0, "clean stop (admin server)");
 }
 
@@ -431,7 +345,7 @@ int main(void)
     char *dom = NULL;
     const char *extra[] = {"--set", "server.workers=64", NULL};
 
-    TU_REQUIRE(find_browser() == 0,
+    TU_REQUIRE(svc_cdp_browser(browser, sizeof browser) == 0,
                "headless Chromium is needed (Debian: apt-get install chromium, scripts/deps.sh)");
     TU_REQUIRE(svc_start(&srv, tu_redis_port(), extra) == 0, "server starts");
     check_route();
@@ -445,6 +359,11 @@ int main(void)
     pthread_create(&tn, NULL, run_burst, &none);
     pthread_join(tn, NULL);
 
+    /* One token purchase on none's SKU: a SKU shared by two modes. */
+    svc_resp mix;
+    svc_req(&srv, "POST", "/miaosha/token?sku=live_none&user=mix", NULL, NULL, &mix);
+    TU_CHECK(mix.status == 200 || mix.status == 409, "token on live_none: %ld", mix.status);
+    svc_resp_free(&mix);
     svc_audit an, at0, at1;
     TU_CHECK(svc_get_audit(&srv, "live_none", &an) == 200, "audit none");
     TU_CHECK(an.oversold > 0, "none oversold: %lld", an.oversold);
@@ -459,9 +378,13 @@ int main(void)
            at0.sold, at1.sold, atomic_load(&token.done) ? "no" : "yes");
     check_row(dom, "none", "live_none", &an, 1);
     check_row(dom, "token", "live_token", &at1, 0);
+    /* live_none was bought through two modes: its audit once, both
+     * modes under it, and the token row not painted with none's oversell */
+    TU_CHECK(strstr(dom, "<tr data-sku=\"live_none\" class=\"sku\" data-modes=\"2\">") != NULL,
+             "the live_none row names its two modes");
+    check_row(dom, "token", "live_none", &an, 0);
     long long v = -1;
-    TU_CHECK(dom_field(dom, "token", "live_token", "sold", &v) == 0 && v >= at0.sold &&
-                 v <= at1.sold,
+    TU_CHECK(dom_field(dom, "live_token", "sold", &v) == 0 && v >= at0.sold && v <= at1.sold,
              "token sold in the page %lld, between %lld and %lld", v, at0.sold, at1.sold);
     TU_CHECK(strstr(dom, "<div class=\"mtl\"") != NULL, "the latest trace is drawn");
     free(dom);
@@ -478,6 +401,14 @@ int main(void)
     char want[80];
     snprintf(want, sizeof want, "<div class=\"mtl\" data-oversold=\"%lld\"", an.oversold);
     TU_CHECK(strstr(dom, want) != NULL, "the none trace marks %lld oversold units", an.oversold);
+    TU_CHECK(strstr(dom, "<p class=\"note\" id=\"traceleft\" data-drawn=") != NULL &&
+                 strstr(dom, "are never traced") != NULL,
+             "the trace says how many it draws of how many, and what is never traced");
+    int waits = 0;
+    for (const char *p = dom; (p = strstr(p, "class=\"wait\"")) != NULL; p++)
+        waits++;
+    /* none takes no lock: the one lock-wait bar is the token purchase's */
+    TU_CHECK(waits <= 1, "lock-wait bars on the live_none trace: %d (at most token's one)", waits);
     free(dom);
     dom = NULL;
 

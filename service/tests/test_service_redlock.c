@@ -1,6 +1,7 @@
 /* test_service_redlock.c — /miaosha/redlock against five private
  * redis-servers as the lock masters (the stock stays on the suite's
- * Redis): not offered without redlock.nodes (404 naming the key); exit 2
+ * Redis): not offered without redlock.nodes (404 naming the key and
+ * README.md's "redlock by hand", a section that exists); exit 2
  * naming redlock.nodes for an even count, a duplicate and a node that is
  * down at start; exact under the race (stock 10, 40 buyers, work_ms 20)
  * with all five masters and again with two of them killed, "pipeline"
@@ -113,10 +114,22 @@ int main(void)
     TU_REQUIRE(svc_start(&plain, tu_redis_port(), pa) == 0, "server without redlock.nodes");
     svc_resp r = {0};
     svc_req(&plain, "POST", "/miaosha/redlock?sku=rl_plain", NULL, NULL, &r);
-    TU_CHECK(r.status == 404 && svc_jerr_is(&r, "not_found") &&
-                 svc_jdetail_has(&r, "redlock.nodes"),
-             "redlock without nodes: 404 naming redlock.nodes: %ld %s", r.status, B(&r));
+    TU_CHECK(
+        r.status == 404 && svc_jerr_is(&r, "not_found") && svc_jdetail_has(&r, "redlock.nodes") &&
+            svc_jdetail_has(&r, "README.md, \"redlock by hand\""),
+        "redlock without nodes: 404 naming redlock.nodes and the recipe: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
+    /* ... to a section that exists */
+    char readme[600], line[300];
+    const char *src = getenv("MIAOSHA_SOURCE_DIR");
+    snprintf(readme, sizeof readme, "%s/README.md", src ? src : ".");
+    FILE *rf = fopen(readme, "r");
+    int section = 0;
+    while (rf != NULL && fgets(line, sizeof line, rf) != NULL)
+        section |= strcmp(line, "### redlock by hand\n") == 0;
+    if (rf != NULL)
+        fclose(rf);
+    TU_CHECK(section, "%s has the section the 404 names, \"redlock by hand\"", readme);
     TU_CHECK(svc_stop(&plain, 6000) == 0, "plain server: SIGTERM exit 0");
 
     char set[600];

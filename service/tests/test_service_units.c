@@ -8,7 +8,9 @@
  *                  one line, then a summary)
  *   svc_reply.h    svc_json_add_int, svc_reply_json, svc_reply_error,
  *                  svc_reply_text
- *   svc_keys.h     svc_key
+ *   svc_keys.h     svc_key, svc_bucket_tag
+ *   svc_bucket.h   the layout: placement, shares, record, next bucket,
+ *                  home bucket
  *   svc_idem.h     svc_idem_valid, svc_idem_stored_outcome
  *   svc_admin.h    svc_admin_verdict */
 #include <limits.h>
@@ -20,6 +22,7 @@
 #include <tu.h>
 
 #include "svc_admin.h"
+#include "svc_bucket.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_log.h"
@@ -178,6 +181,10 @@ static void test_params_good(void)
     const char *zero[] = {"stock=0"};
     TU_CHECK(parse(zero, 1, SVC_P_STOCK, &p, detail, sizeof detail) == 0 && p.stock == 0,
              "stock 0");
+    const char *buckets[] = {"stock=7", "buckets=64"};
+    TU_CHECK(parse(buckets, 2, SVC_P_STOCK | SVC_P_BUCKETS, &p, detail, sizeof detail) == 0 &&
+                 p.stock == 7 && p.buckets == SVC_BUCKETS_MAX,
+             "buckets maximum");
 
     char sku64[80] = "sku=";
     memset(sku64 + 4, 'z', SVC_SKU_MAX);
@@ -240,6 +247,9 @@ static void test_params_hostile(void)
         {{"stock=-1"}, 1, SVC_P_STOCK, "stock: must be an integer in 0..1000000000"},
         {{"stock=1000000001"}, 1, SVC_P_STOCK, "stock: must be an integer in 0..1000000000"},
         {{"stock="}, 1, SVC_P_STOCK, "stock: must be an integer"},
+        {{"buckets=0"}, 1, SVC_P_STOCK | SVC_P_BUCKETS, "buckets: must be an integer in 1..64"},
+        {{"buckets=65"}, 1, SVC_P_STOCK | SVC_P_BUCKETS, "buckets: must be an integer in 1..64"},
+        {{"buckets=4"}, 1, SVC_P_STOCK, "unknown parameter 'buckets'"},
         {{"limit=0"}, 1, SVC_P_LIMIT, "limit: must be an integer in 1..1000"},
         {{"limit=1001"}, 1, SVC_P_LIMIT, "limit: must be an integer in 1..1000"},
         {{"offset=-1"}, 1, SVC_P_OFFSET, "offset: must be an integer in 0..1000000000"},
@@ -312,66 +322,114 @@ static void test_stock_body(void)
     static const struct {
         const char *body;
         int rc;
-        int64_t v;
+        int64_t v, k; /* stock, buckets (0: none given) */
         const char *detail;
     } t[] = {
-        {"{\"stock\":0}", 0, 0, NULL},
-        {"{\"stock\":1000000000}", 0, 1000000000, NULL},
-        {" \n\t{ \"stock\" : 42 }\r\n ", 0, 42, NULL},
-        {"{\"stock\":1e3}", 0, 1000, NULL},
-        {"{\"stock\":1000.0}", 0, 1000, NULL},
-        {"{}", -1, 0, "stock: required"},
-        {"[]", -1, 0, "body: must be a JSON object"},
-        {"[{\"stock\":1}]", -1, 0, "body: must be a JSON object"},
-        {"5", -1, 0, "body: must be a JSON object"},
-        {"\"stock\"", -1, 0, "body: must be a JSON object"},
-        {"null", -1, 0, "body: must be a JSON object"},
-        {"stock=5", -1, 0, "body: must be a JSON object"},
-        {"{\"stock\":5", -1, 0, "body: must be a JSON object"},
-        {"{\"stock\":5} x", -1, 0, "body: must be a JSON object"},
-        {"{\"stock\":5}{}", -1, 0, "body: must be a JSON object"},
-        {"{'stock':5}", -1, 0, "body: must be a JSON object"},
-        {"{\"stock\":-1}", -1, 0, "stock: must be an integer in 0..1000000000"},
-        {"{\"stock\":1000000001}", -1, 0, "stock: must be an integer in 0..1000000000"},
-        {"{\"stock\":99999999999999999999999}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":1e400}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":-1e400}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":1.5}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":\"5\"}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":null}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":true}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":[5]}", -1, 0, "stock: must be an integer"},
-        {"{\"stock\":5,\"stock\":6}", -1, 0, "body: duplicate field 'stock'"},
-        {"{\"stock\":5,\"x\":1}", -1, 0, "body: unknown field 'x'"},
-        {"{\"Stock\":5}", -1, 0, "body: unknown field 'Stock'"},
+        {"{\"stock\":0}", 0, 0, 0, NULL},
+        {"{\"stock\":1000000000}", 0, 1000000000, 0, NULL},
+        {" \n\t{ \"stock\" : 42 }\r\n ", 0, 42, 0, NULL},
+        {"{\"stock\":1e3}", 0, 1000, 0, NULL},
+        {"{\"stock\":1000.0}", 0, 1000, 0, NULL},
+        {"{}", -1, 0, 0, "stock: required"},
+        {"[]", -1, 0, 0, "body: must be a JSON object"},
+        {"[{\"stock\":1}]", -1, 0, 0, "body: must be a JSON object"},
+        {"5", -1, 0, 0, "body: must be a JSON object"},
+        {"\"stock\"", -1, 0, 0, "body: must be a JSON object"},
+        {"null", -1, 0, 0, "body: must be a JSON object"},
+        {"stock=5", -1, 0, 0, "body: must be a JSON object"},
+        {"{\"stock\":5", -1, 0, 0, "body: must be a JSON object"},
+        {"{\"stock\":5} x", -1, 0, 0, "body: must be a JSON object"},
+        {"{\"stock\":5}{}", -1, 0, 0, "body: must be a JSON object"},
+        {"{'stock':5}", -1, 0, 0, "body: must be a JSON object"},
+        {"{\"stock\":-1}", -1, 0, 0, "stock: must be an integer in 0..1000000000"},
+        {"{\"stock\":1000000001}", -1, 0, 0, "stock: must be an integer in 0..1000000000"},
+        {"{\"stock\":99999999999999999999999}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":1e400}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":-1e400}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":1.5}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":\"5\"}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":null}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":true}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":[5]}", -1, 0, 0, "stock: must be an integer"},
+        {"{\"stock\":5,\"stock\":6}", -1, 0, 0, "body: duplicate field 'stock'"},
+        {"{\"stock\":5,\"x\":1}", -1, 0, 0, "body: unknown field 'x'"},
+        {"{\"Stock\":5}", -1, 0, 0, "body: unknown field 'Stock'"},
         {"{\"st\xc3\xb6"
          "ck\":5}",
-         -1, 0, "body: unknown field"},
-        {"{\"a\\\"b\":5}", -1, 0, "body: unknown field 'a\"b'"},
-        {"{\"\":5}", -1, 0, "body: unknown field ''"},
+         -1, 0, 0, "body: unknown field"},
+        {"{\"a\\\"b\":5}", -1, 0, 0, "body: unknown field 'a\"b'"},
+        {"{\"\":5}", -1, 0, 0, "body: unknown field ''"},
+        /* the stock buckets (svc_bucket.h) */
+        {"{\"stock\":100,\"buckets\":4}", 0, 100, 4, NULL},
+        {"{\"buckets\":64,\"stock\":0}", 0, 0, 64, NULL},
+        {"{\"stock\":3,\"buckets\":1}", 0, 3, 1, NULL},
+        {"{\"stock\":3,\"buckets\":0}", -1, 0, 0, "buckets: must be an integer in 1..64"},
+        {"{\"stock\":3,\"buckets\":65}", -1, 0, 0, "buckets: must be an integer in 1..64"},
+        {"{\"stock\":3,\"buckets\":2.5}", -1, 0, 0, "buckets: must be an integer"},
+        {"{\"stock\":3,\"buckets\":\"4\"}", -1, 0, 0, "buckets: must be an integer"},
+        {"{\"stock\":3,\"buckets\":4,\"buckets\":4}", -1, 0, 0, "body: duplicate field 'buckets'"},
+        {"{\"buckets\":4}", -1, 0, 0, "stock: required"},
     };
     char detail[160];
     for (size_t i = 0; i < COUNT(t); i++) {
-        int64_t v = -7;
+        int64_t v = -7, k = -7;
         detail[0] = '\0';
-        int rc = svc_stock_parse_body(t[i].body, strlen(t[i].body), &v, detail, sizeof detail);
+        int rc = svc_stock_parse_body(t[i].body, strlen(t[i].body), 0, &v, &k, detail,
+                                      sizeof detail);
         TU_CHECK(rc == t[i].rc, "body %s -> %d (detail %s)", t[i].body, t[i].rc, detail);
         if (t[i].rc == 0)
-            TU_CHECK(v == t[i].v, "body %s -> stock %lld", t[i].body, (long long)v);
+            TU_CHECK(v == t[i].v && k == t[i].k, "body %s -> stock %lld buckets %lld", t[i].body,
+                     (long long)v, (long long)k);
         else
-            TU_CHECK(v == -7 && strstr(detail, t[i].detail) != NULL,
-                     "body %s: *stock untouched, detail \"%s\" contains \"%s\"", t[i].body, detail,
-                     t[i].detail);
+            TU_CHECK(v == -7 && k == -7 && strstr(detail, t[i].detail) != NULL,
+                     "body %s: *stock and *buckets untouched, detail \"%s\" contains \"%s\"",
+                     t[i].body, detail, t[i].detail);
     }
 
-    int64_t v = -7;
-    TU_CHECK(svc_stock_parse_body(NULL, 0, &v, detail, sizeof detail) == -1 && v == -7 &&
+    /* With parameters in the query: each name in one place only. */
+    static const struct {
+        unsigned q; /* SVC_P_* bits the query gave */
+        const char *body;
+        int rc;
+        int64_t v, k; /* after: stock (-7: untouched), buckets */
+        const char *detail;
+    } qt[] = {
+        {SVC_P_STOCK, "", 0, -7, 0, NULL},
+        {SVC_P_STOCK, "{\"buckets\":4}", 0, -7, 4, NULL},
+        {SVC_P_STOCK, "{}", 0, -7, 0, NULL},
+        {SVC_P_STOCK | SVC_P_BUCKETS, "", 0, -7, 0, NULL},
+        {SVC_P_BUCKETS, "{\"stock\":9}", 0, 9, 0, NULL},
+        {SVC_P_BUCKETS, "", -1, -7, -7, "stock: required"},
+        {SVC_P_BUCKETS, "{}", -1, -7, -7, "stock: required"},
+        {SVC_P_STOCK, "{\"stock\":2}", -1, -7, -7,
+         "stock: give it in the query or the body, not both"},
+        {SVC_P_STOCK, "{\"buckets\":4,\"stock\":2}", -1, -7, -7, "stock: give it in the query"},
+        {SVC_P_BUCKETS, "{\"stock\":9,\"buckets\":4}", -1, -7, -7,
+         "buckets: give it in the query or the body, not both"},
+        {SVC_P_STOCK, "{\"buckets\":0}", -1, -7, -7, "buckets: must be an integer in 1..64"},
+        {SVC_P_STOCK, "{\"x\":1}", -1, -7, -7, "body: unknown field 'x'"},
+        {SVC_P_STOCK, "not json", -1, -7, -7, "body: must be a JSON object"},
+    };
+    for (size_t i = 0; i < COUNT(qt); i++) {
+        int64_t v = -7, k = -7;
+        detail[0] = '\0';
+        int rc = svc_stock_parse_body(qt[i].body, strlen(qt[i].body), qt[i].q, &v, &k, detail,
+                                      sizeof detail);
+        TU_CHECK(rc == qt[i].rc && v == qt[i].v && k == qt[i].k &&
+                     (qt[i].detail == NULL || strstr(detail, qt[i].detail) != NULL),
+                 "query bits %u, body %s -> %d, stock %lld, buckets %lld, detail \"%s\"", qt[i].q,
+                 qt[i].body, rc, (long long)v, (long long)k, detail);
+    }
+
+    int64_t v = -7, k = -7;
+    TU_CHECK(svc_stock_parse_body(NULL, 0, 0, &v, &k, detail, sizeof detail) == -1 && v == -7 &&
                  strstr(detail, "stock: required") != NULL,
              "no body");
-    TU_CHECK(svc_stock_parse_body("", 0, &v, detail, sizeof detail) == -1 && v == -7, "empty");
+    TU_CHECK(svc_stock_parse_body("", 0, 0, &v, &k, detail, sizeof detail) == -1 && v == -7,
+             "empty");
     /* A NUL inside the announced length: refused, not cut there. */
     static const char nul[] = "{\"stock\":5}\0{\"x\":1}";
-    TU_CHECK(svc_stock_parse_body(nul, sizeof nul - 1, &v, detail, sizeof detail) == -1 &&
+    TU_CHECK(svc_stock_parse_body(nul, sizeof nul - 1, 0, &v, &k, detail, sizeof detail) == -1 &&
                  v == -7 && strstr(detail, "NUL byte") != NULL,
              "NUL inside the body");
 
@@ -382,21 +440,21 @@ static void test_stock_body(void)
     memset(big, ' ', n);
     memcpy(big + n / 2, "{\"stock\":7}", 11);
     big[n] = '\0';
-    TU_CHECK(svc_stock_parse_body(big, n, &v, detail, sizeof detail) == 0 && v == 7,
+    TU_CHECK(svc_stock_parse_body(big, n, 0, &v, &k, detail, sizeof detail) == 0 && v == 7,
              "1 MiB of whitespace");
     v = -7;
     for (size_t i = 0; i < n / 2; i++)
         big[i] = '[';
     for (size_t i = n / 2; i < n; i++)
         big[i] = ']';
-    TU_CHECK(svc_stock_parse_body(big, n, &v, detail, sizeof detail) == -1 && v == -7,
+    TU_CHECK(svc_stock_parse_body(big, n, 0, &v, &k, detail, sizeof detail) == -1 && v == -7,
              "512 Ki nested arrays");
     free(big);
 
     /* A short detail buffer is still terminated. */
     char small[6];
     memset(small, 'x', sizeof small);
-    TU_CHECK(svc_stock_parse_body("[]", 2, &v, small, sizeof small) == -1 &&
+    TU_CHECK(svc_stock_parse_body("[]", 2, 0, &v, &k, small, sizeof small) == -1 &&
                  memchr(small, '\0', sizeof small) != NULL,
              "6-byte detail terminated");
 }
@@ -706,6 +764,175 @@ static void test_key(void)
              "the longest key fits: %s", buf);
 }
 
+/* ---- svc_bucket.h: the layout ---- */
+
+static void test_buckets(void)
+{
+    char tag[SVC_TAG_MAX], key[SVC_KEY_MAX], sku[SVC_SKU_MAX + 1];
+    svc_bucket_tag(tag, "demo", 3, 0);
+    TU_CHECK(strcmp(tag, "demo~3") == 0, "tag %s", tag);
+    svc_bucket_tag(tag, "demo", 63, 255);
+    TU_CHECK(strcmp(tag, "demo~63.255") == 0, "tag with a salt %s", tag);
+    /* The longest bucket key fits. */
+    memset(sku, 'z', SVC_SKU_MAX);
+    sku[SVC_SKU_MAX] = '\0';
+    svc_bucket_tag(tag, sku, 63, 255);
+    svc_lock_key(key, tag, LC_REENTRANT);
+    TU_CHECK(strlen(key) == strlen("miaosha:{~63.255}:lock:reentrant") + SVC_SKU_MAX,
+             "the longest bucket key fits: %s", key);
+
+    /* The shares: even, the remainder one by one, summing to the stock. */
+    static const long long stocks[] = {0, 1, 3, 4, 5, 99, 100, 101, 1000000000};
+    for (size_t i = 0; i < COUNT(stocks); i++) {
+        for (int n = 1; n <= SVC_BUCKETS_MAX; n++) {
+            long long sum = 0, lo = stocks[i], hi = 0;
+            for (int b = 0; b < n; b++) {
+                long long v = svc_layout_share(stocks[i], n, b);
+                sum += v;
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+                if (b > 0)
+                    TU_CHECK(v <= svc_layout_share(stocks[i], n, b - 1),
+                             "the remainder goes to the first buckets");
+            }
+            TU_CHECK(sum == stocks[i] && hi - lo <= 1, "stock %lld over %d: sum %lld, %lld..%lld",
+                     stocks[i], n, sum, lo, hi);
+        }
+    }
+
+    /* The placement: K distinct slots, salts only where needed, and the
+     * first buckets' tags the same whatever K. */
+    const char *skus[] = {"demo", "a", "hot-sku_1", sku};
+    for (size_t i = 0; i < COUNT(skus); i++) {
+        svc_layout all, some;
+        svc_layout_place(skus[i], SVC_BUCKETS_MAX, &all);
+        int slots[SVC_BUCKETS_MAX], clashes = 0, salted = 0;
+        for (int b = 0; b < all.n; b++) {
+            svc_layout_tag(&all, skus[i], b, tag);
+            slots[b] = lc_key_slot(tag, strlen(tag));
+            for (int k = 0; k < b; k++)
+                clashes += slots[k] == slots[b];
+            salted += all.salt[b] > 0;
+        }
+        TU_CHECK(all.n == SVC_BUCKETS_MAX && clashes == 0 && all.id[0] == '\0',
+                 "sku %.8s: 64 buckets on 64 slots (%d clashes)", skus[i], clashes);
+        TU_CHECK(salted < 8, "sku %.8s: %d salts needed", skus[i], salted);
+        svc_layout_place(skus[i], 5, &some);
+        TU_CHECK(some.n == 5 && memcmp(some.salt, all.salt, 5) == 0,
+                 "a smaller layout shares its buckets' tags");
+    }
+    /* Each bucket is one slot: every key the service names for it (its
+     * stock, locks, fence, idempotency copy) hashes where its tag does, so
+     * no script or MULTI on a bucket crosses slots on a Redis Cluster. */
+    {
+        static const char *const suffixes[] = {"stock", "initial", "sold",      "orders",  "buyers",
+                                               "epoch", "fence",   "fence_hwm", "reserved"};
+        svc_layout l8;
+        svc_layout_place("demo", 8, &l8);
+        int off = 0;
+        for (int b = 0; b < l8.n; b++) {
+            char k[SVC_KEY_MAX + SVC_IDEM_KEY_MAX + 16];
+            svc_layout_tag(&l8, "demo", b, tag);
+            int slot = lc_key_slot(tag, strlen(tag));
+            for (size_t i = 0; i < COUNT(suffixes); i++) {
+                svc_key(k, tag, suffixes[i]);
+                off += lc_key_slot(k, strlen(k)) != slot;
+            }
+            for (int m = 0; m < LC_MODE_COUNT; m++) {
+                svc_lock_key(k, tag, (lc_mode)m);
+                off += lc_key_slot(k, strlen(k)) != slot;
+            }
+            svc_idem_key(k, tag, "key-1");
+            off += lc_key_slot(k, strlen(k)) != slot;
+        }
+        svc_key(key, "demo", "layout");
+        TU_CHECK(off == 0 && lc_key_slot(key, strlen(key)) == lc_key_slot("demo", 4),
+                 "every key of a bucket in its tag's slot (%d off); the layout in the SKU's", off);
+    }
+
+    svc_layout one;
+    svc_layout_place("demo", 1, &one);
+    svc_layout_tag(&one, "demo", 0, tag);
+    TU_CHECK(one.n == 1 && strcmp(tag, "demo") == 0, "one bucket: the SKU's own tag");
+
+    /* The record: round trip, and what is refused. */
+    svc_layout l, back;
+    svc_layout_place("demo", 4, &l);
+    snprintf(l.id, sizeof l.id, "%s", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9");
+    l.salt[2] = 7;
+    char rec[SVC_LAYOUT_MAX];
+    TU_CHECK(svc_layout_format(&l, rec, sizeof rec) == 0 &&
+                 strcmp(rec, "4 0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9 0,0,7,0") == 0,
+             "record %s", rec);
+    memset(&back, 0x5a, sizeof back);
+    TU_CHECK(svc_layout_parse(rec, &back) == 0 && back.n == 4 && strcmp(back.id, l.id) == 0 &&
+                 memcmp(back.salt, l.salt, 4) == 0,
+             "parsed back");
+    svc_layout_place("demo", SVC_BUCKETS_MAX, &l);
+    memset(l.salt, 255, sizeof l.salt);
+    memset(l.id, 'f', SVC_UUID_LEN - 1);
+    l.id[SVC_UUID_LEN - 1] = '\0';
+    TU_CHECK(svc_layout_format(&l, rec, sizeof rec) == 0 && svc_layout_parse(rec, &back) == 0 &&
+                 back.n == SVC_BUCKETS_MAX && back.salt[63] == 255,
+             "the longest record fits SVC_LAYOUT_MAX (%zu bytes)", strlen(rec));
+    TU_CHECK(svc_layout_format(&l, rec, 40) == -1, "a short buffer is refused");
+    static const char *const bad[] = {
+        "",
+        "1 abc 0",
+        "65 abc " /* n too large */,
+        "4 abc 0,0,0",
+        "4 abc 0,0,0,0,0",
+        "4 abc 0,0,0,256",
+        "4 ABC 0,0,0,0",
+        "4  0,0,0,0",
+        "4 abc 0,0,0,0 ",
+        "04 abc 0,0,0,0",
+        "4 abc 0,0,0,01",
+        "2 abc -1,0",
+        "2 abc 0;0",
+        "2 "
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        " 0,0" /* 37 chars */,
+    };
+    for (size_t i = 0; i < COUNT(bad); i++) {
+        memset(&back, 0x5a, sizeof back);
+        TU_CHECK(svc_layout_parse(bad[i], &back) == -1 && back.n == 0x5a5a5a5a,
+                 "record \"%s\" refused, out untouched", bad[i]);
+    }
+
+    /* The next bucket: a start drawn among the open ones, then in order,
+     * skipping what is known empty or tried; -1 when none is left. */
+    int seen[8] = {0};
+    for (uint64_t r = 0; r < 800; r++) {
+        int b = svc_bucket_next(8, 0x05u /* 0 and 2 empty */, -1, r);
+        TU_CHECK(b >= 0 && b < 8 && b != 0 && b != 2, "start %d", b);
+        if (b >= 0 && b < 8)
+            seen[b]++;
+    }
+    TU_CHECK(seen[1] == 134 && seen[7] == 133, "starts spread evenly: %d %d", seen[1], seen[7]);
+    TU_CHECK(svc_bucket_next(8, 0x05u, 1, 0) == 3, "after 1, 2 skipped");
+    TU_CHECK(svc_bucket_next(8, 0x05u, 7, 0) == 1, "after 7, wraps past 0");
+    TU_CHECK(svc_bucket_next(4, 0x0eu, 0, 0) == 0, "the only one left, even when it is after");
+    TU_CHECK(svc_bucket_next(4, 0x0fu, -1, 3) == -1 && svc_bucket_next(4, 0x0fu, 2, 3) == -1,
+             "none left");
+    TU_CHECK(svc_bucket_next(SVC_BUCKETS_MAX, ~(uint64_t)0 >> 1, -1, 12345) == 63,
+             "the 64th bucket");
+
+    /* The home bucket: stable, within range, spread. */
+    int home[4] = {0};
+    for (int u = 0; u < 400; u++) {
+        char user[16];
+        snprintf(user, sizeof user, "u%d", u);
+        int h = svc_bucket_home(user, 4);
+        TU_CHECK(h >= 0 && h < 4 && h == svc_bucket_home(user, 4), "home of %s", user);
+        if (h >= 0 && h < 4)
+            home[h]++;
+    }
+    TU_CHECK(home[0] > 50 && home[1] > 50 && home[2] > 50 && home[3] > 50,
+             "homes spread: %d %d %d %d", home[0], home[1], home[2], home[3]);
+    TU_CHECK(svc_bucket_home("anyone", 1) == 0, "one bucket: home 0");
+}
+
 /* ---- svc_idem_valid ---- */
 
 static void test_idem_key(void)
@@ -788,7 +1015,7 @@ static void test_admin_verdict(void)
     tok[sizeof tok - 1] = '\0';
     snprintf(auth, sizeof auth, "Bearer %s", tok);
     TU_CHECK(svc_admin_verdict(tok, auth) == 0, "4096-byte token");
-    auth[sizeof auth - 2] = 'j';
+    auth[sizeof auth - 3] = 'j'; /* the token's last byte; the one after is the NUL */
     TU_CHECK(svc_admin_verdict(tok, auth) == 403, "4096-byte token, last byte wrong");
 }
 
@@ -804,6 +1031,7 @@ int main(void)
     test_json_add_int();
     test_reply();
     test_key();
+    test_buckets();
     test_idem_key();
     test_admin_verdict();
     return tu_done();

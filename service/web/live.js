@@ -18,8 +18,19 @@
  * #trace=S (the SKU whose trace is drawn; default the busiest one) and
  * #buy=MODE (one purchase when the page opens: what the browser test uses).
  *
- * Stable markers for tests: rows <tr data-mode data-sku>, cells
- * <td data-field="requests|sold|stock|oversold|undersold|rate|p99">. */
+ * The table is grouped by SKU, because the audit is the SKU's, not the
+ * mode's: one row per SKU with its audit (sold, stock, oversold,
+ * undersold), and under it one row per mode that bought it (requests,
+ * purchases/s, p99), which carries no audit of its own. A mode row can
+ * never show the oversell of another mode that bought the same SKU; the
+ * SKU's row names the modes it is shared by.
+ *
+ * Stable markers for tests: SKU rows <tr data-sku class="sku"> with cells
+ * <td data-field="sku|modes|requests|rate|sold|stock|oversold|undersold">
+ * (data-modes: how many modes bought it); mode rows <tr data-mode
+ * data-sku> with <td data-field="mode|requests|rate|p99">. A SKU split into
+ * stock buckets shows each bucket's stock from the audit on its row, in
+ * <td data-field="buckets"> ("–" for a SKU in one). */
 (function () {
     'use strict';
 
@@ -33,44 +44,56 @@
 
     var TEXT = {
         en: {
-            title: 'miaosha — live', cells: 'Per mode and SKU', mode: 'mode', sku: 'SKU',
-            requests: 'requests', sold: 'sold', stock: 'stock', oversold: 'oversold',
+            title: 'miaosha — live', cells: 'Per SKU, and the modes that bought it', mode: 'mode',
+            sku: 'SKU', requests: 'requests', sold: 'sold', stock: 'stock', oversold: 'oversold',
             undersold: 'undersold', rate: 'purchases/s', p99: 'p99 (ms)',
-            note: 'sold, stock, oversold and undersold are the SKU\'s audit (GET /stock); a SKU ' +
-                'bought through several modes shows one audit for all of them. purchases/s counts ' +
-                'this mode\'s requests on this SKU over the last update; p99 is the mode\'s ' +
-                'latency since the server started.',
+            note: 'sold, stock, oversold and undersold are the SKU\'s audit (GET /stock), shown ' +
+                'once, on the SKU\'s row; the modes that bought it are the rows under it. A SKU ' +
+                'bought through several modes cannot tell which of them oversold: buy each mode ' +
+                'on its own SKU (demo-none, demo-token, …). purchases/s counts the requests over ' +
+                'the last update; p99 is the mode\'s latency since the server started. stock per ' +
+                'bucket: each bucket\'s stock, for a SKU split into stock buckets.',
+            buckets: 'stock per bucket',
             empty: 'No purchase yet: run a load (wrk, ab, miaosha-load) or press a button below.',
             controls: 'Buy and reset', user: 'user', buy: 'buy once:', newstock: 'stock',
             reset: 'reset stock', token: 'admin token', trace: 'Latest trace',
             updated: 'updated', down: 'server unreachable', inflight: 'in flight',
-            shared: 'shared', needsku: 'reset needs a SKU',
+            shared: 'bought through several modes: this audit is all of theirs, it cannot ' +
+                'tell which mode oversold', needsku: 'reset needs a SKU',
             needtoken: 'this server needs its admin token: type it and press reset again',
             badtoken: 'wrong admin token', notrace: 'no purchase traced yet',
             norenderer: 'the timeline renderer is not built into this server',
+            traceleft: 'drawn: the last {k} of the {n} purchases this instance traced on this SKU; ' +
+                'those it answered from its local sold-out flag (409 sold_out before any worker) ' +
+                'are never traced',
             default_sku: '(server default)'
         },
         zh: {
-            title: 'miaosha 秒杀 — 实时', cells: '按模式和商品', mode: '模式', sku: '商品 SKU',
+            title: 'miaosha 秒杀 — 实时', cells: '按商品，及购买它的模式', mode: '模式', sku: '商品 SKU',
             requests: '请求', sold: '已售', stock: '库存', oversold: '超卖', undersold: '少卖',
-            rate: '每秒购买', p99: 'p99（毫秒）',
-            note: '已售、库存、超卖、少卖来自该商品的对账（GET /stock）；一个商品被多个模式购买时，' +
-                '它们共用一份对账。每秒购买是该模式在该商品上最近一次刷新间隔内的请求数；p99 是该模式' +
-                '自服务启动以来的延迟。',
+            rate: '每秒购买', p99: 'p99（毫秒）', buckets: '各桶库存',
+            note: '已售、库存、超卖、少卖是该商品的对账（GET /stock），只在商品那一行显示一次；' +
+                '购买过它的模式列在它下面。一个商品被多个模式购买时，分不出是哪个模式超卖的：' +
+                '每个模式请用自己的商品（demo-none、demo-token……）。每秒购买是最近一次刷新间隔内的' +
+                '请求数；p99 是该模式自服务启动以来的延迟。各桶库存：库存分桶的商品每个桶的库存。',
             empty: '还没有购买：运行压测（wrk、ab、miaosha-load）或按下面的按钮。',
             controls: '购买与重置', user: '用户', buy: '买一件：', newstock: '库存',
             reset: '重置库存', token: '管理员令牌', trace: '最近的追踪',
             updated: '更新于', down: '连不上服务', inflight: '处理中',
-            shared: '共用', needsku: '重置库存需要填写商品 SKU',
+            shared: '被多个模式购买：这份对账属于它们全体，分不出是哪个模式超卖的',
+            needsku: '重置库存需要填写商品 SKU',
             needtoken: '该服务需要管理员令牌：填写后再按一次重置',
             badtoken: '管理员令牌不对', notrace: '还没有被追踪的购买',
-            norenderer: '该服务没有内置时间线渲染器', default_sku: '（服务默认）'
+            norenderer: '该服务没有内置时间线渲染器', default_sku: '（服务默认）',
+            traceleft: '画出的是本实例在该商品上追踪到的 {n} 次购买中的最后 {k} 次；由本地售罄标记直接' +
+                '回答的购买（在任何工作线程之前的 409 sold_out）从不追踪'
         }
     };
 
     var hash = new URLSearchParams(location.hash.slice(1));
     var lang = pickLang();
-    var rows = {}; /* "mode sku" -> {tr, cells, requests, t} */
+    var rows = {}; /* "mode sku" -> {mode, sku, requests, t, rate, tr} */
+    var skuRows = {}; /* sku -> its <tr> */
     var modes = null;
     var trace = {sku: hash.get('trace') || '', since: null, header: null, records: [], drawn: -1};
     var last = {stats: null, audits: {}};
@@ -237,6 +260,14 @@
         }
         try {
             window.miaoshaTimeline.render(box, [trace.header].concat(trace.records), {lang: lang});
+            var left = document.createElement('p');
+            left.className = 'note';
+            left.id = 'traceleft';
+            left.setAttribute('data-drawn', String(trace.records.length));
+            left.setAttribute('data-traced', String(trace.header.last_seq));
+            left.textContent = t('traceleft').replace('{k}', String(trace.records.length))
+                .replace('{n}', String(trace.header.last_seq));
+            box.appendChild(left);
         } catch (e) {
             note.textContent = String(e);
             box.appendChild(note);
@@ -267,46 +298,78 @@
         return td;
     }
 
+    function newRow(attrs, fields) {
+        var tr = document.createElement('tr');
+        Object.keys(attrs).forEach(function (k) { tr.setAttribute(k, attrs[k]); });
+        fields.forEach(function (f) { cell(tr, f); });
+        return tr;
+    }
+
+    function byMode(x, y) {
+        return x.mode < y.mode ? -1 : x.mode > y.mode ? 1 : 0;
+    }
+
+    /* One row per SKU with its audit, its modes' rows under it. */
     function render() {
         var st = last.stats;
         if (st && st.modes && !modes) buildButtons(Object.keys(st.modes));
-        var keys = Object.keys(rows).sort();
-        var modesOfSku = {};
-        keys.forEach(function (k) {
-            var s = rows[k].sku;
-            modesOfSku[s] = (modesOfSku[s] || 0) + 1;
+        var bySku = {};
+        Object.keys(rows).forEach(function (k) {
+            var r = rows[k];
+            (bySku[r.sku] = bySku[r.sku] || []).push(r);
         });
         var body = el('rows');
-        keys.forEach(function (k) {
-            var r = rows[k];
-            if (!r.tr) {
-                r.tr = document.createElement('tr');
-                r.tr.setAttribute('data-mode', r.mode);
-                r.tr.setAttribute('data-sku', r.sku);
-                cell(r.tr, 'mode').textContent = r.mode;
-                cell(r.tr, 'sku').textContent = r.sku;
-                ['requests', 'sold', 'stock', 'oversold', 'undersold', 'rate', 'p99']
-                    .forEach(function (f) { cell(r.tr, f); });
+        var skus = Object.keys(bySku).sort();
+        skus.forEach(function (s) {
+            var list = bySku[s].sort(byMode);
+            var tr = skuRows[s];
+            if (!tr) {
+                tr = skuRows[s] = newRow({'data-sku': s, 'class': 'sku'},
+                    ['sku', 'modes', 'requests', 'rate', 'p99', 'sold', 'stock', 'oversold',
+                        'undersold', 'buckets']);
+                cell(tr, 'sku').textContent = s;
             }
-            body.appendChild(r.tr); /* keeps the sorted order */
-            var a = last.audits[r.sku];
-            var shared = modesOfSku[r.sku] > 1;
-            cell(r.tr, 'requests').textContent = String(r.requests);
+            body.appendChild(tr); /* keeps the sorted order, its modes under it */
+            var requests = 0, rate = 0;
+            list.forEach(function (r) { requests += r.requests; rate += r.rate; });
+            var shared = list.length > 1;
+            tr.setAttribute('data-modes', String(list.length));
+            var mc = cell(tr, 'modes');
+            mc.textContent = list.map(function (r) { return r.mode; }).join(', ');
+            mc.className = shared ? 'shared' : '';
+            mc.title = shared ? t('shared') : '';
+            cell(tr, 'requests').textContent = String(requests);
+            cell(tr, 'rate').textContent = rate.toFixed(1);
+            var a = last.audits[s];
             ['sold', 'stock', 'oversold', 'undersold'].forEach(function (f) {
-                var td = cell(r.tr, f);
+                var td = cell(tr, f);
                 td.textContent = a ? String(a[f]) : '–';
-                td.className = shared ? 'shared' : '';
-                td.title = shared ? t('shared') : '';
+                td.className = '';
             });
             if (a) {
-                cell(r.tr, 'oversold').className += a.oversold > 0 ? ' bad' : (a.sold > 0 ? ' good' : '');
-                cell(r.tr, 'undersold').className += a.undersold > 0 ? ' bad' : '';
+                cell(tr, 'oversold').className = a.oversold > 0 ? 'bad' : (a.sold > 0 ? 'good' : '');
+                cell(tr, 'undersold').className = a.undersold > 0 ? 'bad' : '';
             }
-            cell(r.tr, 'rate').textContent = r.rate.toFixed(1);
-            var m = st && st.modes && st.modes[r.mode];
-            cell(r.tr, 'p99').textContent = m ? m.latency_ms.p99.toFixed(1) : '–';
+            cell(tr, 'buckets').textContent = a && a.buckets ?
+                a.buckets.map(function (b) { return String(b.stock); }).join(' · ') : '–';
+            list.forEach(function (r) {
+                if (!r.tr) {
+                    r.tr = newRow({'data-mode': r.mode, 'data-sku': r.sku},
+                        ['sku', 'mode', 'requests', 'rate', 'p99']);
+                    cell(r.tr, 'mode').textContent = r.mode;
+                    var rest = document.createElement('td');
+                    rest.colSpan = 5;
+                    rest.className = 'ofsku';
+                    r.tr.appendChild(rest);
+                }
+                body.appendChild(r.tr);
+                cell(r.tr, 'requests').textContent = String(r.requests);
+                cell(r.tr, 'rate').textContent = r.rate.toFixed(1);
+                var m = st && st.modes && st.modes[r.mode];
+                cell(r.tr, 'p99').textContent = m ? m.latency_ms.p99.toFixed(1) : '–';
+            });
         });
-        el('empty').hidden = keys.length > 0;
+        el('empty').hidden = skus.length > 0;
     }
 
     /* ---- controls ---- */
@@ -323,7 +386,8 @@
 
     function replyText(r) {
         var b = r.body || {};
-        if (b.ok) return 'order ' + b.order_id + ' stock_left ' + b.stock_left;
+        if (b.ok) return 'order ' + b.order_id + ' stock_left ' + b.stock_left +
+            (b.bucket != null ? ' bucket ' + b.bucket : '');
         return (b.error || '') + (b.detail ? ': ' + b.detail : '');
     }
 

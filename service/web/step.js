@@ -102,10 +102,10 @@
             buyer: '买家', stage: '阶段', h_read: '读到', h_wrote: '写入', lock: '锁',
             leaseleft: '剩余租约（毫秒）', reply: '响应', keys: '关键的 Redis 键',
             kstock: '库存 stock', ksold: '已售 sold', koversold: '超卖（对账）', klock: '锁的键',
-            kpttl: '它的 TTL（毫秒）', kfence: '栅栏高水位', next: '下一步', run: '跑完',
+            kpttl: '它的 TTL（毫秒）', kfence: '围栏高水位', next: '下一步', run: '跑完',
             holds: '持有', nothing: '无锁', none: '–', nolock: 'Redis 里没有锁的键', absent: '（无）',
             p_lost_update: '丢失的更新（none）', p_lock_waits: '会等待的锁（token）',
-            p_lease: '租约过期（token）', p_fence: '拒绝过期写入的栅栏（fenced）',
+            p_lease: '租约过期（token）', p_fence: '拒绝过期写入的围栏（fenced）',
             p_atomic: '原子脚本（lua）',
             g_lost_update: 'A 读、B 读、A 写、B 写：已售加了 2，库存只减了 1。',
             g_lock_waits: '同样的顺序换成 token：A 持锁时 B 只能等待。',
@@ -123,7 +123,7 @@
             added: function (b, m) { return b + ' 是新的 ' + m + ' 买家，停在开始：什么都还没做。'; },
             lockedNone: function (b) { return b + ' 通过了 none 模式的“锁”：它什么也没锁住，谁都挡不住。'; },
             lockedMutex: function (b) { return b + ' 持有进程内互斥锁：本进程的买家要等，其他实例不用等。'; },
-            locked: function (b, ms) { return b + ' 持有锁：锁的键里是 ' + b + ' 的令牌' +
+            locked: function (b, ms) { return b + ' 持有锁：锁的键里是 ' + b + ' 的持有者标识' +
                 (ms != null ? '，租约还剩 ' + ms + ' 毫秒。' : '。'); },
             waits: function (b, h) { return b + ' 在等待：锁被' + (h ? ' ' + h + ' ' : '') +
                 '持有。它会在 wait_ms 内一直重试。'; },
@@ -133,7 +133,7 @@
             wroteSame: function (b, v, o) { return b + ' 在 ' + o + ' 之后也写了库存 = ' + v +
                 '：卖出两件，库存只减了一件。超卖了一件。'; },
             wrote: function (b, v) { return b + ' 写入库存 = ' + v + '，已售 +1。'; },
-            fenced: function (b) { return b + ' 的写入被拒绝（fenced_out）：后来的持有者的栅栏令牌超过了 ' +
+            fenced: function (b) { return b + ' 的写入被拒绝（fenced_out）：后来的持有者的围栏令牌超过了 ' +
                 b + ' 的。什么都没写。'; },
             notWritten: function (b, e) { return b + ' 的提交没有写入：' + e + '。'; },
             releasedLost: function (b) { return b + ' 释放时发现锁已经不是自己的了（lock_lost）：' +

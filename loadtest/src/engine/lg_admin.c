@@ -152,9 +152,18 @@ int lg_http_call_hdr(const char *method, const char *url, const char *bearer, co
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
                    size_t errlen)
 {
+    return lg_admin_reset_buckets(base, sku, stock, 0, token, err, errlen);
+}
+
+int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int buckets,
+                           const char *token, char *err, size_t errlen)
+{
     char url[600], body[64];
     snprintf(url, sizeof url, "%s/stock/%s", base, sku);
-    snprintf(body, sizeof body, "{\"stock\":%lld}", (long long)stock);
+    if (buckets > 0)
+        snprintf(body, sizeof body, "{\"stock\":%lld,\"buckets\":%d}", (long long)stock, buckets);
+    else
+        snprintf(body, sizeof body, "{\"stock\":%lld}", (long long)stock);
     long st = 0;
     char *resp = NULL;
     if (lg_http_call("PUT", url, token, body, 10000, &st, &resp, err, errlen) < 0)
@@ -305,6 +314,14 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
     }
     snprintf(err, errlen, "orders: too many");
     return -1;
+}
+
+int lg_purchase_local(const char *body, size_t len)
+{
+    cJSON *j = lg_json_parse(body, len);
+    int local = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "local"));
+    cJSON_Delete(j);
+    return local;
 }
 
 int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],

@@ -43,6 +43,10 @@ int lg_http_call_hdr(const char *method, const char *url, const char *bearer, co
 /* PUT {base}/stock/{sku} {"stock":N}: must answer 2xx. */
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
                    size_t errlen);
+/* The same with {"stock":N,"buckets":K}: the stock split into K stock
+ * buckets (1..64; 0 sends no buckets, as lg_admin_reset). */
+int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int buckets,
+                           const char *token, char *err, size_t errlen);
 /* GET {base}/stock/{sku} into *a. This and lg_admin_orders retry a
  * transport failure or a 5xx (5 attempts, 100/200/400/800 ms apart: a burst may
  * end inside a Redis stall); -1 with the last reason in err. */
@@ -58,5 +62,11 @@ int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err,
  * Returns 0, or -1 when it is not a JSON object. */
 int lg_parse_purchase(const char *body, size_t len, char order_id[64], char error[32],
                       int *lock_lost, int *deleted_other_lock);
+
+/* 1 when a purchase response says "local":true (a 409 sold_out answered
+ * from the instance's local sold-out flag, without Redis or a worker),
+ * else 0, also for a body that is not JSON. body need not be
+ * NUL-terminated. */
+int lg_purchase_local(const char *body, size_t len);
 
 #endif

@@ -17,6 +17,7 @@ typedef struct slot {
     uint8_t lock_lost;
     uint8_t deleted_other_lock;
     uint8_t fenced_out; /* a 409 whose error was fenced_out */
+    uint8_t local;      /* a 409 sold_out answered from the local sold-out flag */
     uint8_t err_idx;    /* 1 + index into run_ctx.errs; 0: none, or the table was full */
     char order_id[60];  /* a 200's order id, or the id a non-200 named */
 } slot;
@@ -130,6 +131,7 @@ static void on_done(void *ud, uint64_t idx, int status, lg_err err, const char *
         if (status != 200 && code[0])
             s->err_idx = intern_err(x, status, code);
         s->fenced_out = status == 409 && !strcmp(code, "fenced_out");
+        s->local = status == 409 && !strcmp(code, "sold_out") && lg_purchase_local(body, blen);
     }
 }
 
@@ -207,8 +209,8 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     const char *admin = cfg->targets[0].base;
-    if (cfg->stock >= 0 &&
-        lg_admin_reset(admin, cfg->sku, cfg->stock, cfg->admin_token, err, errlen) < 0) {
+    if (cfg->stock >= 0 && lg_admin_reset_buckets(admin, cfg->sku, cfg->stock, cfg->buckets,
+                                                  cfg->admin_token, err, errlen) < 0) {
         free(x->slots);
         free(x);
         return -1;
@@ -247,8 +249,10 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         return -1;
     }
     const lg_engine_result *e = &res->eng;
-    for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++)
+    for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++) {
         res->fenced_out += x->slots[i].err == LG_ERR_NONE && x->slots[i].fenced_out;
+        res->sold_out_local += x->slots[i].err == LG_ERR_NONE && x->slots[i].local;
+    }
     res->ok = e->status[200];
     res->sold_out = e->status[409] - res->fenced_out;
     res->lock_busy = e->status[429];

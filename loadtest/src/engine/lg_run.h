@@ -46,6 +46,8 @@ typedef struct lg_run_cfg {
     uint64_t requests;                  /* 1..10000000 purchases, each sent at most once */
     int concurrency;                    /* keep-alive connections */
     int64_t stock;                      /* < 0: do not reset (keep what is there) */
+    int buckets;                        /* 1..64: the reset splits the stock into
+                                           that many stock buckets; 0: not sent */
     int64_t work_ms, lease_ms, wait_ms; /* ms; < 0: parameter not sent */
     int64_t reenter;                    /* times the lock is taken again; < 0: not sent */
     uint64_t users;                     /* 0: one distinct user per request */
@@ -78,6 +80,9 @@ typedef struct lg_run_result {
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
     uint64_t fenced_out;         /* 409s whose error was fenced_out (mode fenced: a
                                     stale holder's write refused); not in sold_out */
+    uint64_t sold_out_local;     /* of sold_out, those answered from an instance's
+                                    local sold-out flag ("local":true: no worker,
+                                    no Redis, not traced) */
     uint64_t not_sent;           /* never sent: the deadline came first */
     uint64_t lock_lost;          /* responses that carried "lock_lost":true */
     uint64_t deleted_other_lock; /* ... "deleted_other_lock":true (setnx: a late

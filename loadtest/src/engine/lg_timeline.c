@@ -236,7 +236,7 @@ int lg_trace_fetch(lg_trace_set *s, const char *base, const char *sku, const lg_
 
 typedef struct page_words {
     const char *html_lang, *title, *audit, *initial, *sold, *left, *oversold, *undersold, *no_audit,
-        *trace, *records, *instances, *truncated, *noscript;
+        *trace, *records, *instances, *truncated, *noscript, *sent, *not_drawn, *local, *other;
 } page_words;
 
 static const page_words words_en = {
@@ -254,11 +254,18 @@ static const page_words words_en = {
     "instance(s)",
     "some of the burst's records were already overwritten in a ring (trace.ring_size): the "
     "timeline is incomplete",
-    "The timeline needs JavaScript."};
+    "The timeline needs JavaScript.",
+    "the burst sent",
+    "not in the trace, so not drawn",
+    "answered by an instance's local sold-out flag (409 sold_out on the HTTP thread, before any "
+    "worker: never traced)",
+    "not traced for another reason: answered before a worker ran them (the local sold-out flag, "
+    "an overload 503, a refused parameter), never sent, or overwritten in the ring "
+    "(trace.ring_size)"};
 
 static const page_words words_zh = {"zh-CN",
                                     "购买时间线",
-                                    "审计（GET /stock）",
+                                    "对账（GET /stock）",
                                     "初始库存",
                                     "售出",
                                     "剩余库存",
@@ -270,7 +277,14 @@ static const page_words words_zh = {"zh-CN",
                                     "个实例",
                                     "本次请求的部分记录已在环形缓冲区中被覆盖（trace.ring_size）："
                                     "时间线不完整",
-                                    "时间线需要 JavaScript。"};
+                                    "时间线需要 JavaScript。",
+                                    "本轮压测发出",
+                                    "不在追踪中，所以没有画出",
+                                    "由实例本地的售罄标记直接回答（HTTP 线程上的 409 sold_out，"
+                                    "没有经过任何工作线程：从不追踪）",
+                                    "因其他原因没有追踪：在工作线程处理之前就被回答（本地售罄标记、"
+                                    "过载 503、参数被拒），没有发出，或已在环形缓冲区中被覆盖"
+                                    "（trace.ring_size）"};
 
 int lg_timeline_write(const char *path, const lg_timeline_page *page, const lg_trace_set *s,
                       char *err, size_t errlen)
@@ -330,6 +344,21 @@ int lg_timeline_write(const char *path, const lg_timeline_page *page, const lg_t
             w->records, s->instances, w->instances);
     if (s->truncated)
         fprintf(f, "<p class=\"warn\">%s</p>\n", w->truncated);
+    /* What the trace leaves out: a burst's purchases that never reached a
+     * worker are not in it, and a reader counting lanes should know why. */
+    if (page->sent > s->records) {
+        uint64_t out = page->sent - s->records;
+        uint64_t local = page->sold_out_local < out ? page->sold_out_local : out;
+        fprintf(f,
+                "<p class=\"left-out\" data-sent=\"%" PRIu64 "\" data-left-out=\"%" PRIu64
+                "\" data-local=\"%" PRIu64 "\">%s %" PRIu64 ": <b>%" PRIu64 "</b> %s",
+                page->sent, out, local, w->sent, page->sent, out, w->not_drawn);
+        if (local > 0)
+            fprintf(f, " — %" PRIu64 " %s", local, w->local);
+        if (out > local)
+            fprintf(f, "%s%" PRIu64 " %s", local > 0 ? "; " : " — ", out - local, w->other);
+        fputs("</p>\n", f);
+    }
     fprintf(f, "<div id=\"timeline\"><noscript>%s</noscript></div>\n<script>\n", w->noscript);
     fwrite(LG_TIMELINE_JS, 1, sizeof LG_TIMELINE_JS - 1, f);
     fputs("</script>\n<script type=\"application/json\" id=\"trace-data\">[", f);

@@ -72,6 +72,13 @@ typedef struct lg_timeline_page {
     const char *caption;   /* one line of context (a matrix cell's name), or NULL */
     const char *lang;      /* "en" (also NULL) or "zh": the page's and the renderer's words */
     const lg_audit *audit; /* the burst's audit, or NULL (none read) */
+    /* The purchases the burst sent, 0 when not known (a saved trace): the
+     * page says how many of them the trace does not hold, and why. */
+    uint64_t sent;
+    /* Of those, the 409 sold_out answered from an instance's local
+     * sold-out flag (on its HTTP thread, before any worker: never
+     * traced); 0 also when not counted. */
+    uint64_t sold_out_local;
 } lg_timeline_page;
 
 /* Writes the page for s to path (created or truncated). 0, or -1 when the

@@ -29,6 +29,13 @@
  *           (token and fenced recover when the lease runs out).
  *   nested  reenter=2, one buyer at a time (concurrency 1, so `none` cannot
  *           race), wait_ms 300: a non-reentrant lock waits for itself.
+ *   buckets the race's burst on a SKU whose stock is split into 4 stock
+ *           buckets (PUT /stock's buckets): one lock per bucket, so 4
+ *           holders at a time; each buyer starts in a random bucket and
+ *           moves on while the one it tried is sold out, so the safe modes
+ *           sell the last unit (exact, 0 undersold) and none oversells in
+ *           every bucket. One instance (mutex is one process lock per
+ *           bucket: exact there).
  *   dup-user, retry  the buyer scenarios, lg_mx_buyers.c: five concurrent
  *           clicks per buyer against purchase.limit_per_user=1 (work_ms
  *           10), and a first request given up by its client after 50 ms
@@ -99,7 +106,8 @@ static const char *expected_of(lg_scenario s, lg_mode m)
     if (m == LG_MODE_LUA && !lg_scen_is_fault(s))
         return s == LG_SCEN_CRASH ? "recovers" : s == LG_SCEN_NESTED ? "sells" : "exact";
     switch (s) {
-    case LG_SCEN_RACE: return m == LG_MODE_NONE ? "oversell" : "exact";
+    case LG_SCEN_RACE:
+    case LG_SCEN_BUCKETS: return m == LG_MODE_NONE ? "oversell" : "exact";
     case LG_SCEN_MULTI: return m == LG_MODE_NONE || m == LG_MODE_MUTEX ? "oversell" : "exact";
     case LG_SCEN_SLOW:
         /* fenced: exact, with its stale writes fenced out (judge); redlock as
@@ -185,6 +193,7 @@ typedef struct burst {
     int64_t stock, work_ms, lease_ms, wait_ms, reenter;
     uint64_t requests;
     int concurrency;
+    int buckets; /* 0: the SKU's own stock; else PUT /stock's buckets */
 } burst;
 
 static int run_burst(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instance *ins, int nins,
@@ -199,6 +208,7 @@ static int run_burst(mctx *x, lg_cell *c, lg_scenario scen, lg_mode mode, instan
     rc.requests = b->requests;
     rc.concurrency = b->concurrency;
     rc.stock = b->stock;
+    rc.buckets = b->buckets;
     rc.work_ms = b->work_ms;
     rc.wait_ms = b->wait_ms;
     rc.reenter = b->reenter;
@@ -530,9 +540,11 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     }
 
     int q = cfg->quick;
-    burst race = {q ? 20 : 100, 10, 10000, 30000, -1, q ? 200 : 1000, q ? 50 : 100};
-    burst slowb = {q ? 4 : 10, SLOW_WORK_MS, SLOW_LEASE_MS, 30000, -1, q ? 12 : 30, q ? 12 : 30};
-    burst nested = {q ? 3 : 5, 0, 5000, 300, 2, q ? 6 : 10, 1};
+    burst race = {q ? 20 : 100, 10, 10000, 30000, -1, q ? 200 : 1000, q ? 50 : 100, 0};
+    burst bucketsb = race;
+    bucketsb.buckets = 4;
+    burst slowb = {q ? 4 : 10, SLOW_WORK_MS, SLOW_LEASE_MS, 30000, -1, q ? 12 : 30, q ? 12 : 30, 0};
+    burst nested = {q ? 3 : 5, 0, 5000, 300, 2, q ? 6 : 10, 1, 0};
     /* multi: three instances of ours, or the balancer given as --target */
     int own_multi = cfg->scen_on[LG_SCEN_MULTI] && !cfg->target;
     instance lb;
@@ -542,7 +554,7 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         snprintf(lb.base, sizeof lb.base, "%s", cfg->target);
     int nbase = own_multi ? 3 : 1;
     if (cfg->scen_on[LG_SCEN_RACE] || own_multi || cfg->scen_on[LG_SCEN_NESTED] ||
-        cfg->scen_on[LG_SCEN_RETRY]) {
+        cfg->scen_on[LG_SCEN_RETRY] || cfg->scen_on[LG_SCEN_BUCKETS]) {
         for (int i = 0; i < nbase; i++)
             if (lg_mx_instance_start(&x, &base[i], err, errlen) < 0)
                 goto out;
@@ -607,6 +619,9 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
                 int r;
                 switch (s) {
                 case LG_SCEN_RACE: r = run_burst(&x, c, s, m, base, 1, &race, err, errlen); break;
+                case LG_SCEN_BUCKETS:
+                    r = run_burst(&x, c, s, m, base, 1, &bucketsb, err, errlen);
+                    break;
                 case LG_SCEN_MULTI:
                     r = cfg->target ? run_burst(&x, c, s, m, &lb, 1, &race, err, errlen)
                                     : run_burst(&x, c, s, m, base, 3, &race, err, errlen);

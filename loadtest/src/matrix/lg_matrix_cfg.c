@@ -21,7 +21,8 @@ const char *const lg_scen_names[LG_NSCEN] = {"race",
                                              "crash",
                                              "nested",
                                              "dup-user",
-                                             "retry", /* the demo */
+                                             "retry",
+                                             "buckets", /* the demo */
                                              "kill",
                                              "redis-restart",
                                              "redis-pause", /* the faults, lg_fault.c */

@@ -42,6 +42,7 @@ typedef enum lg_scenario {
     LG_SCEN_NESTED,
     LG_SCEN_DUP_USER, /* one buy per user: 5 concurrent clicks each */
     LG_SCEN_RETRY,    /* a client timeout retried, with and without a key */
+    LG_SCEN_BUCKETS,  /* the race on a SKU split into 4 stock buckets */
     LG_SCEN_KILL,     /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
@@ -87,8 +88,9 @@ static inline int lg_scen_is_redlock(lg_scenario s)
 
 /* The names used on the command line, in files and in SKUs, indexed by
  * lg_mode / lg_scenario: "none" .. "reentrant", "redlock", "fenced", "lua",
- * "race" .. "redis-pause", "failover", "manual-failover", "resume-failover", "nodes-down",
- * "node-restart", "node-restart-delay". */
+ * "race" .. "retry", "buckets", "kill" .. "redis-pause", "failover",
+ * "manual-failover", "resume-failover", "nodes-down", "node-restart",
+ * "node-restart-delay". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
 
@@ -143,6 +145,8 @@ typedef struct lg_cell {
     int64_t acked_lost_all, acked_over_stock_all, late_writes, late_write_ms;
     uint64_t deleted_other_lock; /* releases that deleted a later holder's lock */
     uint64_t fenced_out;         /* 409 fenced_out: stale writes the fence refused */
+    uint64_t sold_out_local;     /* of sold_out, answered from an instance's local
+                                    sold-out flag (never traced); 0 when not counted */
     uint64_t doubles;            /* retry: buyers with two orders in the run without keys */
     int stuck;                   /* crash: no sale within the window */
     int64_t recovery_ms;         /* crash: first sale after the crash; -1 none */

@@ -14,6 +14,7 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
     c->lock_lost = r->lock_lost;
     c->deleted_other_lock = r->deleted_other_lock;
     c->fenced_out = r->fenced_out;
+    c->sold_out_local = r->sold_out_local;
     c->dup = r->dup_orders + r->dup_ok_ids;
     c->acked_lost = r->acked_lost;
     c->acked_over_stock = r->acked_over_stock;

@@ -45,7 +45,8 @@ int lg_mx_timeline_write(const lg_matrix_cfg *cfg, lg_scenario s, lg_mode m, lg_
     snprintf(caption, sizeof caption, "matrix: %s × %s — expected %s, measured %s (%s)",
              lg_scen_names[s], lg_mode_names[m], c->expected ? c->expected : "?", c->outcome,
              c->reason);
-    lg_timeline_page page = {sku, lg_mode_names[m], caption, cfg->lang, &a};
+    lg_timeline_page page = {sku, lg_mode_names[m], caption,          cfg->lang,
+                             &a,  c->requests,      c->sold_out_local};
     if (rc == 0)
         rc = lg_timeline_write(path, &page, &set, err, errlen);
     if (rc == 0)

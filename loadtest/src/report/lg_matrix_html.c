@@ -13,7 +13,11 @@
 typedef struct html_words {
     const char *html_lang, *title, *mode, *redis, *elapsed, *trials_per_cell, *differ,
         *timeline_hint, *trials_title, *trials_note, *as_expected, *oversold, *p50, *p99, *ms,
-        *runs;
+        *runs, *legend_title;
+    /* the legend: a sample cell (its class and text) and what it means */
+    struct {
+        const char *cls, *sample, *means;
+    } legend[4];
 } html_words;
 
 static const html_words words_en = {
@@ -35,7 +39,19 @@ static const html_words words_en = {
     "p50 latency",
     "p99 latency",
     "ms",
-    "trials"};
+    "trials",
+    "How to read a cell",
+    {{"pass", "ok exact 20/20",
+      "ok: the measured outcome is the expected one (README.md's table). Then the outcome "
+      "measured (exact, oversell, stuck, recovers, sells, blocks…) and sold / stock: the units "
+      "acknowledged as sold of the burst's stock"},
+     {"pass oversold", "ok oversell 200/20",
+      "red text: the cell oversold (the audit's oversold > 0): 200 units sold of a stock of 20"},
+     {"diff", "DIFF exact 20/20",
+      "DIFF, on red: the measured outcome is not the expected one; the cell's tooltip says why"},
+     {"pass", "ok recovers 1000ms",
+      "a time instead of sold / stock: the first sale after the crash, or a fault's figure (the "
+      "dead holder's lock freed, every instance serving again, the slowest 503 while paused)"}}};
 
 static const html_words words_zh = {
     "zh-CN",
@@ -54,7 +70,18 @@ static const html_words words_zh = {
     "p50 延迟",
     "p99 延迟",
     "毫秒",
-    "次试验"};
+    "次试验",
+    "怎样读一个格子",
+    {{"pass", "符合 准确 20/20",
+      "符合：实测结果与预期一致（README.zh.md "
+      "的表）。后面是实测结果（准确、超卖、卡死、恢复、正常售出、"
+      "阻塞……）和 售出 / 库存：这一轮压测确认卖出的件数和它的库存"},
+     {"pass oversold", "符合 超卖 200/20",
+      "红字：这一格超卖了（对账的 oversold > 0）：库存 20 件卖出了 200 件"},
+     {"diff", "不符 准确 20/20", "不符，红底：实测结果与预期不一致；鼠标悬停在格子上可以看到原因"},
+     {"pass", "符合 恢复 1000ms",
+      "毫秒数代替 售出 / 库存：崩溃之后的第一笔成交，或故障的关键耗时（死去持有者的锁被释放、"
+      "所有实例恢复服务、暂停期间最慢的 503）"}}};
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -232,7 +259,8 @@ int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r, lg
           "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\n"
           "td.pass{background:#eef8ee}\ntd.diff{background:#fbe3e3}\n"
           "td.oversold a,td.oversold{color:#b00000;font-weight:600}\n"
-          ".hist text{font-size:10px;fill:#444}\n.note{color:#555}\n"
+          ".hist text{font-size:10px;fill:#444}\n.note{color:#555}\nh2{font-size:16px}\n"
+          "#legend td{border-color:#ddd}\n#legend td.means{color:#444;max-width:60em}\n"
           "</style>\n</head>\n<body>\n<h1>",
           f);
     fputs(w->title, f);
@@ -246,6 +274,12 @@ int lg_matrix_write_html(const lg_matrix_cfg *cfg, const lg_matrix_result *r, lg
 
     table_ctx t = {r, lang, w, trials, NULL};
     write_table(f, "matrix", cfg, &t, outcome_td);
+    /* the legend: sample cells styled as the table's, and what they mean */
+    fprintf(f, "<h2>%s</h2>\n<table id=\"legend\">\n", w->legend_title);
+    for (size_t i = 0; i < sizeof w->legend / sizeof w->legend[0]; i++)
+        fprintf(f, "<tr><td class=\"%s\">%s</td><td class=\"means\">%s</td></tr>\n",
+                w->legend[i].cls, w->legend[i].sample, w->legend[i].means);
+    fputs("</table>\n", f);
 
     if (trials > 1) {
         t.v = malloc((size_t)trials * sizeof *t.v);

@@ -23,8 +23,9 @@ static const words words_en = {
     {NULL},
     {"race (1 instance)", "multi-instance (3)", "slow holder (work > lease)", "crash while holding",
      "nested (reenter=2)", "one buy per user (5 clicks)", "client timeout retried",
-     "instance kill -9 (3)", "Redis restart (AOF)", "Redis paused 2 s",
-     "Sentinel failover (lock lost)", "SENTINEL FAILOVER (200s lost: wait 1 / all)",
+     "the race in 4 stock buckets", "instance kill -9 (3)", "Redis restart (AOF)",
+     "Redis paused 2 s", "Sentinel failover (lock lost)",
+     "SENTINEL FAILOVER (200s lost: wait 1 / all)",
      "master paused, resumed mid-failover (200s lost: wait 1 / all)",
      "2, then 3 of 5 lock masters down", "lock master restarted empty",
      "same, redlock.restart_delay_ms"},
@@ -36,15 +37,17 @@ static const words words_en = {
 
 /* The vocabulary of README.zh.md: 超卖, 准确, 卡死, 恢复, 阻塞, 租约 ... */
 static const words words_zh = {
-    {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单", "超时重试", "实例 kill -9",
-     "Redis 重启", "Redis 暂停", "哨兵故障转移", "手动故障转移", "主库暂停后恢复", "锁节点宕机",
-     "锁节点重启", "锁节点延迟重启"},
+    {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单", "超时重试", "库存分桶",
+     "实例 kill -9", "Redis 重启", "Redis 暂停", "哨兵故障转移", "手动故障转移", "主库暂停后恢复",
+     "锁主节点宕机", "锁主节点重启", "锁主节点延迟重启"},
     {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
      "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）", "客户端超时后重试",
-     "实例被 kill -9（3 个实例）", "Redis 重启（AOF）", "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）",
+     "库存分 4 桶时的并发竞争", "实例被 kill -9（3 个实例）", "Redis 重启（AOF）",
+     "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）",
      "SENTINEL FAILOVER（确认后丢单：等 1 个 / 全部副本）",
-     "主库暂停、故障转移中恢复（确认后丢单：等 1 个 / 全部副本）", "5 个锁节点先宕 2 个、再宕 3 个",
-     "锁节点无持久化重启", "同上，加 redlock.restart_delay_ms"},
+     "主库暂停、故障转移中恢复（确认后丢单：等 1 个 / 全部副本）",
+     "5 个锁主节点先宕 2 个、再宕 3 个", "锁主节点无持久化重启",
+     "同上，加 redlock.restart_delay_ms"},
     "符合",
     "不符",
     "释放",
@@ -670,11 +673,46 @@ static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *
     return 1;
 }
 
-/* Grouped bars: one group per scenario, one bar per mode, height =
- * sold / stock (the dashed line is the stock); red = oversold, green =
- * exactly the stock, grey = nothing sold (stuck / blocks), orange = other.
- * The Chinese one declares UTF-8 and names CJK fonts first: an SVG viewer
- * whose plain sans-serif has no CJK glyphs would draw boxes. */
+/* The SVG is a slide: a canvas of SVG_W x SVG_H (16:9) whatever the
+ * selection, the scenario groups in a grid of at most four columns (rows
+ * as few as fit), one bar per selected mode, a legend under them. Bar
+ * height = sold / stock (the dashed line is the stock); red = oversold,
+ * green = exactly the stock, grey = nothing sold (stuck / blocks), orange
+ * = other. The Chinese one declares UTF-8 and names CJK fonts first: an
+ * SVG viewer whose plain sans-serif has no CJK glyphs would draw boxes. */
+#define SVG_W 1600
+#define SVG_H 900
+
+/* The legend under the grid: the colours, the dashed stock line, what the
+ * labels above and under the bars mean. */
+static void svg_legend(FILE *f, int zh, int y)
+{
+    static const char *const color[] = {"#d62728", "#2ca02c", "#9e9e9e", "#ff7f0e"};
+    static const char *const en[] = {"oversold: sold more than the stock", "exact: sold the stock",
+                                     "nothing sold (stuck, blocks)",
+                                     "other (sold less than the stock)"};
+    static const char *const cn[] = {"超卖：售出多于库存", "准确：恰好卖完库存",
+                                     "一件没卖出（卡死、阻塞）", "其他（售出少于库存）"};
+    int x = 70;
+    for (int i = 0; i < 4; i++) {
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"12\" fill=\"%s\"/>"
+                "<text x=\"%d\" y=\"%d\">%s</text>\n",
+                x, y - 11, color[i], x + 24, y, zh ? cn[i] : en[i]);
+        x += zh ? 250 : 290;
+    }
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\" "
+            "stroke-dasharray=\"6,4\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+            x, y - 5, x + 30, y - 5, x + 36, y, zh ? "库存" : "the stock");
+    fprintf(f, "<text x=\"70\" y=\"%d\" fill=\"#333\">%s</text>\n", y + 24,
+            zh ? "柱上的 12/10 = 售出 / 库存；其上的毫秒数见各场景名下的标注；模式名后的"
+                 "“（不符）”= 实测结果与预期（README.zh.md 的表）不一致，没有标记即符合预期"
+               : "12/10 above a bar = sold / stock; a time in ms above it is what the caption "
+                 "under the scenario says; \"(DIFF)\" after a mode = the measured outcome is not "
+                 "the expected one (README.md's table); no mark = as expected");
+}
+
 static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_result *r,
                      lg_report_lang lang)
 {
@@ -683,8 +721,10 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    int nscen = 0;
+    int nscen = 0, nmodes = 0;
     double maxratio = 2.0;
+    for (lg_mode m = 0; m < LG_NMODES; m++)
+        nmodes += cfg->mode_on[m] != 0;
     for (lg_scenario s = 0; s < LG_NSCEN; s++) {
         if (!cfg->scen_on[s])
             continue;
@@ -697,67 +737,69 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
     }
     if (maxratio > 12)
         maxratio = 12; /* taller bars are clipped, their label says the truth */
-    /* a bar and its gap fit a "1000/1000" label at 9 px */
-    const int left = 60, top = 60, ph = 320, bw = 34, gap = 14, gw = LG_NMODES * (bw + gap) + 24;
-    int width = left + (nscen ? nscen : 1) * gw + 20, height = top + ph + 110;
-    if (width < 780)
-        width = 780; /* the subtitle */
+    if (nmodes < 1)
+        nmodes = 1;
+    int rows = nscen > 4 ? (nscen + 3) / 4 : 1;
+    int cols = nscen > 4 ? (nscen + rows - 1) / rows : (nscen ? nscen : 1);
+    /* the grid: a row is the labels above the bars, the plot, then the
+     * rotated mode names, the scenario's name and its caption */
+    const int left = 70, right = 20, top = 64, legend = 74, above = 30, below = 100;
+    double gw = (double)(SVG_W - left - right) / cols;
+    double rowh = (double)(SVG_H - top - legend) / rows;
+    double ph = rowh - above - below;
+    double slot = (gw - 24) / nmodes, bw = slot * 0.7 > 60 ? 60 : slot * 0.7;
+    int small = slot < 56; /* "1000/1000" and "1005ms" at 9 px instead of 11 */
     if (zh)
         fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"%s\" font-size=\"11\">\n",
-            width, height, width, height,
+            "viewBox=\"0 0 %d %d\" font-family=\"%s\" font-size=\"13\">\n",
+            SVG_W, SVG_H, SVG_W, SVG_H,
             zh ? "'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', "
                  "'PingFang SC', 'Microsoft YaHei', sans-serif"
                : "sans-serif");
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    if (zh) {
+    if (zh)
         fprintf(f,
-                "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha："
+                "<text x=\"%d\" y=\"38\" font-size=\"24\" font-weight=\"bold\">miaosha："
                 "各锁模式在各场景下的售出量与库存%s</text>\n",
                 left, cfg->quick ? "（快速）" : "");
+    else
         fprintf(f,
-                "<text x=\"%d\" y=\"42\" fill=\"#555\">柱高 = 售出 / 库存；虚线 = 库存；"
-                "红 = 超卖，绿 = 准确（恰好卖完库存），灰 = 一件没卖出，橙 = 其他</text>\n",
-                left);
-    } else {
-        fprintf(f,
-                "<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">miaosha: sold "
+                "<text x=\"%d\" y=\"38\" font-size=\"24\" font-weight=\"bold\">miaosha: sold "
                 "vs stock per lock mode and scenario%s</text>\n",
                 left, cfg->quick ? " (quick)" : "");
-        fprintf(f,
-                "<text x=\"%d\" y=\"42\" fill=\"#555\">bar = sold / stock; dashed line = "
-                "stock; red = oversold, green = exact, grey = nothing sold, orange = "
-                "other</text>\n",
-                left);
-    }
-    /* axis */
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, top,
-            left, top + ph);
-    for (int t = 0; t <= (int)maxratio; t++) {
-        double y = top + ph - ph * (double)t / maxratio;
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%dx</text>\n", left - 6, y + 4,
-                t);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", left, y,
-                width - 20, y);
-    }
-    double ystock = top + ph - ph * 1.0 / maxratio;
-    fprintf(f,
-            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
-            "stroke-dasharray=\"6,4\"/>\n",
-            left, ystock, width - 20, ystock);
     int g = 0;
     for (lg_scenario s = 0; s < LG_NSCEN; s++) {
         if (!cfg->scen_on[s])
             continue;
-        int gx = left + 10 + g * gw;
+        int grow = g / cols, gcol = g % cols;
+        double y0 = top + grow * rowh + above, ybase = y0 + ph;
+        double gx = left + gcol * gw + 12;
+        if (gcol == 0) {
+            /* this row's axis, grid and stock line */
+            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\"/>\n",
+                    left, y0, left, ybase);
+            int step = maxratio > 6 ? 2 : 1;
+            for (int t = 0; t <= (int)maxratio; t += step) {
+                double y = ybase - ph * (double)t / maxratio;
+                fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%dx</text>\n", left - 6,
+                        y + 4, t);
+                fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                        left, y, SVG_W - right, y);
+            }
+            double ystock = ybase - ph / maxratio;
+            fprintf(f,
+                    "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\" "
+                    "stroke-dasharray=\"6,4\"/>\n",
+                    left, ystock, SVG_W - right, ystock);
+        }
         int bi = 0;
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             if (!cfg->mode_on[m])
                 continue;
             const lg_cell *c = &r->cell[s][m];
-            int x = gx + bi * (bw + gap);
+            double x = gx + bi * slot + (slot - bw) / 2; /* centred in its slot */
             bi++;
             if (!c->ran)
                 continue;
@@ -771,41 +813,44 @@ static int write_svg(const char *path, const lg_matrix_cfg *cfg, const lg_matrix
             if (h < 2)
                 h = 2;
             fprintf(f,
-                    "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\">"
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                     "<title>%s / %s: ",
-                    x, top + ph - h, bw, h, color, scen_short(w, s), lg_mode_names[m]);
+                    x, ybase - h, bw, h, color, scen_short(w, s), lg_mode_names[m]);
             xml_text(f, c->reason);
             fputs("</title></rect>\n", f);
             fprintf(f,
-                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\">%lld/%lld"
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\">%lld/%lld"
                     "</text>\n",
-                    x + bw / 2, top + ph - h - 4, (long long)c->sold, (long long)c->stock);
+                    x + bw / 2, ybase - h - 4, small ? 9 : 11, (long long)c->sold,
+                    (long long)c->stock);
             char b[32];
             if (svg_note(lang, s, c, b, sizeof b)) {
                 fprintf(f,
-                        "<text x=\"%d\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"9\" "
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\" "
                         "fill=\"#333\">%s</text>\n",
-                        x + bw / 2, top + ph - h - 15, b);
+                        x + bw / 2, ybase - h - (small ? 15 : 17), small ? 9 : 11, b);
             }
             fprintf(f,
-                    "<text transform=\"translate(%d,%d) rotate(45)\" font-size=\"10\">%s%s"
+                    "<text transform=\"translate(%.1f,%.1f) rotate(45)\" font-size=\"11\">%s%s"
                     "</text>\n",
-                    x + 8, top + ph + 8, lg_mode_names[m],
+                    x + bw / 2 - 3, ybase + 10, lg_mode_names[m],
                     c->pass ? ""
                     : zh    ? "（不符）"
                             : " (DIFF)");
         }
+        double cx = gx + nmodes * slot / 2;
         fprintf(f,
-                "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s</text>\n",
-                gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 90,
-                zh ? w->scen_title[s] : lg_scen_names[s]);
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-weight=\"bold\" "
+                "font-size=\"14\">%s</text>\n",
+                cx, ybase + below - 22, zh ? w->scen_title[s] : lg_scen_names[s]);
         if (svg_note_caption(lang, s))
             fprintf(f,
-                    "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"9\" "
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
                     "fill=\"#555\">%s</text>\n",
-                    gx + (LG_NMODES * (bw + gap)) / 2, top + ph + 103, svg_note_caption(lang, s));
+                    cx, ybase + below - 7, svg_note_caption(lang, s));
         g++;
     }
+    svg_legend(f, zh, SVG_H - legend + 30);
     fputs("</svg>\n", f);
     return fclose(f) == 0 ? 0 : -1;
 }

@@ -1,0 +1,168 @@
+/* svc_bucket.h — stock buckets: a hot SKU's stock split into independent
+ * sub-stocks, each with its own lock (lock striping, as the segments of
+ * Java's ConcurrentHashMap) and, on a Redis Cluster, its own slot.
+ *
+ * PUT /stock/{sku}?buckets=K (svc_stock.c) splits the stock into K buckets
+ * (the remainder spread one by one: svc_layout_share) and writes the SKU's
+ * layout record, miaosha:{sku}:layout, "<K> <reset id> <salt>,<salt>,...".
+ * Bucket b is a complete sub-stock under the tag svc_bucket_tag(sku, b,
+ * salt[b]) — stock, initial, sold, orders, buyers, epoch, lock keys, fence
+ * — so the one critical section (svc_section.c) and the lua script run on
+ * a bucket exactly as on a SKU. Without the record (K = 1) the SKU keeps
+ * its own keys, as it always had.
+ *
+ * A purchase starts in a random bucket among those not known to be empty
+ * and, when that one is sold out, tries the next one not known empty
+ * (svc_bucket_next). Each instance remembers the buckets it found empty:
+ * between two resets a bucket's stock only goes down (in every mode that
+ * does not oversell), so the memory is safe until the reset, which every
+ * instance learns from the reset notice (svc_soldout.h: the message names
+ * the new layout). The SKU is sold out only when every bucket is, and
+ * only after the layout record was read again (svc_bucket_recheck: a
+ * reset whose notice has not arrived yet cannot make an instance give up
+ * on stock it does not know of). Hashing a buyer to one bucket instead
+ * would strand stock: the buyers hashed to an empty bucket are refused
+ * while another still holds units.
+ *
+ * One buy per user (purchase.limit_per_user): a user's orders may lie in
+ * any bucket, so the count is a reservation in the user's home bucket
+ * (svc_bucket_reserve: check and increment in one script) taken before the
+ * purchase and given back when nothing was sold.
+ *
+ * Threads: every function may be called from any thread. The layout cache
+ * is a bounded table (SVC_BUCKET_SKUS SKUs; later ones are read from Redis
+ * every time) with a mutex per SKU; what a purchase learns is kept only for
+ * the generation it read under (svc_bucket_layout's *gen), which every
+ * reset seen bumps. Nothing here exits; failures are returned.
+ */
+#ifndef MIAOSHA_SVC_BUCKET_H
+#define MIAOSHA_SVC_BUCKET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "svc.h"
+#include "svc_buf.h"
+
+#define SVC_BUCKET_SKUS 1024 /* SKUs whose layout an instance keeps */
+/* A layout record: "64 <uuid> " and 64 salts of up to 3 digits with commas. */
+#define SVC_LAYOUT_MAX (4 + SVC_UUID_LEN + SVC_BUCKETS_MAX * 4 + 8)
+
+/* A SKU's layout. */
+typedef struct svc_layout {
+    int n;                         /* buckets, 1..SVC_BUCKETS_MAX; 1: the SKU's own keys */
+    uint8_t salt[SVC_BUCKETS_MAX]; /* bucket b's tag suffix (svc_bucket_tag) */
+    char id[SVC_UUID_LEN];         /* the reset that wrote the record; "" when n is 1 */
+} svc_layout;
+
+/* ---- the layout itself (pure) ---- */
+
+/* The placement: picks each bucket's salt so that the K buckets' tags hash
+ * to K distinct slots (lc_key_slot), the smallest salt that does. This is
+ * the one place where the buckets will be spread over a Redis Cluster's
+ * masters (each bucket on the master holding the fewest so far, as evenly
+ * as the slot map allows) once the service routes by slot; on one Redis
+ * distinct slots are all there is to choose. Bucket b's salt depends only
+ * on buckets 0..b-1, so two layouts share their first buckets' tags. n
+ * 1..SVC_BUCKETS_MAX; out->id is left "". */
+void svc_layout_place(const char *sku, int n, svc_layout *out);
+/* Bucket b's share of stock split over n buckets: stock / n, plus one for
+ * the first stock % n buckets. */
+long long svc_layout_share(long long stock, int n, int b);
+/* The record of l (n > 1) into buf (len bytes, SVC_LAYOUT_MAX suffice):
+ * 0, or -1 when it does not fit. */
+int svc_layout_format(const svc_layout *l, char *buf, size_t len);
+/* Parses a record (NUL-terminated): 0 with *out set, or -1 when v is not
+ * exactly "<n> <id> <salt>,..." with n in 2..SVC_BUCKETS_MAX, an id of
+ * 1..36 characters [0-9a-f-] and n salts in 0..255 (out untouched). */
+int svc_layout_parse(const char *v, svc_layout *out);
+/* The tag of bucket b of sku under l into tag (SVC_TAG_MAX bytes): the SKU
+ * itself when l->n is 1. */
+void svc_layout_tag(const svc_layout *l, const char *sku, int b, char *tag);
+/* The bucket to try: with after < 0 the start, a bucket drawn uniformly
+ * with r among those of 0..n-1 not in skip (a bit per bucket); else the
+ * first after `after`, cyclically, not in skip. -1 when every bucket is in
+ * skip. */
+int svc_bucket_next(int n, uint64_t skip, int after, uint64_t r);
+/* A random number for svc_bucket_next's start: the calling thread's own
+ * xorshift generator, seeded from the clock and the thread. Any thread. */
+uint64_t svc_bucket_rand(void);
+/* A user's home bucket of n: where their reservation lives. */
+int svc_bucket_home(const char *user, int n);
+
+/* ---- what an instance knows ---- */
+
+/* sku's layout: the cached one, or the record read from Redis on conn
+ * (GET miaosha:{sku}:layout: one round trip, the first purchase of a SKU
+ * after the start or after a notice that did not name the layout) and
+ * kept. *gen: the generation it holds for, for svc_bucket_empty and
+ * svc_bucket_mark_empty. 0; else the reason in err (len bytes) and -1 when
+ * Redis could not be reached (no reply), -2 when it answered an error or
+ * the record is not one PUT /stock wrote. */
+int svc_bucket_layout(lc_conn *conn, const char *sku, svc_layout *out, uint64_t *gen, char *err,
+                      size_t len);
+/* Memory only: 1 with *out set when sku's layout is cached, else 0. */
+int svc_bucket_known(const char *sku, svc_layout *out);
+/* A reset of sku was seen (its notice, or this instance's own PUT): its
+ * new layout is l, or unknown (NULL: read again when next needed). Bumps
+ * the generation: the empty buckets are forgotten, and marks and reads of
+ * earlier generations are ignored from now on. */
+void svc_bucket_learn(const char *sku, const svc_layout *l);
+/* Every SKU's layout and empty buckets forgotten (the reset notices may
+ * have been lost: the subscription was down). */
+void svc_bucket_forget_all(void);
+/* The buckets of sku known to be empty under gen (a bit per bucket); 0
+ * when gen is not the current generation. */
+uint64_t svc_bucket_empty(const char *sku, uint64_t gen);
+/* A purchase that took gen before its read found bucket b of sku sold
+ * out: remembered, unless a reset came since. */
+void svc_bucket_mark_empty(const char *sku, uint64_t gen, int b);
+/* Every bucket of sku's layout *l is known empty: reads the layout record
+ * again (one round trip). 0 when it is still *l (the SKU is sold out); 1
+ * when a reset changed it (*l and *gen are the new ones, the cache too);
+ * -1 or -2 with the reason in err when it could not be read (as
+ * svc_bucket_layout). */
+int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen, char *err,
+                       size_t len);
+
+/* ---- one buy per user ---- */
+
+/* A reservation of one purchase in the user's home bucket. */
+typedef struct svc_reservation {
+    bool held;      /* taken and not given back */
+    int home;       /* the home bucket */
+    char epoch[32]; /* the home bucket's epoch when taken */
+} svc_reservation;
+
+/* Reserves one purchase of sku (layout l, n > 1) for user in its home
+ * bucket, atomically: only while the user's reservations are below limit
+ * (purchase.limit_per_user). One round trip (scripts/reserve.lua).
+ * Returns 1 (reserved: rv->held), 0 when the user is at the limit (*held
+ * the reservations counted; nothing written), -1 with the reason in err
+ * (len bytes): Redis unreachable or an error (nothing reserved, or the
+ * outcome unknown: the reservation then stays until the next reset). */
+int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, const char *user,
+                       long long limit, svc_reservation *rv, long long *held, char *err,
+                       size_t len);
+/* Gives rv back (a purchase that sold nothing): one round trip, and only
+ * while the home bucket's epoch is rv's (a reset cleared the reservations
+ * since: nothing to give back). A failure is logged: the reservation stays
+ * until the next reset, and the user is refused until then. rv->held is
+ * false afterwards. */
+void svc_bucket_unreserve(lc_conn *conn, const char *sku, const svc_layout *l, const char *user,
+                          svc_reservation *rv);
+
+/* ---- counters ---- */
+
+/* One purchase of sku, split into n buckets, ended: its bucket (-1: none
+ * was tried), whether it sold, and how many empty buckets it probed. */
+void svc_bucket_count(const char *sku, int n, int b, bool sold, int probes);
+/* One layout record read again at the end of a sale (svc_bucket_recheck). */
+void svc_bucket_count_recheck(void);
+/* Appends ,"buckets":{"probes","rechecks","skus":{<sku>:{"sold":[...],
+ * "probes"}}} for GET /stats: the counters since the start, for the first
+ * 64 SKUs with a bucketed purchase. */
+void svc_bucket_stats_json(svc_buf *b);
+
+#endif

@@ -1,0 +1,792 @@
+/* test_service_buckets.c — a hot SKU split into stock buckets
+ * (svc_bucket.h): PUT /stock's buckets, exactness at the boundaries in
+ * every mode, the last unit found by every instance (no stranded stock),
+ * a split SKU stocked and a never-stocked one 404 on every route, buckets
+ * deleted by a reset an instance never heard of (no 404 either), the
+ * round trips a purchase costs, resets under load with a changed
+ * bucket count, the Idempotency-Key replay whichever bucket sold, and one
+ * buy per user through the reservation — under concurrent clicks and with
+ * a crash between the reservation and the purchase. Three instances on a
+ * private redis-server (its command counts are this test's alone); a
+ * fourth with purchase.limit_per_user=1 and faults. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svc_test.h"
+
+static svc_server ins[3]; /* a, b, c */
+static tu_redis redis;    /* private: INFO commandstats counts only ours */
+static int rp;            /* its port */
+
+/* PUT /stock/{sku}?stock=n[&buckets=k] (k 0: not sent); the status, the
+ * reply in *out when not NULL. */
+static long put_stock(const svc_server *s, const char *sku, long long n, int k, svc_resp *out)
+{
+    char path[160];
+    svc_resp r;
+    if (k > 0)
+        snprintf(path, sizeof path, "/stock/%s?stock=%lld&buckets=%d", sku, n, k);
+    else
+        snprintf(path, sizeof path, "/stock/%s?stock=%lld", sku, n);
+    svc_req(s, "PUT", path, NULL, NULL, &r);
+    long st = r.status;
+    if (out != NULL)
+        *out = r;
+    else
+        svc_resp_free(&r);
+    return st;
+}
+
+/* The audit, and each bucket's stock and sold into stocks[]/solds[] (the
+ * "buckets" array; *nb its length, 0 when absent). */
+static long audit(const svc_server *s, const char *sku, svc_audit *a, long long *stocks,
+                  long long *solds, int *nb)
+{
+    char path[128];
+    svc_resp r;
+    snprintf(path, sizeof path, "/stock/%s", sku);
+    svc_req(s, "GET", path, NULL, NULL, &r);
+    memset(a, 0, sizeof *a);
+    *nb = 0;
+    if (r.json != NULL) {
+        a->stock = (long long)svc_jnum(r.json, "stock");
+        a->initial = (long long)svc_jnum(r.json, "initial");
+        a->sold = (long long)svc_jnum(r.json, "sold");
+        a->orders = (long long)svc_jnum(r.json, "orders");
+        a->oversold = (long long)svc_jnum(r.json, "oversold");
+        a->undersold = (long long)svc_jnum(r.json, "undersold");
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(r.json, "buckets");
+        for (int b = 0; b < cJSON_GetArraySize(arr) && b < 64; b++) {
+            const cJSON *e = cJSON_GetArrayItem(arr, b);
+            stocks[b] = (long long)svc_jnum(e, "stock");
+            solds[b] = (long long)svc_jnum(e, "sold");
+            (*nb)++;
+        }
+    }
+    long st = r.status;
+    svc_resp_free(&r);
+    return st;
+}
+
+/* ---- PUT /stock's buckets ---------------------------------------------- */
+
+static void test_params(void)
+{
+    svc_resp r;
+    TU_CHECK(put_stock(&ins[0], "bk-p", 10, 0, NULL) == 200, "no buckets");
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{bk-p}:layout") == 0, "one bucket: no layout record");
+    static const char *const bad[] = {
+        "/stock/bk-p?stock=10&buckets=0", "/stock/bk-p?stock=10&buckets=65",
+        "/stock/bk-p?stock=10&buckets=x", "/stock/bk-p?stock=10&buckets=4&buckets=4"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        svc_req(&ins[0], "PUT", bad[i], NULL, NULL, &r);
+        TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "buckets"), "%s: 400 naming buckets: %s",
+                 bad[i], B(&r));
+        svc_resp_free(&r);
+    }
+    svc_req(&ins[0], "PUT", "/stock/bk-p?buckets=3", "{\"stock\":10,\"buckets\":3}", NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "buckets: give it in the query or the body"),
+             "buckets twice: %s", B(&r));
+    svc_resp_free(&r);
+    /* One name in one place; different names may mix the two. */
+    svc_req(&ins[0], "PUT", "/stock/bk-p?stock=10", "{\"stock\":10,\"buckets\":3}", NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "stock: give it in the query or the body"),
+             "stock twice: %s", B(&r));
+    svc_resp_free(&r);
+    static const char *const mixed[][2] = {{"/stock/bk-p?stock=10", "{\"buckets\":3}"},
+                                           {"/stock/bk-p?buckets=3", "{\"stock\":10}"}};
+    for (int i = 0; i < 2; i++) {
+        svc_req(&ins[0], "PUT", mixed[i][0], mixed[i][1], NULL, &r);
+        TU_CHECK(r.status == 200 && svc_jnum(r.json, "stock") == 10 &&
+                     cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r.json, "buckets")) == 3,
+                 "%s with %s: 10 in 3 buckets: %s", mixed[i][0], mixed[i][1], B(&r));
+        svc_resp_free(&r);
+    }
+    svc_req(&ins[0], "PUT", "/stock/bk-p", "{\"stock\":10,\"buckets\":65}", NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "buckets: must be an integer in 1..64"),
+             "body buckets 65: %s", B(&r));
+    svc_resp_free(&r);
+
+    /* The split: even, the remainder one by one, in the reply and the audit. */
+    svc_req(&ins[0], "PUT", "/stock/bk-p", "{\"stock\":10,\"buckets\":4}", NULL, &r);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(r.json, "buckets");
+    TU_CHECK(r.status == 200 && cJSON_GetArraySize(arr) == 4 && svc_jnum(r.json, "stock") == 10,
+             "body buckets 4: %s", B(&r));
+    long long want[4] = {3, 3, 2, 2};
+    for (int b = 0; b < 4 && cJSON_GetArraySize(arr) == 4; b++)
+        TU_CHECK(svc_jnum(cJSON_GetArrayItem(arr, b), "stock") == want[b], "bucket %d share", b);
+    svc_resp_free(&r);
+    char rec[256];
+    TU_CHECK(tu_redis_str(rp, rec, sizeof rec, "GET miaosha:{bk-p}:layout") == 0 &&
+                 strncmp(rec, "4 ", 2) == 0,
+             "the layout record: %s", rec);
+    TU_CHECK(tu_redis_int(rp, "GET miaosha:{bk-p~2}:stock") == 2 &&
+                 tu_redis_int(rp, "GET miaosha:{bk-p}:stock") == 0 &&
+                 tu_redis_int(rp, "GET miaosha:{bk-p}:initial") == 10,
+             "bucket keys under their own tags; the SKU's own stock 0, its initial the total");
+    svc_audit a = {0};
+    long long st[64], so[64];
+    int nb = 0;
+    TU_CHECK(audit(&ins[1], "bk-p", &a, st, so, &nb) == 200 && nb == 4 && a.stock == 10 &&
+                 a.initial == 10 && st[0] == 3 && st[3] == 2,
+             "another instance's audit sums the buckets: stock %lld, %d buckets", a.stock, nb);
+
+    /* Back to one bucket: the old buckets' keys go, the SKU sells alone. */
+    TU_CHECK(put_stock(&ins[1], "bk-p", 5, 1, &r) == 200 &&
+                 cJSON_GetObjectItemCaseSensitive(r.json, "buckets") == NULL,
+             "buckets=1: the reply has no buckets: %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{bk-p}:layout") == 0 &&
+                 tu_redis_int(rp, "EXISTS miaosha:{bk-p~0}:stock") == 0 &&
+                 tu_redis_int(rp, "GET miaosha:{bk-p}:stock") == 5,
+             "one bucket again: layout and old buckets gone");
+    svc_req(&ins[0], "POST", "/miaosha/token?sku=bk-p", NULL, NULL, &r);
+    TU_CHECK(r.status == 200 && svc_jnum(r.json, "bucket") < -1e17,
+             "the instance that knew 4 buckets sells from the SKU's own keys, no bucket: %s",
+             B(&r));
+    svc_resp_free(&r);
+}
+
+/* ---- exactness at the boundaries ------------------------------------------- */
+
+/* A burst of n buyers at once on sku (path's query after the mode); counts
+ * 200s and 409 sold_out into *ok and *out; returns the others. */
+static int burst(const svc_server *s, const char *mode, const char *sku, const char *extra, int n,
+                 int *ok, int *out)
+{
+    char **paths = calloc((size_t)n, sizeof *paths);
+    svc_resp *rs = calloc((size_t)n, sizeof *rs);
+    int other = 0;
+    *ok = *out = 0;
+    for (int i = 0; i < n; i++) {
+        paths[i] = malloc(256);
+        snprintf(paths[i], 256, "/miaosha/%s?sku=%s&user=b%d&wait_ms=20000%s", mode, sku, i, extra);
+    }
+    svc_burst(s, "POST", paths, n, rs);
+    for (int i = 0; i < n; i++) {
+        if (rs[i].status == 200)
+            (*ok)++;
+        else if (rs[i].status == 409 && svc_jerr_is(&rs[i], "sold_out"))
+            (*out)++;
+        else {
+            other++;
+            fprintf(stderr, "%s %s: unexpected %ld %s\n", mode, sku, rs[i].status, B(&rs[i]));
+        }
+        svc_resp_free(&rs[i]);
+        free(paths[i]);
+    }
+    free(paths);
+    free(rs);
+    return other;
+}
+
+static void test_boundaries(void)
+{
+    static const char *const modes[] = {"mutex", "setnx", "token", "reentrant", "fenced", "lua"};
+    static const struct {
+        int k, stock;
+    } cases[] = {{4, 0}, {4, 1}, {4, 3}, {4, 4}, {4, 5}, {7, 6}, {7, 8}, {64, 63}, {64, 65}};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            int k = cases[c].k, stock = cases[c].stock, n = stock + 12, ok, out;
+            char sku[64];
+            snprintf(sku, sizeof sku, "bk-e-%s-%d-%d", modes[m], k, stock);
+            TU_REQUIRE(put_stock(&ins[0], sku, stock, k, NULL) == 200, "stock %s", sku);
+            int other = burst(&ins[0], modes[m], sku, "&lease_ms=10000", n, &ok, &out);
+            svc_audit a = {0};
+            long long st[64], so[64];
+            int nb = 0;
+            audit(&ins[0], sku, &a, st, so, &nb);
+            int empty = 0;
+            for (int b = 0; b < nb; b++)
+                empty += st[b] == 0;
+            TU_CHECK(ok == stock && out == n - stock && other == 0,
+                     "%s: %d of %d over %d buckets: %d sold, %d sold out, %d other", modes[m],
+                     stock, n, k, ok, out, other);
+            TU_CHECK(a.sold == stock && a.stock == 0 && a.orders == stock && a.oversold == 0 &&
+                         a.undersold == 0 && nb == k && empty == k,
+                     "%s %d/%d: the last unit sold, every bucket empty: sold %lld stock %lld "
+                     "orders %lld over %lld under %lld, %d of %d empty",
+                     modes[m], stock, k, a.sold, a.stock, a.orders, a.oversold, a.undersold, empty,
+                     nb);
+        }
+    }
+    /* none still oversells, bucket by bucket: the lock is what is missing. */
+    int ok, out;
+    TU_REQUIRE(put_stock(&ins[0], "bk-e-none", 8, 4, NULL) == 200, "stock none");
+    burst(&ins[0], "none", "bk-e-none", "&work_ms=20", 40, &ok, &out);
+    svc_audit a = {0};
+    long long st[64], so[64];
+    int nb = 0;
+    audit(&ins[0], "bk-e-none", &a, st, so, &nb);
+    TU_CHECK(a.oversold > 0 && ok > 8, "none oversells per bucket: %d sold of 8, oversold %lld", ok,
+             a.oversold);
+}
+
+/* ---- the last unit: 1000 buyers, and every instance finds it ------------ */
+
+typedef struct crowd {
+    const svc_server *s;
+    const char *sku;
+    int each;
+    pthread_barrier_t *go;
+    atomic_int ok, out, other;
+} crowd;
+
+static void *crowd_buyer(void *arg)
+{
+    crowd *c = arg;
+    void *h = NULL;
+    pthread_barrier_wait(c->go);
+    for (int i = 0; i < c->each; i++) {
+        char path[160];
+        svc_resp r;
+        snprintf(path, sizeof path, "/miaosha/token?sku=%s&wait_ms=20000", c->sku);
+        svc_req_keep(&h, c->s, "POST", path, &r);
+        if (r.status == 200)
+            atomic_fetch_add(&c->ok, 1);
+        else if (r.status == 409 && svc_jerr_is(&r, "sold_out"))
+            atomic_fetch_add(&c->out, 1);
+        else
+            atomic_fetch_add(&c->other, 1);
+        svc_resp_free(&r);
+    }
+    svc_handle_free(h);
+    return NULL;
+}
+
+static void test_last_unit(void)
+{
+    /* 1000 buyers (100 connections, 10 each) for one unit in 8 buckets:
+     * seven empty buckets stand between most buyers and it. */
+    enum { THREADS = 100, EACH = 10 };
+    TU_REQUIRE(put_stock(&ins[0], "bk-last", 1, 8, NULL) == 200, "stock 1 in 8");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, THREADS);
+    crowd c = {.s = &ins[0], .sku = "bk-last", .each = EACH, .go = &go};
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&th[i], NULL, crowd_buyer, &c);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    svc_audit a = {0};
+    long long st[64], so[64];
+    int nb = 0;
+    audit(&ins[0], "bk-last", &a, st, so, &nb);
+    TU_CHECK(c.ok == 1 && c.out == THREADS * EACH - 1 && c.other == 0,
+             "1000 buyers, one unit: %d sold, %d sold out, %d other", c.ok, c.out, c.other);
+    TU_CHECK(a.sold == 1 && a.stock == 0 && a.oversold == 0 && a.undersold == 0,
+             "the last unit sold once: sold %lld stock %lld", a.sold, a.stock);
+
+    /* Round after round, one unit in 8 buckets, bought through a
+     * different instance each time: every instance has seen every bucket
+     * empty in the rounds before (and set its sold-out flag); the reset
+     * through yet another instance must make each of them look again, and
+     * the one buyer must find the unit wherever it lies. */
+    for (int round = 0; round < 9; round++) {
+        const svc_server *resetter = &ins[round % 3], *buyer = &ins[(round + 1) % 3];
+        TU_REQUIRE(put_stock(resetter, "bk-strand", 1, 8, NULL) == 200, "round %d stock", round);
+        svc_resp r;
+        /* the notice reaches the other instances within milliseconds; a
+         * buyer that has not heard it yet reads the layout again before
+         * it gives up (and answers stock_reset when it changed) */
+        int tries = 0;
+        do {
+            svc_req(buyer, "POST", "/miaosha/token?sku=bk-strand&wait_ms=5000", NULL, NULL, &r);
+            if (r.status == 409 && svc_jerr_is(&r, "stock_reset")) {
+                svc_resp_free(&r);
+                continue;
+            }
+            break;
+        } while (++tries < 3);
+        TU_CHECK(r.status == 200, "round %d: instance %d finds the last unit: %ld %s", round,
+                 (round + 1) % 3, r.status, B(&r));
+        svc_resp_free(&r);
+        for (int i = 0; i < 3; i++) {
+            svc_req(&ins[i], "POST", "/miaosha/lua?sku=bk-strand", NULL, NULL, &r);
+            TU_CHECK(r.status == 409 && svc_jerr_is(&r, "sold_out"),
+                     "round %d: then instance %d answers sold out: %s", round, i, B(&r));
+            svc_resp_free(&r);
+        }
+    }
+}
+
+/* A reset this instance never heard of (its notice lost: the layout
+ * record and a bucket's stock written behind the service's back) after it
+ * found every bucket empty and set its sold-out flag: the flag's check of
+ * the layout record clears it, and the unit is found. */
+static void test_unheard_reset(void)
+{
+    svc_resp r;
+    TU_REQUIRE(put_stock(&ins[0], "bk-unheard", 0, 4, NULL) == 200, "stock 0 in 4");
+    svc_req(&ins[1], "POST", "/miaosha/token?sku=bk-unheard", NULL, NULL, &r);
+    TU_CHECK(r.status == 409 && svc_jerr_is(&r, "sold_out"), "sold out: %s", B(&r));
+    svc_resp_free(&r);
+    svc_req(&ins[1], "POST", "/miaosha/token?sku=bk-unheard", NULL, NULL, &r);
+    TU_CHECK(r.status == 409 && svc_jbool(r.json, "local") == 1, "then from the flag: %s", B(&r));
+    svc_resp_free(&r);
+    /* the same buckets (no salts), a new reset id, one unit in bucket 2 */
+    char ok1[8], ok2[8], ok3[8];
+    tu_redis_str(rp, ok1, sizeof ok1, "SET miaosha:{bk-unheard}:layout %s",
+                 "4 0000000000000000000000000000000000ab 0,0,0,0");
+    tu_redis_str(rp, ok2, sizeof ok2, "SET miaosha:{bk-unheard~2}:stock 1");
+    tu_redis_str(rp, ok3, sizeof ok3, "SET miaosha:{bk-unheard~2}:initial 1");
+    TU_CHECK(!strcmp(ok1, "OK") && !strcmp(ok2, "OK") && !strcmp(ok3, "OK"),
+             "a reset behind the service's back");
+    long st = 0;
+    int64_t t0 = lc_now_us();
+    while (st != 200 && lc_now_us() - t0 < tu_slack(2000) * 1000) {
+        svc_req(&ins[1], "POST", "/miaosha/token?sku=bk-unheard", NULL, NULL, &r);
+        st = r.status;
+        svc_resp_free(&r);
+        tu_sleep_ms(20);
+    }
+    TU_CHECK(st == 200, "the unit is found without the notice, after %lld ms",
+             (long long)(lc_now_us() - t0) / 1000);
+}
+
+/* ---- stocked or not: 404 unknown_sku -------------------------------------- */
+
+/* A SKU in buckets is stocked: its audit, its orders and its purchases
+ * answer as for any stocked SKU, sold out included. A SKU never stocked is
+ * 404 unknown_sku on every route, whatever other SKUs are split. */
+static void test_unknown_sku(void)
+{
+    svc_resp r;
+    TU_REQUIRE(put_stock(&ins[0], "bk-zero", 0, 4, NULL) == 200, "stock 0 in 4");
+    static const char *const split[] = {"GET /stock/bk-zero", "GET /orders/bk-zero",
+                                        "POST /miaosha/token?sku=bk-zero",
+                                        "POST /miaosha/lua?sku=bk-zero"};
+    static const char *const never[] = {
+        "GET /stock/bk-never", "GET /orders/bk-never", "POST /miaosha/token?sku=bk-never",
+        "POST /miaosha/fenced?sku=bk-never", "POST /miaosha/lua?sku=bk-never"};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        char method[8], path[64];
+        TU_REQUIRE(sscanf(split[i], "%7s %63s", method, path) == 2, "split[%zu]", i);
+        svc_req(&ins[1], method, path, NULL, NULL, &r);
+        int purchase = method[0] == 'P';
+        TU_CHECK(purchase ? r.status == 409 && svc_jerr_is(&r, "sold_out") : r.status == 200,
+                 "%s: a split SKU is stocked: %s", split[i], B(&r));
+        if (!purchase && path[1] == 's')
+            TU_CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r.json, "buckets")) == 4,
+                     "its audit lists 4 buckets: %s", B(&r));
+        svc_resp_free(&r);
+    }
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        char method[8], path[64];
+        TU_REQUIRE(sscanf(never[i], "%7s %63s", method, path) == 2, "never[%zu]", i);
+        svc_req(&ins[1], method, path, NULL, NULL, &r);
+        TU_CHECK(r.status == 404 && svc_jerr_is(&r, "unknown_sku"), "%s: 404 unknown_sku: %s",
+                 never[i], B(&r));
+        svc_resp_free(&r);
+    }
+    TU_CHECK(tu_redis_int(rp, "EXISTS miaosha:{bk-never}:stock") == 0 &&
+                 tu_redis_int(rp, "EXISTS miaosha:{bk-never}:layout") == 0,
+             "nothing written for the never-stocked SKU");
+}
+
+/* A reset that changed the bucket count and that this instance never
+ * heard of: the buckets it knows are gone (no stock key). That is no
+ * unknown SKU: every gone bucket counts as empty, the layout record read
+ * again says the SKU was reset (409 stock_reset), and the next purchase
+ * buys from the new buckets. In the lock modes and in lua. */
+static void test_gone_buckets(void)
+{
+    static const char *const modes[] = {"token", "lua"};
+    for (int m = 0; m < 2; m++) {
+        char sku[32], path[96];
+        svc_resp r;
+        snprintf(sku, sizeof sku, "bk-gone-%s", modes[m]);
+        TU_REQUIRE(put_stock(&ins[0], sku, 8, 4, NULL) == 200, "%s: stock 8 in 4", sku);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s", modes[m], sku);
+        svc_req(&ins[2], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "%s: c learns the 4 buckets: %s", sku, B(&r));
+        svc_resp_free(&r);
+        /* behind the service's back: the 4 buckets deleted, 2 new ones */
+        for (int b = 0; b < 4; b++)
+            tu_redis_int(rp, "DEL miaosha:{%s~%d}:stock", sku, b);
+        char ok[3][8];
+        tu_redis_str(rp, ok[0], sizeof ok[0], "SET miaosha:{%s}:layout %s", sku,
+                     "2 00000000000000000000000000000000000c 7,7");
+        for (int b = 0; b < 2; b++)
+            tu_redis_str(rp, ok[1 + b], sizeof ok[1 + b],
+                         "MSET miaosha:{%s~%d.7}:stock 1 miaosha:{%s~%d.7}:initial 1", sku, b, sku,
+                         b);
+        TU_CHECK(!strcmp(ok[0], "OK") && !strcmp(ok[1], "OK") && !strcmp(ok[2], "OK"),
+                 "%s: a reset behind the service's back", sku);
+        svc_req(&ins[2], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 409 && svc_jerr_is(&r, "stock_reset"),
+                 "%s: gone buckets are no unknown SKU: 409 stock_reset: %s", sku, B(&r));
+        svc_resp_free(&r);
+        svc_req(&ins[2], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "%s: then a sale from the new buckets: %s", sku, B(&r));
+        svc_resp_free(&r);
+    }
+}
+
+/* ---- round trips -------------------------------------------------------- */
+
+/* The probes and bucket of the last trace record of sku on s. */
+static void last_trace(const svc_server *s, const char *sku, int *bucket, int *probes)
+{
+    char path[128];
+    svc_resp r;
+    snprintf(path, sizeof path, "/trace/%s", sku);
+    svc_req(s, "GET", path, NULL, NULL, &r);
+    *bucket = *probes = -1;
+    const char *line = r.body, *last = NULL;
+    for (const char *p = line; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (*p == '{')
+            last = p;
+    if (last != NULL) {
+        const char *b = strstr(last, "\"bucket\":"), *q = strstr(last, "\"probes\":");
+        if (b != NULL && q != NULL) {
+            *bucket = atoi(b + 9);
+            *probes = atoi(q + 9);
+        }
+    }
+    svc_resp_free(&r);
+}
+
+static void test_round_trips(void)
+{
+    svc_resp r;
+    /* The layout is learnt from the reset: no read of it after. */
+    TU_REQUIRE(put_stock(&ins[0], "bk-rt", 100, 4, NULL) == 200, "stock");
+    TU_REQUIRE(put_stock(&ins[0], "bk-rt1", 100, 0, NULL) == 200, "stock");
+    /* Every section WATCHes its stock's epoch once (svc_store.c): WATCHes
+     * count sections; GETs count the stock reads, the layout's and the
+     * lock scripts' own. */
+    static const char *const cmds[] = {"watch", "get", "exec", "evalsha", "set"};
+    long long c0[5], c1[5], c2[5];
+    for (int i = 0; i < 5; i++)
+        c0[i] = svc_redis_calls(rp, cmds[i]);
+    svc_req(&ins[0], "POST", "/miaosha/token?sku=bk-rt1", NULL, NULL, &r);
+    svc_resp_free(&r);
+    for (int i = 0; i < 5; i++)
+        c1[i] = svc_redis_calls(rp, cmds[i]);
+    svc_req(&ins[0], "POST", "/miaosha/token?sku=bk-rt", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "bucketed sale: %s", B(&r));
+    svc_resp_free(&r);
+    for (int i = 0; i < 5; i++)
+        c2[i] = svc_redis_calls(rp, cmds[i]);
+    TU_CHECK(c1[0] - c0[0] == 1 && c1[2] - c0[2] == 1, "one bucket: one section, one EXEC");
+    for (int i = 0; i < 5; i++)
+        TU_CHECK(c2[i] - c1[i] == c1[i] - c0[i],
+                 "a bucket with stock: the same commands as one bucket: %s %lld vs %lld", cmds[i],
+                 c2[i] - c1[i], c1[i] - c0[i]);
+
+    /* One unit in 4 buckets: each empty bucket probed is one more section
+     * (its WATCH), counted in the trace and /stats. */
+    int probed = 0;
+    for (int round = 0; round < 6; round++) {
+        TU_REQUIRE(put_stock(&ins[0], "bk-rt", 1, 4, NULL) == 200, "stock");
+        long long g0 = svc_redis_calls(rp, "watch");
+        svc_req(&ins[0], "POST", "/miaosha/token?sku=bk-rt&trace=1", NULL, NULL, &r);
+        long long g1 = svc_redis_calls(rp, "watch");
+        int bucket, probes;
+        last_trace(&ins[0], "bk-rt", &bucket, &probes);
+        TU_CHECK(r.status == 200 && probes >= 0 && probes <= 3 &&
+                     svc_jnum(r.json, "bucket") == bucket && bucket == 0,
+                 "the unit is in bucket 0 (the remainder's first): bucket %d, %d probes: %s",
+                 bucket, probes, B(&r));
+        TU_CHECK(g1 - g0 == 1 + probes, "%d probes: %lld sections (1 + probes)", probes, g1 - g0);
+        probed += probes;
+        svc_resp_free(&r);
+    }
+    TU_CHECK(probed > 0, "a random start sometimes probes: %d probes in 6 rounds", probed);
+    svc_req(&ins[0], "GET", "/stats", NULL, NULL, &r);
+    const cJSON *bk = cJSON_GetObjectItemCaseSensitive(r.json, "buckets");
+    const cJSON *sku = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(bk, "skus"), "bk-rt");
+    TU_CHECK(svc_jnum(sku, "probes") >= probed &&
+                 cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sku, "sold")) == 4 &&
+                 svc_jnum(bk, "rechecks") >= 0,
+             "/stats counts the probes and the sales per bucket: %s", B(&r));
+    svc_resp_free(&r);
+}
+
+/* ---- resets under load, the bucket count changing -------------------------- */
+
+#define LOAD_BUYERS 6
+#define MAX_SALES 20000
+
+static atomic_int load_stop;
+static atomic_int n_sales, n_reset, n_other;
+static int64_t sale_at[MAX_SALES]; /* when each 200's request was sent (lc_now_us) */
+static char sale_id[MAX_SALES][40];
+
+static void *load_buyer(void *arg)
+{
+    /* One lock mode on the SKU: lua's script takes no lock, so mixed with
+     * token on one stock it would race token's read and write (as on a SKU
+     * without buckets). */
+    int i = (int)(intptr_t)arg;
+    const svc_server *s = &ins[i % 2];
+    void *h = NULL;
+    char path[160];
+    snprintf(path, sizeof path, "/miaosha/token?sku=bk-load&wait_ms=5000&work_ms=%d", i % 3);
+    while (!atomic_load(&load_stop)) {
+        svc_resp r;
+        int64_t t = lc_now_us();
+        svc_req_keep(&h, s, "POST", path, &r);
+        if (r.status == 200) {
+            int k = atomic_fetch_add(&n_sales, 1);
+            const char *id = svc_jstr(r.json, "order_id");
+            if (k < MAX_SALES && id != NULL) {
+                sale_at[k] = t;
+                snprintf(sale_id[k], sizeof sale_id[k], "%s", id);
+            }
+        } else if (r.status == 409 && svc_jerr_is(&r, "stock_reset")) {
+            atomic_fetch_add(&n_reset, 1);
+        } else if (!(r.status == 409 && svc_jerr_is(&r, "sold_out"))) {
+            atomic_fetch_add(&n_other, 1);
+            fprintf(stderr, "load: unexpected %ld %s\n", r.status, B(&r));
+        }
+        svc_resp_free(&r);
+    }
+    svc_handle_free(h);
+    return NULL;
+}
+
+static void test_reset_under_load(void)
+{
+    TU_REQUIRE(put_stock(&ins[0], "bk-load", 100000, 4, NULL) == 200, "stock");
+    pthread_t th[LOAD_BUYERS];
+    for (int i = 0; i < LOAD_BUYERS; i++)
+        pthread_create(&th[i], NULL, load_buyer, (void *)(intptr_t)i);
+    /* Resets through both instances, the bucket count changing each time;
+     * the last one's stock outlasts the rest of the run. */
+    static const int ks[] = {8, 1, 3, 64, 2, 1, 5};
+    int64_t last_reset_done = 0;
+    int nk = (int)(sizeof ks / sizeof ks[0]);
+    for (int k = 0; k < nk; k++) {
+        tu_sleep_ms(250);
+        TU_CHECK(put_stock(&ins[k % 2], "bk-load", 1000 + k, ks[k], NULL) == 200, "reset %d", k);
+        last_reset_done = lc_now_us();
+    }
+    int sales_before = atomic_load(&n_sales);
+    tu_sleep_ms(400);
+    atomic_store(&load_stop, 1);
+    for (int i = 0; i < LOAD_BUYERS; i++)
+        pthread_join(th[i], NULL);
+
+    svc_audit a = {0};
+    long long st[64], so[64];
+    int nb = 0;
+    audit(&ins[1], "bk-load", &a, st, so, &nb);
+    printf("reset under load: %d sales, %d stock_reset, %d other; audit stock %lld initial %lld "
+           "sold %lld orders %lld over %lld under %lld, %d buckets\n",
+           n_sales, n_reset, n_other, a.stock, a.initial, a.sold, a.orders, a.oversold, a.undersold,
+           nb);
+    TU_CHECK(a.initial == 1000 + nk - 1 && nb == ks[nk - 1], "the last reset's stock and layout");
+    TU_CHECK(a.oversold == 0 && a.undersold == 0 && a.sold == a.orders &&
+                 a.sold == a.initial - a.stock,
+             "a clean audit after resets with changing buckets under load");
+    TU_CHECK(a.sold > 0 && n_sales > sales_before, "purchases went on after the last reset");
+    TU_CHECK(n_other == 0, "no other errors: %d", n_other);
+
+    /* Every sale whose request left after the last reset had answered is
+     * in the new layout's orders: none sold from a bucket of an old one. */
+    char path[128];
+    int listed = 0, missing = 0, after = 0;
+    char(*ids)[40] = calloc(2000, sizeof *ids);
+    for (int off = 0; off < 2000; off += 1000) {
+        svc_resp r;
+        snprintf(path, sizeof path, "/orders/bk-load?offset=%d&limit=1000", off);
+        svc_req(&ins[0], "GET", path, NULL, NULL, &r);
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(r.json, "orders");
+        for (int i = 0; i < cJSON_GetArraySize(arr) && listed < 2000; i++) {
+            const cJSON *o = cJSON_GetArrayItem(arr, i);
+            TU_CHECK(svc_jnum(o, "bucket") >= 0 && svc_jnum(o, "bucket") < ks[nk - 1],
+                     "each listed order names its bucket");
+            snprintf(ids[listed++], 40, "%s",
+                     svc_jstr(o, "order_id") ? svc_jstr(o, "order_id") : "");
+        }
+        svc_resp_free(&r);
+    }
+    TU_CHECK(listed == a.orders, "GET /orders lists every bucket's orders: %d of %lld", listed,
+             a.orders);
+    int total = n_sales < MAX_SALES ? n_sales : MAX_SALES;
+    for (int k = 0; k < total; k++) {
+        if (sale_at[k] <= last_reset_done)
+            continue;
+        after++;
+        int found = 0;
+        for (int j = 0; j < listed && !found; j++)
+            found = strcmp(ids[j], sale_id[k]) == 0;
+        missing += !found;
+    }
+    free(ids);
+    TU_CHECK(after > 0 && missing == 0,
+             "%d sales sent after the last reset answered, %d not in its orders", after, missing);
+}
+
+/* ---- Idempotency-Key ------------------------------------------------------ */
+
+static void test_idem(void)
+{
+    svc_resp r1, r2;
+    for (int lua = 0; lua < 2; lua++) {
+        const char *mode = lua ? "lua" : "token";
+        char sku[32], path[128], hdr[64], key[32];
+        snprintf(sku, sizeof sku, "bk-idem-%s", mode);
+        snprintf(key, sizeof key, "bk-key-%s", mode);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=ik", mode, sku);
+        snprintf(hdr, sizeof hdr, "Idempotency-Key: %s", key);
+        TU_REQUIRE(put_stock(&ins[0], sku, 10, 4, NULL) == 200, "stock");
+        svc_req_hdr(&ins[0], "POST", path, hdr, &r1);
+        svc_req_hdr(&ins[1], "POST", path, hdr, &r2);
+        TU_CHECK(r1.status == 200 && r2.status == 200 && !strcmp(r2.replayed, "true") &&
+                     !strcmp(B(&r1), B(&r2)) && svc_jnum(r1.json, "bucket") >= 0,
+                 "%s: the replay answers the original sale, bucket included: %s / %s", mode, B(&r1),
+                 B(&r2));
+        svc_resp_free(&r2);
+        /* A crash between the sale (written with its outcome in the
+         * bucket) and the copy under the SKU's key: the SKU's copy is gone,
+         * the claim stays. The retry finds the bucket's copy. */
+        TU_CHECK(tu_redis_int(rp, "DEL miaosha:{%s}:idem:%s", sku, key) == 1, "drop the copy");
+        svc_req_hdr(&ins[2], "POST", path, hdr, &r2);
+        TU_CHECK(r2.status == 200 && !strcmp(r2.replayed, "true") && !strcmp(B(&r1), B(&r2)),
+                 "%s: after a crash before the copy, the retry answers the sale from its "
+                 "bucket: %s",
+                 mode, B(&r2));
+        svc_audit a = {0};
+        long long st[64], so[64];
+        int nb = 0;
+        audit(&ins[0], sku, &a, st, so, &nb);
+        TU_CHECK(a.sold == 1 && a.orders == 1, "%s: one order for three requests: %lld", mode,
+                 a.sold);
+        svc_resp_free(&r1);
+        svc_resp_free(&r2);
+    }
+}
+
+/* ---- one buy per user ------------------------------------------------------ */
+
+static void test_limit(void)
+{
+    svc_server f;
+    const char *extra[] = {
+        "--instance-id",       "bk-limit", "--set", "purchase.limit_per_user=1", "--set",
+        "faults.enabled=true", NULL};
+    TU_REQUIRE(svc_start(&f, rp, extra) == 0, "limit server");
+    enum { USERS = 12, CLICKS = 5 };
+    static const char *const modes[] = {"none", "token", "lua"};
+    for (size_t m = 0; m < 3; m++) {
+        char sku[32];
+        snprintf(sku, sizeof sku, "bk-dup-%s", modes[m]);
+        TU_REQUIRE(put_stock(&f, sku, 100, 4, NULL) == 200, "stock");
+        char *paths[USERS * CLICKS];
+        svc_resp rs[USERS * CLICKS];
+        for (int i = 0; i < USERS * CLICKS; i++) {
+            paths[i] = malloc(160);
+            snprintf(paths[i], 160, "/miaosha/%s?sku=%s&user=u%d&work_ms=10&wait_ms=20000",
+                     modes[m], sku, i / CLICKS);
+        }
+        svc_burst(&f, "POST", paths, USERS * CLICKS, rs);
+        int ok = 0, limited = 0, other = 0;
+        for (int i = 0; i < USERS * CLICKS; i++) {
+            if (rs[i].status == 200)
+                ok++;
+            else if (rs[i].status == 409 && svc_jerr_is(&rs[i], "limit_reached"))
+                limited++;
+            else
+                other++;
+            svc_resp_free(&rs[i]);
+            free(paths[i]);
+        }
+        svc_resp r;
+        char path[64];
+        snprintf(path, sizeof path, "/stock/%s", sku);
+        svc_req(&f, "GET", path, NULL, NULL, &r);
+        TU_CHECK(ok == USERS && limited == USERS * (CLICKS - 1) && other == 0 &&
+                     svc_jnum(r.json, "duplicate_buyers") == 0 && svc_jnum(r.json, "sold") == USERS,
+                 "%s: five clicks each, one order each across the buckets: %d sold, %d "
+                 "limit_reached, %d other; %s",
+                 modes[m], ok, limited, other, B(&r));
+        svc_resp_free(&r);
+    }
+
+    /* Nothing sold: the reservation goes back. */
+    TU_REQUIRE(put_stock(&f, "bk-give", 1, 2, NULL) == 200, "stock");
+    svc_resp r;
+    svc_req(&f, "POST", "/miaosha/token?sku=bk-give&user=first", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "the one unit: %s", B(&r));
+    svc_resp_free(&r);
+    svc_req(&f, "POST", "/miaosha/token?sku=bk-give&user=late", NULL, NULL, &r);
+    TU_CHECK(r.status == 409 && svc_jerr_is(&r, "sold_out"), "then sold out: %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(tu_redis_int(rp, "HGET miaosha:{bk-give~0}:reserved late") == -1 &&
+                 tu_redis_int(rp, "HGET miaosha:{bk-give~1}:reserved late") == -1,
+             "the sold-out buyer's reservation was given back");
+    TU_CHECK(tu_redis_int(rp, "HGET miaosha:{bk-give~0}:reserved first") +
+                     tu_redis_int(rp, "HGET miaosha:{bk-give~1}:reserved first") ==
+                 0, /* 1 in the home bucket, -1 (nil) in the other */
+             "the buyer's reservation stays with the order");
+
+    /* A crash between the reservation and the purchase: the reservation
+     * stays without an order, and the user is refused until the reset. */
+    TU_REQUIRE(put_stock(&f, "bk-crash", 10, 4, NULL) == 200, "stock");
+    svc_req(&f, "POST", "/miaosha/token?sku=bk-crash&user=crasher&fault=crash_in_section", NULL,
+            NULL, &r);
+    svc_resp_free(&r);
+    TU_CHECK(svc_wait_exit(&f, 5000) == 3, "crash_in_section exits with 3");
+    tu_redis_int(rp, "EVAL %s 0",
+                 "for _, k in ipairs(redis.call('KEYS', 'miaosha:{bk-crash~*}:lock:token')) do "
+                 "redis.call('DEL', k) end return 0");
+    TU_REQUIRE(svc_start(&f, rp, extra) == 0, "limit server again");
+    svc_req(&f, "POST", "/miaosha/token?sku=bk-crash&user=crasher", NULL, NULL, &r);
+    TU_CHECK(r.status == 409 && svc_jerr_is(&r, "limit_reached"),
+             "the crashed buyer's reservation stands: %s", B(&r));
+    svc_resp_free(&r);
+    svc_req(&f, "POST", "/miaosha/lua?sku=bk-crash&user=other", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "another buyer buys: %s", B(&r));
+    svc_resp_free(&r);
+    svc_audit a = {0};
+    long long st[64], so[64];
+    int nb = 0;
+    audit(&f, "bk-crash", &a, st, so, &nb);
+    TU_CHECK(a.sold == 1 && a.stock == 9 && a.oversold == 0 && a.undersold == 0,
+             "no order of the crashed buyer, the stock exact: sold %lld stock %lld", a.sold,
+             a.stock);
+    TU_REQUIRE(put_stock(&f, "bk-crash", 10, 4, NULL) == 200, "reset");
+    svc_req(&f, "POST", "/miaosha/token?sku=bk-crash&user=crasher", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "after the reset the buyer buys again: %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_stop(&f, 6000) == 0, "limit server stops");
+}
+
+int main(void)
+{
+    TU_REQUIRE(tu_redis_start(&redis, 0, NULL) == 0, "private redis-server");
+    rp = redis.port;
+    static const char *const ids[] = {"bk-a", "bk-b", "bk-c"};
+    for (int i = 0; i < 3; i++) {
+        /* a trace ring for each of the test's SKUs */
+        const char *extra[] = {"--instance-id",      ids[i], "--set", "trace.max_skus=256", "--set",
+                               "trace.ring_size=64", NULL};
+        TU_REQUIRE(svc_start(&ins[i], rp, extra) == 0, "instance %s starts", ids[i]);
+    }
+    test_params();
+    test_boundaries();
+    test_last_unit();
+    test_unheard_reset();
+    test_unknown_sku();
+    test_gone_buckets();
+    test_round_trips();
+    test_reset_under_load();
+    test_idem();
+    test_limit();
+    for (int i = 0; i < 3; i++) {
+        TU_CHECK(svc_stop(&ins[i], 6000) == 0, "instance %d: SIGTERM exit 0", i);
+        if (tu_failed)
+            svc_dump_log(&ins[i]);
+    }
+    tu_redis_stop(&redis);
+    return tu_done();
+}
