@@ -697,6 +697,60 @@ static void test_acked(void)
     remove_unless_failed(dir, "acked matrix output");
 }
 
+/* One cell of cluster-failover or reshard (test_cluster). */
+static void check_cluster_row(const csv_row *h, const csv_row *r)
+{
+    const char *scen = csv_get(h, r, "scenario"), *mode = csv_get(h, r, "mode");
+    const char *got = csv_get(h, r, "measured"), *reason = csv_get(h, r, "reason");
+    int failover = !strcmp(scen, "cluster-failover");
+    TU_CHECK(failover || !strcmp(scen, "reshard"), "only the cluster scenarios ran (%s)", scen);
+    /* cluster-failover: the Sentinel column's expectations, for its
+     * reasons (lg_cluster.c); reshard: the race's */
+    const char *want = failover ? (!strcmp(mode, "lua") || !strcmp(mode, "redlock") ? "exact"
+                                                                                    : "oversell")
+                                : (!strcmp(mode, "none") ? "oversell" : "exact");
+    TU_CHECK(!strcmp(got, want), "%s/%s: measured %s, expected %s (%s)", scen, mode, got, want,
+             reason);
+    TU_CHECK(!strcmp(csv_get(h, r, "pass"), "true"), "%s/%s judged as expected", scen, mode);
+    TU_CHECK(negative_duration(reason) == NULL, "%s/%s: a negative duration in '%s'", scen, mode,
+             reason);
+    if (failover) {
+        TU_CHECK(csv_num(h, r, "sold") == (!strcmp(want, "exact") ? 1 : 2),
+                 "cluster-failover/%s: sold %lld of 1", mode, csv_num(h, r, "sold"));
+        TU_CHECK(csv_num(h, r, "fault_ms") > 0, "cluster-failover/%s: the failover took %lld ms",
+                 mode, csv_num(h, r, "fault_ms"));
+        TU_CHECK(strstr(reason, " ms after the kill") != NULL,
+                 "cluster-failover/%s: the buyer's time in '%s'", mode, reason);
+        if (!strcmp(mode, "redlock"))
+            TU_CHECK(csv_num(h, r, "lock_lost") == 0,
+                     "cluster-failover/redlock: the holder kept its lock (%s)", reason);
+        return;
+    }
+    /* reshard: every unit sold, every 200 in the books, and the move met
+     * the burst (lg_cluster.c's classify says so in the reason) */
+    TU_CHECK(csv_num(h, r, "sold") >= csv_num(h, r, "stock") && csv_num(h, r, "stock") > 0,
+             "reshard/%s: sold %lld of %lld", mode, csv_num(h, r, "sold"), csv_num(h, r, "stock"));
+    TU_CHECK(strstr(reason, "keys moved under it") != NULL && strstr(reason, "no redirect") == NULL,
+             "reshard/%s: the slot moved under the burst, redirects followed (%s)", mode, reason);
+    if (strcmp(mode, "none") != 0)
+        TU_CHECK(csv_num(h, r, "oversold") == 0 && csv_num(h, r, "undersold") == 0 &&
+                     csv_num(h, r, "missing_orders") == 0,
+                 "reshard/%s: nothing oversold, undersold or lost (%s)", mode, reason);
+}
+
+/* matrix --scenarios cluster-failover,reshard: every mode on a Redis
+ * Cluster of its own (pk_cluster.h) — a master killed after its replica's
+ * link was cut and while a holder held the lock on it, and a slot moved
+ * under a burst (lg_cluster.c). */
+static void test_cluster(void)
+{
+    char dir[] = "/tmp/miaosha-lg-cluster-XXXXXX";
+    TU_REQUIRE(mkdtemp(dir) != NULL, "mkdtemp");
+    int rows = matrix_rows(dir, "--quick --scenarios cluster-failover,reshard", check_cluster_row);
+    TU_CHECK(rows == 16, "16 cells (2 scenarios x 8 modes), got %d", rows);
+    remove_unless_failed(dir, "cluster matrix output");
+}
+
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN); /* hiredis writes with write() */
@@ -714,6 +768,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(what, "acked")) {
         test_acked();
+        pk_kill_all(2000);
+        return tu_done();
+    }
+    if (!strcmp(what, "cluster")) { /* its own clusters */
+        test_cluster();
         pk_kill_all(2000);
         return tu_done();
     }

@@ -45,7 +45,8 @@
  * crash request dies before the script, holding nothing.
  * The fault scenarios (kill, redis-restart, redis-pause) are in lg_fault.c,
  * the Sentinel failover in lg_failover.c, the acknowledged writes a manual
- * or resumed failover loses in lg_acked.c (every mode on one failover).
+ * or resumed failover loses in lg_acked.c (every mode on one failover),
+ * the Redis Cluster's failover and resharding in lg_cluster.c.
  */
 #include "lg_matrix.h"
 
@@ -58,6 +59,7 @@
 
 #include "lg_acked.h"
 #include "lg_admin.h"
+#include "lg_cluster.h"
 #include "lg_failover.h"
 #include "lg_fault.h"
 #include "lg_mx_buyers.h"
@@ -96,6 +98,8 @@ static const char *expected_of(lg_scenario s, lg_mode m)
         return lg_failover_expected(m);
     if (lg_scen_is_acked(s))
         return lg_acked_expected(m);
+    if (lg_scen_is_cluster(s))
+        return lg_cluster_expected(s, m);
     /* The limit is checked in the same atomic step as the write: it holds
      * wherever the stock check does on one instance, not under none. An
      * Idempotency-Key's marker and stored outcome need no lock at all. */
@@ -352,7 +356,8 @@ static int redlock_cell_runs(const lg_matrix_cfg *cfg, lg_scenario s)
 static void judge(lg_cell *c, lg_scenario scen, lg_mode mode);
 
 /* manual-failover and resume-failover: every selected mode on one
- * failover per trial (lg_acked_run), then each cell judged. 0, or -1 when
+ * failover per trial (lg_acked_run); reshard: every selected mode on one
+ * cluster per trial (lg_reshard_run); then each cell judged. 0, or -1 when
  * interrupted (err says so). */
 static int run_acked(mctx *x, lg_scenario s, lg_matrix_result *res, char *err, size_t errlen)
 {
@@ -366,7 +371,8 @@ static int run_acked(mctx *x, lg_scenario s, lg_matrix_result *res, char *err, s
             snprintf(err, errlen, "interrupted");
             return -1;
         }
-        int r = lg_acked_run(x, s, cells, err, errlen);
+        int r = s == LG_SCEN_RESHARD ? lg_reshard_run(x, s, cells, err, errlen)
+                                     : lg_acked_run(x, s, cells, err, errlen);
         for (lg_mode m = 0; m < LG_NMODES; m++) {
             lg_cell *c = cells[m];
             if (!c)
@@ -563,7 +569,7 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
     for (lg_scenario s = 0; s < LG_NSCEN; s++) {
         if (!cfg->scen_on[s])
             continue;
-        if (lg_scen_is_acked(s)) {
+        if (lg_scen_is_acked(s) || s == LG_SCEN_RESHARD) {
             if (run_acked(&x, s, res, err, errlen) < 0)
                 goto out;
             continue;
@@ -610,9 +616,11 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
                     goto out;
                 }
                 lg_cell *c = k == 0 ? &res->cell[s][m] : &res->more[k - 1][s][m];
-                /* failover: the cell's traces are on instances of its own,
-                 * gone when it ends (and base[] may not run at all) */
-                int want_tl = k == 0 && !cfg->no_timelines && s != LG_SCEN_FAILOVER;
+                /* failover, cluster-failover: the cell's traces are on
+                 * instances of its own, gone when it ends (and base[] may
+                 * not run at all) */
+                int want_tl = k == 0 && !cfg->no_timelines && s != LG_SCEN_FAILOVER &&
+                              s != LG_SCEN_CLUSTER_FAILOVER;
                 lg_trace_mark marks[LG_MX_TL_MAX];
                 if (want_tl)
                     lg_mx_timeline_mark(tl, ntl, s, m, marks);
@@ -638,6 +646,9 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
                     r = lg_mx_retry(&x, c, m, &base[0], q ? 4 : 8, err, errlen);
                     break;
                 case LG_SCEN_FAILOVER: r = lg_failover_cell(&x, c, m, err, errlen); break;
+                case LG_SCEN_CLUSTER_FAILOVER:
+                    r = lg_cluster_failover_cell(&x, c, m, err, errlen);
+                    break;
                 default:
                     r = lg_scen_is_redlock(s) ? lg_nodes_cell(&x, c, s, nodes, err, errlen)
                                               : lg_fault_cell(&x, c, s, m, fault, err, errlen);

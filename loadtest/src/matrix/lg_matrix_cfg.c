@@ -29,6 +29,8 @@ const char *const lg_scen_names[LG_NSCEN] = {"race",
                                              "failover",    /* lg_failover.c */
                                              "manual-failover",
                                              "resume-failover", /* lg_acked.c */
+                                             "cluster-failover",
+                                             "reshard", /* lg_cluster.c */
                                              "nodes-down",
                                              "node-restart",
                                              "node-restart-delay"}; /* redlock, lg_nodes.c */

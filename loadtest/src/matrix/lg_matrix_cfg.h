@@ -46,14 +46,20 @@ typedef enum lg_scenario {
     LG_SCEN_KILL,     /* the first fault */
     LG_SCEN_REDIS_RESTART,
     LG_SCEN_REDIS_PAUSE,
-    LG_SCEN_FAILOVER,        /* Sentinel failover loses a held lock (lg_failover.c);
-                                its own topology, only by name: --scenarios failover */
-    LG_SCEN_MANUAL_FAILOVER, /* SENTINEL FAILOVER loses acknowledged orders with
-                                wait_replicas=1, none with all (lg_acked.c); its
-                                own topology, only by name */
-    LG_SCEN_RESUME_FAILOVER, /* the same with the master paused and resumed
-                                during the failover */
-    LG_SCEN_NODES_DOWN,      /* the first of the redlock scenarios (lg_nodes.c) */
+    LG_SCEN_FAILOVER,         /* Sentinel failover loses a held lock (lg_failover.c);
+                                 its own topology, only by name: --scenarios failover */
+    LG_SCEN_MANUAL_FAILOVER,  /* SENTINEL FAILOVER loses acknowledged orders with
+                                 wait_replicas=1, none with all (lg_acked.c); its
+                                 own topology, only by name */
+    LG_SCEN_RESUME_FAILOVER,  /* the same with the master paused and resumed
+                                 during the failover */
+    LG_SCEN_CLUSTER_FAILOVER, /* a Redis Cluster master killed before the lock
+                                 reached its replica (lg_cluster.c); a cluster
+                                 per cell, only by name */
+    LG_SCEN_RESHARD,          /* a burst while its slot moves to another master
+                                 (lg_cluster.c); one cluster for every mode,
+                                 only by name */
+    LG_SCEN_NODES_DOWN,       /* the first of the redlock scenarios (lg_nodes.c) */
     LG_SCEN_NODE_RESTART,
     LG_SCEN_NODE_RESTART_DELAY,
     LG_NSCEN /* how many */
@@ -76,6 +82,13 @@ static inline int lg_scen_is_acked(lg_scenario s)
     return s == LG_SCEN_MANUAL_FAILOVER || s == LG_SCEN_RESUME_FAILOVER;
 }
 
+/* 1 for cluster-failover and reshard: the Redis Cluster scenarios
+ * (lg_cluster.c), on clusters of their own; selected by name only. Pure. */
+static inline int lg_scen_is_cluster(lg_scenario s)
+{
+    return s == LG_SCEN_CLUSTER_FAILOVER || s == LG_SCEN_RESHARD;
+}
+
 /* 1 for nodes-down, node-restart and node-restart-delay: faults of the
  * redlock row's lock masters, run for the redlock mode only (the other
  * modes have no lock masters: their cells stay empty). Selected by name
@@ -89,8 +102,8 @@ static inline int lg_scen_is_redlock(lg_scenario s)
 /* The names used on the command line, in files and in SKUs, indexed by
  * lg_mode / lg_scenario: "none" .. "reentrant", "redlock", "fenced", "lua",
  * "race" .. "retry", "buckets", "kill" .. "redis-pause", "failover",
- * "manual-failover", "resume-failover", "nodes-down", "node-restart",
- * "node-restart-delay". */
+ * "manual-failover", "resume-failover", "cluster-failover", "reshard",
+ * "nodes-down", "node-restart", "node-restart-delay". */
 extern const char *const lg_mode_names[LG_NMODES];
 extern const char *const lg_scen_names[LG_NSCEN];
 

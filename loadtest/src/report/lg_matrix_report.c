@@ -27,6 +27,7 @@ static const words words_en = {
      "Redis paused 2 s", "Sentinel failover (lock lost)",
      "SENTINEL FAILOVER (200s lost: wait 1 / all)",
      "master paused, resumed mid-failover (200s lost: wait 1 / all)",
+     "Redis Cluster master killed (lock lost)", "slot resharded under a burst",
      "2, then 3 of 5 lock masters down", "lock master restarted empty",
      "same, redlock.restart_delay_ms"},
     "ok",
@@ -39,14 +40,14 @@ static const words words_en = {
 static const words words_zh = {
     {"并发竞争", "多实例", "慢业务", "持锁崩溃", "嵌套加锁", "一人一单", "超时重试", "库存分桶",
      "实例 kill -9", "Redis 重启", "Redis 暂停", "哨兵故障转移", "手动故障转移", "主库暂停后恢复",
-     "锁主节点宕机", "锁主节点重启", "锁主节点延迟重启"},
+     "集群故障转移", "重新分片", "锁主节点宕机", "锁主节点重启", "锁主节点延迟重启"},
     {"并发竞争（1 个实例）", "多实例（3 个）", "慢业务（执行 > 租约）", "持锁时崩溃",
      "嵌套加锁（reenter=2）", "一人一单（每人连点 5 次）", "客户端超时后重试",
      "库存分 4 桶时的并发竞争", "实例被 kill -9（3 个实例）", "Redis 重启（AOF）",
      "Redis 暂停 2 秒", "哨兵故障转移（锁丢失）",
      "SENTINEL FAILOVER（确认后丢单：等 1 个 / 全部副本）",
-     "主库暂停、故障转移中恢复（确认后丢单：等 1 个 / 全部副本）",
-     "5 个锁主节点先宕 2 个、再宕 3 个", "锁主节点无持久化重启",
+     "主库暂停、故障转移中恢复（确认后丢单：等 1 个 / 全部副本）", "集群主节点被杀（锁丢失）",
+     "抢购中把槽位迁到另一个主节点", "5 个锁主节点先宕 2 个、再宕 3 个", "锁主节点无持久化重启",
      "同上，加 redlock.restart_delay_ms"},
     "符合",
     "不符",
@@ -221,13 +222,15 @@ static void put_header(FILE *o, const col *c, size_t n)
 /* The scenarios whose cells carry the fault timings (fault_ms .. resume_ms). */
 static int timed(lg_scenario s)
 {
-    return lg_scen_is_fault(s) || s == LG_SCEN_FAILOVER || lg_scen_is_acked(s);
+    return lg_scen_is_fault(s) || s == LG_SCEN_FAILOVER || lg_scen_is_acked(s) ||
+           s == LG_SCEN_CLUSTER_FAILOVER;
 }
 
 static int has_timed(const lg_matrix_cfg *cfg)
 {
     return lg_matrix_has_faults(cfg) || cfg->scen_on[LG_SCEN_FAILOVER] ||
-           cfg->scen_on[LG_SCEN_MANUAL_FAILOVER] || cfg->scen_on[LG_SCEN_RESUME_FAILOVER];
+           cfg->scen_on[LG_SCEN_MANUAL_FAILOVER] || cfg->scen_on[LG_SCEN_RESUME_FAILOVER] ||
+           cfg->scen_on[LG_SCEN_CLUSTER_FAILOVER];
 }
 
 static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *buf, size_t len)
@@ -257,7 +260,7 @@ static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, cha
                  (long long)c->acked_lost_all);
         return;
     }
-    if (s == LG_SCEN_FAILOVER && c->fault_ms >= 0) {
+    if ((s == LG_SCEN_FAILOVER || s == LG_SCEN_CLUSTER_FAILOVER) && c->fault_ms >= 0) {
         /* sold/stock, and how long the failover took */
         snprintf(buf, len, "%s %s %lld/%lld %lldms", verdict, outcome, (long long)c->sold,
                  (long long)c->stock, (long long)c->fault_ms);
@@ -642,7 +645,8 @@ static const char *svg_note_caption(lg_report_lang lang, lg_scenario s)
         return zh ? "标注：所有实例在此后恢复服务" : "label: all instances serve again after";
     case LG_SCEN_REDIS_PAUSE:
         return zh ? "标注：暂停期间 503 的耗时上限" : "label: 503 while paused within";
-    case LG_SCEN_FAILOVER: return zh ? "标注：故障转移耗时" : "label: the failover took";
+    case LG_SCEN_FAILOVER:
+    case LG_SCEN_CLUSTER_FAILOVER: return zh ? "标注：故障转移耗时" : "label: the failover took";
     case LG_SCEN_MANUAL_FAILOVER:
     case LG_SCEN_RESUME_FAILOVER:
         return zh ? "标注：确认后丢单（等 1 个 / 全部副本）" : "label: 200s lost, wait 1 / all";
@@ -655,18 +659,19 @@ static const char *svg_note_caption(lg_report_lang lang, lg_scenario s)
  * none. */
 static int svg_note(lg_report_lang lang, lg_scenario s, const lg_cell *c, char *b, size_t len)
 {
-    int64_t ms = s == LG_SCEN_CRASH           ? c->recovery_ms
-                 : s == LG_SCEN_KILL          ? c->freed_ms
-                 : s == LG_SCEN_REDIS_RESTART ? c->reconnect_ms
-                 : s == LG_SCEN_REDIS_PAUSE   ? c->failfast_ms
-                 : s == LG_SCEN_FAILOVER      ? c->fault_ms
-                                              : -1;
+    int64_t ms = s == LG_SCEN_CRASH                                       ? c->recovery_ms
+                 : s == LG_SCEN_KILL                                      ? c->freed_ms
+                 : s == LG_SCEN_REDIS_RESTART                             ? c->reconnect_ms
+                 : s == LG_SCEN_REDIS_PAUSE                               ? c->failfast_ms
+                 : s == LG_SCEN_FAILOVER || s == LG_SCEN_CLUSTER_FAILOVER ? c->fault_ms
+                                                                          : -1;
     if (lg_scen_is_acked(s) && strcmp(c->outcome, "error") != 0)
         snprintf(b, len, "%llu/%lld", (unsigned long long)c->acked_lost,
                  (long long)c->acked_lost_all);
     else if (!strcmp(c->outcome, "stuck"))
         snprintf(b, len, "%s", outcome_word(lang, "stuck"));
-    else if (ms >= 0 && (c->oversold == 0 || s == LG_SCEN_FAILOVER))
+    else if (ms >= 0 &&
+             (c->oversold == 0 || s == LG_SCEN_FAILOVER || s == LG_SCEN_CLUSTER_FAILOVER))
         snprintf(b, len, "%lldms", (long long)ms);
     else
         return 0;
