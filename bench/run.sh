@@ -66,7 +66,7 @@ WORK=$(mktemp -d /tmp/miaosha-bench.XXXXXX)
 chmod 755 "$WORK" # nginx workers (user nobody) read the static file in it
 PIDS=()           # everything started in the background, stopped by PID
 REDIS_DIR=$WORK/redis
-CLUSTER_STARTED=0
+SCALEOUT_STARTED=0
 
 # Every server runs in this script's session (why: scripts/lib/proc.sh).
 stop_pid() { proc_stop "$1" "" 6; } # stop_pid PID: SIGTERM, SIGKILL after 6 s
@@ -76,7 +76,7 @@ cleanup() {
   trap - EXIT INT TERM
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
-  if [ "$CLUSTER_STARTED" = 1 ]; then bash "$ROOT/scripts/cluster.sh" stop "$WORK/cluster" >/dev/null 2>&1; fi
+  if [ "$SCALEOUT_STARTED" = 1 ]; then bash "$ROOT/scripts/scaleout.sh" stop "$WORK/scaleout" >/dev/null 2>&1; fi
   [ -f "$REDIS_DIR/redis.pid" ] && bash "$ROOT/tests/redis-fixture.sh" stop "$REDIS_DIR" >/dev/null 2>&1
   # The servers run at log.level=warn: whatever they logged is worth a look
   # (e.g. why /healthz answered 503), so show it before the logs go.
@@ -408,11 +408,11 @@ cpu_target_row() {
   row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$r" "$5 $6 on $min+ CPUs" "$v"
 }
 
-# scaleout: scripts/cluster.sh (redis with AOF + 3 instances + nginx) with a
+# scaleout: scripts/scaleout.sh (redis with AOF + 3 instances + nginx) with a
 # copy of config/nginx.conf.template that adds one static file location, so
 # the static reference is served by the balancer's own nginx process.
 scaleout_part() {
-  local tpl=$WORK/lb.conf.template cdir=$WORK/cluster
+  local tpl=$WORK/lb.conf.template cdir=$WORK/scaleout
   mkdir -p "$WORK/lbstatic"
   printf '{"ok":true,"redis":"up","instance":"app1"}' >"$WORK/lbstatic/static"
   chmod -R a+rX "$WORK/lbstatic"
@@ -420,18 +420,18 @@ scaleout_part() {
     END { for (i = 1; i <= NR; i++) {
             if (i == last) printf "\n    # added by bench/run.sh: the static-file reference\n    location = /static { root %s; }\n", root
             print l[i] } }' "$ROOT/config/nginx.conf.template" >"$tpl"
-  CLUSTER_STARTED=1
+  SCALEOUT_STARTED=1
   if ! CLUSTER_SERVER=$SRV CLUSTER_NGINX=$NGINX CLUSTER_NGINX_TEMPLATE=$tpl \
-       timeout 120 bash "$ROOT/scripts/cluster.sh" start "$cdir" >"$WORK/cluster.log" 2>&1; then
-    cat "$WORK/cluster.log" >&2
-    echo "scaleout: scripts/cluster.sh start failed, skipped"
-    row scaleout "nginx + 3 instances vs 1 instance" - - - - "MISSED (cluster.sh start failed)"
+       timeout 120 bash "$ROOT/scripts/scaleout.sh" start "$cdir" >"$WORK/scaleout.log" 2>&1; then
+    cat "$WORK/scaleout.log" >&2
+    echo "scaleout: scripts/scaleout.sh start failed, skipped"
+    row scaleout "nginx + 3 instances vs 1 instance" - - - - "MISSED (scaleout.sh start failed)"
     return 0
   fi
   # shellcheck disable=SC1091
   . "$cdir/cluster.env"
   local np=$CLUSTER_NGINX_PORT ap=$CLUSTER_APP1_PORT
-  echo "cluster (scripts/cluster.sh): nginx 127.0.0.1:$np pid $CLUSTER_NGINX_PID; instances $CLUSTER_APP_URLS;"
+  echo "scale-out topology (scripts/scaleout.sh): nginx 127.0.0.1:$np pid $CLUSTER_NGINX_PID; instances $CLUSTER_APP_URLS;"
   echo "  redis 127.0.0.1:$CLUSTER_REDIS_PORT (AOF, appendfsync always); direct = instance 1 ($CLUSTER_APP1_URL), same Redis"
   case "$(http GET "$np" /static)" in 200*) ;; *) echo "scaleout: nginx static location not served"; ;; esac
   local mode r
@@ -454,8 +454,8 @@ scaleout_part() {
   done
   info_row scaleout "GET /healthz via nginx vs nginx static file" "$(median "${hn[@]}")" "$(median "${hs[@]}")"
   info_row scaleout "nginx return 200 vs nginx static file" "$(median "${hr[@]}")" "$(median "${hs[@]}")"
-  bash "$ROOT/scripts/cluster.sh" stop "$cdir" >/dev/null 2>&1
-  CLUSTER_STARTED=0
+  bash "$ROOT/scripts/scaleout.sh" stop "$cdir" >/dev/null 2>&1
+  SCALEOUT_STARTED=0
 }
 
 # info_row part figure subject reference: a measured ratio with no target
