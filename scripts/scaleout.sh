@@ -22,7 +22,8 @@
 #   CLUSTER_APP_URLS (space separated), CLUSTER_APP<i>_URL, CLUSTER_APP<i>_PORT,
 #   CLUSTER_APP<i>_PID, CLUSTER_APP<i>_ID (i = 1..3)
 # and `run` exports the same variables to CMD. ("cluster" in these names
-# means this topology, as scripts and tests read them.)
+# means this topology, as scripts and tests read them; a Redis Cluster is
+# scripts/redis-cluster.sh.)
 #
 # Knobs (environment):
 #   MIAOSHA_BUILD_DIR        build tree with service/miaosha-server (default: build/dev)
