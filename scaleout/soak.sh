@@ -18,7 +18,7 @@
 #                     the order instance kill, Redis restart, Redis pause
 #   --concurrency C   buyers' keep-alive connections (default 16)
 # Environment: MIAOSHA_BUILD_DIR (default build/dev), the CLUSTER_* knobs of
-# scripts/cluster.sh. The short CI version is the ctest scaleout_soak_short
+# scripts/scaleout.sh. The short CI version is the ctest scaleout_soak_short
 # (--purchases 5000 --chunk-seconds 6 --modes "token reentrant").
 #
 # How a mode runs: the SKU soak-<mode> is reset once to a stock above N (so
@@ -45,7 +45,7 @@
 # flight at a chunk's end), 0 acknowledged orders missing, 0 duplicate ids,
 # order list = sold, no orphan lock, sells again.
 # Every process is stopped by PID at the end, also on failure or Ctrl-C
-# (scaleout/tests/lib.sh's cleanup: cluster.sh stop reads the pid files,
+# (scaleout/tests/lib.sh's cleanup: scaleout.sh stop reads the pid files,
 # which this script updates on every restart).
 here=$(cd "$(dirname "$0")" && pwd)
 export MIAOSHA_SOURCE_DIR=${MIAOSHA_SOURCE_DIR:-$(cd "$here/.." && pwd)}
@@ -109,7 +109,7 @@ fault_kill() {
     proc_start "$log" "$SERVER" --listen 127.0.0.1 --port "${APP_PORT[$i]}" \
       --redis "127.0.0.1:$CLUSTER_REDIS_PORT" --instance-id "app$i" $CLUSTER_SERVER_ARGS
     APP_PID[i]=$PROC_PID
-    echo "$PROC_PID" > "$CLUSTER_DIR/app$i.pid"    # cluster.sh stop stops this one
+    echo "$PROC_PID" > "$CLUSTER_DIR/app$i.pid"    # scaleout.sh stop stops this one
     proc_wait_healthy "$PROC_PID" 15000 proc_http_ok \
       "http://127.0.0.1:${APP_PORT[$i]}/healthz" 200 "\"instance\":\"app$i\"" && break
     if ! grep -q "in use" "$log" || [ "$(now_ms)" -ge "$t_end" ]; then break; fi
@@ -122,7 +122,7 @@ fault_kill() {
 }
 
 # fault_restart: SIGKILL redis-server, 1 s down, restart from the same config
-# (port, AOF directory; it rewrites the pidfile cluster.sh stop reads).
+# (port, AOF directory; it rewrites the pidfile scaleout.sh stop reads).
 fault_restart() {
   local rpid t0
   rpid=$(cat "$CLUSTER_DIR/redis.pid")

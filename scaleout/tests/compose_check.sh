@@ -9,9 +9,9 @@ command -v docker-compose >/dev/null || { say "FAIL docker-compose not installed
 
 ck "docker-compose config accepts the file" -- docker-compose -f docker-compose.yml config -q
 cfg=$(docker-compose -f docker-compose.yml --profile matrix config 2>&1)
-services=$(docker-compose -f docker-compose.yml --profile matrix config --services 2>/dev/null | sort | tr '\n' ' ')
-ck "services: redis app1 app2 app3 nginx + load/matrix + the failover and observe profiles' ($services)" -- \
-  test "$services" = "app-failover app1 app2 app3 grafana load lock1 lock2 lock3 lock4 lock5 matrix nginx prometheus redis redis-master redis-replica1 redis-replica2 sentinel1 sentinel2 sentinel3 "
+services=$(docker-compose -f docker-compose.yml --profile matrix config --services 2>/dev/null | LC_ALL=C sort | tr '\n' ' ')
+ck "services: redis app1 app2 app3 nginx + load/matrix + the failover, observe and cluster profiles' ($services)" -- \
+  test "$services" = "app-cluster app-failover app1 app2 app3 grafana load lock1 lock2 lock3 lock4 lock5 matrix nginx prometheus redis redis-cluster-create redis-master redis-node-1 redis-node-2 redis-node-3 redis-node-4 redis-node-5 redis-node-6 redis-replica1 redis-replica2 sentinel1 sentinel2 sentinel3 "
 flat=$(tr '\n' ' ' <<<"$cfg" | tr -s ' ')
 ck "load and matrix only run with --profile matrix" -- \
   bash -c "grep -qE ' load: .*profiles: - matrix.* matrix: .*profiles: - matrix' <<<'$flat'"
@@ -47,6 +47,34 @@ for i in 1 2 3 4 5; do
   ck "failover: app-failover starts after lock$i" -- \
     line_has app-failover "depends_on:( [a-z0-9-]+: condition: service_[a-z_]+)* lock$i: condition"
 done
+# The cluster profile (scripts/redis-cluster.sh without Docker).
+ccfg=$(docker-compose -f docker-compose.yml --profile cluster config 2>&1)
+ck "docker-compose config accepts the cluster profile" -- \
+  docker-compose -f docker-compose.yml --profile cluster config -q
+cline() { sed -n "/^  $1:/,/^  [a-z]/p" <<<"$ccfg" | sed '$d' | tr '\n' ' ' | tr -s ' '; }
+cline_has() { grep -qE -- "$2" <<<"$(cline "$1")"; }
+for s in redis-node-1 redis-node-2 redis-node-3 redis-node-4 redis-node-5 redis-node-6 \
+    redis-cluster-create app-cluster; do
+  ck "cluster: $s runs only with --profile cluster" -- cline_has "$s" ' profiles: - cluster( |$)'
+done
+for i in 1 2 3 4 5 6; do
+  ck "cluster: redis-node-$i is cluster-enabled, node timeout 1000 ms" -- \
+    cline_has "redis-node-$i" "- --cluster-enabled - .?yes.? .*- --cluster-node-timeout - .?1000"
+  ck "cluster: redis-cluster-create waits until redis-node-$i is healthy" -- \
+    cline_has redis-cluster-create "depends_on:.* redis-node-$i: condition: service_healthy"
+done
+ck "cluster: redis-cluster-create makes 3 masters with a replica each of the six nodes" -- \
+  cline_has redis-cluster-create 'for n in 1 2 3 4 5 6; .*redis-cli --cluster create .* --cluster-replicas 1 --cluster-yes'
+ck "cluster: app-cluster starts once the cluster is made" -- \
+  cline_has app-cluster 'depends_on: redis-cluster-create: condition: service_completed_successfully'
+ck "cluster: app-cluster's seeds are the six nodes" -- \
+  cline_has app-cluster 'MIAOSHA_REDIS_CLUSTER_NODES: redis-node-1:6379,redis-node-2:6379,redis-node-3:6379,redis-node-4:6379,redis-node-5:6379,redis-node-6:6379'
+ck "cluster: app-cluster WAITs for the master's replica (1: all is refused with a cluster)" -- \
+  cline_has app-cluster "MIAOSHA_REDIS_WAIT_REPLICAS: '?1'?( |$)"
+ck "cluster: app-cluster is published on 127.0.0.1 only" -- \
+  cline_has app-cluster 'host_ip: 127.0.0.1|127.0.0.1:[0-9]+:[0-9]+'
+ck "cluster: app-cluster has no redis.host (the seeds replace it)" -- \
+  bash -c "! grep -q MIAOSHA_REDIS_HOST <<<'$(cline app-cluster)'"
 # The observe profile: Prometheus and Grafana with the files of scaleout/observe.
 ocfg=$(docker-compose -f docker-compose.yml --profile observe config 2>&1)
 ck "docker-compose config accepts the observe profile" -- \

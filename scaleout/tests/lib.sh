@@ -1,6 +1,6 @@
 # lib.sh — helpers for the scale-out fault tests (sourced, bash).
 #
-# The tests bring up the real topology with scripts/cluster.sh (redis-server
+# The tests bring up the real topology with scripts/scaleout.sh (redis-server
 # with AOF always, three miaosha-server instances, nginx), inject a fault
 # with signals, and check the outcome through nginx and the audit.
 # They need only bash, redis-cli and the binaries of the build tree: HTTP
@@ -16,7 +16,7 @@ set -uo pipefail
 SRC=${MIAOSHA_SOURCE_DIR:?MIAOSHA_SOURCE_DIR not set (run through ctest)}
 BUILD=${MIAOSHA_BUILD_DIR:?MIAOSHA_BUILD_DIR not set (run through ctest)}
 LOAD=$BUILD/loadtest/miaosha-load
-CLUSTER=$SRC/scripts/cluster.sh
+CLUSTER=$SRC/scripts/scaleout.sh
 # shellcheck source=../../scripts/lib/proc.sh
 . "$SRC/scripts/lib/proc.sh"
 export MIAOSHA_BUILD_DIR=$BUILD
@@ -90,14 +90,14 @@ order_instances() {
 wait_until() { proc_wait_until "$@"; }
 
 # A process that exited but was not reaped yet (a zombie: its parent, the
-# cluster script, is gone) counts as gone.
+# topology script, is gone) counts as gone.
 pid_gone() { ! proc_alive "$1"; }
 rcli() { redis-cli -p "$CLUSTER_REDIS_PORT" "$@" 2>/dev/null; }
 redis_up() { [ "$(rcli ping)" = PONG ]; }
 
 # ---------------------------------------------------------------- cluster
 # cluster_up: starts the topology (knobs: CLUSTER_* environment, see
-# scripts/cluster.sh) in a fresh temp dir and loads its addresses; the EXIT
+# scripts/scaleout.sh) in a fresh temp dir and loads its addresses; the EXIT
 # trap stops it and every background job, by PID.
 cluster_up() {
   [ -x "$LOAD" ] || { say "FAIL $LOAD missing (build miaosha-load)"; exit 1; }

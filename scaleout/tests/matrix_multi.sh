@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # matrix_multi.sh — the matrix's multi-instance scenario on the scale-out
 # topology: `miaosha-load matrix --scenarios multi --target URL`
-# sends its bursts through the cluster's nginx to the three instances on the
-# cluster's Redis, instead of three instances of its own.
+# sends its bursts through the topology's nginx to the three instances on the
+# topology's Redis, instead of three instances of its own.
 # Expected, per mode: none and mutex oversell (mutex is one lock per
 # process: three processes, three locks), setnx, token, reentrant and
 # fenced sell exactly the stock (lua too) — the matrix judges each cell and

@@ -38,9 +38,9 @@ ck "down: instances still running" -- bash -c "kill -0 $CLUSTER_APP1_PID $CLUSTE
 # Stay down ~1.5 s in all (the buyers keep getting 503s), then restart
 # from the same config: same port, same AOF directory.
 while [ $(( $(now_ms) - t_down )) -lt 1500 ]; do sleep 0.05; done
-rs=${CLUSTER_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}} # cluster.sh's order
+rs=${CLUSTER_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}} # scaleout.sh's order
 # In the background: the config says daemonize no (scripts/lib/proc.sh,
-# proc_start_redis); it writes the same pidfile, so "cluster.sh stop" finds it.
+# proc_start_redis); it writes the same pidfile, so "scaleout.sh stop" finds it.
 proc_start /dev/null "$rs" "$CLUSTER_REDIS_CONF"
 require "redis-server restarted from its AOF" -- wait_until $(( $(now_ms) + 10000 )) redis_up
 t_up=$(now_ms)

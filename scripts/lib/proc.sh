@@ -1,6 +1,6 @@
 # proc.sh — process control for the project's shell scripts (sourced, bash).
 #
-# One copy of what scripts/cluster.sh, tests/redis-fixture.sh,
+# One copy of what scripts/scaleout.sh, tests/redis-fixture.sh,
 # scaleout/tests/lib.sh and bench/run.sh all need: a free loopback port,
 # starting a server in the background, waiting until it answers, stopping it
 # by PID, one HTTP request without curl, and a private redis-server.
@@ -204,13 +204,13 @@ proc_start_redis() {
 _proc_redis_ready() { [ -s "$1/redis.pid" ] && proc_redis_ping "$2"; }
 
 # proc_topology_cli TMPNAME ENVFILE ARGS... — the command line of a topology
-# script (cluster.sh, failover.sh): `start [DIR]`, `stop DIR`, `status DIR`,
-# `run -- CMD...` (start in a fresh directory, run CMD with DIR/ENVFILE in
-# its environment, stop on any exit, Ctrl-C included), anything else prints
-# the script's header and exits 2. The caller defines do_start DIR,
-# do_stop DIR, do_status DIR, print_env DIR, log and die, and runs under
-# set -e: a failing step of start ends it, and the EXIT trap then stops
-# what was started, once.
+# script (scaleout.sh, failover.sh, redis-cluster.sh): `start [DIR]`,
+# `stop DIR`, `status DIR`, `run -- CMD...` (start in a fresh directory,
+# run CMD with DIR/ENVFILE in its environment, stop on any exit, Ctrl-C
+# included), anything else prints the script's header and exits 2. The
+# caller defines do_start DIR, do_stop DIR, do_status DIR, print_env DIR,
+# log and die, and runs under set -e: a failing step of start ends it, and
+# the EXIT trap then stops what was started, once.
 proc_topology_cli() {
   local tmpname=$1 envfile=$2 cmd=${3:-}
   shift 2
