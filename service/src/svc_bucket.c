@@ -14,29 +14,45 @@
 
 /* ---- the layout itself ---- */
 
-void svc_layout_place(const char *sku, int n, svc_layout *out)
+void svc_layout_place(const char *sku, int n, svc_slot_owner_fn owner, void *arg, svc_layout *out)
 {
     SVC_ASSERT(n >= 1 && n <= SVC_BUCKETS_MAX);
     memset(out, 0, sizeof *out);
     out->n = n;
     if (n == 1)
         return;
-    int slots[SVC_BUCKETS_MAX];
+    int slots[SVC_BUCKETS_MAX], held[SVC_BUCKETS_MAX] = {0};
     char tag[SVC_TAG_MAX];
     for (int b = 0; b < n; b++) {
-        /* 64 buckets on 16384 slots: a salt below 256 always exists (each
-         * try collides with probability below 1/256). */
+        /* 64 buckets on 16384 slots: a salt below 256 whose slot is new
+         * always exists (each try collides with probability below 1/256).
+         * Unknown masters rank after every known one. */
+        int best = -1, best_rank = 0, best_slot = 0, best_m = -1;
         for (int salt = 0; salt < 256; salt++) {
             svc_bucket_tag(tag, sku, b, salt);
             int slot = lc_key_slot(tag, strlen(tag)), clash = 0;
             for (int k = 0; k < b && !clash; k++)
                 clash = slots[k] == slot;
-            if (!clash) {
-                out->salt[b] = (uint8_t)salt;
-                slots[b] = slot;
-                break;
+            if (clash)
+                continue;
+            int m = owner != NULL ? owner(arg, tag, slot) : -1;
+            if (m >= SVC_BUCKETS_MAX)
+                m = -1;
+            int rank = owner == NULL ? 0 : m < 0 ? SVC_BUCKETS_MAX + 1 : held[m];
+            if (best < 0 || rank < best_rank) {
+                best = salt;
+                best_rank = rank;
+                best_slot = slot;
+                best_m = m;
             }
+            if (rank == 0)
+                break; /* nothing ranks lower */
         }
+        SVC_ASSERT(best >= 0);
+        out->salt[b] = (uint8_t)best;
+        slots[b] = best_slot;
+        if (best_m >= 0)
+            held[best_m]++;
     }
 }
 

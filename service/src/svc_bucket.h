@@ -58,15 +58,23 @@ typedef struct svc_layout {
 
 /* ---- the layout itself (pure) ---- */
 
+/* Which master serves a bucket's tag (its hash slot is slot), for the
+ * placement: a small number naming it (0..SVC_BUCKETS_MAX-1, the same
+ * number for the same master within one placement), or -1 when none is
+ * known. arg is the placement's. */
+typedef int (*svc_slot_owner_fn)(void *arg, const char *tag, int slot);
+
 /* The placement: picks each bucket's salt so that the K buckets' tags hash
- * to K distinct slots (lc_key_slot), the smallest salt that does. This is
- * the one place where the buckets will be spread over a Redis Cluster's
- * masters (each bucket on the master holding the fewest so far, as evenly
- * as the slot map allows) once the service routes by slot; on one Redis
- * distinct slots are all there is to choose. Bucket b's salt depends only
- * on buckets 0..b-1, so two layouts share their first buckets' tags. n
- * 1..SVC_BUCKETS_MAX; out->id is left "". */
-void svc_layout_place(const char *sku, int n, svc_layout *out);
+ * to K distinct slots (lc_key_slot) and, given owner (a Redis Cluster's
+ * slot map), land as evenly as the map allows over its masters: bucket b
+ * takes the smallest salt whose slot is new and whose master holds the
+ * fewest of buckets 0..b-1 (a slot with no known master only when no
+ * other is left). Without owner (NULL: one Redis, where distinct slots are
+ * all there is to choose) the smallest salt whose slot is new. Bucket b's
+ * salt depends only on buckets 0..b-1 and the map, so two layouts placed
+ * on one map share their first buckets' tags. n 1..SVC_BUCKETS_MAX;
+ * out->id is left "". Pure but for owner's calls. */
+void svc_layout_place(const char *sku, int n, svc_slot_owner_fn owner, void *arg, svc_layout *out);
 /* Bucket b's share of stock split over n buckets: stock / n, plus one for
  * the first stock % n buckets. */
 long long svc_layout_share(long long stock, int n, int b);

@@ -713,6 +713,33 @@ static int reset_exec(rq *q, const svc_req *r, const svc_layout *old, const svc_
     return rc;
 }
 
+/* The placement's view of a Redis Cluster (svc_layout_place's owner): the
+ * master a bucket's keys go to now, numbered in the order first met. */
+typedef struct owners {
+    lc_conn *conn;
+    int n;
+    char addr[SVC_BUCKETS_MAX][LC_ADDR_LEN];
+} owners;
+
+static int owner_of(void *arg, const char *tag, int slot)
+{
+    owners *o = arg;
+    char key[SVC_KEY_MAX], addr[LC_ADDR_LEN];
+    (void)slot;
+    svc_key(key, tag, "stock");
+    redisContext *ctx = lc_conn_redis_key(o->conn, key);
+    if (ctx == NULL || ctx->tcp.host == NULL)
+        return -1;
+    snprintf(addr, sizeof addr, "%s:%d", ctx->tcp.host, ctx->tcp.port);
+    for (int i = 0; i < o->n; i++)
+        if (strcmp(o->addr[i], addr) == 0)
+            return i;
+    if (o->n == SVC_BUCKETS_MAX)
+        return -1;
+    snprintf(o->addr[o->n], sizeof o->addr[o->n], "%s", addr);
+    return o->n++;
+}
+
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
     char why[256], lkey[SVC_KEY_MAX], record[SVC_LAYOUT_MAX] = "";
@@ -723,7 +750,16 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         return;
     svc_key(lkey, r->sku, "layout");
     svc_layout l;
-    svc_layout_place(r->sku, nb, &l);
+    if (r->s->redis.cluster_nodes[0] != '\0') {
+        /* On a Redis Cluster the buckets spread over its masters. */
+        owners *o = calloc(1, sizeof *o);
+        if (o != NULL)
+            o->conn = conn;
+        svc_layout_place(r->sku, nb, o != NULL ? owner_of : NULL, o, &l);
+        free(o);
+    } else {
+        svc_layout_place(r->sku, nb, NULL, NULL, &l);
+    }
     if (nb > 1) {
         uuid_t u;
         uuid_generate_random(u);

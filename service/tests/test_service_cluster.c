@@ -159,6 +159,44 @@ static void test_modes(void)
     }
 }
 
+/* The layout record of sku (its "n id salt,salt,..." under the SKU's own
+ * tag) names each bucket's tag; those tags land on the masters as evenly
+ * as the slot map allows: with n >= 3 buckets, on all three. */
+static void check_spread(const char *sku, int n)
+{
+    char key[96], rec[512] = "";
+    snprintf(key, sizeof key, "miaosha:{%s}:layout", sku);
+    const char *argv[] = {"GET", key};
+    TU_REQUIRE(
+        pk_redis_query(pk_cluster_slot_port(&C, slot_of(sku)), 2000, 2, argv, rec, sizeof rec) == 1,
+        "the layout record of %s", sku);
+    const char *salts = strchr(rec, ' ') ? strchr(strchr(rec, ' ') + 1, ' ') : NULL;
+    TU_REQUIRE(atoi(rec) == n && salts != NULL, "layout record %s", rec);
+    int on[3] = {0}, known = 0;
+    salts++;
+    for (int bk = 0; bk < n; bk++) {
+        int salt = atoi(salts);
+        char tag[96];
+        if (salt > 0)
+            snprintf(tag, sizeof tag, "%s~%d.%d", sku, bk, salt);
+        else
+            snprintf(tag, sizeof tag, "%s~%d", sku, bk);
+        int port = pk_cluster_slot_port(&C, slot_of(tag));
+        for (int m = 0; m < 3; m++)
+            if (C.port[m] == port) {
+                on[m]++;
+                known++;
+            }
+        const char *comma = strchr(salts, ',');
+        salts = comma ? comma + 1 : salts + strlen(salts);
+    }
+    int most = n / 3 + (n % 3 != 0);
+    TU_CHECK(known == n && on[0] >= 1 && on[1] >= 1 && on[2] >= 1 && on[0] <= most &&
+                 on[1] <= most && on[2] <= most,
+             "%d buckets spread over the 3 masters: %d / %d / %d (record %s)", n, on[0], on[1],
+             on[2], rec);
+}
+
 /* A SKU in stock buckets: each bucket is a slot of its own (svc_keys.h),
  * so PUT /stock resets them one transaction each, then the SKU's own keys
  * (svc_stock.c), the audit and GET /orders read them bucket by bucket, and
@@ -169,6 +207,33 @@ static void test_buckets(void)
 {
     static const char *const modes[2] = {"token", "lua"};
     const char *sku = "cl-buckets";
+    /* A SKU whose first-choice tags (no salt) would put 3 buckets on fewer
+     * than 3 masters: the placement must pick salts that reach all three. */
+    char crowded[32] = "";
+    for (int i = 0; i < 1000 && !crowded[0]; i++) {
+        char cand[32], tag[48];
+        int hit[3] = {0};
+        snprintf(cand, sizeof cand, "spread%d", i);
+        for (int bk = 0; bk < 3; bk++) {
+            snprintf(tag, sizeof tag, "%s~%d", cand, bk);
+            int port = pk_cluster_slot_port(&C, slot_of(tag));
+            for (int m = 0; m < 3; m++)
+                hit[m] |= C.port[m] == port;
+        }
+        if (hit[0] + hit[1] + hit[2] < 3)
+            snprintf(crowded, sizeof crowded, "%s", cand);
+    }
+    TU_REQUIRE(crowded[0], "a SKU whose unsalted buckets crowd a master");
+    {
+        char body[64], path[96];
+        snprintf(body, sizeof body, "{\"stock\":%d,\"buckets\":3}", STOCK);
+        snprintf(path, sizeof path, "/stock/%s", crowded);
+        svc_resp r;
+        svc_req(&a, "PUT", path, body, NULL, &r);
+        TU_CHECK(r.status == 200, "PUT %s: %ld %s", path, r.status, B(&r));
+        svc_resp_free(&r);
+        check_spread(crowded, 3);
+    }
     for (int round = 0; round < 2; round++) {
         int nb = round == 0 ? 4 : 2;
         char body[64], path[160];
@@ -179,6 +244,8 @@ static void test_buckets(void)
         TU_CHECK(r.status == 200 && cJSON_GetArraySize(bk) == nb,
                  "PUT /stock with %d buckets on a cluster: %ld %s", nb, r.status, B(&r));
         svc_resp_free(&r);
+        if (round == 0)
+            check_spread(sku, nb);
         char *paths[BUYERS];
         svc_resp out[BUYERS];
         for (int i = 0; i < BUYERS; i++) {

@@ -805,7 +805,7 @@ static void test_buckets(void)
     const char *skus[] = {"demo", "a", "hot-sku_1", sku};
     for (size_t i = 0; i < COUNT(skus); i++) {
         svc_layout all, some;
-        svc_layout_place(skus[i], SVC_BUCKETS_MAX, &all);
+        svc_layout_place(skus[i], SVC_BUCKETS_MAX, NULL, NULL, &all);
         int slots[SVC_BUCKETS_MAX], clashes = 0, salted = 0;
         for (int b = 0; b < all.n; b++) {
             svc_layout_tag(&all, skus[i], b, tag);
@@ -817,7 +817,7 @@ static void test_buckets(void)
         TU_CHECK(all.n == SVC_BUCKETS_MAX && clashes == 0 && all.id[0] == '\0',
                  "sku %.8s: 64 buckets on 64 slots (%d clashes)", skus[i], clashes);
         TU_CHECK(salted < 8, "sku %.8s: %d salts needed", skus[i], salted);
-        svc_layout_place(skus[i], 5, &some);
+        svc_layout_place(skus[i], 5, NULL, NULL, &some);
         TU_CHECK(some.n == 5 && memcmp(some.salt, all.salt, 5) == 0,
                  "a smaller layout shares its buckets' tags");
     }
@@ -828,7 +828,7 @@ static void test_buckets(void)
         static const char *const suffixes[] = {"stock", "initial", "sold",      "orders",  "buyers",
                                                "epoch", "fence",   "fence_hwm", "reserved"};
         svc_layout l8;
-        svc_layout_place("demo", 8, &l8);
+        svc_layout_place("demo", 8, NULL, NULL, &l8);
         int off = 0;
         for (int b = 0; b < l8.n; b++) {
             char k[SVC_KEY_MAX + SVC_IDEM_KEY_MAX + 16];
@@ -851,13 +851,13 @@ static void test_buckets(void)
     }
 
     svc_layout one;
-    svc_layout_place("demo", 1, &one);
+    svc_layout_place("demo", 1, NULL, NULL, &one);
     svc_layout_tag(&one, "demo", 0, tag);
     TU_CHECK(one.n == 1 && strcmp(tag, "demo") == 0, "one bucket: the SKU's own tag");
 
     /* The record: round trip, and what is refused. */
     svc_layout l, back;
-    svc_layout_place("demo", 4, &l);
+    svc_layout_place("demo", 4, NULL, NULL, &l);
     snprintf(l.id, sizeof l.id, "%s", "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9");
     l.salt[2] = 7;
     char rec[SVC_LAYOUT_MAX];
@@ -868,7 +868,7 @@ static void test_buckets(void)
     TU_CHECK(svc_layout_parse(rec, &back) == 0 && back.n == 4 && strcmp(back.id, l.id) == 0 &&
                  memcmp(back.salt, l.salt, 4) == 0,
              "parsed back");
-    svc_layout_place("demo", SVC_BUCKETS_MAX, &l);
+    svc_layout_place("demo", SVC_BUCKETS_MAX, NULL, NULL, &l);
     memset(l.salt, 255, sizeof l.salt);
     memset(l.id, 'f', SVC_UUID_LEN - 1);
     l.id[SVC_UUID_LEN - 1] = '\0';
