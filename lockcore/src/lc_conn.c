@@ -736,6 +736,38 @@ static int resend(trip *t, redisContext *ctx, const int *r, int nr, bool asking)
     return 0;
 }
 
+/* A reply standing for a command the router gave up on before it ran: an
+ * error naming why, so the caller sees the reason, not the last redirect
+ * (which would read as the node's own answer). NULL when out of memory. */
+static redisReply *not_run_reply(const char *why)
+{
+    redisReply *r = calloc(1, sizeof *r);
+    if (r && !(r->str = strdup(why))) {
+        free(r);
+        return NULL;
+    }
+    if (r) {
+        r->type = REDIS_REPLY_ERROR;
+        r->len = strlen(r->str);
+    }
+    return r;
+}
+
+/* The first word of the first TRYAGAIN, CLUSTERDOWN or LOADING among the
+ * replies, into w (n bytes); "" when there is none. */
+static void later_word(const trip *t, char *w, size_t n)
+{
+    w[0] = '\0';
+    for (int k = 0; k < t->n; k++) {
+        const redisReply *r = *t->reply[k];
+        if (r && r->type == REDIS_REPLY_ERROR && lc__cluster_try_later(r->str, r->len)) {
+            size_t len = strcspn(r->str, " ");
+            snprintf(w, n, "%.*s", (int)(len < n ? len : n - 1), r->str);
+            return;
+        }
+    }
+}
+
 static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
                         lc_pipe *p, bool p_first, bool sent, redisReply **rep)
 {
@@ -749,6 +781,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     char *lock_resp = NULL;
     long long lock_len = 0;
     int rc = -1, np = p ? p->n : 0;
+    int64_t t0 = lc_now_ms();
     conn->trip_lock_unread = false;
     conn->trip_unread_before = conn->trip_unread_after = 0;
     if (rep)
@@ -863,10 +896,10 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         if (follow) {
             if (++redirects > LC__CL_MAX_REDIRECTS) {
                 lc__seterr(conn->err,
-                           "cluster: slot %d: more than %d redirects, the last %s to %s (its "
+                           "cluster: slot %d: too many redirects (%d), the last %s to %s (its "
                            "nodes disagree about it): not sent again",
                            t.slot, LC__CL_MAX_REDIRECTS, st == MOVED ? "MOVED" : "ASK", at);
-                break;
+                goto not_run;
             }
             if (st == MOVED) {
                 lc__cluster_moved(cl, t.slot, tg, from);
@@ -878,7 +911,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             ctx = node_ctx(conn, tg);
             if (!ctx) {
                 lc__cluster_failed(cl, tg);
-                break; /* nothing sent: the redirects stand as the replies */
+                goto not_run; /* nothing sent; node_ctx said why */
             }
         } else {
             /* TRYAGAIN, CLUSTERDOWN, LOADING; the slot's keys on two nodes
@@ -888,19 +921,22 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             if (st != LATER)
                 atomic_store(&cl->due, 1);
             if (lc_now_ms() + backoff > deadline) {
-                lc__seterr(conn->err, "cluster: slot %d: %s for %d ms: not sent again", t.slot,
+                char w[16];
+                later_word(&t, w, sizeof w);
+                lc__seterr(conn->err, "cluster: slot %d: %s: retried for %lld ms: not sent again",
+                           t.slot,
                            whole || !same ? "its keys are on two nodes (a migration)"
-                           : st == LATER  ? "TRYAGAIN, CLUSTERDOWN or LOADING"
-                                          : "redirected back to a node already tried",
-                           c->command_timeout_ms);
-                break;
+                           : st == LATER  ? (w[0] ? w : "TRYAGAIN, CLUSTERDOWN or LOADING")
+                                          : "MOVED back to a node already tried",
+                           (long long)(lc_now_ms() - t0));
+                goto not_run;
             }
             atomic_fetch_add(&cl->retries, 1);
             lc__sleep_ms(backoff);
             backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
             ctx = route(conn, t.slot, false);
             if (!ctx)
-                break;
+                goto not_run; /* nothing sent; route said why */
         }
         *ctxp = ctx;
         from = conn->cur;
@@ -917,6 +953,21 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         track_watch(&t, sent_k, ns, from);
     }
     rc = 0;
+    goto out;
+not_run:
+    /* Every reply came, but what was redirected or told to wait did not
+     * run: its reply becomes the reason (conn->err), and the caller hears
+     * "not run" (LC__TRIP_NOT_RUN), not a reply of the node's. */
+    for (int i = 0; i < t.nu; i++) {
+        if (t.u[i].state == RAN)
+            continue;
+        for (int k = t.u[i].k0; k <= t.u[i].k1; k++) {
+            if (*t.reply[k])
+                freeReplyObject(*t.reply[k]);
+            *t.reply[k] = not_run_reply(conn->err);
+        }
+    }
+    rc = LC__TRIP_NOT_RUN;
 out:
     free(lock_resp);
     if (rep)
@@ -966,8 +1017,11 @@ redisReply *lc__conn_eval(lc_conn *conn, const char *sha, const char *body, int 
         argv[1] = body;
         t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r);
     }
-    if (t != 0)
+    if (t != 0) {
+        if (r)
+            freeReplyObject(r); /* not run: conn->err says why */
         return NULL;
+    }
     if (r->type == REDIS_REPLY_ERROR) {
         lc__seterr(conn->err, "redis: %s", r->str);
         freeReplyObject(r);

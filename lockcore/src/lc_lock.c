@@ -232,8 +232,11 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
     redisReply *r = NULL;
     if (conn->client->cl.on) {
         const char *sargv[] = {"SETNX", a->key, "1"};
-        if (lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 3, sargv, NULL, false, false, &r) != 0)
+        if (lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 3, sargv, NULL, false, false, &r) == -1 &&
+            r) {
+            freeReplyObject(r); /* not run keeps its reply: the reason */
             r = NULL;
+        }
     } else {
         r = redisCommand(ctx, "SETNX %s 1", a->key);
     }
