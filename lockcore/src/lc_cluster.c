@@ -824,6 +824,8 @@ int lc__cluster_ensure(lc_cluster *cl, char *err)
 
 void lc__cluster_moved(lc_cluster *cl, int slot, int addr, int from)
 {
+    if (slot < 0 || slot >= LC__SLOTS || addr < 0 || addr >= LC__CL_MAX_ADDRS)
+        return;
     atomic_store_explicit(&cl->slot[slot], (int16_t)addr, memory_order_release);
     atomic_store(&cl->must_slot, slot);
     atomic_store(&cl->must_addr, addr);

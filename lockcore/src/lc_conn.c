@@ -558,11 +558,12 @@ typedef struct tunit {
     bool pinned; /* a transaction of the slot whose WATCH is on one node */
     bool free;   /* a command a second run cannot change (UNWATCH, PING) */
     /* after a round: */
-    int state;  /* RAN, or what kept it from running: */
+    int state;  /* RAN, or what kept it from running (ASTRAY: a redirect
+                   for another slot than the batch's) */
     int target; /* MOVED, ASK: the node named (address index) */
 } tunit;
 
-enum { RAN = 0, MOVED, ASK, LATER };
+enum { RAN = 0, MOVED, ASK, LATER, ASTRAY };
 
 typedef struct trip {
     lc_conn *conn;
@@ -575,13 +576,18 @@ typedef struct trip {
 } trip;
 
 /* What kept reply r from running, or RAN; *target the node a redirect
- * names (host "" is the host of node `from`). */
+ * names (host "" is the host of node `from`). A redirect is followed only
+ * for the batch's own slot: one naming another slot (or a batch naming no
+ * key) says the node and the router disagree about what was sent, and
+ * neither the map nor the command may follow it (ASTRAY). */
 static int reply_state(trip *t, const redisReply *r, int from, int *target)
 {
     if (!r || r->type != REDIS_REPLY_ERROR)
         return RAN;
     lc__redirect rd;
     if (lc__redirect_parse(r->str, r->len, &rd) == 0) {
+        if (rd.slot < 0 || rd.slot >= LC__SLOTS || rd.slot != t->slot)
+            return ASTRAY;
         lc_cluster *cl = &t->conn->client->cl;
         const char *host = rd.host[0] || from < 0 ? rd.host : lc__cluster_at(cl, from)->host;
         *target = lc__cluster_addr(cl, host, rd.port);
@@ -626,7 +632,7 @@ static void classify(trip *t, tunit *u, int from)
             kind = s;
             target = tg;
         } else if (kind != s || target != tg) {
-            kind = LATER;
+            kind = kind == ASTRAY || s == ASTRAY ? ASTRAY : LATER;
         }
     }
     u->state = kind;
@@ -864,13 +870,24 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     int redirects = 0;
     int64_t deadline = lc_now_ms() + c->command_timeout_ms, backoff = BACKOFF_FIRST_MS;
     for (;;) {
-        bool dnr = false;
+        bool dnr = false, astray = false;
         for (int i = 0; i < t.nu; i++) {
             classify(&t, &t.u[i], from);
             dnr |= t.u[i].state != RAN;
+            astray |= t.u[i].state == ASTRAY;
         }
         if (!dnr)
             break;
+        if (astray) {
+            char at[LC_ADDR_LEN] = "?";
+            if (from >= 0)
+                lc__cluster_addr_text(lc__cluster_at(cl, from), at, sizeof at);
+            lc__seterr(conn->err,
+                       "cluster: slot %d: %s redirected the batch for another slot: not sent "
+                       "again",
+                       t.slot, at);
+            goto not_run;
+        }
         int r[LC_PIPE_MAX + 1], nr;
         bool whole;
         to_resend(&t, kind, r, &nr, &whole);
