@@ -818,6 +818,20 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             t.slot = t.cmd[k].info.slot;
         any_exec |= t.cmd[k].info.exec;
     }
+    /* The public entry points refuse a batch of two slots; this catches
+     * lockcore's own callers too (a script whose keys hash apart), which
+     * would otherwise go to one master and fail there, or worse, run part
+     * of the batch on a node that does not own the rest. */
+    for (int k = 0; k < t.n && !sent; k++) {
+        int ks = t.cmd[k].info.slot;
+        if (ks == LC__CMD_CROSS || (ks >= 0 && ks != t.slot)) {
+            lc__seterr(conn->err,
+                       "lockcore: cluster: command %d of the batch names keys of %s than slot "
+                       "%d: one batch goes to one master, not sent",
+                       k, ks == LC__CMD_CROSS ? "two slots" : "another slot", t.slot);
+            goto out;
+        }
+    }
     for (int k = 0; k < t.n; k++) {
         tunit *u = &t.u[t.nu++];
         u->k0 = k;

@@ -27,6 +27,7 @@
  * answers NOSCRIPT (a promoted replica has no script cache) and is sent
  * again as EVAL, and PING of every master turns healthy again.
  */
+#include "lc_conn.h"
 #include "lc_scripts.h"
 #include "lc_test.h"
 #include "pk_cluster.h"
@@ -254,6 +255,14 @@ static void test_misuse(void)
     TU_CHECK(lc_release_pipe(conn, g, &p) == LC_MISUSE, "a write of another slot: refused");
     TU_CHECK(tu_redis_int(owner(slot_of("lct:{b}:x")), "EXISTS %s", "lct:{b}:x") == 0,
              "nothing written");
+    /* lockcore's own callers go through the router's check too */
+    const char *args[] = {"lct:{a}:x", "lct:{b}:x"};
+    redisReply *er = lc__conn_eval(conn, "0000000000000000000000000000000000000000",
+                                   "redis.call('SET', KEYS[1], 1)", 2, 2, args);
+    TU_CHECK(er == NULL && strstr(lc_conn_errstr(conn), "two slots") &&
+                 strstr(lc_conn_errstr(conn), "not sent"),
+             "a script of two slots from inside lockcore: refused (%s)", lc_conn_errstr(conn));
+    freeReplyObject(er);
     lc_pipe_clear(&p);
     lc_conn_free(conn);
     lc_client_free(c);
