@@ -949,15 +949,20 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
              * (part ran, part was redirected: a migration under way); a
              * MOVED back to a node already tried; redirects that disagree.
              * Nothing of what goes again ran: wait, then the map's master. */
-            if (st != LATER)
+            /* A refresh is due, except for TRYAGAIN alone (a migration
+             * step: the map is right, the keys are between two nodes):
+             * CLUSTERDOWN or LOADING may be a master the map still names
+             * after a failover, restarted and loading, or a slot no longer
+             * served where the map says. */
+            char lw[16];
+            later_word(&t, lw, sizeof lw);
+            if (st != LATER || strcmp(lw, "TRYAGAIN") != 0)
                 atomic_store(&cl->due, 1);
             if (lc_now_ms() + backoff > deadline) {
-                char w[16];
-                later_word(&t, w, sizeof w);
                 lc__seterr(conn->err, "cluster: slot %d: %s: retried for %lld ms: not sent again",
                            t.slot,
                            whole || !same ? "its keys are on two nodes (a migration)"
-                           : st == LATER  ? (w[0] ? w : "TRYAGAIN, CLUSTERDOWN or LOADING")
+                           : st == LATER  ? (lw[0] ? lw : "TRYAGAIN, CLUSTERDOWN or LOADING")
                                           : "MOVED back to a node already tried",
                            (long long)(lc_now_ms() - t0));
                 goto not_run;

@@ -582,6 +582,37 @@ static void test_not_run(void)
     mig_end(&m);
 }
 
+/* CLUSTERDOWN makes the map refresh (a slot no longer served where the map
+ * says, a master restarted and loading), TRYAGAIN alone does not: the
+ * slot's master drops the slot (CLUSTER DELSLOTS), answers CLUSTERDOWN,
+ * and the client asks for a map before trying again. */
+static void test_clusterdown(void)
+{
+    char key[64], s[16];
+    key_on(C.port[2], "cd", key, sizeof key);
+    snprintf(s, sizeof s, "%d", slot_of(key));
+    lc_client *c = cl_client(0, 300);
+    lc_conn *conn = lct_conn(c);
+    TU_REQUIRE(get_int(conn, key) == -1, "a map, the key absent");
+    lc_stats st;
+    lc_client_stats(c, &st);
+    uint64_t before = st.cluster_refreshes;
+    TU_REQUIRE(q(C.port[2], "CLUSTER DELSLOTS %s", s, NULL) == 0, "DELSLOTS");
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "GET %s", key);
+    lc_status rs = lc_conn_pipe(conn, &p);
+    lc_pipe_clear(&p);
+    lc_client_stats(c, &st);
+    TU_CHECK(rs == LC_IO && st.cluster_refreshes > before,
+             "CLUSTERDOWN: LC_IO (%s), the map refreshed (%llu -> %llu)", lc_conn_errstr(conn),
+             (unsigned long long)before, (unsigned long long)st.cluster_refreshes);
+    TU_REQUIRE(q(C.port[2], "CLUSTER ADDSLOTS %s", s, NULL) == 0, "ADDSLOTS");
+    TU_CHECK(pk_cluster_wait_ok(&C, (int)tu_slack(10000), NULL), "cluster ok again");
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
 static void test_stale_seed(void)
 {
     char key[64];
@@ -780,6 +811,7 @@ int main(void)
     test_reentrant();
     test_migration();
     test_not_run();
+    test_clusterdown();
     test_stale_seed();
     test_failover();
     pk_cluster_stop(&C);
