@@ -70,6 +70,28 @@ static int number(const char *s, const char *e, long lo, long hi, int *out)
     return 0;
 }
 
+void lc__channel_name(const char *prefix, const char *key, char *out, size_t len)
+{
+    int want = lc_key_slot(key, strlen(key));
+    if (strchr(key, '{'))
+        snprintf(out, len, "%s:%s", prefix, key);
+    else
+        snprintf(out, len, "%s:{%s}", prefix, key);
+    if (lc_key_slot(out, strlen(out)) == want)
+        return;
+    /* every slot is the slot of some number below 2^17 (the largest
+     * smallest one is 109757): a search of at most a millisecond, for odd
+     * keys only */
+    for (int n = 0; n < (1 << 17); n++) {
+        char tag[16];
+        int tl = snprintf(tag, sizeof tag, "%d", n);
+        if (lc_key_slot(tag, (size_t)tl) == want) {
+            snprintf(out, len, "%s:{%s}%s", prefix, tag, key);
+            return;
+        }
+    }
+}
+
 int lc__redirect_parse(const char *str, size_t len, lc__redirect *out)
 {
     const char *end = str + len;

@@ -54,6 +54,15 @@ int lc__redirect_parse(const char *str, size_t len, lc__redirect *out);
  * thread. */
 bool lc__cluster_try_later(const char *str, size_t len);
 
+/* The pub/sub channel of lock key `key` into out (len bytes): Redisson's
+ * prefixName (prefix + ":" + key when the key contains '{', else
+ * prefix + ":{" + key + "}") when that hashes to the key's slot; else, for
+ * a '{' or '}' that opens or closes no tag ("a{b", "a{}b", "a}b": the key
+ * hashes whole), prefix + ":{N}" + key with N the smallest number whose
+ * slot is the key's. The release script names the key and its channel,
+ * and a cluster refuses keys of two slots. Any thread. */
+void lc__channel_name(const char *prefix, const char *key, char *out, size_t len);
+
 /* --- the keys a command names ---------------------------------------------- */
 
 #define LC__CMD_KEYLESS (-1) /* names no key (MULTI, EXEC, WAIT, PING, PUBLISH...) */

@@ -54,10 +54,7 @@ void lc__hook_after_setnx(void (*fn)(void *arg), void *arg)
  * channel hashes to the key's slot; otherwise the whole key becomes one. */
 static void channel_name(const char *key, char *out, size_t len)
 {
-    if (strchr(key, '{'))
-        snprintf(out, len, "%s:%s", LC_CHANNEL_PREFIX, key);
-    else
-        snprintf(out, len, "%s:{%s}", LC_CHANNEL_PREFIX, key);
+    lc__channel_name(LC_CHANNEL_PREFIX, key, out, len);
 }
 
 static lc_status fail_io(lc_conn *conn)

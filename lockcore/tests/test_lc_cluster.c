@@ -790,6 +790,20 @@ static void test_reentrant(void)
     pthread_join(t, &rv);
     TU_CHECK((lc_status)(intptr_t)rv == LC_OK, "the waiter got it (%s)",
              lc_status_name((lc_status)(intptr_t)rv));
+    /* a brace that opens or closes no tag: the key hashes whole, and its
+     * channel still lies in its slot */
+    const char *odd[] = {"lct:a{b:lock", "lct:a{}b:lock", "lct:a}b:lock"};
+    for (int i = 0; i < 3; i++) {
+        a = lct_args(LC_REENTRANT, odd[i], "holder", 0, 0);
+        g = NULL;
+        lc_status s = lc_acquire(conn, &a, &g);
+        TU_CHECK(s == LC_OK, "%s: acquire %s (%s)", odd[i], lc_status_name(s),
+                 lc_conn_errstr(conn));
+        s = g ? lc_release(conn, g) : LC_IO;
+        TU_CHECK(s == LC_OK && tu_redis_int(owner(slot_of(odd[i])), "EXISTS %s", odd[i]) == 0,
+                 "%s: released, its channel in its slot (%s: %s)", odd[i], lc_status_name(s),
+                 lc_conn_errstr(conn));
+    }
     lc_conn_free(conn);
     lc_client_free(h);
     lc_client_free(w);
