@@ -414,10 +414,7 @@ lc_status lc__cluster_setup(lc_cluster *cl, const lc_options *o, char *err, size
     LC_PTHREAD(pthread_mutex_init(&cl->mu, NULL));
     for (int s = 0; s < LC__SLOTS; s++)
         atomic_init(&cl->slot[s], -1);
-    atomic_init(&cl->hint, -1);
-    atomic_init(&cl->avoid, -1);
-    atomic_init(&cl->must_slot, -1);
-    atomic_init(&cl->must_addr, -1);
+    atomic_init(&cl->news, 0);
     cl->rctx_addr = -1;
     int n = o->cluster_node_count;
     if (n == 0)
@@ -720,6 +717,31 @@ static int64_t wall_ms(void)
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+/* cl->news, unpacked: each field -1 when none. Packed as 16 bits of
+ * generation, then hint, avoid, must_addr (8 bits each, plus one: the book
+ * holds 128) and must_slot (16 bits, plus one). A MOVED and a refused
+ * connection each write it by compare-and-swap, bumping the generation; a
+ * refresh reads it once before asking, and afterwards clears it only when
+ * it is still the word it read: news that came during the refresh stays
+ * for the next one, with its refresh due. */
+typedef struct news {
+    unsigned gen;
+    int hint, avoid, must_addr, must_slot;
+} news;
+
+static news news_get(uint64_t w)
+{
+    return (news){(unsigned)(w >> 48), (int)((w >> 40) & 0xff) - 1, (int)((w >> 32) & 0xff) - 1,
+                  (int)((w >> 16) & 0xff) - 1, (int)(w & 0xffff) - 1};
+}
+
+static uint64_t news_put(news n)
+{
+    return (uint64_t)(n.gen & 0xffff) << 48 | (uint64_t)(n.hint + 1) << 40 |
+           (uint64_t)(n.avoid + 1) << 32 | (uint64_t)(n.must_addr + 1) << 16 |
+           (uint64_t)(n.must_slot + 1);
+}
+
 /* Under cl->mu: asks node after node (lc_cluster.c's header says in which
  * order) until one answers a map that agrees with the last MOVED; takes
  * it. 0 when a map was taken or the current one stays (every answer
@@ -737,8 +759,10 @@ static int refresh_locked(lc_cluster *cl, char *err)
         lc__seterr(err, "cluster: out of memory for a slot map");
         return -1;
     }
-    int hint = atomic_load(&cl->hint), avoid = atomic_load(&cl->avoid);
-    int must_slot = atomic_load(&cl->must_slot), must_addr = atomic_load(&cl->must_addr);
+    uint64_t read = atomic_load(&cl->news);
+    news nw = news_get(read);
+    int hint = nw.hint, avoid = nw.avoid;
+    int must_slot = nw.must_slot, must_addr = nw.must_addr;
     int order[LC__CL_MAX_ADDRS], n = 0;
     bool in[LC__CL_MAX_ADDRS] = {false};
 #define ADD(i)                                                                                     \
@@ -759,7 +783,7 @@ static int refresh_locked(lc_cluster *cl, char *err)
         ADD(i);
     if (avoid >= 0 && avoid < naddr) {
         avoid = -1;
-        ADD(atomic_load(&cl->avoid)); /* last: maybe it is back */
+        ADD(nw.avoid); /* last: maybe it is back */
     }
 #undef ADD
     char all[LC_ERRSTR_LEN] = "";
@@ -798,11 +822,20 @@ static int refresh_locked(lc_cluster *cl, char *err)
          * MOVED's entry, and the next periodic refresh asks again */
         if (rc != 0 && atomic_load(&cl->refreshed_ms) > 0)
             atomic_store(&cl->refreshed_ms, lc_now_ms());
+        /* due cleared before the news: a MOVED whose news lands after the
+         * swap sets due again after this; one whose news landed before
+         * makes the swap fail, and due is set back here */
         atomic_store(&cl->due, 0);
-        atomic_store(&cl->hint, -1);
-        atomic_store(&cl->avoid, -1);
-        atomic_store(&cl->must_slot, -1);
-        atomic_store(&cl->must_addr, -1);
+        news none = {nw.gen, -1, -1, -1, -1};
+        if (!atomic_compare_exchange_strong(&cl->news, &read, news_put(none))) {
+            /* a MOVED during the refresh: the map just stored may predate
+             * it, so its fix goes back in, and its refresh stays due */
+            news late = news_get(read);
+            if (late.must_slot >= 0)
+                atomic_store_explicit(&cl->slot[late.must_slot], (int16_t)late.must_addr,
+                                      memory_order_release);
+            atomic_store(&cl->due, 1);
+        }
         cl->failed_at_ms = 0;
         if (rc != 0 && atomic_load(&cl->refreshed_ms) == 0) {
             lc__seterr(err, "cluster: no node gave a usable slot map (%s)", all);
@@ -848,16 +881,32 @@ void lc__cluster_moved(lc_cluster *cl, int slot, int addr, int from)
 {
     if (slot < 0 || slot >= LC__SLOTS || addr < 0 || addr >= LC__CL_MAX_ADDRS)
         return;
+    if (from < -1 || from >= LC__CL_MAX_ADDRS)
+        from = -1;
     atomic_store_explicit(&cl->slot[slot], (int16_t)addr, memory_order_release);
-    atomic_store(&cl->must_slot, slot);
-    atomic_store(&cl->must_addr, addr);
-    atomic_store(&cl->hint, from);
+    uint64_t w = atomic_load(&cl->news), to;
+    do {
+        news n = news_get(w);
+        n.gen++;
+        n.hint = from;
+        n.must_slot = slot;
+        n.must_addr = addr;
+        to = news_put(n);
+    } while (!atomic_compare_exchange_weak(&cl->news, &w, to));
     atomic_store(&cl->due, 1);
 }
 
 void lc__cluster_failed(lc_cluster *cl, int addr)
 {
-    atomic_store(&cl->avoid, addr);
+    if (addr < -1 || addr >= LC__CL_MAX_ADDRS)
+        addr = -1;
+    uint64_t w = atomic_load(&cl->news), to;
+    do {
+        news n = news_get(w);
+        n.gen++;
+        n.avoid = addr;
+        to = news_put(n);
+    } while (!atomic_compare_exchange_weak(&cl->news, &w, to));
     atomic_store(&cl->due, 1);
 }
 

@@ -115,10 +115,14 @@ typedef struct lc_cluster {
     _Atomic int64_t refreshed_ms;      /* lc_now_ms of the last map taken; 0: none yet */
     _Atomic int64_t refreshed_wall_ms; /* the same, wall clock (ms since the epoch) */
     atomic_int due;                    /* a refresh is due before the next command */
-    atomic_int hint;                   /* the node to ask first (it answered MOVED), -1 */
-    atomic_int avoid;                  /* a node not to ask (it refused a connection), -1 */
-    atomic_int must_slot, must_addr;   /* the last MOVED: a map must agree, -1 */
-    int64_t failed_at_ms;              /* the last refresh that found no map */
+    /* What the last MOVED and the last refused connection ask of the next
+     * refresh, packed in one word (lc_cluster.c, "news"): a generation, the
+     * node to ask first (it answered MOVED), a node not to ask (it refused
+     * a connection), and the MOVED's slot and node, which a map must agree
+     * with. One word, so two MOVEDs never mix their halves, and a refresh
+     * clears only what it read (compare-and-swap), never a newer one. */
+    _Atomic uint64_t news;
+    int64_t failed_at_ms; /* the last refresh that found no map */
     char failed_err[LC_ERRSTR_LEN];
     redisContext *rctx; /* the refresh's connection, kept to rctx_addr */
     int rctx_addr;
