@@ -131,7 +131,7 @@ redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key);
 
 /* lc__trip on conn: without a cluster exactly lc__trip(*ctx, ...), or with
  * sent (an lc_acquire_send attempt written on *ctx) lc__trip_recv. With a
- * cluster, the router (lockcore/README.md, "Redis Cluster"): the batch
+ * cluster, the router (lockcore/README.md, "Keys and Redis Cluster"): the batch
  * goes to the master of its slot and follows MOVED, ASK, TRYAGAIN,
  * CLUSTERDOWN and LOADING as kind allows; a command whose reply did not
  * come is never sent again; *ctx is then the context of the last round
