@@ -471,12 +471,12 @@ static redisContext *node_ctx(lc_conn *conn, int addr)
  * node used last; pinned to the node holding this connection's WATCH of
  * slot when pin (the batch ends a transaction). A refused connection makes
  * the map refresh from another node, and is tried again with a growing
- * back-off until command_timeout_ms passed. NULL with conn->err set. */
-static redisContext *route(lc_conn *conn, int slot, bool pin)
+ * back-off while the next wait ends before deadline (lc_now_ms). NULL with
+ * conn->err set. */
+static redisContext *route(lc_conn *conn, int slot, bool pin, int64_t deadline)
 {
     lc_client *c = conn->client;
     lc_cluster *cl = &c->cl;
-    int64_t deadline = lc_now_ms() + c->command_timeout_ms;
     int64_t backoff = BACKOFF_FIRST_MS;
     for (;;) {
         if (lc__cluster_ensure(cl, conn->err) != 0)
@@ -508,7 +508,8 @@ redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key)
         return lc__conn_ctx(conn);
     if (conn->sent != LC_SENT_NONE)
         return conn->ctx;
-    return route(conn, lc_key_slot(key, strlen(key)), false);
+    return route(conn, lc_key_slot(key, strlen(key)), false,
+                 lc_now_ms() + conn->client->command_timeout_ms);
 }
 
 int lc__conn_pipe_slot(const lc_conn *conn, const lc_pipe *p, int want, char *err)
@@ -787,7 +788,10 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     char *lock_resp = NULL;
     long long lock_len = 0;
     int rc = -1, np = p ? p->n : 0;
-    int64_t t0 = lc_now_ms();
+    /* one budget for the whole trip: finding the master, the redirects
+     * and the back-offs (each round trip's own wait is hiredis's command
+     * timeout on its socket) */
+    int64_t t0 = lc_now_ms(), deadline = t0 + c->command_timeout_ms;
     conn->trip_lock_unread = false;
     conn->trip_unread_before = conn->trip_unread_after = 0;
     if (rep)
@@ -854,7 +858,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         ctx = conn->ctx;
         first = lc__trip_recv(ctx, argc > 0, p, p_first, &lrep, conn->err);
     } else {
-        ctx = route(conn, t.slot, any_exec);
+        ctx = route(conn, t.slot, any_exec, deadline);
         if (!ctx)
             goto out;
         first = lc__trip(ctx, argc, argv, p, p_first, &lrep, conn->err);
@@ -882,7 +886,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     if (from >= 0)
         visited[from] = true;
     int redirects = 0;
-    int64_t deadline = lc_now_ms() + c->command_timeout_ms, backoff = BACKOFF_FIRST_MS;
+    int64_t backoff = BACKOFF_FIRST_MS;
     for (;;) {
         bool dnr = false, astray = false;
         for (int i = 0; i < t.nu; i++) {
@@ -970,7 +974,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             atomic_fetch_add(&cl->retries, 1);
             lc__sleep_ms(backoff);
             backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
-            ctx = route(conn, t.slot, false);
+            ctx = route(conn, t.slot, false, deadline);
             if (!ctx)
                 goto not_run; /* nothing sent; route said why */
         }
