@@ -721,10 +721,10 @@ typedef struct lc_cluster_map {
 } lc_cluster_map;
 
 /* Copies c's slot map into *out (about 40 KB: not for a small stack). c
- * and out must not be NULL. Does not refresh the map and sends nothing,
- * but waits for a refresh another thread has under way (the map's mutex:
- * up to about the connect plus command timeout per node it asks). Returns
- * 0; -1 without lc_options.cluster_nodes (*out zeroed). Any thread. */
+ * and out must not be NULL. Does not refresh the map and sends nothing; a
+ * refresh under way on another thread holds it back only while it
+ * publishes a new map, never while it asks the nodes. Returns 0; -1
+ * without lc_options.cluster_nodes (*out zeroed). Any thread. */
 int lc_cluster_map_get(lc_client *c, lc_cluster_map *out);
 
 /* Writes "host:port" of the master serving slot (0..16383) in c's map now

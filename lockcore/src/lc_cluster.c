@@ -412,6 +412,7 @@ lc_status lc__cluster_setup(lc_cluster *cl, const lc_options *o, char *err, size
 {
     memset(cl, 0, sizeof *cl);
     LC_PTHREAD(pthread_mutex_init(&cl->mu, NULL));
+    LC_PTHREAD(pthread_mutex_init(&cl->refresh_mu, NULL));
     for (int s = 0; s < LC__SLOTS; s++)
         atomic_init(&cl->slot[s], -1);
     atomic_init(&cl->news, 0);
@@ -457,6 +458,7 @@ void lc__cluster_shutdown(lc_cluster *cl)
         redisFree(cl->rctx);
     cl->rctx = NULL;
     LC_PTHREAD(pthread_mutex_destroy(&cl->mu));
+    LC_PTHREAD(pthread_mutex_destroy(&cl->refresh_mu));
 }
 
 /* Under cl->mu: host:port's index, appended when new; -1 when full. */
@@ -502,7 +504,7 @@ static void add_why(char *buf, const char *text)
         snprintf(buf + used, LC_ERRSTR_LEN - used, "%s%s", used ? "; " : "", text);
 }
 
-/* Under cl->mu: a context to node i (the kept one when it is that node's
+/* Under cl->refresh_mu: a context to node i (the kept one when it is that node's
  * and healthy). NULL with why (160 bytes) set. */
 static redisContext *refresh_ctx(lc_cluster *cl, int i, char *why)
 {
@@ -585,7 +587,7 @@ static int node_addr(lc_cluster *cl, int asked, const char *f, size_t len)
         return -1;
     memcpy(host, f, hl);
     host[hl] = '\0';
-    return addr_locked(cl, hl ? host : cl->addr[asked].host, (int)port);
+    return lc__cluster_addr(cl, hl ? host : cl->addr[asked].host, (int)port);
 }
 
 static bool has_flag(const char *flags, size_t len, const char *flag)
@@ -742,7 +744,8 @@ static uint64_t news_put(news n)
            (uint64_t)(n.must_slot + 1);
 }
 
-/* Under cl->mu: asks node after node (lc_cluster.c's header says in which
+/* Under cl->refresh_mu (cl->mu taken only to read and publish the
+ * replicas and the map): asks node after node (lc_cluster.c's header says in which
  * order) until one answers a map that agrees with the last MOVED; takes
  * it. 0 when a map was taken or the current one stays (every answer
  * disagreed with the MOVED: the current map has that MOVED's fix); -1 with
@@ -791,8 +794,10 @@ static int refresh_locked(lc_cluster *cl, char *err)
     bool answered = false;
     for (int k = 0; k < n && rc != 0; k++) {
         char why[LC_ERRSTR_LEN] = "";
+        LC_PTHREAD(pthread_mutex_lock(&cl->mu));
         memcpy(nrepl, cl->nrepl, sizeof cl->nrepl);
         memcpy(repl, cl->repl, sizeof cl->repl);
+        LC_PTHREAD(pthread_mutex_unlock(&cl->mu));
         if (ask_node(cl, order[k], map, repl, nrepl, why) != 0) {
             add_why(all, why);
             continue;
@@ -805,12 +810,14 @@ static int refresh_locked(lc_cluster *cl, char *err)
             add_why(all, why);
             continue;
         }
+        LC_PTHREAD(pthread_mutex_lock(&cl->mu)); /* a snapshot sees all of it or none */
         for (int s = 0; s < LC__SLOTS; s++)
             atomic_store_explicit(&cl->slot[s], map[s], memory_order_release);
         memcpy(cl->nrepl, nrepl, sizeof cl->nrepl);
         memcpy(cl->repl, repl, sizeof cl->repl);
         atomic_store(&cl->refreshed_wall_ms, wall_ms());
         atomic_store(&cl->refreshed_ms, lc_now_ms());
+        LC_PTHREAD(pthread_mutex_unlock(&cl->mu));
         atomic_fetch_add(&cl->refreshes, 1);
         rc = 0;
     }
@@ -856,10 +863,10 @@ int lc__cluster_ensure(lc_cluster *cl, char *err)
     if (at > 0 && !due && now - at < cl->refresh_ms)
         return 0;
     if (at > 0 && !due) {
-        if (pthread_mutex_trylock(&cl->mu) != 0)
+        if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
             return 0; /* another thread refreshes: the map meanwhile is fine */
     } else {
-        LC_PTHREAD(pthread_mutex_lock(&cl->mu));
+        LC_PTHREAD(pthread_mutex_lock(&cl->refresh_mu));
     }
     at = atomic_load(&cl->refreshed_ms);
     due = atomic_load(&cl->due);
@@ -873,7 +880,7 @@ int lc__cluster_ensure(lc_cluster *cl, char *err)
     } else {
         rc = refresh_locked(cl, err) == 0 || at > 0 ? 0 : -1;
     }
-    LC_PTHREAD(pthread_mutex_unlock(&cl->mu));
+    LC_PTHREAD(pthread_mutex_unlock(&cl->refresh_mu));
     return rc;
 }
 

@@ -8,8 +8,10 @@
  * its index for the client's life, so each lc_conn can keep one context
  * per index) and, per slot, the index of the master serving it. Lookups are
  * lock-free (one atomic load); a refresh (CLUSTER NODES of the first node
- * that answers) runs under the map's mutex on the thread that found it
- * due. Which node is asked, and why never a stale one: lc_cluster.c.
+ * that answers) runs on the thread that found it due, under refresh_mu,
+ * which only refreshers take: the map's own mutex is held for no network
+ * I/O, only to append to the book and to publish. Which node is asked, and
+ * why never a stale one: lc_cluster.c.
  * The routing itself, and the redirects, are lc_conn.c's.
  */
 #ifndef MIAOSHA_LC_CLUSTER_H
@@ -104,7 +106,9 @@ typedef struct lc_cluster {
     int connect_timeout_ms, command_timeout_ms;
     char password[256];
 
-    pthread_mutex_t mu; /* refreshes, appends to the book, repl, failed_*, rctx */
+    pthread_mutex_t refresh_mu; /* one refresher at a time; failed_*, rctx */
+    pthread_mutex_t mu;         /* appends to the book, repl, nrepl; taken
+                                   after refresh_mu, never before it */
     atomic_int naddr;
     lc__cl_addr addr[LC__CL_MAX_ADDRS]; /* an entry is written before naddr
                                            grows past it, never changed after */
