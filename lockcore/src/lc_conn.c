@@ -829,10 +829,16 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     for (int k = 0; k < t.n && !sent; k++) {
         int ks = t.cmd[k].info.slot;
         if (ks == LC__CMD_CROSS || (ks >= 0 && ks != t.slot)) {
-            lc__seterr(conn->err,
-                       "lockcore: cluster: command %d of the batch names keys of %s than slot "
-                       "%d: one batch goes to one master, not sent",
-                       k, ks == LC__CMD_CROSS ? "two slots" : "another slot", t.slot);
+            if (ks == LC__CMD_CROSS)
+                lc__seterr(conn->err,
+                           "lockcore: cluster: command %d of the batch names keys of two "
+                           "slots: one batch goes to one master, not sent",
+                           k);
+            else
+                lc__seterr(conn->err,
+                           "lockcore: cluster: command %d of the batch names a key of slot %d, "
+                           "the batch's is %d: one batch goes to one master, not sent",
+                           k, ks, t.slot);
             goto out;
         }
     }
