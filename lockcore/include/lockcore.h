@@ -303,6 +303,10 @@ void lc_conn_free(lc_conn *conn);
  * may replace it: after the caller's command failed with ctx->err set, or
  * when the socket turns out closed by the peer or holding unread bytes (a
  * pipelined reply left unread), that call reconnects.
+ * With lc_options.cluster_nodes: the context of the node conn used last,
+ * or before any, of a master of the slot map (taken first when there is
+ * none): not the node of any key in particular, so for keyed commands use
+ * lc_conn_redis_key.
  * Threads: the thread that owns conn. */
 redisContext *lc_conn_redis(lc_conn *conn);
 
@@ -318,10 +322,14 @@ redisContext *lc_conn_redis(lc_conn *conn);
 redisContext *lc_conn_redis_key(lc_conn *conn, const char *key);
 
 /* One PING round trip, connecting first if needed, bounded by the connect
- * and command timeouts. Returns LC_OK; LC_IO with the reason in
- * lc_conn_errstr; LC_MISUSE, nothing sent, while an acquire sent by
- * lc_acquire_send is pending. Not counted in lc_stats.io_errors. The thread
- * that owns conn. */
+ * and command timeouts. With lc_options.cluster_nodes, a check of the
+ * whole cluster instead: the slot map taken or refreshed first when due
+ * (CLUSTER NODES, possibly of several nodes), then one PING to every
+ * master in it, one after another; LC_IO when one fails (it is then
+ * avoided by the next refresh) or when a slot has no master in the map.
+ * Returns LC_OK; LC_IO with the reason in lc_conn_errstr; LC_MISUSE,
+ * nothing sent, while an acquire sent by lc_acquire_send is pending. Not
+ * counted in lc_stats.io_errors. The thread that owns conn. */
 lc_status lc_conn_ping(lc_conn *conn);
 
 /* The last failure on conn ("" when none, never NULL), at most
@@ -514,7 +522,17 @@ void lc_pipe_clear(lc_pipe *p);
  * otherwise, the reason in lc_conn_errstr, and the connection reconnects on
  * the next call; LC_MISUSE for a NULL argument, or while an acquire sent by
  * lc_acquire_send is pending (nothing sent). Not counted in
- * lc_stats.io_errors. The thread that owns conn. */
+ * lc_stats.io_errors.
+ * With lc_options.cluster_nodes, p goes to the master of the one slot its
+ * commands name and follows MOVED, ASK, TRYAGAIN, CLUSTERDOWN and LOADING
+ * (lockcore/README.md, "Keys and Redis Cluster"). Also LC_MISUSE, nothing
+ * sent, when its commands name keys of two slots, or a command whose keys
+ * the router cannot find (one lockcore does not know). LC_IO too when the
+ * router gave up on commands before they ran (more than 5 redirects, a
+ * back-off past command_timeout_ms, a redirect to a node that cannot be
+ * reached): their replies are then error replies holding the reason,
+ * which lc_conn_errstr also says, never the last redirect; nothing of
+ * them ran. The thread that owns conn. */
 lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
 
 /* lc_acquire with p's commands (NULL or empty: exactly lc_acquire) in the
@@ -702,9 +720,11 @@ typedef struct lc_cluster_map {
     lc_cluster_master master[LC_CLUSTER_MAX_MASTERS];
 } lc_cluster_map;
 
-/* Copies c's slot map into *out (about 40 KB: not for a small stack). Does
- * not refresh it and sends nothing. Returns 0; -1 without
- * lc_options.cluster_nodes (*out zeroed). Any thread. */
+/* Copies c's slot map into *out (about 40 KB: not for a small stack). c
+ * and out must not be NULL. Does not refresh the map and sends nothing; a
+ * refresh under way on another thread holds it back only while it
+ * publishes a new map, never while it asks the nodes. Returns 0; -1
+ * without lc_options.cluster_nodes (*out zeroed). Any thread. */
 int lc_cluster_map_get(lc_client *c, lc_cluster_map *out);
 
 /* Writes "host:port" of the master serving slot (0..16383) in c's map now
@@ -713,7 +733,8 @@ int lc_cluster_map_get(lc_client *c, lc_cluster_map *out);
  * refresh the map (the next command does when one is due). Returns 0; -1,
  * buf untouched, without lc_options.cluster_nodes, for a slot out of range,
  * or while no master is known for it (no map taken yet: the first command
- * takes one). Any thread. */
+ * takes one), or for a NULL buf or len 0. c must not be NULL. Lock-free:
+ * never waits for a refresh. Any thread. */
 int lc_cluster_slot_master(lc_client *c, int slot, char *buf, size_t len);
 
 /* --- clock --------------------------------------------------------------- */

@@ -70,6 +70,28 @@ static int number(const char *s, const char *e, long lo, long hi, int *out)
     return 0;
 }
 
+void lc__channel_name(const char *prefix, const char *key, char *out, size_t len)
+{
+    int want = lc_key_slot(key, strlen(key));
+    if (strchr(key, '{'))
+        snprintf(out, len, "%s:%s", prefix, key);
+    else
+        snprintf(out, len, "%s:{%s}", prefix, key);
+    if (lc_key_slot(out, strlen(out)) == want)
+        return;
+    /* every slot is the slot of some number below 2^17 (the largest
+     * smallest one is 109757): a search of at most a millisecond, for odd
+     * keys only */
+    for (int n = 0; n < (1 << 17); n++) {
+        char tag[16];
+        int tl = snprintf(tag, sizeof tag, "%d", n);
+        if (lc_key_slot(tag, (size_t)tl) == want) {
+            snprintf(out, len, "%s:{%s}%s", prefix, tag, key);
+            return;
+        }
+    }
+}
+
 int lc__redirect_parse(const char *str, size_t len, lc__redirect *out)
 {
     const char *end = str + len;
@@ -390,12 +412,10 @@ lc_status lc__cluster_setup(lc_cluster *cl, const lc_options *o, char *err, size
 {
     memset(cl, 0, sizeof *cl);
     LC_PTHREAD(pthread_mutex_init(&cl->mu, NULL));
+    LC_PTHREAD(pthread_mutex_init(&cl->refresh_mu, NULL));
     for (int s = 0; s < LC__SLOTS; s++)
         atomic_init(&cl->slot[s], -1);
-    atomic_init(&cl->hint, -1);
-    atomic_init(&cl->avoid, -1);
-    atomic_init(&cl->must_slot, -1);
-    atomic_init(&cl->must_addr, -1);
+    atomic_init(&cl->news, 0);
     cl->rctx_addr = -1;
     int n = o->cluster_node_count;
     if (n == 0)
@@ -438,6 +458,7 @@ void lc__cluster_shutdown(lc_cluster *cl)
         redisFree(cl->rctx);
     cl->rctx = NULL;
     LC_PTHREAD(pthread_mutex_destroy(&cl->mu));
+    LC_PTHREAD(pthread_mutex_destroy(&cl->refresh_mu));
 }
 
 /* Under cl->mu: host:port's index, appended when new; -1 when full. */
@@ -483,7 +504,7 @@ static void add_why(char *buf, const char *text)
         snprintf(buf + used, LC_ERRSTR_LEN - used, "%s%s", used ? "; " : "", text);
 }
 
-/* Under cl->mu: a context to node i (the kept one when it is that node's
+/* Under cl->refresh_mu: a context to node i (the kept one when it is that node's
  * and healthy). NULL with why (160 bytes) set. */
 static redisContext *refresh_ctx(lc_cluster *cl, int i, char *why)
 {
@@ -566,7 +587,7 @@ static int node_addr(lc_cluster *cl, int asked, const char *f, size_t len)
         return -1;
     memcpy(host, f, hl);
     host[hl] = '\0';
-    return addr_locked(cl, hl ? host : cl->addr[asked].host, (int)port);
+    return lc__cluster_addr(cl, hl ? host : cl->addr[asked].host, (int)port);
 }
 
 static bool has_flag(const char *flags, size_t len, const char *flag)
@@ -698,7 +719,33 @@ static int64_t wall_ms(void)
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
-/* Under cl->mu: asks node after node (lc_cluster.c's header says in which
+/* cl->news, unpacked: each field -1 when none. Packed as 16 bits of
+ * generation, then hint, avoid, must_addr (8 bits each, plus one: the book
+ * holds 128) and must_slot (16 bits, plus one). A MOVED and a refused
+ * connection each write it by compare-and-swap, bumping the generation; a
+ * refresh reads it once before asking, and afterwards clears it only when
+ * it is still the word it read: news that came during the refresh stays
+ * for the next one, with its refresh due. */
+typedef struct news {
+    unsigned gen;
+    int hint, avoid, must_addr, must_slot;
+} news;
+
+static news news_get(uint64_t w)
+{
+    return (news){(unsigned)(w >> 48), (int)((w >> 40) & 0xff) - 1, (int)((w >> 32) & 0xff) - 1,
+                  (int)((w >> 16) & 0xff) - 1, (int)(w & 0xffff) - 1};
+}
+
+static uint64_t news_put(news n)
+{
+    return (uint64_t)(n.gen & 0xffff) << 48 | (uint64_t)(n.hint + 1) << 40 |
+           (uint64_t)(n.avoid + 1) << 32 | (uint64_t)(n.must_addr + 1) << 16 |
+           (uint64_t)(n.must_slot + 1);
+}
+
+/* Under cl->refresh_mu (cl->mu taken only to read and publish the
+ * replicas and the map): asks node after node (lc_cluster.c's header says in which
  * order) until one answers a map that agrees with the last MOVED; takes
  * it. 0 when a map was taken or the current one stays (every answer
  * disagreed with the MOVED: the current map has that MOVED's fix); -1 with
@@ -715,8 +762,10 @@ static int refresh_locked(lc_cluster *cl, char *err)
         lc__seterr(err, "cluster: out of memory for a slot map");
         return -1;
     }
-    int hint = atomic_load(&cl->hint), avoid = atomic_load(&cl->avoid);
-    int must_slot = atomic_load(&cl->must_slot), must_addr = atomic_load(&cl->must_addr);
+    uint64_t read = atomic_load(&cl->news);
+    news nw = news_get(read);
+    int hint = nw.hint, avoid = nw.avoid;
+    int must_slot = nw.must_slot, must_addr = nw.must_addr;
     int order[LC__CL_MAX_ADDRS], n = 0;
     bool in[LC__CL_MAX_ADDRS] = {false};
 #define ADD(i)                                                                                     \
@@ -737,7 +786,7 @@ static int refresh_locked(lc_cluster *cl, char *err)
         ADD(i);
     if (avoid >= 0 && avoid < naddr) {
         avoid = -1;
-        ADD(atomic_load(&cl->avoid)); /* last: maybe it is back */
+        ADD(nw.avoid); /* last: maybe it is back */
     }
 #undef ADD
     char all[LC_ERRSTR_LEN] = "";
@@ -745,8 +794,10 @@ static int refresh_locked(lc_cluster *cl, char *err)
     bool answered = false;
     for (int k = 0; k < n && rc != 0; k++) {
         char why[LC_ERRSTR_LEN] = "";
+        LC_PTHREAD(pthread_mutex_lock(&cl->mu));
         memcpy(nrepl, cl->nrepl, sizeof cl->nrepl);
         memcpy(repl, cl->repl, sizeof cl->repl);
+        LC_PTHREAD(pthread_mutex_unlock(&cl->mu));
         if (ask_node(cl, order[k], map, repl, nrepl, why) != 0) {
             add_why(all, why);
             continue;
@@ -759,12 +810,14 @@ static int refresh_locked(lc_cluster *cl, char *err)
             add_why(all, why);
             continue;
         }
+        LC_PTHREAD(pthread_mutex_lock(&cl->mu)); /* a snapshot sees all of it or none */
         for (int s = 0; s < LC__SLOTS; s++)
             atomic_store_explicit(&cl->slot[s], map[s], memory_order_release);
         memcpy(cl->nrepl, nrepl, sizeof cl->nrepl);
         memcpy(cl->repl, repl, sizeof cl->repl);
         atomic_store(&cl->refreshed_wall_ms, wall_ms());
         atomic_store(&cl->refreshed_ms, lc_now_ms());
+        LC_PTHREAD(pthread_mutex_unlock(&cl->mu));
         atomic_fetch_add(&cl->refreshes, 1);
         rc = 0;
     }
@@ -776,11 +829,20 @@ static int refresh_locked(lc_cluster *cl, char *err)
          * MOVED's entry, and the next periodic refresh asks again */
         if (rc != 0 && atomic_load(&cl->refreshed_ms) > 0)
             atomic_store(&cl->refreshed_ms, lc_now_ms());
+        /* due cleared before the news: a MOVED whose news lands after the
+         * swap sets due again after this; one whose news landed before
+         * makes the swap fail, and due is set back here */
         atomic_store(&cl->due, 0);
-        atomic_store(&cl->hint, -1);
-        atomic_store(&cl->avoid, -1);
-        atomic_store(&cl->must_slot, -1);
-        atomic_store(&cl->must_addr, -1);
+        news none = {nw.gen, -1, -1, -1, -1};
+        if (!atomic_compare_exchange_strong(&cl->news, &read, news_put(none))) {
+            /* a MOVED during the refresh: the map just stored may predate
+             * it, so its fix goes back in, and its refresh stays due */
+            news late = news_get(read);
+            if (late.must_slot >= 0)
+                atomic_store_explicit(&cl->slot[late.must_slot], (int16_t)late.must_addr,
+                                      memory_order_release);
+            atomic_store(&cl->due, 1);
+        }
         cl->failed_at_ms = 0;
         if (rc != 0 && atomic_load(&cl->refreshed_ms) == 0) {
             lc__seterr(err, "cluster: no node gave a usable slot map (%s)", all);
@@ -801,10 +863,10 @@ int lc__cluster_ensure(lc_cluster *cl, char *err)
     if (at > 0 && !due && now - at < cl->refresh_ms)
         return 0;
     if (at > 0 && !due) {
-        if (pthread_mutex_trylock(&cl->mu) != 0)
+        if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
             return 0; /* another thread refreshes: the map meanwhile is fine */
     } else {
-        LC_PTHREAD(pthread_mutex_lock(&cl->mu));
+        LC_PTHREAD(pthread_mutex_lock(&cl->refresh_mu));
     }
     at = atomic_load(&cl->refreshed_ms);
     due = atomic_load(&cl->due);
@@ -818,22 +880,40 @@ int lc__cluster_ensure(lc_cluster *cl, char *err)
     } else {
         rc = refresh_locked(cl, err) == 0 || at > 0 ? 0 : -1;
     }
-    LC_PTHREAD(pthread_mutex_unlock(&cl->mu));
+    LC_PTHREAD(pthread_mutex_unlock(&cl->refresh_mu));
     return rc;
 }
 
 void lc__cluster_moved(lc_cluster *cl, int slot, int addr, int from)
 {
+    if (slot < 0 || slot >= LC__SLOTS || addr < 0 || addr >= LC__CL_MAX_ADDRS)
+        return;
+    if (from < -1 || from >= LC__CL_MAX_ADDRS)
+        from = -1;
     atomic_store_explicit(&cl->slot[slot], (int16_t)addr, memory_order_release);
-    atomic_store(&cl->must_slot, slot);
-    atomic_store(&cl->must_addr, addr);
-    atomic_store(&cl->hint, from);
+    uint64_t w = atomic_load(&cl->news), to;
+    do {
+        news n = news_get(w);
+        n.gen++;
+        n.hint = from;
+        n.must_slot = slot;
+        n.must_addr = addr;
+        to = news_put(n);
+    } while (!atomic_compare_exchange_weak(&cl->news, &w, to));
     atomic_store(&cl->due, 1);
 }
 
 void lc__cluster_failed(lc_cluster *cl, int addr)
 {
-    atomic_store(&cl->avoid, addr);
+    if (addr < -1 || addr >= LC__CL_MAX_ADDRS)
+        addr = -1;
+    uint64_t w = atomic_load(&cl->news), to;
+    do {
+        news n = news_get(w);
+        n.gen++;
+        n.avoid = addr;
+        to = news_put(n);
+    } while (!atomic_compare_exchange_weak(&cl->news, &w, to));
     atomic_store(&cl->due, 1);
 }
 

@@ -8,8 +8,10 @@
  * its index for the client's life, so each lc_conn can keep one context
  * per index) and, per slot, the index of the master serving it. Lookups are
  * lock-free (one atomic load); a refresh (CLUSTER NODES of the first node
- * that answers) runs under the map's mutex on the thread that found it
- * due. Which node is asked, and why never a stale one: lc_cluster.c.
+ * that answers) runs on the thread that found it due, under refresh_mu,
+ * which only refreshers take: the map's own mutex is held for no network
+ * I/O, only to append to the book and to publish. Which node is asked, and
+ * why never a stale one: lc_cluster.c.
  * The routing itself, and the redirects, are lc_conn.c's.
  */
 #ifndef MIAOSHA_LC_CLUSTER_H
@@ -54,6 +56,15 @@ int lc__redirect_parse(const char *str, size_t len, lc__redirect *out);
  * thread. */
 bool lc__cluster_try_later(const char *str, size_t len);
 
+/* The pub/sub channel of lock key `key` into out (len bytes): Redisson's
+ * prefixName (prefix + ":" + key when the key contains '{', else
+ * prefix + ":{" + key + "}") when that hashes to the key's slot; else, for
+ * a '{' or '}' that opens or closes no tag ("a{b", "a{}b", "a}b": the key
+ * hashes whole), prefix + ":{N}" + key with N the smallest number whose
+ * slot is the key's. The release script names the key and its channel,
+ * and a cluster refuses keys of two slots. Any thread. */
+void lc__channel_name(const char *prefix, const char *key, char *out, size_t len);
+
 /* --- the keys a command names ---------------------------------------------- */
 
 #define LC__CMD_KEYLESS (-1) /* names no key (MULTI, EXEC, WAIT, PING, PUBLISH...) */
@@ -95,7 +106,9 @@ typedef struct lc_cluster {
     int connect_timeout_ms, command_timeout_ms;
     char password[256];
 
-    pthread_mutex_t mu; /* refreshes, appends to the book, repl, failed_*, rctx */
+    pthread_mutex_t refresh_mu; /* one refresher at a time; failed_*, rctx */
+    pthread_mutex_t mu;         /* appends to the book, repl, nrepl; taken
+                                   after refresh_mu, never before it */
     atomic_int naddr;
     lc__cl_addr addr[LC__CL_MAX_ADDRS]; /* an entry is written before naddr
                                            grows past it, never changed after */
@@ -106,10 +119,14 @@ typedef struct lc_cluster {
     _Atomic int64_t refreshed_ms;      /* lc_now_ms of the last map taken; 0: none yet */
     _Atomic int64_t refreshed_wall_ms; /* the same, wall clock (ms since the epoch) */
     atomic_int due;                    /* a refresh is due before the next command */
-    atomic_int hint;                   /* the node to ask first (it answered MOVED), -1 */
-    atomic_int avoid;                  /* a node not to ask (it refused a connection), -1 */
-    atomic_int must_slot, must_addr;   /* the last MOVED: a map must agree, -1 */
-    int64_t failed_at_ms;              /* the last refresh that found no map */
+    /* What the last MOVED and the last refused connection ask of the next
+     * refresh, packed in one word (lc_cluster.c, "news"): a generation, the
+     * node to ask first (it answered MOVED), a node not to ask (it refused
+     * a connection), and the MOVED's slot and node, which a map must agree
+     * with. One word, so two MOVEDs never mix their halves, and a refresh
+     * clears only what it read (compare-and-swap), never a newer one. */
+    _Atomic uint64_t news;
+    int64_t failed_at_ms; /* the last refresh that found no map */
     char failed_err[LC_ERRSTR_LEN];
     redisContext *rctx; /* the refresh's connection, kept to rctx_addr */
     int rctx_addr;

@@ -471,12 +471,12 @@ static redisContext *node_ctx(lc_conn *conn, int addr)
  * node used last; pinned to the node holding this connection's WATCH of
  * slot when pin (the batch ends a transaction). A refused connection makes
  * the map refresh from another node, and is tried again with a growing
- * back-off until command_timeout_ms passed. NULL with conn->err set. */
-static redisContext *route(lc_conn *conn, int slot, bool pin)
+ * back-off while the next wait ends before deadline (lc_now_ms). NULL with
+ * conn->err set. */
+static redisContext *route(lc_conn *conn, int slot, bool pin, int64_t deadline)
 {
     lc_client *c = conn->client;
     lc_cluster *cl = &c->cl;
-    int64_t deadline = lc_now_ms() + c->command_timeout_ms;
     int64_t backoff = BACKOFF_FIRST_MS;
     for (;;) {
         if (lc__cluster_ensure(cl, conn->err) != 0)
@@ -508,7 +508,8 @@ redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key)
         return lc__conn_ctx(conn);
     if (conn->sent != LC_SENT_NONE)
         return conn->ctx;
-    return route(conn, lc_key_slot(key, strlen(key)), false);
+    return route(conn, lc_key_slot(key, strlen(key)), false,
+                 lc_now_ms() + conn->client->command_timeout_ms);
 }
 
 int lc__conn_pipe_slot(const lc_conn *conn, const lc_pipe *p, int want, char *err)
@@ -558,11 +559,12 @@ typedef struct tunit {
     bool pinned; /* a transaction of the slot whose WATCH is on one node */
     bool free;   /* a command a second run cannot change (UNWATCH, PING) */
     /* after a round: */
-    int state;  /* RAN, or what kept it from running: */
+    int state;  /* RAN, or what kept it from running (ASTRAY: a redirect
+                   for another slot than the batch's) */
     int target; /* MOVED, ASK: the node named (address index) */
 } tunit;
 
-enum { RAN = 0, MOVED, ASK, LATER };
+enum { RAN = 0, MOVED, ASK, LATER, ASTRAY };
 
 typedef struct trip {
     lc_conn *conn;
@@ -575,13 +577,18 @@ typedef struct trip {
 } trip;
 
 /* What kept reply r from running, or RAN; *target the node a redirect
- * names (host "" is the host of node `from`). */
+ * names (host "" is the host of node `from`). A redirect is followed only
+ * for the batch's own slot: one naming another slot (or a batch naming no
+ * key) says the node and the router disagree about what was sent, and
+ * neither the map nor the command may follow it (ASTRAY). */
 static int reply_state(trip *t, const redisReply *r, int from, int *target)
 {
     if (!r || r->type != REDIS_REPLY_ERROR)
         return RAN;
     lc__redirect rd;
     if (lc__redirect_parse(r->str, r->len, &rd) == 0) {
+        if (rd.slot < 0 || rd.slot >= LC__SLOTS || rd.slot != t->slot)
+            return ASTRAY;
         lc_cluster *cl = &t->conn->client->cl;
         const char *host = rd.host[0] || from < 0 ? rd.host : lc__cluster_at(cl, from)->host;
         *target = lc__cluster_addr(cl, host, rd.port);
@@ -626,7 +633,7 @@ static void classify(trip *t, tunit *u, int from)
             kind = s;
             target = tg;
         } else if (kind != s || target != tg) {
-            kind = LATER;
+            kind = kind == ASTRAY || s == ASTRAY ? ASTRAY : LATER;
         }
     }
     u->state = kind;
@@ -736,6 +743,38 @@ static int resend(trip *t, redisContext *ctx, const int *r, int nr, bool asking)
     return 0;
 }
 
+/* A reply standing for a command the router gave up on before it ran: an
+ * error naming why, so the caller sees the reason, not the last redirect
+ * (which would read as the node's own answer). NULL when out of memory. */
+static redisReply *not_run_reply(const char *why)
+{
+    redisReply *r = calloc(1, sizeof *r);
+    if (r && !(r->str = strdup(why))) {
+        free(r);
+        return NULL;
+    }
+    if (r) {
+        r->type = REDIS_REPLY_ERROR;
+        r->len = strlen(r->str);
+    }
+    return r;
+}
+
+/* The first word of the first TRYAGAIN, CLUSTERDOWN or LOADING among the
+ * replies, into w (n bytes); "" when there is none. */
+static void later_word(const trip *t, char *w, size_t n)
+{
+    w[0] = '\0';
+    for (int k = 0; k < t->n; k++) {
+        const redisReply *r = *t->reply[k];
+        if (r && r->type == REDIS_REPLY_ERROR && lc__cluster_try_later(r->str, r->len)) {
+            size_t len = strcspn(r->str, " ");
+            snprintf(w, n, "%.*s", (int)(len < n ? len : n - 1), r->str);
+            return;
+        }
+    }
+}
+
 static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
                         lc_pipe *p, bool p_first, bool sent, redisReply **rep)
 {
@@ -749,6 +788,10 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     char *lock_resp = NULL;
     long long lock_len = 0;
     int rc = -1, np = p ? p->n : 0;
+    /* one budget for the whole trip: finding the master, the redirects
+     * and the back-offs (each round trip's own wait is hiredis's command
+     * timeout on its socket) */
+    int64_t t0 = lc_now_ms(), deadline = t0 + c->command_timeout_ms;
     conn->trip_lock_unread = false;
     conn->trip_unread_before = conn->trip_unread_after = 0;
     if (rep)
@@ -779,6 +822,26 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             t.slot = t.cmd[k].info.slot;
         any_exec |= t.cmd[k].info.exec;
     }
+    /* The public entry points refuse a batch of two slots; this catches
+     * lockcore's own callers too (a script whose keys hash apart), which
+     * would otherwise go to one master and fail there, or worse, run part
+     * of the batch on a node that does not own the rest. */
+    for (int k = 0; k < t.n && !sent; k++) {
+        int ks = t.cmd[k].info.slot;
+        if (ks == LC__CMD_CROSS || (ks >= 0 && ks != t.slot)) {
+            if (ks == LC__CMD_CROSS)
+                lc__seterr(conn->err,
+                           "lockcore: cluster: command %d of the batch names keys of two "
+                           "slots: one batch goes to one master, not sent",
+                           k);
+            else
+                lc__seterr(conn->err,
+                           "lockcore: cluster: command %d of the batch names a key of slot %d, "
+                           "the batch's is %d: one batch goes to one master, not sent",
+                           k, ks, t.slot);
+            goto out;
+        }
+    }
     for (int k = 0; k < t.n; k++) {
         tunit *u = &t.u[t.nu++];
         u->k0 = k;
@@ -801,7 +864,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         ctx = conn->ctx;
         first = lc__trip_recv(ctx, argc > 0, p, p_first, &lrep, conn->err);
     } else {
-        ctx = route(conn, t.slot, any_exec);
+        ctx = route(conn, t.slot, any_exec, deadline);
         if (!ctx)
             goto out;
         first = lc__trip(ctx, argc, argv, p, p_first, &lrep, conn->err);
@@ -829,15 +892,26 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     if (from >= 0)
         visited[from] = true;
     int redirects = 0;
-    int64_t deadline = lc_now_ms() + c->command_timeout_ms, backoff = BACKOFF_FIRST_MS;
+    int64_t backoff = BACKOFF_FIRST_MS;
     for (;;) {
-        bool dnr = false;
+        bool dnr = false, astray = false;
         for (int i = 0; i < t.nu; i++) {
             classify(&t, &t.u[i], from);
             dnr |= t.u[i].state != RAN;
+            astray |= t.u[i].state == ASTRAY;
         }
         if (!dnr)
             break;
+        if (astray) {
+            char at[LC_ADDR_LEN] = "?";
+            if (from >= 0)
+                lc__cluster_addr_text(lc__cluster_at(cl, from), at, sizeof at);
+            lc__seterr(conn->err,
+                       "cluster: slot %d: %s redirected the batch for another slot: not sent "
+                       "again",
+                       t.slot, at);
+            goto not_run;
+        }
         int r[LC_PIPE_MAX + 1], nr;
         bool whole;
         to_resend(&t, kind, r, &nr, &whole);
@@ -863,10 +937,10 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         if (follow) {
             if (++redirects > LC__CL_MAX_REDIRECTS) {
                 lc__seterr(conn->err,
-                           "cluster: slot %d: more than %d redirects, the last %s to %s (its "
+                           "cluster: slot %d: too many redirects (%d), the last %s to %s (its "
                            "nodes disagree about it): not sent again",
                            t.slot, LC__CL_MAX_REDIRECTS, st == MOVED ? "MOVED" : "ASK", at);
-                break;
+                goto not_run;
             }
             if (st == MOVED) {
                 lc__cluster_moved(cl, t.slot, tg, from);
@@ -878,29 +952,37 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             ctx = node_ctx(conn, tg);
             if (!ctx) {
                 lc__cluster_failed(cl, tg);
-                break; /* nothing sent: the redirects stand as the replies */
+                goto not_run; /* nothing sent; node_ctx said why */
             }
         } else {
             /* TRYAGAIN, CLUSTERDOWN, LOADING; the slot's keys on two nodes
              * (part ran, part was redirected: a migration under way); a
              * MOVED back to a node already tried; redirects that disagree.
              * Nothing of what goes again ran: wait, then the map's master. */
-            if (st != LATER)
+            /* A refresh is due, except for TRYAGAIN alone (a migration
+             * step: the map is right, the keys are between two nodes):
+             * CLUSTERDOWN or LOADING may be a master the map still names
+             * after a failover, restarted and loading, or a slot no longer
+             * served where the map says. */
+            char lw[16];
+            later_word(&t, lw, sizeof lw);
+            if (st != LATER || strcmp(lw, "TRYAGAIN") != 0)
                 atomic_store(&cl->due, 1);
             if (lc_now_ms() + backoff > deadline) {
-                lc__seterr(conn->err, "cluster: slot %d: %s for %d ms: not sent again", t.slot,
+                lc__seterr(conn->err, "cluster: slot %d: %s: retried for %lld ms: not sent again",
+                           t.slot,
                            whole || !same ? "its keys are on two nodes (a migration)"
-                           : st == LATER  ? "TRYAGAIN, CLUSTERDOWN or LOADING"
-                                          : "redirected back to a node already tried",
-                           c->command_timeout_ms);
-                break;
+                           : st == LATER  ? (lw[0] ? lw : "TRYAGAIN, CLUSTERDOWN or LOADING")
+                                          : "MOVED back to a node already tried",
+                           (long long)(lc_now_ms() - t0));
+                goto not_run;
             }
             atomic_fetch_add(&cl->retries, 1);
             lc__sleep_ms(backoff);
             backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
-            ctx = route(conn, t.slot, false);
+            ctx = route(conn, t.slot, false, deadline);
             if (!ctx)
-                break;
+                goto not_run; /* nothing sent; route said why */
         }
         *ctxp = ctx;
         from = conn->cur;
@@ -917,6 +999,21 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         track_watch(&t, sent_k, ns, from);
     }
     rc = 0;
+    goto out;
+not_run:
+    /* Every reply came, but what was redirected or told to wait did not
+     * run: its reply becomes the reason (conn->err), and the caller hears
+     * "not run" (LC__TRIP_NOT_RUN), not a reply of the node's. */
+    for (int i = 0; i < t.nu; i++) {
+        if (t.u[i].state == RAN)
+            continue;
+        for (int k = t.u[i].k0; k <= t.u[i].k1; k++) {
+            if (*t.reply[k])
+                freeReplyObject(*t.reply[k]);
+            *t.reply[k] = not_run_reply(conn->err);
+        }
+    }
+    rc = LC__TRIP_NOT_RUN;
 out:
     free(lock_resp);
     if (rep)
@@ -966,8 +1063,11 @@ redisReply *lc__conn_eval(lc_conn *conn, const char *sha, const char *body, int 
         argv[1] = body;
         t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r);
     }
-    if (t != 0)
+    if (t != 0) {
+        if (r)
+            freeReplyObject(r); /* not run: conn->err says why */
         return NULL;
+    }
     if (r->type == REDIS_REPLY_ERROR) {
         lc__seterr(conn->err, "redis: %s", r->str);
         freeReplyObject(r);

@@ -131,13 +131,18 @@ redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key);
 
 /* lc__trip on conn: without a cluster exactly lc__trip(*ctx, ...), or with
  * sent (an lc_acquire_send attempt written on *ctx) lc__trip_recv. With a
- * cluster, the router (lockcore/README.md, "Redis Cluster"): the batch
+ * cluster, the router (lockcore/README.md, "Keys and Redis Cluster"): the batch
  * goes to the master of its slot and follows MOVED, ASK, TRYAGAIN,
  * CLUSTERDOWN and LOADING as kind allows; a command whose reply did not
  * come is never sent again; *ctx is then the context of the last round
  * (where a reply went missing), and conn->trip_* say what it left unread.
- * Returns 0 when every reply came (an error reply, a redirect given up on
- * included); -1 when one did not, the reason in conn->err. */
+ * Returns 0 when every reply came and every command ran (an error reply
+ * included); LC__TRIP_NOT_RUN when every reply came but the router gave up
+ * on some commands before they ran (too many redirects, a back-off past
+ * command_timeout_ms, the node named unreachable): their replies are error
+ * replies holding the reason, also in conn->err; -1 when a reply did not
+ * come, the reason in conn->err. */
+#define LC__TRIP_NOT_RUN (-2)
 int lc__conn_trip(lc_conn *conn, redisContext **ctx, int kind, int argc, const char **argv,
                   lc_pipe *p, bool p_first, bool sent, redisReply **rep);
 

@@ -54,10 +54,7 @@ void lc__hook_after_setnx(void (*fn)(void *arg), void *arg)
  * channel hashes to the key's slot; otherwise the whole key becomes one. */
 static void channel_name(const char *key, char *out, size_t len)
 {
-    if (strchr(key, '{'))
-        snprintf(out, len, "%s:%s", LC_CHANNEL_PREFIX, key);
-    else
-        snprintf(out, len, "%s:{%s}", LC_CHANNEL_PREFIX, key);
+    lc__channel_name(LC_CHANNEL_PREFIX, key, out, len);
 }
 
 static lc_status fail_io(lc_conn *conn)
@@ -232,8 +229,11 @@ static lc_status setnx_try(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, boo
     redisReply *r = NULL;
     if (conn->client->cl.on) {
         const char *sargv[] = {"SETNX", a->key, "1"};
-        if (lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 3, sargv, NULL, false, false, &r) != 0)
+        if (lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 3, sargv, NULL, false, false, &r) == -1 &&
+            r) {
+            freeReplyObject(r); /* not run keeps its reply: the reason */
             r = NULL;
+        }
     } else {
         r = redisCommand(ctx, "SETNX %s 1", a->key);
     }

@@ -99,10 +99,7 @@ static bool token_like(lc_mode m)
 /* Same as lc_lock.c's channel_name (Redisson's prefixName). */
 static void channel_name(const char *key, char *out, size_t len)
 {
-    if (strchr(key, '{'))
-        snprintf(out, len, "%s:%s", LC_REAPER_CHANNEL_PREFIX, key);
-    else
-        snprintf(out, len, "%s:{%s}", LC_REAPER_CHANNEL_PREFIX, key);
+    lc__channel_name(LC_REAPER_CHANNEL_PREFIX, key, out, len);
 }
 
 static void orphan_free(lc_orphan *o)

@@ -27,6 +27,7 @@
  * answers NOSCRIPT (a promoted replica has no script cache) and is sent
  * again as EVAL, and PING of every master turns healthy again.
  */
+#include "lc_conn.h"
 #include "lc_scripts.h"
 #include "lc_test.h"
 #include "pk_cluster.h"
@@ -254,6 +255,14 @@ static void test_misuse(void)
     TU_CHECK(lc_release_pipe(conn, g, &p) == LC_MISUSE, "a write of another slot: refused");
     TU_CHECK(tu_redis_int(owner(slot_of("lct:{b}:x")), "EXISTS %s", "lct:{b}:x") == 0,
              "nothing written");
+    /* lockcore's own callers go through the router's check too */
+    const char *args[] = {"lct:{a}:x", "lct:{b}:x"};
+    redisReply *er = lc__conn_eval(conn, "0000000000000000000000000000000000000000",
+                                   "redis.call('SET', KEYS[1], 1)", 2, 2, args);
+    TU_CHECK(er == NULL && strstr(lc_conn_errstr(conn), "two slots") &&
+                 strstr(lc_conn_errstr(conn), "not sent"),
+             "a script of two slots from inside lockcore: refused (%s)", lc_conn_errstr(conn));
+    freeReplyObject(er);
     lc_pipe_clear(&p);
     lc_conn_free(conn);
     lc_client_free(c);
@@ -508,6 +517,102 @@ static void test_migration(void)
 /* The refresh after a MOVED asks the node that answered it, and refuses a
  * map that says otherwise: the first seed, made to believe the old owner
  * again, must not undo the redirect just followed. */
+/* A command the router gives up on before it ran answers LC_IO with the
+ * reason, never the last redirect as if it were the node's reply: a slot
+ * MIGRATING on its master while the target is not IMPORTING makes ASK,
+ * then MOVED back, forever (more than 5 redirects); a TRYAGAIN past
+ * command_timeout_ms. */
+static void test_not_run(void)
+{
+    char key[64], k2[64], lock[64], tag[40], s[16];
+    key_on(C.port[0], "nr", key, sizeof key);
+    snprintf(tag, sizeof tag, "%.*s", (int)(strchr(key, '}') - strchr(key, '{') + 1),
+             strchr(key, '{'));
+    snprintf(k2, sizeof k2, "lct:%s:k2", tag);
+    snprintf(lock, sizeof lock, "lct:%s:lock", tag);
+    migration m;
+    m.slot = slot_of(key);
+    m.from = C.port[0];
+    m.to = C.port[1];
+    node_id(m.from, m.from_id, sizeof m.from_id);
+    node_id(m.to, m.to_id, sizeof m.to_id);
+    snprintf(s, sizeof s, "%d", m.slot);
+    TU_REQUIRE(q(m.from, "CLUSTER SETSLOT %s MIGRATING %s", s, m.to_id) == 0, "MIGRATING");
+    lc_client *c = cl_client(0, 2000);
+    lc_conn *conn = lct_conn(c);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "GET %s", key);
+    TU_CHECK(lc_conn_pipe(conn, &p) == LC_IO &&
+                 strstr(lc_conn_errstr(conn), "too many redirects (5)"),
+             "ASK ping-pong: LC_IO naming it (%s)", lc_conn_errstr(conn));
+    redisReply *r = lc_pipe_take(&p, 0);
+    TU_CHECK(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "too many redirects") &&
+                 strncmp(r->str, "ASK", 3) != 0 && strncmp(r->str, "MOVED", 5) != 0,
+             "its reply is the reason, not the redirect (%s)", r ? r->str : "none");
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    lc_lock_args a = lct_args(LC_TOKEN, lock, "o", 5000, 0);
+    lc_guard *g = NULL;
+    TU_CHECK(lc_acquire(conn, &a, &g) == LC_IO && !g &&
+                 strstr(lc_conn_errstr(conn), "too many redirects (5)"),
+             "an acquire: LC_IO naming it (%s)", lc_conn_errstr(conn));
+    lc_conn_free(conn);
+    lc_client_free(c);
+    /* a real migration with the keys split: TRYAGAIN, backed off while the
+     * next wait still fits in command_timeout_ms (20 + 40 + 80 ms of 300) */
+    TU_REQUIRE(q(m.to, "CLUSTER SETSLOT %s IMPORTING %s", s, m.from_id) == 0, "IMPORTING");
+    q(m.from, "SET %s %s", key, "1");
+    q(m.from, "SET %s %s", k2, "2");
+    mig_key(&m, key);
+    c = cl_client(0, 300);
+    conn = lct_conn(c);
+    lc_pipe_append(&p, "MGET %s %s", key, k2);
+    int64_t t0 = lc_now_ms();
+    TU_CHECK(lc_conn_pipe(conn, &p) == LC_IO &&
+                 strstr(lc_conn_errstr(conn), "TRYAGAIN: retried for"),
+             "TRYAGAIN past the budget: LC_IO naming it (%s)", lc_conn_errstr(conn));
+    int64_t took = lc_now_ms() - t0;
+    TU_CHECK(took >= 100 && took < (int64_t)tu_slack(3000), "within the budget (%lld ms)",
+             (long long)took);
+    lc_pipe_clear(&p);
+    lc_conn_free(conn);
+    lc_client_free(c);
+    mig_key(&m, k2);
+    mig_end(&m);
+}
+
+/* CLUSTERDOWN makes the map refresh (a slot no longer served where the map
+ * says, a master restarted and loading), TRYAGAIN alone does not: the
+ * slot's master drops the slot (CLUSTER DELSLOTS), answers CLUSTERDOWN,
+ * and the client asks for a map before trying again. */
+static void test_clusterdown(void)
+{
+    char key[64], s[16];
+    key_on(C.port[2], "cd", key, sizeof key);
+    snprintf(s, sizeof s, "%d", slot_of(key));
+    lc_client *c = cl_client(0, 300);
+    lc_conn *conn = lct_conn(c);
+    TU_REQUIRE(get_int(conn, key) == -1, "a map, the key absent");
+    lc_stats st;
+    lc_client_stats(c, &st);
+    uint64_t before = st.cluster_refreshes;
+    TU_REQUIRE(q(C.port[2], "CLUSTER DELSLOTS %s", s, NULL) == 0, "DELSLOTS");
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "GET %s", key);
+    lc_status rs = lc_conn_pipe(conn, &p);
+    lc_pipe_clear(&p);
+    lc_client_stats(c, &st);
+    TU_CHECK(rs == LC_IO && st.cluster_refreshes > before,
+             "CLUSTERDOWN: LC_IO (%s), the map refreshed (%llu -> %llu)", lc_conn_errstr(conn),
+             (unsigned long long)before, (unsigned long long)st.cluster_refreshes);
+    TU_REQUIRE(q(C.port[2], "CLUSTER ADDSLOTS %s", s, NULL) == 0, "ADDSLOTS");
+    TU_CHECK(pk_cluster_wait_ok(&C, (int)tu_slack(10000), NULL), "cluster ok again");
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
 static void test_stale_seed(void)
 {
     char key[64];
@@ -685,6 +790,20 @@ static void test_reentrant(void)
     pthread_join(t, &rv);
     TU_CHECK((lc_status)(intptr_t)rv == LC_OK, "the waiter got it (%s)",
              lc_status_name((lc_status)(intptr_t)rv));
+    /* a brace that opens or closes no tag: the key hashes whole, and its
+     * channel still lies in its slot */
+    const char *odd[] = {"lct:a{b:lock", "lct:a{}b:lock", "lct:a}b:lock"};
+    for (int i = 0; i < 3; i++) {
+        a = lct_args(LC_REENTRANT, odd[i], "holder", 0, 0);
+        g = NULL;
+        lc_status s = lc_acquire(conn, &a, &g);
+        TU_CHECK(s == LC_OK, "%s: acquire %s (%s)", odd[i], lc_status_name(s),
+                 lc_conn_errstr(conn));
+        s = g ? lc_release(conn, g) : LC_IO;
+        TU_CHECK(s == LC_OK && tu_redis_int(owner(slot_of(odd[i])), "EXISTS %s", odd[i]) == 0,
+                 "%s: released, its channel in its slot (%s: %s)", odd[i], lc_status_name(s),
+                 lc_conn_errstr(conn));
+    }
     lc_conn_free(conn);
     lc_client_free(h);
     lc_client_free(w);
@@ -705,6 +824,8 @@ int main(void)
     test_misuse();
     test_reentrant();
     test_migration();
+    test_not_run();
+    test_clusterdown();
     test_stale_seed();
     test_failover();
     pk_cluster_stop(&C);

@@ -1,7 +1,8 @@
 /* test_lc_slots.c — Redis Cluster's key slots and redirect replies, no
  * server: the CRC16 and hash-tag vectors of the cluster specification, and
  * MOVED / ASK parsing with IPv4, IPv6 (bare and bracketed), an empty host
- * and the malformed forms a client must not follow. */
+ * and the malformed forms a client must not follow; the reentrant lock's
+ * channel in its key's slot. */
 #include <string.h>
 
 #include "lc_cluster.h"
@@ -38,6 +39,23 @@ static void test_slots(void)
     }
     TU_CHECK(lc_key_slot("", 0) == 0, "the empty key: slot 0");
     TU_CHECK(lc_key_slot("a\0b", 3) != lc_key_slot("a", 1), "binary keys count every byte");
+}
+
+/* The reentrant lock's channel lies in its key's slot, Redisson's name
+ * kept where it does. */
+static void test_channels(void)
+{
+    char ch[128];
+    lc__channel_name("p", "m:{sku}:lock", ch, sizeof ch);
+    TU_CHECK(!strcmp(ch, "p:m:{sku}:lock"), "a tag: prefixName kept (%s)", ch);
+    lc__channel_name("p", "plain", ch, sizeof ch);
+    TU_CHECK(!strcmp(ch, "p:{plain}"), "no tag: the key wrapped (%s)", ch);
+    const char *keys[] = {"m:{sku}:lock", "plain", "a{b", "a{}b", "a}b", "{}", "}{", "x{}{y}"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        lc__channel_name("p", keys[i], ch, sizeof ch);
+        TU_CHECK(slot(ch) == slot(keys[i]) && strstr(ch, keys[i]), "%s: channel %s, one slot",
+                 keys[i], ch);
+    }
 }
 
 static void redirect_ok(const char *text, lc__redir_kind kind, int s, const char *host, int port)
@@ -87,6 +105,7 @@ static void test_redirects(void)
 int main(void)
 {
     test_slots();
+    test_channels();
     test_redirects();
     return tu_done();
 }

@@ -191,6 +191,11 @@ void svc_health_reason(char *buf, size_t len)
     SVC_PT(pthread_mutex_unlock(&mu));
 }
 
+lc_client *svc_health_client(void)
+{
+    return client;
+}
+
 int svc_health_up(void)
 {
     return atomic_load_explicit(&status_up, memory_order_relaxed);

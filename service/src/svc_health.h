@@ -37,5 +37,13 @@ void svc_health_stop(void);
  * "redis 127.0.0.1:6379: Connection refused"), "" after a good one; into
  * buf (len bytes). Any thread. */
 void svc_health_reason(char *buf, size_t len);
+/* The probe's lc_client (NULL before svc_health_start). With a Redis
+ * Cluster its slot map is the one the last good probe pinged every master
+ * of, and each probe refreshes it once redis.cluster_refresh_ms has
+ * passed, with or without purchases: /stats shows this map, there as soon
+ * as /healthz is 200, where the service's own client takes one only with
+ * its first command. Owned by the probe; valid until svc_health_stop. Any
+ * thread. */
+lc_client *svc_health_client(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_gauges.h"
+#include "svc_health.h"
 #include "svc_process.h"
 
 /* ---- fine log-scale histogram: percentiles ---- */
@@ -247,11 +248,14 @@ static void put_pcts(svc_buf *b, const char *name, fine_hist *h)
 
 /* With a Redis Cluster: "cluster":{the slot map (each master, its slot
  * ranges, its replicas), when it was taken, the redirects, retries and map
- * refreshes}. Nothing without one. */
+ * refreshes}. Nothing without one. The map is the health probe's, kept
+ * fresh while the service is idle (svc_health_client); the counters are
+ * the service's client's. */
 static void put_cluster(svc_buf *b, lc_client *client, const lc_stats *ls)
 {
+    lc_client *fresh = svc_health_client() != NULL ? svc_health_client() : client;
     lc_cluster_map *map = client != NULL ? malloc(sizeof *map) : NULL;
-    if (map == NULL || lc_cluster_map_get(client, map) != 0) {
+    if (map == NULL || lc_cluster_map_get(fresh, map) != 0) {
         free(map);
         return;
     }
@@ -549,7 +553,8 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         svc_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", lcm[i].name, lcm[i].help,
                        lcm[i].name, lcm[i].type, lcm[i].name, (unsigned long long)lcm[i].v);
     lc_cluster_map *map = client != NULL ? malloc(sizeof *map) : NULL;
-    if (map != NULL && lc_cluster_map_get(client, map) == 0)
+    if (map != NULL &&
+        lc_cluster_map_get(svc_health_client() ? svc_health_client() : client, map) == 0)
         svc_buf_printf(
             &b,
             "# HELP miaosha_redis_redirects_total Redis Cluster redirects followed: MOVED (the "

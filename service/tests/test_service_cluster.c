@@ -103,6 +103,35 @@ static void test_start(void)
     svc_stop(&s, 10000);
 }
 
+/* /healthz 200 and not one purchase yet: /stats already shows the map, and
+ * while the instance stays idle the map keeps being refreshed every
+ * redis.cluster_refresh_ms (here 200 ms: an age past 1 s would be a map
+ * taken once and left). */
+static void test_map_idle(void)
+{
+    char set[160];
+    snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
+    const char *e[] = {"--set", set, "--set", "redis.cluster_refresh_ms=200", NULL};
+    svc_server s;
+    TU_REQUIRE(svc_start(&s, 1, e) == 0, "an idle instance");
+    svc_resp r;
+    svc_req(&s, "GET", "/healthz", NULL, NULL, &r);
+    long hs = r.status;
+    svc_resp_free(&r);
+    svc_req(&s, "GET", "/stats", NULL, NULL, &r);
+    cJSON *cl = r.json ? cJSON_GetObjectItem(r.json, "cluster") : NULL;
+    TU_CHECK(hs == 200 && cl && svc_jnum(cl, "slots_covered") == 16384,
+             "/healthz %ld, /stats has the whole map before any purchase: %.300s", hs, B(&r));
+    svc_resp_free(&r);
+    tu_sleep_ms(1500);
+    svc_req(&s, "GET", "/stats", NULL, NULL, &r);
+    cl = r.json ? cJSON_GetObjectItem(r.json, "cluster") : NULL;
+    double age = cl ? svc_jnum(cl, "map_age_ms") : -1;
+    TU_CHECK(age >= 0 && age < tu_slack(1000), "idle 1.5 s: the map %.0f ms old", age);
+    svc_resp_free(&r);
+    svc_stop(&s, 10000);
+}
+
 static void burst(const char *mode, const char *sku, const char *extra)
 {
     TU_REQUIRE(svc_set_stock(&a, sku, STOCK, NULL) == 200, "stock %s", sku);
@@ -441,6 +470,7 @@ int main(void)
                        "--set", "redis.command_timeout_ms=2000",
                        NULL};
     TU_REQUIRE(svc_start(&a, 1, e) == 0 && svc_start(&b, 1, e) == 0, "two instances");
+    test_map_idle();
     test_modes();
     test_buckets();
     test_idem();
