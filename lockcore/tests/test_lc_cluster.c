@@ -809,6 +809,32 @@ static void test_reentrant(void)
     lc_client_free(w);
 }
 
+/* 1 once every running node's CLUSTER NODES lists n replicas ("slave"
+ * flags), within timeout_ms; 0 otherwise. */
+static int replicas_known(int n, int timeout_ms)
+{
+    int64_t end = lc_now_ms() + timeout_ms;
+    for (;;) {
+        int all = 1;
+        for (int i = 0; i < C.n && all; i++) {
+            if (C.pid[i] <= 0)
+                continue;
+            char nodes[8192] = "";
+            const char *argv[] = {"CLUSTER", "NODES"};
+            int found = 0;
+            if (pk_redis_query(C.port[i], 1000, 2, argv, nodes, sizeof nodes) == 1)
+                for (const char *p = nodes; (p = strstr(p, "slave")) != NULL; p += 5)
+                    found++;
+            all = found == n;
+        }
+        if (all)
+            return 1;
+        if (lc_now_ms() >= end)
+            return 0;
+        pk_sleep_ms(50);
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -820,6 +846,9 @@ int main(void)
     o.dir = dir;
     o.server = getenv("MIAOSHA_REDIS_SERVER");
     TU_REQUIRE(pk_cluster_start(&C, &o, err, sizeof err) == 0, "cluster: %s", err);
+    /* The slots are served before every replica has joined: test_modes
+     * checks that the first map lists them all, so wait until the nodes do. */
+    TU_REQUIRE(replicas_known(3, (int)tu_slack(10000)), "every node lists 3 replicas");
     test_modes();
     test_misuse();
     test_reentrant();
