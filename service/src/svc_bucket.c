@@ -11,6 +11,7 @@
 #include "svc_check.h"
 #include "svc_keys.h"
 #include "svc_scripts.h"
+#include "svc_skuset.h"
 
 /* ---- the layout itself ---- */
 
@@ -171,13 +172,10 @@ int svc_bucket_home(const char *user, int n)
 
 /* ---- the cache ---- */
 
-/* An open-addressing table as the sold-out flags' (svc_soldout.c): a
- * slot's SKU is written once, under add_mu, then published by state =
- * READY; its mutex guards the rest. */
-enum { EMPTY = 0, READY = 1 };
+/* Each SKU's layout and empty buckets, at its index in the set of SKUs
+ * seen (svc_skuset.h: lookups take no lock); its mutex guards the rest and
+ * is initialised before the index is published. */
 typedef struct entry {
-    _Atomic int state;
-    char sku[SVC_SKU_MAX + 1];
     pthread_mutex_t mu;
     uint64_t gen; /* bumped by every reset seen */
     bool known;   /* lay holds the layout for gen */
@@ -186,42 +184,25 @@ typedef struct entry {
 } entry;
 
 static entry table[SVC_BUCKET_SKUS];
-static pthread_mutex_t add_mu = PTHREAD_MUTEX_INITIALIZER;
+static svc_skuset_slot names[SVC_BUCKET_SKUS];
+static svc_skuset skus = SVC_SKUSET_INIT(names, SVC_BUCKET_SKUS);
 
 static entry *find(const char *sku)
 {
-    unsigned i = fnv(sku) % SVC_BUCKET_SKUS;
-    for (int n = 0; n < SVC_BUCKET_SKUS; n++, i = (i + 1) % SVC_BUCKET_SKUS) {
-        if (atomic_load_explicit(&table[i].state, memory_order_acquire) != READY)
-            return NULL;
-        if (strcmp(table[i].sku, sku) == 0)
-            return &table[i];
-    }
-    return NULL;
+    int i = svc_skuset_find(&skus, sku);
+    return i >= 0 ? &table[i] : NULL;
+}
+
+static void init_entry(int i, void *arg)
+{
+    (void)arg;
+    SVC_PT(pthread_mutex_init(&table[i].mu, NULL));
 }
 
 static entry *find_or_add(const char *sku)
 {
-    entry *e = find(sku);
-    if (e != NULL || strlen(sku) > SVC_SKU_MAX)
-        return e;
-    SVC_PT(pthread_mutex_lock(&add_mu));
-    unsigned i = fnv(sku) % SVC_BUCKET_SKUS;
-    for (int n = 0; n < SVC_BUCKET_SKUS; n++, i = (i + 1) % SVC_BUCKET_SKUS) {
-        if (atomic_load_explicit(&table[i].state, memory_order_relaxed) != READY) {
-            e = &table[i];
-            strcpy(e->sku, sku);
-            SVC_PT(pthread_mutex_init(&e->mu, NULL));
-            atomic_store_explicit(&e->state, READY, memory_order_release);
-            break;
-        }
-        if (strcmp(table[i].sku, sku) == 0) {
-            e = &table[i];
-            break;
-        }
-    }
-    SVC_PT(pthread_mutex_unlock(&add_mu));
-    return e; /* NULL: the table is full */
+    int i = svc_skuset_add(&skus, sku, init_entry, NULL);
+    return i >= 0 ? &table[i] : NULL; /* NULL: the set is full */
 }
 
 /* GET miaosha:{sku}:layout into *out (nil: one bucket). 0, or with err
@@ -327,7 +308,7 @@ void svc_bucket_learn(const char *sku, const svc_layout *l)
 void svc_bucket_forget_all(void)
 {
     for (int i = 0; i < SVC_BUCKET_SKUS; i++)
-        if (atomic_load_explicit(&table[i].state, memory_order_acquire) == READY)
+        if (svc_skuset_name(&skus, i) != NULL)
             learn(&table[i], NULL);
 }
 

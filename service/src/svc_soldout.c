@@ -14,66 +14,34 @@
 #include "svc_clock.h"
 #include "svc_keys.h"
 #include "svc_params.h"
+#include "svc_skuset.h"
 
-/* An open-addressing table: a slot's SKU is written once, under mu, then
- * published by state = READY; lookups run without the mutex. */
-enum { EMPTY = 0, READY = 1 };
+/* Each SKU's flag, at its index in the set of SKUs seen (svc_skuset.h):
+ * lookups take no lock. */
 typedef struct entry {
-    _Atomic int state;
-    char sku[SVC_SKU_MAX + 1];
     _Atomic uint64_t gen;     /* bumped by every clear */
     _Atomic uint64_t flagged; /* gen + 1 while flagged for that gen; else anything else */
 } entry;
 
 static entry table[SVC_SOLDOUT_SKUS];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static svc_skuset_slot names[SVC_SOLDOUT_SKUS];
+static svc_skuset skus = SVC_SKUSET_INIT(names, SVC_SOLDOUT_SKUS);
 static _Atomic int stop;
 static pthread_t thread;
 static int started;
 static lc_client *client;
 static int cluster; /* redis.cluster_nodes: each SKU's stock on its slot's master */
 
-static unsigned hash(const char *s)
-{
-    unsigned h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
-
 static entry *find(const char *sku)
 {
-    unsigned i = hash(sku) % SVC_SOLDOUT_SKUS;
-    for (int n = 0; n < SVC_SOLDOUT_SKUS; n++, i = (i + 1) % SVC_SOLDOUT_SKUS) {
-        if (atomic_load_explicit(&table[i].state, memory_order_acquire) != READY)
-            return NULL;
-        if (strcmp(table[i].sku, sku) == 0)
-            return &table[i];
-    }
-    return NULL;
+    int i = svc_skuset_find(&skus, sku);
+    return i >= 0 ? &table[i] : NULL;
 }
 
 static entry *find_or_add(const char *sku)
 {
-    entry *e = find(sku);
-    if (e != NULL || strlen(sku) > SVC_SKU_MAX)
-        return e;
-    SVC_PT(pthread_mutex_lock(&mu));
-    unsigned i = hash(sku) % SVC_SOLDOUT_SKUS;
-    for (int n = 0; n < SVC_SOLDOUT_SKUS; n++, i = (i + 1) % SVC_SOLDOUT_SKUS) {
-        if (atomic_load_explicit(&table[i].state, memory_order_relaxed) != READY) {
-            e = &table[i];
-            strcpy(e->sku, sku);
-            atomic_store_explicit(&e->state, READY, memory_order_release);
-            break;
-        }
-        if (strcmp(table[i].sku, sku) == 0) {
-            e = &table[i];
-            break;
-        }
-    }
-    SVC_PT(pthread_mutex_unlock(&mu));
-    return e; /* NULL: the table is full */
+    int i = svc_skuset_add(&skus, sku, NULL, NULL);
+    return i >= 0 ? &table[i] : NULL; /* NULL: the set is full */
 }
 
 int svc_soldout_is(const char *sku)
@@ -125,12 +93,12 @@ static int layout_moved(const char *sku, const redisReply *v)
  * or when the layout is not the one this instance holds (a reset split or
  * rejoined it, or refilled its buckets). An error reply (a cluster's
  * redirect given up on) tells nothing. */
-static void check_one(entry *e, const redisReply *v, const redisReply *lay)
+static void check_one(entry *e, const char *sku, const redisReply *v, const redisReply *lay)
 {
     if (v->type == REDIS_REPLY_ERROR || lay->type == REDIS_REPLY_ERROR)
         return;
-    if (layout_moved(e->sku, lay)) {
-        svc_bucket_learn(e->sku, NULL);
+    if (layout_moved(sku, lay)) {
+        svc_bucket_learn(sku, NULL);
         atomic_fetch_add(&e->gen, 1);
         return;
     }
@@ -151,19 +119,18 @@ static void check_flagged(lc_conn *conn)
 {
     static char keys[2 * SVC_SOLDOUT_SKUS][SVC_KEY_MAX];
     const char *argv[2 * SVC_SOLDOUT_SKUS + 1];
-    entry *which[SVC_SOLDOUT_SKUS];
+    int which[SVC_SOLDOUT_SKUS];
     int n = 0;
     argv[0] = "MGET";
     for (int i = 0; i < SVC_SOLDOUT_SKUS; i++) {
-        entry *e = &table[i];
-        if (atomic_load_explicit(&e->state, memory_order_acquire) != READY ||
-            atomic_load(&e->flagged) != atomic_load(&e->gen) + 1)
+        const char *sku = svc_skuset_name(&skus, i);
+        if (sku == NULL || atomic_load(&table[i].flagged) != atomic_load(&table[i].gen) + 1)
             continue;
-        svc_key(keys[2 * n], e->sku, "stock");
-        svc_key(keys[2 * n + 1], e->sku, "layout");
+        svc_key(keys[2 * n], sku, "stock");
+        svc_key(keys[2 * n + 1], sku, "layout");
         argv[2 * n + 1] = keys[2 * n];
         argv[2 * n + 2] = keys[2 * n + 1];
-        which[n++] = e;
+        which[n++] = i;
     }
     if (n == 0)
         return;
@@ -175,7 +142,8 @@ static void check_flagged(lc_conn *conn)
             (void)lc_pipe_append(&p, "GET %s", keys[2 * i]);
             (void)lc_pipe_append(&p, "GET %s", keys[2 * i + 1]);
             if (p.n == 2 && lc_conn_pipe(conn, &p) == LC_OK)
-                check_one(which[i], p.reply[0], p.reply[1]);
+                check_one(&table[which[i]], svc_skuset_name(&skus, which[i]), p.reply[0],
+                          p.reply[1]);
             lc_pipe_clear(&p);
         }
         return;
@@ -186,7 +154,8 @@ static void check_flagged(lc_conn *conn)
     redisReply *rep = redisCommandArgv(ctx, 2 * n + 1, argv, NULL);
     if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == (size_t)(2 * n))
         for (int i = 0; i < n; i++)
-            check_one(which[i], rep->element[2 * i], rep->element[2 * i + 1]);
+            check_one(&table[which[i]], svc_skuset_name(&skus, which[i]), rep->element[2 * i],
+                      rep->element[2 * i + 1]);
     freeReplyObject(rep);
 }
 

@@ -29,6 +29,7 @@
 #include "svc_params.h"
 #include "svc_reply.h"
 #include "svc_routes.h"
+#include "svc_skuset.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -1019,6 +1020,46 @@ static void test_admin_verdict(void)
     TU_CHECK(svc_admin_verdict(tok, auth) == 403, "4096-byte token, last byte wrong");
 }
 
+/* The set of SKUs the per-SKU tables index: an index per name that never
+ * changes, init once per new index, a full set and a too-long name refused. */
+static int inits[4];
+static void count_init(int i, void *arg)
+{
+    inits[i] += *(int *)arg;
+}
+
+static void test_skuset(void)
+{
+    static svc_skuset_slot places[4];
+    static svc_skuset set = SVC_SKUSET_INIT(places, 4);
+    const char *names[] = {"a", "b", "demo", "hot-sku_1"};
+    int idx[4], one = 1, seen = 0;
+    TU_CHECK(svc_skuset_find(&set, "a") == -1 && svc_skuset_name(&set, 0) == NULL,
+             "an empty set knows no name");
+    for (int i = 0; i < 4; i++) {
+        idx[i] = svc_skuset_add(&set, names[i], count_init, &one);
+        TU_CHECK(idx[i] >= 0 && idx[i] < 4 && !(seen & (1 << idx[i])), "%s: index %d", names[i],
+                 idx[i]);
+        if (idx[i] >= 0 && idx[i] < 4)
+            seen |= 1 << idx[i];
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *n = svc_skuset_name(&set, idx[i]);
+        TU_CHECK(svc_skuset_find(&set, names[i]) == idx[i] &&
+                     svc_skuset_add(&set, names[i], count_init, &one) == idx[i] && n != NULL &&
+                     strcmp(n, names[i]) == 0 && inits[idx[i]] == 1,
+                 "%s: found at its index, added again there, init ran once (%d)", names[i],
+                 inits[idx[i]]);
+    }
+    char too_long[SVC_SKU_MAX + 2];
+    memset(too_long, 'x', sizeof too_long - 1);
+    too_long[sizeof too_long - 1] = '\0';
+    TU_CHECK(svc_skuset_add(&set, "e", NULL, NULL) == -1 && svc_skuset_find(&set, "e") == -1,
+             "a full set refuses a fifth name");
+    TU_CHECK(svc_skuset_add(&set, too_long, NULL, NULL) == -1,
+             "a name over SVC_SKU_MAX is refused");
+}
+
 int main(void)
 {
     test_valid_id();
@@ -1032,6 +1073,7 @@ int main(void)
     test_reply();
     test_key();
     test_buckets();
+    test_skuset();
     test_idem_key();
     test_admin_verdict();
     return tu_done();
