@@ -33,7 +33,10 @@ typedef struct svc_skuset {
 } svc_skuset;
 
 /* A set over an array of n places: static svc_skuset s = SVC_SKUSET_INIT(places, n). */
-#define SVC_SKUSET_INIT(places, n) {(places), (n), PTHREAD_MUTEX_INITIALIZER}
+#define SVC_SKUSET_INIT(places, n)                                                                 \
+    {                                                                                              \
+        (places), (n), PTHREAD_MUTEX_INITIALIZER                                                   \
+    }
 
 /* The index (0..cap-1) of sku in s, or -1 when it was never added. Takes
  * no lock. */

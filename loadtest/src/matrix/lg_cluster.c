@@ -353,30 +353,9 @@ int lg_cluster_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_
     char url[512];
     snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=buyer&work_ms=0&wait_ms=0%s", ins[1].base,
              m, sku, lease);
-    long bst = 0;
-    long long answer_ms = -1;
-    for (long long end = lc_now_ms() + lg_mx_bound(x, CF_FAILOVER_MAX_MS);
-         lc_now_ms() < end && !lg_mx_stopped(x); pk_sleep_ms(20)) {
-        char e[256];
-        c->requests++;
-        if (lg_http_call("POST", url, NULL, NULL, 3000, &bst, NULL, e, sizeof e) != 0)
-            bst = 0;
-        if (bst != 0)
-            answer_ms = lc_now_ms() - t_kill;
-        if (bst == 503) {
-            c->n503++;
-            continue;
-        }
-        break;
-    }
-    if (bst == 200) {
-        c->resume_ms = answer_ms;
-        c->ok++;
-    } else if (bst == 429) {
-        c->lock_busy++;
-    } else if (bst == 409) {
-        c->sold_out++;
-    }
+    long long answer_ms;
+    long bst = lg_mx_buy_until_served(x, c, url, t_kill,
+                                      lc_now_ms() + lg_mx_bound(x, CF_FAILOVER_MAX_MS), &answer_ms);
     /* 6. the holder finishes */
     if (step_go(x, ins[0].base, sku, "holder", id, "run", NULL, why, sizeof why) < 0) {
         cell_error(c, why);
@@ -397,14 +376,7 @@ int lg_cluster_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_
         rc = 0;
         goto out;
     }
-    c->sold = a.sold;
-    c->stock_left = a.stock;
-    c->oversold = a.oversold;
-    c->undersold = a.undersold;
-    snprintf(c->outcome, sizeof c->outcome, "%s",
-             a.oversold > 0                           ? "oversell"
-             : a.sold == c->stock && a.undersold == 0 ? "exact"
-                                                      : "short");
+    lg_mx_judge_audit(c, &a);
     char buyer[96];
     if (bst == 0 || answer_ms < 0)
         snprintf(buyer, sizeof buyer, "buyer no answer");

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 
 #include "lg_admin.h"
+#include "lg_mx_cell.h"
 #include "pk_ha.h"
 #include "pk_proc.h"
 #include "pk_redis.h"
@@ -243,31 +244,9 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     char url[512];
     snprintf(url, sizeof url, "%s/miaosha/%s?sku=%s&user=buyer&work_ms=0&wait_ms=0%s", ins[1].base,
              m, sku, lease);
-    long bst = 0;
-    long long answer_ms = -1; /* kill -> the buyer's last answer, whatever it was */
-    for (end = t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS); lc_now_ms() < end && !lg_mx_stopped(x);
-         pk_sleep_ms(20)) {
-        char e[256];
-        c->requests++;
-        if (lg_http_call("POST", url, NULL, NULL, 3000, &bst, NULL, e, sizeof e) != 0)
-            bst = 0;
-        long long t_answer = lc_now_ms();
-        if (bst != 0)
-            answer_ms = t_answer - t_kill;
-        if (bst == 503) {
-            c->n503++;
-            continue;
-        }
-        break;
-    }
-    if (bst == 200) {
-        c->resume_ms = answer_ms;
-        c->ok++;
-    } else if (bst == 429) {
-        c->lock_busy++;
-    } else if (bst == 409) {
-        c->sold_out++;
-    }
+    long long answer_ms; /* kill -> the buyer's last answer, whatever it was */
+    long bst = lg_mx_buy_until_served(x, c, url, t_kill,
+                                      t_kill + lg_mx_bound(x, FO_FAILOVER_MAX_MS), &answer_ms);
     pthread_join(t, NULL);
     started = 0;
     c->requests++;
@@ -287,16 +266,7 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
         rc = 0;
         goto out;
     }
-    c->sold = a.sold;
-    c->stock_left = a.stock;
-    c->oversold = a.oversold;
-    c->undersold = a.undersold;
-    if (a.oversold > 0)
-        snprintf(c->outcome, sizeof c->outcome, "oversell");
-    else if (a.sold == c->stock && a.undersold == 0)
-        snprintf(c->outcome, sizeof c->outcome, "exact");
-    else
-        snprintf(c->outcome, sizeof c->outcome, "short");
+    lg_mx_judge_audit(c, &a);
     /* The buyer's time is that of its last answer, the 429 of a lock kept
      * as well as the 200 of a lock lost (resume_ms, the CSV's "resume",
      * counts a 200 only and stays -1 otherwise: never print that). */

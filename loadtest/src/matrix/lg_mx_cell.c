@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "lockcore.h"
+#include "pk_proc.h"
+
 void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r)
 {
     c->requests = r->requests;
@@ -47,4 +50,45 @@ lg_run_result *lg_mx_run_burst(const lg_run_cfg *rc, lg_cell *c, char *err, size
     c->ran = 1;
     lg_mx_fill_from_run(c, r);
     return r;
+}
+
+long lg_mx_buy_until_served(mctx *x, lg_cell *c, const char *url, long long t_kill, long long end,
+                            long long *answer_ms)
+{
+    long bst = 0;
+    *answer_ms = -1;
+    for (; lc_now_ms() < end && !lg_mx_stopped(x); pk_sleep_ms(20)) {
+        char e[256];
+        c->requests++;
+        if (lg_http_call("POST", url, NULL, NULL, 3000, &bst, NULL, e, sizeof e) != 0)
+            bst = 0;
+        if (bst != 0)
+            *answer_ms = lc_now_ms() - t_kill;
+        if (bst == 503) {
+            c->n503++;
+            continue;
+        }
+        break;
+    }
+    if (bst == 200) {
+        c->resume_ms = *answer_ms;
+        c->ok++;
+    } else if (bst == 429) {
+        c->lock_busy++;
+    } else if (bst == 409) {
+        c->sold_out++;
+    }
+    return bst;
+}
+
+void lg_mx_judge_audit(lg_cell *c, const lg_audit *a)
+{
+    c->sold = a->sold;
+    c->stock_left = a->stock;
+    c->oversold = a->oversold;
+    c->undersold = a->undersold;
+    snprintf(c->outcome, sizeof c->outcome, "%s",
+             a->oversold > 0                            ? "oversell"
+             : a->sold == c->stock && a->undersold == 0 ? "exact"
+                                                        : "short");
 }

@@ -1,11 +1,14 @@
-/* lg_mx_cell.h — what a demo cell (lg_matrix.c), a fault cell (lg_fault.c)
- * and a redlock cell (lg_nodes.c) do with a burst and its result. Private to
- * the matrix room.
+/* lg_mx_cell.h — what a demo cell (lg_matrix.c), a fault cell (lg_fault.c),
+ * a redlock cell (lg_nodes.c) and a failover cell (lg_failover.c,
+ * lg_cluster.c) do with a burst, a buyer and their result. Private to the
+ * matrix room.
  */
 #ifndef MIAOSHA_LG_MX_CELL_H
 #define MIAOSHA_LG_MX_CELL_H
 
+#include "lg_admin.h"
 #include "lg_matrix_cfg.h"
+#include "lg_mx_proc.h"
 #include "lg_run.h"
 
 /* Copies the run's counters and, when it was audited, the audit into the
@@ -18,5 +21,20 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r);
  * NULL with "out of memory" or lg_run's reason in err (errlen bytes), the
  * cell untouched. The thread that owns c. */
 lg_run_result *lg_mx_run_burst(const lg_run_cfg *rc, lg_cell *c, char *err, size_t errlen);
+
+/* The buyer of a failover cell: POSTs url (one purchase) every 20 ms until
+ * an answer that is not 503, until end (lc_now_ms's clock) or until the
+ * matrix is stopped. Counts every request and every 503 into c, and the
+ * last answer: a 200 into ok (and resume_ms), a 429 into lock_busy, a 409
+ * into sold_out. Returns that last status (0: no answer at all) and in
+ * *answer_ms the time from t_kill to it (-1: none). Main thread of the
+ * matrix. */
+long lg_mx_buy_until_served(mctx *x, lg_cell *c, const char *url, long long t_kill, long long end,
+                            long long *answer_ms);
+
+/* A one-unit failover cell's audit into c (sold, stock left, oversold,
+ * undersold) and its outcome: "oversell", "exact" (all of c->stock sold,
+ * none undersold) or "short". Pure. */
+void lg_mx_judge_audit(lg_cell *c, const lg_audit *a);
 
 #endif
