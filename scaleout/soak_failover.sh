@@ -41,7 +41,10 @@
 # inside one), until every mode sent N and K failovers were done. A fifth
 # into each chunk one failover is injected, and healed before the next: a
 # new master, both instances naming it, and (for all) both other nodes
-# replicating from it.
+# replicating from it. A failover that outlasts its chunk (Sentinel in TILT,
+# a pause-resume whose promotion is retried) ends the chunk during the
+# outage: its audit waits for the service to follow (--audit-wait-ms, the
+# healing bound) instead of reading nothing.
 #
 # Asserted per mode: purchases >= N; every chunk audited; 0 acknowledged
 # orders missing (acked_lost: each chunk checks its own 200s against the
@@ -282,7 +285,7 @@ for (( k = 0; ; k++ )); do
     [ "$k" -eq 0 ] && stock=$STOCK || stock=-1
     load_bg "$T_DIR/$m.$k.json" --mode "$m" --sku "soakfo-$m" --stock "$stock" \
       --requests $(( CHUNK * 50000 )) --concurrency "$CONC" --wait-ms 5000 "${TARGETS[@]}" \
-      --duration-limit "$CHUNK" --acked-out "$T_DIR/$m.$k.acked"
+      --duration-limit "$CHUNK" --acked-out "$T_DIR/$m.$k.acked" --audit-wait-ms 90000
     PIDS[$m]=$LOAD_PID
   done
   while [ $(( $(now_ms) - tk )) -lt $(( CHUNK * 200 )) ]; do sleep 0.05; done

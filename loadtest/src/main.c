@@ -68,6 +68,9 @@ static const char *run_help =
     "                       one per line, sorted: a later check against the books\n"
     "                       (scaleout/soak_failover.sh compares them with the final\n"
     "                       order list, after failovers the burst's own audit saw none of)\n"
+    "  --audit-wait-ms MS   let the audit after the burst keep asking for up to MS while\n"
+    "                       the service cannot answer it (a failover it has not followed\n"
+    "                       yet); default 0: a few quick retries, then \"not audited\"\n"
     "\n"
     "Parameters not given are not sent (the server's configured defaults apply).\n"
     "Exit status: 0 ok, 1 expectation not met, 2 usage, 3 the run could not happen\n"
@@ -269,6 +272,7 @@ static int cmd_run(int argc, char **argv)
         O_LANG,
         O_BUCKETS,
         O_ACKED_OUT,
+        O_AUDIT_WAIT,
         O_HELP
     };
     static const struct option opts[] = {{"mode", required_argument, 0, O_MODE},
@@ -294,6 +298,7 @@ static int cmd_run(int argc, char **argv)
                                          {"lang", required_argument, 0, O_LANG},
                                          {"buckets", required_argument, 0, O_BUCKETS},
                                          {"acked-out", required_argument, 0, O_ACKED_OUT},
+                                         {"audit-wait-ms", required_argument, 0, O_AUDIT_WAIT},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
     const char *timeline = NULL;
@@ -429,6 +434,11 @@ static int cmd_run(int argc, char **argv)
                 return 2;
             }
             cfg.acked_out = optarg;
+            break;
+        case O_AUDIT_WAIT:
+            if (parse_i64("--audit-wait-ms", optarg, 0, 600000, &v))
+                return 2;
+            cfg.audit_wait_ms = v;
             break;
         case O_HELP: fputs(run_help, stdout); return 0;
         default: fputs(run_help, stderr); return 2;

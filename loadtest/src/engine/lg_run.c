@@ -1,10 +1,12 @@
 /* lg_run.c — see lg_run.h. */
 #include "lg_run.h"
 
+#include <lockcore.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lg_json.h"
 
@@ -299,8 +301,19 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         res->acked_over_stock = distinct_acked - (uint64_t)res->stock_at_start;
     if (!cfg->skip_audit) {
         char aerr[256];
-        if (lg_admin_audit(admin, cfg->sku, &res->audit, aerr, sizeof aerr) == 0 &&
-            lg_admin_orders(admin, cfg->sku, &listed, aerr, sizeof aerr) == 0) {
+        /* After a failover the service answers 503 until it follows the new
+         * master: the audit waits for that, up to audit_wait_ms, rather
+         * than read nothing. */
+        int64_t give_up = lc_now_ms() + (cfg->audit_wait_ms > 0 ? cfg->audit_wait_ms : 0);
+        int got;
+        while ((got = lg_admin_audit(admin, cfg->sku, &res->audit, aerr, sizeof aerr) == 0 &&
+                      lg_admin_orders(admin, cfg->sku, &listed, aerr, sizeof aerr) == 0) == 0 &&
+               lc_now_ms() < give_up && !(cfg->stop && *cfg->stop)) {
+            lg_idset_free(&listed);
+            struct timespec ts = {0, 200 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (got) {
             res->audited = 1;
             lg_idset_sort(&listed);
             res->orders_listed = listed.n;

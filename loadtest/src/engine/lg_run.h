@@ -66,6 +66,9 @@ typedef struct lg_run_cfg {
                                            lg_trace_fetch takes the burst's records */
     const char *acked_out;              /* NULL, or a file lg_run writes every acknowledged
                                            order id to, one per line, sorted */
+    int64_t audit_wait_ms;              /* how long the audit may keep asking while the
+                                           service cannot answer it (a failover not yet
+                                           followed), ms; 0: the audit's own few retries */
     lg_progress_fn progress;            /* may be NULL; on the calling thread */
     void *progress_ud;
     volatile sig_atomic_t *stop; /* may be NULL; non-zero (a signal handler or
