@@ -289,22 +289,31 @@ static void mark_readonly(redisContext *ctx, const redisReply *r)
         mark_broken(ctx);
 }
 
-redisReply *lc__eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
-                     const char **args, char *err)
+/* argv (16 places) and nk (16 bytes) as EVALSHA sha nkeys args...: 0, or
+ * -1 with err set when more than 13 arguments would not fit. */
+static int evalsha_argv(const char *argv[16], char nk[16], const char *sha, int nkeys, int nargs,
+                        const char **args, char *err)
 {
-    /* argv: EVALSHA sha nkeys args... */
-    const char *argv[16];
-    char nk[16];
     if (nargs > 13) {
         lc__seterr(err, "lockcore: too many script arguments (%d)", nargs);
-        return NULL;
+        return -1;
     }
-    snprintf(nk, sizeof nk, "%d", nkeys);
+    snprintf(nk, 16, "%d", nkeys);
     argv[0] = "EVALSHA";
     argv[1] = sha;
     argv[2] = nk;
     for (int i = 0; i < nargs; i++)
         argv[3 + i] = args[i];
+    return 0;
+}
+
+redisReply *lc__eval(redisContext *ctx, const char *sha, const char *body, int nkeys, int nargs,
+                     const char **args, char *err)
+{
+    const char *argv[16];
+    char nk[16];
+    if (evalsha_argv(argv, nk, sha, nkeys, nargs, args, err) != 0)
+        return NULL;
     redisReply *r = redisCommandArgv(ctx, 3 + nargs, argv, NULL);
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         freeReplyObject(r);
@@ -1041,16 +1050,8 @@ redisReply *lc__conn_eval(lc_conn *conn, const char *sha, const char *body, int 
     }
     const char *argv[16];
     char nk[16];
-    if (nargs > 13) {
-        lc__seterr(conn->err, "lockcore: too many script arguments (%d)", nargs);
+    if (evalsha_argv(argv, nk, sha, nkeys, nargs, args, conn->err) != 0)
         return NULL;
-    }
-    snprintf(nk, sizeof nk, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    argv[1] = sha;
-    argv[2] = nk;
-    for (int i = 0; i < nargs; i++)
-        argv[3 + i] = args[i];
     redisContext *ctx = NULL;
     redisReply *r = NULL;
     int t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r);
