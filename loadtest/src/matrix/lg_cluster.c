@@ -369,19 +369,12 @@ int lg_cluster_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_
         c->ok++;
     c->lock_lost = hd.lost ? 1 : 0;
     lg_audit a;
-    if (lg_admin_audit(ins[1].base, sku, &a, why, sizeof why) != 0) {
-        char w2[300];
-        snprintf(w2, sizeof w2, "no audit: %.200s", why);
-        cell_error(c, w2);
+    if (lg_mx_audit_one(c, ins[1].base, sku, &a) != 0) {
         rc = 0;
         goto out;
     }
-    lg_mx_judge_audit(c, &a);
     char buyer[96];
-    if (bst == 0 || answer_ms < 0)
-        snprintf(buyer, sizeof buyer, "buyer no answer");
-    else
-        snprintf(buyer, sizeof buyer, "buyer %ld %lld ms after the kill", bst, answer_ms);
+    lg_mx_buyer_text(buyer, sizeof buyer, bst, answer_ms);
     snprintf(c->reason, sizeof c->reason,
              "sold %lld of 1; failover %lld ms (replica's link cut first); %s (%llu x 503); "
              "holder %ld%s%s, %s",

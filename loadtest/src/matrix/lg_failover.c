@@ -259,22 +259,15 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
     int buyer_first = bst != 0 && bst != 503 && t_kill + answer_ms < hd.answered;
 
     lg_audit a;
-    char e2[256];
-    if (lg_admin_audit(ins[1].base, sku, &a, e2, sizeof e2) != 0) {
-        snprintf(c->outcome, sizeof c->outcome, "error");
-        snprintf(c->reason, sizeof c->reason, "no audit: %.200s", e2);
+    if (lg_mx_audit_one(c, ins[1].base, sku, &a) != 0) {
         rc = 0;
         goto out;
     }
-    lg_mx_judge_audit(c, &a);
     /* The buyer's time is that of its last answer, the 429 of a lock kept
      * as well as the 200 of a lock lost (resume_ms, the CSV's "resume",
      * counts a 200 only and stays -1 otherwise: never print that). */
     char buyer[96];
-    if (bst == 0 || answer_ms < 0)
-        snprintf(buyer, sizeof buyer, "buyer no answer");
-    else
-        snprintf(buyer, sizeof buyer, "buyer %ld %lld ms after the kill", bst, answer_ms);
+    lg_mx_buyer_text(buyer, sizeof buyer, bst, answer_ms);
     snprintf(c->reason, sizeof c->reason,
              "sold %lld of 1; failover %lld ms; %s (%llu x 503)%s; holder %ld%s%s",
              (long long)a.sold, (long long)c->fault_ms, buyer, (unsigned long long)c->n503,

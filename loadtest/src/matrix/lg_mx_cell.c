@@ -81,8 +81,14 @@ long lg_mx_buy_until_served(mctx *x, lg_cell *c, const char *url, long long t_ki
     return bst;
 }
 
-void lg_mx_judge_audit(lg_cell *c, const lg_audit *a)
+int lg_mx_audit_one(lg_cell *c, const char *base, const char *sku, lg_audit *a)
 {
+    char why[256];
+    if (lg_admin_audit(base, sku, a, why, sizeof why) != 0) {
+        snprintf(c->outcome, sizeof c->outcome, "error");
+        snprintf(c->reason, sizeof c->reason, "no audit: %.200s", why);
+        return -1;
+    }
     c->sold = a->sold;
     c->stock_left = a->stock;
     c->oversold = a->oversold;
@@ -91,4 +97,13 @@ void lg_mx_judge_audit(lg_cell *c, const lg_audit *a)
              a->oversold > 0                            ? "oversell"
              : a->sold == c->stock && a->undersold == 0 ? "exact"
                                                         : "short");
+    return 0;
+}
+
+void lg_mx_buyer_text(char *buf, size_t len, long status, long long answer_ms)
+{
+    if (status == 0 || answer_ms < 0)
+        snprintf(buf, len, "buyer no answer");
+    else
+        snprintf(buf, len, "buyer %ld %lld ms after the kill", status, answer_ms);
 }

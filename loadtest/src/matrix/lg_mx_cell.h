@@ -32,9 +32,15 @@ lg_run_result *lg_mx_run_burst(const lg_run_cfg *rc, lg_cell *c, char *err, size
 long lg_mx_buy_until_served(mctx *x, lg_cell *c, const char *url, long long t_kill, long long end,
                             long long *answer_ms);
 
-/* A one-unit failover cell's audit into c (sold, stock left, oversold,
- * undersold) and its outcome: "oversell", "exact" (all of c->stock sold,
- * none undersold) or "short". Pure. */
-void lg_mx_judge_audit(lg_cell *c, const lg_audit *a);
+/* A one-unit failover cell's audit (GET /stock/sku of the instance at
+ * base) into c and *a: sold, stock left, oversold, undersold, and its
+ * outcome "oversell", "exact" (all of c->stock sold, none undersold) or
+ * "short". 0; -1 when no audit came, with c's outcome "error" and the
+ * reason in c->reason. Main thread of the matrix. */
+int lg_mx_audit_one(lg_cell *c, const char *base, const char *sku, lg_audit *a);
+
+/* "buyer no answer" or "buyer STATUS N ms after the kill", as
+ * lg_mx_buy_until_served returned them, into buf (len bytes). Pure. */
+void lg_mx_buyer_text(char *buf, size_t len, long status, long long answer_ms);
 
 #endif
