@@ -36,7 +36,7 @@ void svc_layout_place(const char *sku, int n, svc_slot_owner_fn owner, void *arg
                 clash = slots[k] == slot;
             if (clash)
                 continue;
-            int m = owner != NULL ? owner(arg, tag, slot) : -1;
+            int m = owner != NULL ? owner(arg, slot) : -1;
             if (m >= SVC_BUCKETS_MAX)
                 m = -1;
             int rank = owner == NULL ? 0 : m < 0 ? SVC_BUCKETS_MAX + 1 : held[m];

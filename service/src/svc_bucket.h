@@ -58,11 +58,11 @@ typedef struct svc_layout {
 
 /* ---- the layout itself (pure) ---- */
 
-/* Which master serves a bucket's tag (its hash slot is slot), for the
- * placement: a small number naming it (0..SVC_BUCKETS_MAX-1, the same
- * number for the same master within one placement), or -1 when none is
- * known. arg is the placement's. */
-typedef int (*svc_slot_owner_fn)(void *arg, const char *tag, int slot);
+/* Which master serves a hash slot, for the placement: a small number
+ * naming it (0..SVC_BUCKETS_MAX-1, the same number for the same master
+ * within one placement), or -1 when none is known. arg is the
+ * placement's. */
+typedef int (*svc_slot_owner_fn)(void *arg, int slot);
 
 /* The placement: picks each bucket's salt so that the K buckets' tags hash
  * to K distinct slots (lc_key_slot) and, given owner (a Redis Cluster's

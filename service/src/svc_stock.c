@@ -37,6 +37,7 @@
 #include "svc_bucket.h"
 #include "svc_check.h"
 #include "svc_gauges.h"
+#include "svc_health.h"
 #include "svc_keys.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
@@ -714,23 +715,20 @@ static int reset_exec(rq *q, const svc_req *r, const svc_layout *old, const svc_
 }
 
 /* The placement's view of a Redis Cluster (svc_layout_place's owner): the
- * master a bucket's keys go to now, numbered in the order first met. */
+ * master serving a slot in the health probe's slot map (kept fresh without
+ * purchases, read without a round trip), numbered in the order first met. */
 typedef struct owners {
-    lc_conn *conn;
+    lc_client *client;
     int n;
     char addr[SVC_BUCKETS_MAX][LC_ADDR_LEN];
 } owners;
 
-static int owner_of(void *arg, const char *tag, int slot)
+static int owner_of(void *arg, int slot)
 {
     owners *o = arg;
-    char key[SVC_KEY_MAX], addr[LC_ADDR_LEN];
-    (void)slot;
-    svc_key(key, tag, "stock");
-    redisContext *ctx = lc_conn_redis_key(o->conn, key);
-    if (ctx == NULL || ctx->tcp.host == NULL)
+    char addr[LC_ADDR_LEN];
+    if (lc_cluster_slot_master(o->client, slot, addr, sizeof addr) != 0)
         return -1;
-    snprintf(addr, sizeof addr, "%s:%d", ctx->tcp.host, ctx->tcp.port);
     for (int i = 0; i < o->n; i++)
         if (strcmp(o->addr[i], addr) == 0)
             return i;
@@ -750,16 +748,12 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         return;
     svc_key(lkey, r->sku, "layout");
     svc_layout l;
-    if (r->s->redis.cluster_nodes[0] != '\0') {
-        /* On a Redis Cluster the buckets spread over its masters. */
-        owners *o = calloc(1, sizeof *o);
-        if (o != NULL)
-            o->conn = conn;
-        svc_layout_place(r->sku, nb, o != NULL ? owner_of : NULL, o, &l);
-        free(o);
-    } else {
-        svc_layout_place(r->sku, nb, NULL, NULL, &l);
-    }
+    owners *own = NULL;
+    if (r->s->redis.cluster_nodes[0] != '\0' && svc_health_client() != NULL &&
+        (own = calloc(1, sizeof *own)) != NULL)
+        own->client = svc_health_client(); /* on a Redis Cluster: spread over its masters */
+    svc_layout_place(r->sku, nb, own != NULL ? owner_of : NULL, own, &l);
+    free(own);
     if (nb > 1) {
         uuid_t u;
         uuid_generate_random(u);
