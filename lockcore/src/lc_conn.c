@@ -146,6 +146,168 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
     return lc__trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
 }
 
+/* --- independent commands over many slots (lc_conn_pipe_each) -------------- */
+
+static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
+                        lc_pipe *p, bool p_first, bool sent, redisReply **rep);
+static redisReply *not_run_reply(const char *why);
+static void mark_broken(redisContext *ctx);
+
+/* One master's share of the batch: its context and which of p's commands
+ * went there, in p's order. */
+typedef struct each_group {
+    int addr;
+    redisContext *ctx; /* NULL: nothing was sent to it */
+    int n;
+    int pi[LC_PIPE_MAX];
+} each_group;
+
+/* Sends command i of p alone through the router (lc_conn_pipe's rules:
+ * redirects, back-offs, a lost reply never sent again): its reply into
+ * p->reply[i]. 0 when it came and the command ran; -1 otherwise. */
+static int each_alone(lc_conn *conn, lc_pipe *p, int i)
+{
+    lc_pipe q;
+    q.n = 1;
+    q.cmd[0] = p->cmd[i];
+    q.len[0] = p->len[i];
+    q.reply[0] = NULL;
+    redisContext *ctx = NULL;
+    int rc = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, &q, false, false, NULL);
+    p->reply[i] = q.reply[0];
+    return rc == 0 && q.reply[0] != NULL ? 0 : -1;
+}
+
+/* Whether reply r of a command of slot, read from node addr, says the
+ * command did not run there: a redirect for its slot (a MOVED fixes the
+ * map, so the command's second try goes straight to the new master) or a
+ * TRYAGAIN, CLUSTERDOWN or LOADING. */
+static bool each_not_run(lc_conn *conn, const redisReply *r, int slot, int addr)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR)
+        return false;
+    lc_cluster *cl = &conn->client->cl;
+    lc__redirect rd;
+    if (lc__redirect_parse(r->str, r->len, &rd) == 0) {
+        if (rd.slot != slot)
+            return false; /* the node's own answer: the caller's to read */
+        if (rd.kind == LC__REDIR_MOVED) {
+            const char *host = rd.host[0] ? rd.host : lc__cluster_at(cl, addr)->host;
+            int tg = lc__cluster_addr(cl, host, rd.port);
+            if (tg >= 0 && tg != addr) {
+                lc__cluster_moved(cl, slot, tg, addr);
+                atomic_fetch_add(&cl->moved, 1);
+            }
+        }
+        return true;
+    }
+    return lc__cluster_try_later(r->str, r->len);
+}
+
+lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
+{
+    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
+        return LC_MISUSE;
+    if (conn->sent != LC_SENT_NONE) {
+        lc__seterr(conn->err, "%s", SENT_PENDING);
+        return LC_MISUSE;
+    }
+    if (!conn->client->cl.on)
+        return lc_conn_pipe(conn, p);
+    lc__pipe_drop_replies(p);
+    lc_cluster *cl = &conn->client->cl;
+    int slot[LC_PIPE_MAX];
+    bool one_slot = true;
+    for (int i = 0; i < p->n; i++) {
+        lc__cmd cmd;
+        if (lc__cmd_parse(p->cmd[i], p->len[i], &cmd) != 0 || cmd.slot < 0 || cmd.multi ||
+            cmd.exec || cmd.discard || cmd.watch || cmd.unwatch) {
+            lc__seterr(conn->err,
+                       "lockcore: cluster: command %d of the pipe is not one command of one "
+                       "slot (keys of two slots, no key, a transaction or WATCH, or one the "
+                       "router does not know): not sent",
+                       i);
+            return LC_MISUSE;
+        }
+        slot[i] = cmd.slot;
+        one_slot &= cmd.slot == slot[0];
+    }
+    if (p->n == 0 || one_slot)
+        return lc_conn_pipe(conn, p); /* one slot: the router's batch, in order */
+    if (lc__cluster_ensure(cl, conn->err) != 0) {
+        for (int i = 0; i < p->n; i++)
+            p->reply[i] = not_run_reply(conn->err);
+        return LC_IO;
+    }
+    /* Every master's share written first, then every reply read: the
+     * masters run their shares at the same time. */
+    each_group g[LC_PIPE_MAX];
+    int ng = 0;
+    bool alone[LC_PIPE_MAX] = {false};
+    for (int i = 0; i < p->n; i++) {
+        int a = lc__cluster_master(cl, slot[i]), j = 0;
+        if (a < 0) {
+            alone[i] = true; /* no master in the map: the router waits for one */
+            continue;
+        }
+        while (j < ng && g[j].addr != a)
+            j++;
+        if (j == ng)
+            g[ng++] = (each_group){.addr = a};
+        g[j].pi[g[j].n++] = i;
+    }
+    for (int j = 0; j < ng; j++) {
+        redisContext *ctx = node_ctx(conn, g[j].addr);
+        if (!ctx) {
+            lc__cluster_failed(cl, g[j].addr); /* nothing sent: the router retries it */
+            for (int k = 0; k < g[j].n; k++)
+                alone[g[j].pi[k]] = true;
+            continue;
+        }
+        int ok = REDIS_OK, done = 0;
+        for (int k = 0; ok == REDIS_OK && k < g[j].n; k++)
+            ok = redisAppendFormattedCommand(ctx, p->cmd[g[j].pi[k]], p->len[g[j].pi[k]]);
+        while (ok == REDIS_OK && !done)
+            ok = redisBufferWrite(ctx, &done);
+        if (ok != REDIS_OK && !ctx->err)
+            ctx->err = REDIS_ERR_IO;
+        g[j].ctx = ctx; /* a failed write is seen below, by the reads */
+    }
+    lc_status st = LC_OK;
+    for (int j = 0; j < ng; j++) {
+        redisContext *ctx = g[j].ctx;
+        bool readonly = false;
+        for (int k = 0; ctx && k < g[j].n; k++) {
+            int i = g[j].pi[k];
+            void *r = NULL;
+            if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+                /* this one and the rest of the share: sent, outcome unknown */
+                lc__seterr(conn->err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
+                if (!ctx->err)
+                    ctx->err = REDIS_ERR_EOF;
+                lc__cluster_failed(cl, g[j].addr);
+                st = LC_IO;
+                break;
+            }
+            if (each_not_run(conn, r, slot[i], g[j].addr)) {
+                freeReplyObject(r);
+                alone[i] = true;
+                continue;
+            }
+            readonly |= ((redisReply *)r)->type == REDIS_REPLY_ERROR &&
+                        strncmp(((redisReply *)r)->str, "READONLY", 8) == 0;
+            p->reply[i] = r;
+        }
+        if (readonly)
+            mark_broken(ctx); /* a demoted master: once its replies are read */
+    }
+    /* What did not run goes again, one by one, after the rest. */
+    for (int i = 0; i < p->n; i++)
+        if (alone[i] && each_alone(conn, p, i) != 0)
+            st = LC_IO;
+    return st;
+}
+
 const char *lc_conn_errstr(const lc_conn *conn)
 {
     return conn->err;

@@ -4,7 +4,8 @@
  * The options; the map from a seed list whose first seed is down; every
  * mode of the lock core on keys of all three masters, with the caller's
  * commands in the lock's round trips; commands of two slots refused, never
- * sent. Then a slot migrated by hand, as redis-cli --cluster reshard does
+ * sent; lc_conn_pipe_each over all three masters, also across a MOVED and
+ * an ASK. Then a slot migrated by hand, as redis-cli --cluster reshard does
  * it (CLUSTER SETSLOT IMPORTING / MIGRATING, MIGRATE key by key, SETSLOT
  * NODE on every master), at each step:
  *   - ASK for a key already moved, to a node this client never talked to,
@@ -355,6 +356,92 @@ static void *migrate_later(void *arg)
     tu_sleep_ms(l->delay_ms);
     mig_key(l->m, l->key);
     return NULL;
+}
+
+/* lc_conn_pipe_each: INCR of keys on all three masters in one call, one
+ * write per master; refused for what is not one command of one slot (nothing
+ * sent); a key whose slot moved (the client's map stale: MOVED) and one
+ * whose slot is migrating (ASK) each go again alone and run exactly once. */
+static void test_pipe_each(void)
+{
+    char k[3][64];
+    for (int i = 0; i < 3; i++)
+        key_on(C.port[i], "each", k[i], sizeof k[i]);
+    lc_client *c = cl_client(0, 2000);
+    lc_conn *conn = lct_conn(c);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    for (int round = 1; round <= 2; round++)
+        for (int i = 0; i < 3; i++)
+            lc_pipe_append(&p, "INCR %s", k[i]);
+    TU_CHECK(lc_conn_pipe_each(conn, &p) == LC_OK, "INCR on three masters (%s)",
+             lc_conn_errstr(conn));
+    for (int j = 0; j < 6; j++) {
+        redisReply *r = lc_pipe_take(&p, j);
+        TU_CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1 + j / 3,
+                 "reply %d in p's order: %lld", j, r ? r->integer : -1LL);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < 3; i++)
+        TU_CHECK(tu_redis_int(C.port[i], "GET %s", k[i]) == 2, "master %d ran its two", i);
+    lc_stats st;
+    lc_client_stats(c, &st);
+    TU_CHECK(st.cluster_moved == 0 && st.cluster_ask == 0, "no redirect");
+    lc_pipe_clear(&p);
+
+    /* not one command of one slot: refused, nothing sent */
+    const char *bad[] = {"MULTI", "PING", "WATCH %s", "MGET %s lct:{zz}:x", "XLEN %s"};
+    for (int b = 0; b < 5; b++) {
+        lc_pipe_append(&p, "INCR %s", k[1]);
+        lc_pipe_append(&p, bad[b], k[0]);
+        TU_CHECK(lc_conn_pipe_each(conn, &p) == LC_MISUSE && lc_pipe_take(&p, 0) == NULL,
+                 "%s: refused (%s)", bad[b], lc_conn_errstr(conn));
+        lc_pipe_clear(&p);
+    }
+    TU_CHECK(tu_redis_int(C.port[1], "GET %s", k[1]) == 2, "nothing of them sent");
+
+    /* k[0]'s slot moves to master 2 behind the client's back: MOVED */
+    migration m;
+    int slot0 = slot_of(k[0]);
+    mig_begin(&m, slot0, C.port[2]);
+    mig_key(&m, k[0]);
+    mig_end(&m);
+    for (int i = 0; i < 3; i++)
+        lc_pipe_append(&p, "INCR %s", k[i]);
+    TU_CHECK(lc_conn_pipe_each(conn, &p) == LC_OK, "after the move (%s)", lc_conn_errstr(conn));
+    redisReply *r = lc_pipe_take(&p, 0);
+    TU_CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 3, "the moved key ran once: %lld",
+             r ? r->integer : -1LL);
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    TU_CHECK(tu_redis_int(C.port[2], "GET %s", k[0]) == 3, "on its new master, once");
+    lc_client_stats(c, &st);
+    TU_CHECK(st.cluster_moved == 1, "one MOVED followed (%llu)",
+             (unsigned long long)st.cluster_moved);
+    char buf[LC_ADDR_LEN];
+    TU_CHECK(lc_cluster_slot_master(c, slot0, buf, sizeof buf) == 0 &&
+                 atoi(strrchr(buf, ':') + 1) == C.port[2],
+             "the map fixed (%s)", buf);
+
+    /* k[1]'s slot migrating to master 0, the key already there: ASK */
+    mig_begin(&m, slot_of(k[1]), C.port[0]);
+    mig_key(&m, k[1]);
+    for (int i = 0; i < 3; i++)
+        lc_pipe_append(&p, "INCR %s", k[i]);
+    TU_CHECK(lc_conn_pipe_each(conn, &p) == LC_OK, "during a migration (%s)", lc_conn_errstr(conn));
+    for (int j = 0; j < 3; j++) {
+        r = lc_pipe_take(&p, j);
+        TU_CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 4, "key %d: %lld", j,
+                 r ? r->integer : -1LL);
+        freeReplyObject(r);
+    }
+    lc_pipe_clear(&p);
+    lc_client_stats(c, &st);
+    TU_CHECK(st.cluster_ask == 1, "one ASK followed (%llu)", (unsigned long long)st.cluster_ask);
+    TU_CHECK(get_int(conn, k[1]) == 4, "the migrating key ran once, on master 0");
+    mig_end(&m);
+    lc_conn_free(conn);
+    lc_client_free(c);
 }
 
 static void test_migration(void)
@@ -851,6 +938,7 @@ int main(void)
     TU_REQUIRE(replicas_known(3, (int)tu_slack(10000)), "every node lists 3 replicas");
     test_modes();
     test_misuse();
+    test_pipe_each();
     test_reentrant();
     test_migration();
     test_not_run();
