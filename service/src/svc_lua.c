@@ -616,9 +616,10 @@ int svc_lua_batches(const svc_req *r)
            r->p.fault == SVC_FAULT_NONE;
 }
 
-/* On a Redis Cluster a batch goes to one master: the slot of r's stock,
- * when it is known before the batch — a SKU known to keep its own keys
- * (one bucket; their tag is {sku}). A SKU in stock buckets, or whose
+/* With redis.wait_replicas on a Redis Cluster, a batch goes to one slot,
+ * so to one master, and the WAIT after it to that master: the slot of r's
+ * stock, when it is known before the batch — a SKU known to keep its own
+ * keys (one bucket; their tag is {sku}). A SKU in stock buckets, or whose
  * layout is not known yet, draws its bucket, and so its slot, purchase by
  * purchase: -1, a batch of its own. */
 static int batch_slot(const svc_req *r)
@@ -634,7 +635,11 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn);
 void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
 {
     SVC_ASSERT(n >= 1 && n <= SVC_POOL_BATCH_MAX && n <= LC_PIPE_MAX);
-    if (n == 1 || rs[0]->s->redis.cluster_nodes[0] == '\0') {
+    /* Without WAIT the whole batch goes at once, on a cluster each script
+     * to its own slot's master, every master's share in one write
+     * (lc_conn_pipe_each): many SKUs, or one SKU's buckets, cost one round
+     * trip per master, side by side. */
+    if (n == 1 || rs[0]->s->redis.cluster_nodes[0] == '\0' || rs[0]->s->redis.wait_replicas == 0) {
         batch_run(rs, n, conn);
         return;
     }
@@ -657,8 +662,8 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
     }
 }
 
-/* svc_lua_batch of n purchases whose scripts go to one Redis, or to one
- * master of a cluster. */
+/* svc_lua_batch of n purchases: their scripts in one pipe to one Redis, or
+ * on a cluster each to its slot's master (one slot's, with WAIT). */
 static void batch_run(svc_req **rs, int n, lc_conn *conn)
 {
     lua_purchase *lps = calloc((size_t)n, sizeof *lps);
@@ -715,13 +720,15 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
     }
     /* Every script in one write, every reply in one read: Redis runs them
      * one after another, each atomic, in queue order. */
+    /* The batch's connection, where lua_ready left it (connected, on a
+     * cluster to the slot's master): a trip that moves to another node (a
+     * redirect) or a NOSCRIPT retry below that reconnects leaves sales
+     * where the WAIT after them cannot see them. */
+    uint64_t connects = lc_conn_connects(conn);
     if (nsent > 0) {
         svc_stats_lua_batch(nsent);
-        (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+        (void)lc_conn_pipe_each(conn, &p); /* a missing reply is seen below */
     }
-    /* The batch's connection: a NOSCRIPT retry below that reconnects
-     * leaves the sales before it where WAIT cannot see them. */
-    uint64_t connects = lc_conn_connects(conn);
     purchase_result res[SVC_POOL_BATCH_MAX];
     for (int i = 0; i < n; i++) {
         if (!sent[i])

@@ -447,3 +447,20 @@ long long svc_redis_calls(int redis_port, const char *cmd)
     const char *p = strstr(info, key);
     return p ? atoll(p + strlen(key)) : 0;
 }
+
+int svc_wait_inflight(const svc_server *s, int want)
+{
+    int64_t end = lc_now_ms() + tu_slack(10000);
+    double inflight = -1;
+    while (lc_now_ms() < end) {
+        svc_resp st = {0};
+        svc_req(s, "GET", "/stats", NULL, NULL, &st);
+        inflight = svc_jnum(st.json, "inflight");
+        svc_resp_free(&st);
+        if (inflight == want)
+            return 1;
+        tu_sleep_ms(10);
+    }
+    fprintf(stderr, "inflight %.0f, want %d\n", inflight, want);
+    return 0;
+}

@@ -108,4 +108,8 @@ long svc_get_audit(const svc_server *s, const char *sku, svc_audit *a);
  * never ran, -1 when Redis did not answer. */
 long long svc_redis_calls(int redis_port, const char *cmd);
 
+/* Waits (up to tu_slack(10 s)) until /stats says want purchases are in
+ * flight: those running plus those queued for a worker. 1 when it did. */
+int svc_wait_inflight(const svc_server *s, int want);
+
 #endif

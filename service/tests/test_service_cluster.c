@@ -13,6 +13,9 @@
  *   - a SKU in 4 stock buckets (each a slot of its own), then reset to 2:
  *     a token and a lua burst each exact, the audit and the order list
  *     summing the buckets;
+ *   - without WAIT, one lua batch of 16 purchases over all three masters
+ *     (4 SKUs, one in 3 buckets) queued behind the one worker of a third
+ *     instance: one write per master, every SKU exact;
  *   - an Idempotency-Key (its claim in a slot of its own) replays the sale;
  *   - the local sold-out flag of one instance clears on a reset sent to
  *     the other (the message reaches every node);
@@ -22,6 +25,7 @@
  *   - a master SIGKILLed: /healthz turns 503 naming it, the replica is
  *     promoted, /healthz 200 again and its SKU sells again.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,6 +449,120 @@ static void test_failover(void)
     TU_CHECK(st == 200, "/healthz 200 again (%s)", why);
 }
 
+/* --- one lua batch over every master --------------------------------------- */
+
+#define PB_SKUS 4 /* one on each master, one in 3 buckets (one per master) */
+#define PB_BUYERS 4
+#define PB_STOCK 3
+
+typedef struct pb_call {
+    const svc_server *s;
+    char **paths;
+    int n;
+    svc_resp *out;
+} pb_call;
+
+static void *pb_fire(void *arg)
+{
+    pb_call *c = arg;
+    if (c->paths)
+        svc_burst(c->s, "POST", c->paths, c->n, c->out);
+    else
+        svc_req(c->s, "POST", "/miaosha/setnx?sku=pb-hold&wait_ms=20000", NULL, NULL, c->out);
+    return NULL;
+}
+
+/* Without redis.wait_replicas, lua purchases of many slots queued together
+ * go as one batch, each script to its own slot's master, every master's
+ * share in one write (lc_conn_pipe_each). One worker (server.workers=1),
+ * held by a setnx purchase that waits for a lock the test holds; 16 lua
+ * purchases queue behind it: 4 of a SKU on each master and 4 of a SKU in 3
+ * buckets, one per master; the lock deleted, the worker takes them as one
+ * batch (/metrics: one write of 16 scripts), every master ran scripts
+ * (its EVALSHA count), and each SKU sold exactly its stock, audit exact. */
+static void test_pipe_batch(void)
+{
+    char set[160];
+    snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
+    const char *e[] = {"--set", set, "--set", "server.workers=1", "--instance-id", "pb", NULL};
+    svc_server c;
+    TU_REQUIRE(svc_start(&c, 1, e) == 0, "a one-worker instance without WAIT");
+    char skus[PB_SKUS][32];
+    for (int m = 0; m < 3; m++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "pb%d-", m);
+        sku_on(C.port[m], prefix, skus[m], sizeof skus[m]);
+        TU_REQUIRE(svc_set_stock(&c, skus[m], PB_STOCK, NULL) == 200, "stock %s", skus[m]);
+    }
+    snprintf(skus[3], sizeof skus[3], "pb-buckets");
+    svc_resp r;
+    svc_req(&c, "PUT", "/stock/pb-buckets", "{\"stock\":3,\"buckets\":3}", NULL, &r);
+    TU_REQUIRE(r.status == 200, "3 buckets: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    check_spread("pb-buckets", 3);
+    TU_REQUIRE(svc_set_stock(&c, "pb-hold", 5, NULL) == 200, "stock pb-hold");
+    int hold_port = pk_cluster_slot_port(&C, slot_of("pb-hold"));
+    char okbuf[16];
+    TU_REQUIRE(tu_redis_str(hold_port, okbuf, sizeof okbuf,
+                            "SET miaosha:{pb-hold}:lock:setnx someone-else PX %s", "60000") == 0,
+               "hold the lock");
+    long long ev0[3];
+    for (int m = 0; m < 3; m++)
+        ev0[m] = svc_redis_calls(C.port[m], "evalsha");
+    double b0 = metric(&c, "miaosha_lua_batches_total");
+    double p0 = metric(&c, "miaosha_lua_batched_purchases_total");
+
+    svc_resp hold_out = {0}, out[PB_SKUS * PB_BUYERS];
+    memset(out, 0, sizeof out);
+    pb_call hold = {.s = &c, .out = &hold_out};
+    pthread_t th_hold, th_fire;
+    TU_REQUIRE(pthread_create(&th_hold, NULL, pb_fire, &hold) == 0, "thread");
+    TU_REQUIRE(svc_wait_inflight(&c, 1), "the setnx purchase holds the only worker");
+    char *paths[PB_SKUS * PB_BUYERS];
+    for (int i = 0; i < PB_SKUS * PB_BUYERS; i++) {
+        paths[i] = malloc(96);
+        TU_REQUIRE(paths[i] != NULL, "memory");
+        snprintf(paths[i], 96, "/miaosha/lua?sku=%s&user=u%d", skus[i % PB_SKUS], i);
+    }
+    pb_call fire = {.s = &c, .paths = paths, .n = PB_SKUS * PB_BUYERS, .out = out};
+    TU_REQUIRE(pthread_create(&th_fire, NULL, pb_fire, &fire) == 0, "thread");
+    TU_CHECK(svc_wait_inflight(&c, 1 + PB_SKUS * PB_BUYERS), "all queued behind it");
+    TU_CHECK(tu_redis_int(hold_port, "DEL %s", "miaosha:{pb-hold}:lock:setnx") == 1,
+             "release the held lock");
+    pthread_join(th_fire, NULL);
+    pthread_join(th_hold, NULL);
+    TU_CHECK(hold_out.status == 200, "the held purchase: %ld %s", hold_out.status, B(&hold_out));
+    svc_resp_free(&hold_out);
+    double batches = metric(&c, "miaosha_lua_batches_total") - b0;
+    double batched = metric(&c, "miaosha_lua_batched_purchases_total") - p0;
+    TU_CHECK(batches == 1 && batched == PB_SKUS * PB_BUYERS,
+             "one write per master carried the %d scripts (%.0f batches, %.0f scripts)",
+             PB_SKUS * PB_BUYERS, batches, batched);
+    for (int m = 0; m < 3; m++) {
+        long long ran = svc_redis_calls(C.port[m], "evalsha") - ev0[m];
+        TU_CHECK(ran >= PB_BUYERS, "master %d ran its share: %lld scripts", m, ran);
+    }
+    for (int k = 0; k < PB_SKUS; k++) {
+        int sold = 0, sold_out = 0;
+        for (int i = k; i < PB_SKUS * PB_BUYERS; i += PB_SKUS) {
+            sold += out[i].status == 200;
+            sold_out += out[i].status == 409 && svc_jerr_is(&out[i], "sold_out");
+        }
+        svc_audit au;
+        TU_CHECK(sold == PB_STOCK && sold_out == PB_BUYERS - PB_STOCK &&
+                     svc_get_audit(&c, skus[k], &au) == 200 && au.sold == PB_STOCK &&
+                     au.stock == 0 && au.orders == PB_STOCK && au.oversold == 0 &&
+                     au.undersold == 0,
+                 "%s: %d sold, %d sold out; audit sold %lld stock %lld orders %lld", skus[k], sold,
+                 sold_out, au.sold, au.stock, au.orders);
+    }
+    for (int i = 0; i < PB_SKUS * PB_BUYERS; i++) {
+        free(paths[i]);
+        svc_resp_free(&out[i]);
+    }
+    svc_stop(&c, 10000);
+}
+
 int main(void)
 {
     pk_cluster_opts o;
@@ -473,6 +591,7 @@ int main(void)
     test_map_idle();
     test_modes();
     test_buckets();
+    test_pipe_batch();
     test_idem();
     test_soldout();
     test_seen();

@@ -53,24 +53,6 @@ static long long metric(const svc_server *s, const char *name)
     return v;
 }
 
-/* Waits until /stats says want purchases are in flight; 1 when it did. */
-static int wait_inflight(const svc_server *s, int want)
-{
-    int64_t end = lc_now_ms() + tu_slack(10000);
-    double inflight = -1;
-    while (lc_now_ms() < end) {
-        svc_resp st = {0};
-        svc_req(s, "GET", "/stats", NULL, NULL, &st);
-        inflight = svc_jnum(st.json, "inflight");
-        svc_resp_free(&st);
-        if (inflight == want)
-            return 1;
-        tu_sleep_ms(10);
-    }
-    fprintf(stderr, "inflight %.0f, want %d\n", inflight, want);
-    return 0;
-}
-
 typedef struct {
     const svc_server *s;
     char path[160];
@@ -123,7 +105,7 @@ static void run_batch(const svc_server *s, const char *sku, int stock, int flush
              (long long)wait_ms);
     pthread_t th_hold, th_fire;
     TU_REQUIRE(pthread_create(&th_hold, NULL, hold_worker, &hold) == 0, "thread");
-    TU_REQUIRE(wait_inflight(s, 1), "the setnx purchase holds the only worker");
+    TU_REQUIRE(svc_wait_inflight(s, 1), "the setnx purchase holds the only worker");
 
     char *paths[N];
     for (int i = 0; i < N; i++) {
@@ -133,7 +115,7 @@ static void run_batch(const svc_server *s, const char *sku, int stock, int flush
     }
     call burst = {.s = s, .paths = paths, .n = N, .out = out};
     TU_REQUIRE(pthread_create(&th_fire, NULL, fire, &burst) == 0, "thread");
-    TU_CHECK(wait_inflight(s, 1 + N), "all %d lua purchases queued behind it", N);
+    TU_CHECK(svc_wait_inflight(s, 1 + N), "all %d lua purchases queued behind it", N);
     if (flush) {
         TU_CHECK(tu_redis_str(rp, okbuf, sizeof okbuf, "SCRIPT FLUSH") == 0 && !strcmp(okbuf, "OK"),
                  "SCRIPT FLUSH");
