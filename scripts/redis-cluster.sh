@@ -4,6 +4,7 @@
 #   3 masters and 3 replicas, one replica per master (redis-server
 #   --cluster-enabled yes, cluster-node-timeout 1000 ms, no persistence),
 #   joined by redis-cli --cluster create --cluster-replicas 1
+#   (REDIS_CLUSTER_REPLICAS=0: the 3 masters alone)
 #
 # everything on 127.0.0.1 and free ports (each node's port + 10000, its
 # cluster bus port, free too), every file in one temp dir.
@@ -19,16 +20,17 @@
 #
 # After start, DIR/redis-cluster.env (shell syntax, source it) holds:
 #   REDIS_CLUSTER_DIR, REDIS_CLUSTER_NODE<i>_PORT, REDIS_CLUSTER_NODE<i>_PID
-#   (i = 1..6: `redis-cli --cluster create` made 1..3 the masters; a
+#   (i = 1..6, 1..3 without replicas: `redis-cli --cluster create` made 1..3 the masters; a
 #   failover swaps roles, `status` says who is what now),
-#   REDIS_CLUSTER_NODES (the six host:port, comma-separated),
+#   REDIS_CLUSTER_NODES (every node's host:port, comma-separated),
+#   REDIS_CLUSTER_REPLICAS (replicas per master, as started),
 # and what miaosha-server reads (config keys redis.cluster_nodes,
 # redis.wait_replicas):
 #   MIAOSHA_REDIS_CLUSTER_NODES (= REDIS_CLUSTER_NODES: every node answers
 #   CLUSTER NODES, so each is a seed, and the list outlives any one of them),
 #   MIAOSHA_REDIS_WAIT_REPLICAS=1 (a 200 only once the master's one replica
 #   has the order; `all` is refused with a cluster: each master has its own
-#   replicas, config/README.md)
+#   replicas, config/README.md; 0 without replicas)
 # `run` exports them all to CMD.
 #
 # Knobs (environment):
@@ -36,6 +38,8 @@
 #   REDIS_CLUSTER_CLI                redis-cli binary (default PATH)
 #   REDIS_CLUSTER_NODE_TIMEOUT_MS    cluster-node-timeout: how long a master may not answer
 #                                    before its replica is promoted (default 1000)
+#   REDIS_CLUSTER_REPLICAS           replicas per master: 1 (default) or 0 (no failover; what
+#                                    bench/run.sh uses, to compare with one Redis alone)
 #   REDIS_CLUSTER_KEEP_DIR=1         stop leaves DIR (logs) in place
 #
 # The script never writes outside DIR, binds only 127.0.0.1, and stops only
@@ -50,7 +54,9 @@ me=redis-cluster.sh
 # shellcheck source=lib/proc.sh
 . "$here/scripts/lib/proc.sh"
 MASTERS=3
-NODES=6
+REPLICAS=${REDIS_CLUSTER_REPLICAS:-1}
+case "$REPLICAS" in 0|1) ;; *) echo "redis-cluster.sh: REDIS_CLUSTER_REPLICAS must be 0 or 1" >&2; exit 2 ;; esac
+NODES=$((MASTERS * (1 + REPLICAS)))
 SLOTS=16384
 
 die() { echo "$me: $*" >&2; exit 1; }
@@ -106,8 +112,9 @@ write_env() { # dir
       eval "nodes=\"\$nodes,127.0.0.1:\$NODE${i}_PORT\""
     done
     echo "REDIS_CLUSTER_NODES=${nodes#,}"
+    echo "REDIS_CLUSTER_REPLICAS=$REPLICAS"
     echo "MIAOSHA_REDIS_CLUSTER_NODES=${nodes#,}"
-    echo "MIAOSHA_REDIS_WAIT_REPLICAS=1"
+    echo "MIAOSHA_REDIS_WAIT_REPLICAS=$REPLICAS"
   } > "$f.tmp"
   mv "$f.tmp" "$f"
 }
@@ -126,7 +133,7 @@ do_start() { # dir
   done
   # The first MASTERS addresses become the masters, the others their
   # replicas (redis-cli warns that they share a host: they do, on purpose).
-  timeout 60 "$CLI" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+  timeout 60 "$CLI" --cluster create "${addrs[@]}" --cluster-replicas "$REPLICAS" --cluster-yes \
     > "$dir/create.log" 2>&1 || { tail -5 "$dir/create.log" >&2; die "redis-cli --cluster create failed (see $dir/create.log)"; }
   proc_wait_until $(( $(proc_now_ms) + 30000 )) cluster_ready ||
     die "the cluster did not reach cluster_state:ok with $SLOTS slots and every replica linked within 30 s"
@@ -166,6 +173,7 @@ do_status() { # dir
   CLI=$(find_bin redis-cli "${REDIS_CLUSTER_CLI:-}")
   # shellcheck disable=SC1091
   . "$dir/redis-cluster.env"
+  NODES=$((MASTERS * (1 + ${REDIS_CLUSTER_REPLICAS:-1}))) # as started
   for i in $(seq $NODES); do
     eval "pid=\$REDIS_CLUSTER_NODE${i}_PID p=\$REDIS_CLUSTER_NODE${i}_PORT"
     if proc_alive "$pid"; then
