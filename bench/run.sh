@@ -407,14 +407,14 @@ target_row() { # part figure subject reference OP LIMIT [ratio]
 NCPU=$(nproc)
 # Where there are CPUs to spare (8 or more), the load generator and the
 # servers that the CPU-counting targets measure (the buckets and cluster
-# parts) get more threads: wrk 4 instead of 2; those miaosha-servers a
-# quarter of the CPUs as server.io_threads instead of the default 2, and
+# parts) get more threads: wrk 4 instead of 2; those miaosha-servers half
+# the CPUs as server.io_threads instead of the default 2, and
 # 64 workers instead of 16, one per connection (a purchase holds its
 # worker for its round trips), so that neither the load generator nor the
 # service's thread counts are the ceiling the ratio measures. Reference and
 # subject always get the same. Below 8 CPUs: as before.
 WRK_THREADS=$((NCPU >= 8 ? 4 : 2))
-WIDE_IO=$((NCPU >= 8 ? NCPU / 4 : 2))
+WIDE_IO=$((NCPU >= 8 ? NCPU / 2 : 2))
 WIDE=() # the flags of those servers
 [ "$WIDE_IO" -gt 2 ] && WIDE=(--set "server.io_threads=$WIDE_IO" --set server.workers=64)
 WIDE_PORT=""
