@@ -537,25 +537,28 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
 
 /* lc_conn_pipe for commands that do not depend on one another (each one
  * atomic on its own: a script, a single-key command), such as a batch of
- * purchases of many SKUs. Without lc_options.cluster_nodes, and with one
- * whose commands all name one slot: exactly lc_conn_pipe. With a cluster
- * and several slots: each command goes to the master of its own slot, the
- * commands for one master in one write, every master's write sent before
- * any reply is read — one round trip per master, side by side, where
- * lc_conn_pipe would refuse the batch. A command that did not run where
- * the map sent it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING) goes again
- * alone after the rest, by lc_conn_pipe's rules (a MOVED fixes the map
- * first): the order of the commands is kept per master unless a redirect
- * reorders them, so nothing may rely on it. A command whose reply did not
- * come is never sent again.
- * Returns LC_OK when every reply came and every command ran (error replies
- * included); LC_IO when a reply did not come (NULL: sent, outcome unknown;
- * that master's connection reconnects on its next use) or the router gave
- * up on a command before it ran (its reply an error holding the reason,
- * nothing of it ran), the reason in lc_conn_errstr; LC_MISUSE, nothing
- * sent, for a NULL argument, while an acquire sent by lc_acquire_send is
- * pending, or with a cluster for a command that names no key, keys of two
- * slots, MULTI/EXEC/DISCARD/WATCH/UNWATCH, or one the router does not know.
+ * purchases of many SKUs. Without lc_options.cluster_nodes: exactly
+ * lc_conn_pipe. With a cluster: each command goes to the master of its own
+ * slot, the commands for one master in one write, every master's write
+ * sent before any reply is read — one round trip per master, side by side,
+ * where lc_conn_pipe would refuse a batch of two slots. A command that did
+ * not run where the map sent it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN,
+ * LOADING for its slot) goes again alone after the rest, by lc_conn_pipe's
+ * rules (a MOVED fixes the map first), all of those within one
+ * command_timeout_ms: the order of the commands is kept per master unless
+ * a redirect reorders them, so nothing may rely on it. A command whose
+ * reply was lost is never sent again.
+ * Returns LC_OK when every reply came from the node that ran the command
+ * (an error reply, READONLY included, is the node's answer and the
+ * caller's to read); LC_IO when a reply did not come (NULL: sent, outcome
+ * unknown; that master's connection reconnects on its next use) or a
+ * command was given up before it ran (its reply an error holding the
+ * reason, nothing of it ran: no master reached in time, more than 5
+ * redirects, a redirect naming another slot), the reason in
+ * lc_conn_errstr; LC_MISUSE, nothing sent, for a NULL argument, while an
+ * acquire sent by lc_acquire_send is pending, or with a cluster for a
+ * command that names no key, keys of two slots, MULTI/EXEC/DISCARD/WATCH/
+ * UNWATCH, or one the router does not know.
  * Memory: the replies are p's until lc_pipe_take or lc_pipe_clear. The
  * thread that owns conn. */
 lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p);

@@ -148,10 +148,16 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
 
 /* --- independent commands over many slots (lc_conn_pipe_each) -------------- */
 
+/* What a reply says of its command, for the router's trip below and
+ * lc_conn_pipe_each: it ran (the node's answer), or a redirect, a
+ * try-later, or a redirect for another slot (ASTRAY) kept it from running. */
+enum { RAN = 0, MOVED, ASK, LATER, ASTRAY };
+
 static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
                         lc_pipe *p, bool p_first, bool sent, redisReply **rep);
 static redisReply *not_run_reply(const char *why);
 static void mark_broken(redisContext *ctx);
+static redisContext *route(lc_conn *conn, int slot, bool pin, int64_t deadline);
 
 /* One master's share of the batch: its context and which of p's commands
  * went there, in p's order. */
@@ -162,11 +168,26 @@ typedef struct each_group {
     int pi[LC_PIPE_MAX];
 } each_group;
 
-/* Sends command i of p alone through the router (lc_conn_pipe's rules:
- * redirects, back-offs, a lost reply never sent again): its reply into
- * p->reply[i]. 0 when it came and the command ran; -1 otherwise. */
-static int each_alone(lc_conn *conn, lc_pipe *p, int i)
+/* Sends command i of p (of slot) alone through the router (lc_conn_pipe's
+ * rules: redirects, back-offs, a lost reply never sent again): its reply
+ * into p->reply[i]. The master is found first, so that a command never
+ * sent (no master answers before deadline, lc_now_ms) gets an error reply
+ * saying why, not the NULL of a lost one. 0 when the reply came and the
+ * command ran; -1 otherwise. */
+static int each_alone(lc_conn *conn, lc_pipe *p, int i, int slot, int64_t deadline)
 {
+    if (lc_now_ms() >= deadline) {
+        lc__seterr(conn->err,
+                   "cluster: slot %d: the batch's command_timeout_ms passed before this "
+                   "command could go again: not sent again",
+                   slot);
+        p->reply[i] = not_run_reply(conn->err);
+        return -1;
+    }
+    if (!route(conn, slot, false, deadline)) {
+        p->reply[i] = not_run_reply(conn->err);
+        return -1;
+    }
     lc_pipe q;
     q.n = 1;
     q.cmd[0] = p->cmd[i];
@@ -178,30 +199,40 @@ static int each_alone(lc_conn *conn, lc_pipe *p, int i)
     return rc == 0 && q.reply[0] != NULL ? 0 : -1;
 }
 
-/* Whether reply r of a command of slot, read from node addr, says the
- * command did not run there: a redirect for its slot (a MOVED fixes the
- * map, so the command's second try goes straight to the new master) or a
- * TRYAGAIN, CLUSTERDOWN or LOADING. */
-static bool each_not_run(lc_conn *conn, const redisReply *r, int slot, int addr)
+/* What reply r of a command of slot, read from node addr, says: RAN (the
+ * node's answer, an error reply included), or that the command did not
+ * run there — MOVED or ASK for its slot, TRYAGAIN, CLUSTERDOWN, LOADING:
+ * it goes again (LATER); a redirect naming another slot: the node and the
+ * router disagree about what was sent, and it is not sent again (ASTRAY).
+ * A MOVED fixes the map, so the command's second try goes straight to the
+ * new master; moved[] (*nmoved) holds the slots whose MOVED this batch
+ * has applied and counted already (once per slot, as the router counts
+ * once per batch). */
+static int each_state(lc_conn *conn, const redisReply *r, int slot, int addr, int *moved,
+                      int *nmoved)
 {
     if (!r || r->type != REDIS_REPLY_ERROR)
-        return false;
+        return RAN;
     lc_cluster *cl = &conn->client->cl;
     lc__redirect rd;
     if (lc__redirect_parse(r->str, r->len, &rd) == 0) {
         if (rd.slot != slot)
-            return false; /* the node's own answer: the caller's to read */
+            return ASTRAY;
         if (rd.kind == LC__REDIR_MOVED) {
+            int k = 0;
+            while (k < *nmoved && moved[k] != slot)
+                k++;
             const char *host = rd.host[0] ? rd.host : lc__cluster_at(cl, addr)->host;
             int tg = lc__cluster_addr(cl, host, rd.port);
-            if (tg >= 0 && tg != addr) {
+            if (k == *nmoved && tg >= 0 && tg != addr) {
+                moved[(*nmoved)++] = slot;
                 lc__cluster_moved(cl, slot, tg, addr);
                 atomic_fetch_add(&cl->moved, 1);
             }
         }
-        return true;
+        return LATER;
     }
-    return lc__cluster_try_later(r->str, r->len);
+    return lc__cluster_try_later(r->str, r->len) ? LATER : RAN;
 }
 
 lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
@@ -217,7 +248,6 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
     lc__pipe_drop_replies(p);
     lc_cluster *cl = &conn->client->cl;
     int slot[LC_PIPE_MAX];
-    bool one_slot = true;
     for (int i = 0; i < p->n; i++) {
         lc__cmd cmd;
         if (lc__cmd_parse(p->cmd[i], p->len[i], &cmd) != 0 || cmd.slot < 0 || cmd.multi ||
@@ -230,10 +260,9 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
             return LC_MISUSE;
         }
         slot[i] = cmd.slot;
-        one_slot &= cmd.slot == slot[0];
     }
-    if (p->n == 0 || one_slot)
-        return lc_conn_pipe(conn, p); /* one slot: the router's batch, in order */
+    if (p->n == 0)
+        return LC_OK;
     if (lc__cluster_ensure(cl, conn->err) != 0) {
         for (int i = 0; i < p->n; i++)
             p->reply[i] = not_run_reply(conn->err);
@@ -274,6 +303,7 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
         g[j].ctx = ctx; /* a failed write is seen below, by the reads */
     }
     lc_status st = LC_OK;
+    int moved[LC_PIPE_MAX], nmoved = 0;
     for (int j = 0; j < ng; j++) {
         redisContext *ctx = g[j].ctx;
         bool readonly = false;
@@ -289,10 +319,21 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
                 st = LC_IO;
                 break;
             }
-            if (each_not_run(conn, r, slot[i], g[j].addr)) {
+            int state = each_state(conn, r, slot[i], g[j].addr, moved, &nmoved);
+            if (state != RAN) {
                 freeReplyObject(r);
-                alone[i] = true;
-                continue;
+                if (state == LATER) {
+                    alone[i] = true;
+                    continue;
+                }
+                char at[LC_ADDR_LEN] = "?";
+                lc__cluster_addr_text(lc__cluster_at(cl, g[j].addr), at, sizeof at);
+                lc__seterr(conn->err,
+                           "cluster: slot %d: %s redirected the command for another slot: not "
+                           "sent again",
+                           slot[i], at);
+                r = not_run_reply(conn->err);
+                st = LC_IO;
             }
             readonly |= ((redisReply *)r)->type == REDIS_REPLY_ERROR &&
                         strncmp(((redisReply *)r)->str, "READONLY", 8) == 0;
@@ -301,9 +342,12 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
         if (readonly)
             mark_broken(ctx); /* a demoted master: once its replies are read */
     }
-    /* What did not run goes again, one by one, after the rest. */
+    /* What did not run goes again, one by one, after the rest, within one
+     * command_timeout_ms for them all: a master that is down or loading
+     * costs the batch one wait, not one per command. */
+    int64_t deadline = lc_now_ms() + conn->client->command_timeout_ms;
     for (int i = 0; i < p->n; i++)
-        if (alone[i] && each_alone(conn, p, i) != 0)
+        if (alone[i] && each_alone(conn, p, i, slot[i], deadline) != 0)
             st = LC_IO;
     return st;
 }
@@ -734,8 +778,6 @@ typedef struct tunit {
                    for another slot than the batch's) */
     int target; /* MOVED, ASK: the node named (address index) */
 } tunit;
-
-enum { RAN = 0, MOVED, ASK, LATER, ASTRAY };
 
 typedef struct trip {
     lc_conn *conn;

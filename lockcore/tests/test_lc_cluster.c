@@ -400,7 +400,12 @@ static void test_pipe_each(void)
     }
     TU_CHECK(tu_redis_int(C.port[1], "GET %s", k[1]) == 2, "nothing of them sent");
 
-    /* k[0]'s slot moves to master 2 behind the client's back: MOVED */
+    /* k[0]'s slot moves to master 2 behind the client's back: MOVED, for
+     * k[0] and for a second key of its slot in the same pipe — counted and
+     * applied once, each command run once */
+    char k0b[80];
+    snprintf(k0b, sizeof k0b, "%.*s:b", (int)(strrchr(k[0], ':') - k[0]), k[0]);
+    TU_REQUIRE(slot_of(k0b) == slot_of(k[0]), "%s shares %s's slot", k0b, k[0]);
     migration m;
     int slot0 = slot_of(k[0]);
     mig_begin(&m, slot0, C.port[2]);
@@ -408,15 +413,22 @@ static void test_pipe_each(void)
     mig_end(&m);
     for (int i = 0; i < 3; i++)
         lc_pipe_append(&p, "INCR %s", k[i]);
+    lc_pipe_append(&p, "INCR %s", k0b);
     TU_CHECK(lc_conn_pipe_each(conn, &p) == LC_OK, "after the move (%s)", lc_conn_errstr(conn));
     redisReply *r = lc_pipe_take(&p, 0);
     TU_CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 3, "the moved key ran once: %lld",
              r ? r->integer : -1LL);
     freeReplyObject(r);
+    r = lc_pipe_take(&p, 3);
+    TU_CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1,
+             "the second key of the slot ran once: %lld", r ? r->integer : -1LL);
+    freeReplyObject(r);
     lc_pipe_clear(&p);
-    TU_CHECK(tu_redis_int(C.port[2], "GET %s", k[0]) == 3, "on its new master, once");
+    TU_CHECK(tu_redis_int(C.port[2], "GET %s", k[0]) == 3 &&
+                 tu_redis_int(C.port[2], "GET %s", k0b) == 1,
+             "on their new master, once each");
     lc_client_stats(c, &st);
-    TU_CHECK(st.cluster_moved == 1, "one MOVED followed (%llu)",
+    TU_CHECK(st.cluster_moved == 1, "one MOVED counted for the slot (%llu)",
              (unsigned long long)st.cluster_moved);
     char buf[LC_ADDR_LEN];
     TU_CHECK(lc_cluster_slot_master(c, slot0, buf, sizeof buf) == 0 &&

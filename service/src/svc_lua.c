@@ -57,6 +57,7 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_gauges.h"
+#include "svc_health.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_order.h"
@@ -662,6 +663,21 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
     }
 }
 
+/* The master lp's script goes to on a Redis Cluster, "host:port" into at
+ * (LC_ADDR_LEN bytes), as the health probe's map says: what a batch's
+ * "could not be reached" covers. "" with one Redis, or when no master is
+ * known for the slot. */
+static void script_master(const lua_purchase *lp, char *at)
+{
+    at[0] = '\0';
+    lc_client *c = svc_health_client();
+    if (lp->r->s->redis.cluster_nodes[0] == '\0' || c == NULL)
+        return;
+    char stock_key[SVC_KEY_MAX];
+    svc_key(stock_key, lp->tag, "stock");
+    (void)lc_cluster_slot_master(c, lc_key_slot(stock_key, strlen(stock_key)), at, LC_ADDR_LEN);
+}
+
 /* svc_lua_batch of n purchases: their scripts in one pipe to one Redis, or
  * on a cluster each to its slot's master (one slot's, with WAIT). */
 static void batch_run(svc_req **rs, int n, lc_conn *conn)
@@ -675,8 +691,14 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
     char *recs[SVC_POOL_BATCH_MAX] = {0};
     int sent[SVC_POOL_BATCH_MAX] = {0}; /* 1 + the script's reply index, or 0 */
     int nsent = 0, sold = 0, reloaded = 0;
-    int down = 0; /* Redis could not be reached: the rest do not try again */
-    char down_why[sizeof lps[0].o.detail];
+    /* Where Redis could not be reached, the rest do not try again: one
+     * connect timeout for the batch, not one per purchase (the purchases
+     * behind would each wait for all of them). With one Redis that is the
+     * whole batch; on a cluster the purchases whose master it was. */
+    const bool cluster = rs[0]->s->redis.cluster_nodes[0] != '\0';
+    int ndown = 0;
+    char down_at[SVC_POOL_BATCH_MAX][LC_ADDR_LEN];
+    char down_why[SVC_POOL_BATCH_MAX][sizeof lps[0].o.detail];
     lc_pipe p;
     lc_pipe_init(&p);
     for (int i = 0; i < n; i++) {
@@ -684,10 +706,8 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         SVC_ASSERT(svc_lua_batches(rs[i]));
         if (lua_start(lp, rs[i], conn, wait_ms_of(rs[i]), 0) != 0)
             continue;
-        if (down) {
-            /* One connect timeout for the batch, not one per purchase:
-             * the purchases behind would each wait for all of them. */
-            memcpy(lp->o.detail, down_why, sizeof down_why);
+        if (!cluster && ndown > 0) {
+            memcpy(lp->o.detail, down_why[0], sizeof down_why[0]);
             respond(lp, PR_REDIS_UNAVAILABLE);
             continue;
         }
@@ -695,6 +715,17 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
          * here), and with buckets a reservation and the first bucket. */
         if (lua_layout(lp, conn) != 0 || lua_buckets(lp, conn) != 0)
             continue;
+        char at[LC_ADDR_LEN];
+        script_master(lp, at);
+        int d = 0;
+        while (cluster && d < ndown && strcmp(down_at[d], at) != 0)
+            d++;
+        if (cluster && d < ndown) {
+            memcpy(lp->o.detail, down_why[d], sizeof down_why[d]);
+            settle_reservation(lp, conn);
+            respond(lp, PR_REDIS_UNAVAILABLE);
+            continue;
+        }
         /* lua_start's admission check has just peeked at the client's
          * socket: nothing happens between it and the send (but the first
          * look at a SKU's layout, or a reservation, a round trip). */
@@ -702,8 +733,9 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         if (rc != 0)
             settle_reservation(lp, conn);
         if (rc == -2) {
-            down = 1;
-            memcpy(down_why, lp->o.detail, sizeof down_why);
+            memcpy(down_at[ndown], at, sizeof at);
+            memcpy(down_why[ndown], lp->o.detail, sizeof down_why[ndown]);
+            ndown++; /* at most one per purchase: n <= SVC_POOL_BATCH_MAX */
         }
         if (rc != 0)
             continue;
@@ -740,7 +772,10 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
              * (those before it in the batch may have, had the flush come
              * between them). The first to get NOSCRIPT goes again as EVAL,
              * which caches the script for the rest, which go again as
-             * EVALSHA, each in turn, so the batch's order is kept. */
+             * EVALSHA, each in turn, so the batch's order is kept. (On a
+             * cluster each master caches its own: the first EVALSHA to
+             * another master that answers NOSCRIPT goes again as EVAL,
+             * run_script's own fallback, one more round trip.) */
             freeReplyObject(rep);
             res[i] = run_script(lp, conn, recs[i], !reloaded);
             reloaded = 1;
