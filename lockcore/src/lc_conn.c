@@ -156,16 +156,16 @@ enum { RAN = 0, MOVED, ASK, LATER, ASTRAY };
 static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
                         lc_pipe *p, bool p_first, bool sent, redisReply **rep);
 static redisReply *not_run_reply(const char *why);
-static void mark_broken(redisContext *ctx);
 static redisContext *route(lc_conn *conn, int slot, bool pin, int64_t deadline);
 
-/* One master's share of the batch: its context and which of p's commands
- * went there, in p's order. */
+/* One master's share of the batch: its context (NULL: nothing was sent to
+ * it) and its commands, q borrowing p's text, q's command k being p's
+ * command pi[k]. */
 typedef struct each_group {
     int addr;
-    redisContext *ctx; /* NULL: nothing was sent to it */
-    int n;
+    redisContext *ctx;
     int pi[LC_PIPE_MAX];
+    lc_pipe q;
 } each_group;
 
 /* Sends command i of p (of slot) alone through the router (lc_conn_pipe's
@@ -281,51 +281,54 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
         }
         while (j < ng && g[j].addr != a)
             j++;
-        if (j == ng)
-            g[ng++] = (each_group){.addr = a};
-        g[j].pi[g[j].n++] = i;
+        if (j == ng) {
+            g[ng].addr = a;
+            g[ng].ctx = NULL;
+            g[ng].q.n = 0;
+            ng++;
+        }
+        lc_pipe *q = &g[j].q;
+        g[j].pi[q->n] = i;
+        q->cmd[q->n] = p->cmd[i];
+        q->len[q->n] = p->len[i];
+        q->reply[q->n++] = NULL;
     }
     for (int j = 0; j < ng; j++) {
         redisContext *ctx = node_ctx(conn, g[j].addr);
         if (!ctx) {
             lc__cluster_failed(cl, g[j].addr); /* nothing sent: the router retries it */
-            for (int k = 0; k < g[j].n; k++)
+            for (int k = 0; k < g[j].q.n; k++)
                 alone[g[j].pi[k]] = true;
             continue;
         }
-        int ok = REDIS_OK, done = 0;
-        for (int k = 0; ok == REDIS_OK && k < g[j].n; k++)
-            ok = redisAppendFormattedCommand(ctx, p->cmd[g[j].pi[k]], p->len[g[j].pi[k]]);
-        while (ok == REDIS_OK && !done)
-            ok = redisBufferWrite(ctx, &done);
-        if (ok != REDIS_OK && !ctx->err)
-            ctx->err = REDIS_ERR_IO;
-        g[j].ctx = ctx; /* a failed write is seen below, by the reads */
+        /* a failed write leaves ctx->err set: the share's read sees it */
+        (void)lc__trip_send(ctx, 0, NULL, &g[j].q, false, conn->err);
+        g[j].ctx = ctx;
     }
     lc_status st = LC_OK;
     int moved[LC_PIPE_MAX], nmoved = 0;
     for (int j = 0; j < ng; j++) {
-        redisContext *ctx = g[j].ctx;
-        bool readonly = false;
-        for (int k = 0; ctx && k < g[j].n; k++) {
+        lc_pipe *q = &g[j].q;
+        if (!g[j].ctx)
+            continue;
+        /* a reply that did not come stays NULL, as do the share's after
+         * it: sent, outcome unknown */
+        if (lc__trip_recv(g[j].ctx, false, q, false, NULL, conn->err) != 0) {
+            lc__cluster_failed(cl, g[j].addr);
+            st = LC_IO;
+        }
+        for (int k = 0; k < q->n; k++) {
             int i = g[j].pi[k];
-            void *r = NULL;
-            if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
-                /* this one and the rest of the share: sent, outcome unknown */
-                lc__seterr(conn->err, "redis: %s", ctx->err ? ctx->errstr : "no reply");
-                if (!ctx->err)
-                    ctx->err = REDIS_ERR_EOF;
-                lc__cluster_failed(cl, g[j].addr);
-                st = LC_IO;
-                break;
-            }
-            int state = each_state(conn, r, slot[i], g[j].addr, moved, &nmoved);
-            if (state != RAN) {
+            redisReply *r = q->reply[k];
+            q->reply[k] = NULL;
+            int state = r ? each_state(conn, r, slot[i], g[j].addr, moved, &nmoved) : RAN;
+            if (state == LATER) {
                 freeReplyObject(r);
-                if (state == LATER) {
-                    alone[i] = true;
-                    continue;
-                }
+                alone[i] = true;
+                continue;
+            }
+            if (state == ASTRAY) {
+                freeReplyObject(r);
                 char at[LC_ADDR_LEN] = "?";
                 lc__cluster_addr_text(lc__cluster_at(cl, g[j].addr), at, sizeof at);
                 lc__seterr(conn->err,
@@ -335,12 +338,8 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
                 r = not_run_reply(conn->err);
                 st = LC_IO;
             }
-            readonly |= ((redisReply *)r)->type == REDIS_REPLY_ERROR &&
-                        strncmp(((redisReply *)r)->str, "READONLY", 8) == 0;
             p->reply[i] = r;
         }
-        if (readonly)
-            mark_broken(ctx); /* a demoted master: once its replies are read */
     }
     /* What did not run goes again, one by one, after the rest, within one
      * command_timeout_ms for them all: a master that is down or loading
