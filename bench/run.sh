@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout|buckets|cluster]...
-#              [--seconds N] [--rounds N] [--no-build]
+#              [--seconds N] [--rounds N] [--connections N] [--no-build]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -12,6 +12,9 @@
 #
 #   --seconds N  each wrk / miaosha-load / cs_bench measurement (default 10)
 #   --rounds N   alternating rounds, medians reported (default 3)
+#   --connections N  the load's connections in the buckets and cluster parts,
+#                whose targets ask for 64 or more (default 64; 1..1024);
+#                on 8+ CPUs their servers get as many workers
 #   --no-build   use the binaries already in build/bench as they are: no
 #                package install, no configure, no build, no npm install
 #                (a machine with the binaries but no compiler: bench/README.md)
@@ -32,11 +35,12 @@ DUR=10      # seconds per wrk / miaosha-load / cs_bench measurement
 ROUNDS=3    # alternating rounds; medians are reported
 WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
 NO_BUILD=0
+CONNS=64    # wrk's connections in the buckets and cluster parts
 OUT=$ROOT/bench/out # the summary as .md, .tsv and .svg (git-ignored)
 parts=()
 
 usage() {
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -47,6 +51,8 @@ while [ $# -gt 0 ]; do
     --seconds=*) DUR=${1#*=} ;;
     --rounds) [ $# -ge 2 ] || usage 2; ROUNDS=$2; shift ;;
     --rounds=*) ROUNDS=${1#*=} ;;
+    --connections) [ $# -ge 2 ] || usage 2; CONNS=$2; shift ;;
+    --connections=*) CONNS=${1#*=} ;;
     -h|--help) usage 0 ;;
     *) echo "bench: unknown argument '$1'" >&2; usage 2 ;;
   esac
@@ -55,6 +61,8 @@ done
 case "$DUR" in ''|*[!0-9]*) echo "bench: --seconds wants a whole number >= 1" >&2; exit 2 ;; esac
 case "$ROUNDS" in ''|*[!0-9]*) echo "bench: --rounds wants a whole number >= 1" >&2; exit 2 ;; esac
 [ "$DUR" -ge 1 ] && [ "$ROUNDS" -ge 1 ] || { echo "bench: --seconds and --rounds must be >= 1" >&2; exit 2; }
+case "$CONNS" in ''|*[!0-9]*) echo "bench: --connections wants a whole number from 1 to 1024" >&2; exit 2 ;; esac
+[ "$CONNS" -ge 1 ] && [ "$CONNS" -le 1024 ] || { echo "bench: --connections wants a whole number from 1 to 1024" >&2; exit 2; }
 [ ${#parts[@]} -eq 0 ] && parts=(all)
 want() { local p; for p in "${parts[@]}"; do [ "$p" = all ] || [ "$p" = "$1" ] && return 0; done; return 1; }
 
@@ -409,14 +417,15 @@ NCPU=$(nproc)
 # servers that the CPU-counting targets measure (the buckets and cluster
 # parts) get more threads: wrk 4 instead of 2; those miaosha-servers half
 # the CPUs as server.io_threads instead of the default 2, and
-# 64 workers instead of 16, one per connection (a purchase holds its
+# 64 workers instead of 16 (or --connections' count, when more), one per
+# connection (a purchase holds its
 # worker for its round trips), so that neither the load generator nor the
 # service's thread counts are the ceiling the ratio measures. Reference and
 # subject always get the same. Below 8 CPUs: as before.
 WRK_THREADS=$((NCPU >= 8 ? 4 : 2))
 WIDE_IO=$((NCPU >= 8 ? NCPU / 2 : 2))
 WIDE=() # the flags of those servers
-[ "$WIDE_IO" -gt 2 ] && WIDE=(--set "server.io_threads=$WIDE_IO" --set server.workers=64)
+[ "$WIDE_IO" -gt 2 ] && WIDE=(--set "server.io_threads=$WIDE_IO" --set "server.workers=$((CONNS > 64 ? CONNS : 64))")
 WIDE_PORT=""
 # wide_server -> WIDE_PORT: the buckets and cluster parts' reference server
 # (the default one where WIDE is empty)
@@ -854,48 +863,48 @@ fi
 # ---------------------------------------------------------------- buckets --
 # A hot SKU's stock split into stock buckets (PUT /stock's buckets): one
 # lock per bucket, so K holders at a time instead of one. token and
-# reentrant with 64 connections, 8 buckets against 1, alternating on one
+# reentrant with 64 connections (--connections), 8 buckets against 1, alternating on one
 # server and one Redis; then the end of a sale, where buckets run out
 # unevenly and buyers probe empty ones.
 bucket_buys() { # bucket_buys PORT MODE K -> BUY_RPS (K 1: no buckets parameter)
   BENCH_BUCKETS=$([ "$3" -gt 1 ] && echo "$3")
-  purchase_wrk "$1" "$2" "" 64
+  purchase_wrk "$1" "$2" "" "$CONNS"
   BENCH_BUCKETS=""
 }
 stats_probes() { # stats_probes PORT -> the /stats buckets.probes so far
   http GET "$1" /stats | sed -n 's/.*"buckets":{"probes":\([0-9]*\).*/\1/p'
 }
 if want buckets; then
-  section "buckets: /miaosha/{token,reentrant}, stock in 8 buckets vs 1, 64 connections"
+  section "buckets: /miaosha/{token,reentrant}, stock in 8 buckets vs 1, $CONNS connections"
   wide_server || exit 1
   for mode in token reentrant; do
-    echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, 64 connections (wrk -c64 -d${DUR}s), alternating: 1 bucket, 8 buckets"
+    echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, $CONNS connections (wrk -c$CONNS -d${DUR}s), alternating: 1 bucket, 8 buckets"
     a=() b=()
     for ((r = 1; r <= ROUNDS; r++)); do
       bucket_buys "$WIDE_PORT" "$mode" 1; a+=("$BUY_RPS"); echo "  round $r: 1 bucket  $BUY_RPS/s ($BUY_NOTE)"
       bucket_buys "$WIDE_PORT" "$mode" 8; b+=("$BUY_RPS"); echo "  round $r: 8 buckets $BUY_RPS/s ($BUY_NOTE)"
     done
     if [ "$mode" = token ]; then
-      cpu_target_row 2 buckets "token buys/s, 64 connections: 8 buckets vs 1" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 1.5
-      cpu_target_row 8 buckets "token buys/s, 64 connections: 8 buckets vs 1 (many CPUs)" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 3
+      cpu_target_row 2 buckets "token buys/s, $CONNS connections: 8 buckets vs 1" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 1.5
+      cpu_target_row 8 buckets "token buys/s, $CONNS connections: 8 buckets vs 1 (many CPUs)" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 3
     else
-      info_row buckets "reentrant buys/s, 64 connections: 8 buckets vs 1" "$(median "${b[@]}")" "$(median "${a[@]}")"
+      info_row buckets "reentrant buys/s, $CONNS connections: 8 buckets vs 1" "$(median "${b[@]}")" "$(median "${a[@]}")"
     fi
   done
 
   # The end of a sale: 40000 units sold down to their last 5 % by one
   # burst (the buckets run out unevenly, as in a real sale), then the
   # last 2000 by a second, timed; the empty buckets its buyers probed
-  # come from /stats. miaosha-load, 64 connections, token.
-  echo "the last 5 % of a sale: 38000 of 40000 sold, then the last 2000 timed (miaosha-load run -c64, token), alternating: 1 bucket, 8 buckets"
+  # come from /stats. miaosha-load, 64 connections (--connections), token.
+  echo "the last 5 % of a sale: 38000 of 40000 sold, then the last 2000 timed (miaosha-load run -c$CONNS, token), alternating: 1 bucket, 8 buckets"
   ea=() eb=() pb=()
   for ((r = 1; r <= ROUNDS; r++)); do
     for k in 1 8; do
       bk=(); [ "$k" -gt 1 ] && bk=(--buckets "$k")
-      "$LOAD" run --mode token --sku bench-end --stock 40000 "${bk[@]}" --requests 38000 --concurrency 64 \
+      "$LOAD" run --mode token --sku bench-end --stock 40000 "${bk[@]}" --requests 38000 --concurrency "$CONNS" \
         --wait-ms "$WAIT_MS" --target "http://127.0.0.1:$WIDE_PORT" --json >"$WORK/end-fill.json" 2>&1
       p0=$(stats_probes "$WIDE_PORT")
-      "$LOAD" run --mode token --sku bench-end --stock -1 --requests 2000 --concurrency 64 \
+      "$LOAD" run --mode token --sku bench-end --stock -1 --requests 2000 --concurrency "$CONNS" \
         --wait-ms "$WAIT_MS" --target "http://127.0.0.1:$WIDE_PORT" --json >"$WORK/end-last.json" 2>&1
       p1=$(stats_probes "$WIDE_PORT")
       rps=$(tr -d ' \t\r\n' <"$WORK/end-last.json" | grep -o '"throughput_rps":[0-9.]*' | cut -d: -f2)
@@ -940,13 +949,13 @@ skus_sold() {
   echo "$t"
 }
 # skus_wrk PORT MODE PREFIX N -> BUY_RPS BUY_NOTE: the N stocks reset, then
-# wrk -c64 with each request buying the next of the N SKUs (the two threads
+# wrk -c64 (--connections) with each request buying the next of the N SKUs (the two threads
 # start apart); purchases/s from the audits' sold
 skus_wrk() {
   local port=$1 mode=$2 pre=$3 n=$4 sold
   skus_setup "$port" "$pre" "$n" || { BUY_RPS=0; BUY_NOTE="stock reset failed"; return; }
   BENCH_SKU_PATH="/miaosha/$mode?wait_ms=$WAIT_MS&sku=$pre" BENCH_SKU_N=$n \
-    wrk_run "http://127.0.0.1:$port" 64 "$WORK/skus.lua"
+    wrk_run "http://127.0.0.1:$port" "$CONNS" "$WORK/skus.lua"
   sold=$(skus_sold "$port" "$pre" "$n")
   BUY_RPS=$(awk -v s="$sold" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
   BUY_NOTE="sold $sold of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
@@ -1000,18 +1009,18 @@ function request()
 end
 EOF
     for mode in token lua; do
-      echo "/miaosha/$mode?wait_ms=$WAIT_MS, one SKU, successful purchases/s (wrk -c64 -d${DUR}s), alternating: one Redis, the cluster"
+      echo "/miaosha/$mode?wait_ms=$WAIT_MS, one SKU, successful purchases/s (wrk -c$CONNS -d${DUR}s), alternating: one Redis, the cluster"
       a=() b=()
       for ((r = 1; r <= ROUNDS; r++)); do
-        purchase_wrk "$WIDE_PORT" "$mode"; a+=("$BUY_RPS"); echo "  round $r: one Redis $BUY_RPS/s ($BUY_NOTE)"
-        purchase_wrk "$CL_PORT" "$mode"; b+=("$BUY_RPS"); echo "  round $r: cluster   $BUY_RPS/s ($BUY_NOTE)"
+        purchase_wrk "$WIDE_PORT" "$mode" "" "$CONNS"; a+=("$BUY_RPS"); echo "  round $r: one Redis $BUY_RPS/s ($BUY_NOTE)"
+        purchase_wrk "$CL_PORT" "$mode" "" "$CONNS"; b+=("$BUY_RPS"); echo "  round $r: cluster   $BUY_RPS/s ($BUY_NOTE)"
       done
-      target_row cluster "$mode buys/s, 1 SKU, 64 connections: 3-master cluster vs one Redis" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 0.9
+      target_row cluster "$mode buys/s, 1 SKU, $CONNS connections: 3-master cluster vs one Redis" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 0.9
     done
     if want buckets; then
       # the stock buckets' cluster figure: one hot SKU in 3 buckets, one on
       # each master (PUT /stock places them so), against the same SKU in one
-      echo "/miaosha/lua?wait_ms=$WAIT_MS on the cluster, one SKU, successful purchases/s (wrk -c64 -d${DUR}s), alternating: 1 bucket, 3 buckets"
+      echo "/miaosha/lua?wait_ms=$WAIT_MS on the cluster, one SKU, successful purchases/s (wrk -c$CONNS -d${DUR}s), alternating: 1 bucket, 3 buckets"
       a=() b=()
       for ((r = 1; r <= ROUNDS; r++)); do
         bucket_buys "$CL_PORT" lua 1; a+=("$BUY_RPS"); echo "  round $r: 1 bucket  $BUY_RPS/s ($BUY_NOTE)"
@@ -1022,13 +1031,13 @@ EOF
     skus_setup "$CL_PORT" bench-c "$CLUSTER_SKUS" || true
     echo "$CLUSTER_SKUS SKUs (bench-c0..bench-c$((CLUSTER_SKUS - 1))) on each master, by their hash slots: $(skus_per_master bench-c)"
     for mode in lua token; do
-      echo "/miaosha/$mode?wait_ms=$WAIT_MS, $CLUSTER_SKUS SKUs in turn, successful purchases/s (wrk -c64 -d${DUR}s), alternating: one Redis, the cluster"
+      echo "/miaosha/$mode?wait_ms=$WAIT_MS, $CLUSTER_SKUS SKUs in turn, successful purchases/s (wrk -c$CONNS -d${DUR}s), alternating: one Redis, the cluster"
       a=() b=()
       for ((r = 1; r <= ROUNDS; r++)); do
         skus_wrk "$WIDE_PORT" "$mode" bench-c "$CLUSTER_SKUS"; a+=("$BUY_RPS"); echo "  round $r: one Redis $BUY_RPS/s ($BUY_NOTE)"
         skus_wrk "$CL_PORT" "$mode" bench-c "$CLUSTER_SKUS"; b+=("$BUY_RPS"); echo "  round $r: cluster   $BUY_RPS/s ($BUY_NOTE)"
       done
-      cpu_target_row 8 cluster "$mode buys/s, $CLUSTER_SKUS SKUs, 64 connections: 3-master cluster vs one Redis" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 2.4
+      cpu_target_row 8 cluster "$mode buys/s, $CLUSTER_SKUS SKUs, $CONNS connections: 3-master cluster vs one Redis" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 2.4
     done
     # its server first: one left without its cluster only logs and retries
     stop_pid "$CL_PID"; forget_pid "$CL_PID"
