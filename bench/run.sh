@@ -15,6 +15,9 @@
 #   --connections N  the load's connections in the buckets and cluster parts,
 #                whose targets ask for 64 or more (default 64; 1..1024);
 #                on 8+ CPUs their servers get as many workers
+#   --redis-io-threads N  the bench's one Redis and the cluster part's
+#                masters run N I/O threads (io-threads, io-threads-do-reads;
+#                default 1: Redis's own default, none)
 #   --no-build   use the binaries already in build/bench as they are: no
 #                package install, no configure, no build, no npm install
 #                (a machine with the binaries but no compiler: bench/README.md)
@@ -36,11 +39,12 @@ ROUNDS=3    # alternating rounds; medians are reported
 WAIT_MS=1000 # ?wait_ms= of the purchase benchmarks (and cs_bench's wait)
 NO_BUILD=0
 CONNS=64    # wrk's connections in the buckets and cluster parts
+RIO=1       # the I/O threads of the bench's Redis and the cluster's masters
 OUT=$ROOT/bench/out # the summary as .md, .tsv and .svg (git-ignored)
 parts=()
 
 usage() {
-  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -53,6 +57,8 @@ while [ $# -gt 0 ]; do
     --rounds=*) ROUNDS=${1#*=} ;;
     --connections) [ $# -ge 2 ] || usage 2; CONNS=$2; shift ;;
     --connections=*) CONNS=${1#*=} ;;
+    --redis-io-threads) [ $# -ge 2 ] || usage 2; RIO=$2; shift ;;
+    --redis-io-threads=*) RIO=${1#*=} ;;
     -h|--help) usage 0 ;;
     *) echo "bench: unknown argument '$1'" >&2; usage 2 ;;
   esac
@@ -63,6 +69,10 @@ case "$ROUNDS" in ''|*[!0-9]*) echo "bench: --rounds wants a whole number >= 1" 
 [ "$DUR" -ge 1 ] && [ "$ROUNDS" -ge 1 ] || { echo "bench: --seconds and --rounds must be >= 1" >&2; exit 2; }
 case "$CONNS" in ''|*[!0-9]*) echo "bench: --connections wants a whole number from 1 to 1024" >&2; exit 2 ;; esac
 [ "$CONNS" -ge 1 ] && [ "$CONNS" -le 1024 ] || { echo "bench: --connections wants a whole number from 1 to 1024" >&2; exit 2; }
+case "$RIO" in ''|*[!0-9]*) RIO=0 ;; esac
+[ "$RIO" -ge 1 ] && [ "$RIO" -le 128 ] || { echo "bench: --redis-io-threads wants a whole number from 1 to 128" >&2; exit 2; }
+RIO_CONF=() # the redis.conf lines of --redis-io-threads
+[ "$RIO" -gt 1 ] && RIO_CONF=("io-threads $RIO" "io-threads-do-reads yes")
 [ ${#parts[@]} -eq 0 ] && parts=(all)
 want() { local p; for p in "${parts[@]}"; do [ "$p" = all ] || [ "$p" = "$1" ] && return 0; done; return 1; }
 
@@ -501,10 +511,14 @@ info_row() { row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$(ratio "$3" "$4")" - "m
 
 # ------------------------------------------------------------------ redis --
 section "redis"
-bash "$ROOT/tests/redis-fixture.sh" start "$REDIS_DIR" || { log "bench: cannot start redis-server"; exit 1; }
+bash "$ROOT/tests/redis-fixture.sh" start "$REDIS_DIR" ${RIO_CONF[@]+"${RIO_CONF[@]}"} || { log "bench: cannot start redis-server"; exit 1; }
 REDIS_PORT=$(cat "$REDIS_DIR/port")
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "machine: $NCPU CPUs, load average $LOAD_START; each measurement ${DUR}s, $ROUNDS alternating rounds, medians"
+# the settings away from their defaults, named in the header and summary
+SETTINGS=""
+[ "$CONNS" = 64 ] || SETTINGS+="; --connections $CONNS"
+[ "$RIO" = 1 ] || SETTINGS+="; --redis-io-threads $RIO"
+echo "machine: $NCPU CPUs, load average $LOAD_START; each measurement ${DUR}s, $ROUNDS alternating rounds, medians$SETTINGS"
 
 # --------------------------------------------------------------- lockcore --
 if want lockcore; then
@@ -980,7 +994,7 @@ if want cluster; then
   # No replicas: the reference is one Redis alone, and a master streaming
   # every write to a replica does more per command (measured: bench/README.md),
   # which would be charged to the router.
-  if ! REDIS_CLUSTER_REPLICAS=0 REDIS_CLUSTER_NODE_TIMEOUT_MS=5000 timeout 120 bash "$ROOT/scripts/redis-cluster.sh" start "$RCLUSTER_DIR" \
+  if ! REDIS_CLUSTER_REPLICAS=0 REDIS_CLUSTER_NODE_TIMEOUT_MS=5000 REDIS_CLUSTER_IO_THREADS=$RIO timeout 120 bash "$ROOT/scripts/redis-cluster.sh" start "$RCLUSTER_DIR" \
        >"$WORK/redis-cluster.log" 2>&1; then
     cat "$WORK/redis-cluster.log" >&2
     echo "cluster: scripts/redis-cluster.sh start failed, skipped"
@@ -1099,7 +1113,7 @@ fi
 # Printed, and written to bench/out/: summary.txt (as printed), summary.md
 # (a Markdown table), summary.tsv (tab-separated, for tools) and
 # summary.svg (each ratio as a bar against its target: summary_svg.py).
-MACHINE="machine: $NCPU CPUs (nproc), load average $(cut -d' ' -f1-3 /proc/loadavg) (at the start: $LOAD_START); ${DUR}s per measurement, medians of $ROUNDS alternating rounds"
+MACHINE="machine: $NCPU CPUs (nproc), load average $(cut -d' ' -f1-3 /proc/loadavg) (at the start: $LOAD_START); ${DUR}s per measurement, medians of $ROUNDS alternating rounds$SETTINGS"
 section "summary (ratios are what count — see bench/README.md)"
 summary_fmt='%-9s %-76s %10s %10s %6s %-18s %s\n'
 {

@@ -40,6 +40,8 @@
 #                                    before its replica is promoted (default 1000)
 #   REDIS_CLUSTER_REPLICAS           replicas per master: 1 (default) or 0 (no failover; what
 #                                    bench/run.sh uses, to compare with one Redis alone)
+#   REDIS_CLUSTER_IO_THREADS         each node's io-threads, with io-threads-do-reads
+#                                    (default 1: Redis's own, no I/O threads)
 #   REDIS_CLUSTER_KEEP_DIR=1         stop leaves DIR (logs) in place
 #
 # The script never writes outside DIR, binds only 127.0.0.1, and stops only
@@ -56,6 +58,12 @@ me=redis-cluster.sh
 MASTERS=3
 REPLICAS=${REDIS_CLUSTER_REPLICAS:-1}
 case "$REPLICAS" in 0|1) ;; *) echo "redis-cluster.sh: REDIS_CLUSTER_REPLICAS must be 0 or 1" >&2; exit 2 ;; esac
+IO_THREADS=${REDIS_CLUSTER_IO_THREADS:-1}
+case "$IO_THREADS" in ''|*[!0-9]*) IO_THREADS=0 ;; esac
+[ "$IO_THREADS" -ge 1 ] && [ "$IO_THREADS" -le 128 ] ||
+  { echo "redis-cluster.sh: REDIS_CLUSTER_IO_THREADS must be 1..128" >&2; exit 2; }
+IO_CONF=()
+[ "$IO_THREADS" -gt 1 ] && IO_CONF=("io-threads $IO_THREADS" "io-threads-do-reads yes")
 NODES=$((MASTERS * (1 + REPLICAS)))
 SLOTS=16384
 
@@ -77,7 +85,7 @@ start_node() {
   local dir=$1 var=$2
   proc_start_redis "$RS" "$dir/$var" "cluster-enabled yes" "cluster-config-file nodes.conf" \
     "cluster-node-timeout ${REDIS_CLUSTER_NODE_TIMEOUT_MS:-1000}" \
-    "repl-diskless-sync-delay 0" || die "could not start $var (see $dir/$var/redis.log)"
+    "repl-diskless-sync-delay 0" ${IO_CONF[@]+"${IO_CONF[@]}"} || die "could not start $var (see $dir/$var/redis.log)"
   eval "${var}_PORT=$PROC_REDIS_PORT ${var}_PID=$PROC_REDIS_PID"
   echo "$PROC_REDIS_PID" > "$dir/$var.pidrec"
 }
