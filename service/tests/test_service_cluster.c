@@ -16,6 +16,9 @@
  *   - without WAIT, one lua batch of 16 purchases over all three masters
  *     (4 SKUs, one in 3 buckets) queued behind the one worker of a third
  *     instance: one write per master, every SKU exact;
+ *   - the same batch while one master is stopped (SIGSTOP): its purchases
+ *     503 "outcome unknown" after redis.command_timeout_ms, the others
+ *     sell; woken, it runs each script of its share once, audits exact;
  *   - an Idempotency-Key (its claim in a slot of its own) replays the sale;
  *   - the local sold-out flag of one instance clears on a reset sent to
  *     the other (the message reaches every node);
@@ -26,6 +29,7 @@
  *     promoted, /healthz 200 again and its SKU sells again.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -563,6 +567,138 @@ static void test_pipe_batch(void)
     svc_stop(&c, 10000);
 }
 
+/* --- a master that stops answering in the middle of a batch ---------------- */
+
+/* CONFIG SET cluster-node-timeout ms on every node of C. */
+static void node_timeout(const char *ms)
+{
+    for (int i = 0; i < C.n; i++) {
+        if (C.pid[i] == 0)
+            continue;
+        char ok[8];
+        TU_REQUIRE(
+            tu_redis_str(C.port[i], ok, sizeof ok, "CONFIG SET cluster-node-timeout %s", ms) == 0,
+            "cluster-node-timeout %s on %d", ms, C.port[i]);
+    }
+}
+
+/* One lua batch over the three masters, as above, while the third master
+ * is stopped (SIGSTOP): its share is written (the kernel takes it) and
+ * no reply comes. After redis.command_timeout_ms its purchases answer 503
+ * redis_unavailable "purchase outcome unknown" with their order ids, and
+ * the other masters' purchases in the same batch sell as usual. Once it
+ * runs again (SIGCONT) it runs each script of its share exactly once (a
+ * command whose reply was lost is never sent again) and its SKU's audit is
+ * exact. cluster-node-timeout is raised while the master sleeps, so that
+ * no replica is promoted meanwhile; every SKU was bought once before, so
+ * no layout read goes to the stopped master before the batch. */
+static void test_master_hangs(void)
+{
+    char set[160];
+    snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
+    const char *e[] = {"--set",
+                       set,
+                       "--set",
+                       "server.workers=1",
+                       "--set",
+                       "redis.command_timeout_ms=300",
+                       "--set",
+                       "metrics.sku_gauges=0",
+                       "--instance-id",
+                       "mh",
+                       NULL};
+    svc_server c;
+    TU_REQUIRE(svc_start(&c, 1, e) == 0, "a one-worker instance without WAIT");
+    char skus[3][32], path[96], hold_sku[32];
+    svc_resp r;
+    for (int m = 0; m < 3; m++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "mh%d-", m);
+        sku_on(C.port[m], prefix, skus[m], sizeof skus[m]);
+        TU_REQUIRE(svc_set_stock(&c, skus[m], PB_STOCK + 1, NULL) == 200, "stock %s", skus[m]);
+        snprintf(path, sizeof path, "/miaosha/lua?sku=%s&user=first", skus[m]);
+        svc_req(&c, "POST", path, NULL, NULL, &r);
+        TU_REQUIRE(r.status == 200, "the first purchase of %s: %ld %s", skus[m], r.status, B(&r));
+        svc_resp_free(&r);
+    }
+    sku_on(C.port[0], "mh-hold-", hold_sku, sizeof hold_sku);
+    TU_REQUIRE(svc_set_stock(&c, hold_sku, 5, NULL) == 200, "stock %s", hold_sku);
+    char hold_key[96], okbuf[16];
+    snprintf(hold_key, sizeof hold_key, "miaosha:{%s}:lock:setnx", hold_sku);
+    TU_REQUIRE(
+        tu_redis_str(C.port[0], okbuf, sizeof okbuf, "SET %s someone-else PX 60000", hold_key) == 0,
+        "hold the lock");
+    long long ev0 = svc_redis_calls(C.port[2], "evalsha");
+
+    enum { N = 3 * PB_BUYERS };
+    svc_resp hold_out = {0}, out[N];
+    memset(out, 0, sizeof out);
+    char hold_path[96];
+    snprintf(hold_path, sizeof hold_path, "/miaosha/setnx?sku=%s&wait_ms=20000", hold_sku);
+    char *hold_paths[1] = {hold_path};
+    pb_call hold = {.s = &c, .paths = hold_paths, .n = 1, .out = &hold_out};
+    pthread_t th_hold, th_fire;
+    TU_REQUIRE(pthread_create(&th_hold, NULL, pb_fire, &hold) == 0, "thread");
+    TU_REQUIRE(svc_wait_inflight(&c, 1), "the setnx purchase holds the only worker");
+    char *paths[N];
+    for (int i = 0; i < N; i++) {
+        paths[i] = malloc(96);
+        TU_REQUIRE(paths[i] != NULL, "memory");
+        snprintf(paths[i], 96, "/miaosha/lua?sku=%s&user=u%d", skus[i % 3], i);
+    }
+    pb_call fire = {.s = &c, .paths = paths, .n = N, .out = out};
+    TU_REQUIRE(pthread_create(&th_fire, NULL, pb_fire, &fire) == 0, "thread");
+    TU_CHECK(svc_wait_inflight(&c, 1 + N), "all queued behind it");
+    node_timeout("60000");
+    TU_REQUIRE(kill(C.pid[2], SIGSTOP) == 0, "SIGSTOP the third master");
+    TU_CHECK(tu_redis_int(C.port[0], "DEL %s", hold_key) == 1, "release the held lock");
+    pthread_join(th_fire, NULL);
+    pthread_join(th_hold, NULL);
+    TU_REQUIRE(kill(C.pid[2], SIGCONT) == 0, "SIGCONT the third master");
+    TU_CHECK(hold_out.status == 200, "the held purchase: %ld %s", hold_out.status, B(&hold_out));
+    svc_resp_free(&hold_out);
+
+    for (int k = 0; k < 3; k++) {
+        int sold = 0, sold_out = 0, unknown = 0;
+        for (int i = k; i < N; i += 3) {
+            sold += out[i].status == 200;
+            sold_out += out[i].status == 409 && svc_jerr_is(&out[i], "sold_out");
+            unknown += out[i].status == 503 && svc_jerr_is(&out[i], "redis_unavailable") &&
+                       svc_jdetail_has(&out[i], "outcome unknown") && out[i].json &&
+                       svc_jstr(out[i].json, "order_id") != NULL;
+        }
+        if (k < 2)
+            TU_CHECK(sold == PB_STOCK && sold_out == PB_BUYERS - PB_STOCK,
+                     "%s (a master that answers): %d sold, %d sold out", skus[k], sold, sold_out);
+        else
+            TU_CHECK(unknown == PB_BUYERS, "%s (the stopped master): %d of %d outcome unknown",
+                     skus[k], unknown, PB_BUYERS);
+    }
+    /* The stopped master's share, run once it woke: PB_BUYERS scripts and
+     * no more (a resend would have been written before the 503s). */
+    long long ran = 0;
+    int64_t t0 = lc_now_ms();
+    while ((ran = svc_redis_calls(C.port[2], "evalsha") - ev0) < PB_BUYERS &&
+           lc_now_ms() < t0 + tu_slack(5000))
+        tu_sleep_ms(20);
+    TU_CHECK(ran == PB_BUYERS, "the third master ran its share once: %lld scripts of %d", ran,
+             PB_BUYERS);
+    node_timeout("1000");
+    TU_CHECK(pk_cluster_wait_ok(&C, tu_slack(10000), NULL), "the cluster is ok again");
+    for (int k = 0; k < 3; k++) {
+        svc_audit au;
+        TU_CHECK(
+            svc_get_audit(&c, skus[k], &au) == 200 && au.sold == PB_STOCK + 1 && au.stock == 0 &&
+                au.orders == PB_STOCK + 1 && au.oversold == 0 && au.undersold == 0,
+            "%s: audit sold %lld stock %lld orders %lld", skus[k], au.sold, au.stock, au.orders);
+    }
+    for (int i = 0; i < N; i++) {
+        free(paths[i]);
+        svc_resp_free(&out[i]);
+    }
+    svc_stop(&c, 10000);
+}
+
 int main(void)
 {
     pk_cluster_opts o;
@@ -592,6 +728,7 @@ int main(void)
     test_modes();
     test_buckets();
     test_pipe_batch();
+    test_master_hangs();
     test_idem();
     test_soldout();
     test_seen();
