@@ -853,8 +853,9 @@ static void classify(trip *t, tunit *u, int from)
 }
 
 /* WATCH, UNWATCH, EXEC and DISCARD that were sent to node `at` (commands
- * sent[0..ns-1]): where this connection's WATCH of the slot is now. */
-static void track_watch(trip *t, const int *sent, int ns, int at)
+ * sent[0..ns-1], each after an ASKING when asking): where this
+ * connection's WATCH of the slot is now. */
+static void track_watch(trip *t, const int *sent, int ns, int at, bool asking)
 {
     lc_conn *conn = t->conn;
     for (int i = 0; i < ns; i++) {
@@ -863,6 +864,7 @@ static void track_watch(trip *t, const int *sent, int ns, int at)
         if (c->info.watch && r && r->type == REDIS_REPLY_STATUS) {
             conn->watch_addr = at;
             conn->watch_slot = t->slot;
+            conn->watch_asking = asking;
         } else if ((c->info.unwatch || c->info.exec || c->info.discard) && conn->watch_addr == at) {
             conn->watch_addr = -1; /* EXEC and DISCARD unwatch, whatever they answer */
         }
@@ -1072,6 +1074,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     /* the first round: on one node, the batch as it would go to one Redis */
     redisContext *ctx;
     int first;
+    bool asked = false;
     if (sent) {
         ctx = conn->ctx;
         first = lc__trip_recv(ctx, argc > 0, p, p_first, &lrep, conn->err);
@@ -1079,10 +1082,32 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         ctx = route(conn, t.slot, any_exec, deadline);
         if (!ctx)
             goto out;
-        first = lc__trip(ctx, argc, argv, p, p_first, &lrep, conn->err);
+        /* A transaction pinned to a WATCH taken through an ASK: the node is
+         * importing the slot, and refuses each queued command with a MOVED
+         * back to the node migrating it unless an ASKING comes first (one
+         * before MULTI covers the whole block: Redis keeps the flag until
+         * EXEC). Every unit goes after an ASKING, as when an ASK is
+         * followed. */
+        asked = any_exec && conn->watch_asking && conn->watch_addr >= 0 &&
+                conn->watch_addr == conn->cur && conn->watch_slot == t.slot;
+        if (asked) {
+            int all[LC_PIPE_MAX + 1];
+            for (int i = 0; i < t.nu; i++)
+                all[i] = i;
+            first = resend(&t, ctx, all, t.nu, true);
+        } else {
+            first = lc__trip(ctx, argc, argv, p, p_first, &lrep, conn->err);
+        }
     }
     *ctxp = ctx;
     int from = conn->cur;
+    if (first != 0 && asked) {
+        /* resend said what it left unread */
+        if (conn->watch_addr == from)
+            conn->watch_addr = -1;
+        lc__cluster_failed(cl, from);
+        goto out;
+    }
     if (first != 0) {
         int missing = 0;
         for (int i = 0; i < np; i++)
@@ -1098,7 +1123,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     int sent_k[LC_PIPE_MAX + 1];
     for (int k = 0; k < t.n; k++)
         sent_k[k] = k;
-    track_watch(&t, sent_k, t.n, from);
+    track_watch(&t, sent_k, t.n, from, asked);
 
     bool visited[LC__CL_MAX_ADDRS] = {false};
     if (from >= 0)
@@ -1208,7 +1233,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         for (int i = 0; i < nr; i++)
             for (int k = t.u[r[i]].k0; k <= t.u[r[i]].k1; k++)
                 sent_k[ns++] = k;
-        track_watch(&t, sent_k, ns, from);
+        track_watch(&t, sent_k, ns, from, follow && st == ASK);
     }
     rc = 0;
     goto out;

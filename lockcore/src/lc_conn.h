@@ -53,8 +53,11 @@ struct lc_conn {
     int cur;             /* ctx's node; -1 none */
     /* Where this connection's last WATCH runs (the node's context holds
      * it until an EXEC, DISCARD or UNWATCH there): a MULTI...EXEC of that
-     * slot goes there and is never redirected elsewhere. -1: none. */
+     * slot goes there and is never redirected elsewhere. -1: none.
+     * watch_asking: that WATCH followed an ASK (the node is importing the
+     * slot), so the transaction goes there after an ASKING too. */
     int watch_slot, watch_addr;
+    bool watch_asking;
 };
 
 /* conn->sent: nothing pending; written, its replies unread; the write

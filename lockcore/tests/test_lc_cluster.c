@@ -18,6 +18,8 @@
  *     migration step that reunites them;
  *   - MOVED once the slot moved: followed, the map refreshed, no redirect
  *     for the next command;
+ *   - a WATCH that followed an ASK: its transaction goes to the importing
+ *     node after an ASKING (else MOVED back for every queued command);
  *   - a transaction whose WATCH ran on the old master is never sent to the
  *     new one (nothing written), and the next one goes through;
  *   - the map never taken from a stale node: a node made to believe the
@@ -553,6 +555,21 @@ static void test_migration(void)
     TU_CHECK(w && w->type == REDIS_REPLY_STATUS, "WATCH of a moved key: ASK followed (%s)",
              w ? w->str : "none");
     freeReplyObject(w);
+    lc_pipe_clear(&p);
+    /* ... and its transaction goes to the importing master after an ASKING:
+     * without one, each queued command is refused with a MOVED back to the
+     * old master and EXEC aborts (a token purchase during a resharding) */
+    lc_pipe_append(&p, "MULTI");
+    lc_pipe_append(&p, "INCR %s", k2);
+    lc_pipe_append(&p, "DECR %s", k2);
+    lc_pipe_append(&p, "EXEC");
+    s = lc_conn_pipe(conn, &p);
+    r = lc_pipe_take(&p, 3);
+    TU_CHECK(s == LC_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                 r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 3,
+             "the transaction after a WATCH through ASK ran on the importing master (%s, %s)",
+             lc_status_name(s), r && r->type == REDIS_REPLY_ERROR ? r->str : lc_conn_errstr(conn));
+    freeReplyObject(r);
     lc_pipe_clear(&p);
 
     mig_end(&m);
