@@ -756,7 +756,8 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
      * cluster to the slot's master): a trip that moves to another node (a
      * redirect) or a NOSCRIPT retry below that reconnects leaves sales
      * where the WAIT after them cannot see them. */
-    uint64_t connects = lc_conn_connects(conn);
+    uint64_t connects = lc_conn_connects(conn), probe_connects = 0;
+    int probe_sold = 0;
     if (nsent > 0) {
         svc_stats_lua_batch(nsent);
         (void)lc_conn_pipe_each(conn, &p); /* a missing reply is seen below */
@@ -785,10 +786,24 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
             res[i] = map_reply(lp, rep);
         }
         /* A bucket sold out: the probes go alone, before the WAIT. */
+        purchase_result in_batch = res[i];
         res[i] = other_buckets(lp, conn, recs[i], res[i]);
+        if (in_batch != PR_SOLD && res[i] == PR_SOLD) {
+            probe_sold++;
+            probe_connects = lc_conn_connects(conn); /* the probe's connection */
+        }
         settle_reservation(lp, conn);
         sold += res[i] == PR_SOLD;
     }
+    /* A sale made by a probe is on the node the probe went to: on a
+     * cluster another master than the batch's (a switch counts as a
+     * connect), so the batch's snapshot would refuse a WAIT that covers it.
+     * When it is the batch's only sale (with WAIT on a cluster a purchase
+     * of a SKU in buckets has a batch of its own), the WAIT goes over the
+     * probe's connection, as for a purchase alone (svc_lua_job); anything
+     * sent over another since still moves the count. */
+    if (probe_sold == 1 && sold == 1)
+        connects = probe_connects;
     lc_pipe_clear(&p);
     /* One WAIT covers every write before it on this connection; when the
      * connection broke or was remade since the batch's write (a missing

@@ -12,7 +12,8 @@
  *     sell exactly the stock, nothing oversold;
  *   - a SKU in 4 stock buckets (each a slot of its own), then reset to 2:
  *     a token and a lua burst each exact, the audit and the order list
- *     summing the buckets;
+ *     summing the buckets; a lua sale made by a probe on another master
+ *     answers 200 (its WAIT on that master);
  *   - without WAIT, one lua batch of 16 purchases over all three masters
  *     (4 SKUs, one in 3 buckets) queued behind the one worker of a third
  *     instance: one write per master, every SKU exact;
@@ -314,6 +315,45 @@ static void test_buckets(void)
                  "GET /orders: every order of the %d buckets: %ld %.300s", nb, r.status, B(&r));
         svc_resp_free(&r);
     }
+}
+
+/* With redis.wait_replicas a lua sale made by a probe (its first bucket
+ * sold out, the next one on another master) is covered by a WAIT on the
+ * master the probe went to: 200, not 503 not_replicated (the batch's
+ * connection count moved with the switch and refused the WAIT). Stock 1 in
+ * 64 buckets, so the unit is in bucket 0 and almost every purchase starts
+ * elsewhere and probes; three sales, the probes counted in /stats. */
+static double stats_probes(const svc_server *s)
+{
+    svc_resp r;
+    svc_req(s, "GET", "/stats", NULL, NULL, &r);
+    const cJSON *bk = r.json ? cJSON_GetObjectItemCaseSensitive(r.json, "buckets") : NULL;
+    double v = bk ? svc_jnum(bk, "probes") : -1;
+    svc_resp_free(&r);
+    return v;
+}
+
+static void test_probe_wait(void)
+{
+    double p0 = stats_probes(&a);
+    for (int i = 0; i < 3; i++) {
+        svc_resp r;
+        svc_req(&a, "PUT", "/stock/cl-probe", "{\"stock\":1,\"buckets\":64}", NULL, &r);
+        TU_REQUIRE(r.status == 200, "PUT /stock/cl-probe: %ld %s", r.status, B(&r));
+        svc_resp_free(&r);
+        char path[96];
+        snprintf(path, sizeof path, "/miaosha/lua?sku=cl-probe&user=probe%d", i);
+        svc_req(&a, "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200 && r.json && svc_jnum(r.json, "bucket") == 0,
+                 "the last unit, found by probing, replicated: %ld %s", r.status, B(&r));
+        svc_resp_free(&r);
+        svc_audit au;
+        TU_CHECK(svc_get_audit(&a, "cl-probe", &au) == 200 && au.sold == 1 && au.stock == 0 &&
+                     au.orders == 1,
+                 "cl-probe: audit sold %lld stock %lld orders %lld", au.sold, au.stock, au.orders);
+    }
+    double probes = stats_probes(&a) - p0;
+    TU_CHECK(probes > 0, "the purchases probed empty buckets: %.0f probes", probes);
 }
 
 static void test_idem(void)
@@ -727,6 +767,7 @@ int main(void)
     test_map_idle();
     test_modes();
     test_buckets();
+    test_probe_wait();
     test_pipe_batch();
     test_master_hangs();
     test_idem();
