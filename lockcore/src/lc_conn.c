@@ -1130,6 +1130,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         visited[from] = true;
     int redirects = 0;
     int64_t backoff = BACKOFF_FIRST_MS;
+    bool gave_up = false; /* some commands did not run and do not go again */
     for (;;) {
         bool dnr = false, astray = false;
         for (int i = 0; i < t.nu; i++) {
@@ -1152,6 +1153,34 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         int r[LC_PIPE_MAX + 1], nr;
         bool whole;
         to_resend(&t, kind, r, &nr, &whole);
+        /* What did not run and does not go again (a command after it ran,
+         * whose order a resend would change; a transaction pinned to its
+         * WATCH's node) gets the reason as its reply, not the redirect,
+         * which would read as the node's own answer. */
+        bool again[LC_PIPE_MAX + 1] = {false};
+        for (int i = 0; i < nr; i++)
+            again[r[i]] = true;
+        for (int i = 0; i < t.nu; i++) {
+            tunit *u = &t.u[i];
+            if (u->state == RAN || again[i])
+                continue;
+            lc__seterr(conn->err,
+                       "cluster: slot %d: a command did not run (%s) and %s: not sent again",
+                       t.slot,
+                       u->state == MOVED    ? "MOVED"
+                       : u->state == ASK    ? "ASK"
+                       : u->state == ASTRAY ? "a redirect for another slot"
+                                            : "TRYAGAIN, CLUSTERDOWN or LOADING",
+                       u->pinned ? "its transaction's WATCH is on that node"
+                                 : "a command after it in the batch ran");
+            for (int k = u->k0; k <= u->k1; k++) {
+                if (*t.reply[k])
+                    freeReplyObject(*t.reply[k]);
+                *t.reply[k] = not_run_reply(conn->err);
+            }
+            u->state = RAN;
+            gave_up = true;
+        }
         if (nr == 0)
             break;
         int st = -1, tg = -1;
@@ -1235,7 +1264,9 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
                 sent_k[ns++] = k;
         track_watch(&t, sent_k, ns, from, follow && st == ASK);
     }
-    rc = 0;
+    /* lc_conn_pipe's caller hears that some of its commands did not run;
+     * a lock's trip answers for its lock command, p's replies say the rest */
+    rc = gave_up && kind == LC__TRIP_PLAIN ? LC__TRIP_NOT_RUN : 0;
     goto out;
 not_run:
     /* Every reply came, but what was redirected or told to wait did not

@@ -10,7 +10,8 @@
  * NODE on every master), at each step:
  *   - ASK for a key already moved, to a node this client never talked to,
  *     with ASKING before the command (without it the importing node would
- *     answer MOVED back: the ping-pong other clients shipped);
+ *     answer MOVED back: the ping-pong other clients shipped); a redirected
+ *     command before one that ran is not sent again and answers why;
  *   - a lock whose key is absent goes to the importing node (ASK), and an
  *     acquire whose read names a key still on the old node is "split": it
  *     is sent again, whole, once the keys are together;
@@ -493,6 +494,26 @@ static void test_migration(void)
     TU_CHECK(lc_cluster_slot_master(fresh, slot, buf, sizeof buf) == 0 &&
                  atoi(strrchr(buf, ':') + 1) == C.port[0],
              "ASK leaves the map alone (%s)", buf);
+    /* a pipe whose first command is redirected (k1 moved) while its second
+     * ran (k2 not yet): the first is not sent again (that would change the
+     * order), and its reply says so; never the ASK as if it were the node's
+     * answer */
+    {
+        lc_pipe p2;
+        lc_pipe_init(&p2);
+        lc_pipe_append(&p2, "GET %s", k1);
+        lc_pipe_append(&p2, "GET %s", k2);
+        lc_status s2 = lc_conn_pipe(fc, &p2);
+        redisReply *r0 = lc_pipe_take(&p2, 0), *r1 = lc_pipe_take(&p2, 1);
+        TU_CHECK(s2 == LC_IO && r0 && r0->type == REDIS_REPLY_ERROR &&
+                     strncmp(r0->str, "ASK", 3) != 0 && strstr(r0->str, "did not run") && r1 &&
+                     r1->type == REDIS_REPLY_STRING && !strcmp(r1->str, "2"),
+                 "a redirected command before one that ran: %s, reply %s", lc_status_name(s2),
+                 r0 && r0->type == REDIS_REPLY_ERROR ? r0->str : "?");
+        freeReplyObject(r0);
+        freeReplyObject(r1);
+        lc_pipe_clear(&p2);
+    }
 
     /* a lock whose key is absent goes to the importing master */
     lc_lock_args a = lct_args(LC_TOKEN, lock, "o", 5000, 0);
