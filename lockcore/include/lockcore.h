@@ -541,7 +541,9 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  * lc_conn_pipe. With a cluster: each command goes to the master of its own
  * slot, the commands for one master in one write, every master's write
  * sent before any reply is read — one round trip per master, side by side,
- * where lc_conn_pipe would refuse a batch of two slots. A command that did
+ * where lc_conn_pipe would refuse a batch of two slots; the replies of
+ * every master within one command_timeout_ms (masters that hang cost the
+ * batch one timeout, not one each). A command that did
  * not run where the map sent it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN,
  * LOADING for its slot) goes again alone after the rest, by lc_conn_pipe's
  * rules (a MOVED fixes the map first), all of those within one

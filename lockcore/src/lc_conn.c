@@ -154,7 +154,7 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
 enum { RAN = 0, MOVED, ASK, LATER, ASTRAY };
 
 static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
-                        lc_pipe *p, bool p_first, bool sent, redisReply **rep);
+                        lc_pipe *p, bool p_first, bool sent, redisReply **rep, int64_t until);
 static redisReply *not_run_reply(const char *why);
 static redisContext *route(lc_conn *conn, int slot, bool pin, int64_t deadline);
 
@@ -194,7 +194,7 @@ static int each_alone(lc_conn *conn, lc_pipe *p, int i, int slot, int64_t deadli
     q.len[0] = p->len[i];
     q.reply[0] = NULL;
     redisContext *ctx = NULL;
-    int rc = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, &q, false, false, NULL);
+    int rc = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, &q, false, false, NULL, deadline);
     p->reply[i] = q.reply[0];
     return rc == 0 && q.reply[0] != NULL ? 0 : -1;
 }
@@ -307,13 +307,25 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
     }
     lc_status st = LC_OK;
     int moved[LC_PIPE_MAX], nmoved = 0;
+    /* The masters' replies are read one master after another, within one
+     * command_timeout_ms for them all: each read's socket timeout is what
+     * is left of it (at least 1 ms, for replies already there), so masters
+     * that hang cost the batch one timeout, not one each. */
+    int64_t T = conn->client->command_timeout_ms, read_by = lc_now_ms() + T;
     for (int j = 0; j < ng; j++) {
         lc_pipe *q = &g[j].q;
         if (!g[j].ctx)
             continue;
+        int64_t left = read_by - lc_now_ms();
+        left = left < 1 ? 1 : left;
+        if (left < T)
+            (void)redisSetTimeout(g[j].ctx, (struct timeval){left / 1000, (left % 1000) * 1000});
         /* a reply that did not come stays NULL, as do the share's after
          * it: sent, outcome unknown */
-        if (lc__trip_recv(g[j].ctx, false, q, false, NULL, conn->err) != 0) {
+        int rr = lc__trip_recv(g[j].ctx, false, q, false, NULL, conn->err);
+        if (left < T && g[j].ctx->fd >= 0)
+            (void)redisSetTimeout(g[j].ctx, (struct timeval){T / 1000, (T % 1000) * 1000});
+        if (rr != 0) {
             lc__cluster_failed(cl, g[j].addr);
             st = LC_IO;
         }
@@ -990,7 +1002,7 @@ static void later_word(const trip *t, char *w, size_t n)
 }
 
 static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
-                        lc_pipe *p, bool p_first, bool sent, redisReply **rep)
+                        lc_pipe *p, bool p_first, bool sent, redisReply **rep, int64_t until)
 {
     lc_client *c = conn->client;
     lc_cluster *cl = &c->cl;
@@ -1006,6 +1018,8 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
      * and the back-offs (each round trip's own wait is hiredis's command
      * timeout on its socket) */
     int64_t t0 = lc_now_ms(), deadline = t0 + c->command_timeout_ms;
+    if (until > 0 && until < deadline)
+        deadline = until; /* a budget shared with the caller's other trips */
     conn->trip_lock_unread = false;
     conn->trip_unread_before = conn->trip_unread_after = 0;
     if (rep)
@@ -1295,7 +1309,7 @@ int lc__conn_trip(lc_conn *conn, redisContext **ctx, int kind, int argc, const c
                   lc_pipe *p, bool p_first, bool sent, redisReply **rep)
 {
     if (conn->client->cl.on)
-        return cluster_trip(conn, ctx, kind, argc, argv, p, p_first, sent, rep);
+        return cluster_trip(conn, ctx, kind, argc, argv, p, p_first, sent, rep, 0);
     return sent ? lc__trip_recv(*ctx, argc > 0, p, p_first, rep, conn->err)
                 : lc__trip(*ctx, argc, argv, p, p_first, rep, conn->err);
 }
@@ -1313,7 +1327,7 @@ redisReply *lc__conn_eval(lc_conn *conn, const char *sha, const char *body, int 
         return NULL;
     redisContext *ctx = NULL;
     redisReply *r = NULL;
-    int t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r);
+    int t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r, 0);
     if (t == 0 && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* this node's script cache lacks it (a redirect, a promoted
          * replica): its text, once, to the same slot */
@@ -1321,7 +1335,7 @@ redisReply *lc__conn_eval(lc_conn *conn, const char *sha, const char *body, int 
         r = NULL;
         argv[0] = "EVAL";
         argv[1] = body;
-        t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r);
+        t = cluster_trip(conn, &ctx, LC__TRIP_PLAIN, 3 + nargs, argv, NULL, false, false, &r, 0);
     }
     if (t != 0) {
         if (r)

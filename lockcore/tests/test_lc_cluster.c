@@ -5,9 +5,10 @@
  * mode of the lock core on keys of all three masters, with the caller's
  * commands in the lock's round trips; commands of two slots refused, never
  * sent; lc_conn_pipe_each over all three masters, also across a MOVED and
- * an ASK. Then a slot migrated by hand, as redis-cli --cluster reshard does
- * it (CLUSTER SETSLOT IMPORTING / MIGRATING, MIGRATE key by key, SETSLOT
- * NODE on every master), at each step:
+ * an ASK, and with two masters stopped (one command_timeout_ms for both).
+ * Then a slot migrated by hand, as redis-cli --cluster reshard does it
+ * (CLUSTER SETSLOT IMPORTING / MIGRATING, MIGRATE key by key, SETSLOT NODE
+ * on every master), at each step:
  *   - ASK for a key already moved, to a node this client never talked to,
  *     with ASKING before the command (without it the importing node would
  *     answer MOVED back: the ping-pong other clients shipped); a redirected
@@ -39,6 +40,7 @@
 #include "pk_redis.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
@@ -455,6 +457,58 @@ static void test_pipe_each(void)
     TU_CHECK(st.cluster_ask == 1, "one ASK followed (%llu)", (unsigned long long)st.cluster_ask);
     TU_CHECK(get_int(conn, k[1]) == 4, "the migrating key ran once, on master 0");
     mig_end(&m);
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
+/* lc_conn_pipe_each with two of the three masters stopped (SIGSTOP) after
+ * the write: their replies do not come, and the batch gives up on them
+ * within one command_timeout_ms for both (each read's timeout is what is
+ * left), not one each; the master that answers ran its command; woken,
+ * the stopped ones run theirs once (a lost reply is never sent again). */
+static void test_pipe_each_hung(void)
+{
+    enum { T = 300 };
+    char k[3][64];
+    for (int i = 0; i < 3; i++)
+        key_on(C.port[i], "hung", k[i], sizeof k[i]);
+    lc_client *c = cl_client(0, T);
+    lc_conn *conn = lct_conn(c);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    for (int i = 0; i < 3; i++)
+        lc_pipe_append(&p, "INCR %s", k[i]);
+    TU_REQUIRE(lc_conn_pipe_each(conn, &p) == LC_OK, "every master connected first (%s)",
+               lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
+    for (int i = 0; i < 3; i++)
+        lc_pipe_append(&p, "INCR %s", k[i]);
+    kill(C.pid[1], SIGSTOP);
+    kill(C.pid[2], SIGSTOP);
+    int64_t t0 = lc_now_ms();
+    lc_status s = lc_conn_pipe_each(conn, &p);
+    int64_t took = lc_now_ms() - t0;
+    kill(C.pid[1], SIGCONT);
+    kill(C.pid[2], SIGCONT);
+    redisReply *r0 = lc_pipe_take(&p, 0), *r1 = lc_pipe_take(&p, 1), *r2 = lc_pipe_take(&p, 2);
+    TU_CHECK(s == LC_IO && r0 && r0->type == REDIS_REPLY_INTEGER && r0->integer == 2 && !r1 && !r2,
+             "two masters stopped: %s, the third's reply %lld, theirs %s %s", lc_status_name(s),
+             r0 && r0->type == REDIS_REPLY_INTEGER ? r0->integer : -1LL, r1 ? "came" : "none",
+             r2 ? "came" : "none");
+    TU_CHECK(took < T + tu_slack(200), "given up within one command_timeout_ms (%d): %lld ms", T,
+             (long long)took);
+    freeReplyObject(r0);
+    freeReplyObject(r1);
+    freeReplyObject(r2);
+    lc_pipe_clear(&p);
+    for (int i = 1; i < 3; i++) {
+        int64_t v = 0, t1 = lc_now_ms();
+        while ((v = tu_redis_int(C.port[i], "GET %s", k[i])) != 2 &&
+               lc_now_ms() < t1 + tu_slack(5000))
+            tu_sleep_ms(20);
+        TU_CHECK(v == 2, "master %d ran the command once it woke, once: %lld", i, (long long)v);
+    }
+    TU_CHECK(pk_cluster_wait_ok(&C, (int)tu_slack(10000), NULL), "cluster ok after the pause");
     lc_conn_free(conn);
     lc_client_free(c);
 }
@@ -989,6 +1043,7 @@ int main(void)
     test_modes();
     test_misuse();
     test_pipe_each();
+    test_pipe_each_hung();
     test_reentrant();
     test_migration();
     test_not_run();
