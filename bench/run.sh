@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout|buckets|cluster]...
-#              [--seconds N] [--rounds N] [--connections N] [--no-build]
+#              [--seconds N] [--rounds N] [--connections N]
+#              [--redis-io-threads N] [--no-build]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -44,7 +45,7 @@ OUT=$ROOT/bench/out # the summary as .md, .tsv and .svg (git-ignored)
 parts=()
 
 usage() {
-  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -814,9 +815,10 @@ if want lua; then
   # Redis alone with the very script: is the tree's purchase.lua the one
   # the server runs? Its SHA1 is what the server's EVALSHA names; only the
   # server (and cs_bench, from the same build) has loaded a purchase script
-  # into this Redis so far. Then the script loaded as the brief of this
-  # measurement says (SCRIPT LOAD, its SHA), the server's settings for the
-  # arguments, and an order record the server itself wrote for the size.
+  # into this Redis so far. Then Redis alone gets what the server sends:
+  # the tree's script loaded (SCRIPT LOAD, its SHA), the server's settings
+  # for the arguments, and an order record the server itself wrote for the
+  # size.
   lua_file=$ROOT/service/scripts/purchase.lua
   case "$(rcli SCRIPT EXISTS "$(sha1sum "$lua_file" | cut -d' ' -f1)")" in
     1) LUA_SAME="the server runs this tree's purchase.lua" LUA_SAME_OK=1 ;;

@@ -6,8 +6,9 @@
 # of every recipe; its cached options are kept), then runs `miaosha-load
 # matrix`: it starts a private redis-server on a free loopback port and the
 # service instances each scenario needs, drives every lock mode through the
-# default scenarios (race, multi, slow, crash, nested, dup-user, retry; not
-# failover, the faults or redlock's node scenarios), prints the table,
+# default scenarios (race, multi, slow, crash, nested, dup-user, retry,
+# buckets; not the Sentinel failovers, the faults, redlock's node
+# scenarios or the Redis Cluster's), prints the table,
 # writes out/matrix/{matrix.md,matrix.csv,matrix.svg,matrix.html} and the
 # timelines, and stops everything it started — also on Ctrl-C.
 #

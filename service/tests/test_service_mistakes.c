@@ -73,8 +73,8 @@ static long long sku_keys(const char *sku)
 static void rule_body(void)
 {
     char path[200], body[200];
-    /* The issue's own example, in every mode: the body's SKU and user are
-     * bought, the default SKU is not touched. */
+    /* A JSON body naming the SKU and the user, in every mode: the body's
+     * SKU and user are bought, the default SKU is not touched. */
     TU_REQUIRE(svc_set_stock(&srv, "other", 100, NULL) == 200, "stock other");
     svc_audit before;
     TU_REQUIRE(svc_get_audit(&srv, "demo", &before) == 200, "the default SKU is seeded");

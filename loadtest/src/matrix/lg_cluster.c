@@ -24,13 +24,13 @@
  *      lock, so the buyer takes one and sells the unit;
  *   6. the holder is told to finish: it commits stock 0 and its order on R
  *      — a holder whose lock the new master never had. Sold 2 of 1.
- * The seed's lesson, on the cluster: a lock that had not reached the
- * replica is lost with its master. lua has no point between its read and
- * its write: its stepped purchase runs whole at step 6, after the buyer's,
- * and finds the stock gone. redlock holds its lock on the matrix's lock
- * masters, independent of the cluster (never the masters of one cluster:
- * docs/locks.md), so the buyer finds it held. The cell's failover time is
- * kill -> the surviving nodes name R for the slot.
+ * The Sentinel failover's lesson, on the cluster: a lock that had not
+ * reached the replica is lost with its master. lua has no point between
+ * its read and its write: its stepped purchase runs whole at step 6, after
+ * the buyer's, and finds the stock gone. redlock holds its lock on the
+ * matrix's lock masters, independent of the cluster (never the masters of
+ * one cluster: docs/locks.md), so the buyer finds it held. The cell's
+ * failover time is kill -> the surviving nodes name R for the slot.
  *
  * reshard, every mode on one cluster and one instance: per mode a SKU of
  * its own, stock reset, then the slot moved to another master as
