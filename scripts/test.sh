@@ -13,8 +13,9 @@
 #   ci           build/ci, -Wall -Wextra -Werror, every test
 #   asan         build/asan, ASan + UBSan, every test but those labelled
 #                "long" (the longest process-orchestration runs: the matrix
-#                again with pipelining off, the Sentinel failover matrix,
-#                the short soak, the READMEs' runnable blocks; they run in
+#                again with pipelining off, the Sentinel failover matrices,
+#                the Redis Cluster matrix and scripts/redis-cluster.sh's
+#                test, the short soaks, the READMEs' runnable blocks; they run in
 #                build/ci, and the code they drive runs under ASan in the
 #                other tests)
 #   tsan         build/tsan, TSan, the threaded tests: lock core and service

@@ -221,7 +221,9 @@ const char *lc_client_instance_id(const lc_client *c);
 /* Writes "host:port" of the master that connections go to now into buf
  * (len bytes, NUL-terminated, truncated): redis_host:redis_port, or with
  * Sentinels the address last resolved or announced ("" before the first
- * connect). Writes nothing when buf is NULL or len 0. Any thread. */
+ * connect), or with cluster_nodes every master of the slot map,
+ * comma-separated, in slot order ("" before the first map). Writes
+ * nothing when buf is NULL or len 0. Any thread. */
 void lc_client_master(lc_client *c, char *buf, size_t len);
 
 typedef struct lc_stats {

@@ -140,8 +140,12 @@ static void *health_main(void *arg)
     return NULL;
 }
 
+/* redis.cluster_nodes is set: svc_health_master names the probe's map */
+static atomic_bool on_cluster;
+
 int svc_health_start(const cfg_config *s, const lc_options *lo)
 {
+    atomic_store(&on_cluster, s->redis.cluster_nodes[0] != '\0');
     pthread_condattr_t ca;
     lc_options o = *lo;
     char err[LC_ERRSTR_LEN];
@@ -194,6 +198,17 @@ void svc_health_reason(char *buf, size_t len)
 lc_client *svc_health_client(void)
 {
     return client;
+}
+
+void svc_health_master(lc_client *workers, char *buf, size_t len)
+{
+    lc_client *c = atomic_load_explicit(&on_cluster, memory_order_relaxed) && client != NULL
+                       ? client
+                       : workers;
+    if (c != NULL)
+        lc_client_master(c, buf, len);
+    else if (len > 0)
+        buf[0] = '\0';
 }
 
 int svc_health_up(void)

@@ -45,5 +45,11 @@ void svc_health_reason(char *buf, size_t len);
  * its first command. Owned by the probe; valid until svc_health_stop. Any
  * thread. */
 lc_client *svc_health_client(void);
+/* What /healthz and /stats name as the master, into buf (len bytes):
+ * lc_client_master of workers (the service's client; "" when NULL), but on
+ * a Redis Cluster the probe client's, whose map the probe keeps fresh while
+ * the service is idle (the workers' is taken afresh only with their next
+ * command, so it would name a failed-over master until then). Any thread. */
+void svc_health_master(lc_client *workers, char *buf, size_t len);
 
 #endif

@@ -597,7 +597,7 @@ static enum MHD_Result route_healthz(svc_req *r, const char *seg, const char *me
      * them): named afresh, with the reason when down. */
     int up = svc_health_up();
     char master[300], reason[LC_ERRSTR_LEN];
-    lc_client_master(client, master, sizeof master);
+    svc_health_master(client, master, sizeof master);
     cJSON *o = cJSON_CreateObject();
     if (o != NULL) {
         cJSON_AddBoolToObject(o, "ok", up);
@@ -1054,7 +1054,7 @@ static struct MHD_Response *health_response(int up)
     cJSON_AddStringToObject(o, "redis", up ? "up" : "down");
     cJSON_AddStringToObject(o, "instance", S->instance_id);
     char master[300];
-    lc_client_master(client, master, sizeof master);
+    svc_health_master(client, master, sizeof master);
     cJSON_AddStringToObject(o, "master", master);
     txt = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);

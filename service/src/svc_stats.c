@@ -311,8 +311,7 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
     svc_buf_printf(&b, "{\"ok\":true,\"instance\":\"");
     put_escaped(&b, instance);
     char master[300] = "";
-    if (client != NULL)
-        lc_client_master(client, master, sizeof master);
+    svc_health_master(client, master, sizeof master);
     svc_buf_printf(&b, "\",\"master\":\"");
     put_escaped(&b, master);
     svc_buf_printf(&b, "\",\"master_switches\":%llu", (unsigned long long)ls.master_switches);

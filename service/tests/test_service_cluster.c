@@ -27,7 +27,8 @@
  *     redirect, retry and refresh counters, /healthz 200 naming the
  *     masters;
  *   - a master SIGKILLed: /healthz turns 503 naming it, the replica is
- *     promoted, /healthz 200 again and its SKU sells again.
+ *     promoted, /healthz 200 again and its SKU sells again; an idle
+ *     instance's /healthz names the promoted master, not the dead one.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -491,6 +492,22 @@ static void test_failover(void)
             tu_sleep_ms(100);
     }
     TU_CHECK(st == 200, "/healthz 200 again (%s)", why);
+    /* b has sent nothing since the kill (its workers' map still names the
+     * dead master): its /healthz names the probe's map, the promoted one */
+    char master[400] = "", dead[48];
+    snprintf(dead, sizeof dead, ",127.0.0.1:%d,", C.port[0]);
+    st = 503;
+    while (st != 200 && lc_now_ms() < t0 + tu_slack(20000)) {
+        svc_req(&b, "GET", "/healthz", NULL, NULL, &r);
+        st = r.status;
+        snprintf(master, sizeof master, ",%s,",
+                 r.json && svc_jstr(r.json, "master") ? svc_jstr(r.json, "master") : "");
+        svc_resp_free(&r);
+        if (st != 200)
+            tu_sleep_ms(100);
+    }
+    TU_CHECK(st == 200 && strlen(master) > 2 && !strstr(master, dead),
+             "an idle instance names the masters now, not the dead one (%s): %s", dead, master);
 }
 
 /* --- one lua batch over every master --------------------------------------- */

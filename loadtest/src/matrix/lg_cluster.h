@@ -2,7 +2,8 @@
  * (lg_matrix.c):
  *   cluster-failover  a master SIGKILLed before the lock on it reached its
  *                     replica, which the cluster promotes: the lock is
- *                     lost, the lock modes oversell, lua stays exact;
+ *                     lost, the lock modes oversell; redlock (its lock
+ *                     masters are not the cluster's) and lua stay exact;
  *   reshard           a burst buys while its SKU's slot moves to another
  *                     master, step by step: every safe mode stays exact,
  *                     the redirects are followed, no acknowledged order is
