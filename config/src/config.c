@@ -166,7 +166,8 @@ static const key_def KEYS[] = {
           "Redis Cluster seed nodes, host:port comma-separated (IPv6 as [addr]:port; in the JSON "
           "file also an array); set: every command goes to the master serving its key's hash "
           "slot and follows the cluster's redirects (redis.host/port and --redis unused; not "
-          "with redis.sentinels, nor with redis.wait_replicas = all); empty = no cluster"),
+          "with redis.sentinels, redis.wait_replicas = all or a redis.db other than 0); empty = "
+          "no cluster"),
     K_NUM("redis.cluster_refresh_ms", redis.cluster_refresh_ms, 100, 3600000, 5000, NULL, "ms",
           "how often the cluster's slot map is asked afresh (also at once after a MOVED or a "
           "refused connection)"),
@@ -560,8 +561,30 @@ static int in_set(unsigned char ch, str_kind kind)
     return 0;
 }
 
-/* A list of host:port, comma-separated (characters already checked). */
-static const char *check_hosts(const char *s, char *why, size_t len)
+/* The host of a seed (S_SEEDS), h_len bytes at h: a name or IPv4 address
+ * without ':' or brackets, or "[v6]" holding a numeric IPv6 address, so
+ * that the last ':' of the entry is the one before the port. */
+static int seed_host_ok(const char *h, size_t h_len)
+{
+    if (h_len >= 2 && h[0] == '[' && h[h_len - 1] == ']') {
+        char v6[INET6_ADDRSTRLEN + 1];
+        unsigned char addr[sizeof(struct in6_addr)];
+        if (h_len - 2 == 0 || h_len - 2 >= sizeof v6)
+            return 0;
+        memcpy(v6, h + 1, h_len - 2);
+        v6[h_len - 2] = '\0';
+        return inet_pton(AF_INET6, v6, addr) == 1;
+    }
+    for (size_t i = 0; i < h_len; i++)
+        if (h[i] == ':' || h[i] == '[' || h[i] == ']')
+            return 0;
+    return h_len > 0;
+}
+
+/* A list of host:port, comma-separated (characters already checked); with
+ * seeds, an IPv6 host in brackets and a port without a leading zero. Host
+ * names compare without case ("A:1" and "a:1" are one node). */
+static const char *check_hosts(const char *s, bool seeds, char *why, size_t len)
 {
     char items[9][CFG_HOST_LEN + 8];
     int n = 0;
@@ -581,12 +604,14 @@ static const char *check_hosts(const char *s, char *why, size_t len)
         char *colon = strrchr(items[n], ':');
         char *e = NULL;
         long port = colon ? strtol(colon + 1, &e, 10) : 0;
-        if (!colon || colon == items[n] || e == colon + 1 || *e || port < 1 || port > 65535) {
-            snprintf(why, len, "entry %d is not host:port with a port 1..65535", n + 1);
+        if (!colon || colon == items[n] || e == colon + 1 || *e || port < 1 || port > 65535 ||
+            (seeds && (colon[1] == '0' || !seed_host_ok(items[n], (size_t)(colon - items[n]))))) {
+            snprintf(why, len, "entry %d is not host:port with a port 1..65535%s", n + 1,
+                     seeds ? " (an IPv6 address as [addr]:port)" : "");
             return why;
         }
         for (int j = 0; j < n; j++) {
-            if (strcmp(items[j], items[n]) == 0) {
+            if (strcasecmp(items[j], items[n]) == 0) {
                 snprintf(why, len, "lists %.64s twice", items[n]);
                 return why;
             }
@@ -663,7 +688,7 @@ static const char *check_str(const key_def *k, const char *s, char *why, size_t 
         }
     }
     if ((k->kind == S_HOSTS || k->kind == S_SEEDS) && n > 0)
-        return check_hosts(s, why, len);
+        return check_hosts(s, k->kind == S_SEEDS, why, len);
     if (k->kind == S_NODES && n > 0)
         return check_nodes(s, why, len);
     if (k->kind == S_ADDR) {
@@ -805,6 +830,10 @@ static cfg_status apply_node_array(cfg_config *c, const key_def *k, const cJSON 
     {
         if (!cJSON_IsString(e))
             return bad_type(k, shown, "is not an array of strings", x);
+        /* one address an element: "" or "a:1,b:2" would read as none or
+         * two once joined */
+        if (e->valuestring[0] == '\0' || strchr(e->valuestring, ','))
+            return bad_type(k, shown, "has an element that is empty or holds a comma", x);
         if (strlen(joined) + strlen(e->valuestring) + 2 > sizeof joined)
             return bad_type(k, shown, "is too long", x);
         append(joined, sizeof joined, "%s%s", joined[0] ? "," : "", e->valuestring);
@@ -900,6 +929,11 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x)
         return fail(x, CFG_INVALID,
                     "redis.wait_replicas = all with redis.cluster_nodes: each master has its "
                     "own replicas, give a number (WAIT runs on the master that wrote)");
+    if (c->redis.cluster_nodes[0] && c->redis.db != 0)
+        return fail(x, CFG_INVALID,
+                    "redis.db = %d with redis.cluster_nodes: a Redis Cluster has database 0 "
+                    "only",
+                    c->redis.db);
     if (c->redis.sentinels[0] && !c->redis.master_name[0])
         return fail(x, CFG_INVALID,
                     "redis.master_name is empty while redis.sentinels is set: the Sentinels "

@@ -772,7 +772,8 @@ static void test_json_out(void)
 }
 
 /* redis.cluster_nodes: seeds as host:port or [v6]:port, a list or an
- * array; with redis.sentinels or wait_replicas = all, exit 2 naming both. */
+ * array; malformed seeds refused; with redis.sentinels, wait_replicas = all
+ * or a redis.db other than 0, exit 2 naming both keys. */
 static void test_cluster_keys(void)
 {
     cfg_config c;
@@ -795,6 +796,31 @@ static void test_cluster_keys(void)
     CHECK_ERR(st, err, "redis.cluster_nodes", "a:1", "twice");
     st = load(&c, err, "--set", "redis.cluster_nodes=a", NULL);
     CHECK_ERR(st, err, "redis.cluster_nodes", "a", "host:port");
+    /* an IPv6 host only in brackets, so the port is never ambiguous; no
+     * leading zero; host names compare without case */
+    static const char *const bad_seeds[] = {"::1:7000", "[::1:7000",   "[]:7000",
+                                            "[x]:7000", "host:7000:1", "127.0.0.1:07000"};
+    for (size_t i = 0; i < sizeof bad_seeds / sizeof *bad_seeds; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "redis.cluster_nodes=%s", bad_seeds[i]);
+        st = load(&c, err, "--set", set, NULL);
+        CHECK_ERR(st, err, "redis.cluster_nodes", bad_seeds[i], "[addr]:port");
+    }
+    st = load(&c, err, "--set", "redis.cluster_nodes=node:1,NODE:1", NULL);
+    CHECK_ERR(st, err, "redis.cluster_nodes", "NODE:1", "twice");
+    /* one address an array element: none empty, none holding a list */
+    static const char *const bad_arrays[] = {"[\"a:1,b:2\"]", "[\"\"]", "[\"a:1\",\"\"]"};
+    for (size_t i = 0; i < sizeof bad_arrays / sizeof *bad_arrays; i++) {
+        char json[96];
+        snprintf(json, sizeof json, "{\"redis\":{\"cluster_nodes\":%s}}", bad_arrays[i]);
+        p = write_file("cl.json", json);
+        st = load(&c, err, "--config", p, NULL);
+        CHECK_ERR(st, err, "redis.cluster_nodes", "element", "comma");
+    }
+    st = load(&c, err, "--set", "redis.cluster_nodes=a:1", "--set", "redis.db=1", NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.cluster_nodes") && has(err, "redis.db") &&
+                 cfg_exit_code(st) == 2,
+             "with redis.db 1: %s", err);
     st = load(&c, err, "--set", "redis.cluster_nodes=a:1", "--set", "redis.sentinels=s:26379",
               NULL);
     TU_CHECK(st == CFG_INVALID && has(err, "redis.cluster_nodes") && has(err, "redis.sentinels") &&
