@@ -862,9 +862,13 @@ int lc__cluster_ensure(lc_cluster *cl, char *err)
     bool due = atomic_load_explicit(&cl->due, memory_order_relaxed);
     if (at > 0 && !due && now - at < cl->refresh_ms)
         return 0;
-    if (at > 0 && !due) {
+    if (at > 0) {
+        /* Another thread refreshes: the map meanwhile is fine, due or not
+         * (a MOVED's fix is in it already); only a thread with no map at
+         * all waits for one. A refresh may take command_timeout_ms when
+         * nodes hang, and every worker waiting on it would stall with it. */
         if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
-            return 0; /* another thread refreshes: the map meanwhile is fine */
+            return 0;
     } else {
         LC_PTHREAD(pthread_mutex_lock(&cl->refresh_mu));
     }

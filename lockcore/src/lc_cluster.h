@@ -169,11 +169,14 @@ static inline int lc__cluster_master(lc_cluster *cl, int slot)
 
 /* Makes sure a map is there and fresh enough before a command: refreshes
  * it when none was taken yet, when one is due (a MOVED, a refused or
- * broken connection) or when cluster_refresh_ms passed (then only if no
- * other thread is refreshing). 0 when a map is there (an old one stays
- * when its refresh failed); -1 with the reason in err (LC_ERRSTR_LEN
- * bytes) when there is none. A refresh that found no node is not tried
- * again for 100 ms: meanwhile the call answers its reason at once. */
+ * broken connection) or when cluster_refresh_ms passed — where a map is
+ * there, only if no other thread is refreshing (the map meanwhile serves:
+ * a thread with a map never waits on another's refresh, which asks node
+ * after node until one answers, a command_timeout_ms for each that hangs).
+ * 0 when a map is there (an old one stays when its refresh failed); -1
+ * with the reason in err (LC_ERRSTR_LEN bytes) when there is none. A
+ * refresh that found no node is not tried again for 100 ms: meanwhile the
+ * call answers its reason at once. */
 int lc__cluster_ensure(lc_cluster *cl, char *err);
 
 /* A MOVED from node `from` (index, -1 unknown) said slot lives at addr:
