@@ -153,6 +153,11 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
  * try-later, or a redirect for another slot (ASTRAY) kept it from running. */
 enum { RAN = 0, MOVED, ASK, LATER, ASTRAY };
 
+/* The router's back-off after TRYAGAIN, CLUSTERDOWN or LOADING (ms),
+ * doubled after each up to the max, while command_timeout_ms lasts. */
+#define BACKOFF_FIRST_MS 20
+#define BACKOFF_MAX_MS 200
+
 static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, const char **argv,
                         lc_pipe *p, bool p_first, bool sent, redisReply **rep, int64_t until);
 static redisReply *not_run_reply(const char *why);
@@ -207,9 +212,11 @@ static int each_alone(lc_conn *conn, lc_pipe *p, int i, int slot, int64_t deadli
  * A MOVED fixes the map, so the command's second try goes straight to the
  * new master; moved[] (*nmoved) holds the slots whose MOVED this batch
  * has applied and counted already (once per slot, as the router counts
- * once per batch). */
+ * once per batch). *later is set on a TRYAGAIN, CLUSTERDOWN or LOADING
+ * (the resends then wait a back-off first), and a refresh made due for
+ * the last two. */
 static int each_state(lc_conn *conn, const redisReply *r, int slot, int addr, int *moved,
-                      int *nmoved)
+                      int *nmoved, bool *later)
 {
     if (!r || r->type != REDIS_REPLY_ERROR)
         return RAN;
@@ -232,7 +239,15 @@ static int each_state(lc_conn *conn, const redisReply *r, int slot, int addr, in
         }
         return LATER;
     }
-    return lc__cluster_try_later(r->str, r->len) ? LATER : RAN;
+    if (!lc__cluster_try_later(r->str, r->len))
+        return RAN;
+    /* CLUSTERDOWN or LOADING may be a master the map still names after a
+     * failover: the resend goes by a refreshed map (TRYAGAIN alone is a
+     * migration step, the map is right) */
+    if (strncmp(r->str, "TRYAGAIN", 8) != 0)
+        atomic_store(&cl->due, 1);
+    *later = true;
+    return LATER;
 }
 
 lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
@@ -307,6 +322,7 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
     }
     lc_status st = LC_OK;
     int moved[LC_PIPE_MAX], nmoved = 0;
+    bool later = false; /* a TRYAGAIN, CLUSTERDOWN or LOADING came */
     /* The masters' replies are read one master after another, within one
      * command_timeout_ms for them all: each read's socket timeout is what
      * is left of it (at least 1 ms, for replies already there), so masters
@@ -333,7 +349,7 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
             int i = g[j].pi[k];
             redisReply *r = q->reply[k];
             q->reply[k] = NULL;
-            int state = r ? each_state(conn, r, slot[i], g[j].addr, moved, &nmoved) : RAN;
+            int state = r ? each_state(conn, r, slot[i], g[j].addr, moved, &nmoved, &later) : RAN;
             if (state == LATER) {
                 freeReplyObject(r);
                 alone[i] = true;
@@ -357,6 +373,8 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
      * command_timeout_ms for them all: a master that is down or loading
      * costs the batch one wait, not one per command. */
     int64_t deadline = lc_now_ms() + conn->client->command_timeout_ms;
+    if (later)
+        lc__sleep_ms(BACKOFF_FIRST_MS); /* told to try later: not at once */
     for (int i = 0; i < p->n; i++)
         if (alone[i] && each_alone(conn, p, i, slot[i], deadline) != 0)
             st = LC_IO;
@@ -654,9 +672,6 @@ int lc__trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, red
 }
 
 /* --- Redis Cluster: routing and redirects (lc_conn.h) ------------------------ */
-
-#define BACKOFF_FIRST_MS 20
-#define BACKOFF_MAX_MS 200
 
 /* conn's context to node addr, made current (the one in use parked in
  * nctx), connected or reconnected as lc__redis_reuse would. A switch, like
