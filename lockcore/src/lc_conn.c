@@ -136,9 +136,8 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
         if (lc__conn_pipe_slot(conn, p, -1, conn->err) == -2)
             return LC_MISUSE;
         redisContext *ctx = NULL;
-        return lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, p, false, false, NULL) == 0
-                   ? LC_OK
-                   : LC_IO;
+        int t = lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, p, false, false, NULL);
+        return t == 0 && !conn->trip_gave_up ? LC_OK : LC_IO;
     }
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
@@ -1037,6 +1036,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         deadline = until; /* a budget shared with the caller's other trips */
     conn->trip_lock_unread = false;
     conn->trip_unread_before = conn->trip_unread_after = 0;
+    conn->trip_gave_up = false;
     if (rep)
         *rep = NULL;
     if (argc > 0 && (lock_len = redisFormatCommandArgv(&lock_resp, argc, argv, NULL)) < 0) {
@@ -1160,6 +1160,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     int redirects = 0;
     int64_t backoff = BACKOFF_FIRST_MS;
     bool gave_up = false; /* some commands did not run and do not go again */
+    int tryagain_at = -1; /* the node whose TRYAGAIN the last back-off was for */
     for (;;) {
         bool dnr = false, astray = false;
         for (int i = 0; i < t.nu; i++) {
@@ -1230,7 +1231,12 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         if (tg >= 0)
             lc__cluster_addr_text(lc__cluster_at(cl, tg), at, sizeof at);
         if (follow) {
-            if (++redirects > LC__CL_MAX_REDIRECTS) {
+            /* An ASK after a TRYAGAIN at the node it names is a migration
+             * step (the old node has no key, the new one not all of them
+             * yet), not nodes that disagree: the back-offs and
+             * command_timeout_ms bound it, not the redirect count. */
+            bool migrating = st == ASK && tryagain_at == tg;
+            if (!migrating && ++redirects > LC__CL_MAX_REDIRECTS) {
                 lc__seterr(conn->err,
                            "cluster: slot %d: too many redirects (%d), the last %s to %s (its "
                            "nodes disagree about it): not sent again",
@@ -1263,6 +1269,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             later_word(&t, lw, sizeof lw);
             if (st != LATER || strcmp(lw, "TRYAGAIN") != 0)
                 atomic_store(&cl->due, 1);
+            tryagain_at = st == LATER && strcmp(lw, "TRYAGAIN") == 0 ? from : -1;
             if (lc_now_ms() + backoff > deadline) {
                 lc__seterr(conn->err, "cluster: slot %d: %s: retried for %lld ms: not sent again",
                            t.slot,
@@ -1293,9 +1300,11 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
                 sent_k[ns++] = k;
         track_watch(&t, sent_k, ns, from, follow && st == ASK);
     }
-    /* lc_conn_pipe's caller hears that some of its commands did not run;
-     * a lock's trip answers for its lock command, p's replies say the rest */
-    rc = gave_up && kind == LC__TRIP_PLAIN ? LC__TRIP_NOT_RUN : 0;
+    /* lc_conn_pipe's caller hears that some of its commands did not run
+     * (conn->trip_gave_up); a lock's trip answers for its lock command,
+     * p's replies say the rest */
+    conn->trip_gave_up = gave_up;
+    rc = 0;
     goto out;
 not_run:
     /* Every reply came, but what was redirected or told to wait did not

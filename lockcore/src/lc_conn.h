@@ -27,6 +27,11 @@ struct lc_conn {
      * queued on ctx before and after it. */
     bool trip_lock_unread;
     int trip_unread_before, trip_unread_after;
+    /* The last cluster trip gave up on commands that did not run and were
+     * not sent again (a later one of the batch ran, or a transaction
+     * pinned to its WATCH): their replies hold the reason. lc_conn_pipe
+     * answers LC_IO for it; a lock's trip answers for its lock command. */
+    bool trip_gave_up;
     /* lc_acquire_send: LC_SENT_* below; what it was sent for, so that
      * lc_acquire_pipe can check it is the same acquisition (and
      * lc_conn_free can hand it to the orphan cleanup). While it is not
@@ -140,11 +145,13 @@ redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key);
  * come is never sent again; *ctx is then the context of the last round
  * (where a reply went missing), and conn->trip_* say what it left unread.
  * Returns 0 when every reply came and every command ran (an error reply
- * included); LC__TRIP_NOT_RUN when every reply came but the router gave up
- * on some commands before they ran (too many redirects, a back-off past
- * command_timeout_ms, the node named unreachable): their replies are error
- * replies holding the reason, also in conn->err; -1 when a reply did not
- * come, the reason in conn->err. */
+ * included), or what did not run was given up after a later command ran
+ * (conn->trip_gave_up: its replies hold the reason); LC__TRIP_NOT_RUN
+ * when every reply came but the router gave up on some commands before
+ * they ran (too many redirects, a back-off past command_timeout_ms, the
+ * node named unreachable): their replies are error replies holding the
+ * reason, also in conn->err; -1 when a reply did not come, the reason in
+ * conn->err. */
 #define LC__TRIP_NOT_RUN (-2)
 int lc__conn_trip(lc_conn *conn, redisContext **ctx, int kind, int argc, const char **argv,
                   lc_pipe *p, bool p_first, bool sent, redisReply **rep);

@@ -17,7 +17,9 @@
  *     acquire whose read names a key still on the old node is "split": it
  *     is sent again, whole, once the keys are together;
  *   - TRYAGAIN for a script naming keys on both sides, retried until the
- *     migration step that reunites them;
+ *     migration step that reunites them; ASK then TRYAGAIN for a script
+ *     naming a key that exists nowhere yet, retried until the slot moved
+ *     (a migration step, not counted as redirects);
  *   - MOVED once the slot moved: followed, the map refreshed, no redirect
  *     for the next command;
  *   - a WATCH that followed an ASK: its transaction goes to the importing
@@ -355,6 +357,19 @@ typedef struct later {
     int delay_ms;
 } later;
 
+/* SETSLOT NODE on the new owner, then the old, 800 ms from now (mig_end
+ * does it again, with its checks, on the test's thread). */
+static void *own_later(void *arg)
+{
+    const migration *m = arg;
+    char sl[16];
+    snprintf(sl, sizeof sl, "%d", m->slot);
+    tu_sleep_ms(800); /* past 5 rounds of back-off (20+40+80+160+200 ms) */
+    (void)q(m->to, "CLUSTER SETSLOT %s NODE %s", sl, m->to_id);
+    (void)q(m->from, "CLUSTER SETSLOT %s NODE %s", sl, m->to_id);
+    return NULL;
+}
+
 static void *migrate_later(void *arg)
 {
     later *l = arg;
@@ -646,6 +661,26 @@ static void test_migration(void)
              lc_status_name(s), r && r->type == REDIS_REPLY_ERROR ? r->str : lc_conn_errstr(conn));
     freeReplyObject(r);
     lc_pipe_clear(&p);
+
+    /* a script naming a key that exists nowhere yet, every other key of
+     * the slot moved: the old master answers ASK, the new one TRYAGAIN
+     * (keys missing while it imports), round after round until the slot is
+     * its own 800 ms later: a migration step, retried within
+     * command_timeout_ms, not "too many redirects" */
+    char none_key[64];
+    snprintf(none_key, sizeof none_key, "lct:%s:none", tag);
+    pthread_create(&t, NULL, own_later, &m);
+    lc_pipe_append(&p, "EVAL %s 2 %s %s", "return redis.call('GET', KEYS[1])", k1, none_key);
+    t0 = lc_now_ms();
+    s = lc_conn_pipe(fc, &p);
+    took = lc_now_ms() - t0;
+    r = lc_pipe_take(&p, 0);
+    TU_CHECK(s == LC_OK && r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1"),
+             "ASK and TRYAGAIN retried until the slot moved, %lld ms (%s)", (long long)took,
+             r && r->type == REDIS_REPLY_ERROR ? r->str : lc_conn_errstr(fc));
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    pthread_join(t, NULL);
 
     mig_end(&m);
 
