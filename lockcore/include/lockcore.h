@@ -532,7 +532,9 @@ void lc_pipe_clear(lc_pipe *p);
  * the router cannot find (one lockcore does not know). LC_IO too when the
  * router gave up on commands before they ran (more than 5 redirects, a
  * back-off past command_timeout_ms, a redirect to a node that cannot be
- * reached): their replies are then error replies holding the reason,
+ * reached, a later command of p that ran, which a resend would come
+ * after, or a transaction whose WATCH is on the node that refused it):
+ * their replies are then error replies holding the reason,
  * which lc_conn_errstr also says, never the last redirect; nothing of
  * them ran. The thread that owns conn. */
 lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);

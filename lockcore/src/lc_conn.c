@@ -929,17 +929,23 @@ static void to_resend(trip *t, int kind, int *r, int *nr, bool *whole)
             r[(*nr)++] = i;
 }
 
-/* Appends unit commands in r[0..nr-1] (each after an ASKING when asking)
- * to ctx and reads every reply: seq[] gets the order sent (-1: an
- * ASKING). 0; or -1 when a reply did not come, with conn->trip_* telling
- * what it left unread before and after the lock command's. */
-static int resend(trip *t, redisContext *ctx, const int *r, int nr, bool asking)
+/* resend's ASKING: none; before every unit (they follow an ASK to the
+ * node it named); before the transactions pinned to a WATCH taken through
+ * an ASK only (the other commands of the batch go as they would: an
+ * ASKING would let the importing node serve a key it does not hold yet). */
+enum { ASKING_NONE = 0, ASKING_ALL, ASKING_PINNED };
+
+/* Appends unit commands in r[0..nr-1] (after ASKINGs as asking says) to
+ * ctx and reads every reply: seq[] gets the order sent (-1: an ASKING).
+ * 0; or -1 when a reply did not come, with conn->trip_* telling what it
+ * left unread before and after the lock command's. */
+static int resend(trip *t, redisContext *ctx, const int *r, int nr, int asking)
 {
     lc_conn *conn = t->conn;
     int seq[2 * (LC_PIPE_MAX + 1)], len = 0, ok = REDIS_OK;
     for (int i = 0; i < nr; i++) {
         const tunit *u = &t->u[r[i]];
-        if (asking) {
+        if (asking == ASKING_ALL || (asking == ASKING_PINNED && u->pinned)) {
             seq[len++] = -1;
             ok = ok == REDIS_OK ? redisAppendCommand(ctx, "ASKING") : ok;
         }
@@ -1115,15 +1121,14 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
          * importing the slot, and refuses each queued command with a MOVED
          * back to the node migrating it unless an ASKING comes first (one
          * before MULTI covers the whole block: Redis keeps the flag until
-         * EXEC). Every unit goes after an ASKING, as when an ASK is
-         * followed. */
+         * EXEC). Only the pinned units get one. */
         asked = any_exec && conn->watch_asking && conn->watch_addr >= 0 &&
                 conn->watch_addr == conn->cur && conn->watch_slot == t.slot;
         if (asked) {
             int all[LC_PIPE_MAX + 1];
             for (int i = 0; i < t.nu; i++)
                 all[i] = i;
-            first = resend(&t, ctx, all, t.nu, true);
+            first = resend(&t, ctx, all, t.nu, ASKING_PINNED);
         } else {
             first = lc__trip(ctx, argc, argv, p, p_first, &lrep, conn->err);
         }
@@ -1152,7 +1157,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     int sent_k[LC_PIPE_MAX + 1];
     for (int k = 0; k < t.n; k++)
         sent_k[k] = k;
-    track_watch(&t, sent_k, t.n, from, asked);
+    track_watch(&t, sent_k, t.n, from, false); /* a WATCH goes without ASKING here */
 
     bool visited[LC__CL_MAX_ADDRS] = {false};
     if (from >= 0)
@@ -1288,7 +1293,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         }
         *ctxp = ctx;
         from = conn->cur;
-        if (resend(&t, ctx, r, nr, follow && st == ASK) != 0) {
+        if (resend(&t, ctx, r, nr, follow && st == ASK ? ASKING_ALL : ASKING_NONE) != 0) {
             if (conn->watch_addr == from)
                 conn->watch_addr = -1;
             lc__cluster_failed(cl, from);
