@@ -1135,20 +1135,15 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     }
     *ctxp = ctx;
     int from = conn->cur;
-    if (first != 0 && asked) {
-        /* resend said what it left unread */
-        if (conn->watch_addr == from)
-            conn->watch_addr = -1;
-        lc__cluster_failed(cl, from);
-        goto out;
-    }
     if (first != 0) {
-        int missing = 0;
-        for (int i = 0; i < np; i++)
-            missing += p->reply[i] == NULL;
-        conn->trip_lock_unread = argc > 0 && lrep == NULL;
-        conn->trip_unread_before = conn->trip_lock_unread && p_first ? missing : 0;
-        conn->trip_unread_after = conn->trip_lock_unread && !p_first ? missing : 0;
+        if (!asked) { /* resend says itself what it left unread */
+            int missing = 0;
+            for (int i = 0; i < np; i++)
+                missing += p->reply[i] == NULL;
+            conn->trip_lock_unread = argc > 0 && lrep == NULL;
+            conn->trip_unread_before = conn->trip_lock_unread && p_first ? missing : 0;
+            conn->trip_unread_after = conn->trip_lock_unread && !p_first ? missing : 0;
+        }
         if (conn->watch_addr == from)
             conn->watch_addr = -1;
         lc__cluster_failed(cl, from);
