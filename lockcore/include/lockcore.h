@@ -349,6 +349,13 @@ const char *lc_conn_errstr(const lc_conn *conn);
  * write made on the old one. Never fails. The thread that owns conn. */
 uint64_t lc_conn_connects(const lc_conn *conn);
 
+/* The client conn was made from (lc_conn_new): for what the client knows
+ * beside conn, such as the slot map conn's commands were routed by
+ * (lc_cluster_slot_master). Never NULL for a valid conn; NULL for NULL.
+ * Memory: the client's owner's (lc_client_free), not conn's. Any thread
+ * (the pointer never changes). */
+lc_client *lc_conn_client(const lc_conn *conn);
+
 /* --- locks ------------------------------------------------------------- */
 
 typedef struct lc_guard lc_guard;
@@ -547,13 +554,15 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  * sent before any reply is read — one round trip per master, side by side,
  * where lc_conn_pipe would refuse a batch of two slots; the replies of
  * every master within one command_timeout_ms (masters that hang cost the
- * batch one timeout, not one each). A command that did
- * not run where the map sent it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN,
- * LOADING for its slot) goes again alone after the rest, by lc_conn_pipe's
- * rules (a MOVED fixes the map first), all of those within one
- * command_timeout_ms: the order of the commands is kept per master unless
- * a redirect reorders them, so nothing may rely on it. A command whose
- * reply was lost is never sent again.
+ * batch one timeout, not one each). A command that did not run where the
+ * map sent it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING for its slot)
+ * goes again alone after the rest, by lc_conn_pipe's rules (a MOVED fixes
+ * the map first), each started within one command_timeout_ms of the
+ * replies' read (a resend's own round trip then waits for its reply up to
+ * command_timeout_ms, as every round trip does: at worst the call takes
+ * about three timeouts and a connect). The order of the commands is kept
+ * per master unless a redirect reorders them, so nothing may rely on it.
+ * A command whose reply was lost is never sent again.
  * Returns LC_OK when every reply came from the node that ran the command
  * (an error reply, READONLY included, is the node's answer and the
  * caller's to read); LC_IO when a reply did not come (NULL: sent, outcome

@@ -71,6 +71,11 @@ uint64_t lc_conn_connects(const lc_conn *conn)
     return conn->connects;
 }
 
+lc_client *lc_conn_client(const lc_conn *conn)
+{
+    return conn ? conn->client : NULL;
+}
+
 redisContext *lc__conn_ctx(lc_conn *conn)
 {
     if (conn->sent != LC_SENT_NONE)

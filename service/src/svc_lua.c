@@ -57,7 +57,6 @@
 #include "svc_check.h"
 #include "svc_clock.h"
 #include "svc_gauges.h"
-#include "svc_health.h"
 #include "svc_idem.h"
 #include "svc_keys.h"
 #include "svc_order.h"
@@ -664,18 +663,21 @@ void svc_lua_batch(svc_req **rs, int n, lc_conn *conn)
 }
 
 /* The master lp's script goes to on a Redis Cluster, "host:port" into at
- * (LC_ADDR_LEN bytes), as the health probe's map says: what a batch's
- * "could not be reached" covers. "" with one Redis, or when no master is
- * known for the slot. */
-static void script_master(const lua_purchase *lp, char *at)
+ * (LC_ADDR_LEN bytes), as conn's own map says — the map lc_conn_redis_key
+ * has just routed (and, after a refused connection, refreshed) by: what a
+ * batch's "could not be reached" covers. The health probe's map would
+ * lag it after a failover, and one unreachable master would then refuse
+ * purchases bound for another without trying. "" with one Redis, or when
+ * no master is known for the slot. */
+static void script_master(const lua_purchase *lp, lc_conn *conn, char *at)
 {
     at[0] = '\0';
-    lc_client *c = svc_health_client();
-    if (lp->r->s->redis.cluster_nodes[0] == '\0' || c == NULL)
+    if (lp->r->s->redis.cluster_nodes[0] == '\0')
         return;
     char stock_key[SVC_KEY_MAX];
     svc_key(stock_key, lp->tag, "stock");
-    (void)lc_cluster_slot_master(c, lc_key_slot(stock_key, strlen(stock_key)), at, LC_ADDR_LEN);
+    (void)lc_cluster_slot_master(lc_conn_client(conn), lc_key_slot(stock_key, strlen(stock_key)),
+                                 at, LC_ADDR_LEN);
 }
 
 /* svc_lua_batch of n purchases: their scripts in one pipe to one Redis, or
@@ -716,7 +718,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         if (lua_layout(lp, conn) != 0 || lua_buckets(lp, conn) != 0)
             continue;
         char at[LC_ADDR_LEN];
-        script_master(lp, at);
+        script_master(lp, conn, at);
         int d = 0;
         while (cluster && d < ndown && strcmp(down_at[d], at) != 0)
             d++;
@@ -733,6 +735,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         if (rc != 0)
             settle_reservation(lp, conn);
         if (rc == -2) {
+            script_master(lp, conn, at); /* the master tried last, by a map refreshed since */
             memcpy(down_at[ndown], at, sizeof at);
             memcpy(down_why[ndown], lp->o.detail, sizeof down_why[ndown]);
             ndown++; /* at most one per purchase: n <= SVC_POOL_BATCH_MAX */
