@@ -87,11 +87,13 @@ void svc_log_escape(char *dst, size_t len, const char *src)
 }
 
 /* " (N more in the last S s)" for what e held back, into buf; "" when
- * nothing was. Under e->mu. */
+ * nothing was. S is rounded to the nearest second (at least 1): a window
+ * of SVC_LOG_EVERY_MS and a few ms reads as that window, not one second
+ * more. Under e->mu. */
 static void held_text(const svc_log_repeat *e, int64_t now, char *buf, size_t len)
 {
     buf[0] = '\0';
-    int64_t s = (now - e->last_ms + 999) / 1000;
+    int64_t s = (now - e->last_ms + 500) / 1000;
     if (e->held > 0)
         snprintf(buf, len, " (%llu more in the last %lld s)", (unsigned long long)e->held,
                  (long long)(s > 0 ? s : 1));
