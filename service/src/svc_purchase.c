@@ -24,6 +24,9 @@
  * next bucket not known empty — each such probe costs the section's round
  * trips (two pipelined) — until one sells, refuses, or none is left: then,
  * and only after the layout record was read again, the SKU is sold out.
+ * While a bucket is left untried, a try hops: it takes the lock only if it
+ * is free, and a held one sends it on (aim, other_buckets); the last one
+ * waits, and a bucket found locked is tried again before sold out.
  * The section itself is the same, on the bucket's keys and lock. A SKU
  * without buckets runs exactly as before: its own keys, one try.
  *
@@ -60,8 +63,12 @@ typedef struct purchase {
     /* The SKU's stock buckets (lay.n 1: its own keys, one try). */
     svc_layout lay;
     uint64_t lay_gen;      /* what this purchase learns holds for it */
-    uint64_t tried;        /* the buckets tried, a bit each */
+    uint64_t tried;        /* the buckets whose section ran, a bit each */
+    uint64_t busy;         /* the buckets a hop found locked, a bit each */
+    int tries;             /* sections run so far, hops included */
     int probes;            /* tries that found their bucket sold out */
+    bool hop;              /* this try is a hop: it does not wait */
+    bool waited;           /* a try has waited: no more hops */
     int64_t start_us;      /* the first try's start: later ones wait less */
     char tag[SVC_TAG_MAX]; /* the bucket of the try (x.tag) */
     svc_reservation rv;    /* one buy per user with buckets */
@@ -163,7 +170,7 @@ static void aim(purchase *pu, int b)
     svc_section *x = &pu->x;
     const svc_req *r = x->r;
     int64_t spent_ms = 0;
-    if (pu->tried != 0) {
+    if (pu->tries++ > 0) {
         svc_order_init(&x->o, r);
         spent_ms = (lc_now_us() - pu->start_us) / 1000;
     } else {
@@ -177,20 +184,39 @@ static void aim(purchase *pu, int b)
         svc_trace_bucket(&x->tr, b, pu->probes);
     }
     lock_args(pu, spent_ms);
+    /* A hop: while another bucket not known empty has been neither tried
+     * nor found locked, this try takes the lock only if it is free, and a
+     * held lock sends the buyer on (other_buckets) instead of waiting for
+     * it — a round trip where a wait is a retry interval or a hand-over.
+     * Once no such bucket is left the try waits, as a SKU's one lock does.
+     * A stepped purchase never hops (its steps show one bucket's lock),
+     * nor one that re-enters (a nested hold that a mode refuses must wait
+     * for itself, as without buckets). */
+    uint64_t open = ~(svc_bucket_empty(r->sku, pu->lay_gen) | pu->tried | pu->busy);
+    if (pu->lay.n < 64)
+        open &= ((uint64_t)1 << pu->lay.n) - 1;
+    pu->hop = bucketed(pu) && !pu->waited && x->step == NULL && r->p.reenter == 0 && open != 0;
+    if (pu->hop)
+        x->a.wait_ms = 0;
+    else
+        pu->waited = true;
 }
 
 /* The bucket the next try sells from: the start (after < 0: drawn among
  * those not known empty) or the next one after `after` not known empty nor
- * tried. When none is left the layout record is read again: a reset this
- * instance has not heard of yet may have refilled the SKU. Returns the
- * bucket; else -1 (sold out: every bucket empty), or the ending in *end
- * with the reason in x->o.detail. */
+ * tried — one a hop found locked only when no other is left. When none is
+ * left the layout record is read again: a reset this instance has not
+ * heard of yet may have refilled the SKU. Returns the bucket; else -1
+ * (sold out: every bucket empty), or the ending in *end with the reason
+ * in x->o.detail. */
 static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *end)
 {
     svc_section *x = &pu->x;
     const char *sku = x->r->sku;
     uint64_t skip = svc_bucket_empty(sku, pu->lay_gen) | pu->tried;
-    int b = svc_bucket_next(pu->lay.n, skip, after, svc_bucket_rand());
+    int b = svc_bucket_next(pu->lay.n, skip | pu->busy, after, svc_bucket_rand());
+    if (b < 0)
+        b = svc_bucket_next(pu->lay.n, skip, after, svc_bucket_rand());
     if (b >= 0)
         return b;
     svc_bucket_count_recheck();
@@ -213,20 +239,26 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
     return -1;
 }
 
-/* After a try that found its bucket sold out: the next bucket, while one
- * is left. A bucket without a stock key (the section's unknown_sku) is
- * one a reset that changed the bucket count deleted: as empty as a sold
- * out one, and the SKU is stocked all the same (its layout record says
- * so), so never 404 — when no bucket is left, the layout record read
- * again tells sold out from a reset (stock_reset). Returns the last try's
- * outcome, or how the search ended. */
+/* After a try that found its bucket sold out, or a hop that found it
+ * locked: the next bucket, while one is left. A bucket without a stock key
+ * (the section's unknown_sku) is one a reset that changed the bucket count
+ * deleted: as empty as a sold out one, and the SKU is stocked all the same
+ * (its layout record says so), so never 404 — when no bucket is left, the
+ * layout record read again tells sold out from a reset (stock_reset).
+ * Returns the last try's outcome, or how the search ended. */
 static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_result res)
 {
     svc_section *x = &pu->x;
-    while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU) && bucketed(pu)) {
+    while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU || (res == PR_LOCK_BUSY && pu->hop)) &&
+           bucketed(pu)) {
         int last = x->o.bucket;
-        svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
-        pu->probes++;
+        if (res == PR_LOCK_BUSY) { /* a hop: locked, not empty */
+            pu->tried &= ~((uint64_t)1 << last);
+            pu->busy |= (uint64_t)1 << last;
+        } else {
+            svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
+            pu->probes++;
+        }
         int b = pick_bucket(pu, conn, last, &res);
         if (b < 0)
             break;

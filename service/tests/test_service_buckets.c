@@ -4,7 +4,9 @@
  * a split SKU stocked and a never-stocked one 404 on every route, buckets
  * deleted by a reset an instance never heard of (no 404 either), the
  * round trips a purchase costs, resets under load with a changed
- * bucket count, the Idempotency-Key replay whichever bucket sold, and one
+ * bucket count, a buyer hopping past a locked bucket (and waiting only
+ * when every bucket with stock is locked), the Idempotency-Key replay
+ * whichever bucket sold, and one
  * buy per user through the reservation — under concurrent clicks and with
  * a crash between the reservation and the purchase. Three instances on a
  * private redis-server (its command counts are this test's alone); a
@@ -510,6 +512,63 @@ static void test_round_trips(void)
     svc_resp_free(&r);
 }
 
+/* ---- a locked bucket: the buyer hops on -------------------------------- */
+
+/* A buyer whose bucket's lock is held moves on to a bucket not yet tried
+ * (a hop: that try takes the lock only if it is free) instead of waiting
+ * for it; only when every bucket with stock is locked does it wait — and
+ * then answers lock_busy, never sold_out while a locked bucket holds
+ * stock, and sells from that bucket once its lock is free. Locks held by
+ * hand (another holder's token key, with a lease) make it deterministic:
+ * a random start without hops would wait at a locked bucket 7 times in 8. */
+static void test_hop(void)
+{
+    svc_resp r;
+    char ok[64];
+    TU_REQUIRE(put_stock(&ins[0], "bk-h", 40, 8, NULL) == 200, "stock: 5 in each of 8 buckets");
+    for (int b = 0; b < 7; b++)
+        TU_REQUIRE(tu_redis_str(rp, ok, sizeof ok,
+                                "SET miaosha:{bk-h~%d}:lock:token someone-else PX 60000", b) == 0,
+                   "bucket %d locked by another holder", b);
+    for (int i = 0; i < 5; i++) {
+        int64_t t0 = lc_now_ms();
+        svc_req(&ins[i % 3], "POST", "/miaosha/token?sku=bk-h&wait_ms=3000", NULL, NULL, &r);
+        int64_t took = lc_now_ms() - t0;
+        TU_CHECK(r.status == 200 && svc_jnum(r.json, "bucket") == 7 && took < 2000,
+                 "sale %d: from bucket 7, the one not locked, without waiting (%lld ms): %s", i,
+                 (long long)took, B(&r));
+        svc_resp_free(&r);
+    }
+    /* Bucket 7 is empty now; the seven with stock are all locked. */
+    svc_req(&ins[0], "POST", "/miaosha/token?sku=bk-h&wait_ms=300", NULL, NULL, &r);
+    TU_CHECK(r.status == 429 && svc_jerr_is(&r, "lock_busy"),
+             "every bucket with stock locked: lock_busy after the wait, not sold_out: %s", B(&r));
+    svc_resp_free(&r);
+    svc_audit a;
+    long long st[64], so[64];
+    int nb;
+    TU_CHECK(audit(&ins[0], "bk-h", &a, st, so, &nb) == 200 && a.sold == 5 && a.stock == 35 &&
+                 a.oversold == 0 && nb == 8 && so[7] == 5,
+             "audit: 5 sold, all from bucket 7");
+
+    /* The last unit behind a lock whose lease ends: every other bucket is
+     * found empty, the locked one waited for, and sold. */
+    TU_REQUIRE(put_stock(&ins[1], "bk-h1", 1, 8, NULL) == 200, "stock: 1 unit, in bucket 0");
+    TU_REQUIRE(tu_redis_str(rp, ok, sizeof ok,
+                            "SET miaosha:{bk-h1~0}:lock:token someone-else PX 400") == 0,
+               "bucket 0 locked for 400 ms");
+    int64_t t0 = lc_now_ms();
+    svc_req(&ins[1], "POST", "/miaosha/token?sku=bk-h1&wait_ms=5000", NULL, NULL, &r);
+    int64_t took = lc_now_ms() - t0;
+    TU_CHECK(r.status == 200 && svc_jnum(r.json, "bucket") == 0 && took >= 300,
+             "the last unit sold from the locked bucket once its lease ended (%lld ms): %s",
+             (long long)took, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(audit(&ins[1], "bk-h1", &a, st, so, &nb) == 200 && a.sold == 1 && a.stock == 0 &&
+                 a.undersold == 0 && a.oversold == 0,
+             "audit: the unit sold once");
+}
+
 /* ---- resets under load, the bucket count changing -------------------------- */
 
 #define LOAD_BUYERS 6
@@ -788,6 +847,7 @@ int main(void)
     test_unknown_sku();
     test_gone_buckets();
     test_round_trips();
+    test_hop();
     test_reset_under_load();
     test_idem();
     test_limit();

@@ -32,10 +32,11 @@
  *   buckets the race's burst on a SKU whose stock is split into 4 stock
  *           buckets (PUT /stock's buckets): one lock per bucket, so 4
  *           holders at a time; each buyer starts in a random bucket and
- *           moves on while the one it tried is sold out, so the safe modes
- *           sell the last unit (exact, 0 undersold) and none oversells in
- *           every bucket. One instance (mutex is one process lock per
- *           bucket: exact there).
+ *           moves on while the one it tried is sold out (or locked, while
+ *           another is untried), so the safe modes sell the last unit
+ *           (exact, 0 undersold) and none oversells in every bucket.
+ *           One instance (mutex is one process lock per bucket: exact
+ *           there).
  *   dup-user, retry  the buyer scenarios, lg_mx_buyers.c: five concurrent
  *           clicks per buyer against purchase.limit_per_user=1 (work_ms
  *           10), and a first request given up by its client after 50 ms
