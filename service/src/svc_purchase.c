@@ -191,11 +191,14 @@ static void aim(purchase *pu, int b)
      * Once no such bucket is left the try waits, as a SKU's one lock does.
      * A stepped purchase never hops (its steps show one bucket's lock),
      * nor one that re-enters (a nested hold that a mode refuses must wait
-     * for itself, as without buckets). */
+     * for itself, as without buckets), nor reentrant's: its waiters are
+     * woken by the release message and queue behind a starving first
+     * waiter, which a try without a wait would barge past (lc_lock.c). */
     uint64_t open = ~(svc_bucket_empty(r->sku, pu->lay_gen) | pu->tried | pu->busy);
     if (pu->lay.n < 64)
         open &= ((uint64_t)1 << pu->lay.n) - 1;
-    pu->hop = bucketed(pu) && !pu->waited && x->step == NULL && r->p.reenter == 0 && open != 0;
+    pu->hop = bucketed(pu) && !pu->waited && x->step == NULL && r->p.reenter == 0 &&
+              x->a.mode != LC_REENTRANT && open != 0;
     if (pu->hop)
         x->a.wait_ms = 0;
     else
@@ -219,6 +222,9 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
         b = svc_bucket_next(pu->lay.n, skip, after, svc_bucket_rand());
     if (b >= 0)
         return b;
+    /* what the last try left (a hop's lock_busy) is not this ending's */
+    x->o.detail[0] = '\0';
+    x->o.busy_wait_ms = -1;
     svc_bucket_count_recheck();
     int rc = svc_bucket_recheck(conn, sku, &pu->lay, &pu->lay_gen, x->o.detail, sizeof x->o.detail);
     if (rc == 0) {
