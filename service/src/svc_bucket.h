@@ -14,13 +14,13 @@
  * A purchase starts in a random bucket among those not known to be empty
  * (hopping past one whose lock is held while another is untried:
  * svc_purchase.c) and, when that one is sold out, tries the next one not
- * known empty (svc_bucket_next). Each instance remembers the buckets it found empty:
- * between two resets a bucket's stock only goes down (in every mode that
- * does not oversell), so the memory is safe until the reset, which every
- * instance learns from the reset notice (svc_soldout.h: the message names
- * the new layout). The SKU is sold out only when every bucket is, and
- * only after the layout record was read again (svc_bucket_recheck: a
- * reset whose notice has not arrived yet cannot make an instance give up
+ * known empty (svc_bucket_next). Each instance remembers the buckets it
+ * found empty: between two resets a bucket's stock only goes down (in every
+ * mode that does not oversell), so the memory is safe until the reset,
+ * which every instance learns from the reset notice (svc_soldout.h: the
+ * message names the new layout). The SKU is sold out only when every bucket
+ * is, and only after the layout record was read again (svc_bucket_recheck:
+ * a reset whose notice has not arrived yet cannot make an instance give up
  * on stock it does not know of). Hashing a buyer to one bucket instead
  * would strand stock: the buyers hashed to an empty bucket are refused
  * while another still holds units.

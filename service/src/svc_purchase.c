@@ -65,7 +65,6 @@ typedef struct purchase {
     uint64_t lay_gen;      /* what this purchase learns holds for it */
     uint64_t tried;        /* the buckets whose section ran, a bit each */
     uint64_t busy;         /* the buckets a hop found locked, a bit each */
-    int tries;             /* sections run so far, hops included */
     int probes;            /* tries that found their bucket sold out */
     bool hop;              /* this try is a hop: it does not wait */
     bool waited;           /* a try has waited: no more hops */
@@ -170,7 +169,7 @@ static void aim(purchase *pu, int b)
     svc_section *x = &pu->x;
     const svc_req *r = x->r;
     int64_t spent_ms = 0;
-    if (pu->tries++ > 0) {
+    if (pu->start_us != 0) { /* not the first try */
         svc_order_init(&x->o, r);
         spent_ms = (lc_now_us() - pu->start_us) / 1000;
     } else {
@@ -194,11 +193,9 @@ static void aim(purchase *pu, int b)
      * for itself, as without buckets), nor reentrant's: its waiters are
      * woken by the release message and queue behind a starving first
      * waiter, which a try without a wait would barge past (lc_lock.c). */
-    uint64_t open = ~(svc_bucket_empty(r->sku, pu->lay_gen) | pu->tried | pu->busy);
-    if (pu->lay.n < 64)
-        open &= ((uint64_t)1 << pu->lay.n) - 1;
+    uint64_t skip = svc_bucket_empty(r->sku, pu->lay_gen) | pu->tried | pu->busy;
     pu->hop = bucketed(pu) && !pu->waited && x->step == NULL && r->p.reenter == 0 &&
-              x->a.mode != LC_REENTRANT && open != 0;
+              x->a.mode != LC_REENTRANT && svc_bucket_next(pu->lay.n, skip, b, 0) >= 0;
     if (pu->hop)
         x->a.wait_ms = 0;
     else
