@@ -365,7 +365,7 @@
     function describe(r, w) {
         var lines = [];
         var keys = ['instance', 'worker', 'seq', 'order_id', 'user', 'mode', 'status', 'error',
-            'bucket', 'probes', 'stock_read', 'stock_written', 'owner_token', 'release_status',
+            'bucket', 'probes', 'hops', 'stock_read', 'stock_written', 'owner_token', 'release_status',
             'lock_lost', 'deleted_other_lock'];
         keys.forEach(function (k) {
             if (Object.prototype.hasOwnProperty.call(r, k))

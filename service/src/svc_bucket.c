@@ -466,12 +466,12 @@ typedef struct stats_entry {
     char sku[SVC_SKU_MAX + 1];
     _Atomic int n; /* the most buckets it had: the array's length */
     _Atomic uint64_t sold[SVC_BUCKETS_MAX];
-    _Atomic uint64_t probes;
+    _Atomic uint64_t probes, hops;
 } stats_entry;
 
 static stats_entry stats[STATS_SKUS];
 static _Atomic int nstats;
-static _Atomic uint64_t all_probes, all_rechecks;
+static _Atomic uint64_t all_probes, all_hops, all_rechecks;
 static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static stats_entry *stats_of(const char *sku)
@@ -495,9 +495,10 @@ static stats_entry *stats_of(const char *sku)
     return e;
 }
 
-void svc_bucket_count(const char *sku, int n, int b, bool sold, int probes)
+void svc_bucket_count(const char *sku, int n, int b, bool sold, int probes, int hops)
 {
     atomic_fetch_add_explicit(&all_probes, (uint64_t)probes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&all_hops, (uint64_t)hops, memory_order_relaxed);
     stats_entry *e = stats_of(sku);
     if (e == NULL || n > SVC_BUCKETS_MAX)
         return;
@@ -505,6 +506,7 @@ void svc_bucket_count(const char *sku, int n, int b, bool sold, int probes)
     while (n > had && !atomic_compare_exchange_weak(&e->n, &had, n)) {
     }
     atomic_fetch_add_explicit(&e->probes, (uint64_t)probes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->hops, (uint64_t)hops, memory_order_relaxed);
     if (b < 0 || b >= n)
         return;
     if (sold)
@@ -518,8 +520,9 @@ void svc_bucket_count_recheck(void)
 
 void svc_bucket_stats_json(svc_buf *b)
 {
-    svc_buf_printf(b, ",\"buckets\":{\"probes\":%llu,\"rechecks\":%llu,\"skus\":{",
+    svc_buf_printf(b, ",\"buckets\":{\"probes\":%llu,\"hops\":%llu,\"rechecks\":%llu,\"skus\":{",
                    (unsigned long long)atomic_load(&all_probes),
+                   (unsigned long long)atomic_load(&all_hops),
                    (unsigned long long)atomic_load(&all_rechecks));
     int n = atomic_load_explicit(&nstats, memory_order_acquire);
     for (int i = 0; i < n; i++) {
@@ -529,7 +532,16 @@ void svc_bucket_stats_json(svc_buf *b)
         int k = atomic_load(&e->n);
         for (int j = 0; j < k; j++)
             svc_buf_printf(b, "%s%llu", j ? "," : "", (unsigned long long)atomic_load(&e->sold[j]));
-        svc_buf_printf(b, "],\"probes\":%llu}", (unsigned long long)atomic_load(&e->probes));
+        svc_buf_printf(b, "],\"probes\":%llu,\"hops\":%llu}",
+                       (unsigned long long)atomic_load(&e->probes),
+                       (unsigned long long)atomic_load(&e->hops));
     }
     svc_buf_printf(b, "}}");
+}
+
+void svc_bucket_totals(uint64_t *probes, uint64_t *hops, uint64_t *rechecks)
+{
+    *probes = atomic_load_explicit(&all_probes, memory_order_relaxed);
+    *hops = atomic_load_explicit(&all_hops, memory_order_relaxed);
+    *rechecks = atomic_load_explicit(&all_rechecks, memory_order_relaxed);
 }

@@ -165,13 +165,19 @@ void svc_bucket_unreserve(lc_conn *conn, const char *sku, const svc_layout *l, c
 /* ---- counters ---- */
 
 /* One purchase of sku, split into n buckets, ended: its bucket (-1: none
- * was tried), whether it sold, and how many empty buckets it probed. */
-void svc_bucket_count(const char *sku, int n, int b, bool sold, int probes);
+ * was tried), whether it sold, how many empty buckets it probed and how
+ * many locked ones it hopped past (each hop is also one of lockcore's
+ * lc_client_stats busy acquisitions: a try with a wait of 0). Any thread;
+ * counters only. */
+void svc_bucket_count(const char *sku, int n, int b, bool sold, int probes, int hops);
 /* One layout record read again at the end of a sale (svc_bucket_recheck). */
 void svc_bucket_count_recheck(void);
-/* Appends ,"buckets":{"probes","rechecks","skus":{<sku>:{"sold":[...],
- * "probes"}}} for GET /stats: the counters since the start, for the first
- * 64 SKUs with a bucketed purchase. */
+/* Appends ,"buckets":{"probes","hops","rechecks","skus":{<sku>:{"sold":
+ * [...],"probes","hops"}}} for GET /stats: the counters since the start,
+ * for the first 64 SKUs with a bucketed purchase. */
 void svc_bucket_stats_json(svc_buf *b);
+/* The totals since the start, for GET /metrics: empty buckets probed,
+ * locked buckets hopped past, layout records read again. */
+void svc_bucket_totals(uint64_t *probes, uint64_t *hops, uint64_t *rechecks);
 
 #endif

@@ -138,7 +138,7 @@ static void respond(lua_purchase *lp, purchase_result res)
     svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
     svc_trace_end(&lp->tr, lp->o.order_id, status, svc_result[res].error, 0, 0);
     if (bucketed(lp))
-        svc_bucket_count(r->sku, lp->lay.n, lp->o.bucket, res == PR_SOLD, lp->probes);
+        svc_bucket_count(r->sku, lp->lay.n, lp->o.bucket, res == PR_SOLD, lp->probes, 0);
     svc_stats_purchase(r->mode, svc_result_slot(res, r->sku), svc_result[res].out, 0, 0,
                        lc_now_us() - r->t0_us, -1);
 }
@@ -348,7 +348,7 @@ static int aim(lua_purchase *lp, int b)
     if (!bucketed(lp))
         return 0;
     lp->o.bucket = b;
-    svc_trace_bucket(&lp->tr, b, lp->probes);
+    svc_trace_bucket(&lp->tr, b, lp->probes, 0);
     if (!later)
         return 0;
     memcpy(lp->o.order_id, lp->oid, sizeof lp->oid);

@@ -66,6 +66,7 @@ typedef struct purchase {
     uint64_t tried;        /* the buckets whose section ran, a bit each */
     uint64_t busy;         /* the buckets a hop found locked, a bit each */
     int probes;            /* tries that found their bucket sold out */
+    int hops;              /* hops that found their bucket locked */
     bool hop;              /* this try is a hop: it does not wait */
     bool waited;           /* a try has waited: no more hops */
     int64_t start_us;      /* the first try's start: later ones wait less */
@@ -113,7 +114,7 @@ static void respond(purchase *pu, purchase_result res)
     svc_trace_end(&x->tr, x->new_order_id, status, svc_result[res].error, x->o.lock_lost,
                   x->o.deleted_other_lock);
     if (bucketed(pu))
-        svc_bucket_count(r->sku, pu->lay.n, x->o.bucket, res == PR_SOLD, pu->probes);
+        svc_bucket_count(r->sku, pu->lay.n, x->o.bucket, res == PR_SOLD, pu->probes, pu->hops);
     /* Lock wait counts a purchase that gave up (429) too: it waited for the
      * lock all the same, and leaving it out would hide contention. */
     svc_stats_purchase(r->mode, svc_result_slot(res, r->sku), svc_result[res].out, x->o.lock_lost,
@@ -180,7 +181,7 @@ static void aim(purchase *pu, int b)
     pu->tried |= (uint64_t)1 << b;
     if (bucketed(pu)) {
         x->o.bucket = b;
-        svc_trace_bucket(&x->tr, b, pu->probes);
+        svc_trace_bucket(&x->tr, b, pu->probes, pu->hops);
     }
     lock_args(pu, spent_ms);
     /* A hop: while another bucket not known empty has been neither tried
@@ -258,6 +259,7 @@ static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_resul
         if (res == PR_LOCK_BUSY) { /* a hop: locked, not empty */
             pu->tried &= ~((uint64_t)1 << last);
             pu->busy |= (uint64_t)1 << last;
+            pu->hops++;
         } else {
             svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
             pu->probes++;

@@ -518,6 +518,19 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         (unsigned long long)ld(&redis_errors), redis_up ? 1 : 0, atomic_load(&inflight),
         (unsigned long long)ld(&sold_out_local), (unsigned long long)ld(&lua_batches),
         (unsigned long long)ld(&lua_batched));
+    uint64_t probes, hops, rechecks;
+    svc_bucket_totals(&probes, &hops, &rechecks);
+    svc_buf_printf(
+        &b,
+        "# HELP miaosha_bucket_probes_total Stock buckets purchases tried and found sold out.\n"
+        "# TYPE miaosha_bucket_probes_total counter\nmiaosha_bucket_probes_total %llu\n"
+        "# HELP miaosha_bucket_hops_total Stock buckets purchases found locked and passed "
+        "without waiting (also in miaosha_lock_busy_total).\n"
+        "# TYPE miaosha_bucket_hops_total counter\nmiaosha_bucket_hops_total %llu\n"
+        "# HELP miaosha_bucket_rechecks_total Layout records read again before a bucketed "
+        "SKU's sold-out answer.\n"
+        "# TYPE miaosha_bucket_rechecks_total counter\nmiaosha_bucket_rechecks_total %llu\n",
+        (unsigned long long)probes, (unsigned long long)hops, (unsigned long long)rechecks);
     struct {
         const char *name, *type, *help;
         uint64_t v;
@@ -525,7 +538,10 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
         {"miaosha_lock_acquired_total", "counter", "Lock acquisitions (lockcore).", ls.acquired},
         {"miaosha_master_switches_total", "counter",
          "Times the Redis master's address changed (Sentinel failover).", ls.master_switches},
-        {"miaosha_lock_busy_total", "counter", "Acquisitions that timed out (lockcore).", ls.busy},
+        {"miaosha_lock_busy_total", "counter",
+         "Acquisitions that found the lock held until their wait ran out, stock buckets' hops "
+         "(a wait of 0) included (lockcore).",
+         ls.busy},
         {"miaosha_lock_io_errors_total", "counter", "Lock calls that failed on Redis (lockcore).",
          ls.io_errors},
         {"miaosha_watchdog_renewals_total", "counter", "Watchdog renewals that extended a lock.",

@@ -134,12 +134,13 @@ void svc_trace_fence(svc_trace *t, long long fence)
     t->flags |= F_FENCE;
 }
 
-void svc_trace_bucket(svc_trace *t, int b, int probes)
+void svc_trace_bucket(svc_trace *t, int b, int probes, int hops)
 {
     if (!t->on)
         return;
     t->bucket = (int8_t)b;
     t->probes = (uint8_t)(probes < 255 ? probes : 255);
+    t->hops = (uint8_t)(hops < 255 ? hops : 255);
     for (int p = SVC_T_ACQUIRED; p <= SVC_T_RELEASED; p++)
         t->t[p] = 0;
     t->flags &= ~(unsigned)(F_READ | F_WRITTEN | F_FENCE | F_LOST | F_DELETED);
@@ -270,7 +271,8 @@ static void put_record(svc_buf *b, const svc_trace *t, const char *instance)
                    (t->flags & F_DELETED) ? "true" : "false", t->status);
     put_str(b, "error", t->error);
     if (t->bucket >= 0)
-        svc_buf_printf(b, ",\"bucket\":%d,\"probes\":%d", t->bucket, t->probes);
+        svc_buf_printf(b, ",\"bucket\":%d,\"probes\":%d,\"hops\":%d", t->bucket, t->probes,
+                       t->hops);
     svc_buf_printf(b, "}\n");
 }
 

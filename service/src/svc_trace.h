@@ -53,6 +53,7 @@ typedef struct svc_trace {
     int16_t mode;
     int8_t bucket;  /* the bucket of its last try; -1: the SKU's own keys */
     uint8_t probes; /* empty buckets it tried before that one */
+    uint8_t hops;   /* locked buckets it passed without waiting */
     unsigned status;
     int release_status; /* lc_status of the outer release; -1 = none */
     unsigned flags;
@@ -84,11 +85,12 @@ void svc_trace_acquired(svc_trace *t, const char *owner_token);
  * number the store compares, beside the lock's owner token. */
 void svc_trace_fence(svc_trace *t, long long fence);
 /* A purchase of a SKU in buckets tries bucket b (0..63) after probes
- * empty ones: the record names them ("bucket", "probes"), and what an
+ * empty ones and hops locked ones (each counted up to 255): the record
+ * names them ("bucket", "probes", "hops"), and what an
  * earlier try recorded from the lock on (acquired, read, written,
  * released, owner, fence) is cleared, so the record tells the try that
  * answered. Without it the record has neither field. */
-void svc_trace_bucket(svc_trace *t, int b, int probes);
+void svc_trace_bucket(svc_trace *t, int b, int probes, int hops);
 /* The stock value GET read (nil = 0). Stamps SVC_T_READ. */
 void svc_trace_read(svc_trace *t, long long stock);
 /* The stock value the committed SET wrote. Stamps SVC_T_COMMITTED. */

@@ -438,26 +438,49 @@ static void test_gone_buckets(void)
 
 /* ---- round trips -------------------------------------------------------- */
 
-/* The probes and bucket of the last trace record of sku on s. */
-static void last_trace(const svc_server *s, const char *sku, int *bucket, int *probes)
+/* The bucket, probes and hops of the last trace record of sku on s (-1
+ * each when there is none). */
+static void last_trace3(const svc_server *s, const char *sku, int *bucket, int *probes, int *hops)
 {
     char path[128];
     svc_resp r;
     snprintf(path, sizeof path, "/trace/%s", sku);
     svc_req(s, "GET", path, NULL, NULL, &r);
-    *bucket = *probes = -1;
+    *bucket = *probes = *hops = -1;
     const char *line = r.body, *last = NULL;
     for (const char *p = line; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
         if (*p == '{')
             last = p;
     if (last != NULL) {
-        const char *b = strstr(last, "\"bucket\":"), *q = strstr(last, "\"probes\":");
-        if (b != NULL && q != NULL) {
+        const char *b = strstr(last, "\"bucket\":"), *q = strstr(last, "\"probes\":"),
+                   *h = strstr(last, "\"hops\":");
+        if (b != NULL && q != NULL && h != NULL) {
             *bucket = atoi(b + 9);
             *probes = atoi(q + 9);
+            *hops = atoi(h + 7);
         }
     }
     svc_resp_free(&r);
+}
+
+static void last_trace(const svc_server *s, const char *sku, int *bucket, int *probes)
+{
+    int hops;
+    last_trace3(s, sku, bucket, probes, &hops);
+}
+
+/* /stats' buckets.skus.<sku>.hops on s (sku NULL: buckets.hops, every
+ * SKU's); -1 when it has none. */
+static long long stats_hops(const svc_server *s, const char *sku)
+{
+    svc_resp r;
+    svc_req(s, "GET", "/stats", NULL, NULL, &r);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r.json, "buckets");
+    if (sku != NULL)
+        e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "skus"), sku);
+    long long v = e != NULL ? (long long)svc_jnum(e, "hops") : -1;
+    svc_resp_free(&r);
+    return v;
 }
 
 static void test_round_trips(void)
@@ -536,20 +559,61 @@ static void test_hop(void)
         TU_REQUIRE(tu_redis_str(rp, ok, sizeof ok,
                                 "SET miaosha:{bk-h~%d}:lock:token someone-else PX 60000", b) == 0,
                    "bucket %d locked by another holder", b);
+    /* Each hop is one acquisition with a wait of 0 that found the lock
+     * held: one section's commands sent (its WATCH) and answered busy. The
+     * trace, /stats and /metrics count them. */
+    long long hopped = 0;
     for (int i = 0; i < 5; i++) {
+        const svc_server *s = &ins[i % 3];
+        long long w0 = svc_redis_calls(rp, "watch"), h0 = stats_hops(s, "bk-h");
         int64_t t0 = lc_now_ms();
-        svc_req(&ins[i % 3], "POST", "/miaosha/token?sku=bk-h&wait_ms=3000", NULL, NULL, &r);
+        svc_req(s, "POST", "/miaosha/token?sku=bk-h&wait_ms=3000&trace=1", NULL, NULL, &r);
         int64_t took = lc_now_ms() - t0;
         TU_CHECK(r.status == 200 && svc_jnum(r.json, "bucket") == 7 && took < 2000,
                  "sale %d: from bucket 7, the one not locked, without waiting (%lld ms): %s", i,
                  (long long)took, B(&r));
         svc_resp_free(&r);
+        int bucket, probes, hops;
+        last_trace3(s, "bk-h", &bucket, &probes, &hops);
+        long long sections = svc_redis_calls(rp, "watch") - w0, h1 = stats_hops(s, "bk-h");
+        TU_CHECK(bucket == 7 && probes == 0 && hops >= 0 && hops <= 7 && sections == hops + 1 &&
+                     h1 - (h0 < 0 ? 0 : h0) == hops,
+                 "sale %d: the trace's %d hops are its tries before bucket 7 (%lld sections) and "
+                 "/stats counts them (%lld -> %lld)",
+                 i, hops, sections, h0, h1);
+        hopped += hops;
     }
-    /* Bucket 7 is empty now; the seven with stock are all locked. */
-    svc_req(&ins[0], "POST", "/miaosha/token?sku=bk-h&wait_ms=300", NULL, NULL, &r);
+    /* Bucket 7 is empty now; the seven with stock are all locked: the buyer
+     * hops past six of them (or all seven, when bucket 7 came last) and
+     * probes bucket 7 before it waits. */
+    svc_req(&ins[0], "GET", "/metrics", NULL, NULL, &r);
+    const char *m = strstr(B(&r), "\nmiaosha_lock_busy_total ");
+    long long busy0 = m != NULL ? atoll(m + strlen("\nmiaosha_lock_busy_total ")) : -1;
+    svc_resp_free(&r);
+    svc_req(&ins[0], "POST", "/miaosha/token?sku=bk-h&wait_ms=300&trace=1", NULL, NULL, &r);
     TU_CHECK(r.status == 429 && svc_jerr_is(&r, "lock_busy"),
              "every bucket with stock locked: lock_busy after the wait, not sold_out: %s", B(&r));
     svc_resp_free(&r);
+    int bucket, probes, hops;
+    last_trace3(&ins[0], "bk-h", &bucket, &probes, &hops);
+    TU_CHECK(bucket >= 0 && bucket < 7 && probes == 1 && (hops == 6 || hops == 7),
+             "the lock_busy purchase's trace: waited at bucket %d after %d hops, %d probe", bucket,
+             hops, probes);
+    hopped += hops;
+    svc_req(&ins[0], "GET", "/metrics", NULL, NULL, &r);
+    m = strstr(B(&r), "\nmiaosha_lock_busy_total ");
+    long long busy1 = m != NULL ? atoll(m + strlen("\nmiaosha_lock_busy_total ")) : -1;
+    const char *mh = strstr(B(&r), "\nmiaosha_bucket_hops_total ");
+    TU_CHECK(busy0 >= 0 && busy1 - busy0 == hops + 1 && mh != NULL &&
+                 atoll(mh + strlen("\nmiaosha_bucket_hops_total ")) == stats_hops(&ins[0], NULL),
+             "/metrics: its %d hops and its wait are lockcore's busy acquisitions (%lld -> %lld); "
+             "miaosha_bucket_hops_total is /stats' buckets.hops",
+             hops, busy0, busy1);
+    svc_resp_free(&r);
+    TU_CHECK(stats_hops(&ins[0], "bk-h") + stats_hops(&ins[1], "bk-h") +
+                     stats_hops(&ins[2], "bk-h") ==
+                 hopped,
+             "the instances' /stats count every hop (%lld)", hopped);
     svc_audit a;
     long long st[64], so[64];
     int nb;
