@@ -100,6 +100,11 @@ typedef struct lc_mode_info {
     bool two_step_acquire;
     /* Offered only with lc_options.redlock_nodes (redlock). */
     bool needs_redlock_nodes;
+    /* A waiting acquisition polls: it tries again after a pause
+     * (lc_conn_retry_pause) until its wait is spent (setnx, token, fenced,
+     * redlock). The others are handed the lock (mutex), woken by the
+     * release message (reentrant) or never wait (none). */
+    bool polls;
 } lc_mode_info;
 
 /* The mode's row (static storage, never freed), or NULL for a value out of
@@ -355,6 +360,22 @@ uint64_t lc_conn_connects(const lc_conn *conn);
  * Memory: the client's owner's (lc_client_free), not conn's. Any thread
  * (the pointer never changes). */
 lc_client *lc_conn_client(const lc_conn *conn);
+
+/* Sleeps the pause a waiting acquisition of mode takes between two of its
+ * tries (lc_acquire's own polling): retry_interval_ms plus a random 0..half
+ * of it (setnx, token, fenced; so waiters that began together do not
+ * retry in lockstep), a random 0..2 x retry_interval_ms (redlock, as the
+ * Redlock algorithm's retry delay) — at most max_ms. For a caller that
+ * polls several locks itself with a wait of 0 each (miaosha's stock
+ * buckets) so that it waits as the lock's own wait would. cancel: NULL,
+ * or a flag that, once nonzero, ends the pause within
+ * LC_CANCEL_LATENCY_MS. Returns LC_OK after the pause (*slept_ms, if not
+ * NULL, the milliseconds slept); LC_CANCELED when cancel was raised before
+ * or during it; LC_MISUSE for a NULL conn, a max_ms < 0 or a mode whose
+ * wait does not poll (lc_mode_info.polls false). The thread that owns conn
+ * (the jitter is drawn from conn's random state). */
+lc_status lc_conn_retry_pause(lc_conn *conn, lc_mode mode, int64_t max_ms, const atomic_int *cancel,
+                              int64_t *slept_ms);
 
 /* --- locks ------------------------------------------------------------- */
 

@@ -2,8 +2,9 @@
  * every waiter gets the lock by handoff, not by its deadline; a waiter that
  * gives up does not stall the others; a release message lost while the
  * subscriber reconnects costs a bounded delay, not the holder's lease;
- * channels joined and left leave nothing subscribed; and a raised cancel
- * flag ends a wait in every mode. */
+ * channels joined and left leave nothing subscribed; a raised cancel flag
+ * ends a wait in every mode; and lc_conn_retry_pause sleeps a polling
+ * mode's own pause. */
 #include "lc_test.h"
 
 #include <pthread.h>
@@ -190,6 +191,63 @@ static void test_cancel(void)
     TU_CHECK(s.pubsub_waiters == 0, "no waiter left in line");
 }
 
+/* lc_conn_retry_pause: the polling modes' pause (retry_interval_ms 200:
+ * 200..300 ms for token, 0..400 for redlock), capped by max_ms, cut by a
+ * raised cancel flag; refused for a mode that does not poll. Lower bounds
+ * are exact (a sleep never ends early); upper ones leave room for a busy
+ * machine, below the next bound that would tell a wrong pause. */
+static void test_retry_pause(void)
+{
+    lc_options o;
+    lc_options_init(&o);
+    o.redis_port = port;
+    o.retry_interval_ms = 200;
+    lc_client *c = NULL;
+    char err[256];
+    TU_REQUIRE(lc_client_new(&o, &c, err, sizeof err) == LC_OK, "client: %s", err);
+    lc_conn *conn = lct_conn(c);
+    int64_t slept = -1;
+    for (lc_mode m = 0; m < LC_MODE_COUNT; m++) {
+        bool polls = lc_mode_info_of(m)->polls;
+        TU_CHECK(polls == (m == LC_SETNX || m == LC_TOKEN || m == LC_FENCED || m == LC_REDLOCK),
+                 "%s: polls %d", lc_mode_name(m), polls);
+        if (!polls)
+            TU_CHECK(lc_conn_retry_pause(conn, m, 100, NULL, &slept) == LC_MISUSE && slept == 0,
+                     "%s: no pause to take (misuse)", lc_mode_name(m));
+    }
+    int64_t lo = 100000, hi = 0;
+    for (int i = 0; i < 3; i++) {
+        int64_t t0 = lc_now_ms();
+        TU_CHECK(lc_conn_retry_pause(conn, LC_TOKEN, 10000, NULL, &slept) == LC_OK, "token pause");
+        int64_t took = lc_now_ms() - t0;
+        lo = slept < lo ? slept : lo;
+        hi = slept > hi ? slept : hi;
+        TU_CHECK(took >= slept && took <= slept + tu_slack(20), "slept %lld, took %lld",
+                 (long long)slept, (long long)took);
+    }
+    TU_CHECK(lo >= 200 && hi < 300 + tu_slack(100), "token: 3 pauses in %lld..%lld ms",
+             (long long)lo, (long long)hi);
+    TU_CHECK(lc_conn_retry_pause(conn, LC_TOKEN, 30, NULL, &slept) == LC_OK && slept >= 30 &&
+                 slept < 30 + tu_slack(100),
+             "capped at max_ms 30: %lld", (long long)slept);
+    TU_CHECK(lc_conn_retry_pause(conn, LC_REDLOCK, 10000, NULL, &slept) == LC_OK &&
+                 slept < 400 + tu_slack(100),
+             "redlock: 0..400 ms: %lld", (long long)slept);
+    atomic_int flag = 0;
+    int64_t t0 = lc_now_ms();
+    TU_CHECK(lc_conn_retry_pause(conn, LC_FENCED, 0, &flag, &slept) == LC_OK && slept == 0,
+             "max_ms 0: no pause");
+    atomic_store(&flag, 1);
+    TU_CHECK(lc_conn_retry_pause(conn, LC_TOKEN, 10000, &flag, &slept) == LC_CANCELED &&
+                 lc_now_ms() - t0 < tu_slack(100),
+             "a raised flag: canceled at once");
+    TU_CHECK(lc_conn_retry_pause(NULL, LC_TOKEN, 10, NULL, &slept) == LC_MISUSE &&
+                 lc_conn_retry_pause(conn, LC_TOKEN, -1, NULL, NULL) == LC_MISUSE,
+             "NULL conn, negative max_ms: misuse");
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
 int main(void)
 {
     port = tu_redis_port();
@@ -199,6 +257,7 @@ int main(void)
     test_silent_release();
     test_channels_cleaned();
     test_cancel();
+    test_retry_pause();
     lc_client_free(cli);
     return tu_done();
 }

@@ -24,9 +24,11 @@
  * next bucket not known empty — each such probe costs the section's round
  * trips (two pipelined) — until one sells, refuses, or none is left: then,
  * and only after the layout record was read again, the SKU is sold out.
- * While a bucket is left untried, a try hops: it takes the lock only if it
- * is free, and a held one sends it on (aim, other_buckets); the last one
- * waits, and a bucket found locked is tried again before sold out.
+ * A try hops: it takes the lock only if it is free, and a held one sends
+ * it on (aim, other_buckets). A polling mode's buyer who found every
+ * bucket with stock locked pauses as its lock's own wait would, then tries
+ * them again (next_round); the others' last try waits. A bucket found
+ * locked is tried again before sold out.
  * The section itself is the same, on the bucket's keys and lock. A SKU
  * without buckets runs exactly as before: its own keys, one try.
  *
@@ -67,6 +69,7 @@ typedef struct purchase {
     uint64_t busy;         /* the buckets a hop found locked, a bit each */
     int probes;            /* tries that found their bucket sold out */
     int hops;              /* hops that found their bucket locked */
+    int64_t lock_wait_us;  /* the tries' time on their locks so far */
     bool hop;              /* this try is a hop: it does not wait */
     bool waited;           /* a try has waited: no more hops */
     int64_t start_us;      /* the first try's start: later ones wait less */
@@ -111,6 +114,8 @@ static void respond(purchase *pu, purchase_result res)
                      res != PR_SOLD && svc_idem_stored_outcome(res) && txt != NULL, status, txt,
                      txt ? strlen(txt) : 0);
     svc_reply_text(r, status, txt, txt ? strlen(txt) : 0, NULL);
+    if (bucketed(pu))
+        svc_trace_hops(&x->tr, pu->hops);
     svc_trace_end(&x->tr, x->new_order_id, status, svc_result[res].error, x->o.lock_lost,
                   x->o.deleted_other_lock);
     if (bucketed(pu))
@@ -184,23 +189,56 @@ static void aim(purchase *pu, int b)
         svc_trace_bucket(&x->tr, b, pu->probes, pu->hops);
     }
     lock_args(pu, spent_ms);
-    /* A hop: while another bucket not known empty has been neither tried
-     * nor found locked, this try takes the lock only if it is free, and a
-     * held lock sends the buyer on (other_buckets) instead of waiting for
-     * it — a round trip where a wait is a retry interval or a hand-over.
-     * Once no such bucket is left the try waits, as a SKU's one lock does.
-     * A stepped purchase never hops (its steps show one bucket's lock),
-     * nor one that re-enters (a nested hold that a mode refuses must wait
-     * for itself, as without buckets), nor reentrant's: its waiters are
-     * woken by the release message and queue behind a starving first
-     * waiter, which a try without a wait would barge past (lc_lock.c). */
+    /* A hop: this try takes the lock only if it is free, and a held lock
+     * sends the buyer on (other_buckets) instead of waiting for it — a
+     * round trip where a wait is a retry interval or a hand-over. A
+     * polling mode's every try hops: its wait is a pause between rounds
+     * over the locked buckets (next_round), the lock's own polling spread
+     * over them. A mode whose waiter is handed the lock (mutex) hops while
+     * another bucket not known empty has been neither tried nor found
+     * locked; then the try waits, as a SKU's one lock does. A stepped
+     * purchase never hops (its steps show one bucket's lock), nor one that
+     * re-enters (a nested hold that a mode refuses must wait for itself, as
+     * without buckets), nor reentrant's: its waiters are woken by the
+     * release message and queue behind a starving first waiter, which a
+     * try without a wait would barge past (lc_lock.c). */
     uint64_t skip = svc_bucket_empty(r->sku, pu->lay_gen) | pu->tried | pu->busy;
-    pu->hop = bucketed(pu) && !pu->waited && x->step == NULL && r->p.reenter == 0 &&
-              x->a.mode != LC_REENTRANT && svc_bucket_next(pu->lay.n, skip, b, 0) >= 0;
+    pu->hop = bucketed(pu) && x->step == NULL && r->p.reenter == 0 && x->a.mode != LC_REENTRANT &&
+              (x->lock->polls || (!pu->waited && svc_bucket_next(pu->lay.n, skip, b, 0) >= 0));
     if (pu->hop)
         x->a.wait_ms = 0;
     else
         pu->waited = true;
+    x->waited_before_us = pu->lock_wait_us;
+}
+
+/* After a polling mode's hop found its bucket locked: when no bucket with
+ * stock is left untried in this round (every one is empty, or was found
+ * locked), the pause the lock's own wait takes between two tries
+ * (lc_conn_retry_pause), then another round over the locked ones — a poll
+ * of every bucket where the lock alone polls one. true when the search
+ * goes on; false when the wait is spent (*res stays the hop's lock_busy)
+ * or a shutdown ended it (*res shutting_down). */
+static bool next_round(purchase *pu, lc_conn *conn, purchase_result *res)
+{
+    svc_section *x = &pu->x;
+    uint64_t skip = svc_bucket_empty(x->r->sku, pu->lay_gen) | pu->tried | pu->busy;
+    if (!x->lock->polls || svc_bucket_next(pu->lay.n, skip, x->o.bucket, 0) >= 0)
+        return true;
+    int64_t left = x->wait_ms - x->queued_ms - (lc_now_us() - pu->start_us) / 1000;
+    if (left <= 0)
+        return false;
+    int64_t slept = 0;
+    if (lc_conn_retry_pause(conn, x->a.mode, left, x->a.cancel, &slept) == LC_CANCELED) {
+        snprintf(x->o.detail, sizeof x->o.detail,
+                 "server shutting down while waiting for the lock; nothing was written");
+        x->o.busy_wait_ms = -1;
+        *res = PR_SHUTTING_DOWN;
+        return false;
+    }
+    pu->lock_wait_us += slept * 1000;
+    pu->busy = 0;
+    return true;
 }
 
 /* The bucket the next try sells from: the start (after < 0: drawn among
@@ -256,10 +294,14 @@ static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_resul
     while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU || (res == PR_LOCK_BUSY && pu->hop)) &&
            bucketed(pu)) {
         int last = x->o.bucket;
+        if (x->wait_us >= 0 || x->gave_up_us >= 0) /* each counts the tries before */
+            pu->lock_wait_us = x->wait_us >= 0 ? x->wait_us : x->gave_up_us;
         if (res == PR_LOCK_BUSY) { /* a hop: locked, not empty */
             pu->tried &= ~((uint64_t)1 << last);
             pu->busy |= (uint64_t)1 << last;
             pu->hops++;
+            if (!next_round(pu, conn, &res))
+                break;
         } else {
             svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
             pu->probes++;

@@ -277,13 +277,13 @@ static bool acquire(svc_section *x, purchase_result *end)
     lc__hook_after_setnx(NULL, NULL);
     if (st == LC_OK) {
         int64_t now = lc_now_us();
-        x->wait_us = now - x->acq_t0_us;
+        x->wait_us = now - x->acq_t0_us + x->waited_before_us;
         /* A lease set once ends lease_ms after lc_acquire returned at the
          * latest (+1 ms: Redis's millisecond expiry check). */
         if (x->lock->fixed_lease)
             x->lease_gone_us = now + (x->a.lease_ms + 1) * 1000;
         x->o.lock_fields = true;
-        x->o.lock_wait_ms = lc_guard_wait_ms(g);
+        x->o.lock_wait_ms = lc_guard_wait_ms(g) + x->waited_before_us / 1000;
         x->o.fence = lc_guard_fence(g);
         svc_trace_acquired(&x->tr, lc_guard_owner_token(g));
         if (x->lock->issues_fence)
@@ -305,7 +305,7 @@ static bool acquire(svc_section *x, purchase_result *end)
                          i + 1, r->p.reenter, (long long)x->a.wait_ms, lc_mode_name(x->a.mode));
         }
     } else if (st == LC_BUSY) {
-        x->gave_up_us = lc_now_us() - x->acq_t0_us;
+        x->gave_up_us = lc_now_us() - x->acq_t0_us + x->waited_before_us;
         snprintf(x->o.detail, sizeof x->o.detail, "lock not acquired within %lld ms%s",
                  (long long)x->wait_ms,
                  x->queued_ms > 0 ? " (time queued for a worker included)" : "");

@@ -53,12 +53,17 @@ typedef struct svc_section {
     svc_idem id;              /* the Idempotency-Key, when id.on */
     svc_step *step;           /* NULL, or the stepped purchase this is: it
                                  stops at each stage (svc_step.h) */
+    int64_t waited_before_us; /* time the purchase's earlier tries spent on
+                                 their locks (stock buckets: hops, pauses,
+                                 probes' acquisitions); the lock wait below
+                                 and the reply's lock_wait_ms include it */
 
     /* Set by the section, for the caller. */
     int64_t wait_us;    /* time to the outer lock; -1 when not held */
     int64_t gave_up_us; /* -1, or how long a 429 waited for the lock */
-    char *sold_reply;   /* with a key: the sale's reply, stored with the
-                           order (malloc'd; the caller frees it) */
+    /* (both with waited_before_us) */
+    char *sold_reply; /* with a key: the sale's reply, stored with the
+                         order (malloc'd; the caller frees it) */
 
     /* The section's own. */
     const svc_store *store;

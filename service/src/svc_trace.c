@@ -148,6 +148,12 @@ void svc_trace_bucket(svc_trace *t, int b, int probes, int hops)
     t->release_status = -1;
 }
 
+void svc_trace_hops(svc_trace *t, int hops)
+{
+    if (t->on)
+        t->hops = (uint8_t)(hops < 255 ? hops : 255);
+}
+
 void svc_trace_read(svc_trace *t, long long stock)
 {
     if (!t->on)

@@ -91,6 +91,9 @@ void svc_trace_fence(svc_trace *t, long long fence);
  * released, owner, fence) is cleared, so the record tells the try that
  * answered. Without it the record has neither field. */
 void svc_trace_bucket(svc_trace *t, int b, int probes, int hops);
+/* The purchase's hops in the end: its last try's own, when that was a hop
+ * that found its lock held (up to 255). */
+void svc_trace_hops(svc_trace *t, int hops);
 /* The stock value GET read (nil = 0). Stamps SVC_T_READ. */
 void svc_trace_read(svc_trace *t, long long stock);
 /* The stock value the committed SET wrote. Stamps SVC_T_COMMITTED. */
