@@ -228,15 +228,15 @@ static bool next_round(purchase *pu, lc_conn *conn, purchase_result *res)
     int64_t left = x->wait_ms - x->queued_ms - (lc_now_us() - pu->start_us) / 1000;
     if (left <= 0)
         return false;
-    int64_t slept = 0;
-    if (lc_conn_retry_pause(conn, x->a.mode, left, x->a.cancel, &slept) == LC_CANCELED) {
+    int64_t t0 = lc_now_us(); /* in µs: a sum of rounds' ms would drift */
+    if (lc_conn_retry_pause(conn, x->a.mode, left, x->a.cancel, NULL) == LC_CANCELED) {
         snprintf(x->o.detail, sizeof x->o.detail,
                  "server shutting down while waiting for the lock; nothing was written");
         x->o.busy_wait_ms = -1;
         *res = PR_SHUTTING_DOWN;
         return false;
     }
-    pu->lock_wait_us += slept * 1000;
+    pu->lock_wait_us += lc_now_us() - t0;
     pu->busy = 0;
     return true;
 }
@@ -387,9 +387,10 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
                                         (long long)s->purchase.limit_per_user, &pu->rv, &held,
                                         x->o.detail, sizeof x->o.detail);
             if (rc <= 0) {
+                x->o.pipeline = x->pipeline; /* as the section's replies say it */
                 if (rc == 0)
                     snprintf(x->o.detail, sizeof x->o.detail,
-                             "user %s already holds %lld purchase(s) of this sku "
+                             "user %s already holds %lld order(s) of this sku "
                              "(purchase.limit_per_user = %lld); nothing was written",
                              p->user, held, (long long)s->purchase.limit_per_user);
                 respond(pu, rc == 0 ? PR_LIMIT_REACHED : PR_REDIS_UNAVAILABLE);
