@@ -81,6 +81,8 @@ typedef struct lc__cmd {
     bool unwatch; /* UNWATCH */
     bool free;    /* no effect a second run could change (UNWATCH, PING,
                      ECHO): may go again with the commands it precedes */
+    bool reads;   /* reads keys, writes none (GET, HGET, LLEN, EXISTS...):
+                     running it again changes nothing but its reply */
 } lc__cmd;
 
 /* Reads the command name and key arguments of resp (len bytes, RESP as

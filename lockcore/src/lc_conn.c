@@ -902,14 +902,42 @@ static void track_watch(trip *t, const int *sent, int ns, int at, bool asking)
     }
 }
 
+/* Whether the batch is a WATCH split from its keys by a migration: it
+ * holds a WATCH, part of it ran on this node and part was sent on by ASK,
+ * and everything that ran can run again unchanged (the WATCH, UNWATCH,
+ * PING, reads). Following the ASK would leave the WATCH on one node and
+ * the keys it guards on the other, and the transaction after it could
+ * never run (EXEC goes where the WATCH is); sent again whole once the slot
+ * is on one node, it can. */
+static bool watch_split(const trip *t)
+{
+    bool watch = false, ran = false, asked = false;
+    for (int i = 0; i < t->nu; i++) {
+        const tunit *u = &t->u[i];
+        const lc__cmd *c = &t->cmd[u->k0].info;
+        if (u->block)
+            return false;
+        watch |= c->watch;
+        asked |= u->state == ASK;
+        if (u->state == RAN && !u->free) {
+            if (!c->watch && !c->reads)
+                return false;
+            ran = true;
+        }
+    }
+    return watch && ran && asked;
+}
+
 /* The units that go again after a round, into r[] (*nr): for an acquire
  * whose lock command did not run, the whole batch (lc_acquire_pipe's
- * commands may go with every attempt); otherwise the longest tail of units
- * none of which ran (a command that ran may not run twice, and what goes
- * again must run after everything that ran: the batch's order is kept). A
- * pinned transaction never goes again (its WATCH is on the node that
- * answered); a UNWATCH or PING that ran neither stops the tail nor goes
- * again. *whole: the whole batch goes again, some of which ran. */
+ * commands may go with every attempt), and for a WATCH split from its keys
+ * (watch_split) the whole batch too, after a back-off; otherwise the
+ * longest tail of units none of which ran (a command that ran may not run
+ * twice, and what goes again must run after everything that ran: the
+ * batch's order is kept). A pinned transaction never goes again (its WATCH
+ * is on the node that answered); a UNWATCH or PING that ran neither stops
+ * the tail nor goes again. *whole: the whole batch goes again, some of
+ * which ran. */
 static void to_resend(trip *t, int kind, int *r, int *nr, bool *whole)
 {
     *nr = 0;
@@ -922,6 +950,12 @@ static void to_resend(trip *t, int kind, int *r, int *nr, bool *whole)
             }
             return;
         }
+    if (watch_split(t)) {
+        for (int j = 0; j < t->nu; j++)
+            r[(*nr)++] = j;
+        *whole = true;
+        return;
+    }
     int start = t->nu;
     while (start > 0) {
         const tunit *u = &t->u[start - 1];

@@ -378,6 +378,65 @@ static void *migrate_later(void *arg)
     return NULL;
 }
 
+/* A WATCH split from its keys by a migration: UNWATCH, WATCH kw, GET kd
+ * while kd has moved to the importing master and kw has not. Following the
+ * ASK for the GET alone would leave the WATCH on the old master, where the
+ * transaction after it would be refused (the purchase of a lock mode whose
+ * first command to the slot is this read: none, mutex, redlock). So the
+ * batch waits and goes again whole, and runs once kw moved too (300 ms
+ * later): the WATCH and the keys on one node, the transaction after it
+ * runs there. */
+static void test_watch_split(void)
+{
+    char kw[64], kd[80];
+    key_on(C.port[0], "wsplit", kw, sizeof kw);
+    snprintf(kd, sizeof kd, "%.*s:d", (int)(strrchr(kw, ':') - kw), kw);
+    TU_REQUIRE(slot_of(kd) == slot_of(kw), "%s shares %s's slot", kd, kw);
+    tu_redis_int(C.port[0], "SET %s 1", kw);
+    tu_redis_int(C.port[0], "SET %s 7", kd);
+    migration m;
+    mig_begin(&m, slot_of(kw), C.port[1]);
+    mig_key(&m, kd);
+    lc_client *c = cl_client(0, 2000);
+    lc_conn *conn = lct_conn(c);
+    later l = {&m, kw, 300};
+    pthread_t t;
+    pthread_create(&t, NULL, migrate_later, &l);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "UNWATCH");
+    lc_pipe_append(&p, "WATCH %s", kw);
+    lc_pipe_append(&p, "GET %s", kd);
+    int64_t t0 = lc_now_ms();
+    lc_status s = lc_conn_pipe(conn, &p);
+    int64_t took = lc_now_ms() - t0;
+    redisReply *r = lc_pipe_take(&p, 2);
+    TU_CHECK(s == LC_OK && r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "7") &&
+                 took >= 250,
+             "the read waited for the WATCHed key to follow (%lld ms, %s, %s)", (long long)took,
+             lc_status_name(s), lc_conn_errstr(conn));
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    pthread_join(t, NULL);
+    lc_pipe_append(&p, "MULTI");
+    lc_pipe_append(&p, "INCR %s", kd);
+    lc_pipe_append(&p, "EXEC");
+    s = lc_conn_pipe(conn, &p);
+    r = lc_pipe_take(&p, 2);
+    TU_CHECK(s == LC_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+                 r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 8,
+             "the transaction after it ran, where its WATCH is (%s)", lc_conn_errstr(conn));
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    lc_stats st;
+    lc_client_stats(c, &st);
+    TU_CHECK(st.cluster_retries >= 1, "retried while split (%llu)",
+             (unsigned long long)st.cluster_retries);
+    mig_end(&m);
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
 /* lc_conn_pipe_each: INCR of keys on all three masters in one call, one
  * write per master; refused for what is not one command of one slot (nothing
  * sent); a key whose slot moved (the client's map stale: MOVED) and one
@@ -1082,6 +1141,7 @@ int main(void)
     test_pipe_each_hung();
     test_reentrant();
     test_migration();
+    test_watch_split();
     test_not_run();
     test_clusterdown();
     test_stale_seed();
