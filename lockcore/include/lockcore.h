@@ -365,7 +365,9 @@ lc_client *lc_conn_client(const lc_conn *conn);
  * tries (lc_acquire's own polling): retry_interval_ms plus a random 0..half
  * of it (setnx, token, fenced; so waiters that began together do not
  * retry in lockstep), a random 0..2 x retry_interval_ms (redlock, as the
- * Redlock algorithm's retry delay) — at most max_ms. For a caller that
+ * Redlock algorithm's retry delay) — at most max_ms, and at most
+ * LC_CANCEL_LATENCY_MS when cancel is given (lc_acquire's own waits then
+ * try again that often). For a caller that
  * polls several locks itself with a wait of 0 each (miaosha's stock
  * buckets) so that it waits as the lock's own wait would. cancel: NULL,
  * or a flag that, once nonzero, ends the pause within

@@ -1299,14 +1299,14 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
              * (part ran, part was redirected: a migration under way); a
              * MOVED back to a node already tried; redirects that disagree.
              * Nothing of what goes again ran: wait, then the map's master. */
-            /* A refresh is due, except for TRYAGAIN alone (a migration
-             * step: the map is right, the keys are between two nodes):
-             * CLUSTERDOWN or LOADING may be a master the map still names
-             * after a failover, restarted and loading, or a slot no longer
-             * served where the map says. */
+            /* A refresh is due, except for TRYAGAIN alone or ASKs alone (a
+             * migration step: the map is right, the keys are between two
+             * nodes): CLUSTERDOWN or LOADING may be a master the map still
+             * names after a failover, restarted and loading, or a slot no
+             * longer served where the map says. */
             char lw[16];
             later_word(&t, lw, sizeof lw);
-            if (st != LATER || strcmp(lw, "TRYAGAIN") != 0)
+            if ((st != LATER || strcmp(lw, "TRYAGAIN") != 0) && !(same && st == ASK))
                 atomic_store(&cl->due, 1);
             tryagain_at = st == LATER && strcmp(lw, "TRYAGAIN") == 0 ? from : -1;
             if (lc_now_ms() + backoff > deadline) {

@@ -364,6 +364,8 @@ lc_status lc_conn_retry_pause(lc_conn *conn, lc_mode mode, int64_t max_ms, const
     if (conn == NULL || max_ms < 0 || mi == NULL || !mi->polls)
         return LC_MISUSE;
     int64_t t0 = lc_now_ms(), nap = lc__retry_nap_ms(conn, mode);
+    if (cancel && nap > LC_CANCEL_LATENCY_MS) /* as the waits: they poll that often then */
+        nap = LC_CANCEL_LATENCY_MS;
     int64_t until = t0 + (nap < max_ms ? nap : max_ms);
     for (;;) {
         if (lc__canceled(cancel))

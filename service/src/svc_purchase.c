@@ -233,6 +233,7 @@ static bool next_round(purchase *pu, lc_conn *conn, purchase_result *res)
         snprintf(x->o.detail, sizeof x->o.detail,
                  "server shutting down while waiting for the lock; nothing was written");
         x->o.busy_wait_ms = -1;
+        x->wait_us = x->gave_up_us = -1; /* as a canceled acquire: no lock wait counted */
         *res = PR_SHUTTING_DOWN;
         return false;
     }

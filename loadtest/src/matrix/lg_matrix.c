@@ -32,8 +32,8 @@
  *   buckets the race's burst on a SKU whose stock is split into 4 stock
  *           buckets (PUT /stock's buckets): one lock per bucket, so 4
  *           holders at a time; each buyer starts in a random bucket and
- *           moves on while the one it tried is sold out (or locked, while
- *           another is untried), so the safe modes sell the last unit
+ *           moves on while the one it tried is sold out (or locked: it
+ *           hops, svc_purchase.c), so the safe modes sell the last unit
  *           (exact, 0 undersold) and none oversells in every bucket.
  *           One instance (mutex is one process lock per bucket: exact
  *           there).
