@@ -486,7 +486,7 @@ scaleout_part() {
             if (i == last) printf "\n    # added by bench/run.sh: the static-file reference\n    location = /static { root %s; }\n", root
             print l[i] } }' "$ROOT/config/nginx.conf.template" >"$tpl"
   SCALEOUT_STARTED=1
-  if ! CLUSTER_SERVER=$SRV CLUSTER_NGINX=$NGINX CLUSTER_NGINX_TEMPLATE=$tpl \
+  if ! SCALEOUT_SERVER=$SRV SCALEOUT_NGINX=$NGINX SCALEOUT_NGINX_TEMPLATE=$tpl \
        timeout 120 bash "$ROOT/scripts/scaleout.sh" start "$cdir" >"$WORK/scaleout.log" 2>&1; then
     cat "$WORK/scaleout.log" >&2
     echo "scaleout: scripts/scaleout.sh start failed, skipped"
@@ -494,10 +494,10 @@ scaleout_part() {
     return 0
   fi
   # shellcheck disable=SC1091
-  . "$cdir/cluster.env"
-  local np=$CLUSTER_NGINX_PORT ap=$CLUSTER_APP1_PORT
-  echo "scale-out topology (scripts/scaleout.sh): nginx 127.0.0.1:$np pid $CLUSTER_NGINX_PID; instances $CLUSTER_APP_URLS;"
-  echo "  redis 127.0.0.1:$CLUSTER_REDIS_PORT (AOF, appendfsync always); direct = instance 1 ($CLUSTER_APP1_URL), same Redis"
+  . "$cdir/scaleout.env"
+  local np=$SCALEOUT_NGINX_PORT ap=$SCALEOUT_APP1_PORT
+  echo "scale-out topology (scripts/scaleout.sh): nginx 127.0.0.1:$np pid $SCALEOUT_NGINX_PID; instances $SCALEOUT_APP_URLS;"
+  echo "  redis 127.0.0.1:$SCALEOUT_REDIS_PORT (AOF, appendfsync always); direct = instance 1 ($SCALEOUT_APP1_URL), same Redis"
   case "$(http GET "$np" /static)" in 200*) ;; *) echo "scaleout: nginx static location not served"; ;; esac
   local mode r
   for mode in token reentrant; do

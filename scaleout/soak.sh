@@ -17,7 +17,7 @@
 #   --chunk-seconds D one fault every D seconds (default 12, at least 6), in
 #                     the order instance kill, Redis restart, Redis pause
 #   --concurrency C   buyers' keep-alive connections (default 16)
-# Environment: MIAOSHA_BUILD_DIR (default build/dev), the CLUSTER_* knobs of
+# Environment: MIAOSHA_BUILD_DIR (default build/dev), the SCALEOUT_* knobs of
 # scripts/scaleout.sh. The short CI version is the ctest scaleout_soak_short
 # (--purchases 5000 --chunk-seconds 6 --modes "token reentrant").
 #
@@ -78,17 +78,17 @@ WATCHDOG=3000   # reentrant watchdog timeout, renewed every second
 CMD_TIMEOUT=500
 WAIT=5000       # buyers wait for the lock up to 5 s: a dead holder's lease is 3 s
 SERVER=$BUILD/service/miaosha-server
-RS=${CLUSTER_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}}
-export CLUSTER_SERVER_ARGS="--set redis.command_timeout_ms=$CMD_TIMEOUT --set redis.connect_timeout_ms=$CMD_TIMEOUT --set server.workers=16 --set lock.lease_ms=$LEASE --set lock.watchdog_timeout_ms=$WATCHDOG ${CLUSTER_SERVER_ARGS:-}"
-cluster_up
-APP_PID=("" "$CLUSTER_APP1_PID" "$CLUSTER_APP2_PID" "$CLUSTER_APP3_PID")
-APP_PORT=("" "$CLUSTER_APP1_PORT" "$CLUSTER_APP2_PORT" "$CLUSTER_APP3_PORT")
+RS=${SCALEOUT_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}}
+export SCALEOUT_SERVER_ARGS="--set redis.command_timeout_ms=$CMD_TIMEOUT --set redis.connect_timeout_ms=$CMD_TIMEOUT --set server.workers=16 --set lock.lease_ms=$LEASE --set lock.watchdog_timeout_ms=$WATCHDOG ${SCALEOUT_SERVER_ARGS:-}"
+scaleout_up
+APP_PID=("" "$SCALEOUT_APP1_PID" "$SCALEOUT_APP2_PID" "$SCALEOUT_APP3_PID")
+APP_PORT=("" "$SCALEOUT_APP1_PORT" "$SCALEOUT_APP2_PORT" "$SCALEOUT_APP3_PORT")
 KIND=0 RESTARTS=0
 
 jn() { local v; v=$(jfield "$1" "$2"); echo "${v:-0}"; }   # a number, 0 when absent
 all_healthy() {
   local u
-  for u in $CLUSTER_APP_URLS; do healthz_is "$u" 200 || return 1; done
+  for u in $SCALEOUT_APP_URLS; do healthz_is "$u" 200 || return 1; done
 }
 
 # fault_kill: kill -9 the next instance in turn, restart it on its port.
@@ -104,12 +104,12 @@ fault_kill() {
   # process's connections still closing): retry for up to 10 s.
   local t_end=$(( $(now_ms) + 10000 )) log
   while :; do
-    log=$CLUSTER_DIR/app$i.restart$RESTARTS.log
+    log=$SCALEOUT_DIR/app$i.restart$RESTARTS.log
     # shellcheck disable=SC2086
     proc_start "$log" "$SERVER" --listen 127.0.0.1 --port "${APP_PORT[$i]}" \
-      --redis "127.0.0.1:$CLUSTER_REDIS_PORT" --instance-id "app$i" $CLUSTER_SERVER_ARGS
+      --redis "127.0.0.1:$SCALEOUT_REDIS_PORT" --instance-id "app$i" $SCALEOUT_SERVER_ARGS
     APP_PID[i]=$PROC_PID
-    echo "$PROC_PID" > "$CLUSTER_DIR/app$i.pid"    # scaleout.sh stop stops this one
+    echo "$PROC_PID" > "$SCALEOUT_DIR/app$i.pid"    # scaleout.sh stop stops this one
     proc_wait_healthy "$PROC_PID" 15000 proc_http_ok \
       "http://127.0.0.1:${APP_PORT[$i]}/healthz" 200 "\"instance\":\"app$i\"" && break
     if ! grep -q "in use" "$log" || [ "$(now_ms)" -ge "$t_end" ]; then break; fi
@@ -125,12 +125,12 @@ fault_kill() {
 # (port, AOF directory; it rewrites the pidfile scaleout.sh stop reads).
 fault_restart() {
   local rpid t0
-  rpid=$(cat "$CLUSTER_DIR/redis.pid")
+  rpid=$(cat "$SCALEOUT_DIR/redis.pid")
   kill -KILL "$rpid"; t0=$(now_ms)
   wait_until $(( t0 + 5000 )) pid_gone "$rpid"
   say "fault: redis-server (pid $rpid) SIGKILLed"
   while [ $(( $(now_ms) - t0 )) -lt 1000 ]; do sleep 0.05; done
-  proc_start /dev/null "$RS" "$CLUSTER_REDIS_CONF"
+  proc_start /dev/null "$RS" "$SCALEOUT_REDIS_CONF"
   require "redis-server restarted from its AOF ($(( $(now_ms) - t0 )) ms after the kill)" -- \
     wait_until $(( $(now_ms) + 30000 )) redis_up
 }
@@ -138,7 +138,7 @@ fault_restart() {
 # fault_pause: SIGSTOP redis-server for 1-2 s, then SIGCONT.
 fault_pause() {
   local rpid ms
-  rpid=$(cat "$CLUSTER_DIR/redis.pid")
+  rpid=$(cat "$SCALEOUT_DIR/redis.pid")
   ms=$(( 1000 + RANDOM % 1001 ))
   kill -STOP "$rpid"
   say "fault: redis-server (pid $rpid) SIGSTOPped for $ms ms"
@@ -165,7 +165,7 @@ run_mode() {
     [ "$k" -eq 0 ] && stock_arg=$stock || stock_arg=-1
     tk=$(now_ms)
     load_bg "$T_DIR/$mode.$k.json" --mode "$mode" --sku "$sku" --stock "$stock_arg" \
-      --requests $(( CHUNK * 5000 )) --concurrency "$CONC" --wait-ms $WAIT --target "$CLUSTER_URL" \
+      --requests $(( CHUNK * 5000 )) --concurrency "$CONC" --wait-ms $WAIT --target "$SCALEOUT_URL" \
       --duration-limit "$CHUNK"
     # The fault a fifth into the chunk (at least 1 s), healed well before its end.
     while [ $(( $(now_ms) - tk )) -lt $(( CHUNK * 200 > 1000 ? CHUNK * 200 : 1000 )) ]; do sleep 0.05; done
@@ -218,7 +218,7 @@ run_mode() {
   [ "$mode" = reentrant ] && hold=$WATCHDOG
   pttl=$(rcli pttl "$lockkey")
   [ "${pttl:--2}" -eq -2 ] || { [ "$pttl" -gt 0 ] && [ "$pttl" -le "$hold" ]; } || lockok=0
-  http POST "$CLUSTER_URL/miaosha/$mode?sku=$sku&user=soak-last&wait_ms=$(( hold + 2000 ))" $(( hold / 1000 + 5 ))
+  http POST "$SCALEOUT_URL/miaosha/$mode?sku=$sku&user=soak-last&wait_ms=$(( hold + 2000 ))" $(( hold / 1000 + 5 ))
   [ "$H_CODE" = 200 ] || sells=0
   say "$mode: lock $lockkey pttl $pttl (-2 = gone, <= $hold); last purchase $H_CODE $H_BODY"
   unacked=$(( ${orders:-0} - s_ok ))

@@ -16,27 +16,26 @@
 #                                       environment, always stop (also on Ctrl-C or an error);
 #                                       exits with CMD's status
 #
-# After start, DIR/cluster.env (shell syntax, source it) holds:
-#   CLUSTER_DIR, CLUSTER_URL (nginx), CLUSTER_NGINX_PORT, CLUSTER_NGINX_PID,
-#   CLUSTER_REDIS_PORT, CLUSTER_REDIS_PID, CLUSTER_REDIS_CONF,
-#   CLUSTER_APP_URLS (space separated), CLUSTER_APP<i>_URL, CLUSTER_APP<i>_PORT,
-#   CLUSTER_APP<i>_PID, CLUSTER_APP<i>_ID (i = 1..3)
-# and `run` exports the same variables to CMD. ("cluster" in these names
-# means this topology, as scripts and tests read them; a Redis Cluster is
-# scripts/redis-cluster.sh.)
+# After start, DIR/scaleout.env (shell syntax, source it) holds:
+#   SCALEOUT_DIR, SCALEOUT_URL (nginx), SCALEOUT_NGINX_PORT, SCALEOUT_NGINX_PID,
+#   SCALEOUT_REDIS_PORT, SCALEOUT_REDIS_PID, SCALEOUT_REDIS_CONF,
+#   SCALEOUT_APP_URLS (space separated), SCALEOUT_APP<i>_URL, SCALEOUT_APP<i>_PORT,
+#   SCALEOUT_APP<i>_PID, SCALEOUT_APP<i>_ID (i = 1..3)
+# and `run` exports the same variables to CMD. (A Redis Cluster is
+# scripts/redis-cluster.sh, whose variables are REDIS_CLUSTER_*.)
 #
 # Knobs (environment):
 #   MIAOSHA_BUILD_DIR        build tree with service/miaosha-server (default: build/dev)
-#   CLUSTER_SERVER           the miaosha-server binary (overrides MIAOSHA_BUILD_DIR)
-#   CLUSTER_FAULTS=1         start the instances with faults.enabled=true
-#   CLUSTER_SERVER_ARGS      extra flags for every instance, word-split
+#   SCALEOUT_SERVER           the miaosha-server binary (overrides MIAOSHA_BUILD_DIR)
+#   SCALEOUT_FAULTS=1         start the instances with faults.enabled=true
+#   SCALEOUT_SERVER_ARGS      extra flags for every instance, word-split
 #                            (e.g. "--set lock.watchdog_timeout_ms=1000")
-#   CLUSTER_ID_PREFIX        instance ids are <prefix>1..3 (default "app")
-#   CLUSTER_READ_TIMEOUT     nginx proxy_read_timeout for purchases (default 65s)
-#   CLUSTER_NGINX_TEMPLATE   template to fill (default config/nginx.conf.template)
-#   CLUSTER_NGINX            nginx binary (default /usr/sbin/nginx, else PATH)
-#   CLUSTER_REDIS_SERVER     redis-server binary (default MIAOSHA_REDIS_SERVER, else PATH)
-#   CLUSTER_KEEP_DIR=1       stop leaves DIR (logs) in place
+#   SCALEOUT_ID_PREFIX        instance ids are <prefix>1..3 (default "app")
+#   SCALEOUT_READ_TIMEOUT     nginx proxy_read_timeout for purchases (default 65s)
+#   SCALEOUT_NGINX_TEMPLATE   template to fill (default config/nginx.conf.template)
+#   SCALEOUT_NGINX            nginx binary (default /usr/sbin/nginx, else PATH)
+#   SCALEOUT_REDIS_SERVER     redis-server binary (default MIAOSHA_REDIS_SERVER, else PATH)
+#   SCALEOUT_KEEP_DIR=1       stop leaves DIR (logs) in place
 #
 # The script never writes outside DIR (nginx runs with -p DIR -e DIR/... and
 # a generated main config), binds only 127.0.0.1, and stops only the PIDs it
@@ -55,11 +54,11 @@ die() { echo "$me: $*" >&2; exit 1; }
 log() { echo "$me: $*" >&2; }
 
 find_server() {
-  if [ -n "${CLUSTER_SERVER:-}" ]; then echo "$CLUSTER_SERVER"; return; fi
+  if [ -n "${SCALEOUT_SERVER:-}" ]; then echo "$SCALEOUT_SERVER"; return; fi
   local d
   local d=${MIAOSHA_BUILD_DIR:-$here/build/dev}
   [ -x "$d/service/miaosha-server" ] && { echo "$d/service/miaosha-server"; return; }
-  die "$d/service/miaosha-server not found: build it (README.md) or set MIAOSHA_BUILD_DIR or CLUSTER_SERVER"
+  die "$d/service/miaosha-server not found: build it (README.md) or set MIAOSHA_BUILD_DIR or SCALEOUT_SERVER"
 }
 
 find_bin() { # name default...
@@ -74,7 +73,7 @@ pick_port() { proc_free_port || die "no free port found"; }
 # ---------------------------------------------------------------- start
 start_redis() { # dir
   local dir=$1 rs
-  rs=$(find_bin redis-server "${CLUSTER_REDIS_SERVER:-}" "${MIAOSHA_REDIS_SERVER:-}")
+  rs=$(find_bin redis-server "${SCALEOUT_REDIS_SERVER:-}" "${MIAOSHA_REDIS_SERVER:-}")
   mkdir -p "$dir/redis"
   # One config file (DIR/redis.conf), so a restart (tests: kill -9 then
   # start again) uses exactly the same settings and finds the AOF in the
@@ -86,11 +85,11 @@ start_redis() { # dir
 
 start_app() { # dir i server
   local dir=$1 i=$2 server=$3 port pid id code
-  id="${CLUSTER_ID_PREFIX:-app}$i"
+  id="${SCALEOUT_ID_PREFIX:-app}$i"
   local -a extra=()
-  [ "${CLUSTER_FAULTS:-0}" = 1 ] && extra+=(--set faults.enabled=true)
+  [ "${SCALEOUT_FAULTS:-0}" = 1 ] && extra+=(--set faults.enabled=true)
   # shellcheck disable=SC2206
-  [ -n "${CLUSTER_SERVER_ARGS:-}" ] && extra+=($CLUSTER_SERVER_ARGS)
+  [ -n "${SCALEOUT_SERVER_ARGS:-}" ] && extra+=($SCALEOUT_SERVER_ARGS)
   for _ in $(seq 20); do
     port=$(pick_port)
     proc_start "$dir/app$i.log" "$server" --listen 127.0.0.1 --port "$port" \
@@ -123,8 +122,8 @@ nginx_ready() { # dir port pid
 
 start_nginx() { # dir
   local dir=$1 ngx tpl port pid
-  ngx=$(find_bin nginx "${CLUSTER_NGINX:-}" /usr/sbin/nginx)
-  tpl=${CLUSTER_NGINX_TEMPLATE:-$here/config/nginx.conf.template}
+  ngx=$(find_bin nginx "${SCALEOUT_NGINX:-}" /usr/sbin/nginx)
+  tpl=${SCALEOUT_NGINX_TEMPLATE:-$here/config/nginx.conf.template}
   [ -r "$tpl" ] || die "template $tpl not readable"
   mkdir -p "$dir/nginx/logs"
   # nginx's workers drop to an unprivileged user when started as root; they
@@ -133,7 +132,7 @@ start_nginx() { # dir
   for _ in $(seq 20); do
     port=$(pick_port)
     LB_LISTEN="127.0.0.1:$port" LB_APP1="127.0.0.1:$APP1_PORT" LB_APP2="127.0.0.1:$APP2_PORT" \
-      LB_APP3="127.0.0.1:$APP3_PORT" LB_READ_TIMEOUT=${CLUSTER_READ_TIMEOUT:-65s}
+      LB_APP3="127.0.0.1:$APP3_PORT" LB_READ_TIMEOUT=${SCALEOUT_READ_TIMEOUT:-65s}
     fill_template "$tpl" "$dir/nginx/miaosha.conf"
     cat > "$dir/nginx/nginx.conf" <<EOF
 # Generated by scripts/scaleout.sh; the site config is $tpl, filled.
@@ -169,23 +168,23 @@ EOF
 }
 
 write_env() { # dir
-  local dir=$1 f=$1/cluster.env urls="" i
+  local dir=$1 f=$1/scaleout.env urls="" i
   {
-    echo "CLUSTER_DIR=$dir"
-    echo "CLUSTER_URL=http://127.0.0.1:$NGINX_PORT"
-    echo "CLUSTER_NGINX_PORT=$NGINX_PORT"
-    echo "CLUSTER_NGINX_PID=$NGINX_PID"
-    echo "CLUSTER_REDIS_PORT=$REDIS_PORT"
-    echo "CLUSTER_REDIS_PID=$REDIS_PID"
-    echo "CLUSTER_REDIS_CONF=$dir/redis.conf"
+    echo "SCALEOUT_DIR=$dir"
+    echo "SCALEOUT_URL=http://127.0.0.1:$NGINX_PORT"
+    echo "SCALEOUT_NGINX_PORT=$NGINX_PORT"
+    echo "SCALEOUT_NGINX_PID=$NGINX_PID"
+    echo "SCALEOUT_REDIS_PORT=$REDIS_PORT"
+    echo "SCALEOUT_REDIS_PID=$REDIS_PID"
+    echo "SCALEOUT_REDIS_CONF=$dir/redis.conf"
     for i in $(seq $N); do
-      eval "echo CLUSTER_APP${i}_URL=http://127.0.0.1:\$APP${i}_PORT"
-      eval "echo CLUSTER_APP${i}_PORT=\$APP${i}_PORT"
-      eval "echo CLUSTER_APP${i}_PID=\$APP${i}_PID"
-      eval "echo CLUSTER_APP${i}_ID=\$APP${i}_ID"
+      eval "echo SCALEOUT_APP${i}_URL=http://127.0.0.1:\$APP${i}_PORT"
+      eval "echo SCALEOUT_APP${i}_PORT=\$APP${i}_PORT"
+      eval "echo SCALEOUT_APP${i}_PID=\$APP${i}_PID"
+      eval "echo SCALEOUT_APP${i}_ID=\$APP${i}_ID"
       eval "urls=\"\$urls http://127.0.0.1:\$APP${i}_PORT\""
     done
-    echo "CLUSTER_APP_URLS=\"${urls# }\""
+    echo "SCALEOUT_APP_URLS=\"${urls# }\""
   } > "$f.tmp"
   mv "$f.tmp" "$f"
 }
@@ -194,7 +193,7 @@ do_start() { # dir
   local dir=$1 server i
   server=$(find_server)
   mkdir -p "$dir"
-  echo started > "$dir/.cluster"    # marks DIR as ours for stop
+  echo started > "$dir/.scaleout"    # marks DIR as ours for stop
   start_redis "$dir"
   echo "$REDIS_PID" > "$dir/redis.pidrec"
   for i in $(seq $N); do
@@ -209,7 +208,7 @@ do_start() { # dir
 # ---------------------------------------------------------------- stop
 do_stop() { # dir
   local dir=$1 f pid
-  [ -f "$dir/.cluster" ] || die "$dir is not a scale-out topology dir"
+  [ -f "$dir/.scaleout" ] || die "$dir is not a scale-out topology dir"
   [ -f "$dir/nginx.pidrec" ] && proc_stop "$(cat "$dir/nginx.pidrec")" nginx
   for f in "$dir"/app*.pid; do
     [ -f "$f" ] && proc_stop "$(cat "$f")" "$(basename "$f" .pid)"
@@ -219,39 +218,39 @@ do_stop() { # dir
   for f in "$dir/redis.pid" "$dir/redis.pidrec"; do
     [ -s "$f" ] && { pid=$(cat "$f"); proc_stop "$pid" redis-server; }
   done
-  # CLUSTER_KEEP_DIR=1 keeps the logs (the tests scan them for sanitizer
+  # SCALEOUT_KEEP_DIR=1 keeps the logs (the tests scan them for sanitizer
   # reports written at exit, then remove the dir themselves).
-  [ "${CLUSTER_KEEP_DIR:-0}" = 1 ] || rm -rf "$dir"
+  [ "${SCALEOUT_KEEP_DIR:-0}" = 1 ] || rm -rf "$dir"
 }
 
 do_status() { # dir
   local dir=$1 st=0 name pid
-  [ -f "$dir/cluster.env" ] || die "$dir has no cluster.env"
+  [ -f "$dir/scaleout.env" ] || die "$dir has no scaleout.env"
   # shellcheck disable=SC1091
-  . "$dir/cluster.env"
+  . "$dir/scaleout.env"
   for name in REDIS NGINX APP1 APP2 APP3; do
-    eval "pid=\$CLUSTER_${name}_PID"
+    eval "pid=\$SCALEOUT_${name}_PID"
     [ "$name" = REDIS ] && [ -s "$dir/redis.pid" ] && pid=$(cat "$dir/redis.pid")
     if proc_alive "$pid"; then echo "$name pid $pid: running"; else echo "$name pid $pid: NOT running"; st=1; fi
   done
-  echo "nginx:  $CLUSTER_URL   redis: 127.0.0.1:$CLUSTER_REDIS_PORT"
-  echo "apps:   $CLUSTER_APP_URLS"
-  proc_http GET "$CLUSTER_URL/stock/demo" 2
+  echo "nginx:  $SCALEOUT_URL   redis: 127.0.0.1:$SCALEOUT_REDIS_PORT"
+  echo "apps:   $SCALEOUT_APP_URLS"
+  proc_http GET "$SCALEOUT_URL/stock/demo" 2
   echo "audit:  $H_CODE $H_BODY"
   return $st
 }
 
 print_env() {
   # shellcheck disable=SC1091
-  . "$1/cluster.env"
+  . "$1/scaleout.env"
   cat <<EOF
 scale-out topology up in $1
-  nginx (buy here): $CLUSTER_URL/miaosha/token?sku=demo
-  instances:        $CLUSTER_APP_URLS
-  redis:            127.0.0.1:$CLUSTER_REDIS_PORT (AOF, appendfsync always)
-  environment:      . $1/cluster.env
+  nginx (buy here): $SCALEOUT_URL/miaosha/token?sku=demo
+  instances:        $SCALEOUT_APP_URLS
+  redis:            127.0.0.1:$SCALEOUT_REDIS_PORT (AOF, appendfsync always)
+  environment:      . $1/scaleout.env
   stop with:        scripts/scaleout.sh stop $1
 EOF
 }
 
-proc_topology_cli "miaosha-scaleout" cluster.env "$@"
+proc_topology_cli "miaosha-scaleout" scaleout.env "$@"

@@ -25,9 +25,9 @@ LEASE=1500       # token lease (per request)
 WATCHDOG=1000    # reentrant watchdog timeout (server config)
 STOCK=60
 
-export CLUSTER_FAULTS=1
-export CLUSTER_SERVER_ARGS="--set lock.watchdog_timeout_ms=$WATCHDOG --set server.workers=16"
-cluster_up
+export SCALEOUT_FAULTS=1
+export SCALEOUT_SERVER_ARGS="--set lock.watchdog_timeout_ms=$WATCHDOG --set server.workers=16"
+scaleout_up
 
 # token: the crashing purchase waits for the lock like every buyer, and
 # token's polling is unfair — it can lose many handoffs in a row. The stock
@@ -40,14 +40,14 @@ reentrant) args=(--work-ms 40) hold=$WATCHDOG ;;
 esac
 
 load_bg "$T_DIR/load.json" --mode "$MODE" --sku "$SKU" --stock $STOCK --requests $((STOCK + 440)) \
-  --concurrency 24 --wait-ms 30000 "${args[@]}" --target "$CLUSTER_URL" \
+  --concurrency 24 --wait-ms 30000 "${args[@]}" --target "$SCALEOUT_URL" \
   --expect safe --duration-limit 60
 require "burst started selling" -- wait_until $(( $(now_ms) + 20000 )) sold_at_least "$SKU" 3
 
 LOCK="miaosha:{$SKU}:lock:$MODE"
 if [ "$MODE" = token ]; then
   # app1 acquires (waiting its turn like every buyer) and exits inside the lock.
-  http POST "$CLUSTER_APP1_URL/miaosha/token?sku=$SKU&work_ms=20&wait_ms=30000&lease_ms=$LEASE&fault=crash_in_section&user=crasher" 35
+  http POST "$SCALEOUT_APP1_URL/miaosha/token?sku=$SKU&work_ms=20&wait_ms=30000&lease_ms=$LEASE&fault=crash_in_section&user=crasher" 35
   t_kill=$(now_ms)
   ck "the crashing purchase got no HTTP answer (code $H_CODE)" -- test "$H_CODE" = 000
   holder=$(rcli get "$LOCK")
@@ -56,10 +56,10 @@ else
   holder="" deadline=$(( $(now_ms) + 20000 ))
   while [ "$(now_ms)" -lt "$deadline" ]; do
     if rcli hkeys "$LOCK" | grep -q "^app1:"; then
-      kill -STOP "$CLUSTER_APP1_PID"
+      kill -STOP "$SCALEOUT_APP1_PID"
       holder=$(rcli hkeys "$LOCK" | grep "^app1:" | head -1)
-      if [ -n "$holder" ]; then kill -KILL "$CLUSTER_APP1_PID"; t_kill=$(now_ms); break; fi
-      kill -CONT "$CLUSTER_APP1_PID"
+      if [ -n "$holder" ]; then kill -KILL "$SCALEOUT_APP1_PID"; t_kill=$(now_ms); break; fi
+      kill -CONT "$SCALEOUT_APP1_PID"
     fi
     sleep 0.005
   done
@@ -68,7 +68,7 @@ else
 fi
 sold_at_kill=$(rcli get "miaosha:{$SKU}:sold")
 say "app1 died at sold=$sold_at_kill holding '$holder' (pttl $pttl ms)"
-ck "app1 is gone" -- wait_until $(( $(now_ms) + 3000 )) pid_gone "$CLUSTER_APP1_PID"
+ck "app1 is gone" -- wait_until $(( $(now_ms) + 3000 )) pid_gone "$SCALEOUT_APP1_PID"
 ck "the dead holder's lock is in Redis" -- test -n "$holder"
 ck "the lock has a TTL at most the lease/watchdog ($pttl <= $hold)" -- test "$pttl" -gt 0 -a "$pttl" -le "$hold"
 

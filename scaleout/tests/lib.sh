@@ -16,7 +16,7 @@ set -uo pipefail
 SRC=${MIAOSHA_SOURCE_DIR:?MIAOSHA_SOURCE_DIR not set (run through ctest)}
 BUILD=${MIAOSHA_BUILD_DIR:?MIAOSHA_BUILD_DIR not set (run through ctest)}
 LOAD=$BUILD/loadtest/miaosha-load
-CLUSTER=$SRC/scripts/scaleout.sh
+SCALEOUT=$SRC/scripts/scaleout.sh
 # shellcheck source=../../scripts/lib/proc.sh
 . "$SRC/scripts/lib/proc.sh"
 export MIAOSHA_BUILD_DIR=$BUILD
@@ -72,7 +72,7 @@ stats_requests() {
 # audit SKU: GET /stock/SKU through nginx; sets A_STOCK A_INITIAL A_SOLD
 # A_ORDERS A_OVER A_UNDER (empty when unreadable).
 audit() {
-  http GET "$CLUSTER_URL/stock/$1" 5
+  http GET "$SCALEOUT_URL/stock/$1" 5
   A_STOCK=$(jfield "$H_BODY" stock) A_INITIAL=$(jfield "$H_BODY" initial)
   A_SOLD=$(jfield "$H_BODY" sold) A_ORDERS=$(jfield "$H_BODY" orders)
   A_OVER=$(jfield "$H_BODY" oversold) A_UNDER=$(jfield "$H_BODY" undersold)
@@ -81,7 +81,7 @@ audit() {
 
 # order_instances SKU: "count instance" lines of the order list (≤ 1000 orders).
 order_instances() {
-  http GET "$CLUSTER_URL/orders/$1?limit=1000" 5
+  http GET "$SCALEOUT_URL/orders/$1?limit=1000" 5
   grep -o '"instance":"[^"]*"' <<<"$H_BODY" | sort | uniq -c
 }
 
@@ -92,26 +92,26 @@ wait_until() { proc_wait_until "$@"; }
 # A process that exited but was not reaped yet (a zombie: its parent, the
 # topology script, is gone) counts as gone.
 pid_gone() { ! proc_alive "$1"; }
-rcli() { redis-cli -p "$CLUSTER_REDIS_PORT" "$@" 2>/dev/null; }
+rcli() { redis-cli -p "$SCALEOUT_REDIS_PORT" "$@" 2>/dev/null; }
 redis_up() { [ "$(rcli ping)" = PONG ]; }
 
-# ---------------------------------------------------------------- cluster
-# cluster_up: starts the topology (knobs: CLUSTER_* environment, see
+# ---------------------------------------------------------------- topology
+# scaleout_up: starts the topology (knobs: SCALEOUT_* environment, see
 # scripts/scaleout.sh) in a fresh temp dir and loads its addresses; the EXIT
 # trap stops it and every background job, by PID.
-cluster_up() {
+scaleout_up() {
   [ -x "$LOAD" ] || { say "FAIL $LOAD missing (build miaosha-load)"; exit 1; }
   command -v redis-cli >/dev/null || { say "FAIL redis-cli missing"; exit 1; }
   T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/miaosha-scaleout.XXXXXX")
   trap cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  if ! "$CLUSTER" start "$T_DIR/c" >"$T_DIR/start.log" 2>&1; then
-    cat "$T_DIR/start.log"; say "FAIL cluster did not start"; exit 1
+  if ! "$SCALEOUT" start "$T_DIR/c" >"$T_DIR/start.log" 2>&1; then
+    cat "$T_DIR/start.log"; say "FAIL the scale-out topology did not start"; exit 1
   fi
   # shellcheck disable=SC1091
-  . "$T_DIR/c/cluster.env"
-  say "cluster: nginx $CLUSTER_URL, apps $CLUSTER_APP_URLS, redis $CLUSTER_REDIS_PORT"
+  . "$T_DIR/c/scaleout.env"
+  say "scaleout: nginx $SCALEOUT_URL, apps $SCALEOUT_APP_URLS, redis $SCALEOUT_REDIS_PORT"
 }
 
 cleanup() {
@@ -124,7 +124,7 @@ cleanup() {
         [ -f "$f" ] && { echo "--- $f (tail)"; tail -n 15 "$f"; }
       done
     fi
-    [ -f "$T_DIR/c/.cluster" ] && CLUSTER_KEEP_DIR=1 "$CLUSTER" stop "$T_DIR/c" >/dev/null 2>&1
+    [ -f "$T_DIR/c/.scaleout" ] && SCALEOUT_KEEP_DIR=1 "$SCALEOUT" stop "$T_DIR/c" >/dev/null 2>&1
     # ASan/UBSan builds: a report from an instance (also one written while it
     # shut down) fails the test.
     if grep -l -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$T_DIR"/c/app*.log 2>/dev/null; then
@@ -169,12 +169,12 @@ sold_at_least() { # sku n
 # lost reply under load is not an outage (service/src/svc_health.h).
 expect_outage() {
   local label=$1 sku=$2 t0=$3 limit=$4 query=${5:-} u
-  for u in $CLUSTER_APP_URLS "$CLUSTER_URL"; do
+  for u in $SCALEOUT_APP_URLS "$SCALEOUT_URL"; do
     http GET "$u/miaosha/token?sku=$sku&user=probe&wait_ms=0$query" 5
     ck "$label: purchase at $u -> $H_CODE $(jfield "$H_BODY" error) in $H_MS ms (503 redis_unavailable within $limit ms)" -- \
       test "$H_CODE" = 503 -a "$(jfield "$H_BODY" error)" = redis_unavailable -a "$H_MS" -le "$limit"
   done
-  for u in $CLUSTER_APP_URLS; do
+  for u in $SCALEOUT_APP_URLS; do
     ck "$label: /healthz of $u turns 503 within 2.5 s" -- wait_until $(( t0 + 2500 )) healthz_is "$u" 503
   done
 }

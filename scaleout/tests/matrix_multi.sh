@@ -13,17 +13,17 @@
 # The instances require an admin token (they read it from the environment,
 # as miaosha-load does): the matrix's stock resets through nginx must send it.
 export MIAOSHA_ADMIN_TOKEN=mx-multi-secret
-cluster_up
-http PUT "$CLUSTER_URL/stock/mx-multi-probe"
+scaleout_up
+http PUT "$SCALEOUT_URL/stock/mx-multi-probe"
 ck "PUT /stock without the token is refused ($H_CODE)" -- test "$H_CODE" = 401
 
 out=$T_DIR/matrix
-"$LOAD" matrix --quick --scenarios multi --target "$CLUSTER_URL" \
-  --redis "127.0.0.1:$CLUSTER_REDIS_PORT" --out "$out" >"$T_DIR/matrix.out" 2>&1
+"$LOAD" matrix --quick --scenarios multi --target "$SCALEOUT_URL" \
+  --redis "127.0.0.1:$SCALEOUT_REDIS_PORT" --out "$out" >"$T_DIR/matrix.out" 2>&1
 st=$?
 cat "$T_DIR/matrix.out"
 ck "matrix --scenarios multi --target nginx: every cell as expected (exit $st)" -- test $st -eq 0
-ck "the report names the balancer" -- grep -qF "multi-instance scenario through $CLUSTER_URL" "$T_DIR/matrix.out"
+ck "the report names the balancer" -- grep -qF "multi-instance scenario through $SCALEOUT_URL" "$T_DIR/matrix.out"
 
 csv=$out/matrix.csv
 for m in none mutex setnx token reentrant fenced; do

@@ -31,34 +31,34 @@ SKU=noretry
 # after its lock (or whose lock lease ran out).
 MODE=token
 [ "$VARIANT" = control ] && MODE=none
-export CLUSTER_READ_TIMEOUT=1s
+export SCALEOUT_READ_TIMEOUT=1s
 if [ "$VARIANT" = control ]; then
   tpl_dir=$(mktemp -d "${TMPDIR:-/tmp}/miaosha-tpl.XXXXXX")
   sed 's/proxy_next_upstream off;/proxy_next_upstream error timeout;/' \
     "$SRC/config/nginx.conf.template" > "$tpl_dir/nginx.conf.template"
   grep -q 'proxy_next_upstream off' "$tpl_dir/nginx.conf.template" && { echo "sed failed"; exit 1; }
-  export CLUSTER_NGINX_TEMPLATE=$tpl_dir/nginx.conf.template
+  export SCALEOUT_NGINX_TEMPLATE=$tpl_dir/nginx.conf.template
 fi
-cluster_up
+scaleout_up
 [ -n "${tpl_dir:-}" ] && rm -rf "$tpl_dir"
 
-http PUT "$CLUSTER_URL/stock/$SKU?stock=100"
+http PUT "$SCALEOUT_URL/stock/$SKU?stock=100"
 require "stock reset" -- test "$H_CODE" = 200
 
 inflight() { http GET "$1/stats" 2; [ "$(jfield "$H_BODY" inflight)" -ge 1 ] 2>/dev/null; }
 find_victim() { # sets VICTIM (1..3) to the instance with a purchase in flight
   local i u
   for i in 1 2 3; do
-    eval "u=\$CLUSTER_APP${i}_URL"
-    pid_gone "$(eval echo "\$CLUSTER_APP${i}_PID")" && continue
+    eval "u=\$SCALEOUT_APP${i}_URL"
+    pid_gone "$(eval echo "\$SCALEOUT_APP${i}_PID")" && continue
     inflight "$u" && { VICTIM=$i; return 0; }
   done
   return 1
 }
-victim_idle() { ! inflight "$(eval echo "\$CLUSTER_APP${VICTIM}_URL")"; }
+victim_idle() { ! inflight "$(eval echo "\$SCALEOUT_APP${VICTIM}_URL")"; }
 token_requests() { # prints the three instances' token request counts
   local i u
-  for i in 1 2 3; do eval "u=\$CLUSTER_APP${i}_URL"; printf '%s ' "$(stats_requests "$u" "$MODE")"; done
+  for i in 1 2 3; do eval "u=\$SCALEOUT_APP${i}_URL"; printf '%s ' "$(stats_requests "$u" "$MODE")"; done
 }
 # Orders of one buyer, read from Redis itself (in the control nginx has
 # marked every instance down after three timeouts and would answer 502).
@@ -71,13 +71,13 @@ one_purchase() {
   q="sku=$SKU&user=$user&work_ms=$work"
   [ "$MODE" = none ] || q="$q&lease_ms=$lease"
   BEFORE=$(token_requests)
-  ( http GET "$CLUSTER_URL/miaosha/$MODE?$q" 15
+  ( http GET "$SCALEOUT_URL/miaosha/$MODE?$q" 15
     echo "$H_CODE $H_MS $H_BODY" > "$out" ) &
   local cpid=$!
   BG_PIDS+=("$cpid")
   VICTIM=""
   require "[$user] the purchase reached an instance" -- wait_until $(( $(now_ms) + 3000 )) find_victim
-  vpid=$(eval echo "\$CLUSTER_APP${VICTIM}_PID")
+  vpid=$(eval echo "\$SCALEOUT_APP${VICTIM}_PID")
   say "[$user] app$VICTIM (pid $vpid) holds the purchase: $action"
   if [ "$action" = hang ]; then
     kill -STOP "$vpid"
@@ -118,7 +118,7 @@ if [ "$VARIANT" = control ]; then
   one_purchase hangc 1500 0 hang
   # a retried purchase lands on another instance, which also outlives the
   # 1 s timeout; wait until every instance has finished its copy
-  sleep_until_idle() { local i u; for i in 1 2 3; do eval "u=\$CLUSTER_APP${i}_URL"; inflight "$u" && return 1; done; return 0; }
+  sleep_until_idle() { local i u; for i in 1 2 3; do eval "u=\$SCALEOUT_APP${i}_URL"; inflight "$u" && return 1; done; return 0; }
   wait_until $(( $(now_ms) + 8000 )) sleep_until_idle
   n=$(user_orders hangc)
   say "control: with retries on, one click was sold $n times"
@@ -135,7 +135,7 @@ ck "hang: the 504 came after ~proxy_read_timeout ($P_MS ms in 900..4000)" -- tes
 ck "hang: nginx did not send the purchase to another instance ($BEFORE -> $AFTER)" -- others_unchanged
 n=$(user_orders hang)
 ck "hang: no order recorded for the click nginx gave up on (got $n)" -- test "$n" = 0
-vurl=$(eval echo "\$CLUSTER_APP${VICTIM}_URL")
+vurl=$(eval echo "\$SCALEOUT_APP${VICTIM}_URL")
 ck "hang: the thawed instance counted it client_gone ($(stats_field "$vurl" client_gone))" -- \
   test "$(stats_field "$vurl" client_gone)" -ge 1
 
@@ -152,7 +152,7 @@ ck "audit clean after both faults (oversold $A_OVER, undersold $A_UNDER, sold $A
 # The balancer still serves purchases with two instances (the dead one's
 # token lock frees after its 1500 ms lease; nginx may answer one more 502
 # before it marks the dead instance down).
-buy_ok() { http GET "$CLUSTER_URL/miaosha/token?sku=$SKU&user=after&wait_ms=300"; [ "$H_CODE" = 200 ]; }
+buy_ok() { http GET "$SCALEOUT_URL/miaosha/token?sku=$SKU&user=after&wait_ms=300"; [ "$H_CODE" = 200 ]; }
 ck "purchases through nginx still work with the remaining instances (last $H_CODE)" -- \
   wait_until $(( $(now_ms) + 5000 )) buy_ok
 finish

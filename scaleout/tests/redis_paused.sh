@@ -26,15 +26,15 @@ STOCK=100
 CMD_TIMEOUT=300
 LEASE=3000
 PAUSE_MS=2000
-export CLUSTER_SERVER_ARGS="--set redis.command_timeout_ms=$CMD_TIMEOUT --set redis.connect_timeout_ms=$CMD_TIMEOUT --set server.workers=16 --set lock.lease_ms=$LEASE"
-cluster_up
+export SCALEOUT_SERVER_ARGS="--set redis.command_timeout_ms=$CMD_TIMEOUT --set redis.connect_timeout_ms=$CMD_TIMEOUT --set server.workers=16 --set lock.lease_ms=$LEASE"
+scaleout_up
 
 load_bg "$T_DIR/load.json" --mode token --sku $SKU --stock $STOCK --requests 5000000 \
-  --concurrency 12 --work-ms 10 --lease-ms $LEASE --wait-ms 5000 --target "$CLUSTER_URL" \
+  --concurrency 12 --work-ms 10 --lease-ms $LEASE --wait-ms 5000 --target "$SCALEOUT_URL" \
   --expect safe --duration-limit 10
 require "burst started selling" -- wait_until $(( $(now_ms) + 20000 )) sold_at_least $SKU 10
 
-rpid=$(cat "$CLUSTER_DIR/redis.pid")
+rpid=$(cat "$SCALEOUT_DIR/redis.pid")
 sold_before=$(rcli get "miaosha:{$SKU}:sold")
 kill -STOP "$rpid"
 t_stop=$(now_ms)
@@ -53,7 +53,7 @@ sold_cont=$(rcli get "miaosha:{$SKU}:sold")
 sold_grew() { [ "$(rcli get "miaosha:{$SKU}:sold")" -gt "$sold_cont" ]; }
 wait_until $(( t_cont + LEASE + 1000 )) sold_grew; st=$?
 check $st "sales resumed $(( $(now_ms) - t_cont )) ms after SIGCONT (within lease + 1 s): no stuck lock"
-for u in $CLUSTER_APP_URLS; do
+for u in $SCALEOUT_APP_URLS; do
   ck "/healthz of $u is 200 again within 1.5 s" -- wait_until $(( t_cont + 1500 )) healthz_is "$u" 200
 done
 

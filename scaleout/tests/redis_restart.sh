@@ -17,15 +17,15 @@
 SKU=rr
 STOCK=100
 CMD_TIMEOUT=500
-export CLUSTER_SERVER_ARGS="--set redis.command_timeout_ms=$CMD_TIMEOUT --set redis.connect_timeout_ms=$CMD_TIMEOUT --set server.workers=16"
-cluster_up
+export SCALEOUT_SERVER_ARGS="--set redis.command_timeout_ms=$CMD_TIMEOUT --set redis.connect_timeout_ms=$CMD_TIMEOUT --set server.workers=16"
+scaleout_up
 
 load_bg "$T_DIR/load.json" --mode token --sku $SKU --stock $STOCK --requests 5000000 \
-  --concurrency 16 --work-ms 10 --lease-ms 2000 --wait-ms 2000 --target "$CLUSTER_URL" \
+  --concurrency 16 --work-ms 10 --lease-ms 2000 --wait-ms 2000 --target "$SCALEOUT_URL" \
   --expect safe --duration-limit 9
 require "burst started selling" -- wait_until $(( $(now_ms) + 20000 )) sold_at_least $SKU 10
 
-rpid=$(cat "$CLUSTER_DIR/redis.pid")
+rpid=$(cat "$SCALEOUT_DIR/redis.pid")
 kill -KILL "$rpid"
 t_down=$(now_ms)
 say "redis-server (pid $rpid) killed with SIGKILL"
@@ -33,15 +33,15 @@ say "redis-server (pid $rpid) killed with SIGKILL"
 # Purchases answer 503 redis_unavailable within the timeouts, on every
 # instance directly and through nginx.
 expect_outage down $SKU "$t_down" $(( 2 * CMD_TIMEOUT + 500 ))
-ck "down: instances still running" -- bash -c "kill -0 $CLUSTER_APP1_PID $CLUSTER_APP2_PID $CLUSTER_APP3_PID"
+ck "down: instances still running" -- bash -c "kill -0 $SCALEOUT_APP1_PID $SCALEOUT_APP2_PID $SCALEOUT_APP3_PID"
 
 # Stay down ~1.5 s in all (the buyers keep getting 503s), then restart
 # from the same config: same port, same AOF directory.
 while [ $(( $(now_ms) - t_down )) -lt 1500 ]; do sleep 0.05; done
-rs=${CLUSTER_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}} # scaleout.sh's order
+rs=${SCALEOUT_REDIS_SERVER:-${MIAOSHA_REDIS_SERVER:-redis-server}} # scaleout.sh's order
 # In the background: the config says daemonize no (scripts/lib/proc.sh,
 # proc_start_redis); it writes the same pidfile, so "scaleout.sh stop" finds it.
-proc_start /dev/null "$rs" "$CLUSTER_REDIS_CONF"
+proc_start /dev/null "$rs" "$SCALEOUT_REDIS_CONF"
 require "redis-server restarted from its AOF" -- wait_until $(( $(now_ms) + 10000 )) redis_up
 t_up=$(now_ms)
 say "redis up again after $(( t_up - t_down )) ms down; loaded sold=$(rcli get "miaosha:{$SKU}:sold")"
@@ -50,7 +50,7 @@ serves_again() { # url: a purchase gets an answer from Redis (not 503)
   http GET "$1/miaosha/token?sku=$SKU&user=probe2&wait_ms=0" 2
   [ "$H_CODE" = 200 ] || [ "$H_CODE" = 409 ] || [ "$H_CODE" = 429 ]
 }
-for u in $CLUSTER_APP_URLS; do
+for u in $SCALEOUT_APP_URLS; do
   wait_until $(( t_up + 3000 )) serves_again "$u"; st=$?
   back=$(( $(now_ms) - t_up ))
   check $st "up: $u serves purchases again ${back} ms after Redis answered PING (within 1000 ms, got $H_CODE)"
