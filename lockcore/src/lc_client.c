@@ -7,8 +7,10 @@
  * thread uses its own lc_conn, and the two background threads (watchdog,
  * subscriber) each own theirs, because a hiredis context is not thread-safe.
  */
+#include "lc_conn.h"
 #include "lc_internal.h"
 #include "lc_redlock.h"
+#include "lc_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,32 @@ static const lc_mode_info mode_info[LC_MODE_COUNT] = {
 const lc_mode_info *lc_mode_info_of(lc_mode mode)
 {
     return (unsigned)mode < LC_MODE_COUNT ? &mode_info[mode] : NULL;
+}
+
+lc_status lc_conn_retry_pause(lc_conn *conn, lc_mode mode, int64_t max_ms, const atomic_int *cancel,
+                              int64_t *slept_ms)
+{
+    const lc_mode_info *mi = lc_mode_info_of(mode);
+    if (slept_ms != NULL)
+        *slept_ms = 0;
+    if (conn == NULL || max_ms < 0 || mi == NULL || !mi->polls)
+        return LC_MISUSE;
+    int64_t t0 = lc_now_ms(),
+            nap = lc__retry_nap_ms(conn->client->retry_interval_ms, &conn->rng, mode);
+    if (cancel && nap > LC_CANCEL_LATENCY_MS) /* as the waits: they poll that often then */
+        nap = LC_CANCEL_LATENCY_MS;
+    int64_t until = t0 + (nap < max_ms ? nap : max_ms);
+    for (;;) {
+        if (lc__canceled(cancel))
+            return LC_CANCELED;
+        int64_t now = lc_now_ms();
+        if (now >= until)
+            break;
+        lc__sleep_ms(lc__cancel_wake(cancel, now, until) - now);
+    }
+    if (slept_ms != NULL)
+        *slept_ms = lc_now_ms() - t0;
+    return LC_OK;
 }
 
 const char *lc_mode_name(lc_mode mode)

@@ -196,10 +196,4 @@ struct lc_client {
     lc_cluster cl;  /* on == 0: no cluster (lc_cluster.h) */
 };
 
-/* The pause a polling mode's waiter takes before its next try (ms, before
- * any cap): setnx/token/fenced retry_interval_ms plus a random 0..half of
- * it, redlock a random 0..2 x retry_interval_ms. Draws from conn->rng: the
- * thread that owns conn. lc_lock.c. */
-int64_t lc__retry_nap_ms(lc_conn *conn, lc_mode mode);
-
 #endif

@@ -347,39 +347,6 @@ static lc_status reentrant_try(lc_conn *conn, const char *key, const char *field
 
 /* --- waiting ------------------------------------------------------------ */
 
-int64_t lc__retry_nap_ms(lc_conn *conn, lc_mode mode)
-{
-    int64_t step = conn->client->retry_interval_ms;
-    if (mode == LC_REDLOCK) /* clients that split the votes must not collide again */
-        return rand_r(&conn->rng) % (2 * step + 1);
-    return step + rand_r(&conn->rng) % (step / 2 + 1);
-}
-
-lc_status lc_conn_retry_pause(lc_conn *conn, lc_mode mode, int64_t max_ms, const atomic_int *cancel,
-                              int64_t *slept_ms)
-{
-    const lc_mode_info *mi = lc_mode_info_of(mode);
-    if (slept_ms != NULL)
-        *slept_ms = 0;
-    if (conn == NULL || max_ms < 0 || mi == NULL || !mi->polls)
-        return LC_MISUSE;
-    int64_t t0 = lc_now_ms(), nap = lc__retry_nap_ms(conn, mode);
-    if (cancel && nap > LC_CANCEL_LATENCY_MS) /* as the waits: they poll that often then */
-        nap = LC_CANCEL_LATENCY_MS;
-    int64_t until = t0 + (nap < max_ms ? nap : max_ms);
-    for (;;) {
-        if (lc__canceled(cancel))
-            return LC_CANCELED;
-        int64_t now = lc_now_ms();
-        if (now >= until)
-            break;
-        lc__sleep_ms(lc__cancel_wake(cancel, now, until) - now);
-    }
-    if (slept_ms != NULL)
-        *slept_ms = lc_now_ms() - t0;
-    return LC_OK;
-}
-
 /* setnx, token and fenced: try, then poll every retry interval plus jitter
  * (so waiters that started together do not retry in lockstep), and try one
  * last time at the deadline. */
@@ -400,7 +367,7 @@ static lc_status poll_acquire(lc_conn *conn, const lc_lock_args *a, const char *
             return LC_BUSY;
         if (lc__canceled(a->cancel))
             return LC_CANCELED;
-        int64_t nap = lc__retry_nap_ms(conn, a->mode);
+        int64_t nap = lc__retry_nap_ms(conn->client->retry_interval_ms, &conn->rng, a->mode);
         if (a->cancel && nap > LC_CANCEL_LATENCY_MS)
             nap = LC_CANCEL_LATENCY_MS;
         lc__sleep_ms(nap < deadline - now ? nap : deadline - now);

@@ -585,7 +585,7 @@ lc_status lc__redlock_acquire(lc_conn *conn, const lc_lock_args *a, const char *
             redisFreeCommand(cmd);
             return now >= deadline ? LC_BUSY : LC_CANCELED;
         }
-        int64_t nap = lc__retry_nap_ms(conn, LC_REDLOCK);
+        int64_t nap = lc__retry_nap_ms(c->retry_interval_ms, &conn->rng, LC_REDLOCK);
         if (a->cancel && nap > LC_CANCEL_LATENCY_MS)
             nap = LC_CANCEL_LATENCY_MS;
         lc__sleep_ms(nap < deadline - now ? nap : deadline - now);

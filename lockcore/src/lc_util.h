@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* --- clock --------------------------------------------------------------- */
 
@@ -88,5 +89,18 @@ _Noreturn void lc__abort(const char *file, int line, const char *what, int rc);
         if (!(cond))                                                                               \
             lc__abort(__FILE__, __LINE__, "assertion " #cond " failed", 0);                        \
     } while (0)
+
+/* The pause a polling mode's waiter takes before its next try (ms, before
+ * any cap), for a client whose retry_interval_ms is step: setnx, token and
+ * fenced step plus a random 0..half of it (waiters that began together do
+ * not retry in lockstep), redlock a random 0..2 x step (the Redlock
+ * algorithm's retry delay, so clients that split the votes do not collide
+ * again). Draws from *rng: the thread that owns it (a connection's). */
+static inline int64_t lc__retry_nap_ms(int64_t step, unsigned *rng, lc_mode mode)
+{
+    if (mode == LC_REDLOCK)
+        return rand_r(rng) % (2 * step + 1);
+    return step + rand_r(rng) % (step / 2 + 1);
+}
 
 #endif
