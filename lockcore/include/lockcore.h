@@ -367,15 +367,13 @@ lc_client *lc_conn_client(const lc_conn *conn);
  * retry in lockstep), a random 0..2 x retry_interval_ms (redlock, as the
  * Redlock algorithm's retry delay) — at most max_ms, and at most
  * LC_CANCEL_LATENCY_MS when cancel is given (lc_acquire's own waits then
- * try again that often). For a caller that
- * polls several locks itself with a wait of 0 each (miaosha's stock
- * buckets) so that it waits as the lock's own wait would. cancel: NULL,
- * or a flag that, once nonzero, ends the pause within
- * LC_CANCEL_LATENCY_MS. Returns LC_OK after the pause (*slept_ms, if not
- * NULL, the milliseconds slept); LC_CANCELED when cancel was raised before
- * or during it; LC_MISUSE for a NULL conn, a max_ms < 0 or a mode whose
- * wait does not poll (lc_mode_info.polls false). The thread that owns conn
- * (the jitter is drawn from conn's random state). */
+ * try again that often). For a caller that polls several locks itself
+ * with a wait of 0 each (miaosha's stock buckets), so that it waits as the
+ * lock's own wait would. Units: ms. cancel: NULL, or a flag that, once
+ * nonzero, ends the pause within LC_CANCEL_LATENCY_MS. Returns LC_OK after the pause (*slept_ms, if
+ * not NULL, the milliseconds slept); LC_CANCELED when cancel was raised before or during it;
+ * LC_MISUSE for a NULL conn, a max_ms < 0 or a mode whose wait does not poll (lc_mode_info.polls
+ * false). The thread that owns conn (the jitter is drawn from conn's random state). */
 lc_status lc_conn_retry_pause(lc_conn *conn, lc_mode mode, int64_t max_ms, const atomic_int *cancel,
                               int64_t *slept_ms);
 

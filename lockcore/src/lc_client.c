@@ -65,19 +65,17 @@ lc_status lc_conn_retry_pause(lc_conn *conn, lc_mode mode, int64_t max_ms, const
         *slept_ms = 0;
     if (conn == NULL || max_ms < 0 || mi == NULL || !mi->polls)
         return LC_MISUSE;
-    int64_t t0 = lc_now_ms(),
-            nap = lc__retry_nap_ms(conn->client->retry_interval_ms, &conn->rng, mode);
-    if (cancel && nap > LC_CANCEL_LATENCY_MS) /* as the waits: they poll that often then */
+    int64_t nap = lc__retry_nap_ms(conn->client->retry_interval_ms, &conn->rng, mode);
+    /* with a flag, no longer than LC_CANCEL_LATENCY_MS, as the waits poll
+     * then: one sleep sees a raised flag in time */
+    if (cancel && nap > LC_CANCEL_LATENCY_MS)
         nap = LC_CANCEL_LATENCY_MS;
-    int64_t until = t0 + (nap < max_ms ? nap : max_ms);
-    for (;;) {
-        if (lc__canceled(cancel))
-            return LC_CANCELED;
-        int64_t now = lc_now_ms();
-        if (now >= until)
-            break;
-        lc__sleep_ms(lc__cancel_wake(cancel, now, until) - now);
-    }
+    if (lc__canceled(cancel))
+        return LC_CANCELED;
+    int64_t t0 = lc_now_ms();
+    lc__sleep_ms(nap < max_ms ? nap : max_ms);
+    if (lc__canceled(cancel))
+        return LC_CANCELED;
     if (slept_ms != NULL)
         *slept_ms = lc_now_ms() - t0;
     return LC_OK;

@@ -13,8 +13,8 @@
  *
  * A purchase starts in a random bucket among those not known to be empty
  * (hopping past one whose lock is held, and polling them all when every
- * one is: svc_purchase.c) and, when that one is sold out, tries the next one not
- * known empty (svc_bucket_next). Each instance remembers the buckets it
+ * one is: svc_purchase.c) and, when that one is sold out, tries the next
+ * one not known empty (svc_bucket_next). Each instance remembers the buckets it
  * found empty: between two resets a bucket's stock only goes down (in every
  * mode that does not oversell), so the memory is safe until the reset,
  * which every instance learns from the reset notice (svc_soldout.h: the
@@ -177,7 +177,8 @@ void svc_bucket_count_recheck(void);
  * for the first 64 SKUs with a bucketed purchase. */
 void svc_bucket_stats_json(svc_buf *b);
 /* The totals since the start, for GET /metrics: empty buckets probed,
- * locked buckets hopped past, layout records read again. */
+ * locked buckets hopped past, layout records read again. Any thread
+ * (relaxed atomic reads: each total exact, the three not one snapshot). */
 void svc_bucket_totals(uint64_t *probes, uint64_t *hops, uint64_t *rechecks);
 
 #endif

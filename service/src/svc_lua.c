@@ -348,7 +348,7 @@ static int aim(lua_purchase *lp, int b)
     if (!bucketed(lp))
         return 0;
     lp->o.bucket = b;
-    svc_trace_bucket(&lp->tr, b, lp->probes, 0);
+    svc_trace_bucket(&lp->tr, b, lp->probes);
     if (!later)
         return 0;
     memcpy(lp->o.order_id, lp->oid, sizeof lp->oid);

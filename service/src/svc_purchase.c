@@ -168,6 +168,14 @@ static void lock_args(purchase *pu, int64_t spent_ms)
     a->cancel = svc_cancel_flag();
 }
 
+/* Whether a bucket not known empty is left that this purchase has neither
+ * tried nor found locked (after `after`, the bucket of the last try). */
+static bool untried_left(const purchase *pu, int after)
+{
+    uint64_t skip = svc_bucket_empty(pu->x.r->sku, pu->lay_gen) | pu->tried | pu->busy;
+    return svc_bucket_next(pu->lay.n, skip, after, 0) >= 0;
+}
+
 /* Aims the next try at bucket b (lay.n 1: the SKU's own keys, b 0): its
  * tag, lock and a fresh record of facts. */
 static void aim(purchase *pu, int b)
@@ -186,7 +194,7 @@ static void aim(purchase *pu, int b)
     pu->tried |= (uint64_t)1 << b;
     if (bucketed(pu)) {
         x->o.bucket = b;
-        svc_trace_bucket(&x->tr, b, pu->probes, pu->hops);
+        svc_trace_bucket(&x->tr, b, pu->probes);
     }
     lock_args(pu, spent_ms);
     /* A hop: this try takes the lock only if it is free, and a held lock
@@ -202,9 +210,8 @@ static void aim(purchase *pu, int b)
      * without buckets), nor reentrant's: its waiters are woken by the
      * release message and queue behind a starving first waiter, which a
      * try without a wait would barge past (lc_lock.c). */
-    uint64_t skip = svc_bucket_empty(r->sku, pu->lay_gen) | pu->tried | pu->busy;
     pu->hop = bucketed(pu) && x->step == NULL && r->p.reenter == 0 && x->a.mode != LC_REENTRANT &&
-              (x->lock->polls || (!pu->waited && svc_bucket_next(pu->lay.n, skip, b, 0) >= 0));
+              (x->lock->polls || (!pu->waited && untried_left(pu, b)));
     if (pu->hop)
         x->a.wait_ms = 0;
     else
@@ -222,8 +229,7 @@ static void aim(purchase *pu, int b)
 static bool next_round(purchase *pu, lc_conn *conn, purchase_result *res)
 {
     svc_section *x = &pu->x;
-    uint64_t skip = svc_bucket_empty(x->r->sku, pu->lay_gen) | pu->tried | pu->busy;
-    if (!x->lock->polls || svc_bucket_next(pu->lay.n, skip, x->o.bucket, 0) >= 0)
+    if (!x->lock->polls || untried_left(pu, x->o.bucket))
         return true;
     int64_t left = x->wait_ms - x->queued_ms - (lc_now_us() - pu->start_us) / 1000;
     if (left <= 0)

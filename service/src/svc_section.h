@@ -59,11 +59,12 @@ typedef struct svc_section {
                                  and the reply's lock_wait_ms include it */
 
     /* Set by the section, for the caller. */
-    int64_t wait_us;    /* time to the outer lock; -1 when not held */
-    int64_t gave_up_us; /* -1, or how long a 429 waited for the lock */
-    /* (both with waited_before_us) */
-    char *sold_reply; /* with a key: the sale's reply, stored with the
-                         order (malloc'd; the caller frees it) */
+    int64_t wait_us;    /* time to the outer lock, waited_before_us
+                           included; -1 when not held */
+    int64_t gave_up_us; /* -1, or how long a 429 waited for the lock,
+                           waited_before_us included */
+    char *sold_reply;   /* with a key: the sale's reply, stored with the
+                           order (malloc'd; the caller frees it) */
 
     /* The section's own. */
     const svc_store *store;

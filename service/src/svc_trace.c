@@ -134,13 +134,12 @@ void svc_trace_fence(svc_trace *t, long long fence)
     t->flags |= F_FENCE;
 }
 
-void svc_trace_bucket(svc_trace *t, int b, int probes, int hops)
+void svc_trace_bucket(svc_trace *t, int b, int probes)
 {
     if (!t->on)
         return;
     t->bucket = (int8_t)b;
     t->probes = (uint8_t)(probes < 255 ? probes : 255);
-    t->hops = (uint8_t)(hops < 255 ? hops : 255);
     for (int p = SVC_T_ACQUIRED; p <= SVC_T_RELEASED; p++)
         t->t[p] = 0;
     t->flags &= ~(unsigned)(F_READ | F_WRITTEN | F_FENCE | F_LOST | F_DELETED);

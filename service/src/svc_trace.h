@@ -85,14 +85,15 @@ void svc_trace_acquired(svc_trace *t, const char *owner_token);
  * number the store compares, beside the lock's owner token. */
 void svc_trace_fence(svc_trace *t, long long fence);
 /* A purchase of a SKU in buckets tries bucket b (0..63) after probes
- * empty ones and hops locked ones (each counted up to 255): the record
- * names them ("bucket", "probes", "hops"), and what an
+ * empty ones (counted up to 255): the record names them ("bucket",
+ * "probes"; "hops" comes from svc_trace_hops), and what an
  * earlier try recorded from the lock on (acquired, read, written,
  * released, owner, fence) is cleared, so the record tells the try that
  * answered. Without it the record has neither field. */
-void svc_trace_bucket(svc_trace *t, int b, int probes, int hops);
-/* The purchase's hops in the end: its last try's own, when that was a hop
- * that found its lock held (up to 255). */
+void svc_trace_bucket(svc_trace *t, int b, int probes);
+/* The locked buckets a purchase of a SKU in buckets hopped past, its last
+ * try's own included when that was a hop that found its lock held (up to
+ * 255): the record's "hops", set once, as the purchase ends. */
 void svc_trace_hops(svc_trace *t, int hops);
 /* The stock value GET read (nil = 0). Stamps SVC_T_READ. */
 void svc_trace_read(svc_trace *t, long long stock);
