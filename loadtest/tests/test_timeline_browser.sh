@@ -16,9 +16,10 @@
 #    fenced_out); the DOM holds one mark (class="fenced-out") per
 #    fenced_out record of GET /trace, which equals the run's fenced_out.
 #    The same two bursts on a SKU split into 4 stock buckets (--buckets 4):
-#    each bucket counts alone, so `none` shows the audit's oversold and
-#    `token` none, although every bucket reads the same stock values; each
-#    lane of a purchase that tried a bucket names it.
+#    each bucket counts alone, against its initial stock and stock left
+#    from the audit (the page carries them), so `none` shows the audit's
+#    oversold and `token` none, although every bucket reads the same stock
+#    values; each lane of a purchase that tried a bucket names it.
 # 2. A quick matrix of two cells (race × none, token): matrix.html links to
 #    both timelines; in each, the highlighted units equal the cell's
 #    `oversold` in matrix.csv and the page's audit.
@@ -146,6 +147,10 @@ browser_page "file://$out/run-none-buckets.html" "$out/run-none-buckets.dom" \
   "$out/run-none-buckets.png" || die "chromium on run-none-buckets.html"
 n=$(browser_count "$out/run-none-buckets.dom" 'class="oversold"')
 ck "run none --buckets 4: $n highlighted oversold units = audit oversold $over" [ "$n" = "$over" ]
+# The page counts against each bucket's ends from the audit, not against
+# the trace's last commit (not always Redis's last write: the race itself).
+ends=$(grep -o 'buckets: \[[^]]*\]' "$out/run-none-buckets.html" | grep -o 'initial: [0-9]*' | wc -l)
+ck "run none --buckets 4: the page carries the audit's 4 bucket ends ($ends)" [ "$ends" = 4 ]
 "$load" run --mode token --sku tl-buckets-t --buckets 4 --requests 60 --concurrency 20 --stock 20 \
   --work-ms 2 --wait-ms 30000 --target "$base" --json --timeline "$out/run-token-buckets.html" \
   >"$out/run-token-buckets.json" || die "run token --buckets failed"

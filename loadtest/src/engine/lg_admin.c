@@ -239,6 +239,19 @@ int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, si
         a->oversold = srv;
     if (get_i64(j, "undersold", &srv) == 0 && srv > a->undersold)
         a->undersold = srv;
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "buckets"), *e;
+    if (!cJSON_IsArray(arr))
+        arr = NULL; /* one stock */
+    cJSON_ArrayForEach(e, arr)
+    {
+        if (a->nbuckets == LG_BUCKETS_MAX ||
+            get_i64(e, "initial", &a->bucket[a->nbuckets].initial) ||
+            get_i64(e, "stock", &a->bucket[a->nbuckets].stock)) {
+            snprintf(err, errlen, "GET %s: a bucket of the audit is not {initial, stock}", url);
+            goto out;
+        }
+        a->nbuckets++;
+    }
     rc = 0;
 out:
     cJSON_Delete(j);

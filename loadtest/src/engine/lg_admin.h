@@ -10,8 +10,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The most stock buckets a SKU is split into (the service's bound). */
+#define LG_BUCKETS_MAX 64
+
 typedef struct lg_audit {
     int64_t stock, initial, sold, orders, oversold, undersold;
+    /* A SKU split into stock buckets: each bucket's initial stock and
+     * stock left, in bucket order (the audit's "buckets"); nbuckets is 0
+     * for one stock. A timeline counts oversold units bucket by bucket
+     * against these, not against a guess from the trace. */
+    int nbuckets;
+    struct {
+        int64_t initial, stock;
+    } bucket[LG_BUCKETS_MAX];
 } lg_audit;
 
 /* A growable set of order ids (each < 64 bytes). */

@@ -370,6 +370,11 @@ int lg_timeline_write(const char *path, const lg_timeline_page *page, const lg_t
     fprintf(f, "    var opts = {lang: '%s'", zh ? "zh" : "en");
     if (a)
         fprintf(f, ", stock: %" PRId64 ", stockLeft: %" PRId64, a->initial, a->stock);
+    /* Each bucket's ends from the audit: the renderer's fallback, the last
+     * sale's write by commit time, is not always Redis's last write. */
+    for (int b = 0; a && b < a->nbuckets; b++)
+        fprintf(f, "%s{initial: %" PRId64 ", stock: %" PRId64 "}%s", b ? ", " : ", buckets: [",
+                a->bucket[b].initial, a->bucket[b].stock, b + 1 == a->nbuckets ? "]" : "");
     fputs("};\n    var s = window.miaoshaTimeline.render(document.getElementById('timeline'), "
           "data, opts);\n    document.body.setAttribute('data-trace-oversold', String(s.oversold));"
           "\n})();\n</script>\n</body>\n</html>\n",

@@ -42,6 +42,15 @@ int lg_mx_timeline_write(const lg_matrix_cfg *cfg, lg_scenario s, lg_mode m, lg_
                   .orders = -1,
                   .oversold = c->oversold,
                   .undersold = c->undersold};
+    /* A split SKU's per-bucket ends, which the cell does not keep: read
+     * again, used when nothing was sold since the cell's audit. */
+    lg_audit now;
+    char why[256];
+    if (rc == 0 && lg_admin_audit(bases[0], sku, &now, why, sizeof why) == 0 && now.nbuckets > 0 &&
+        now.sold == c->sold && now.stock == c->stock_left) {
+        a.nbuckets = now.nbuckets;
+        memcpy(a.bucket, now.bucket, sizeof a.bucket);
+    }
     snprintf(caption, sizeof caption, "matrix: %s × %s — expected %s, measured %s (%s)",
              lg_scen_names[s], lg_mode_names[m], c->expected ? c->expected : "?", c->outcome,
              c->reason);
