@@ -935,9 +935,12 @@ static bool watch_split(const trip *t)
  * longest tail of units none of which ran (a command that ran may not run
  * twice, and what goes again must run after everything that ran: the
  * batch's order is kept). A pinned transaction never goes again (its WATCH
- * is on the node that answered); a UNWATCH or PING that ran neither stops
- * the tail nor goes again. *whole: the whole batch goes again, some of
- * which ran. */
+ * is on the node that answered); a UNWATCH or PING that ran does not stop
+ * the tail and goes again with it: a UNWATCH that ran on the node the rest
+ * left would leave the WATCH of an earlier batch on the connection the rest
+ * goes to (a read that answered sold out, say), which would void the next
+ * transaction there. *whole: the whole batch goes again, some of which
+ * ran. */
 static void to_resend(trip *t, int kind, int *r, int *nr, bool *whole)
 {
     *nr = 0;
@@ -963,8 +966,11 @@ static void to_resend(trip *t, int kind, int *r, int *nr, bool *whole)
             break;
         start--;
     }
+    bool any = false;
     for (int i = start; i < t->nu; i++)
-        if (t->u[i].state != RAN && !t->u[i].pinned)
+        any |= t->u[i].state != RAN && !t->u[i].pinned;
+    for (int i = start; any && i < t->nu; i++)
+        if ((t->u[i].state != RAN && !t->u[i].pinned) || (t->u[i].state == RAN && t->u[i].free))
             r[(*nr)++] = i;
 }
 

@@ -26,6 +26,9 @@
  *     node after an ASKING (else MOVED back for every queued command);
  *   - a transaction whose WATCH ran on the old master is never sent to the
  *     new one (nothing written), and the next one goes through;
+ *   - a read batch whose UNWATCH ran on the old master and the rest was
+ *     MOVED: the UNWATCH goes on with it, so that a WATCH an earlier read
+ *     left on the new master's connection does not void the transaction;
  *   - the map never taken from a stale node: a node made to believe the
  *     old owner again is the first seed, and the refresh after the MOVED
  *     asks the node that answered it.
@@ -433,6 +436,63 @@ static void test_watch_split(void)
     TU_CHECK(st.cluster_retries >= 1, "retried while split (%llu)",
              (unsigned long long)st.cluster_retries);
     mig_end(&m);
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
+/* A read batch (UNWATCH, WATCH, GET) sent to the old master of a slot
+ * that has moved (the client's map is stale): UNWATCH runs there, the rest
+ * answers MOVED. The UNWATCH goes on with the rest to the new master, where
+ * this connection still WATCHes a key of an earlier read that never
+ * committed, written since: left there, it would void the transaction that
+ * follows (EXEC answering nil). */
+static void test_unwatch_follows(void)
+{
+    char kw[64], kb[64];
+    key_on(C.port[0], "uwf", kw, sizeof kw);
+    key_on(C.port[1], "uwb", kb, sizeof kb);
+    tu_redis_int(C.port[0], "SET %s 1", kw);
+    lc_client *c = cl_client(0, 2000);
+    lc_conn *conn = lct_conn(c);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "UNWATCH");
+    lc_pipe_append(&p, "WATCH %s", kb);
+    lc_pipe_append(&p, "GET %s", kb);
+    TU_REQUIRE(lc_conn_pipe(conn, &p) == LC_OK, "a read left WATCHing on master 1 (%s)",
+               lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
+    tu_redis_int(C.port[1], "SET %s 9", kb);
+    migration m;
+    mig_begin(&m, slot_of(kw), C.port[1]);
+    mig_key(&m, kw);
+    mig_end(&m);
+    lc_stats st;
+    lc_client_stats(c, &st);
+    uint64_t moved0 = st.cluster_moved;
+    lc_pipe_append(&p, "UNWATCH");
+    lc_pipe_append(&p, "WATCH %s", kw);
+    lc_pipe_append(&p, "GET %s", kw);
+    lc_status s = lc_conn_pipe(conn, &p);
+    redisReply *r = lc_pipe_take(&p, 2);
+    TU_CHECK(s == LC_OK && r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1"),
+             "the read followed the MOVED (%s, %s)", lc_status_name(s), lc_conn_errstr(conn));
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    lc_pipe_append(&p, "MULTI");
+    lc_pipe_append(&p, "INCR %s", kw);
+    lc_pipe_append(&p, "EXEC");
+    s = lc_conn_pipe(conn, &p);
+    r = lc_pipe_take(&p, 2);
+    TU_CHECK(s == LC_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+                 tu_redis_int(C.port[1], "GET %s", kw) == 2,
+             "the transaction ran on the new master, not voided by the old WATCH (%s)",
+             r && r->type == REDIS_REPLY_NIL ? "EXEC answered nil" : lc_conn_errstr(conn));
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    lc_client_stats(c, &st);
+    TU_CHECK(st.cluster_moved == moved0 + 1, "one MOVED (%llu)",
+             (unsigned long long)(st.cluster_moved - moved0));
     lc_conn_free(conn);
     lc_client_free(c);
 }
@@ -1142,6 +1202,7 @@ int main(void)
     test_reentrant();
     test_migration();
     test_watch_split();
+    test_unwatch_follows();
     test_not_run();
     test_clusterdown();
     test_stale_seed();
