@@ -354,6 +354,15 @@ const char *lc_conn_errstr(const lc_conn *conn);
  * write made on the old one. Never fails. The thread that owns conn. */
 uint64_t lc_conn_connects(const lc_conn *conn);
 
+/* Whether the last call on conn that sent the caller's commands through
+ * the cluster router held some back because of where their slot stands — a
+ * transaction pinned to its WATCH on a node the slot is leaving, refused
+ * there by ASK, TRYAGAIN or MOVED: nothing of them ran, and they were not
+ * sent again. The caller may run its read (a fresh WATCH) and those
+ * commands again once the migration step has passed. Always false without
+ * a cluster. The thread that owns conn. */
+bool lc_conn_held_back(const lc_conn *conn);
+
 /* The client conn was made from (lc_conn_new): for what the client knows
  * beside conn, such as the slot map conn's commands were routed by
  * (lc_cluster_slot_master). Never NULL for a valid conn; NULL for NULL.

@@ -66,6 +66,11 @@ static redisContext *conn_reuse(lc_conn *conn)
     return ctx;
 }
 
+bool lc_conn_held_back(const lc_conn *conn)
+{
+    return conn != NULL && conn->trip_held_back;
+}
+
 uint64_t lc_conn_connects(const lc_conn *conn)
 {
     return conn->connects;
@@ -1088,6 +1093,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     conn->trip_lock_unread = false;
     conn->trip_unread_before = conn->trip_unread_after = 0;
     conn->trip_gave_up = false;
+    conn->trip_held_back = false;
     if (rep)
         *rep = NULL;
     if (argc > 0 && (lock_len = redisFormatCommandArgv(&lock_resp, argc, argv, NULL)) < 0) {
@@ -1253,6 +1259,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
                     freeReplyObject(*t.reply[k]);
                 *t.reply[k] = not_run_reply(conn->err);
             }
+            conn->trip_held_back |= u->state == ASK || u->state == LATER || u->state == MOVED;
             u->state = RAN;
             gave_up = true;
         }

@@ -32,6 +32,7 @@ struct lc_conn {
      * pinned to its WATCH): their replies hold the reason. lc_conn_pipe
      * answers LC_IO for it; a lock's trip answers for its lock command. */
     bool trip_gave_up;
+    bool trip_held_back; /* lc_conn_held_back */
     /* lc_acquire_send: LC_SENT_* below; what it was sent for, so that
      * lc_acquire_pipe can check it is the same acquisition (and
      * lc_conn_free can hand it to the orphan cleanup). While it is not

@@ -29,6 +29,12 @@
  * new stock, and the reset's deletion of the held lock cannot let two
  * buyers both commit on one stock read.
  *
+ * A Redis Cluster migrating the stock's slot between the read and the
+ * commit makes the node of the read's WATCH refuse the commit, nothing
+ * written (lc_conn_held_back); where the lock is still held (not in Redis)
+ * the section goes again from the read, as long as a TRYAGAIN would be
+ * retried (held_back).
+ *
  * The client: a purchase peeks at its client's socket before the commit
  * (and before the lock: svc_purchase_admit); when the client has gone, it
  * writes nothing, releases what it holds and ends 499 client_gone. SIGTERM
@@ -58,6 +64,7 @@ static bool acquire(svc_section *x, purchase_result *end);
 static bool read_stock(svc_section *x, svc_stock_read *rd, purchase_result *end);
 static bool work(svc_section *x, purchase_result *end);
 static purchase_result commit(svc_section *x, const svc_stock_read *rd);
+static bool held_back(svc_section *x, purchase_result end, int again, int64_t *give_up_ms);
 static void release_all(svc_section *x);
 
 purchase_result svc_section_run(svc_section *x)
@@ -71,44 +78,51 @@ purchase_result svc_section_run(svc_section *x)
     if (!acquire(x, &end) || !pause_at(x, SVC_STAGE_LOCKED, NULL, &end))
         goto release;
 
-    /* Read the stock, and the buyer's order count, under the lock. */
-    if (!read_stock(x, &rd, &end))
-        goto release;
-    svc_trace_read(&x->tr, rd.stock);
-    if (!pause_at(x, SVC_STAGE_READ, &rd, &end))
-        goto release;
+    /* A commit a slot migration held back goes again from the read (a
+     * Redis Cluster only, held_back). */
+    int64_t give_up_ms = 0;
+    for (int again = 0;; again++) {
+        /* Read the stock, and the buyer's order count, under the lock. */
+        if (!read_stock(x, &rd, &end))
+            goto release;
+        svc_trace_read(&x->tr, rd.stock);
+        if (!pause_at(x, SVC_STAGE_READ, &rd, &end))
+            goto release;
 
-    /* Decide: a SKU that was never stocked is no sale at all; then one buy
-     * per user, then the stock. */
-    if (!rd.stocked) {
-        snprintf(x->o.detail, sizeof x->o.detail,
-                 "sku %s was never stocked (PUT /stock/%s creates it); nothing was written", r->sku,
-                 r->sku);
-        end = PR_UNKNOWN_SKU;
-        goto release;
-    }
-    if (x->limited && rd.bought >= r->s->purchase.limit_per_user) {
-        snprintf(x->o.detail, sizeof x->o.detail,
-                 "user %s already holds %lld order(s) of this sku (purchase.limit_per_user = "
-                 "%lld); nothing was written",
-                 r->p.user, rd.bought, (long long)r->s->purchase.limit_per_user);
-        end = PR_LIMIT_REACHED;
-        goto release;
-    }
-    if (rd.stock <= 0) {
-        x->o.stock_left = rd.stock < 0 ? rd.stock : 0;
-        x->o.has_stock_left = true;
-        end = PR_SOLD_OUT;
-        goto release;
-    }
+        /* Decide: a SKU that was never stocked is no sale at all; then one buy
+         * per user, then the stock. */
+        if (!rd.stocked) {
+            snprintf(x->o.detail, sizeof x->o.detail,
+                     "sku %s was never stocked (PUT /stock/%s creates it); nothing was written",
+                     r->sku, r->sku);
+            end = PR_UNKNOWN_SKU;
+            goto release;
+        }
+        if (x->limited && rd.bought >= r->s->purchase.limit_per_user) {
+            snprintf(x->o.detail, sizeof x->o.detail,
+                     "user %s already holds %lld order(s) of this sku (purchase.limit_per_user = "
+                     "%lld); nothing was written",
+                     r->p.user, rd.bought, (long long)r->s->purchase.limit_per_user);
+            end = PR_LIMIT_REACHED;
+            goto release;
+        }
+        if (rd.stock <= 0) {
+            x->o.stock_left = rd.stock < 0 ? rd.stock : 0;
+            x->o.has_stock_left = true;
+            end = PR_SOLD_OUT;
+            goto release;
+        }
 
-    /* Work: the business time the lock must cover. Another buyer the lock
-     * does not keep out reads the same stock now. */
-    if (!work(x, &end))
-        goto release;
+        /* Work: the business time the lock must cover. Another buyer the lock
+         * does not keep out reads the same stock now. */
+        if (again == 0 && !work(x, &end))
+            goto release;
 
-    /* Commit stock-1, sold+1 and the order in one step. */
-    end = commit(x, &rd);
+        /* Commit stock-1, sold+1 and the order in one step. */
+        end = commit(x, &rd);
+        if (!held_back(x, end, again, &give_up_ms))
+            break;
+    }
 
     /* A sale is acknowledged once redis.wait_replicas replicas have it. */
     if (end == PR_SOLD &&
@@ -388,7 +402,7 @@ static void release_all(svc_section *x)
  * from x->held), else alone. Every reply that came is in p. */
 static void send_releasing(svc_section *x, lc_pipe *p)
 {
-    if (x->pipeline && x->nheld > 0) {
+    if (x->pipeline && x->nheld > 0 && x->lock->lock_in_redis) {
         x->nheld--;
         release_one(x, x->held[x->nheld], x->nheld == 0, p);
     } else {
@@ -591,4 +605,32 @@ static purchase_result commit(svc_section *x, const svc_stock_read *rd)
     if (res == PR_REDIS_ERROR && written) /* the order id goes back to reconcile */
         svc_log(SVC_ERROR, "sku %s order %s: %s", r->sku, x->o.order_id, x->o.detail);
     return res;
+}
+
+/* A commit a slot migration held back (Redis Cluster: its transaction is
+ * pinned to the node of its WATCH, and the slot's keys were leaving that
+ * node between the read and the commit, so the node refused it with ASK,
+ * TRYAGAIN or MOVED — nothing written, lc_conn_held_back) goes again: read,
+ * decide, commit, under the same lock, after a pause of 20 ms (from the
+ * fourth, 50),
+ * until redis.command_timeout_ms has passed since the first was held back,
+ * the budget lockcore itself gives a TRYAGAIN (*give_up_ms: 0 until then).
+ * Not where the commit's round trip also carried the release (a lock kept
+ * in Redis, pipelined: that lock is no longer known to be held) nor for a
+ * stepped purchase (its stops show one read and one commit): those answer
+ * the held-back commit as before, 503 with nothing written. */
+static bool held_back(svc_section *x, purchase_result end, int again, int64_t *give_up_ms)
+{
+    if (end != PR_REDIS_ERROR || x->o.order_id[0] != '\0' || !lc_conn_held_back(x->conn) ||
+        x->lock->lock_in_redis || x->step != NULL)
+        return false;
+    int64_t now = lc_now_ms();
+    if (*give_up_ms == 0)
+        *give_up_ms = now + x->r->s->redis.command_timeout_ms;
+    int64_t pause = again < 3 ? 20 : 50;
+    if (now + pause > *give_up_ms || svc_sleep_work(pause) != 0)
+        return false;
+    x->o.detail[0] = '\0';
+    x->read_came = false; /* the read that rode with the acquire is spent */
+    return true;
 }

@@ -14,6 +14,10 @@
  *     a token and a lua burst each exact, the audit and the order list
  *     summing the buckets; a lua sale made by a probe on another master
  *     answers 200 (its WAIT on that master);
+ *   - a none and a mutex purchase whose stock key migrates to another
+ *     master between its read and its commit: the commit, refused by the
+ *     old master, goes again from the read once the slot has moved, and
+ *     sells;
  *   - without WAIT, one lua batch of 16 purchases over all three masters
  *     (4 SKUs, one in 3 buckets) queued behind the one worker of a third
  *     instance: one write per master, every SKU exact;
@@ -355,6 +359,94 @@ static void test_probe_wait(void)
     }
     double probes = stats_probes(&a) - p0;
     TU_CHECK(probes > 0, "the purchases probed empty buckets: %.0f probes", probes);
+}
+
+/* A master's count of one error reply (INFO errorstats), e.g. EXECABORT. */
+static long long error_count(int port, const char *prefix)
+{
+    char info[8192], key[64];
+    if (tu_redis_str(port, info, sizeof info, "INFO errorstats") != 0)
+        return -1;
+    snprintf(key, sizeof key, "errorstat_%s:count=", prefix);
+    const char *p = strstr(info, key);
+    return p ? atoll(p + strlen(key)) : 0;
+}
+
+typedef struct hb_call {
+    char path[128];
+    svc_resp out;
+    int64_t done_ms;
+} hb_call;
+
+static void *hb_buy(void *arg)
+{
+    hb_call *c = arg;
+    svc_req(&a, "POST", c->path, NULL, NULL, &c->out);
+    c->done_ms = lc_now_ms();
+    return NULL;
+}
+
+/* A commit held back by a migration goes again. A purchase (modes none
+ * and mutex: no lock in Redis) reads its SKU on master A (WATCH epoch, GET
+ * stock), then works 3 s; meanwhile the slot starts moving to B and the
+ * stock key alone is migrated. The commit, pinned to its WATCH on A, is
+ * refused there (ASK inside MULTI: EXECABORT, nothing written; the test
+ * waits for A's EXECABORT count), then the rest of the slot moves and the
+ * slot is B's. The purchase reads again, on B, and sells: 200 with an
+ * order, the audit exact. Before, it answered 503 with nothing written. */
+static void test_held_back(void)
+{
+    const char *modes[] = {"none", "mutex"};
+    for (int m = 0; m < 2; m++) {
+        char sku[32], key[96], out[64], err[256];
+        snprintf(sku, sizeof sku, "cl-hb-%s", modes[m]);
+        TU_REQUIRE(svc_set_stock(&a, sku, 3, NULL) == 200, "stock %s", sku);
+        int slot = slot_of(sku), from = pk_cluster_slot_port(&C, slot), to = 0;
+        for (int i = 0; i < 3 && to == 0; i++) /* the masters */
+            if (C.port[i] != from)
+                to = C.port[i];
+        TU_REQUIRE(from > 0 && to > 0, "slot %d: from %d to %d", slot, from, to);
+        long long aborts0 = error_count(from, "EXECABORT");
+        long long watches0 = svc_redis_calls(from, "watch");
+        hb_call c = {.done_ms = 0};
+        snprintf(c.path, sizeof c.path, "/miaosha/%s?sku=%s&user=hb&work_ms=3000&wait_ms=5000",
+                 modes[m], sku);
+        pthread_t t;
+        TU_REQUIRE(pthread_create(&t, NULL, hb_buy, &c) == 0, "thread");
+        int64_t until = lc_now_ms() + tu_slack(10000);
+        while (svc_redis_calls(from, "watch") == watches0 && lc_now_ms() < until)
+            tu_sleep_ms(5);
+        TU_CHECK(svc_redis_calls(from, "watch") > watches0, "%s: the purchase read on A", modes[m]);
+        int f = 0;
+        TU_REQUIRE(pk_cluster_migrate_begin(&C, slot, to, &f, err, sizeof err) == 0, "begin: %s",
+                   err);
+        snprintf(key, sizeof key, "miaosha:{%s}:stock", sku);
+        TU_REQUIRE(tu_redis_str(from, out, sizeof out, "MIGRATE 127.0.0.1 %d %s 0 5000", to, key) ==
+                       0,
+                   "MIGRATE %s", key);
+        until = lc_now_ms() + tu_slack(10000);
+        while (error_count(from, "EXECABORT") == aborts0 && lc_now_ms() < until)
+            tu_sleep_ms(5);
+        long long aborts = error_count(from, "EXECABORT") - aborts0;
+        TU_CHECK(aborts == 1, "%s: A refused the commit once (EXECABORT %lld)", modes[m], aborts);
+        TU_REQUIRE(pk_cluster_migrate_keys(slot, from, to, 1000, err, sizeof err) >= 0 &&
+                       pk_cluster_migrate_end(&C, slot, from, to, err, sizeof err) == 0,
+                   "the rest of the move: %s", err);
+        int64_t moved_ms = lc_now_ms();
+        pthread_join(t, NULL);
+        TU_CHECK(c.out.status == 200 && svc_jstr(c.out.json, "order_id") && c.done_ms >= moved_ms,
+                 "%s: the held-back commit went again once the slot was B's: %ld %s", modes[m],
+                 c.out.status, B(&c.out));
+        svc_resp_free(&c.out);
+        svc_resp r;
+        char path[64];
+        snprintf(path, sizeof path, "/stock/%s", sku);
+        svc_req(&a, "GET", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200 && svc_jnum(r.json, "stock") == 2 &&
+                     svc_jnum(r.json, "sold") == 1 && svc_jnum(r.json, "orders") == 1,
+                 "%s: one unit sold, once: %s", modes[m], B(&r));
+        svc_resp_free(&r);
+    }
 }
 
 static void test_idem(void)
@@ -782,6 +874,7 @@ int main(void)
     test_modes();
     test_buckets();
     test_probe_wait();
+    test_held_back();
     test_pipe_batch();
     test_master_hangs();
     test_idem();
