@@ -608,6 +608,25 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  * thread that owns conn. */
 lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p);
 
+#define LC_PIPES_MAX 64 /* pipes per lc_conn_pipes_each call */
+
+/* lc_conn_pipe_each for the commands of np pipes (0..LC_PIPES_MAX) at
+ * once, for batches larger than one pipe holds — an audit that reads every
+ * bucket of a SKU, bucket by bucket a slot of its own: each master still
+ * gets one write holding all of its commands (in pipe order, then command
+ * order), every master's written before any reply is read, so the batch
+ * costs one round trip per master, not one per LC_PIPE_MAX commands.
+ * Without lc_options.cluster_nodes: every pipe in one write on the one
+ * connection, then every reply read (one round trip); a failed write
+ * leaves every reply NULL (outcome unknown). Redirects, resends, time
+ * budget, replies and statuses as lc_conn_pipe_each's, for every command
+ * of every pipe (a LC_MISUSE names the pipe and command; nothing is sent
+ * then); also LC_MISUSE for a NULL pipes, a NULL pipe or np out of range;
+ * LC_NOMEM (nothing sent) when the batch's bookkeeping could not be
+ * allocated. Memory: each pipe's replies are that pipe's until
+ * lc_pipe_take or lc_pipe_clear. The thread that owns conn. */
+lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np);
+
 /* lc_acquire with p's commands (NULL or empty: exactly lc_acquire) in the
  * same write as the lock command of every attempt, right after it. Since
  * they run with every attempt, they must be right whether or not the

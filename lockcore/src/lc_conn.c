@@ -172,15 +172,41 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
 static redisReply *not_run_reply(const char *why);
 static redisContext *route(lc_conn *conn, int slot, bool pin, int64_t deadline);
 
+static int trip_append(redisContext *ctx, int argc, const char **argv, lc_pipe *p, bool p_first,
+                       char *err);
+
+/* One command of the batch: its pipe and its index there, its slot, and
+ * whether it goes again alone after the rest (it did not run, or no master
+ * could take it). */
+typedef struct each_cmd {
+    lc_pipe *p;
+    int i;
+    int slot;
+    bool alone;
+} each_cmd;
+
 /* One master's share of the batch: its context (NULL: nothing was sent to
- * it) and its commands, q borrowing p's text, q's command k being p's
- * command pi[k]. */
+ * it) and its commands, the batch's cmd[at .. at + n - 1] in order (ci).
+ * They travel in chunks of up to LC_PIPE_MAX, written one after another on
+ * the one context's buffer and sent in one write, read back in the same
+ * order. */
 typedef struct each_group {
     int addr;
     redisContext *ctx;
-    int pi[LC_PIPE_MAX];
-    lc_pipe q;
+    int at, n;
 } each_group;
+
+/* Chunk c of group g as a pipe borrowing the batch's command text. */
+static void each_chunk(const each_group *g, const each_cmd *cmd, const int *ci, int c, lc_pipe *q)
+{
+    q->n = 0;
+    for (int k = c * LC_PIPE_MAX; k < g->n && q->n < LC_PIPE_MAX; k++) {
+        const each_cmd *e = &cmd[ci[g->at + k]];
+        q->cmd[q->n] = e->p->cmd[e->i];
+        q->len[q->n] = e->p->len[e->i];
+        q->reply[q->n++] = NULL;
+    }
+}
 
 /* Sends command i of p (of slot) alone through the router (lc_conn_pipe's
  * rules: redirects, back-offs, a lost reply never sent again): its reply
@@ -261,121 +287,187 @@ static int each_state(lc_conn *conn, const redisReply *r, int slot, int addr, in
 
 lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
 {
-    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
+    return lc_conn_pipes_each(conn, &p, 1);
+}
+
+/* Without a cluster: every pipe in one write on the one connection, then
+ * every reply read — one round trip, where lc_conn_pipe would take one per
+ * pipe. A failed write leaves every reply NULL (what left is unknown). */
+static lc_status pipes_one_redis(lc_conn *conn, lc_pipe *const *pipes, int np)
+{
+    redisContext *ctx = lc_conn_redis(conn);
+    if (!ctx)
+        return LC_IO;
+    for (int k = 0; k < np; k++)
+        if (trip_append(ctx, 0, NULL, pipes[k], false, conn->err) != 0)
+            return LC_IO; /* nothing written; the context is not used again */
+    if (lc__trip_send(ctx, 0, NULL, NULL, false, conn->err) != 0)
+        return LC_IO; /* part of it may have left: outcome unknown */
+    for (int k = 0; k < np; k++)
+        if (lc__trip_recv(ctx, false, pipes[k], false, NULL, conn->err) != 0)
+            return LC_IO; /* the connection is broken: the rest stay NULL */
+    return LC_OK;
+}
+
+lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np)
+{
+    if (!conn || !pipes || np < 0 || np > LC_PIPES_MAX)
         return LC_MISUSE;
+    int n = 0;
+    for (int k = 0; k < np; k++) {
+        if (!pipes[k] || pipes[k]->n < 0 || pipes[k]->n > LC_PIPE_MAX)
+            return LC_MISUSE;
+        n += pipes[k]->n;
+    }
     if (conn->sent != LC_SENT_NONE) {
         lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
     }
+    for (int k = 0; k < np; k++)
+        lc__pipe_drop_replies(pipes[k]);
     if (!conn->client->cl.on)
-        return lc_conn_pipe(conn, p);
-    lc__pipe_drop_replies(p);
-    lc_cluster *cl = &conn->client->cl;
-    int slot[LC_PIPE_MAX];
-    for (int i = 0; i < p->n; i++) {
-        lc__cmd cmd;
-        if (lc__cmd_parse(p->cmd[i], p->len[i], &cmd) != 0 || cmd.slot < 0 || cmd.multi ||
-            cmd.exec || cmd.discard || cmd.watch || cmd.unwatch) {
-            lc__seterr(conn->err,
-                       "lockcore: cluster: command %d of the pipe is not one command of one "
-                       "slot (keys of two slots, no key, a transaction or WATCH, or one the "
-                       "router does not know): not sent",
-                       i);
-            return LC_MISUSE;
-        }
-        slot[i] = cmd.slot;
-    }
-    if (p->n == 0)
+        return pipes_one_redis(conn, pipes, np);
+    if (n == 0)
         return LC_OK;
-    if (lc__cluster_ensure(cl, conn->err) != 0) {
-        for (int i = 0; i < p->n; i++)
-            p->reply[i] = not_run_reply(conn->err);
-        return LC_IO;
+    lc_cluster *cl = &conn->client->cl;
+    /* cmd: the batch's commands; grp: each one's master share (-1: none);
+     * ci: the commands by share; g: the shares; moved: the slots whose MOVED
+     * this batch applied (each_state). */
+    each_cmd *cmd = malloc((size_t)n * sizeof *cmd);
+    int *grp = malloc((size_t)n * sizeof *grp), *ci = malloc((size_t)n * sizeof *ci);
+    int *moved = malloc((size_t)n * sizeof *moved);
+    each_group *g = malloc((size_t)n * sizeof *g);
+    lc_status st = LC_OK;
+    if (!cmd || !grp || !ci || !moved || !g) {
+        lc__seterr(conn->err, "lockcore: out of memory");
+        st = LC_NOMEM;
+        goto out;
     }
+    int m = 0;
+    for (int k = 0; k < np; k++)
+        for (int i = 0; i < pipes[k]->n; i++, m++) {
+            lc__cmd c;
+            if (lc__cmd_parse(pipes[k]->cmd[i], pipes[k]->len[i], &c) != 0 || c.slot < 0 ||
+                c.multi || c.exec || c.discard || c.watch || c.unwatch) {
+                lc__seterr(conn->err,
+                           "lockcore: cluster: command %d of pipe %d is not one command of one "
+                           "slot (keys of two slots, no key, a transaction or WATCH, or one the "
+                           "router does not know): not sent",
+                           i, k);
+                st = LC_MISUSE;
+                goto out;
+            }
+            cmd[m] = (each_cmd){.p = pipes[k], .i = i, .slot = c.slot, .alone = false};
+        }
+    if (lc__cluster_ensure(cl, conn->err) != 0) {
+        for (int j = 0; j < n; j++)
+            cmd[j].p->reply[cmd[j].i] = not_run_reply(conn->err);
+        st = LC_IO;
+        goto out;
+    }
+    /* The masters' shares, each in the batch's order. */
+    int ng = 0;
+    for (int j = 0; j < n; j++) {
+        int a = lc__cluster_master(cl, cmd[j].slot), k = 0;
+        grp[j] = -1;
+        if (a < 0) {
+            cmd[j].alone = true; /* no master in the map: the router waits for one */
+            continue;
+        }
+        while (k < ng && g[k].addr != a)
+            k++;
+        if (k == ng)
+            g[ng++] = (each_group){.addr = a, .ctx = NULL, .at = 0, .n = 0};
+        g[k].n++;
+        grp[j] = k;
+    }
+    for (int k = 0, at = 0; k < ng; k++) {
+        g[k].at = at;
+        at += g[k].n;
+        g[k].n = 0;
+    }
+    for (int j = 0; j < n; j++)
+        if (grp[j] >= 0) {
+            each_group *e = &g[grp[j]];
+            ci[e->at + e->n++] = j;
+        }
     /* Every master's share written first, then every reply read: the
      * masters run their shares at the same time. */
-    each_group g[LC_PIPE_MAX];
-    int ng = 0;
-    bool alone[LC_PIPE_MAX] = {false};
-    for (int i = 0; i < p->n; i++) {
-        int a = lc__cluster_master(cl, slot[i]), j = 0;
-        if (a < 0) {
-            alone[i] = true; /* no master in the map: the router waits for one */
-            continue;
-        }
-        while (j < ng && g[j].addr != a)
-            j++;
-        if (j == ng) {
-            g[ng].addr = a;
-            g[ng].ctx = NULL;
-            g[ng].q.n = 0;
-            ng++;
-        }
-        lc_pipe *q = &g[j].q;
-        g[j].pi[q->n] = i;
-        q->cmd[q->n] = p->cmd[i];
-        q->len[q->n] = p->len[i];
-        q->reply[q->n++] = NULL;
-    }
-    for (int j = 0; j < ng; j++) {
-        redisContext *ctx = node_ctx(conn, g[j].addr);
+    for (int k = 0; k < ng; k++) {
+        redisContext *ctx = node_ctx(conn, g[k].addr);
         if (!ctx) {
-            lc__cluster_failed(cl, g[j].addr); /* nothing sent: the router retries it */
-            for (int k = 0; k < g[j].q.n; k++)
-                alone[g[j].pi[k]] = true;
+            lc__cluster_failed(cl, g[k].addr); /* nothing sent: the router retries it */
+            for (int c = 0; c < g[k].n; c++)
+                cmd[ci[g[k].at + c]].alone = true;
             continue;
         }
-        /* a failed write leaves ctx->err set: the share's read sees it */
-        (void)lc__trip_send(ctx, 0, NULL, &g[j].q, false, conn->err);
-        g[j].ctx = ctx;
+        /* the whole share in one write; a failed one leaves ctx->err set:
+         * the share's read sees it */
+        int bad = 0;
+        for (int c = 0; !bad && c * LC_PIPE_MAX < g[k].n; c++) {
+            lc_pipe q;
+            each_chunk(&g[k], cmd, ci, c, &q);
+            bad = trip_append(ctx, 0, NULL, &q, false, conn->err);
+        }
+        if (!bad)
+            (void)lc__trip_send(ctx, 0, NULL, NULL, false, conn->err);
+        g[k].ctx = ctx;
     }
-    lc_status st = LC_OK;
-    int moved[LC_PIPE_MAX], nmoved = 0;
+    int nmoved = 0;
     bool later = false; /* a TRYAGAIN, CLUSTERDOWN or LOADING came */
     /* The masters' replies are read one master after another, within one
      * command_timeout_ms for them all: each read's socket timeout is what
      * is left of it (at least 1 ms, for replies already there), so masters
      * that hang cost the batch one timeout, not one each. */
     int64_t T = conn->client->command_timeout_ms, read_by = lc_now_ms() + T;
-    for (int j = 0; j < ng; j++) {
-        lc_pipe *q = &g[j].q;
-        if (!g[j].ctx)
+    for (int k = 0; k < ng; k++) {
+        if (!g[k].ctx)
             continue;
-        int64_t left = read_by - lc_now_ms();
-        left = left < 1 ? 1 : left;
-        if (left < T)
-            (void)redisSetTimeout(g[j].ctx, (struct timeval){left / 1000, (left % 1000) * 1000});
-        /* a reply that did not come stays NULL, as do the share's after
-         * it: sent, outcome unknown */
-        int rr = lc__trip_recv(g[j].ctx, false, q, false, NULL, conn->err);
-        if (left < T && g[j].ctx->fd >= 0)
-            (void)redisSetTimeout(g[j].ctx, (struct timeval){T / 1000, (T % 1000) * 1000});
-        if (rr != 0) {
-            lc__cluster_failed(cl, g[j].addr);
-            st = LC_IO;
-        }
-        for (int k = 0; k < q->n; k++) {
-            int i = g[j].pi[k];
-            redisReply *r = q->reply[k];
-            q->reply[k] = NULL;
-            int state = r ? each_state(conn, r, slot[i], g[j].addr, moved, &nmoved, &later) : RAN;
-            if (state == LATER) {
-                freeReplyObject(r);
-                alone[i] = true;
-                continue;
+        bool broken = false;
+        for (int c = 0; c * LC_PIPE_MAX < g[k].n; c++) {
+            lc_pipe q;
+            each_chunk(&g[k], cmd, ci, c, &q);
+            if (!broken) {
+                int64_t left = read_by - lc_now_ms();
+                left = left < 1 ? 1 : left;
+                if (left < T)
+                    (void)redisSetTimeout(g[k].ctx,
+                                          (struct timeval){left / 1000, (left % 1000) * 1000});
+                /* a reply that did not come stays NULL, as do the share's
+                 * after it: sent, outcome unknown */
+                int rr = lc__trip_recv(g[k].ctx, false, &q, false, NULL, conn->err);
+                if (left < T && g[k].ctx->fd >= 0)
+                    (void)redisSetTimeout(g[k].ctx, (struct timeval){T / 1000, (T % 1000) * 1000});
+                if (rr != 0) {
+                    lc__cluster_failed(cl, g[k].addr);
+                    st = LC_IO;
+                    broken = true;
+                }
             }
-            if (state == ASTRAY) {
-                freeReplyObject(r);
-                char at[LC_ADDR_LEN] = "?";
-                lc__cluster_addr_text(lc__cluster_at(cl, g[j].addr), at, sizeof at);
-                lc__seterr(conn->err,
-                           "cluster: slot %d: %s redirected the command for another slot: not "
-                           "sent again",
-                           slot[i], at);
-                r = not_run_reply(conn->err);
-                st = LC_IO;
+            for (int x = 0; x < q.n; x++) {
+                each_cmd *e = &cmd[ci[g[k].at + c * LC_PIPE_MAX + x]];
+                redisReply *r = q.reply[x];
+                q.reply[x] = NULL;
+                int state = r ? each_state(conn, r, e->slot, g[k].addr, moved, &nmoved, &later)
+                              : RAN;
+                if (state == LATER) {
+                    freeReplyObject(r);
+                    e->alone = true;
+                    continue;
+                }
+                if (state == ASTRAY) {
+                    freeReplyObject(r);
+                    char at[LC_ADDR_LEN] = "?";
+                    lc__cluster_addr_text(lc__cluster_at(cl, g[k].addr), at, sizeof at);
+                    lc__seterr(conn->err,
+                               "cluster: slot %d: %s redirected the command for another slot: "
+                               "not sent again",
+                               e->slot, at);
+                    r = not_run_reply(conn->err);
+                    st = LC_IO;
+                }
+                e->p->reply[e->i] = r;
             }
-            p->reply[i] = r;
         }
     }
     /* What did not run goes again, one by one, after the rest, within one
@@ -384,9 +476,15 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p)
     int64_t deadline = lc_now_ms() + conn->client->command_timeout_ms;
     if (later)
         lc__sleep_ms(BACKOFF_FIRST_MS); /* told to try later: not at once */
-    for (int i = 0; i < p->n; i++)
-        if (alone[i] && each_alone(conn, p, i, slot[i], deadline) != 0)
+    for (int j = 0; j < n; j++)
+        if (cmd[j].alone && each_alone(conn, cmd[j].p, cmd[j].i, cmd[j].slot, deadline) != 0)
             st = LC_IO;
+out:
+    free(cmd);
+    free(grp);
+    free(ci);
+    free(moved);
+    free(g);
     return st;
 }
 

@@ -5,7 +5,8 @@
  * mode of the lock core on keys of all three masters, with the caller's
  * commands in the lock's round trips; commands of two slots refused, never
  * sent; lc_conn_pipe_each over all three masters, also across a MOVED and
- * an ASK, and with two masters stopped (one command_timeout_ms for both).
+ * an ASK, and with two masters stopped (one command_timeout_ms for both);
+ * lc_conn_pipes_each, one write per master for more than a pipe holds.
  * Then a slot migrated by hand, as redis-cli --cluster reshard does it
  * (CLUSTER SETSLOT IMPORTING / MIGRATING, MIGRATE key by key, SETSLOT NODE
  * on every master), at each step:
@@ -591,6 +592,91 @@ static void test_pipe_each(void)
     TU_CHECK(st.cluster_ask == 1, "one ASK followed (%llu)", (unsigned long long)st.cluster_ask);
     TU_CHECK(get_int(conn, k[1]) == 4, "the migrating key ran once, on master 0");
     mig_end(&m);
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
+/* A master's read events so far (INFO stats total_reads_processed), asked
+ * on ctx, a connection kept open (a closed one would count its close):
+ * each write a client makes that arrives whole is one; this query's own is
+ * one more. */
+static long long reads_processed(redisContext *ctx)
+{
+    redisReply *r = ctx ? redisCommand(ctx, "INFO stats") : NULL;
+    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "total_reads_processed:")
+                                                        : NULL;
+    long long n = at ? atoll(at + strlen("total_reads_processed:")) : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* lc_conn_pipes_each: 60 INCRs, 20 on each master, interleaved over four
+ * pipes (16, 16, 16, 12) — more than one pipe holds, each master's share
+ * more than LC_PIPE_MAX — in one call: every reply in its pipe's order,
+ * every command run once, and each master reached by one write (one read
+ * event there besides the INFO that counts them). Refused, nothing sent:
+ * a bad command in the third pipe, a NULL pipe, too many pipes. */
+static void test_pipes_each(void)
+{
+    enum { PER = 20, N = 3 * PER };
+    char k[N][64];
+    for (int j = 0; j < N; j++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "pe%d_%d_", j % 3, j / 3);
+        key_on(C.port[j % 3], prefix, k[j], sizeof k[j]);
+    }
+    lc_client *c = cl_client(0, 2000);
+    lc_conn *conn = lct_conn(c);
+    TU_REQUIRE(lc_conn_ping(conn) == LC_OK, "connected (%s)", lc_conn_errstr(conn));
+    lc_pipe pp[4];
+    lc_pipe *pipes[4] = {&pp[0], &pp[1], &pp[2], &pp[3]};
+    for (int i = 0; i < 4; i++)
+        lc_pipe_init(&pp[i]);
+    for (int j = 0; j < N; j++)
+        lc_pipe_append(&pp[j / 16], "INCR %s", k[j]);
+    long long r0[3];
+    redisContext *info[3];
+    for (int i = 0; i < 3; i++) {
+        info[i] = redisConnect("127.0.0.1", C.port[i]);
+        r0[i] = reads_processed(info[i]);
+    }
+    TU_CHECK(lc_conn_pipes_each(conn, pipes, 4) == LC_OK, "60 INCRs over 3 masters (%s)",
+             lc_conn_errstr(conn));
+    for (int i = 0; i < 3; i++) {
+        long long r1 = reads_processed(info[i]);
+        redisFree(info[i]);
+        TU_CHECK(r0[i] >= 0 && r1 - r0[i] == 2,
+                 "master %d: the batch in one write (%lld read events, INFO's included)", i,
+                 r1 - r0[i]);
+    }
+    int good = 0;
+    for (int j = 0; j < N; j++) {
+        redisReply *r = lc_pipe_take(&pp[j / 16], j % 16);
+        good += r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        freeReplyObject(r);
+        good -= tu_redis_int(C.port[j % 3], "GET %s", k[j]) != 1;
+    }
+    TU_CHECK(good == N, "every reply in its place, every command run once (%d of %d)", good, N);
+    for (int i = 0; i < 4; i++)
+        lc_pipe_clear(&pp[i]);
+
+    lc_pipe_append(&pp[0], "INCR %s", k[0]);
+    lc_pipe_append(&pp[2], "MULTI");
+    TU_CHECK(lc_conn_pipes_each(conn, pipes, 3) == LC_MISUSE &&
+                 strstr(lc_conn_errstr(conn), "pipe 2") != NULL &&
+                 tu_redis_int(C.port[0], "GET %s", k[0]) == 1,
+             "a MULTI in pipe 2: refused, nothing sent (%s)", lc_conn_errstr(conn));
+    pipes[1] = NULL;
+    TU_CHECK(lc_conn_pipes_each(conn, pipes, 3) == LC_MISUSE, "a NULL pipe: refused");
+    pipes[1] = &pp[1];
+    lc_pipe *many[LC_PIPES_MAX + 1];
+    for (int i = 0; i <= LC_PIPES_MAX; i++)
+        many[i] = &pp[1];
+    TU_CHECK(lc_conn_pipes_each(conn, many, LC_PIPES_MAX + 1) == LC_MISUSE &&
+                 lc_conn_pipes_each(conn, pipes, 0) == LC_OK,
+             "more than LC_PIPES_MAX pipes: refused; none: nothing to do");
+    for (int i = 0; i < 4; i++)
+        lc_pipe_clear(&pp[i]);
     lc_conn_free(conn);
     lc_client_free(c);
 }
@@ -1198,6 +1284,7 @@ int main(void)
     test_modes();
     test_misuse();
     test_pipe_each();
+    test_pipes_each();
     test_pipe_each_hung();
     test_reentrant();
     test_migration();

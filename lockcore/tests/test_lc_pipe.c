@@ -11,7 +11,8 @@
  * a Redis whose connect times out costs the pair one connect timeout, not
  * two; a connection freed with an attempt pending gives its lock back (an
  * attempt Redis answered NOSCRIPT took none); an acquire sent ahead that
- * meets NOSCRIPT still ends with the replies of its EVAL's round.
+ * meets NOSCRIPT still ends with the replies of its EVAL's round;
+ * lc_conn_pipes_each on one Redis sends several pipes in one write.
  *
  * On a private redis-server: the test pauses Redis (CLIENT PAUSE ALL) and
  * flushes its script cache, which would stall or disturb the tests sharing
@@ -692,6 +693,46 @@ static void test_noscript_then_free(void)
     }
 }
 
+/* lc_conn_pipes_each without a cluster: three pipes (16 + 16 + 2
+ * commands) in one write — one read event for Redis besides the INFO that
+ * counts them, asked on a connection kept open — every reply in its place. */
+static void test_pipes_one_redis(void)
+{
+    redisContext *info = redisConnect("127.0.0.1", port);
+    TU_REQUIRE(info && !info->err, "INFO connection");
+    TU_REQUIRE(lc_conn_ping(c1) == LC_OK, "c1 connected");
+    lc_pipe pp[3];
+    lc_pipe *pipes[3] = {&pp[0], &pp[1], &pp[2]};
+    for (int i = 0; i < 3; i++)
+        lc_pipe_init(&pp[i]);
+    for (int j = 0; j < 34; j++)
+        lc_pipe_append(&pp[j / 16], "ECHO e%d", j);
+    long long before = -1, after = -1;
+    for (int round = 0; round < 2; round++) {
+        redisReply *r = redisCommand(info, "INFO stats");
+        const char *at = r && r->type == REDIS_REPLY_STRING
+                             ? strstr(r->str, "total_reads_processed:")
+                             : NULL;
+        *(round ? &after : &before) = at ? atoll(at + strlen("total_reads_processed:")) : -1;
+        freeReplyObject(r);
+        if (round == 0)
+            TU_CHECK(lc_conn_pipes_each(c1, pipes, 3) == LC_OK, "three pipes (%s)",
+                     lc_conn_errstr(c1));
+    }
+    TU_CHECK(before >= 0 && after - before == 2, "one write: %lld read events, INFO's included",
+             after - before);
+    int good = 0;
+    for (int j = 0; j < 34; j++) {
+        char want[8];
+        snprintf(want, sizeof want, "e%d", j);
+        good += is_str(lc_pipe_take(&pp[j / 16], j % 16), want);
+    }
+    TU_CHECK(good == 34, "every reply in its place (%d of 34)", good);
+    for (int i = 0; i < 3; i++)
+        lc_pipe_clear(&pp[i]);
+    redisFree(info);
+}
+
 int main(void)
 {
     TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis-server");
@@ -711,6 +752,7 @@ int main(void)
     test_send_unreachable();
     test_send_then_free();
     test_noscript_then_free();
+    test_pipes_one_redis();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);

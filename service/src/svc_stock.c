@@ -17,9 +17,11 @@
  * Each reads the layout record in its first round trip, beside what the
  * cached layout says it needs; only a layout changed since costs another.
  * On a Redis Cluster every bucket is a slot of its own (svc_keys.h): the
- * commands go stock by stock, one round trip per bucket (rq below), and a
- * reset is one transaction per bucket, then the SKU's own, which WATCHes
- * the layout record again.
+ * audit's and the order list's reads go out together, one write per
+ * master (rq_open's each, lc_conn_pipes_each), so a round costs one round
+ * trip per node, not per bucket; a reset is one transaction per bucket,
+ * one round trip each, then the SKU's own, which WATCHes the layout record
+ * again.
  * A SKU without a stock key and without a layout record was never
  * stocked: both GETs answer 404 unknown_sku, as its purchases do. A SKU
  * split into buckets is stocked (its layout record says so; its own stock
@@ -126,7 +128,10 @@ static void free_replies(redisReply **reps, int n)
  * svc_keys.h), so the commands of one tag travel together in one lc_pipe
  * to that slot's master — lc_conn_pipe follows the redirects of a reshard
  * or a failover — one round trip per run of one tag's commands; a
- * transaction (MULTI ... EXEC) stays inside one tag and one pipe. */
+ * transaction (MULTI ... EXEC) stays inside one tag and one pipe. A round
+ * of independent reads (each: every command single-key, none depending on
+ * another) instead fills pipe after pipe whatever the tags, sent at the
+ * read by lc_conn_pipes_each: one write per master, side by side. */
 #define RQ_MAX 768 /* replies of one round: a reset of 64 buckets on a cluster */
 
 typedef struct rq {
@@ -140,12 +145,18 @@ typedef struct rq {
     bool failed; /* a cluster: a reply missing or out of memory: nothing more
                     is sent this round */
     char why[256];
+    bool each;                    /* a cluster, independent reads (above) */
+    lc_pipe each_p[LC_PIPES_MAX]; /* each: the round's commands */
+    int each_n;                   /* each: pipes in use */
 } rq;
 
-/* q for r's job on conn: 0; or -1 after answering 503 when there is no
- * connection (one Redis: none could be made). */
-static int rq_open(rq *q, svc_req *r, lc_conn *conn)
+/* q for r's job on conn (each: its rounds are independent reads, above):
+ * 0; or -1 after answering 503 when there is no connection (one Redis:
+ * none could be made). */
+static int rq_open(rq *q, svc_req *r, lc_conn *conn, bool each)
 {
+    q->each = each && r->s->redis.cluster_nodes[0] != '\0';
+    q->each_n = 0;
     q->conn = conn;
     q->ctx = NULL;
     lc_pipe_init(&q->p);
@@ -174,10 +185,38 @@ static void rq_fail(rq *q, const char *why)
     q->failed = true;
 }
 
+/* A cluster, each: sends every pipe of the round at once, keeps their
+ * replies in order. */
+static void rq_flush_each(rq *q)
+{
+    lc_pipe *pipes[LC_PIPES_MAX];
+    for (int k = 0; k < q->each_n; k++)
+        pipes[k] = &q->each_p[k];
+    if (!q->failed && q->each_n > 0 && lc_conn_pipes_each(q->conn, pipes, q->each_n) != LC_OK)
+        rq_fail(q, lc_conn_errstr(q->conn));
+    for (int k = 0; k < q->each_n; k++) {
+        for (int i = 0; i < q->each_p[k].n; i++) {
+            redisReply *rep = lc_pipe_take(&q->each_p[k], i);
+            if (rep == NULL)
+                rq_fail(q, "no reply");
+            if (q->failed)
+                freeReplyObject(rep);
+            else
+                q->got[q->ngot++] = rep;
+        }
+        lc_pipe_clear(&q->each_p[k]);
+    }
+    q->each_n = 0;
+}
+
 /* A cluster: sends the commands of q's tag not sent yet, keeps their
  * replies. */
 static void rq_flush(rq *q)
 {
+    if (q->each) {
+        rq_flush_each(q);
+        return;
+    }
     if (q->p.n == 0)
         return;
     if (!q->failed && lc_conn_pipe(q->conn, &q->p) != LC_OK)
@@ -202,6 +241,15 @@ static void rq_argv(rq *q, const char *tag, int argc, const char **argv)
     q->n++;
     if (q->ctx != NULL) {
         redisAppendCommandArgv(q->ctx, argc, argv, NULL);
+        return;
+    }
+    if (q->each) {
+        if (q->each_n == 0 || q->each_p[q->each_n - 1].n == LC_PIPE_MAX) {
+            SVC_ASSERT(q->each_n < LC_PIPES_MAX);
+            lc_pipe_init(&q->each_p[q->each_n++]);
+        }
+        if (!q->failed && lc_pipe_append_argv(&q->each_p[q->each_n - 1], argc, argv, NULL) != LC_OK)
+            rq_fail(q, "out of memory");
         return;
     }
     if (q->p.n > 0 &&
@@ -486,7 +534,7 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
 {
     char why[256], lkey[SVC_KEY_MAX];
     rq q;
-    if (rq_open(&q, r, conn) != 0)
+    if (rq_open(&q, r, conn, true) != 0)
         return;
     svc_key(lkey, r->sku, "layout");
     svc_layout l, now;
@@ -744,7 +792,7 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     long long n = (long long)r->p.stock;
     int nb = r->p.buckets > 1 ? (int)r->p.buckets : 1;
     rq q;
-    if (rq_open(&q, r, conn) != 0)
+    if (rq_open(&q, r, conn, false) != 0)
         return;
     svc_key(lkey, r->sku, "layout");
     svc_layout l;
@@ -851,7 +899,7 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
     char why[256], lkey[SVC_KEY_MAX], tag[SVC_TAG_MAX];
     long long off = (long long)r->p.offset, lim = (long long)r->p.limit;
     rq q;
-    if (rq_open(&q, r, conn) != 0)
+    if (rq_open(&q, r, conn, true) != 0)
         return;
     svc_key(lkey, r->sku, "layout");
     svc_layout l, now;

@@ -13,7 +13,8 @@
  *   - a SKU in 4 stock buckets (each a slot of its own), then reset to 2:
  *     a token and a lua burst each exact, the audit and the order list
  *     summing the buckets; a lua sale made by a probe on another master
- *     answers 200 (its WAIT on that master);
+ *     answers 200 (its WAIT on that master); the audit and the order list
+ *     of a SKU in 64 buckets reach each master in one write per round;
  *   - a none and a mutex purchase whose stock key migrates to another
  *     master between its read and its commit: the commit, refused by the
  *     old master, goes again from the read once the slot has moved, and
@@ -359,6 +360,65 @@ static void test_probe_wait(void)
     }
     double probes = stats_probes(&a) - p0;
     TU_CHECK(probes > 0, "the purchases probed empty buckets: %.0f probes", probes);
+}
+
+/* A master's read events so far (INFO stats total_reads_processed) asked
+ * on ctx, a connection kept open: a client's write that arrives whole is
+ * one, this query's own one more. */
+static long long reads_processed(redisContext *ctx)
+{
+    redisReply *r = ctx ? redisCommand(ctx, "INFO stats") : NULL;
+    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "total_reads_processed:")
+                                                        : NULL;
+    long long n = at ? atoll(at + strlen("total_reads_processed:")) : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* One round trip per node, not per bucket: the audit of a SKU in 64
+ * buckets (about 21 on each master) is one write to each master, and the
+ * order list two (the lengths, then the pages). Counted as each master's
+ * read events around the request, the fewest of three tries (the health
+ * probe's own PINGs may fall inside one); a bucket at a time would be 21
+ * or more. */
+static void test_audit_round_trips(void)
+{
+    svc_resp r;
+    svc_req(&a, "PUT", "/stock/cl-rt", "{\"stock\":640,\"buckets\":64}", NULL, &r);
+    TU_REQUIRE(r.status == 200, "PUT /stock/cl-rt: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    svc_req(&a, "POST", "/miaosha/lua?sku=cl-rt", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "a sale: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    redisContext *info[3];
+    for (int m = 0; m < 3; m++)
+        info[m] = redisConnect("127.0.0.1", C.port[m]);
+    const char *paths[2] = {"/stock/cl-rt", "/orders/cl-rt?limit=5"};
+    const long long rounds[2] = {1, 2};
+    for (int k = 0; k < 2; k++) {
+        long long fewest[3] = {1000, 1000, 1000};
+        for (int t = 0; t < 3; t++) {
+            long long r0[3];
+            for (int m = 0; m < 3; m++)
+                r0[m] = reads_processed(info[m]);
+            svc_req(&a, "GET", paths[k], NULL, NULL, &r);
+            TU_CHECK(r.status == 200, "GET %s: %ld %s", paths[k], r.status, B(&r));
+            if (k == 0)
+                TU_CHECK(svc_jnum(r.json, "sold") == 1 && svc_jnum(r.json, "stock") == 639,
+                         "the audit sums the 64 buckets: %.200s", B(&r));
+            svc_resp_free(&r);
+            for (int m = 0; m < 3; m++) {
+                long long d = reads_processed(info[m]) - r0[m] - 1; /* less INFO's own */
+                fewest[m] = d < fewest[m] ? d : fewest[m];
+            }
+        }
+        for (int m = 0; m < 3; m++)
+            TU_CHECK(fewest[m] >= 0 && fewest[m] <= rounds[k],
+                     "GET %s: master %d read %lld writes (one per round: %lld)", paths[k], m,
+                     fewest[m], rounds[k]);
+    }
+    for (int m = 0; m < 3; m++)
+        redisFree(info[m]);
 }
 
 /* A master's count of one error reply (INFO errorstats), e.g. EXECABORT. */
@@ -874,6 +934,7 @@ int main(void)
     test_modes();
     test_buckets();
     test_probe_wait();
+    test_audit_round_trips();
     test_held_back();
     test_pipe_batch();
     test_master_hangs();
