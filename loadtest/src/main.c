@@ -157,6 +157,10 @@ static const char *matrix_help =
     "                       (a trial column); the table and matrix.md show trial 1\n"
     "  --no-timelines       write no timeline-<scenario>-<mode>.html (matrix.html\n"
     "                       then has no links)\n"
+    "  --buckets K          split the SKUs of the dup-user and retry cells into K\n"
+    "                       stock buckets (2..64): one buy per user and the\n"
+    "                       Idempotency-Key replay across buckets (the buckets\n"
+    "                       scenario always splits its stock into 4)\n"
     "  --target URL         run the multi scenario through this balancer (nginx of\n"
     "                       scripts/scaleout.sh or docker-compose, in front of\n"
     "                       several instances on one Redis) instead of three\n"
@@ -697,6 +701,7 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         O_LANG,
         O_TRIALS,
         O_NO_TIMELINES,
+        O_MX_BUCKETS,
         O_HELP
     };
     static const struct option opts[] = {{"server", required_argument, 0, O_SERVER},
@@ -715,6 +720,7 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
                                          {"lang", required_argument, 0, O_LANG},
                                          {"trials", required_argument, 0, O_TRIALS},
                                          {"no-timelines", no_argument, 0, O_NO_TIMELINES},
+                                         {"buckets", required_argument, 0, O_MX_BUCKETS},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
     long long v;
@@ -761,6 +767,11 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
             cfg.trials = (int)v;
             break;
         case O_NO_TIMELINES: cfg.no_timelines = 1; break;
+        case O_MX_BUCKETS:
+            if (parse_i64("--buckets", optarg, 2, 64, &v))
+                return 2;
+            cfg.buckets = (int)v;
+            break;
         case O_MODES:
             if (lg_matrix_select(&cfg, optarg, NULL, err, sizeof err) < 0) {
                 fprintf(stderr, "miaosha-load: --modes: %s\n", err);

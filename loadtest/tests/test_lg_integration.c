@@ -9,7 +9,8 @@
  *   test_lg_integration matrix  `matrix --quick`: exit 0 means every cell
  *                               showed its expected outcome; the three
  *                               files are written; `--lang xx` is a usage
- *                               error
+ *                               error; then the dup-user and retry cells
+ *                               with --buckets 4: one-each, as expected
  *   test_lg_integration faults  `matrix --faults --quick` (the faults kill,
  *                               redis-restart, redis-pause over every
  *                               mode): exit 0, and each cell's measured
@@ -310,6 +311,32 @@ static void test_matrix(const char *extra)
     if (f)
         fclose(f);
     TU_CHECK(red >= 6, "oversold bars are red (%d)", red);
+
+    /* One buy per user and the Idempotency-Key replay on a SKU split into
+     * 4 stock buckets: the dup-user cells stay one-each, the retry cells
+     * as expected. */
+    snprintf(cmd, sizeof cmd,
+             "%s matrix --quick --scenarios dup-user,retry --buckets 4 --no-timelines --server %s "
+             "--redis 127.0.0.1:%d --out %s/buckets %s",
+             load, server, redis_port, dir, extra);
+    rc = sh(cmd, out, sizeof out);
+    TU_CHECK(rc == 0, "matrix --buckets 4 exit %d\n%s", rc, out);
+    snprintf(p, sizeof p, "%s/buckets/matrix.csv", dir);
+    f = fopen(p, "r");
+    rows = passed = 0;
+    int one_each = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "scenario,", 9))
+            continue;
+        rows++;
+        passed += strstr(line, ",true,") != NULL;
+        one_each += !strncmp(line, "dup-user,", 9) && strstr(line, ",one-each,one-each,true,");
+    }
+    if (f)
+        fclose(f);
+    TU_CHECK(rows == 16 && passed == 16 && one_each == 8,
+             "--buckets 4: %d rows, %d as expected, %d dup-user cells one-each (of 8)", rows,
+             passed, one_each);
     remove_unless_failed(dir, "matrix output");
 }
 

@@ -93,7 +93,7 @@ static int mkdir_p(const char *dir)
  * race, "recovers" at once from a crash (the fault request dies before its
  * script: nothing sold, nothing held) and "sells" when nested (reenter has
  * no lock to re-enter and is ignored). */
-static const char *expected_of(lg_scenario s, lg_mode m)
+static const char *expected_of(lg_scenario s, lg_mode m, int buckets)
 {
     if (s == LG_SCEN_FAILOVER)
         return lg_failover_expected(m);
@@ -102,10 +102,13 @@ static const char *expected_of(lg_scenario s, lg_mode m)
     if (lg_scen_is_cluster(s))
         return lg_cluster_expected(s, m);
     /* The limit is checked in the same atomic step as the write: it holds
-     * wherever the stock check does on one instance, not under none. An
-     * Idempotency-Key's marker and stored outcome need no lock at all. */
+     * wherever the stock check does on one instance, not under none. On a
+     * SKU split into buckets (--buckets) the count is a reservation taken
+     * by a script in the buyer's home bucket, atomic in every mode, none
+     * included. An Idempotency-Key's marker and stored outcome need no lock
+     * at all. */
     if (s == LG_SCEN_DUP_USER)
-        return m == LG_MODE_NONE ? "duplicates" : "one-each";
+        return m == LG_MODE_NONE && buckets < 2 ? "duplicates" : "one-each";
     if (s == LG_SCEN_RETRY)
         return "once";
     if (m == LG_MODE_LUA && !lg_scen_is_fault(s))
@@ -354,7 +357,7 @@ static int redlock_cell_runs(const lg_matrix_cfg *cfg, lg_scenario s)
     return cfg->mode_on[LG_MODE_REDLOCK] && cfg->scen_on[s] && !(s == LG_SCEN_MULTI && cfg->target);
 }
 
-static void judge(lg_cell *c, lg_scenario scen, lg_mode mode);
+static void judge(lg_cell *c, lg_scenario scen, lg_mode mode, int buckets);
 
 /* manual-failover and resume-failover: every selected mode on one
  * failover per trial (lg_acked_run); reshard: every selected mode on one
@@ -387,7 +390,7 @@ static int run_acked(mctx *x, lg_scenario s, lg_matrix_result *res, char *err, s
                 snprintf(c->outcome, sizeof c->outcome, "error");
                 snprintf(c->reason, sizeof c->reason, "%.230s", err);
             }
-            judge(c, s, m);
+            judge(c, s, m, x->cfg->buckets);
             if (!c->pass)
                 res->mismatches++;
             lg_mx_log(x, "%-6s %-9s%s expected %-8s measured %-8s %s  %s", lg_scen_names[s],
@@ -418,9 +421,9 @@ static int outcome_matches(const char *expected, const char *outcome)
     return 0;
 }
 
-static void judge(lg_cell *c, lg_scenario scen, lg_mode mode)
+static void judge(lg_cell *c, lg_scenario scen, lg_mode mode, int buckets)
 {
-    c->expected = expected_of(scen, mode);
+    c->expected = expected_of(scen, mode, buckets);
     c->pass = outcome_matches(c->expected, c->outcome);
     if (scen == LG_SCEN_SLOW && mode == LG_MODE_FENCED && c->pass && c->fenced_out == 0) {
         /* exact only because no holder outlived its lease would not show
@@ -667,7 +670,7 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
                     snprintf(c->outcome, sizeof c->outcome, "error");
                     snprintf(c->reason, sizeof c->reason, "%.230s", err);
                 }
-                judge(c, s, m);
+                judge(c, s, m, cfg->buckets);
                 if (!c->pass)
                     res->mismatches++;
                 if (res->ntrials > 1)

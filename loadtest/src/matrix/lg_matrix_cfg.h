@@ -131,6 +131,9 @@ typedef struct lg_matrix_cfg {
     int trials;       /* 1..LG_MATRIX_MAX_TRIALS: each cell runs this many times */
     const char *lang; /* "en" (also NULL) or "zh": the timeline pages' language */
     int no_timelines; /* 1: write no timeline-<scenario>-<mode>.html */
+    int buckets;      /* 0, or 2..64: the dup-user and retry cells' SKUs split
+                         into that many stock buckets (the buckets scenario
+                         always has 4) */
 } lg_matrix_cfg;
 
 #define LG_MATRIX_MAX_TRIALS 1000

@@ -88,8 +88,8 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
     char sku[64], lp[64];
     int n = buyers * CLICKS;
     snprintf(sku, sizeof sku, "mx-dup-user-%s", lg_mode_names[m]);
-    if (buyers > MAX_BUYERS ||
-        lg_admin_reset(in->base, sku, 2 * buyers, x->cfg->admin_token, err, errlen) < 0)
+    if (buyers > MAX_BUYERS || lg_admin_reset_buckets(in->base, sku, 2 * buyers, x->cfg->buckets,
+                                                      x->cfg->admin_token, err, errlen) < 0)
         return -1;
     lock_params(m, lp, sizeof lp);
     click *k = calloc((size_t)n, sizeof *k);
@@ -138,10 +138,13 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
         snprintf(c->outcome, sizeof c->outcome, "one-each");
     else
         snprintf(c->outcome, sizeof c->outcome, "short");
+    char split[32] = "";
+    if (x->cfg->buckets > 1)
+        snprintf(split, sizeof split, " (%d stock buckets)", x->cfg->buckets);
     snprintf(c->reason, sizeof c->reason,
-             "%d buyers x %d clicks: %llu sold, %llu limit_reached, %llu other; %lld buyers "
+             "%d buyers x %d clicks%s: %llu sold, %llu limit_reached, %llu other; %lld buyers "
              "with more than one order",
-             buyers, CLICKS, (unsigned long long)ok, (unsigned long long)limited,
+             buyers, CLICKS, split, (unsigned long long)ok, (unsigned long long)limited,
              (unsigned long long)other, (long long)dups);
     return 0;
 }
@@ -219,7 +222,8 @@ static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int key
 {
     char sku[64], lp[64];
     snprintf(sku, sizeof sku, "mx-retry-%s%s", lg_mode_names[m], keyed ? "" : "-nokey");
-    if (lg_admin_reset(in->base, sku, 3 * buyers, x->cfg->admin_token, err, errlen) < 0)
+    if (lg_admin_reset_buckets(in->base, sku, 3 * buyers, x->cfg->buckets, x->cfg->admin_token, err,
+                               errlen) < 0)
         return -1;
     lock_params(m, lp, sizeof lp);
     retry_buyer b[MAX_BUYERS];
@@ -288,11 +292,14 @@ int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, 
         snprintf(c->outcome, sizeof c->outcome, "once");
     else
         snprintf(c->outcome, sizeof c->outcome, "short");
+    char split[32] = "";
+    if (x->cfg->buckets > 1)
+        snprintf(split, sizeof split, " (%d stock buckets)", x->cfg->buckets);
     snprintf(c->reason, sizeof c->reason,
-             "%d buyers, first request given up after %d ms (work %d ms) and retried: with an "
+             "%d buyers%s, first request given up after %d ms (work %d ms) and retried: with an "
              "Idempotency-Key %lld orders, %lld buyers with two; without %lld orders, %lld "
              "buyers with two",
-             buyers, RETRY_GIVEUP_MS, RETRY_WORK_MS, (long long)sold_k, (long long)dups_k,
+             buyers, split, RETRY_GIVEUP_MS, RETRY_WORK_MS, (long long)sold_k, (long long)dups_k,
              (long long)sold_n, (long long)dups_n);
     return 0;
 }
