@@ -354,13 +354,16 @@ const char *lc_conn_errstr(const lc_conn *conn);
  * write made on the old one. Never fails. The thread that owns conn. */
 uint64_t lc_conn_connects(const lc_conn *conn);
 
-/* Whether the last call on conn that sent the caller's commands through
- * the cluster router held some back because of where their slot stands — a
- * transaction pinned to its WATCH on a node the slot is leaving, refused
- * there by ASK, TRYAGAIN or MOVED: nothing of them ran, and they were not
- * sent again. The caller may run its read (a fresh WATCH) and those
- * commands again once the migration step has passed. Always false without
- * a cluster. The thread that owns conn. */
+/* Whether the last call on conn that sent the caller's commands
+ * (lc_conn_pipe, a lock call carrying a pipe) held back a transaction
+ * because of where its slot stands: pinned to its WATCH on a node the
+ * slot's keys are leaving, refused there by ASK, MOVED, TRYAGAIN,
+ * CLUSTERDOWN or LOADING — nothing of it ran, and it was not sent
+ * elsewhere (that would run it unguarded). The caller may read again (a
+ * fresh WATCH, which the router sends where the keys are) and decide
+ * again. Always false without a cluster and after lc_conn_pipe_each /
+ * lc_conn_pipes_each (they take no transaction). The thread that owns
+ * conn. */
 bool lc_conn_held_back(const lc_conn *conn);
 
 /* The client conn was made from (lc_conn_new): for what the client knows
@@ -603,7 +606,8 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
  * lc_conn_errstr; LC_MISUSE, nothing sent, for a NULL argument, while an
  * acquire sent by lc_acquire_send is pending, or with a cluster for a
  * command that names no key, keys of two slots, MULTI/EXEC/DISCARD/WATCH/
- * UNWATCH, or one the router does not know.
+ * UNWATCH, or one the router does not know; LC_NOMEM, nothing sent, when
+ * the batch's bookkeeping could not be allocated (a cluster).
  * Memory: the replies are p's until lc_pipe_take or lc_pipe_clear. The
  * thread that owns conn. */
 lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p);
@@ -621,7 +625,10 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p);
  * leaves every reply NULL (outcome unknown). Redirects, resends, time
  * budget, replies and statuses as lc_conn_pipe_each's, for every command
  * of every pipe (a LC_MISUSE names the pipe and command; nothing is sent
- * then); also LC_MISUSE for a NULL pipes, a NULL pipe or np out of range;
+ * then); also LC_MISUSE for a NULL pipes, a NULL pipe, one pipe given
+ * twice or np out of range. No command at all: LC_OK, nothing sent
+ * (one pipe without a cluster is exactly lc_conn_pipe, as for
+ * lc_conn_pipe_each);
  * LC_NOMEM (nothing sent) when the batch's bookkeeping could not be
  * allocated. Memory: each pipe's replies are that pipe's until
  * lc_pipe_take or lc_pipe_clear. The thread that owns conn. */

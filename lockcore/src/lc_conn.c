@@ -317,18 +317,24 @@ lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np)
     for (int k = 0; k < np; k++) {
         if (!pipes[k] || pipes[k]->n < 0 || pipes[k]->n > LC_PIPE_MAX)
             return LC_MISUSE;
+        for (int j = 0; j < k; j++)
+            if (pipes[j] == pipes[k])
+                return LC_MISUSE; /* its replies would overwrite each other */
         n += pipes[k]->n;
     }
+    conn->trip_held_back = false;
     if (conn->sent != LC_SENT_NONE) {
         lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
     }
+    if (!conn->client->cl.on && np == 1)
+        return lc_conn_pipe(conn, pipes[0]); /* lc_conn_pipe_each: exactly that */
     for (int k = 0; k < np; k++)
         lc__pipe_drop_replies(pipes[k]);
-    if (!conn->client->cl.on)
-        return pipes_one_redis(conn, pipes, np);
     if (n == 0)
         return LC_OK;
+    if (!conn->client->cl.on)
+        return pipes_one_redis(conn, pipes, np);
     lc_cluster *cl = &conn->client->cl;
     /* cmd: the batch's commands; grp: each one's master share (-1: none);
      * ci: the commands by share; g: the shares; moved: the slots whose MOVED
@@ -1357,7 +1363,8 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
                     freeReplyObject(*t.reply[k]);
                 *t.reply[k] = not_run_reply(conn->err);
             }
-            conn->trip_held_back |= u->state == ASK || u->state == LATER || u->state == MOVED;
+            conn->trip_held_back |= u->pinned &&
+                                    (u->state == ASK || u->state == LATER || u->state == MOVED);
             u->state = RAN;
             gave_up = true;
         }

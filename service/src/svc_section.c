@@ -33,7 +33,8 @@
  * commit makes the node of the read's WATCH refuse the commit, nothing
  * written (lc_conn_held_back); where the lock is still held (not in Redis)
  * the section goes again from the read, as long as a TRYAGAIN would be
- * retried (held_back).
+ * retried (held_back). So that the lock is still held then, a lock not kept
+ * in Redis is released after the commit on a cluster, not with it.
  *
  * The client: a purchase peeks at its client's socket before the commit
  * (and before the lock: svc_purchase_admit); when the client has gone, it
@@ -63,8 +64,9 @@ static bool pause_at(svc_section *x, svc_stage stage, const svc_stock_read *rd,
 static bool acquire(svc_section *x, purchase_result *end);
 static bool read_stock(svc_section *x, svc_stock_read *rd, purchase_result *end);
 static bool work(svc_section *x, purchase_result *end);
+static bool fit_to_commit(svc_section *x, purchase_result *end);
 static purchase_result commit(svc_section *x, const svc_stock_read *rd);
-static bool held_back(svc_section *x, purchase_result end, int again, int64_t *give_up_ms);
+static bool held_back(svc_section *x, purchase_result *end, int again, int64_t *give_up_ms);
 static void release_all(svc_section *x);
 
 purchase_result svc_section_run(svc_section *x)
@@ -115,12 +117,12 @@ purchase_result svc_section_run(svc_section *x)
 
         /* Work: the business time the lock must cover. Another buyer the lock
          * does not keep out reads the same stock now. */
-        if (again == 0 && !work(x, &end))
+        if (!(again == 0 ? work(x, &end) : fit_to_commit(x, &end)))
             goto release;
 
         /* Commit stock-1, sold+1 and the order in one step. */
         end = commit(x, &rd);
-        if (!held_back(x, end, again, &give_up_ms))
+        if (!held_back(x, &end, again, &give_up_ms))
             break;
     }
 
@@ -399,10 +401,14 @@ static void release_all(svc_section *x)
 }
 
 /* Sends p: pipelined, in the innermost hold's release (which is then gone
- * from x->held), else alone. Every reply that came is in p. */
+ * from x->held), else alone. Every reply that came is in p. On a Redis
+ * Cluster a lock not kept in Redis (mutex, redlock) is released after the
+ * commit instead, on its own: a commit a migration held back goes again
+ * under that lock (held_back). */
 static void send_releasing(svc_section *x, lc_pipe *p)
 {
-    if (x->pipeline && x->nheld > 0 && x->lock->lock_in_redis) {
+    bool cluster = x->r->s->redis.cluster_nodes[0] != '\0';
+    if (x->pipeline && x->nheld > 0 && (x->lock->lock_in_redis || !cluster)) {
         x->nheld--;
         release_one(x, x->held[x->nheld], x->nheld == 0, p);
     } else {
@@ -468,7 +474,7 @@ static const char *redis_unfit(const redisContext *ctx)
 }
 
 /* work_ms inside the lock, then the checks that nothing changed meanwhile
- * that would make the commit wrong or useless. */
+ * that would make the commit wrong or useless (fit_to_commit). */
 static bool work(svc_section *x, purchase_result *end)
 {
     if (x->work_ms > 0 && svc_sleep_work(x->work_ms) != 0) {
@@ -476,7 +482,13 @@ static bool work(svc_section *x, purchase_result *end)
         *end = PR_SHUTTING_DOWN;
         return false;
     }
-    /* A buyer who left during work_ms would never see its order. */
+    return fit_to_commit(x, end);
+}
+
+/* The checks before every commit, a held-back one's again included. */
+static bool fit_to_commit(svc_section *x, purchase_result *end)
+{
+    /* A buyer who left meanwhile would never see its order. */
     if (svc_client_gone(x->r)) {
         snprintf(x->o.detail, sizeof x->o.detail,
                  "client closed its connection before the commit; nothing was written");
@@ -504,6 +516,7 @@ static char *idem_value(svc_section *x, long long stock_before)
 {
     x->o.stock_left = stock_before - 1;
     x->o.has_stock_left = true;
+    free(x->sold_reply); /* a held-back commit's, when this one goes again */
     x->sold_reply = svc_order_reply(&x->o, PR_SOLD);
     x->o.has_stock_left = false;
     if (x->sold_reply == NULL)
@@ -609,27 +622,37 @@ static purchase_result commit(svc_section *x, const svc_stock_read *rd)
 
 /* A commit a slot migration held back (Redis Cluster: its transaction is
  * pinned to the node of its WATCH, and the slot's keys were leaving that
- * node between the read and the commit, so the node refused it with ASK,
- * TRYAGAIN or MOVED — nothing written, lc_conn_held_back) goes again: read,
- * decide, commit, under the same lock, after a pause of 20 ms (from the
- * fourth, 50),
- * until redis.command_timeout_ms has passed since the first was held back,
- * the budget lockcore itself gives a TRYAGAIN (*give_up_ms: 0 until then).
- * Not where the commit's round trip also carried the release (a lock kept
- * in Redis, pipelined: that lock is no longer known to be held) nor for a
- * stepped purchase (its stops show one read and one commit): those answer
- * the held-back commit as before, 503 with nothing written. */
-static bool held_back(svc_section *x, purchase_result end, int again, int64_t *give_up_ms)
+ * node between the read and the commit, so the node refused it — nothing
+ * written, lc_conn_held_back) goes again: read, decide, commit, under the
+ * same lock, after a pause of 20 ms (from the fourth, 50), until
+ * redis.command_timeout_ms has passed since the first was held back, the
+ * budget lockcore itself gives a TRYAGAIN (*give_up_ms: 0 until then).
+ * Only while the lock is known to be held until then: none (no lock),
+ * mutex (a process lock), redlock while its validity outlasts the budget.
+ * Not for a lock kept in Redis (its release rides the commit's round trip,
+ * and its lease runs), nor for a stepped purchase (its stops show one read
+ * and one commit): those answer the held-back commit, 503 with nothing
+ * written. A shutdown during the pause answers 503 shutting_down. */
+static bool held_back(svc_section *x, purchase_result *end, int again, int64_t *give_up_ms)
 {
-    if (end != PR_REDIS_ERROR || x->o.order_id[0] != '\0' || !lc_conn_held_back(x->conn) ||
+    if (*end != PR_REDIS_ERROR || x->o.order_id[0] != '\0' || !lc_conn_held_back(x->conn) ||
         x->lock->lock_in_redis || x->step != NULL)
         return false;
     int64_t now = lc_now_ms();
     if (*give_up_ms == 0)
         *give_up_ms = now + x->r->s->redis.command_timeout_ms;
     int64_t pause = again < 3 ? 20 : 50;
-    if (now + pause > *give_up_ms || svc_sleep_work(pause) != 0)
+    if (now + pause > *give_up_ms)
         return false;
+    /* redlock: validity must cover the rest of the budget and the commit */
+    int64_t valid = x->nheld > 0 ? lc_guard_validity_ms(x->held[0]) : -1;
+    if (valid >= 0 && valid <= *give_up_ms - now + x->r->s->redis.command_timeout_ms)
+        return false;
+    if (svc_sleep_work(pause) != 0) {
+        snprintf(x->o.detail, sizeof x->o.detail, "server shutting down; nothing was written");
+        *end = PR_SHUTTING_DOWN;
+        return false;
+    }
     x->o.detail[0] = '\0';
     x->read_came = false; /* the read that rode with the acquire is spent */
     return true;

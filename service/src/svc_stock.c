@@ -145,9 +145,12 @@ typedef struct rq {
     bool failed; /* a cluster: a reply missing or out of memory: nothing more
                     is sent this round */
     char why[256];
-    bool each;                    /* a cluster, independent reads (above) */
-    lc_pipe each_p[LC_PIPES_MAX]; /* each: the round's commands */
-    int each_n;                   /* each: pipes in use */
+    bool each;       /* a cluster, independent reads (above) */
+    lc_pipe *each_p; /* each: the round's commands, LC_PIPES_MAX pipes
+                        (about 100 KB: too much for a worker's stack)
+                        calloc'd at the round's first command, freed once
+                        sent; NULL between rounds */
+    int each_n;      /* each: pipes in use */
 } rq;
 
 /* q for r's job on conn (each: its rounds are independent reads, above):
@@ -156,6 +159,7 @@ typedef struct rq {
 static int rq_open(rq *q, svc_req *r, lc_conn *conn, bool each)
 {
     q->each = each && r->s->redis.cluster_nodes[0] != '\0';
+    q->each_p = NULL;
     q->each_n = 0;
     q->conn = conn;
     q->ctx = NULL;
@@ -207,6 +211,8 @@ static void rq_flush_each(rq *q)
         lc_pipe_clear(&q->each_p[k]);
     }
     q->each_n = 0;
+    free(q->each_p);
+    q->each_p = NULL;
 }
 
 /* A cluster: sends the commands of q's tag not sent yet, keeps their
@@ -244,6 +250,10 @@ static void rq_argv(rq *q, const char *tag, int argc, const char **argv)
         return;
     }
     if (q->each) {
+        if (q->each_p == NULL && (q->each_p = calloc(LC_PIPES_MAX, sizeof *q->each_p)) == NULL) {
+            rq_fail(q, "out of memory");
+            return;
+        }
         if (q->each_n == 0 || q->each_p[q->each_n - 1].n == LC_PIPE_MAX) {
             SVC_ASSERT(q->each_n < LC_PIPES_MAX);
             lc_pipe_init(&q->each_p[q->each_n++]);
