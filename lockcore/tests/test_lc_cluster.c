@@ -596,18 +596,12 @@ static void test_pipe_each(void)
     lc_client_free(c);
 }
 
-/* A master's read events so far (INFO stats total_reads_processed), asked
- * on ctx, a connection kept open (a closed one would count its close):
+/* A master's read events so far, asked on ctx, a connection kept open:
  * each write a client makes that arrives whole is one; this query's own is
  * one more. */
 static long long reads_processed(redisContext *ctx)
 {
-    redisReply *r = ctx ? redisCommand(ctx, "INFO stats") : NULL;
-    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "total_reads_processed:")
-                                                        : NULL;
-    long long n = at ? atoll(at + strlen("total_reads_processed:")) : -1;
-    freeReplyObject(r);
-    return n;
+    return tu_redis_info_num(ctx, 0, "stats", "total_reads_processed:");
 }
 
 /* lc_conn_pipes_each: 60 INCRs, 20 on each master, interleaved over four

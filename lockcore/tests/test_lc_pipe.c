@@ -709,12 +709,7 @@ static void test_pipes_one_redis(void)
         lc_pipe_append(&pp[j / 16], "ECHO e%d", j);
     long long before = -1, after = -1;
     for (int round = 0; round < 2; round++) {
-        redisReply *r = redisCommand(info, "INFO stats");
-        const char *at = r && r->type == REDIS_REPLY_STRING
-                             ? strstr(r->str, "total_reads_processed:")
-                             : NULL;
-        *(round ? &after : &before) = at ? atoll(at + strlen("total_reads_processed:")) : -1;
-        freeReplyObject(r);
+        *(round ? &after : &before) = tu_redis_info_num(info, 0, "stats", "total_reads_processed:");
         if (round == 0)
             TU_CHECK(lc_conn_pipes_each(c1, pipes, 3) == LC_OK, "three pipes (%s)",
                      lc_conn_errstr(c1));

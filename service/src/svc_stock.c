@@ -189,6 +189,22 @@ static void rq_fail(rq *q, const char *why)
     q->failed = true;
 }
 
+/* Keeps p's replies in order after the round's earlier ones (none once a
+ * reply is missing: the round has failed), and empties p. */
+static void rq_keep(rq *q, lc_pipe *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        redisReply *rep = lc_pipe_take(p, i);
+        if (rep == NULL)
+            rq_fail(q, "no reply");
+        if (q->failed)
+            freeReplyObject(rep);
+        else
+            q->got[q->ngot++] = rep;
+    }
+    lc_pipe_clear(p);
+}
+
 /* A cluster, each: sends every pipe of the round at once, keeps their
  * replies in order. */
 static void rq_flush_each(rq *q)
@@ -198,18 +214,8 @@ static void rq_flush_each(rq *q)
         pipes[k] = &q->each_p[k];
     if (!q->failed && q->each_n > 0 && lc_conn_pipes_each(q->conn, pipes, q->each_n) != LC_OK)
         rq_fail(q, lc_conn_errstr(q->conn));
-    for (int k = 0; k < q->each_n; k++) {
-        for (int i = 0; i < q->each_p[k].n; i++) {
-            redisReply *rep = lc_pipe_take(&q->each_p[k], i);
-            if (rep == NULL)
-                rq_fail(q, "no reply");
-            if (q->failed)
-                freeReplyObject(rep);
-            else
-                q->got[q->ngot++] = rep;
-        }
-        lc_pipe_clear(&q->each_p[k]);
-    }
+    for (int k = 0; k < q->each_n; k++)
+        rq_keep(q, &q->each_p[k]);
     q->each_n = 0;
     free(q->each_p);
     q->each_p = NULL;
@@ -227,16 +233,7 @@ static void rq_flush(rq *q)
         return;
     if (!q->failed && lc_conn_pipe(q->conn, &q->p) != LC_OK)
         rq_fail(q, lc_conn_errstr(q->conn));
-    for (int i = 0; i < q->p.n; i++) {
-        redisReply *rep = lc_pipe_take(&q->p, i);
-        if (rep == NULL)
-            rq_fail(q, "no reply");
-        if (q->failed)
-            freeReplyObject(rep);
-        else
-            q->got[q->ngot++] = rep;
-    }
-    lc_pipe_clear(&q->p);
+    rq_keep(q, &q->p);
 }
 
 /* Adds one command of argc arguments (NUL-terminated) naming keys of tag

@@ -440,12 +440,9 @@ long svc_get_audit(const svc_server *s, const char *sku, svc_audit *a)
 
 long long svc_redis_calls(int redis_port, const char *cmd)
 {
-    char info[16384], key[64];
-    if (tu_redis_str(redis_port, info, sizeof info, "INFO commandstats") != 0)
-        return -1;
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(info, key);
-    return p ? atoll(p + strlen(key)) : 0;
+    char field[64];
+    snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
+    return tu_redis_info_num(NULL, redis_port, "commandstats", field);
 }
 
 int svc_wait_inflight(const svc_server *s, int want)

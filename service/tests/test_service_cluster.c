@@ -362,17 +362,11 @@ static void test_probe_wait(void)
     TU_CHECK(probes > 0, "the purchases probed empty buckets: %.0f probes", probes);
 }
 
-/* A master's read events so far (INFO stats total_reads_processed) asked
- * on ctx, a connection kept open: a client's write that arrives whole is
- * one, this query's own one more. */
+/* A master's read events so far asked on ctx, a connection kept open: a
+ * client's write that arrives whole is one, this query's own one more. */
 static long long reads_processed(redisContext *ctx)
 {
-    redisReply *r = ctx ? redisCommand(ctx, "INFO stats") : NULL;
-    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "total_reads_processed:")
-                                                        : NULL;
-    long long n = at ? atoll(at + strlen("total_reads_processed:")) : -1;
-    freeReplyObject(r);
-    return n;
+    return tu_redis_info_num(ctx, 0, "stats", "total_reads_processed:");
 }
 
 /* One round trip per node, not per bucket: the audit of a SKU in 64
@@ -424,12 +418,9 @@ static void test_audit_round_trips(void)
 /* A master's count of one error reply (INFO errorstats), e.g. EXECABORT. */
 static long long error_count(int port, const char *prefix)
 {
-    char info[8192], key[64];
-    if (tu_redis_str(port, info, sizeof info, "INFO errorstats") != 0)
-        return -1;
-    snprintf(key, sizeof key, "errorstat_%s:count=", prefix);
-    const char *p = strstr(info, key);
-    return p ? atoll(p + strlen(key)) : 0;
+    char field[64];
+    snprintf(field, sizeof field, "errorstat_%s:count=", prefix);
+    return tu_redis_info_num(NULL, port, "errorstats", field);
 }
 
 typedef struct hb_call {

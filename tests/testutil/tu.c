@@ -179,3 +179,19 @@ int tu_redis_str(int port, char *buf, size_t len, const char *fmt, ...)
     }
     return rc;
 }
+
+long long tu_redis_info_num(redisContext *ctx, int port, const char *section, const char *field)
+{
+    redisContext *own = ctx ? NULL : redisConnect("127.0.0.1", port);
+    redisContext *c = ctx ? ctx : own;
+    redisReply *r = c && !c->err ? redisCommand(c, "INFO %s", section) : NULL;
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *at = strstr(r->str, field);
+        n = at ? atoll(at + strlen(field)) : 0;
+    }
+    freeReplyObject(r);
+    if (own)
+        redisFree(own);
+    return n;
+}

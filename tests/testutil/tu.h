@@ -89,5 +89,11 @@ void tu_redis_stop(tu_redis *r);
 int64_t tu_redis_int(int port, const char *fmt, ...);
 /* Same, copying a string reply into buf (empty on nil); returns 0 or -1. */
 int tu_redis_str(int port, char *buf, size_t len, const char *fmt, ...);
+/* The number after field (e.g. "total_reads_processed:",
+ * "errorstat_EXECABORT:count=") in INFO section, asked on ctx when it is
+ * not NULL — a connection the caller keeps open, for counters a connection
+ * of its own would move (its close is a read event) — else on a fresh
+ * connection to port. 0 when the field is absent, -1 on error. */
+long long tu_redis_info_num(redisContext *ctx, int port, const char *section, const char *field);
 
 #endif
