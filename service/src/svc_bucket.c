@@ -2,11 +2,13 @@
  * buckets, the per-user reservation and the counters (svc_bucket.h). */
 #include "svc_bucket.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "svc_check.h"
 #include "svc_keys.h"
@@ -181,6 +183,12 @@ typedef struct entry {
     bool known;   /* lay holds the layout for gen */
     svc_layout lay;
     uint64_t empty; /* buckets known empty under gen */
+    /* This instance's own holds: when each hinted mode's lock of each
+     * bucket certainly ends (lc_now_us µs), 0 when not held here. */
+    _Atomic int64_t held_until[LC_MODE_COUNT][SVC_BUCKETS_MAX];
+    atomic_uint releases;   /* holds released here so far */
+    atomic_int sleepers;    /* purchases in svc_bucket_wait_here */
+    pthread_cond_t release; /* signalled once per release while one sleeps */
 } entry;
 
 static entry table[SVC_BUCKET_SKUS];
@@ -196,7 +204,12 @@ static entry *find(const char *sku)
 static void init_entry(int i, void *arg)
 {
     (void)arg;
+    pthread_condattr_t ca;
     SVC_PT(pthread_mutex_init(&table[i].mu, NULL));
+    SVC_PT(pthread_condattr_init(&ca));
+    SVC_PT(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC)); /* lc_now_us's clock */
+    SVC_PT(pthread_cond_init(&table[i].release, &ca));
+    SVC_PT(pthread_condattr_destroy(&ca));
 }
 
 static entry *find_or_add(const char *sku)
@@ -332,6 +345,99 @@ void svc_bucket_mark_empty(const char *sku, uint64_t gen, int b)
     if (e->gen == gen)
         e->empty |= (uint64_t)1 << b;
     SVC_PT(pthread_mutex_unlock(&e->mu));
+}
+
+/* ---- this instance's own holds ---- */
+
+bool svc_bucket_hint_mode(lc_mode mode)
+{
+    const lc_mode_info *mi = lc_mode_info_of(mode);
+    return mi != NULL && mi->fixed_lease && mi->polls;
+}
+
+void svc_bucket_hold(const char *sku, lc_mode mode, int b, bool held, int64_t until_us)
+{
+    entry *e = svc_bucket_hint_mode(mode) && b >= 0 && b < SVC_BUCKETS_MAX ? find(sku) : NULL;
+    if (e == NULL || until_us <= 0)
+        return;
+    _Atomic int64_t *m = &e->held_until[mode][b];
+    if (held) {
+        atomic_store(m, until_us);
+        return;
+    }
+    /* Only our own mark: after an expired lease a later holder's may be
+     * there already. */
+    int64_t mine = until_us;
+    if (!atomic_compare_exchange_strong(m, &mine, 0))
+        return;
+    atomic_fetch_add(&e->releases, 1);
+    if (atomic_load(&e->sleepers) > 0) {
+        SVC_PT(pthread_mutex_lock(&e->mu));
+        SVC_PT(pthread_cond_signal(&e->release));
+        SVC_PT(pthread_mutex_unlock(&e->mu));
+    }
+}
+
+bool svc_bucket_claim(const char *sku, lc_mode mode, int b, int64_t until_us)
+{
+    entry *e = svc_bucket_hint_mode(mode) && b >= 0 && b < SVC_BUCKETS_MAX ? find(sku) : NULL;
+    if (e == NULL)
+        return false;
+    _Atomic int64_t *m = &e->held_until[mode][b];
+    int64_t old = atomic_load(m);
+    /* never over another's live claim or hold: its end would clear ours */
+    return old <= lc_now_us() && atomic_compare_exchange_strong(m, &old, until_us);
+}
+
+uint64_t svc_bucket_held_here(const char *sku, lc_mode mode, int n, int64_t now_us, unsigned *since,
+                              int64_t *first_end_us)
+{
+    entry *e = svc_bucket_hint_mode(mode) ? find(sku) : NULL;
+    unsigned seen = e != NULL ? atomic_load(&e->releases) : 0;
+    int64_t first = 0;
+    uint64_t here = 0;
+    for (int b = 0; e != NULL && b < n && b < SVC_BUCKETS_MAX; b++) {
+        int64_t until = atomic_load_explicit(&e->held_until[mode][b], memory_order_relaxed);
+        if (until > now_us) {
+            here |= (uint64_t)1 << b;
+            if (first == 0 || until < first)
+                first = until;
+        }
+    }
+    if (since != NULL)
+        *since = seen;
+    if (first_end_us != NULL)
+        *first_end_us = first;
+    return here;
+}
+
+int svc_bucket_wait_here(const char *sku, unsigned since, int64_t until_us,
+                         const atomic_int *cancel)
+{
+    entry *e = find(sku);
+    if (e == NULL)
+        return 0;
+    int rc = 0;
+    SVC_PT(pthread_mutex_lock(&e->mu));
+    atomic_fetch_add(&e->sleepers, 1);
+    for (;;) {
+        if (cancel != NULL && atomic_load(cancel)) {
+            rc = -1;
+            break;
+        }
+        int64_t now = lc_now_us();
+        if (atomic_load(&e->releases) != since || now >= until_us)
+            break;
+        int64_t to = until_us;
+        if (cancel != NULL && to - now > LC_CANCEL_LATENCY_MS * 1000LL)
+            to = now + LC_CANCEL_LATENCY_MS * 1000LL;
+        struct timespec ts = {.tv_sec = to / 1000000, .tv_nsec = (to % 1000000) * 1000};
+        int w = pthread_cond_timedwait(&e->release, &e->mu, &ts);
+        SVC_ASSERT(w == 0 || w == ETIMEDOUT);
+    }
+    atomic_fetch_sub(&e->sleepers, 1);
+    SVC_PT(pthread_mutex_unlock(&e->mu));
+    return rc;
 }
 
 static bool same_layout(const svc_layout *a, const svc_layout *b)

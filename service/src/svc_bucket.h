@@ -13,7 +13,8 @@
  *
  * A purchase starts in a random bucket among those not known to be empty
  * (hopping past one whose lock is held, and polling them all when every
- * one is: svc_purchase.c) and, when that one is sold out, tries the next
+ * one is; first among those this instance's own purchases do not hold:
+ * svc_purchase.c) and, when that one is sold out, tries the next
  * one not known empty (svc_bucket_next). Each instance remembers the buckets it
  * found empty: between two resets a bucket's stock only goes down (in every
  * mode that does not oversell), so the memory is safe until the reset,
@@ -39,6 +40,7 @@
 #ifndef MIAOSHA_SVC_BUCKET_H
 #define MIAOSHA_SVC_BUCKET_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -134,6 +136,49 @@ void svc_bucket_mark_empty(const char *sku, uint64_t gen, int b);
  * svc_bucket_layout). */
 int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen, char *err,
                        size_t len);
+
+/* ---- this instance's own holds (a hint, never a lock) ----
+ *
+ * Several workers of one instance buying the same SKU would otherwise hop
+ * onto buckets whose lock another of them holds: a try that certainly
+ * fails, a round trip each. So a purchase publishes its try of a bucket's
+ * lock (a claim, until the try's reply) and then its hold while it has
+ * it, and a polling buyer (setnx, token, fenced: a mode
+ * with a fixed lease, svc_bucket_hint_mode) tries the buckets held here
+ * last, and when every bucket with stock is held here waits for one of
+ * those holds to end instead of polling them. A hold is published with
+ * its lease's certain end and counts only until then: a lease that ran
+ * out is tried at once, as another instance's buyer would (the lesson of
+ * an expired lease is unchanged). Other instances' holds are found by
+ * trying, as before. Memory only; any thread. */
+
+/* Whether mode's holds are published and used (fixed lease and polling:
+ * setnx, token, fenced). */
+bool svc_bucket_hint_mode(lc_mode mode);
+/* A purchase took (held true) or released (held false) the lock of bucket
+ * b of sku in mode; until_us: when that lease certainly ends (lc_now_us
+ * µs, > 0), the same value for both calls (or, held false, a claim's).
+ * Ending the mark that is still there wakes one purchase waiting in
+ * svc_bucket_wait_here; a later holder's mark is left alone. A mode that
+ * is not hinted, a SKU not in the table or b out of range: nothing. */
+void svc_bucket_hold(const char *sku, lc_mode mode, int b, bool held, int64_t until_us);
+/* A purchase is about to try bucket b of sku's mode lock: marked as held
+ * here until until_us (its reply's latest arrival), unless another claim
+ * or hold of this instance is marked there. true when marked: end it with
+ * svc_bucket_hold(..., false, until_us) (a taken lock's hold replaces it). */
+bool svc_bucket_claim(const char *sku, lc_mode mode, int b, int64_t until_us);
+/* The buckets of 0..n-1 of sku whose mode lock a purchase of this
+ * instance holds or tries (claims) at now_us (a bit each). since (NULL:
+ * not wanted): the count of releases so far, read before the marks, for
+ * svc_bucket_wait_here; first_end_us (NULL: not wanted): the earliest end
+ * among the marks found, 0 when none. */
+uint64_t svc_bucket_held_here(const char *sku, lc_mode mode, int n, int64_t now_us, unsigned *since,
+                              int64_t *first_end_us);
+/* Waits until a hold of sku is released here after `since` was read, or
+ * until_us (lc_now_us µs) passes, or cancel (NULL: none) is raised; in
+ * slices of LC_CANCEL_LATENCY_MS. Returns 0, or -1 when canceled. */
+int svc_bucket_wait_here(const char *sku, unsigned since, int64_t until_us,
+                         const atomic_int *cancel);
 
 /* ---- one buy per user ---- */
 

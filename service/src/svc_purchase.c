@@ -28,7 +28,11 @@
  * it on (aim, other_buckets). A polling mode's buyer who found every
  * bucket with stock locked pauses as its lock's own wait would, then tries
  * them again (next_round); the others' last try waits. A bucket found
- * locked is tried again before sold out.
+ * locked is tried again before sold out. A polling mode with a fixed
+ * lease also knows this instance's own tries and holds (svc_bucket_claim,
+ * svc_bucket_hold: a hint, never a lock): it draws among the buckets not
+ * held here, and when every bucket with stock is held here it waits for a
+ * release here, or a held lease's end, instead of pausing and polling.
  * The section itself is the same, on the bucket's keys and lock. A SKU
  * without buckets runs exactly as before: its own keys, one try.
  *
@@ -72,6 +76,10 @@ typedef struct purchase {
     int64_t lock_wait_us;  /* the tries' time on their locks so far */
     bool hop;              /* this try is a hop: it does not wait */
     bool waited;           /* a try has waited: no more hops */
+    bool hint;             /* uses this instance's claims (svc_bucket_hold):
+                              a polling mode that hops */
+    int64_t claim_us;      /* its try's claim on its bucket, until then; 0
+                              when it publishes none */
     int64_t start_us;      /* the first try's start: later ones wait less */
     char tag[SVC_TAG_MAX]; /* the bucket of the try (x.tag) */
     svc_reservation rv;    /* one buy per user with buckets */
@@ -173,7 +181,17 @@ static void lock_args(purchase *pu, int64_t spent_ms)
 static bool untried_left(const purchase *pu, int after)
 {
     uint64_t skip = svc_bucket_empty(pu->x.r->sku, pu->lay_gen) | pu->tried | pu->busy;
+    if (pu->hint)
+        skip |= svc_bucket_held_here(pu->x.r->sku, (lc_mode)pu->x.r->mode, pu->lay.n, lc_now_us(),
+                                     NULL, NULL);
     return svc_bucket_next(pu->lay.n, skip, after, 0) >= 0;
+}
+
+/* The section's on_hold: this instance's holds of a bucket's lock, for its
+ * other purchases (svc_bucket_hold). */
+static void publish_hold(svc_section *x, bool held, int64_t lease_gone_us)
+{
+    svc_bucket_hold(x->r->sku, x->a.mode, x->o.bucket, held, lease_gone_us);
 }
 
 /* Aims the next try at bucket b (lay.n 1: the SKU's own keys, b 0): its
@@ -191,6 +209,11 @@ static void aim(purchase *pu, int b)
     }
     svc_layout_tag(&pu->lay, r->sku, b, pu->tag);
     x->tag = pu->tag;
+    if (pu->hint) {
+        /* until the try's reply at the latest; a taken lock's lease then */
+        int64_t until = lc_now_us() + (int64_t)r->s->redis.command_timeout_ms * 1000 + 1;
+        pu->claim_us = svc_bucket_claim(r->sku, (lc_mode)r->mode, b, until) ? until : 0;
+    }
     pu->tried |= (uint64_t)1 << b;
     if (bucketed(pu)) {
         x->o.bucket = b;
@@ -235,7 +258,24 @@ static bool next_round(purchase *pu, lc_conn *conn, purchase_result *res)
     if (left <= 0)
         return false;
     int64_t t0 = lc_now_us(); /* in µs: a sum of rounds' ms would drift */
-    if (lc_conn_retry_pause(conn, x->a.mode, left, x->a.cancel, NULL) == LC_CANCELED) {
+    unsigned since = 0;
+    int64_t first_end = 0;
+    uint64_t here = pu->hint ? svc_bucket_held_here(x->r->sku, (lc_mode)x->r->mode, pu->lay.n, t0,
+                                                    &since, &first_end)
+                             : 0;
+    uint64_t open = (pu->lay.n < 64 ? ((uint64_t)1 << pu->lay.n) - 1 : ~(uint64_t)0) &
+                    ~svc_bucket_empty(x->r->sku, pu->lay_gen);
+    bool canceled;
+    if (here != 0 && (open & ~here) == 0) {
+        /* Every bucket with stock is held here: the first release here (or
+         * the first of their leases to run out) is the moment to try. */
+        int64_t until = t0 + left * 1000;
+        canceled = svc_bucket_wait_here(x->r->sku, since, first_end < until ? first_end : until,
+                                        x->a.cancel) != 0;
+    } else {
+        canceled = lc_conn_retry_pause(conn, x->a.mode, left, x->a.cancel, NULL) == LC_CANCELED;
+    }
+    if (canceled) {
         snprintf(x->o.detail, sizeof x->o.detail,
                  "server shutting down while waiting for the lock; nothing was written");
         x->o.busy_wait_ms = -1;
@@ -246,6 +286,16 @@ static bool next_round(purchase *pu, lc_conn *conn, purchase_result *res)
     pu->lock_wait_us += lc_now_us() - t0;
     pu->busy = 0;
     return true;
+}
+
+/* The section on the bucket aim chose, its claim there ended after. */
+static purchase_result run_try(purchase *pu)
+{
+    purchase_result res = svc_section_run(&pu->x);
+    if (pu->claim_us != 0)
+        svc_bucket_hold(pu->x.r->sku, (lc_mode)pu->x.r->mode, pu->x.o.bucket, false, pu->claim_us);
+    pu->claim_us = 0;
+    return res;
 }
 
 /* The bucket the next try sells from: the start (after < 0: drawn among
@@ -260,7 +310,14 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
     svc_section *x = &pu->x;
     const char *sku = x->r->sku;
     uint64_t skip = svc_bucket_empty(sku, pu->lay_gen) | pu->tried;
-    int b = svc_bucket_next(pu->lay.n, skip | pu->busy, after, svc_bucket_rand());
+    int b = -1;
+    if (pu->hint) {
+        uint64_t here = svc_bucket_held_here(sku, (lc_mode)x->r->mode, pu->lay.n, lc_now_us(), NULL,
+                                             NULL);
+        b = svc_bucket_next(pu->lay.n, skip | pu->busy | here, after, svc_bucket_rand());
+    }
+    if (b < 0)
+        b = svc_bucket_next(pu->lay.n, skip | pu->busy, after, svc_bucket_rand());
     if (b < 0)
         b = svc_bucket_next(pu->lay.n, skip, after, svc_bucket_rand());
     if (b >= 0)
@@ -318,7 +375,7 @@ static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_resul
             break;
         aim(pu, b);
         svc_section_start(x);
-        res = svc_section_run(x);
+        res = run_try(pu);
     }
     return res;
 }
@@ -405,6 +462,10 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
             }
             x->limited = false;
         }
+        if (svc_bucket_hint_mode((lc_mode)r->mode)) {
+            x->on_hold = publish_hold;
+            pu->hint = x->step == NULL && p->reenter == 0;
+        }
         purchase_result end;
         b = pick_bucket(pu, conn, -1, &end);
         if (b < 0) {
@@ -467,7 +528,7 @@ void svc_purchase_job(svc_req *r, lc_conn *conn)
         if (!begin_purchase(pu, r, conn))
             return;
     }
-    purchase_result res = other_buckets(pu, conn, svc_section_run(&pu->x));
+    purchase_result res = other_buckets(pu, conn, run_try(pu));
     settle_reservation(pu, conn);
     /* The answer can wait until the worker has sent its next purchase's
      * acquire (svc_pool.h) when it needs no Redis: an Idempotency-Key's

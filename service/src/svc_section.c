@@ -305,6 +305,8 @@ static bool acquire(svc_section *x, purchase_result *end)
         if (x->lock->issues_fence)
             svc_trace_fence(&x->tr, x->o.fence);
         x->held[x->nheld++] = g;
+        if (x->on_hold != NULL)
+            x->on_hold(x, true, x->lease_gone_us);
         if (r->p.fault == SVC_FAULT_CRASH_IN_SECTION) {
             svc_log(SVC_ERROR, "fault crash_in_section: exiting while holding %s lock %s",
                     lc_mode_name(x->a.mode), x->a.key);
@@ -369,6 +371,8 @@ static void release_one(svc_section *x, lc_guard *g, bool outer, lc_pipe *p)
     lc_status st = lc_release_pipe(x->conn, g, p);
     if (outer)
         svc_trace_released(&x->tr, (int)st);
+    if (outer && x->on_hold != NULL)
+        x->on_hold(x, false, x->lease_gone_us);
     if (late)
         x->o.lock_lost = true;
     if (late && st == LC_OK)

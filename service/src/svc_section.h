@@ -57,6 +57,11 @@ typedef struct svc_section {
                                  their locks (stock buckets: hops, pauses,
                                  probes' acquisitions); the lock wait below
                                  and the reply's lock_wait_ms include it */
+    /* NULL, or told when the outer lock is taken (held true, with when its
+     * fixed lease certainly ends in µs, 0 if it has none) and when it is
+     * released (held false): stock buckets publish this instance's own
+     * holds (svc_bucket_hold). Called on the section's thread. */
+    void (*on_hold)(struct svc_section *x, bool held, int64_t lease_gone_us);
 
     /* Set by the section, for the caller. */
     int64_t wait_us;    /* time to the outer lock, waited_before_us

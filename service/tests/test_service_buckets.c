@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "svc_test.h"
 
@@ -677,6 +678,91 @@ static void test_hop(void)
     }
 }
 
+/* ---- this instance's own holds: waited for, not tried ---------------- */
+
+typedef struct bg_buy {
+    const svc_server *s;
+    char path[160];
+    svc_resp r;
+    pthread_t th;
+} bg_buy;
+
+static void *bg_buyer(void *arg)
+{
+    bg_buy *b = arg;
+    svc_req(b->s, "POST", b->path, NULL, NULL, &b->r);
+    return NULL;
+}
+
+/* 1 once n of sku's two buckets' token locks exist (within 5 s), else 0. */
+static int locks_held(const char *sku, int n)
+{
+    for (int i = 0; i < 500; i++) {
+        int held = 0;
+        for (int b = 0; b < 2; b++)
+            held += tu_redis_int(rp, "EXISTS miaosha:{%s~%d}:lock:token", sku, b) == 1;
+        if (held >= n)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Two buyers of one instance hold both buckets' locks (their sections
+ * take work_ms); a third buyer of that instance arrives. Its first try
+ * was sent before it could know (one hop); then, every bucket with stock
+ * held here, it waits for a release here instead of polling the locks. The
+ * second buyer never tried the first one's bucket. With lease_ms shorter
+ * than the holders' sections, the third buys once the first lease has
+ * run out, not when the holders release: a hold counts only until its
+ * lease's end, so an expired lease is taken as from another instance. */
+static void test_held_here(void)
+{
+    const char *skus[] = {"bk-w", "bk-wl"};
+    for (int t = 0; t < 2; t++) {
+        const char *sku = skus[t];
+        bool lease = t == 1;
+        TU_REQUIRE(put_stock(&ins[0], sku, 10, 2, NULL) == 200, "%s: 5 in each of 2 buckets", sku);
+        bg_buy hold[2];
+        for (int i = 0; i < 2; i++) {
+            hold[i] = (bg_buy){.s = &ins[0]};
+            snprintf(hold[i].path, sizeof hold[i].path,
+                     "/miaosha/token?sku=%s&wait_ms=5000&work_ms=%s", sku,
+                     lease ? "2500&lease_ms=300" : "800");
+            TU_REQUIRE(pthread_create(&hold[i].th, NULL, bg_buyer, &hold[i]) == 0, "thread");
+            TU_REQUIRE(locks_held(sku, i + 1), "%s: holder %d has its bucket's lock", sku, i);
+        }
+        char path[160];
+        snprintf(path, sizeof path, "/miaosha/token?sku=%s&wait_ms=5000&trace=1", sku);
+        svc_resp r;
+        int64_t t0 = lc_now_ms();
+        svc_req(&ins[0], "POST", path, NULL, NULL, &r);
+        int64_t took = lc_now_ms() - t0;
+        int bucket, probes, hops;
+        last_trace3(&ins[0], sku, &bucket, &probes, &hops);
+        for (int i = 0; i < 2; i++)
+            pthread_join(hold[i].th, NULL);
+        TU_CHECK(r.status == 200 && hops == 1,
+                 "%s: the third buyer sold after one hop (its first try), then waited here: "
+                 "%d hops, %lld ms: %s",
+                 sku, hops, (long long)took, B(&r));
+        TU_CHECK(stats_hops(&ins[0], sku) == 1,
+                 "%s: the second holder went to the bucket not held here: %lld hops in all", sku,
+                 stats_hops(&ins[0], sku));
+        if (lease)
+            TU_CHECK(took < 2000,
+                     "%s: the third sold once the first lease (300 ms) ran out, not at the "
+                     "holders' release (2500 ms): %lld ms",
+                     sku, (long long)took);
+        else
+            TU_CHECK(hold[0].r.status == 200 && hold[1].r.status == 200,
+                     "%s: both holders sold: %s / %s", sku, B(&hold[0].r), B(&hold[1].r));
+        for (int i = 0; i < 2; i++)
+            svc_resp_free(&hold[i].r);
+        svc_resp_free(&r);
+    }
+}
+
 /* ---- resets under load, the bucket count changing -------------------------- */
 
 #define LOAD_BUYERS 6
@@ -956,6 +1042,7 @@ int main(void)
     test_gone_buckets();
     test_round_trips();
     test_hop();
+    test_held_here();
     test_reset_under_load();
     test_idem();
     test_limit();
