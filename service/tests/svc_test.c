@@ -325,6 +325,23 @@ void svc_handle_free(void *handle)
         curl_easy_cleanup(handle);
 }
 
+static void *bg_main(void *arg)
+{
+    svc_bg *b = arg;
+    svc_req(b->s, b->method != NULL ? b->method : "GET", b->path, NULL, NULL, &b->r);
+    return NULL;
+}
+
+int svc_bg_start(svc_bg *b)
+{
+    return pthread_create(&b->th, NULL, bg_main, b) == 0 ? 0 : -1;
+}
+
+void svc_bg_join(svc_bg *b)
+{
+    pthread_join(b->th, NULL);
+}
+
 void svc_resp_free(svc_resp *r)
 {
     free(r->body);

@@ -4,6 +4,7 @@
 #ifndef MIAOSHA_SVC_TEST_H
 #define MIAOSHA_SVC_TEST_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -76,6 +77,20 @@ int svc_req_hdr(const svc_server *s, const char *method, const char *path, const
 int svc_req_keep(void **handle, const svc_server *s, const char *method, const char *path,
                  svc_resp *out);
 void svc_handle_free(void *handle);
+/* One request on a thread of its own, for a buyer that holds its lock
+ * while the test goes on: set s, method (NULL: "GET") and path, then
+ * svc_bg_start; svc_bg_join waits for the reply in r (free it with
+ * svc_resp_free). */
+typedef struct svc_bg {
+    const svc_server *s;
+    const char *method;
+    char path[256];
+    svc_resp r;
+    pthread_t th;
+} svc_bg;
+/* 0 once the thread runs the request; -1 when no thread could start. */
+int svc_bg_start(svc_bg *b);
+void svc_bg_join(svc_bg *b);
 void svc_resp_free(svc_resp *r);
 /* The body, never NULL (for messages). */
 static inline const char *B(const svc_resp *r)

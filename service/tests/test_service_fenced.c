@@ -141,19 +141,6 @@ static void test_race(int pipeline)
     }
 }
 
-typedef struct async_buy {
-    char path[256];
-    svc_resp resp;
-    pthread_t th;
-} async_buy;
-
-static void *async_main(void *arg)
-{
-    async_buy *a = arg;
-    svc_req(&srv, "GET", a->path, NULL, NULL, &a->resp);
-    return NULL;
-}
-
 /* A has read and sleeps past its lease; B takes the lock, reads and writes;
  * then A writes. mode fenced: A is refused. mode token: A writes too. */
 static void interleave(const char *mode, int pipeline)
@@ -163,12 +150,11 @@ static void interleave(const char *mode, int pipeline)
     snprintf(what, sizeof what, "interleave %s p%d", mode, pipeline);
     snprintf(lock, sizeof lock, "miaosha:{%s}:lock:%s", sku, mode);
     TU_REQUIRE(svc_set_stock(&srv, sku, 5, NULL) == 200, "stock %s", sku);
-    async_buy a;
-    memset(&a, 0, sizeof a);
+    svc_bg a = {.s = &srv};
     snprintf(a.path, sizeof a.path,
              "/miaosha/%s?sku=%s&user=A&work_ms=1500&lease_ms=100&pipeline=%d", mode, sku,
              pipeline);
-    TU_REQUIRE(pthread_create(&a.th, NULL, async_main, &a) == 0, "thread");
+    TU_REQUIRE(svc_bg_start(&a) == 0, "thread");
     /* A holds the lock (its read is in the acquire's round trip, or the
      * very next one), then its 100 ms lease runs out while it works. */
     TU_CHECK(wait_key(lock, 1, 2000), "%s: A took the lock", what);
@@ -180,30 +166,29 @@ static void interleave(const char *mode, int pipeline)
     svc_req(&srv, "GET", path, NULL, NULL, &b);
     TU_CHECK(b.status == 200, "%s: B buys while A still works: %ld %s", what, b.status, B(&b));
     TU_CHECK(svc_jnum(b.json, "stock_left") == 4, "%s: B read 5, wrote 4", what);
-    pthread_join(a.th, NULL);
+    svc_bg_join(&a);
     svc_audit au;
     TU_CHECK(svc_get_audit(&srv, sku, &au) == 200, "%s: audit", what);
     if (!strcmp(mode, "fenced")) {
-        TU_CHECK(a.resp.status == 409 && svc_jerr_is(&a.resp, "fenced_out"),
-                 "%s: A's stale write is refused: %ld %s", what, a.resp.status, B(&a.resp));
-        TU_CHECK(svc_jdetail_has(&a.resp, "fencing token") &&
-                     svc_jstr(a.resp.json, "order_id") == NULL,
-                 "%s: the detail says why, no order id: %s", what, B(&a.resp));
-        TU_CHECK(svc_jnum(b.json, "fence") > svc_jnum(a.resp.json, "fence"),
+        TU_CHECK(a.r.status == 409 && svc_jerr_is(&a.r, "fenced_out"),
+                 "%s: A's stale write is refused: %ld %s", what, a.r.status, B(&a.r));
+        TU_CHECK(svc_jdetail_has(&a.r, "fencing token") && svc_jstr(a.r.json, "order_id") == NULL,
+                 "%s: the detail says why, no order id: %s", what, B(&a.r));
+        TU_CHECK(svc_jnum(b.json, "fence") > svc_jnum(a.r.json, "fence"),
                  "%s: B's token %g > A's %g", what, svc_jnum(b.json, "fence"),
-                 svc_jnum(a.resp.json, "fence"));
+                 svc_jnum(a.r.json, "fence"));
         TU_CHECK(au.stock == 4 && au.sold == 1 && au.orders == 1 && au.oversold == 0,
                  "%s: exact: stock %lld sold %lld orders %lld oversold %lld", what, au.stock,
                  au.sold, au.orders, au.oversold);
         fenced_out_seen++;
     } else {
-        TU_CHECK(a.resp.status == 200, "%s: token lets A write too: %ld %s", what, a.resp.status,
-                 B(&a.resp));
+        TU_CHECK(a.r.status == 200, "%s: token lets A write too: %ld %s", what, a.r.status,
+                 B(&a.r));
         TU_CHECK(au.sold == 2 && au.stock == 4 && au.oversold == 1,
                  "%s: oversold: stock %lld sold %lld oversold %lld", what, au.stock, au.sold,
                  au.oversold);
     }
-    svc_resp_free(&a.resp);
+    svc_resp_free(&a.r);
     svc_resp_free(&b);
 }
 
@@ -303,18 +288,17 @@ static void test_reset(int pipeline)
     svc_resp_free(&r);
 
     /* A purchase in flight across a reset: the epoch voids its write. */
-    async_buy a;
-    memset(&a, 0, sizeof a);
+    svc_bg a = {.s = &srv};
     snprintf(a.path, sizeof a.path, "/miaosha/fenced?sku=%s&work_ms=800&pipeline=%d", sku,
              pipeline);
-    TU_REQUIRE(pthread_create(&a.th, NULL, async_main, &a) == 0, "thread");
+    TU_REQUIRE(svc_bg_start(&a) == 0, "thread");
     TU_CHECK(wait_key(lock, 1, 2000), "%s: the buyer holds the lock", what);
     tu_sleep_ms(50); /* its read follows the acquire by one round trip at most */
     TU_REQUIRE(svc_set_stock(&srv, sku, 7, NULL) == 200, "reset in flight");
-    pthread_join(a.th, NULL);
-    TU_CHECK(a.resp.status == 409 && svc_jerr_is(&a.resp, "stock_reset"),
-             "%s: in flight across the reset: %ld %s", what, a.resp.status, B(&a.resp));
-    svc_resp_free(&a.resp);
+    svc_bg_join(&a);
+    TU_CHECK(a.r.status == 409 && svc_jerr_is(&a.r, "stock_reset"),
+             "%s: in flight across the reset: %ld %s", what, a.r.status, B(&a.r));
+    svc_resp_free(&a.r);
     check_exact(sku, 0, what);
 }
 
@@ -362,20 +346,6 @@ static void test_noscript(int pipeline)
         svc_resp_free(&r);
     }
     check_exact(sku, 2, "noscript");
-}
-
-typedef struct ns_buy {
-    const svc_server *s;
-    char path[256];
-    svc_resp resp;
-    pthread_t th;
-} ns_buy;
-
-static void *ns_buy_main(void *arg)
-{
-    ns_buy *b = arg;
-    svc_req(b->s, "GET", b->path, NULL, NULL, &b->resp);
-    return NULL;
 }
 
 /* Reads keyspace events from sub until the lock key's first "del" (the
@@ -431,39 +401,38 @@ static void test_noscript_mid_section(void)
         TU_REQUIRE(r != NULL && r->type == REDIS_REPLY_ARRAY, "%s: PSUBSCRIBE", what);
         freeReplyObject(r);
 
-        ns_buy a = {.s = &srv}, b = {.s = &srv};
+        svc_bg a = {.s = &srv}, b = {.s = &srv};
         snprintf(a.path, sizeof a.path,
                  "/miaosha/fenced?sku=%s&user=A&work_ms=1500&wait_ms=5000&pipeline=%d", sku,
                  pipeline);
         snprintf(b.path, sizeof b.path,
                  "/miaosha/fenced?sku=%s&user=B&work_ms=0&wait_ms=10000&pipeline=%d", sku,
                  pipeline);
-        TU_REQUIRE(pthread_create(&a.th, NULL, ns_buy_main, &a) == 0, "thread");
+        TU_REQUIRE(svc_bg_start(&a) == 0, "thread");
         /* A has read once the mark exists (its read raised it). */
         int64_t until = lc_now_ms() + tu_slack(5000);
         while (tu_redis_int(port, "EXISTS %s", mark) != 1 && lc_now_ms() < until)
             tu_sleep_ms(5);
         TU_REQUIRE(tu_redis_int(port, "EXISTS %s", mark) == 1, "%s: A has read", what);
-        TU_REQUIRE(pthread_create(&b.th, NULL, ns_buy_main, &b) == 0, "thread");
+        TU_REQUIRE(svc_bg_start(&b) == 0, "thread");
         TU_REQUIRE(tu_redis_str(port, ok, sizeof ok, "SCRIPT FLUSH") == 0 && !strcmp(ok, "OK"),
                    "SCRIPT FLUSH");
         /* Checked after the flush: A's write, still to come, follows it. */
         TU_REQUIRE(tu_redis_int(port, "GET %s", stock) == 5,
                    "%s: A has not written before the flush", what);
-        pthread_join(a.th, NULL);
-        pthread_join(b.th, NULL);
+        svc_bg_join(&a);
+        svc_bg_join(&b);
         int order = write_before_release(sub, lock, stock);
         TU_CHECK(order == 1, "%s: A's write ran before its release (%d: 0 after, -1 no release)",
                  what, order);
-        TU_CHECK(a.resp.status == 200, "%s: A buys: %ld %s", what, a.resp.status, B(&a.resp));
-        TU_CHECK(b.resp.status == 200, "%s: B buys after A: %ld %s", what, b.resp.status,
-                 B(&b.resp));
+        TU_CHECK(a.r.status == 200, "%s: A buys: %ld %s", what, a.r.status, B(&a.r));
+        TU_CHECK(b.r.status == 200, "%s: B buys after A: %ld %s", what, b.r.status, B(&b.r));
         svc_audit au;
         TU_CHECK(svc_get_audit(&srv, sku, &au) == 200 && au.sold == 2 && au.orders == 2 &&
                      au.stock == 3 && au.oversold == 0,
                  "%s: sold %lld orders %lld stock %lld", what, au.sold, au.orders, au.stock);
-        svc_resp_free(&a.resp);
-        svc_resp_free(&b.resp);
+        svc_resp_free(&a.r);
+        svc_resp_free(&b.r);
         redisFree(sub);
     }
 }

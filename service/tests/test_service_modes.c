@@ -4,7 +4,6 @@
  * on one Redis. All of it twice, on a fresh server each time (the /stats
  * counts are per server): with ?pipeline=0 (lock and Redis commands in
  * separate round trips), then with the default, the pipelined section. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,19 +145,6 @@ static void test_lock_lost(svc_server *s)
  *   token: A's release is refused (A: lock_lost); B's lock survives and B
  *          releases it normally. Nobody deletes another's lock.
  * B starts only once A's lock key exists, so the order is not a race. */
-typedef struct async_buy {
-    const svc_server *s;
-    char path[256];
-    svc_resp r;
-} async_buy;
-
-static void *buy_thread(void *p)
-{
-    async_buy *a = p;
-    svc_req(a->s, "GET", a->path, NULL, NULL, &a->r);
-    return NULL;
-}
-
 static void test_slow_holder_release(svc_server *s)
 {
     const char *pair[] = {"setnx", "token"};
@@ -167,19 +153,18 @@ static void test_slow_holder_release(svc_server *s)
         snprintf(sku, sizeof sku, "slow_%s", pair[m]);
         snprintf(key, sizeof key, "miaosha:{%s}:lock:%s", sku, pair[m]);
         TU_CHECK(svc_set_stock(s, sku, 5, NULL) == 200, "stock %s", sku);
-        async_buy a = {.s = s}, b = {.s = s};
+        svc_bg a = {.s = s}, b = {.s = s};
         snprintf(a.path, sizeof a.path, "/miaosha/%s?sku=%s&lease_ms=200&work_ms=400%s", pair[m],
                  sku, pipe_q);
         snprintf(b.path, sizeof b.path,
                  "/miaosha/%s?sku=%s&lease_ms=5000&work_ms=400&wait_ms=5000%s", pair[m], sku,
                  pipe_q);
-        pthread_t th;
-        TU_REQUIRE(pthread_create(&th, NULL, buy_thread, &a) == 0, "thread");
+        TU_REQUIRE(svc_bg_start(&a) == 0, "thread");
         int64_t limit = lc_now_ms() + 5000;
         while (tu_redis_int(s->redis_port, "EXISTS %s", key) != 1 && lc_now_ms() < limit)
             ;
-        buy_thread(&b);
-        pthread_join(th, NULL);
+        svc_req(s, "GET", b.path, NULL, NULL, &b.r);
+        svc_bg_join(&a);
         check_path(&a.r);
         check_path(&b.r);
         TU_CHECK(a.r.status == 200 && b.r.status == 200, "%s: A %ld %s | B %ld %s", pair[m],
