@@ -298,6 +298,8 @@ int svc_bucket_known(const char *sku, svc_layout *out)
     return known;
 }
 
+static void wake(entry *e, bool all);
+
 static void learn(entry *e, const svc_layout *l)
 {
     SVC_PT(pthread_mutex_lock(&e->mu));
@@ -307,6 +309,12 @@ static void learn(entry *e, const svc_layout *l)
     if (l != NULL)
         e->lay = *l;
     SVC_PT(pthread_mutex_unlock(&e->mu));
+    /* The reset deleted every lock (and a new layout renames the buckets):
+     * this instance's marks stand for nothing now. */
+    for (int m = 0; m < LC_MODE_COUNT; m++)
+        for (int b = 0; b < SVC_BUCKETS_MAX; b++)
+            atomic_store_explicit(&e->held_until[m][b], 0, memory_order_relaxed);
+    wake(e, true);
 }
 
 void svc_bucket_learn(const char *sku, const svc_layout *l)
@@ -349,6 +357,20 @@ void svc_bucket_mark_empty(const char *sku, uint64_t gen, int b)
 
 /* ---- this instance's own holds ---- */
 
+/* A mark of e ended: counted, and one sleeper woken (every one: all). */
+static void wake(entry *e, bool all)
+{
+    atomic_fetch_add(&e->releases, 1);
+    if (atomic_load(&e->sleepers) > 0) {
+        SVC_PT(pthread_mutex_lock(&e->mu));
+        if (all)
+            SVC_PT(pthread_cond_broadcast(&e->release));
+        else
+            SVC_PT(pthread_cond_signal(&e->release));
+        SVC_PT(pthread_mutex_unlock(&e->mu));
+    }
+}
+
 bool svc_bucket_hint_mode(lc_mode mode)
 {
     const lc_mode_info *mi = lc_mode_info_of(mode);
@@ -366,16 +388,24 @@ void svc_bucket_hold(const char *sku, lc_mode mode, int b, bool held, int64_t un
         return;
     }
     /* Only our own mark: after an expired lease a later holder's may be
-     * there already. */
+     * there already. Unless our lease had run out: then our release (setnx's
+     * plain DEL) may have deleted that later holder's lock, and its mark
+     * would stand for a lock that is gone. */
     int64_t mine = until_us;
-    if (!atomic_compare_exchange_strong(m, &mine, 0))
-        return;
-    atomic_fetch_add(&e->releases, 1);
-    if (atomic_load(&e->sleepers) > 0) {
-        SVC_PT(pthread_mutex_lock(&e->mu));
-        SVC_PT(pthread_cond_signal(&e->release));
-        SVC_PT(pthread_mutex_unlock(&e->mu));
+    if (!atomic_compare_exchange_strong(m, &mine, 0)) {
+        if (until_us > lc_now_us() || mine == 0)
+            return;
+        atomic_store(m, 0);
     }
+    wake(e, false);
+}
+
+void svc_bucket_unclaim(const char *sku, lc_mode mode, int b, int64_t until_us)
+{
+    entry *e = svc_bucket_hint_mode(mode) && b >= 0 && b < SVC_BUCKETS_MAX ? find(sku) : NULL;
+    int64_t mine = until_us;
+    if (e != NULL && atomic_compare_exchange_strong(&e->held_until[mode][b], &mine, 0))
+        wake(e, false);
 }
 
 bool svc_bucket_claim(const char *sku, lc_mode mode, int b, int64_t until_us)

@@ -157,16 +157,22 @@ int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *
 bool svc_bucket_hint_mode(lc_mode mode);
 /* A purchase took (held true) or released (held false) the lock of bucket
  * b of sku in mode; until_us: when that lease certainly ends (lc_now_us
- * µs, > 0), the same value for both calls (or, held false, a claim's).
- * Ending the mark that is still there wakes one purchase waiting in
- * svc_bucket_wait_here; a later holder's mark is left alone. A mode that
+ * µs, > 0), the same value for both calls. A release clears its own mark
+ * and wakes one purchase waiting in svc_bucket_wait_here; a later
+ * holder's mark is left alone, unless this release came after its own
+ * lease's end (setnx's DEL may then have deleted that holder's lock). A
+ * reset seen (svc_bucket_learn) clears every mark of the SKU. A mode that
  * is not hinted, a SKU not in the table or b out of range: nothing. */
 void svc_bucket_hold(const char *sku, lc_mode mode, int b, bool held, int64_t until_us);
 /* A purchase is about to try bucket b of sku's mode lock: marked as held
- * here until until_us (its reply's latest arrival), unless another claim
- * or hold of this instance is marked there. true when marked: end it with
- * svc_bucket_hold(..., false, until_us) (a taken lock's hold replaces it). */
+ * here until until_us (its acquisition's replies' latest arrival), unless
+ * another claim or hold of this instance is marked there. true when
+ * marked: a taken lock's svc_bucket_hold replaces it, else end it with
+ * svc_bucket_unclaim. */
 bool svc_bucket_claim(const char *sku, lc_mode mode, int b, int64_t until_us);
+/* The claim of svc_bucket_claim(sku, mode, b, until_us) ended without the
+ * lock: cleared while still there, and one waiter woken. */
+void svc_bucket_unclaim(const char *sku, lc_mode mode, int b, int64_t until_us);
 /* The buckets of 0..n-1 of sku whose mode lock a purchase of this
  * instance holds or tries (claims) at now_us (a bit each). since (NULL:
  * not wanted): the count of releases so far, read before the marks, for

@@ -191,6 +191,9 @@ static bool untried_left(const purchase *pu, int after)
  * other purchases (svc_bucket_hold). */
 static void publish_hold(svc_section *x, bool held, int64_t lease_gone_us)
 {
+    purchase *pu = (purchase *)(void *)x; /* x is its first member */
+    if (held)
+        pu->claim_us = 0; /* the hold replaces the claim */
     svc_bucket_hold(x->r->sku, x->a.mode, x->o.bucket, held, lease_gone_us);
 }
 
@@ -210,8 +213,12 @@ static void aim(purchase *pu, int b)
     svc_layout_tag(&pu->lay, r->sku, b, pu->tag);
     x->tag = pu->tag;
     if (pu->hint) {
-        /* until the try's reply at the latest; a taken lock's lease then */
-        int64_t until = lc_now_us() + (int64_t)r->s->redis.command_timeout_ms * 1000 + 1;
+        /* until the try's replies at the latest (setnx's acquisition is
+         * two commands); a taken lock's lease then */
+        int64_t until = lc_now_us() +
+                        (x->lock->two_step_acquire ? 2 : 1) *
+                            (int64_t)r->s->redis.command_timeout_ms * 1000 +
+                        1;
         pu->claim_us = svc_bucket_claim(r->sku, (lc_mode)r->mode, b, until) ? until : 0;
     }
     pu->tried |= (uint64_t)1 << b;
@@ -266,7 +273,7 @@ static bool next_round(purchase *pu, lc_conn *conn, purchase_result *res)
     uint64_t open = (pu->lay.n < 64 ? ((uint64_t)1 << pu->lay.n) - 1 : ~(uint64_t)0) &
                     ~svc_bucket_empty(x->r->sku, pu->lay_gen);
     bool canceled;
-    if (here != 0 && (open & ~here) == 0) {
+    if ((open & here) != 0 && (open & ~here) == 0) {
         /* Every bucket with stock is held here: the first release here (or
          * the first of their leases to run out) is the moment to try. */
         int64_t until = t0 + left * 1000;
@@ -293,7 +300,7 @@ static purchase_result run_try(purchase *pu)
 {
     purchase_result res = svc_section_run(&pu->x);
     if (pu->claim_us != 0)
-        svc_bucket_hold(pu->x.r->sku, (lc_mode)pu->x.r->mode, pu->x.o.bucket, false, pu->claim_us);
+        svc_bucket_unclaim(pu->x.r->sku, (lc_mode)pu->x.r->mode, pu->x.o.bucket, pu->claim_us);
     pu->claim_us = 0;
     return res;
 }

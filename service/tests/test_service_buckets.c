@@ -680,57 +680,65 @@ static void test_hop(void)
 
 /* ---- this instance's own holds: waited for, not tried ---------------- */
 
-typedef struct bg_buy {
-    const svc_server *s;
-    char path[160];
-    svc_resp r;
-    pthread_t th;
-} bg_buy;
-
-static void *bg_buyer(void *arg)
+/* How many of sku's two buckets' token locks exist now. */
+static int locks_count(const char *sku)
 {
-    bg_buy *b = arg;
-    svc_req(b->s, "POST", b->path, NULL, NULL, &b->r);
-    return NULL;
+    int held = 0;
+    for (int b = 0; b < 2; b++)
+        held += tu_redis_int(rp, "EXISTS miaosha:{%s~%d}:lock:token", sku, b) == 1;
+    return held;
 }
 
-/* 1 once n of sku's two buckets' token locks exist (within 5 s), else 0. */
+/* 1 once n of them exist (within 5 s), else 0. */
 static int locks_held(const char *sku, int n)
 {
     for (int i = 0; i < 500; i++) {
-        int held = 0;
-        for (int b = 0; b < 2; b++)
-            held += tu_redis_int(rp, "EXISTS miaosha:{%s~%d}:lock:token", sku, b) == 1;
-        if (held >= n)
+        if (locks_count(sku) >= n)
             return 1;
-        usleep(10000);
+        tu_sleep_ms(10);
     }
     return 0;
 }
 
 /* Two buyers of one instance hold both buckets' locks (their sections
- * take work_ms); a third buyer of that instance arrives. Its first try
- * was sent before it could know (one hop); then, every bucket with stock
- * held here, it waits for a release here instead of polling the locks. The
- * second buyer never tried the first one's bucket. With lease_ms shorter
- * than the holders' sections, the third buys once the first lease has
- * run out, not when the holders release: a hold counts only until its
- * lease's end, so an expired lease is taken as from another instance. */
+ * take work_ms); a third buyer of that instance arrives.
+ *   plain: its first try never waits: with every bucket marked it still
+ *          tries one (one hop); then, every bucket with stock held here, it
+ *          waits for a release here instead of polling the locks. The
+ *          second holder never tried the first one's bucket.
+ *   lease: lease_ms shorter than the holders' sections: the third buys
+ *          once the first lease has run out, not when the holders release
+ *          (a hold counts only until its lease's end, so an expired lease
+ *          is taken as from another instance).
+ *   reset: the SKU is reset (PUT /stock through this instance) while both
+ *          hold: the reset deleted their locks and cleared this instance's
+ *          marks. A fourth buyer takes one bucket again (work_ms); the
+ *          third goes to the other one at once, without a hop (had the old
+ *          marks stayed, every bucket would look held here, and the third
+ *          would wait behind the fourth half the time). */
 static void test_held_here(void)
 {
-    const char *skus[] = {"bk-w", "bk-wl"};
-    for (int t = 0; t < 2; t++) {
+    const char *skus[] = {"bk-w", "bk-wl", "bk-wr"};
+    const char *work[] = {"1500", "4000&lease_ms=1000", "4000"};
+    for (int t = 0; t < 3; t++) {
         const char *sku = skus[t];
-        bool lease = t == 1;
         TU_REQUIRE(put_stock(&ins[0], sku, 10, 2, NULL) == 200, "%s: 5 in each of 2 buckets", sku);
-        bg_buy hold[2];
+        svc_bg hold[2];
         for (int i = 0; i < 2; i++) {
-            hold[i] = (bg_buy){.s = &ins[0]};
+            hold[i] = (svc_bg){.s = &ins[0], .method = "POST"};
             snprintf(hold[i].path, sizeof hold[i].path,
-                     "/miaosha/token?sku=%s&wait_ms=5000&work_ms=%s", sku,
-                     lease ? "2500&lease_ms=300" : "800");
-            TU_REQUIRE(pthread_create(&hold[i].th, NULL, bg_buyer, &hold[i]) == 0, "thread");
+                     "/miaosha/token?sku=%s&wait_ms=5000&work_ms=%s", sku, work[t]);
+            TU_REQUIRE(svc_bg_start(&hold[i]) == 0, "thread");
             TU_REQUIRE(locks_held(sku, i + 1), "%s: holder %d has its bucket's lock", sku, i);
+        }
+        svc_bg again = {.s = &ins[0], .method = "POST"};
+        if (t == 2) {
+            TU_REQUIRE(put_stock(&ins[0], sku, 10, 2, NULL) == 200, "%s: reset while held", sku);
+            TU_REQUIRE(locks_count(sku) == 0, "%s: the reset freed both", sku);
+            snprintf(again.path, sizeof again.path,
+                     "/miaosha/token?sku=%s&wait_ms=5000&work_ms=4000", sku);
+            TU_REQUIRE(svc_bg_start(&again) == 0, "thread");
+            TU_REQUIRE(locks_held(sku, 1), "%s: the fourth buyer holds a bucket's lock", sku);
         }
         char path[160];
         snprintf(path, sizeof path, "/miaosha/token?sku=%s&wait_ms=5000&trace=1", sku);
@@ -741,22 +749,26 @@ static void test_held_here(void)
         int bucket, probes, hops;
         last_trace3(&ins[0], sku, &bucket, &probes, &hops);
         for (int i = 0; i < 2; i++)
-            pthread_join(hold[i].th, NULL);
-        TU_CHECK(r.status == 200 && hops == 1,
-                 "%s: the third buyer sold after one hop (its first try), then waited here: "
-                 "%d hops, %lld ms: %s",
-                 sku, hops, (long long)took, B(&r));
-        TU_CHECK(stats_hops(&ins[0], sku) == 1,
+            svc_bg_join(&hold[i]);
+        if (t == 2) {
+            svc_bg_join(&again);
+            svc_resp_free(&again.r);
+        }
+        int want = t == 2 ? 0 : 1;
+        TU_CHECK(r.status == 200 && hops == want,
+                 "%s: the third buyer sold after %d hop(s): %d hops, %lld ms: %s", sku, want, hops,
+                 (long long)took, B(&r));
+        TU_CHECK(stats_hops(&ins[0], sku) == want,
                  "%s: the second holder went to the bucket not held here: %lld hops in all", sku,
                  stats_hops(&ins[0], sku));
-        if (lease)
-            TU_CHECK(took < 2000,
-                     "%s: the third sold once the first lease (300 ms) ran out, not at the "
-                     "holders' release (2500 ms): %lld ms",
-                     sku, (long long)took);
-        else
+        if (t == 0)
             TU_CHECK(hold[0].r.status == 200 && hold[1].r.status == 200,
                      "%s: both holders sold: %s / %s", sku, B(&hold[0].r), B(&hold[1].r));
+        else
+            TU_CHECK(took < 3000,
+                     "%s: the third sold %s, not at the holders' release (4000 ms): %lld ms", sku,
+                     t == 1 ? "once the first lease (1000 ms) ran out" : "after the reset",
+                     (long long)took);
         for (int i = 0; i < 2; i++)
             svc_resp_free(&hold[i].r);
         svc_resp_free(&r);
