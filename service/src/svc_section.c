@@ -659,5 +659,6 @@ static bool held_back(svc_section *x, purchase_result *end, int again, int64_t *
     }
     x->o.detail[0] = '\0';
     x->read_came = false; /* the read that rode with the acquire is spent */
+    svc_stats_held_back();
     return true;
 }

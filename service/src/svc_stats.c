@@ -188,6 +188,13 @@ void svc_stats_redis_error(void)
     atomic_fetch_add_explicit(&redis_errors, 1, memory_order_relaxed);
 }
 
+static atomic_ullong held_back_commits;
+
+void svc_stats_held_back(void)
+{
+    atomic_fetch_add_explicit(&held_back_commits, 1, memory_order_relaxed);
+}
+
 void svc_stats_inflight(int delta)
 {
     atomic_fetch_add_explicit(&inflight, delta, memory_order_relaxed);
@@ -292,12 +299,13 @@ static void put_cluster(svc_buf *b, lc_client *client, const lc_stats *ls)
         }
         svc_buf_printf(b, "]}");
     }
-    svc_buf_printf(b,
-                   "],\"redirects\":{\"moved\":%llu,\"ask\":%llu},\"retries\":%llu,"
-                   "\"map_refreshes\":%llu}",
-                   (unsigned long long)ls->cluster_moved, (unsigned long long)ls->cluster_ask,
-                   (unsigned long long)ls->cluster_retries,
-                   (unsigned long long)ls->cluster_refreshes);
+    svc_buf_printf(
+        b,
+        "],\"redirects\":{\"moved\":%llu,\"ask\":%llu},\"retries\":%llu,"
+        "\"map_refreshes\":%llu,\"held_back_commits\":%llu}",
+        (unsigned long long)ls->cluster_moved, (unsigned long long)ls->cluster_ask,
+        (unsigned long long)ls->cluster_retries, (unsigned long long)ls->cluster_refreshes,
+        (unsigned long long)atomic_load_explicit(&held_back_commits, memory_order_relaxed));
     free(map);
 }
 
@@ -589,10 +597,16 @@ char *svc_stats_prometheus(lc_client *client, int redis_up, size_t *len)
             "# HELP miaosha_redis_cluster_slots_covered Slots with a master in the slot map "
             "(16384 when every slot has one).\n"
             "# TYPE miaosha_redis_cluster_slots_covered gauge\n"
-            "miaosha_redis_cluster_slots_covered %d\n",
+            "miaosha_redis_cluster_slots_covered %d\n"
+            "# HELP miaosha_redis_cluster_held_back_commits_total Purchase commits a slot "
+            "migration held back (nothing written) that were read, decided and sent again "
+            "under the same lock.\n"
+            "# TYPE miaosha_redis_cluster_held_back_commits_total counter\n"
+            "miaosha_redis_cluster_held_back_commits_total %llu\n",
             (unsigned long long)ls.cluster_moved, (unsigned long long)ls.cluster_ask,
             (unsigned long long)ls.cluster_retries, (unsigned long long)ls.cluster_refreshes,
-            map->slots_covered);
+            map->slots_covered,
+            (unsigned long long)atomic_load_explicit(&held_back_commits, memory_order_relaxed));
     free(map);
     svc_gauges_render(&b);
     svc_process_render(&b, cfg_version());

@@ -78,6 +78,11 @@ void svc_stats_purchase(svc_mode mode, int slot, svc_outcome out, int lock_lost,
 void svc_stats_http(unsigned status);
 /* One Redis failure seen by a request (miaosha_redis_errors_total). */
 void svc_stats_redis_error(void);
+/* One commit a Redis Cluster slot migration held back (nothing written)
+ * that the purchase reads, decides and sends again under its lock
+ * (svc_section.c; /stats cluster.held_back_commits,
+ * miaosha_redis_cluster_held_back_commits_total). Any thread. */
+void svc_stats_held_back(void);
 /* Purchases handed to workers and not finished (gauge): +1 when one is
  * queued, -1 when its job is done. */
 void svc_stats_inflight(int delta);

@@ -457,6 +457,7 @@ static void test_held_back(void)
         TU_REQUIRE(from > 0 && to > 0, "slot %d: from %d to %d", slot, from, to);
         long long aborts0 = error_count(from, "EXECABORT");
         long long watches0 = svc_redis_calls(from, "watch");
+        double held0 = metric(&a, "miaosha_redis_cluster_held_back_commits_total");
         hb_call c = {.path = ""};
         snprintf(c.path, sizeof c.path, "/miaosha/%s?sku=%s&user=hb&work_ms=3000&wait_ms=5000",
                  modes[m], sku);
@@ -485,6 +486,15 @@ static void test_held_back(void)
         TU_CHECK(c.out.status == 200 && svc_jstr(c.out.json, "order_id"),
                  "%s: the held-back commit went again and sold: %ld %s", modes[m], c.out.status,
                  B(&c.out));
+        double held = metric(&a, "miaosha_redis_cluster_held_back_commits_total");
+        svc_resp st;
+        svc_req(&a, "GET", "/stats", NULL, NULL, &st);
+        double held_stats = svc_jnum(cJSON_GetObjectItemCaseSensitive(st.json, "cluster"),
+                                     "held_back_commits");
+        svc_resp_free(&st);
+        TU_CHECK(held0 >= 0 && held >= held0 + 1 && held_stats == held,
+                 "%s: counted as held back (/metrics %g -> %g, /stats %g)", modes[m], held0, held,
+                 held_stats);
         svc_resp_free(&c.out);
         svc_resp r;
         char path[64];
