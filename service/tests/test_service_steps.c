@@ -58,7 +58,7 @@ static cJSON *step_of(const svc_server *s, const char *user, long long id)
         const char *u = svc_jstr(e, "user");
         const char *stage = svc_jstr(e, "stage");
         if ((id > 0 && (long long)svc_jnum(e, "id") == id) ||
-            (id <= 0 && u != NULL && strcmp(u, user) == 0 &&
+            (id <= 0 && u != NULL && user != NULL && strcmp(u, user) == 0 &&
              (stage == NULL || strcmp(stage, "done") != 0))) {
             cJSON_Delete(found);
             found = cJSON_Duplicate(e, 1);
