@@ -183,12 +183,13 @@ typedef struct entry {
     bool known;   /* lay holds the layout for gen */
     svc_layout lay;
     uint64_t empty; /* buckets known empty under gen */
-    /* This instance's own holds: when each hinted mode's lock of each
-     * bucket certainly ends (lc_now_us µs), 0 when not held here. */
+    /* This instance's own claims and holds: when each hinted mode's mark
+     * on each bucket ends (lc_now_us µs), 0 when there is none. */
     _Atomic int64_t held_until[LC_MODE_COUNT][SVC_BUCKETS_MAX];
-    atomic_uint releases;   /* holds released here so far */
+    atomic_uint releases;   /* marks ended here so far (releases, failed
+                               tries, resets) */
     atomic_int sleepers;    /* purchases in svc_bucket_wait_here */
-    pthread_cond_t release; /* signalled once per release while one sleeps */
+    pthread_cond_t release; /* signalled when a mark ends while one sleeps */
 } entry;
 
 static entry table[SVC_BUCKET_SKUS];
@@ -377,12 +378,22 @@ bool svc_bucket_hint_mode(lc_mode mode)
     return mi != NULL && mi->fixed_lease && mi->polls;
 }
 
-void svc_bucket_hold(const char *sku, lc_mode mode, int b, bool held, int64_t until_us)
+/* sku's entry when mode is hinted and b a bucket, with *m its mark there;
+ * else NULL. */
+static entry *mark_of(const char *sku, lc_mode mode, int b, _Atomic int64_t **m)
 {
     entry *e = svc_bucket_hint_mode(mode) && b >= 0 && b < SVC_BUCKETS_MAX ? find(sku) : NULL;
+    if (e != NULL)
+        *m = &e->held_until[mode][b];
+    return e;
+}
+
+void svc_bucket_hold(const char *sku, lc_mode mode, int b, bool held, int64_t until_us)
+{
+    _Atomic int64_t *m;
+    entry *e = mark_of(sku, mode, b, &m);
     if (e == NULL || until_us <= 0)
         return;
-    _Atomic int64_t *m = &e->held_until[mode][b];
     if (held) {
         atomic_store(m, until_us);
         return;
@@ -402,18 +413,18 @@ void svc_bucket_hold(const char *sku, lc_mode mode, int b, bool held, int64_t un
 
 void svc_bucket_unclaim(const char *sku, lc_mode mode, int b, int64_t until_us)
 {
-    entry *e = svc_bucket_hint_mode(mode) && b >= 0 && b < SVC_BUCKETS_MAX ? find(sku) : NULL;
+    _Atomic int64_t *m;
+    entry *e = mark_of(sku, mode, b, &m);
     int64_t mine = until_us;
-    if (e != NULL && atomic_compare_exchange_strong(&e->held_until[mode][b], &mine, 0))
+    if (e != NULL && atomic_compare_exchange_strong(m, &mine, 0))
         wake(e, false);
 }
 
 bool svc_bucket_claim(const char *sku, lc_mode mode, int b, int64_t until_us)
 {
-    entry *e = svc_bucket_hint_mode(mode) && b >= 0 && b < SVC_BUCKETS_MAX ? find(sku) : NULL;
-    if (e == NULL)
+    _Atomic int64_t *m;
+    if (mark_of(sku, mode, b, &m) == NULL)
         return false;
-    _Atomic int64_t *m = &e->held_until[mode][b];
     int64_t old = atomic_load(m);
     /* never over another's live claim or hold: its end would clear ours */
     return old <= lc_now_us() && atomic_compare_exchange_strong(m, &old, until_us);

@@ -175,14 +175,15 @@ bool svc_bucket_claim(const char *sku, lc_mode mode, int b, int64_t until_us);
 void svc_bucket_unclaim(const char *sku, lc_mode mode, int b, int64_t until_us);
 /* The buckets of 0..n-1 of sku whose mode lock a purchase of this
  * instance holds or tries (claims) at now_us (a bit each). since (NULL:
- * not wanted): the count of releases so far, read before the marks, for
+ * not wanted): the count of marks ended so far, read before the marks, for
  * svc_bucket_wait_here; first_end_us (NULL: not wanted): the earliest end
  * among the marks found, 0 when none. */
 uint64_t svc_bucket_held_here(const char *sku, lc_mode mode, int n, int64_t now_us, unsigned *since,
                               int64_t *first_end_us);
-/* Waits until a hold of sku is released here after `since` was read, or
- * until_us (lc_now_us µs) passes, or cancel (NULL: none) is raised; in
- * slices of LC_CANCEL_LATENCY_MS. Returns 0, or -1 when canceled. */
+/* Waits until a mark of sku ends here after `since` was read (a release,
+ * svc_bucket_unclaim, a reset seen), or until_us (lc_now_us µs) passes, or
+ * cancel (NULL: none) is raised; in slices of LC_CANCEL_LATENCY_MS ms.
+ * Returns 0, or -1 when canceled. */
 int svc_bucket_wait_here(const char *sku, unsigned since, int64_t until_us,
                          const atomic_int *cancel);
 

@@ -178,12 +178,19 @@ static void lock_args(purchase *pu, int64_t spent_ms)
 
 /* Whether a bucket not known empty is left that this purchase has neither
  * tried nor found locked (after `after`, the bucket of the last try). */
+/* The buckets this instance's other purchases claim or hold now, a bit
+ * each (0 for a purchase that does not use them). */
+static uint64_t held_here(const purchase *pu)
+{
+    return pu->hint ? svc_bucket_held_here(pu->x.r->sku, (lc_mode)pu->x.r->mode, pu->lay.n,
+                                           lc_now_us(), NULL, NULL)
+                    : 0;
+}
+
 static bool untried_left(const purchase *pu, int after)
 {
-    uint64_t skip = svc_bucket_empty(pu->x.r->sku, pu->lay_gen) | pu->tried | pu->busy;
-    if (pu->hint)
-        skip |= svc_bucket_held_here(pu->x.r->sku, (lc_mode)pu->x.r->mode, pu->lay.n, lc_now_us(),
-                                     NULL, NULL);
+    uint64_t skip = svc_bucket_empty(pu->x.r->sku, pu->lay_gen) | pu->tried | pu->busy |
+                    held_here(pu);
     return svc_bucket_next(pu->lay.n, skip, after, 0) >= 0;
 }
 
@@ -317,12 +324,7 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
     svc_section *x = &pu->x;
     const char *sku = x->r->sku;
     uint64_t skip = svc_bucket_empty(sku, pu->lay_gen) | pu->tried;
-    int b = -1;
-    if (pu->hint) {
-        uint64_t here = svc_bucket_held_here(sku, (lc_mode)x->r->mode, pu->lay.n, lc_now_us(), NULL,
-                                             NULL);
-        b = svc_bucket_next(pu->lay.n, skip | pu->busy | here, after, svc_bucket_rand());
-    }
+    int b = svc_bucket_next(pu->lay.n, skip | pu->busy | held_here(pu), after, svc_bucket_rand());
     if (b < 0)
         b = svc_bucket_next(pu->lay.n, skip | pu->busy, after, svc_bucket_rand());
     if (b < 0)
