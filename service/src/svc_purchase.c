@@ -176,8 +176,6 @@ static void lock_args(purchase *pu, int64_t spent_ms)
     a->cancel = svc_cancel_flag();
 }
 
-/* Whether a bucket not known empty is left that this purchase has neither
- * tried nor found locked (after `after`, the bucket of the last try). */
 /* The buckets this instance's other purchases claim or hold now, a bit
  * each (0 for a purchase that does not use them). */
 static uint64_t held_here(const purchase *pu)
@@ -187,6 +185,9 @@ static uint64_t held_here(const purchase *pu)
                     : 0;
 }
 
+/* Whether a bucket not known empty is left that this purchase has neither
+ * tried nor found locked, nor sees held here (after `after`, the bucket of
+ * the last try). */
 static bool untried_left(const purchase *pu, int after)
 {
     uint64_t skip = svc_bucket_empty(pu->x.r->sku, pu->lay_gen) | pu->tried | pu->busy |

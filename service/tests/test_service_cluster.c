@@ -362,13 +362,6 @@ static void test_probe_wait(void)
     TU_CHECK(probes > 0, "the purchases probed empty buckets: %.0f probes", probes);
 }
 
-/* The count after `field` in an INFO reply, 0 when absent. */
-static long long info_field(const char *info, const char *field)
-{
-    const char *at = strstr(info, field);
-    return at != NULL ? atoll(at + strlen(field)) : 0;
-}
-
 /* A master's read events so far, asked on ctx (a connection kept open),
  * less those of the other clients that come and go on their own: the
  * instances' health probes (a PING a write, every 200 ms), their slot map
@@ -380,10 +373,10 @@ static long long reads_processed(redisContext *ctx)
     redisReply *r = redisCommand(ctx, "INFO stats commandstats");
     long long n = -1;
     if (r != NULL && r->type == REDIS_REPLY_STRING)
-        n = info_field(r->str, "total_reads_processed:") -
-            info_field(r->str, "cmdstat_ping:calls=") -
-            info_field(r->str, "cmdstat_cluster|nodes:calls=") -
-            info_field(r->str, "cmdstat_replconf:calls=");
+        n = tu_info_field(r->str, "total_reads_processed:") -
+            tu_info_field(r->str, "cmdstat_ping:calls=") -
+            tu_info_field(r->str, "cmdstat_cluster|nodes:calls=") -
+            tu_info_field(r->str, "cmdstat_replconf:calls=");
     freeReplyObject(r);
     return n;
 }

@@ -185,13 +185,15 @@ long long tu_redis_info_num(redisContext *ctx, int port, const char *section, co
     redisContext *own = ctx ? NULL : redisConnect("127.0.0.1", port);
     redisContext *c = ctx ? ctx : own;
     redisReply *r = c && !c->err ? redisCommand(c, "INFO %s", section) : NULL;
-    long long n = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        const char *at = strstr(r->str, field);
-        n = at ? atoll(at + strlen(field)) : 0;
-    }
+    long long n = r && r->type == REDIS_REPLY_STRING ? tu_info_field(r->str, field) : -1;
     freeReplyObject(r);
     if (own)
         redisFree(own);
     return n;
+}
+
+long long tu_info_field(const char *info, const char *field)
+{
+    const char *at = strstr(info, field);
+    return at != NULL ? atoll(at + strlen(field)) : 0;
 }

@@ -95,5 +95,8 @@ int tu_redis_str(int port, char *buf, size_t len, const char *fmt, ...);
  * of its own would move (its close is a read event) — else on a fresh
  * connection to port. 0 when the field is absent, -1 on error. */
 long long tu_redis_info_num(redisContext *ctx, int port, const char *section, const char *field);
+/* The number after field in info, an INFO reply's text (for several fields
+ * of one reply); 0 when the field is absent. */
+long long tu_info_field(const char *info, const char *field);
 
 #endif
