@@ -300,16 +300,21 @@ int svc_bucket_known(const char *sku, svc_layout *out)
 }
 
 static void wake(entry *e, bool all);
+static bool same_layout(const svc_layout *a, const svc_layout *b);
 
 static void learn(entry *e, const svc_layout *l)
 {
     SVC_PT(pthread_mutex_lock(&e->mu));
+    /* the notice of a reset this instance already learnt (its own PUT) */
+    bool again = l != NULL && l->n > 1 && e->known && same_layout(&e->lay, l);
     e->gen++;
     e->empty = 0;
     e->known = l != NULL;
     if (l != NULL)
         e->lay = *l;
     SVC_PT(pthread_mutex_unlock(&e->mu));
+    if (again)
+        return; /* the marks set since stand for locks taken after it */
     /* The reset deleted every lock (and a new layout renames the buckets):
      * this instance's marks stand for nothing now. */
     for (int m = 0; m < LC_MODE_COUNT; m++)
