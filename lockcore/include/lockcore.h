@@ -345,14 +345,27 @@ lc_status lc_conn_ping(lc_conn *conn);
 const char *lc_conn_errstr(const lc_conn *conn);
 
 /* How many connections to Redis conn has made so far (0 before its first
- * command). conn makes a new one silently, on its next call, after an I/O
- * error, when the peer closed the idle socket, after a -READONLY reply or a
- * master switch. Read it after a command and again later: a different
- * value means what was sent in between went over another connection. That
- * matters to WAIT, which counts only its own connection's writes: on a
- * fresh connection it reports every replica at once, whatever became of a
- * write made on the old one. Never fails. The thread that owns conn. */
+ * command; with lc_options.cluster_nodes, every node's counted). conn makes
+ * a new one silently, on its next call, after an I/O error, when the peer
+ * closed the idle socket, after a -READONLY reply or a master switch.
+ * Moving between a cluster's nodes is not a new connection: conn keeps one
+ * per node. Never fails. The thread that owns conn. */
 uint64_t lc_conn_connects(const lc_conn *conn);
+
+/* The connection that ran the caller's commands of the last call on conn
+ * that sent some (lc_conn_pipe, lc_conn_pipe_each, lc_conn_pipes_each, a
+ * lock call carrying a pipe; a lock call's own lock command does not
+ * count): a number, unique among conn's connections (lc_conn_connects
+ * counts them), for lc_conn_pipe_via. 0 when none of them went out, or
+ * when they went over more than one connection — a cluster batch over
+ * several masters, a batch split by a redirect, one sent again after a
+ * reconnect. A command whose reply was lost counts as gone over its
+ * connection. Why: WAIT counts only the writes of the connection it is
+ * sent on; on a fresh connection it reports every replica at once,
+ * whatever became of a write made on another (on a cluster: another
+ * node's, as after an ASK or MOVED). Never fails; 0 for NULL. The thread
+ * that owns conn. */
+uint64_t lc_conn_via(const lc_conn *conn);
 
 /* Whether the last call on conn that sent the caller's commands
  * (lc_conn_pipe, a lock call carrying a pipe) held back a transaction
@@ -578,6 +591,20 @@ void lc_pipe_clear(lc_pipe *p);
  * which lc_conn_errstr also says, never the last redirect; nothing of
  * them ran. The thread that owns conn. */
 lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
+
+/* p's commands over connection via (lc_conn_via's), in one write, every
+ * reply read, as lc_conn_pipe — but only over that connection: never over
+ * a new one, never routed by key. Meant for WAIT after a write. With a
+ * cluster the node it belongs to becomes the one conn uses. Returns LC_OK
+ * when every reply came; LC_IO, nothing sent, when that connection is
+ * closed or was remade since (the peer closed it, an I/O error, a
+ * reconnect), or LC_IO after a reply did not come, the reason in
+ * lc_conn_errstr either way; LC_MISUSE, nothing sent, for a NULL argument,
+ * via 0, while an acquire sent by lc_acquire_send is pending, or with a
+ * cluster for a command that names a key. Not counted in
+ * lc_stats.io_errors. Memory: the replies are p's until lc_pipe_take or
+ * lc_pipe_clear. The thread that owns conn. */
+lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via);
 
 /* lc_conn_pipe for commands that do not depend on one another (each one
  * atomic on its own: a script, a single-key command), such as a batch of

@@ -42,8 +42,9 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
  * the orphan cleanup first. */
 
 /* lc__redis_reuse on conn's own context, counting every fresh connection in
- * conn->connects. */
+ * conn->connects and numbering it (conn->ctx_id). */
 static redisContext *node_ctx(lc_conn *conn, int addr);
+static bool socket_stale(int fd);
 
 static redisContext *conn_reuse(lc_conn *conn)
 {
@@ -62,8 +63,25 @@ static redisContext *conn_reuse(lc_conn *conn)
     bool fresh;
     redisContext *ctx = lc__redis_reuse(conn->client, &conn->ctx, conn->err, &fresh);
     if (fresh)
-        conn->connects++; /* counted here: its address may be the old one's */
+        conn->ctx_id = ++conn->connects; /* counted here: its address may be the old one's */
     return ctx;
+}
+
+/* lc_conn_via's bookkeeping: a call that sends the caller's commands
+ * starts afresh (via_reset), then names the connection each of them went
+ * over (via_add; 0: one lockcore cannot name). */
+static void via_reset(lc_conn *conn)
+{
+    conn->via = 0;
+    conn->via_split = false;
+}
+
+static void via_add(lc_conn *conn, uint64_t id)
+{
+    if (id == 0 || (conn->via != 0 && conn->via != id))
+        conn->via_split = true;
+    else
+        conn->via = id;
 }
 
 bool lc_conn_held_back(const lc_conn *conn)
@@ -74,6 +92,11 @@ bool lc_conn_held_back(const lc_conn *conn)
 uint64_t lc_conn_connects(const lc_conn *conn)
 {
     return conn->connects;
+}
+
+uint64_t lc_conn_via(const lc_conn *conn)
+{
+    return conn == NULL || conn->via_split ? 0 : conn->via;
 }
 
 lc_client *lc_conn_client(const lc_conn *conn)
@@ -149,9 +172,49 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
         int t = lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, p, false, false, NULL);
         return t == 0 && !conn->trip_gave_up ? LC_OK : LC_IO;
     }
+    via_reset(conn);
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
+    via_add(conn, conn->ctx_id);
+    return lc__trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
+}
+
+lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via)
+{
+    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX || via == 0)
+        return LC_MISUSE;
+    if (conn->sent != LC_SENT_NONE) {
+        lc__seterr(conn->err, "%s", SENT_PENDING);
+        return LC_MISUSE;
+    }
+    lc__pipe_drop_replies(p);
+    int slot = conn->client->cl.on ? lc__conn_pipe_slot(conn, p, -1, conn->err) : -1;
+    if (slot != -1) {
+        if (slot >= 0)
+            lc__seterr(conn->err, "lockcore: lc_conn_pipe_via takes commands that name no key "
+                                  "(they go where the connection goes): not sent");
+        return LC_MISUSE;
+    }
+    /* the context numbered via: the one in use, or (a cluster) one parked
+     * for its node, which becomes the one in use; never a new one */
+    int at = -1;
+    if (conn->ctx_id != via) {
+        for (int i = 0; conn->nid && i < LC__CL_MAX_ADDRS && at < 0; i++)
+            if (conn->nctx[i] && conn->nid[i] == via)
+                at = i;
+    }
+    redisContext *ctx = conn->ctx_id == via ? conn->ctx : at >= 0 ? conn->nctx[at] : NULL;
+    if (!ctx || ctx->err || socket_stale(ctx->fd)) {
+        lc__seterr(conn->err,
+                   "lockcore: the connection that ran those commands is closed or was remade "
+                   "since: not sent");
+        return LC_IO;
+    }
+    if (at >= 0 && !node_ctx(conn, at))
+        return LC_IO; /* not reached: a parked context that is open is taken as it is */
+    via_reset(conn);
+    via_add(conn, via);
     return lc__trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
 }
 
@@ -193,6 +256,7 @@ typedef struct each_cmd {
 typedef struct each_group {
     int addr;
     redisContext *ctx;
+    uint64_t id; /* ctx's number (lc_conn_via) */
     int at, n;
 } each_group;
 
@@ -298,6 +362,7 @@ static lc_status pipes_one_redis(lc_conn *conn, lc_pipe *const *pipes, int np)
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
+    via_add(conn, conn->ctx_id);
     for (int k = 0; k < np; k++)
         if (trip_append(ctx, 0, NULL, pipes[k], false, conn->err) != 0)
             return LC_IO; /* nothing written; the context is not used again */
@@ -327,6 +392,7 @@ lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np)
         lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
     }
+    via_reset(conn);
     if (!conn->client->cl.on && np == 1)
         return lc_conn_pipe(conn, pipes[0]); /* lc_conn_pipe_each: exactly that */
     for (int k = 0; k < np; k++)
@@ -383,7 +449,7 @@ lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np)
         while (k < ng && g[k].addr != a)
             k++;
         if (k == ng)
-            g[ng++] = (each_group){.addr = a, .ctx = NULL, .at = 0, .n = 0};
+            g[ng++] = (each_group){.addr = a, .ctx = NULL, .id = 0, .at = 0, .n = 0};
         g[k].n++;
         grp[j] = k;
     }
@@ -418,6 +484,7 @@ lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np)
         if (!bad)
             (void)lc__trip_send(ctx, 0, NULL, NULL, false, conn->err);
         g[k].ctx = ctx;
+        g[k].id = conn->ctx_id;
     }
     int nmoved = 0;
     bool later = false; /* a TRYAGAIN, CLUSTERDOWN or LOADING came */
@@ -471,6 +538,8 @@ lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np)
                                e->slot, at);
                     r = not_run_reply(conn->err);
                     st = LC_IO;
+                } else {
+                    via_add(conn, g[k].id); /* ran there, or sent there and lost */
                 }
                 e->p->reply[e->i] = r;
             }
@@ -787,9 +856,11 @@ int lc__trip_recv(redisContext *ctx, bool has_cmd, lc_pipe *p, bool p_first, red
 /* --- Redis Cluster: routing and redirects (lc_conn.h) ------------------------ */
 
 /* conn's context to node addr, made current (the one in use parked in
- * nctx), connected or reconnected as lc__redis_reuse would. A switch, like
- * a fresh connection, counts in lc_conn_connects: what is sent from now on
- * goes over another connection. NULL with the reason in conn->err. */
+ * nctx, with its number), connected or reconnected as lc__redis_reuse
+ * would. A fresh connection counts in lc_conn_connects and gets the next
+ * number; a switch keeps each context's own, so that lc_conn_via can name
+ * the node's connection that ran a command however often conn moved since.
+ * NULL with the reason in conn->err. */
 static redisContext *node_ctx(lc_conn *conn, int addr)
 {
     lc_client *c = conn->client;
@@ -797,15 +868,22 @@ static redisContext *node_ctx(lc_conn *conn, int addr)
         lc__seterr(conn->err, "lockcore: out of memory");
         return NULL;
     }
+    if (!conn->nid && !(conn->nid = calloc(LC__CL_MAX_ADDRS, sizeof *conn->nid))) {
+        lc__seterr(conn->err, "lockcore: out of memory");
+        return NULL;
+    }
     if (conn->cur != addr) {
-        if (conn->cur >= 0)
+        if (conn->cur >= 0) {
             conn->nctx[conn->cur] = conn->ctx;
-        else if (conn->ctx)
+            conn->nid[conn->cur] = conn->ctx_id;
+        } else if (conn->ctx) {
             redisFree(conn->ctx);
+        }
         conn->ctx = conn->nctx[addr];
+        conn->ctx_id = conn->ctx ? conn->nid[addr] : 0;
         conn->nctx[addr] = NULL;
+        conn->nid[addr] = 0;
         conn->cur = addr;
-        conn->connects++;
     }
     if (conn->ctx && !conn->ctx->err && !socket_stale(conn->ctx->fd))
         return conn->ctx;
@@ -815,8 +893,7 @@ static redisContext *node_ctx(lc_conn *conn, int addr)
         conn->watch_addr = -1; /* its WATCH went with the old connection */
     const lc__cl_addr *a = lc__cluster_at(&c->cl, addr);
     conn->ctx = connect_at(c, a->host, a->port, conn->err);
-    if (conn->ctx)
-        conn->connects++;
+    conn->ctx_id = conn->ctx ? ++conn->connects : 0;
     return conn->ctx;
 }
 
@@ -907,11 +984,13 @@ typedef struct tcmd {
 /* A unit: one command, or MULTI ... EXEC/DISCARD (a transaction runs, or
  * is discarded, as a whole). */
 typedef struct tunit {
-    int k0, k1;  /* commands k0..k1 */
-    bool lock;   /* holds the lock command */
-    bool block;  /* a transaction */
-    bool pinned; /* a transaction of the slot whose WATCH is on one node */
-    bool free;   /* a command a second run cannot change (UNWATCH, PING) */
+    int k0, k1;   /* commands k0..k1 */
+    bool lock;    /* holds the lock command */
+    bool block;   /* a transaction */
+    bool pinned;  /* a transaction of the slot whose WATCH is on one node */
+    bool free;    /* a command a second run cannot change (UNWATCH, PING) */
+    bool gone;    /* given up: did not run, not sent again */
+    uint64_t via; /* the connection it ran over (lc_conn_via); 0: not yet */
     /* after a round: */
     int state;  /* RAN, or what kept it from running (ASTRAY: a redirect
                    for another slot than the batch's) */
@@ -1320,6 +1399,8 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         bool dnr = false, astray = false;
         for (int i = 0; i < t.nu; i++) {
             classify(&t, &t.u[i], from);
+            if (t.u[i].state == RAN && t.u[i].via == 0 && !t.u[i].gone)
+                t.u[i].via = conn->ctx_id; /* node from's, the one in use */
             dnr |= t.u[i].state != RAN;
             astray |= t.u[i].state == ASTRAY;
         }
@@ -1366,6 +1447,7 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
             conn->trip_held_back |= u->pinned &&
                                     (u->state == ASK || u->state == LATER || u->state == MOVED);
             u->state = RAN;
+            u->gone = true;
             gave_up = true;
         }
         if (nr == 0)
@@ -1478,6 +1560,11 @@ not_run:
     }
     rc = LC__TRIP_NOT_RUN;
 out:
+    /* lc_conn_via: where the caller's commands ran (the lock command's
+     * node does not matter to it) */
+    for (int i = 0; i < t.nu; i++)
+        if (!t.u[i].lock && t.u[i].via != 0)
+            via_add(conn, t.u[i].via);
     free(lock_resp);
     if (rep)
         *rep = lrep;
@@ -1486,11 +1573,23 @@ out:
     return rc;
 }
 
+void lc__conn_via_note(lc_conn *conn, const redisContext *ctx, const lc_pipe *p)
+{
+    if (!p || p->n == 0)
+        return;
+    via_reset(conn);
+    via_add(conn, ctx != NULL && ctx == conn->ctx ? conn->ctx_id : 0);
+}
+
 int lc__conn_trip(lc_conn *conn, redisContext **ctx, int kind, int argc, const char **argv,
                   lc_pipe *p, bool p_first, bool sent, redisReply **rep)
 {
-    if (conn->client->cl.on)
+    if (conn->client->cl.on) {
+        if (p && p->n > 0)
+            via_reset(conn);
         return cluster_trip(conn, ctx, kind, argc, argv, p, p_first, sent, rep, 0);
+    }
+    lc__conn_via_note(conn, *ctx, p);
     return sent ? lc__trip_recv(*ctx, argc > 0, p, p_first, rep, conn->err)
                 : lc__trip(*ctx, argc, argv, p, p_first, rep, conn->err);
 }
@@ -1541,6 +1640,7 @@ void lc__conn_close(lc_conn *conn)
         if (conn->nctx[i])
             redisFree(conn->nctx[i]);
     free(conn->nctx);
+    free(conn->nid);
     free(conn);
 }
 

@@ -17,7 +17,8 @@ struct lc_rl_conn;
 struct lc_conn {
     lc_client *client;
     redisContext *ctx;
-    uint64_t connects;     /* contexts made for ctx (lc_conn_connects) */
+    uint64_t connects;     /* contexts made (lc_conn_connects) */
+    uint64_t ctx_id;       /* ctx's number among them (0: none); lc_conn_via */
     struct lc_rl_conn *rl; /* redlock's node contexts, made on first use */
     unsigned rng;
     char err[LC_ERRSTR_LEN];
@@ -56,7 +57,13 @@ struct lc_conn {
      * the orphan cleanup takes from ctx is nobody else's); a switch to
      * another node parks it there. */
     redisContext **nctx; /* LC__CL_MAX_ADDRS entries, made on first use */
+    uint64_t *nid;       /* nctx[i]'s ctx_id, made with nctx */
     int cur;             /* ctx's node; -1 none */
+    /* lc_conn_via: the connection that ran the caller's commands of the
+     * last call that sent some (0: none yet), or via_split when they ran
+     * over more than one, or one lockcore cannot name. */
+    uint64_t via;
+    bool via_split;
     /* Where this connection's last WATCH runs (the node's context holds
      * it until an EXEC, DISCARD or UNWATCH there): a MULTI...EXEC of that
      * slot goes there and is never redirected elsewhere. -1: none.
@@ -154,6 +161,13 @@ redisContext *lc__conn_ctx_key(lc_conn *conn, const char *key);
  * reason, also in conn->err; -1 when a reply did not come, the reason in
  * conn->err. */
 #define LC__TRIP_NOT_RUN (-2)
+
+/* lc_conn_via's note for a call that sends p's commands (none: nothing
+ * noted) over ctx, one Redis without a cluster: ctx's number when ctx is
+ * conn's own context, else "one lockcore cannot name". lc__conn_trip and
+ * lc_conn_pipe note their own; this is for the callers of lc__trip. */
+void lc__conn_via_note(lc_conn *conn, const redisContext *ctx, const lc_pipe *p);
+
 int lc__conn_trip(lc_conn *conn, redisContext **ctx, int kind, int argc, const char **argv,
                   lc_pipe *p, bool p_first, bool sent, redisReply **rep);
 

@@ -147,6 +147,7 @@ static int lock_trip(lc_conn *conn, redisContext **ctxp, int argc, const char **
         return lc__conn_trip(conn, ctxp, p_first ? LC__TRIP_RELEASE : LC__TRIP_ACQUIRE, argc, argv,
                              p, p_first, written, rep);
     }
+    lc__conn_via_note(conn, ctx, p);
     if (conn->sent != LC_SENT_NONE) {
         /* lc_acquire_send wrote this very attempt (same argv, same p):
          * only its replies are left to read; a failed write fails here, as

@@ -478,6 +478,7 @@ void lc__reaper_adopt(lc_conn *conn, const lc_orphan_cmd *cmd)
         rp->held++;
         o->ctx = ctx;
         conn->ctx = NULL; /* conn reconnects on its next use */
+        conn->ctx_id = 0;
         o->next = rp->incoming;
         rp->incoming = o;
         uint64_t one = 1;

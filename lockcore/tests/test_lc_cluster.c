@@ -6,7 +6,9 @@
  * commands in the lock's round trips; commands of two slots refused, never
  * sent; lc_conn_pipe_each over all three masters, also across a MOVED and
  * an ASK, and with two masters stopped (one command_timeout_ms for both);
- * lc_conn_pipes_each, one write per master for more than a pipe holds.
+ * lc_conn_pipes_each, one write per master for more than a pipe holds;
+ * lc_conn_via and lc_conn_pipe_via (the connection that ran a write, and
+ * WAIT's way back to it).
  * Then a slot migrated by hand, as redis-cli --cluster reshard does it
  * (CLUSTER SETSLOT IMPORTING / MIGRATING, MIGRATE key by key, SETSLOT NODE
  * on every master), at each step:
@@ -592,6 +594,124 @@ static void test_pipe_each(void)
     TU_CHECK(st.cluster_ask == 1, "one ASK followed (%llu)", (unsigned long long)st.cluster_ask);
     TU_CHECK(get_int(conn, k[1]) == 4, "the migrating key ran once, on master 0");
     mig_end(&m);
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
+/* INCR key over conn; lc_conn_via right after. */
+static uint64_t incr_via(lc_conn *conn, const char *key)
+{
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "INCR %s", key);
+    lc_status st = lc_conn_pipe(conn, &p);
+    TU_CHECK(st == LC_OK, "INCR %s (%s)", key, lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
+    return lc_conn_via(conn);
+}
+
+/* The port of the node that connection via of conn reaches, asked over it
+ * (CONFIG GET port by lc_conn_pipe_via); -1 when it is refused. */
+static int via_port(lc_conn *conn, uint64_t via)
+{
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "CONFIG GET port");
+    int port = -1;
+    if (lc_conn_pipe_via(conn, &p, via) == LC_OK) {
+        redisReply *r = lc_pipe_take(&p, 0);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[1]->type == REDIS_REPLY_STRING)
+            port = atoi(r->element[1]->str);
+        freeReplyObject(r);
+    }
+    lc_pipe_clear(&p);
+    return port;
+}
+
+/* lc_conn_via names the connection that ran a write — one per master,
+ * each keeping its number while conn moves between masters — and
+ * lc_conn_pipe_via sends over it alone, wherever conn went since (a WAIT
+ * must go where the write went). A batch over several masters, or one a
+ * redirect split between two, has no one connection (0). After an ASK the
+ * write ran on the importing master: its connection is named. Refused: a
+ * command naming a key, via 0, and a connection its node closed (never a
+ * new one in its place); the next write to that master makes a new one,
+ * with a new number. */
+static void test_via(void)
+{
+    char k[3][64], k1b[80];
+    for (int i = 0; i < 3; i++)
+        key_on(C.port[i], "via", k[i], sizeof k[i]);
+    snprintf(k1b, sizeof k1b, "%.*s:b", (int)(strrchr(k[1], ':') - k[1]), k[1]);
+    lc_client *c = cl_client(0, 2000);
+    lc_conn *conn = lct_conn(c);
+    uint64_t v[3];
+    for (int i = 0; i < 3; i++)
+        v[i] = incr_via(conn, k[i]);
+    TU_CHECK(v[0] && v[1] && v[2] && v[0] != v[1] && v[1] != v[2] && v[0] != v[2],
+             "one connection per master: %llu %llu %llu", (unsigned long long)v[0],
+             (unsigned long long)v[1], (unsigned long long)v[2]);
+    for (int i = 2; i >= 0; i--)
+        TU_CHECK(via_port(conn, v[i]) == C.port[i], "connection %llu reaches master %d (%d)",
+                 (unsigned long long)v[i], i, C.port[i]);
+    TU_CHECK(via_port(conn, v[2]) == C.port[2] && incr_via(conn, k[1]) == v[1],
+             "each keeps its number while conn moves between them");
+
+    lc_pipe p;
+    lc_pipe_init(&p);
+    for (int i = 0; i < 3; i++)
+        lc_pipe_append(&p, "INCR %s", k[i]);
+    TU_CHECK(lc_conn_pipe_each(conn, &p) == LC_OK && lc_conn_via(conn) == 0,
+             "a batch over three masters: no one connection (%llu)",
+             (unsigned long long)lc_conn_via(conn));
+    lc_pipe_clear(&p);
+    lc_pipe_append(&p, "GET %s", k[0]);
+    TU_CHECK(lc_conn_pipe_via(conn, &p, v[0]) == LC_MISUSE && lc_pipe_take(&p, 0) == NULL,
+             "a command naming a key: refused (%s)", lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
+    lc_pipe_append(&p, "PING");
+    TU_CHECK(lc_conn_pipe_via(conn, &p, 0) == LC_MISUSE, "via 0: refused");
+    lc_pipe_clear(&p);
+
+    /* k[1]'s slot migrating to master 2, k[1] moved, k1b not yet */
+    TU_CHECK(incr_via(conn, k1b) == v[1], "k1b on master 1");
+    migration m;
+    mig_begin(&m, slot_of(k[1]), C.port[2]);
+    mig_key(&m, k[1]);
+    uint64_t va = incr_via(conn, k[1]);
+    TU_CHECK(va == v[2] && via_port(conn, va) == C.port[2],
+             "after an ASK: the importing master's connection (%llu)", (unsigned long long)va);
+    lc_pipe_append(&p, "INCR %s", k1b);
+    lc_pipe_append(&p, "INCR %s", k[1]);
+    TU_CHECK(lc_conn_pipe(conn, &p) == LC_OK && lc_conn_via(conn) == 0,
+             "a batch split by the ASK (one on master 1, one on master 2): no one connection "
+             "(%llu; %s)",
+             (unsigned long long)lc_conn_via(conn), lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
+    mig_key(&m, k1b);
+    mig_end(&m);
+
+    /* master 0 closes the connection: named no more, and not remade */
+    lc_pipe_append(&p, "CLIENT ID");
+    TU_REQUIRE(lc_conn_pipe_via(conn, &p, v[0]) == LC_OK, "CLIENT ID over master 0's connection");
+    redisReply *id = lc_pipe_take(&p, 0);
+    TU_REQUIRE(id && id->type == REDIS_REPLY_INTEGER, "CLIENT ID");
+    TU_CHECK(tu_redis_int(C.port[0], "CLIENT KILL ID %lld", id->integer) == 1,
+             "master 0 closes it");
+    freeReplyObject(id);
+    lc_pipe_clear(&p);
+    lc_pipe_append(&p, "PING");
+    uint64_t made = lc_conn_connects(conn);
+    TU_CHECK(lc_conn_pipe_via(conn, &p, v[0]) == LC_IO &&
+                 strstr(lc_conn_errstr(conn), "closed or was remade") != NULL &&
+                 lc_conn_connects(conn) == made,
+             "a closed connection: refused, none made in its place (%s)", lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
+    uint64_t v0 = incr_via(conn, k[0]);
+    TU_CHECK(v0 != 0 && v0 != v[0] && v0 > v[2] && via_port(conn, v0) == C.port[0],
+             "the next write to master 0: a new connection, a new number (%llu)",
+             (unsigned long long)v0);
     lc_conn_free(conn);
     lc_client_free(c);
 }
@@ -1293,6 +1413,7 @@ int main(void)
     test_misuse();
     test_pipe_each();
     test_pipes_each();
+    test_via();
     test_pipe_each_hung();
     test_reentrant();
     test_migration();

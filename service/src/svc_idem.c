@@ -257,7 +257,7 @@ int svc_idem_replay_replicated(const svc_idem *id, svc_req *r, lc_conn *conn)
     free(v);
     if (ok)
         (void)lc_conn_pipe(conn, &p);
-    uint64_t connects = lc_conn_connects(conn);
+    uint64_t via = lc_conn_via(conn);
     redisReply *rep = ok ? lc_pipe_take(&p, 0) : NULL;
     lc_pipe_clear(&p);
     ok = rep != NULL && rep->type != REDIS_REPLY_ERROR;
@@ -265,7 +265,7 @@ int svc_idem_replay_replicated(const svc_idem *id, svc_req *r, lc_conn *conn)
     if (!ok)
         snprintf(detail, sizeof detail, "the stored sale could not be written again: %.200s",
                  lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
-    if (ok && svc_wait_replicas(s, conn, connects, detail, sizeof detail) == 0)
+    if (ok && svc_wait_replicas(s, conn, via, detail, sizeof detail) == 0)
         return 0;
     /* The order id of the stored reply: a UUID, so it needs no JSON parse. */
     char oid[SVC_UUID_LEN] = "";

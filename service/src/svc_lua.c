@@ -596,7 +596,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         return;
     }
     purchase_result res = other_buckets(&lp, conn, rec, run_script(&lp, conn, rec, 0));
-    uint64_t connects = lc_conn_connects(conn); /* the sale's connection */
+    uint64_t via = lc_conn_via(conn); /* the sale's connection */
     free(rec);
     settle_reservation(&lp, conn);
     if (lp.found_replay) {
@@ -604,8 +604,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         svc_idem_replayed(&lp.id, r, conn, &lp.tr, svc_stats_sku_slot(r->sku));
         return;
     }
-    if (res == PR_SOLD &&
-        svc_wait_replicas(s, conn, connects, lp.o.detail, sizeof lp.o.detail) != 0)
+    if (res == PR_SOLD && svc_wait_replicas(s, conn, via, lp.o.detail, sizeof lp.o.detail) != 0)
         res = PR_NOT_REPLICATED; /* with the order id: written on the master */
     respond(&lp, res);
 }
@@ -755,15 +754,16 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
     }
     /* Every script in one write, every reply in one read: Redis runs them
      * one after another, each atomic, in queue order. */
-    /* The batch's connection, where lua_ready left it (connected, on a
-     * cluster to the slot's master): a trip that moves to another node (a
-     * redirect) or a NOSCRIPT retry below that reconnects leaves sales
-     * where the WAIT after them cannot see them. */
-    uint64_t connects = lc_conn_connects(conn), probe_connects = 0;
-    int probe_sold = 0;
+    /* One WAIT covers the sales that went over one connection: the
+     * batch's, or (a NOSCRIPT retry, a probe) the one that sold. Sales
+     * over more than one — a batch over several masters, a redirect, a
+     * reconnect — leave no WAIT that can count them all (split). */
+    uint64_t via = 0, batch_via = 0;
+    bool split = false;
     if (nsent > 0) {
         svc_stats_lua_batch(nsent);
         (void)lc_conn_pipe_each(conn, &p); /* a missing reply is seen below */
+        batch_via = lc_conn_via(conn);
     }
     purchase_result res[SVC_POOL_BATCH_MAX];
     for (int i = 0; i < n; i++) {
@@ -771,6 +771,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
             continue;
         lua_purchase *lp = &lps[i];
         redisReply *rep = lc_pipe_take(&p, sent[i] - 1);
+        uint64_t sale_via = batch_via;
         if (rep != NULL && is_noscript(rep)) {
             /* SCRIPT FLUSH or a restarted Redis: this script did not run
              * (those before it in the batch may have, had the flush come
@@ -782,42 +783,37 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
              * run_script's own fallback, one more round trip.) */
             freeReplyObject(rep);
             res[i] = run_script(lp, conn, recs[i], !reloaded);
+            sale_via = lc_conn_via(conn);
             reloaded = 1;
         } else {
             if (rep == NULL)
                 no_reply(lp, conn);
             res[i] = map_reply(lp, rep);
         }
-        /* A bucket sold out: the probes go alone, before the WAIT. */
+        /* A bucket sold out: the probes go alone, before the WAIT (a sale
+         * made by one is on the node the probe went to: on a cluster
+         * perhaps another master than the batch's). */
         purchase_result in_batch = res[i];
         res[i] = other_buckets(lp, conn, recs[i], res[i]);
-        if (in_batch != PR_SOLD && res[i] == PR_SOLD) {
-            probe_sold++;
-            probe_connects = lc_conn_connects(conn); /* the probe's connection */
+        if (in_batch != PR_SOLD && res[i] == PR_SOLD)
+            sale_via = lc_conn_via(conn); /* the probe's connection */
+        if (res[i] == PR_SOLD) {
+            split |= sale_via == 0 || (via != 0 && via != sale_via);
+            via = sale_via;
         }
         settle_reservation(lp, conn);
         sold += res[i] == PR_SOLD;
     }
-    /* A sale made by a probe is on the node the probe went to: on a
-     * cluster another master than the batch's (a switch counts as a
-     * connect), so the batch's snapshot would refuse a WAIT that covers it.
-     * When it is the batch's only sale (with WAIT on a cluster a purchase
-     * of a SKU in buckets has a batch of its own), the WAIT goes over the
-     * probe's connection, as for a purchase alone (svc_lua_job); anything
-     * sent over another since still moves the count. */
-    if (probe_sold == 1 && sold == 1)
-        connects = probe_connects;
     lc_pipe_clear(&p);
-    /* One WAIT covers every write before it on this connection; when the
-     * connection broke or was remade since the batch's write (a missing
-     * reply, a NOSCRIPT retry that reconnected), svc_wait_replicas sees
-     * the count of connections move and refuses. */
+    /* One WAIT covers every write before it on its connection: sent over
+     * the sales' own (lockcore refuses when it broke or was remade since,
+     * as after a missing reply). */
     char why[sizeof lps[0].o.detail];
     int replicated = 1;
     if (sold > 0 && rs[0]->s->redis.wait_replicas > 0) {
         /* up to redis.wait_timeout_ms: the queue wakes another worker */
         svc_pool_batch_waits();
-        replicated = svc_wait_replicas(rs[0]->s, conn, connects, why, sizeof why) == 0;
+        replicated = svc_wait_replicas(rs[0]->s, conn, split ? 0 : via, why, sizeof why) == 0;
     }
     for (int i = 0; i < n; i++) {
         if (!sent[i])

@@ -13,9 +13,9 @@
 #include "svc_check.h"
 #include "svc_log.h"
 
-#define REMADE                                                                                     \
-    "the connection to Redis was remade after the write (an I/O error, a closed socket or a "      \
-    "master switch): whether the write reached a replica is unknown"
+#define SPLIT                                                                                      \
+    "the write went over more than one connection to Redis (a redirect between its commands, "     \
+    "or a reconnect): no one WAIT can count it, whether it reached a replica is unknown"
 
 #define MAX_REPLICAS 32
 #define ADDR_LEN 300
@@ -47,8 +47,7 @@ int svc_replicas_wanted(const cfg_config *s)
     return atomic_load_explicit(&wanted, memory_order_acquire);
 }
 
-int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t connects, char *detail,
-                      size_t len)
+int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t via, char *detail, size_t len)
 {
     int n = svc_replicas_wanted(s);
     int all = s->redis.wait_replicas == CFG_WAIT_REPLICAS_ALL;
@@ -60,8 +59,8 @@ int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t connects, cha
                  "(the health probe has not read them): the order is on the master only");
         return -1;
     }
-    if (lc_conn_connects(conn) != connects) {
-        snprintf(detail, len, "%s", REMADE);
+    if (via == 0) {
+        snprintf(detail, len, "%s", SPLIT);
         return -1;
     }
     lc_pipe p;
@@ -71,13 +70,13 @@ int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t connects, cha
         snprintf(detail, len, "out of memory before WAIT");
         return -1;
     }
-    (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
+    /* over the write's own connection, never a new one: lockcore refuses
+     * when it was closed or remade since (a missing reply is seen below) */
+    (void)lc_conn_pipe_via(conn, &p, via);
     redisReply *r = lc_pipe_take(&p, 0);
     lc_pipe_clear(&p);
     int rc = -1;
-    if (lc_conn_connects(conn) != connects) /* the WAIT itself went over a new one */
-        snprintf(detail, len, "%s", REMADE);
-    else if (r == NULL)
+    if (r == NULL)
         snprintf(detail, len, "WAIT: %.200s",
                  lc_conn_errstr(conn)[0] ? lc_conn_errstr(conn) : "no reply");
     else if (r->type == REDIS_REPLY_INTEGER && r->integer >= n)

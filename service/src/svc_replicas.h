@@ -34,18 +34,19 @@
 
 #include "svc.h"
 
-/* Sends WAIT n s->redis.wait_timeout_ms on conn (nothing when
- * wait_replicas is 0, or is all and the master has no replica) after the
- * purchase's write on the same connection, n = svc_replicas_wanted(s):
- * connects is lc_conn_connects(conn) read right after the write's reply.
- * 0 when enough replicas have it (or nothing to wait for); -1 with the
- * reason in detail (len bytes): fewer replicas within the timeout, no reply,
- * an error, the number of replicas for all not known yet, or a connection
- * remade since the write (conn reconnects silently; a WAIT on a new
- * connection, which has written nothing, would count every replica at
- * once). The worker thread that owns conn. */
-int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t connects, char *detail,
-                      size_t len);
+/* Sends WAIT n s->redis.wait_timeout_ms (nothing when wait_replicas is 0,
+ * or is all and the master has no replica) after the purchase's write, over
+ * the connection that carried the write, n = svc_replicas_wanted(s): via is
+ * lc_conn_via(conn) read right after the write's call (on a cluster the
+ * write's master's connection, wherever conn went since). 0 when enough
+ * replicas have it (or nothing to wait for); -1 with the reason in detail
+ * (len bytes): fewer replicas within the timeout, no reply, an error, the
+ * number of replicas for all not known yet, a write that went over more
+ * than one connection (via 0), or its connection closed or remade since
+ * (conn reconnects silently; a WAIT on a new connection, which has written
+ * nothing, would count every replica at once). The worker thread that owns
+ * conn. */
+int svc_wait_replicas(const cfg_config *s, lc_conn *conn, uint64_t via, char *detail, size_t len);
 
 /* How many replicas a purchase's WAIT asks for: redis.wait_replicas, or
  * for all the size of the known set; -1 for all before the first refresh

@@ -128,7 +128,7 @@ purchase_result svc_section_run(svc_section *x)
 
     /* A sale is acknowledged once redis.wait_replicas replicas have it. */
     if (end == PR_SOLD &&
-        svc_wait_replicas(r->s, x->conn, x->write_connects, x->o.detail, sizeof x->o.detail) != 0)
+        svc_wait_replicas(r->s, x->conn, x->write_via, x->o.detail, sizeof x->o.detail) != 0)
         end = PR_NOT_REPLICATED; /* with the order id: written on the master */
     if (end == PR_SOLD) {
         svc_trace_written(&x->tr, rd.stock - 1);
@@ -239,7 +239,7 @@ void svc_section_start(svc_section *x)
     x->read_ctx = NULL;
     x->nheld = 0;
     x->lease_gone_us = 0;
-    x->write_connects = 0;
+    x->write_via = 0;
     x->o.pipeline = x->pipeline;
     x->acq_t0_us = lc_now_us();
     svc_trace_mark(&x->tr, SVC_T_WAIT_START);
@@ -589,7 +589,7 @@ static purchase_result commit(svc_section *x, const svc_stock_read *rd)
                 : x->store->append_write(&w, &sale, rd, x->pipeline);
     if (n > 0) {
         send_releasing(x, &w);
-        x->write_connects = lc_conn_connects(x->conn);
+        x->write_via = lc_conn_via(x->conn);
         take_all(&w, reps, n);
         lc_pipe_clear(&w);
         if (!x->pipeline && svc_store_noscript(reps[0])) {
@@ -597,7 +597,7 @@ static purchase_result commit(svc_section *x, const svc_stock_read *rd)
             n = x->store->append_write(&w, &sale, rd, true);
             if (n > 0) {
                 (void)lc_conn_pipe(x->conn, &w);
-                x->write_connects = lc_conn_connects(x->conn);
+                x->write_via = lc_conn_via(x->conn);
                 take_all(&w, reps, n);
             }
         }

@@ -84,7 +84,7 @@ typedef struct svc_section {
     int64_t acq_t0_us;               /* when the first attempt was sent */
     int64_t lease_gone_us;           /* fixed lease: when the outer lock has
                                         certainly expired; 0 = n/a */
-    uint64_t write_connects;         /* lc_conn_connects right after the write */
+    uint64_t write_via;              /* lc_conn_via right after the write */
     char new_order_id[SVC_UUID_LEN]; /* minted while the acquire travels */
 } svc_section;
 

@@ -19,6 +19,11 @@
  *     master between its read and its commit: the commit, refused by the
  *     old master, goes again from the read once the slot has moved, and
  *     sells;
+ *   - WAIT through a resharding: lua and token sales redirected by ASK and
+ *     by MOVED are replicated (200), and a token sale whose release went
+ *     to the new master while its order stayed on the old one, whose
+ *     replica is stopped, is not (503) — the WAIT goes where the order was
+ *     written;
  *   - without WAIT, one lua batch of 16 purchases over all three masters
  *     (4 SKUs, one in 3 buckets) queued behind the one worker of a third
  *     instance: one write per master, every SKU exact;
@@ -524,6 +529,110 @@ static void test_held_back(void)
     }
 }
 
+/* redis.wait_replicas = 1 through a resharding: a purchase's WAIT goes over
+ * the connection that wrote its order, wherever the router went since.
+ *   - lua and token purchases while their SKU's slot migrates (every key
+ *     moved already: ASK to the importing master), then after it moved
+ *     (the instance's map still names the old master: MOVED): 200, the
+ *     WAIT on the master that wrote. Before, a lua sale redirected so
+ *     answered 503 not_replicated for an order that was there.
+ *   - a token purchase whose lock key alone migrates while it works: its
+ *     commit runs on the old master (the stock is still there), its
+ *     release goes to the new one (ASK). With the old master's replica
+ *     stopped: 503 not_replicated, "0 of 1" — the WAIT asked the master
+ *     that wrote the order. Before, it went where the release had gone
+ *     last, whose replica has the release, and answered 200 for an order
+ *     no replica had. */
+static void test_redirect_wait(void)
+{
+    const char *modes[] = {"lua", "token"};
+    char err[256];
+    for (int m = 0; m < 2; m++) {
+        char sku[32], prefix[16], path[96];
+        snprintf(prefix, sizeof prefix, "cl-rw-%s", modes[m]);
+        sku_on(C.port[1], prefix, sku, sizeof sku);
+        TU_REQUIRE(svc_set_stock(&a, sku, 4, NULL) == 200, "stock %s", sku);
+        int slot = slot_of(sku), from = 0, to = C.port[2];
+        /* a first sale writes every key a sale touches (a buyer's name:
+         * the buyers' hash too): during a migration a command naming a key
+         * that exists on neither side gets TRYAGAIN until the slot has
+         * moved */
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=rw0", modes[m], sku);
+        svc_resp r;
+        svc_req(&a, "POST", path, NULL, NULL, &r);
+        TU_REQUIRE(r.status == 200, "%s: the first sale: %ld %s", sku, r.status, B(&r));
+        svc_resp_free(&r);
+        TU_REQUIRE(pk_cluster_migrate_begin(&C, slot, to, &from, err, sizeof err) == 0 &&
+                       from == C.port[1] &&
+                       pk_cluster_migrate_keys(slot, from, to, 1000, err, sizeof err) > 0,
+                   "%s: its keys moved, the slot migrating: %s", sku, err);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=rw1", modes[m], sku);
+        svc_req(&a, "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200 && svc_jstr(r.json, "order_id"),
+                 "%s during the move (ASK): replicated by the master that wrote: %ld %s", modes[m],
+                 r.status, B(&r));
+        svc_resp_free(&r);
+        TU_REQUIRE(pk_cluster_migrate_end(&C, slot, from, to, err, sizeof err) == 0,
+                   "the move's end: %s", err);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=rw2", modes[m], sku);
+        svc_req(&a, "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200 && svc_jstr(r.json, "order_id"),
+                 "%s after the move (MOVED): replicated by the master that wrote: %ld %s", modes[m],
+                 r.status, B(&r));
+        svc_resp_free(&r);
+        svc_audit au;
+        TU_CHECK(svc_get_audit(&a, sku, &au) == 200 && au.sold == 3 && au.stock == 1 &&
+                     au.orders == 3,
+                 "%s: audit sold %lld stock %lld orders %lld", sku, au.sold, au.stock, au.orders);
+    }
+
+    char sku[32], key[96], out[64];
+    sku_on(C.port[1], "cl-rw-lock", sku, sizeof sku);
+    TU_REQUIRE(svc_set_stock(&a, sku, 3, NULL) == 200, "stock %s", sku);
+    int slot = slot_of(sku), from = C.port[1], to = C.port[2], f = 0, ri = -1;
+    snprintf(key, sizeof key, "/miaosha/token?sku=%s", sku); /* the first sale, as above */
+    svc_resp r0;
+    svc_req(&a, "POST", key, NULL, NULL, &r0);
+    TU_REQUIRE(r0.status == 200, "%s: the first sale: %ld %s", sku, r0.status, B(&r0));
+    svc_resp_free(&r0);
+    int rport = pk_cluster_replica_of(&C, from);
+    for (int i = 0; i < C.n; i++)
+        if (C.port[i] == rport && C.pid[i] > 0)
+            ri = i;
+    TU_REQUIRE(ri >= 0, "master %d's replica (%d)", from, rport);
+    long long watches0 = svc_redis_calls(from, "watch"), evals0 = svc_redis_calls(to, "evalsha");
+    hb_call c = {.path = ""};
+    snprintf(c.path, sizeof c.path, "/miaosha/token?sku=%s&work_ms=2000&wait_ms=5000", sku);
+    pthread_t t;
+    TU_REQUIRE(pthread_create(&t, NULL, hb_buy, &c) == 0, "thread");
+    int64_t until = lc_now_ms() + tu_slack(10000);
+    while (svc_redis_calls(from, "watch") == watches0 && lc_now_ms() < until)
+        tu_sleep_ms(5);
+    TU_CHECK(svc_redis_calls(from, "watch") > watches0, "the purchase read on its master");
+    snprintf(key, sizeof key, "miaosha:{%s}:lock:token", sku);
+    TU_REQUIRE(pk_cluster_migrate_begin(&C, slot, to, &f, err, sizeof err) == 0 &&
+                   tu_redis_str(from, out, sizeof out, "MIGRATE 127.0.0.1 %d %s 0 5000", to, key) ==
+                       0,
+               "the lock key alone moves: %s", err);
+    kill(C.pid[ri], SIGSTOP);
+    pthread_join(t, NULL);
+    kill(C.pid[ri], SIGCONT);
+    const char *detail = svc_jstr(c.out.json, "detail");
+    TU_CHECK(c.out.status == 503 && svc_jerr_is(&c.out, "not_replicated") &&
+                 svc_jstr(c.out.json, "order_id") && detail && strstr(detail, "0 of 1"),
+             "the order on a master whose replica is stopped: not replicated, whatever the "
+             "release's master says: %ld %s",
+             c.out.status, B(&c.out));
+    TU_CHECK(svc_redis_calls(to, "evalsha") > evals0, "the release went to the new master");
+    svc_resp_free(&c.out);
+    TU_REQUIRE(pk_cluster_migrate_keys(slot, from, to, 1000, err, sizeof err) >= 0 &&
+                   pk_cluster_migrate_end(&C, slot, from, to, err, sizeof err) == 0,
+               "the rest of the move: %s", err);
+    svc_audit au;
+    TU_CHECK(svc_get_audit(&a, sku, &au) == 200 && au.sold == 2 && au.stock == 1,
+             "%s: the order was written (sold %lld stock %lld)", sku, au.sold, au.stock);
+}
+
 static void test_idem(void)
 {
     char sku[32];
@@ -951,6 +1060,7 @@ int main(void)
     test_probe_wait();
     test_audit_round_trips();
     test_held_back();
+    test_redirect_wait();
     test_pipe_batch();
     test_master_hangs();
     test_idem();

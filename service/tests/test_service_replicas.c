@@ -32,14 +32,15 @@ static redisReply *one(lc_conn *c, const char *a1, const char *a2, const char *a
     return r;
 }
 
-/* SET on c, answered OK; returns lc_conn_connects right after. */
+/* INCR on c, answered; returns lc_conn_via right after (the write's
+ * connection). */
 static uint64_t write_one(lc_conn *c)
 {
     lc_pipe p;
     lc_pipe_init(&p);
     lc_pipe_append(&p, "INCR replicas-test");
     (void)lc_conn_pipe(c, &p);
-    uint64_t connects = lc_conn_connects(c);
+    uint64_t connects = lc_conn_via(c);
     redisReply *r = lc_pipe_take(&p, 0);
     TU_CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER, "the write");
     freeReplyObject(r);
