@@ -10,7 +10,9 @@
  *                               showed its expected outcome; the three
  *                               files are written; `--lang xx` is a usage
  *                               error; then the dup-user and retry cells
- *                               with --buckets 4: one-each, as expected
+ *                               with --buckets 4: one-each, as expected;
+ *                               then the buckets column at full size
+ *                               (stock 100 in 4, 1000 buyers)
  *   test_lg_integration faults  `matrix --faults --quick` (the faults kill,
  *                               redis-restart, redis-pause over every
  *                               mode): exit 0, and each cell's measured
@@ -337,6 +339,33 @@ static void test_matrix(const char *extra)
     TU_CHECK(rows == 16 && passed == 16 && one_each == 8,
              "--buckets 4: %d rows, %d as expected, %d dup-user cells one-each (of 8)", rows,
              passed, one_each);
+
+    /* The buckets column at its own size (not --quick): stock 100 in 4
+     * buckets, 1000 buyers; none oversells, every other mode sells exactly
+     * 100, the last unit included. */
+    snprintf(cmd, sizeof cmd,
+             "%s matrix --scenarios buckets --no-timelines --server %s --redis 127.0.0.1:%d "
+             "--out %s/full %s",
+             load, server, redis_port, dir, extra);
+    rc = sh(cmd, out, sizeof out);
+    TU_CHECK(rc == 0, "matrix --scenarios buckets exit %d\n%s", rc, out);
+    snprintf(p, sizeof p, "%s/full/matrix.csv", dir);
+    f = fopen(p, "r");
+    rows = bucket_right = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "scenario,", 9))
+            continue;
+        rows++;
+        /* scenario,mode,expected,measured,pass,stock,sold,stock_left,oversold,undersold,requests */
+        int none = !strncmp(line, "buckets,none,", 13);
+        bucket_right += none ? strstr(line, ",oversell,oversell,true,100,") != NULL
+                             : strstr(line, ",exact,exact,true,100,100,0,0,0,1000,") != NULL;
+    }
+    if (f)
+        fclose(f);
+    TU_CHECK(rows == 8 && bucket_right == 8,
+             "the buckets column, stock 100 and 1000 buyers: %d rows, %d as expected", rows,
+             bucket_right);
     remove_unless_failed(dir, "matrix output");
 }
 
