@@ -221,8 +221,9 @@ static const key_def KEYS[] = {
 
     K_STR("redlock.nodes", redlock.nodes, S_NODES, 0, "", 0,
           "Redlock's independent lock masters, host:port separated by commas (in the JSON "
-          "file also an array): an odd count 3..9, none twice, each reachable at start; "
-          "empty = /miaosha/redlock is not offered"),
+          "file also an array): an odd count 3..9, none twice, none a node of "
+          "redis.cluster_nodes, each reachable at start; empty = /miaosha/redlock is not "
+          "offered"),
     K_NUM("redlock.node_timeout_ms", redlock.node_timeout_ms, 1, 60000, 50, NULL, "ms",
           "how long one parallel round waits for a lock master before counting it failed; "
           "keep it far below the lease"),
@@ -903,6 +904,25 @@ static int is_loopback(const char *addr)
     return memcmp(b, v6_loop, 16) == 0 || (memcmp(b, v4_mapped, 12) == 0 && b[12] == 127);
 }
 
+/* The first item of list a (host:port items separated by commas) that list
+ * b names too, host without case, into out (len bytes); false when none. */
+static bool shared_item(const char *a, const char *b, char *out, size_t len)
+{
+    for (const char *p = a; *p;) {
+        size_t n = strcspn(p, ",");
+        for (const char *q = b; *q;) {
+            size_t m = strcspn(q, ",");
+            if (n == m && strncasecmp(p, q, n) == 0) {
+                snprintf(out, len, "%.*s", (int)n, p);
+                return true;
+            }
+            q += m + (q[m] == ',');
+        }
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
 /* Rules between keys, checked once every source has been applied, since the
  * two keys of a rule may come from different sources. */
 static cfg_status check_relations(const cfg_config *c, const ctx *x)
@@ -934,6 +954,16 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x)
                     "redis.db = %d with redis.cluster_nodes: a Redis Cluster has database 0 "
                     "only",
                     c->redis.db);
+    /* Redlock's masters are independent of one another by definition; a
+     * cluster's node would also answer MOVED for most lock keys */
+    char both[300];
+    if (shared_item(c->redlock.nodes, c->redis.cluster_nodes, both, sizeof both))
+        return fail(x, CFG_INVALID,
+                    "redlock.nodes names %s, a node of redis.cluster_nodes: Redlock's lock "
+                    "masters must be independent Redis servers, not the masters of one cluster "
+                    "(they share its failovers, and a cluster node refuses keys of slots it "
+                    "does not serve)",
+                    both);
     if (c->redis.sentinels[0] && !c->redis.master_name[0])
         return fail(x, CFG_INVALID,
                     "redis.master_name is empty while redis.sentinels is set: the Sentinels "

@@ -835,6 +835,16 @@ static void test_cluster_keys(void)
     TU_CHECK(st == CFG_OK, "with wait_replicas 1: %s", err);
     st = load(&c, err, "--set", "redis.cluster_refresh_ms=99", NULL);
     CHECK_ERR(st, err, "redis.cluster_refresh_ms", "99", "100..3600000");
+    /* Redlock's masters independent of the cluster: a seed named in both
+     * (host without case) is refused, naming both keys and the node */
+    st = load(&c, err, "--set", "redis.cluster_nodes=a:1,b:2,c:3", "--set",
+              "redlock.nodes=x:1,y:1,B:2", NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redlock.nodes") && has(err, "redis.cluster_nodes") &&
+                 has(err, "B:2") && cfg_exit_code(st) == 2,
+             "a redlock node that is a cluster seed: %s", err);
+    st = load(&c, err, "--set", "redis.cluster_nodes=a:1,b:2,c:3", "--set",
+              "redlock.nodes=a:2,b:3,c:4", NULL);
+    TU_CHECK(st == CFG_OK, "redlock nodes apart from the seeds: %s", err);
 }
 
 /* redis.sentinels and the keys around it: a list of host:port, a master
