@@ -991,6 +991,8 @@ typedef struct tunit {
     bool free;    /* a command a second run cannot change (UNWATCH, PING) */
     bool gone;    /* given up: did not run, not sent again */
     uint64_t via; /* the connection it ran over (lc_conn_via); 0: not yet */
+    bool twice;   /* ran, then went again (a free unit with its tail, a
+                     batch sent whole): over two connections */
     /* after a round: */
     int state;  /* RAN, or what kept it from running (ASTRAY: a redirect
                    for another slot than the batch's) */
@@ -1527,6 +1529,8 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         }
         *ctxp = ctx;
         from = conn->cur;
+        for (int i = 0; i < nr; i++)
+            t.u[r[i]].twice |= t.u[r[i]].via != 0;
         if (resend(&t, ctx, r, nr, follow && st == ASK ? ASKING_ALL : ASKING_NONE) != 0) {
             if (conn->watch_addr == from)
                 conn->watch_addr = -1;
@@ -1563,8 +1567,8 @@ out:
     /* lc_conn_via: where the caller's commands ran (the lock command's
      * node does not matter to it) */
     for (int i = 0; i < t.nu; i++)
-        if (!t.u[i].lock && t.u[i].via != 0)
-            via_add(conn, t.u[i].via);
+        if (!t.u[i].lock && (t.u[i].via != 0 || t.u[i].twice))
+            via_add(conn, t.u[i].twice ? 0 : t.u[i].via);
     free(lock_resp);
     if (rep)
         *rep = lrep;
