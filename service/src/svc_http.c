@@ -534,15 +534,16 @@ static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *d
                                      const char *method, const char *url);
 static unsigned methods_of(const char *url);
 
-/* GET|HEAD /stock/{sku}: the audit. A stock parameter is a reset sent with
- * the wrong method: 405, not "unknown parameter". */
+/* GET|HEAD /stock/{sku}: the audit. A stock or buckets parameter is a
+ * reset sent with the wrong method: 405, not "unknown parameter". */
 static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *method,
                                        const char *url)
 {
     char detail[160];
     (void)seg;
-    int rc = svc_params_parse(r->conn, r->s, SVC_P_STOCK, &r->p, detail, sizeof detail);
-    if (r->p.seen & SVC_P_STOCK)
+    int rc = svc_params_parse(r->conn, r->s, SVC_P_STOCK | SVC_P_BUCKETS, &r->p, detail,
+                              sizeof detail);
+    if (r->p.seen & (SVC_P_STOCK | SVC_P_BUCKETS))
         return refuse_method(r, methods_of(url), "a reset is PUT /stock/{sku}", method, url);
     if (rc != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
