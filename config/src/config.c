@@ -221,7 +221,7 @@ static const key_def KEYS[] = {
 
     K_STR("redlock.nodes", redlock.nodes, S_NODES, 0, "", 0,
           "Redlock's independent lock masters, host:port separated by commas (in the JSON "
-          "file also an array): an odd count 3..9, none twice, none a node of "
+          "file also an array): an odd count 3..9, none twice, none named in "
           "redis.cluster_nodes, each reachable at start; empty = /miaosha/redlock is not "
           "offered"),
     K_NUM("redlock.node_timeout_ms", redlock.node_timeout_ms, 1, 60000, 50, NULL, "ms",
@@ -959,7 +959,7 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x)
     char both[300];
     if (shared_item(c->redlock.nodes, c->redis.cluster_nodes, both, sizeof both))
         return fail(x, CFG_INVALID,
-                    "redlock.nodes names %s, a node of redis.cluster_nodes: Redlock's lock "
+                    "redlock.nodes names %s, which redis.cluster_nodes names too: Redlock's lock "
                     "masters must be independent Redis servers, not the masters of one cluster "
                     "(they share its failovers, and a cluster node refuses keys of slots it "
                     "does not serve)",

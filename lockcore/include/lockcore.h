@@ -345,23 +345,28 @@ lc_status lc_conn_ping(lc_conn *conn);
 const char *lc_conn_errstr(const lc_conn *conn);
 
 /* How many connections to Redis conn has made so far (0 before its first
- * command; with lc_options.cluster_nodes, every node's counted). conn makes
- * a new one silently, on its next call, after an I/O error, when the peer
- * closed the idle socket, after a -READONLY reply or a master switch.
- * Moving between a cluster's nodes is not a new connection: conn keeps one
- * per node. Never fails. The thread that owns conn. */
+ * command). conn makes a new one silently, on its next call, after an I/O
+ * error, when the peer closed the idle socket, after a -READONLY reply or a
+ * master switch. With lc_options.cluster_nodes conn keeps one connection
+ * per node: the first to each node counts, moving between them does not
+ * (lc_conn_via says which one ran a command). Never fails. The thread that
+ * owns conn. */
 uint64_t lc_conn_connects(const lc_conn *conn);
 
 /* The connection that ran the caller's commands of the last call on conn
- * that sent some (lc_conn_pipe, lc_conn_pipe_each, lc_conn_pipes_each, a
- * lock call carrying a pipe; a lock call's own lock command does not
- * count): a number, unique among conn's connections (lc_conn_connects
- * counts them), for lc_conn_pipe_via. 0 when none of them went out, or
- * when they went over more than one connection — a cluster batch over
- * several masters, a batch split by a redirect, one sent again after a
- * reconnect. A command whose reply was lost counts as gone over its
- * connection. Why: WAIT counts only the writes of the connection it is
- * sent on; on a fresh connection it reports every replica at once,
+ * that sends the caller's commands — lc_conn_pipe, lc_conn_pipe_each,
+ * lc_conn_pipes_each, lc_conn_pipe_via, and a lock call carrying a
+ * non-empty pipe (its own lock command does not count); every other call
+ * (a lock call without a pipe, lc_conn_ping, commands sent on the context
+ * lc_conn_redis lends) leaves the value as it was. The value is the
+ * connection's number: conn numbers each connection it makes 1, 2, 3...
+ * (lc_conn_connects counts them) and never reuses one. 0 when none of the
+ * commands went out (an empty pipe included), or when they went over more
+ * than one connection — a cluster batch over several masters, a batch a
+ * redirect split between two nodes, a command that ran and was sent again
+ * over another. A command sent whose reply was lost counts as gone over
+ * its connection. Why: WAIT counts only the writes of the connection it
+ * is sent on; on a fresh connection it reports every replica at once,
  * whatever became of a write made on another (on a cluster: another
  * node's, as after an ASK or MOVED). Never fails; 0 for NULL. The thread
  * that owns conn. */
@@ -594,16 +599,20 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p);
 
 /* p's commands over connection via (lc_conn_via's), in one write, every
  * reply read, as lc_conn_pipe — but only over that connection: never over
- * a new one, never routed by key. Meant for WAIT after a write. With a
- * cluster the node it belongs to becomes the one conn uses. Returns LC_OK
- * when every reply came; LC_IO, nothing sent, when that connection is
- * closed or was remade since (the peer closed it, an I/O error, a
- * reconnect), or LC_IO after a reply did not come, the reason in
+ * a new one, never routed by key. Meant for WAIT (and PING) after a write.
+ * With a cluster the node it belongs to becomes the one conn uses. Returns
+ * LC_OK when every reply came; LC_IO, nothing sent, when that connection
+ * is closed or was remade since (the peer closed it, an I/O error, a
+ * reconnect) or, with Sentinels, is to a server other than the master
+ * they name now (a switch since the write: a WAIT there would count the
+ * old master's replicas); LC_IO after a reply did not come; the reason in
  * lc_conn_errstr either way; LC_MISUSE, nothing sent, for a NULL argument,
  * via 0, while an acquire sent by lc_acquire_send is pending, or with a
- * cluster for a command that names a key. Not counted in
- * lc_stats.io_errors. Memory: the replies are p's until lc_pipe_take or
- * lc_pipe_clear. The thread that owns conn. */
+ * cluster for a command that names a key, one the router does not know,
+ * or MULTI/EXEC/DISCARD/WATCH/UNWATCH (the router keeps track of those).
+ * Not counted in lc_stats.io_errors; lc_conn_held_back is false after it.
+ * Memory: the replies are p's until lc_pipe_take or lc_pipe_clear. The
+ * thread that owns conn. */
 lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via);
 
 /* lc_conn_pipe for commands that do not depend on one another (each one

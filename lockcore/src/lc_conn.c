@@ -165,6 +165,7 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
         return LC_MISUSE;
     }
     lc__pipe_drop_replies(p);
+    via_reset(conn);
     if (conn->client->cl.on) {
         if (lc__conn_pipe_slot(conn, p, -1, conn->err) == -2)
             return LC_MISUSE;
@@ -172,11 +173,11 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
         int t = lc__conn_trip(conn, &ctx, LC__TRIP_PLAIN, 0, NULL, p, false, false, NULL);
         return t == 0 && !conn->trip_gave_up ? LC_OK : LC_IO;
     }
-    via_reset(conn);
     redisContext *ctx = lc_conn_redis(conn);
     if (!ctx)
         return LC_IO;
-    via_add(conn, conn->ctx_id);
+    if (p->n > 0)
+        via_add(conn, conn->ctx_id);
     return lc__trip(ctx, 0, NULL, p, false, NULL, conn->err) == 0 ? LC_OK : LC_IO;
 }
 
@@ -189,12 +190,26 @@ lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via)
         return LC_MISUSE;
     }
     lc__pipe_drop_replies(p);
+    conn->trip_held_back = false;
     int slot = conn->client->cl.on ? lc__conn_pipe_slot(conn, p, -1, conn->err) : -1;
     if (slot != -1) {
         if (slot >= 0)
             lc__seterr(conn->err, "lockcore: lc_conn_pipe_via takes commands that name no key "
                                   "(they go where the connection goes): not sent");
         return LC_MISUSE;
+    }
+    /* the router keeps track of where a WATCH or a transaction is: not
+     * behind its back */
+    for (int i = 0; conn->client->cl.on && i < p->n; i++) {
+        lc__cmd c;
+        if (lc__cmd_parse(p->cmd[i], p->len[i], &c) != 0 || c.multi || c.exec || c.discard ||
+            c.watch || c.unwatch) {
+            lc__seterr(conn->err,
+                       "lockcore: lc_conn_pipe_via: command %d is a transaction's, a WATCH's "
+                       "or unparsable: not sent",
+                       i);
+            return LC_MISUSE;
+        }
     }
     /* the context numbered via: the one in use, or (a cluster) one parked
      * for its node, which becomes the one in use; never a new one */
@@ -205,10 +220,10 @@ lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via)
                 at = i;
     }
     redisContext *ctx = conn->ctx_id == via ? conn->ctx : at >= 0 ? conn->nctx[at] : NULL;
-    if (!ctx || ctx->err || socket_stale(ctx->fd)) {
+    if (!ctx || ctx->err || socket_stale(ctx->fd) || lc__sentinel_stale(&conn->client->sn, ctx)) {
         lc__seterr(conn->err,
                    "lockcore: the connection that ran those commands is closed or was remade "
-                   "since: not sent");
+                   "since, or Sentinel has named another master: not sent");
         return LC_IO;
     }
     if (at >= 0 && !node_ctx(conn, at))
@@ -1383,6 +1398,8 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         if (conn->watch_addr == from)
             conn->watch_addr = -1;
         lc__cluster_failed(cl, from);
+        for (int i = 0; i < t.nu; i++)
+            t.u[i].via = conn->ctx_id; /* sent over it: a lost reply counts there */
         goto out;
     }
     int sent_k[LC_PIPE_MAX + 1];
@@ -1529,12 +1546,17 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
         }
         *ctxp = ctx;
         from = conn->cur;
-        for (int i = 0; i < nr; i++)
-            t.u[r[i]].twice |= t.u[r[i]].via != 0;
+        for (int i = 0; i < nr; i++) {
+            tunit *u = &t.u[r[i]];
+            u->twice |= !u->free && u->via != 0 && u->via != conn->ctx_id;
+        }
         if (resend(&t, ctx, r, nr, follow && st == ASK ? ASKING_ALL : ASKING_NONE) != 0) {
             if (conn->watch_addr == from)
                 conn->watch_addr = -1;
             lc__cluster_failed(cl, from);
+            for (int i = 0; i < nr; i++)
+                if (t.u[r[i]].via == 0)
+                    t.u[r[i]].via = conn->ctx_id; /* sent over it: a lost reply counts there */
             goto out;
         }
         int ns = 0;

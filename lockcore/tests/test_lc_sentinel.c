@@ -11,8 +11,10 @@
  * failover's leader, which announces +switch-master last, once the other
  * replica is reconfigured: the client follows the first announcement of the
  * others within milliseconds (watching the first Sentinel alone, it kept
- * writing to the old master, still a writable master, until then), and
- * neither a reconnect nor a fresh client goes to the old master meanwhile.
+ * writing to the old master, still a writable master, until then), a
+ * write's connection to the old master is no way back for its WAIT
+ * (lc_conn_pipe_via refuses it), and neither a reconnect nor a fresh client
+ * goes to the old master meanwhile.
  */
 #include "lc_test.h"
 #include "pk_ha.h"
@@ -254,6 +256,13 @@ static void test_manual_failover(void)
     lc_client *c = client_of(&h, s);
     lc_conn *conn = lct_conn(c);
     TU_CHECK(lc_conn_ping(conn) == LC_OK, "ping the master: %s", lc_conn_errstr(conn));
+    /* a write on the old master, whose WAIT comes after the switch */
+    lc_pipe wp;
+    lc_pipe_init(&wp);
+    lc_pipe_append(&wp, "INCR lct:{sentinel}:w");
+    TU_CHECK(lc_conn_pipe(conn, &wp) == LC_OK, "a write on the master (%s)", lc_conn_errstr(conn));
+    lc_pipe_clear(&wp);
+    uint64_t via = lc_conn_via(conn);
     const char *fo[] = {"SENTINEL", "FAILOVER", PK_HA_NAME};
     char ok[32] = "";
     int64_t t0 = lc_now_ms();
@@ -283,6 +292,16 @@ static void test_manual_failover(void)
              (long long)follow, want);
     printf("manual failover: a Sentinel names the new master -> the client follows: %lld ms\n",
            (long long)follow);
+    /* The old master's connection is still open, the old master still a
+     * writable master (the leader has not demoted it yet): a WAIT over it
+     * would count the old master's replicas for a write the new one may
+     * not have. Refused, nothing sent. */
+    lc_pipe_append(&wp, "PING");
+    TU_CHECK(via != 0 && lc_conn_pipe_via(conn, &wp, via) == LC_IO &&
+                 strstr(lc_conn_errstr(conn), "Sentinel has named another master") != NULL,
+             "lc_conn_pipe_via over the old master's connection after the switch: refused (%s)",
+             lc_conn_errstr(conn));
+    lc_pipe_clear(&wp);
     /* While the leader has not announced the switch yet (the old master is
      * a writable master until Sentinel demotes it): reconnects and a fresh
      * client go to the new one. */

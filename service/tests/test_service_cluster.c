@@ -602,7 +602,8 @@ static void test_redirect_wait(void)
     TU_REQUIRE(ri >= 0, "master %d's replica (%d)", from, rport);
     long long watches0 = svc_redis_calls(from, "watch"), evals0 = svc_redis_calls(to, "evalsha");
     hb_call c = {.path = ""};
-    snprintf(c.path, sizeof c.path, "/miaosha/token?sku=%s&work_ms=2000&wait_ms=5000", sku);
+    snprintf(c.path, sizeof c.path, "/miaosha/token?sku=%s&work_ms=%lld&wait_ms=5000", sku,
+             (long long)tu_slack(2000));
     pthread_t t;
     TU_REQUIRE(pthread_create(&t, NULL, hb_buy, &c) == 0, "thread");
     int64_t until = lc_now_ms() + tu_slack(10000);
@@ -617,6 +618,13 @@ static void test_redirect_wait(void)
     kill(C.pid[ri], SIGSTOP);
     pthread_join(t, NULL);
     kill(C.pid[ri], SIGCONT);
+    /* the replica catches up before anything else WAITs on its master */
+    long long moff = tu_redis_info_num(NULL, from, "replication", "master_repl_offset:"), roff = -1;
+    until = lc_now_ms() + tu_slack(10000);
+    while ((roff = tu_redis_info_num(NULL, from, "replication", "offset=")) < moff &&
+           lc_now_ms() < until)
+        tu_sleep_ms(10);
+    TU_CHECK(roff >= moff, "the replica caught up again (%lld of %lld)", roff, moff);
     const char *detail = svc_jstr(c.out.json, "detail");
     TU_CHECK(c.out.status == 503 && svc_jerr_is(&c.out, "not_replicated") &&
                  svc_jstr(c.out.json, "order_id") && detail && strstr(detail, "0 of 1"),
