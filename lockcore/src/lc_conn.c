@@ -191,22 +191,17 @@ lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via)
     }
     lc__pipe_drop_replies(p);
     conn->trip_held_back = false;
-    int slot = conn->client->cl.on ? lc__conn_pipe_slot(conn, p, -1, conn->err) : -1;
-    if (slot != -1) {
-        if (slot >= 0)
-            lc__seterr(conn->err, "lockcore: lc_conn_pipe_via takes commands that name no key "
-                                  "(they go where the connection goes): not sent");
-        return LC_MISUSE;
-    }
-    /* the router keeps track of where a WATCH or a transaction is: not
-     * behind its back */
+    /* keyless commands only: they go where the connection goes; and the
+     * router keeps track of where a WATCH or a transaction is, not behind
+     * its back */
     for (int i = 0; conn->client->cl.on && i < p->n; i++) {
         lc__cmd c;
-        if (lc__cmd_parse(p->cmd[i], p->len[i], &c) != 0 || c.multi || c.exec || c.discard ||
-            c.watch || c.unwatch) {
+        if (lc__cmd_parse(p->cmd[i], p->len[i], &c) != 0 || c.slot != LC__CMD_KEYLESS || c.multi ||
+            c.exec || c.discard || c.watch || c.unwatch) {
             lc__seterr(conn->err,
-                       "lockcore: lc_conn_pipe_via: command %d is a transaction's, a WATCH's "
-                       "or unparsable: not sent",
+                       "lockcore: lc_conn_pipe_via: command %d names a key, is a "
+                       "transaction's or a WATCH's, or is one the router does not know: not "
+                       "sent",
                        i);
             return LC_MISUSE;
         }

@@ -583,6 +583,12 @@ int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, cons
         rc = rep->element[0]->integer == 1 ? 1 : 0;
         rv->held = rc == 1;
         snprintf(rv->epoch, sizeof rv->epoch, "%s", rep->element[2]->str);
+        if (rc == 0)
+            snprintf(err, len,
+                     "user %s already holds %lld order(s) or reservation(s) of this sku (a "
+                     "reservation: a purchase of theirs under way, or one that ended before "
+                     "writing its order; purchase.limit_per_user = %lld); nothing was written",
+                     user, *held, limit);
     } else {
         snprintf(err, len, "reserving the purchase of user %s: %.200s", user,
                  rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");

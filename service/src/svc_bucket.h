@@ -200,7 +200,8 @@ typedef struct svc_reservation {
  * bucket, atomically: only while the user's reservations are below limit
  * (purchase.limit_per_user). One round trip (scripts/reserve.lua).
  * Returns 1 (reserved: rv->held), 0 when the user is at the limit (*held
- * the reservations counted; nothing written), -1 with the reason in err
+ * the reservations counted; nothing written; the refusal's detail, for
+ * the 409 limit_reached, in err), -1 with the reason in err
  * (len bytes): Redis unreachable or an error (nothing reserved, or the
  * outcome unknown: the reservation then stays until the next reset). */
 int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, const char *user,

@@ -424,13 +424,6 @@ static int lua_buckets(lua_purchase *lp, lc_conn *conn)
             rc = svc_bucket_reserve(conn, r->sku, &lp->lay, r->p.user, limit, &lp->rv, &held,
                                     lp->o.detail, sizeof lp->o.detail);
             if (rc <= 0) {
-                if (rc == 0)
-                    snprintf(lp->o.detail, sizeof lp->o.detail,
-                             "user %s already holds %lld order(s) or reservation(s) of this "
-                             "sku (a reservation: a purchase of theirs under way, or one "
-                             "that ended before writing its order; "
-                             "purchase.limit_per_user = %lld); nothing was written",
-                             r->p.user, held, limit);
                 respond(lp, rc == 0 ? PR_LIMIT_REACHED : PR_REDIS_UNAVAILABLE);
                 return -1;
             }

@@ -462,13 +462,6 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
                                         x->o.detail, sizeof x->o.detail);
             if (rc <= 0) {
                 x->o.pipeline = x->pipeline; /* as the section's replies say it */
-                if (rc == 0)
-                    snprintf(x->o.detail, sizeof x->o.detail,
-                             "user %s already holds %lld order(s) or reservation(s) of this "
-                             "sku (a reservation: a purchase of theirs under way, or one "
-                             "that ended before writing its order; "
-                             "purchase.limit_per_user = %lld); nothing was written",
-                             p->user, held, (long long)s->purchase.limit_per_user);
                 respond(pu, rc == 0 ? PR_LIMIT_REACHED : PR_REDIS_UNAVAILABLE);
                 return false;
             }

@@ -543,12 +543,23 @@ static void test_held_back(void)
  *     that wrote the order. Before, it went where the release had gone
  *     last, whose replica has the release, and answered 200 for an order
  *     no replica had. */
+/* POST /miaosha/<mode>?sku=<sku>[&user=<user>] on instance a, into *r
+ * (svc_resp_free it); returns the status. */
+static long buy_as(const char *mode, const char *sku, const char *user, svc_resp *r)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/miaosha/%s?sku=%s%s%s", mode, sku, user ? "&user=" : "",
+             user ? user : "");
+    svc_req(&a, "POST", path, NULL, NULL, r);
+    return r->status;
+}
+
 static void test_redirect_wait(void)
 {
     const char *modes[] = {"lua", "token"};
     char err[256];
     for (int m = 0; m < 2; m++) {
-        char sku[32], prefix[16], path[96];
+        char sku[32], prefix[16];
         snprintf(prefix, sizeof prefix, "cl-rw-%s", modes[m]);
         sku_on(C.port[1], prefix, sku, sizeof sku);
         TU_REQUIRE(svc_set_stock(&a, sku, 4, NULL) == 200, "stock %s", sku);
@@ -557,26 +568,21 @@ static void test_redirect_wait(void)
          * the buyers' hash too): during a migration a command naming a key
          * that exists on neither side gets TRYAGAIN until the slot has
          * moved */
-        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=rw0", modes[m], sku);
         svc_resp r;
-        svc_req(&a, "POST", path, NULL, NULL, &r);
-        TU_REQUIRE(r.status == 200, "%s: the first sale: %ld %s", sku, r.status, B(&r));
+        TU_REQUIRE(buy_as(modes[m], sku, "rw0", &r) == 200, "%s: the first sale: %ld %s", sku,
+                   r.status, B(&r));
         svc_resp_free(&r);
         TU_REQUIRE(pk_cluster_migrate_begin(&C, slot, to, &from, err, sizeof err) == 0 &&
                        from == C.port[1] &&
                        pk_cluster_migrate_keys(slot, from, to, 1000, err, sizeof err) > 0,
                    "%s: its keys moved, the slot migrating: %s", sku, err);
-        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=rw1", modes[m], sku);
-        svc_req(&a, "POST", path, NULL, NULL, &r);
-        TU_CHECK(r.status == 200 && svc_jstr(r.json, "order_id"),
+        TU_CHECK(buy_as(modes[m], sku, "rw1", &r) == 200 && svc_jstr(r.json, "order_id"),
                  "%s during the move (ASK): replicated by the master that wrote: %ld %s", modes[m],
                  r.status, B(&r));
         svc_resp_free(&r);
         TU_REQUIRE(pk_cluster_migrate_end(&C, slot, from, to, err, sizeof err) == 0,
                    "the move's end: %s", err);
-        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=rw2", modes[m], sku);
-        svc_req(&a, "POST", path, NULL, NULL, &r);
-        TU_CHECK(r.status == 200 && svc_jstr(r.json, "order_id"),
+        TU_CHECK(buy_as(modes[m], sku, "rw2", &r) == 200 && svc_jstr(r.json, "order_id"),
                  "%s after the move (MOVED): replicated by the master that wrote: %ld %s", modes[m],
                  r.status, B(&r));
         svc_resp_free(&r);
@@ -590,10 +596,9 @@ static void test_redirect_wait(void)
     sku_on(C.port[1], "cl-rw-lock", sku, sizeof sku);
     TU_REQUIRE(svc_set_stock(&a, sku, 3, NULL) == 200, "stock %s", sku);
     int slot = slot_of(sku), from = C.port[1], to = C.port[2], f = 0, ri = -1;
-    snprintf(key, sizeof key, "/miaosha/token?sku=%s", sku); /* the first sale, as above */
-    svc_resp r0;
-    svc_req(&a, "POST", key, NULL, NULL, &r0);
-    TU_REQUIRE(r0.status == 200, "%s: the first sale: %ld %s", sku, r0.status, B(&r0));
+    svc_resp r0; /* the first sale, as above */
+    TU_REQUIRE(buy_as("token", sku, NULL, &r0) == 200, "%s: the first sale: %ld %s", sku, r0.status,
+               B(&r0));
     svc_resp_free(&r0);
     int rport = pk_cluster_replica_of(&C, from);
     for (int i = 0; i < C.n; i++)
