@@ -869,6 +869,83 @@ static void test_pipe_each_hung(void)
     lc_client_free(c);
 }
 
+/* A write whose reply was lost counts where it was sent: lc_conn_via
+ * names the stopped master's connection — also when a MOVED sent it there
+ * and the resend's reply is the one lost — and lc_conn_pipe_via refuses
+ * that connection afterwards (its reply never came: the connection is
+ * dropped), so a WAIT never asks another master about that write. Woken,
+ * each master ran its INCR once. */
+static void test_via_lost(void)
+{
+    enum { T = 600 };
+    char k1[64], k2[64], k3[64];
+    key_on(C.port[1], "vlost", k1, sizeof k1);
+    key_on(C.port[1], "vmoved", k2, sizeof k2);
+    key_on(C.port[2], "vthere", k3, sizeof k3);
+    TU_REQUIRE(slot_of(k1) != slot_of(k2), "two slots of master 1");
+    lc_client *c = cl_client(0, T);
+    lc_conn *conn = lct_conn(c);
+    uint64_t v1 = incr_via(conn, k1);
+    TU_REQUIRE(v1 != 0 && incr_via(conn, k2) == v1, "master 1's connection");
+    uint64_t v2 = incr_via(conn, k3);
+    TU_REQUIRE(v2 != 0 && v2 != v1, "master 2's connection");
+
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "INCR %s", k1);
+    kill(C.pid[1], SIGSTOP);
+    lc_status s = lc_conn_pipe(conn, &p);
+    uint64_t via = lc_conn_via(conn);
+    kill(C.pid[1], SIGCONT);
+    redisReply *r = lc_pipe_take(&p, 0);
+    TU_CHECK(s == LC_IO && r == NULL && via == v1,
+             "master 1 stopped: %s, reply %s, via %llu (master 1's: %llu)", lc_status_name(s),
+             r ? "came" : "none", (unsigned long long)via, (unsigned long long)v1);
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+    TU_CHECK(via_port(conn, v1) == -1 && strstr(lc_conn_errstr(conn), "closed or was remade"),
+             "its connection refused afterwards (%s)", lc_conn_errstr(conn));
+
+    /* k2's slot moved to master 2 behind conn's back (the map refresh the
+     * lost reply asked for done first, by a write to master 2): master 1
+     * answers MOVED, the resend goes to master 2, stopped */
+    TU_REQUIRE(incr_via(conn, k3) == v2, "master 2's connection again");
+    migration m;
+    mig_begin(&m, slot_of(k2), C.port[2]);
+    mig_key(&m, k2);
+    mig_end(&m);
+    lc_stats before, after;
+    lc_client_stats(c, &before);
+    lc_pipe_append(&p, "INCR %s", k2);
+    kill(C.pid[2], SIGSTOP);
+    s = lc_conn_pipe(conn, &p);
+    via = lc_conn_via(conn);
+    kill(C.pid[2], SIGCONT);
+    lc_client_stats(c, &after);
+    r = lc_pipe_take(&p, 0);
+    TU_CHECK(s == LC_IO && r == NULL && after.cluster_moved == before.cluster_moved + 1 &&
+                 via == v2,
+             "MOVED to master 2, stopped: %s, reply %s, %llu MOVED, via %llu (master 2's: %llu)",
+             lc_status_name(s), r ? "came" : "none",
+             (unsigned long long)(after.cluster_moved - before.cluster_moved),
+             (unsigned long long)via, (unsigned long long)v2);
+    freeReplyObject(r);
+    lc_pipe_clear(&p);
+
+    const char *key[2] = {k1, k2};
+    int port[2] = {C.port[1], C.port[2]};
+    for (int i = 0; i < 2; i++) {
+        int64_t v = 0, t1 = lc_now_ms();
+        while ((v = tu_redis_int(port[i], "GET %s", key[i])) != 2 &&
+               lc_now_ms() < t1 + tu_slack(5000))
+            tu_sleep_ms(20);
+        TU_CHECK(v == 2, "%s ran once, on %d: %lld", key[i], port[i], (long long)v);
+    }
+    TU_CHECK(pk_cluster_wait_ok(&C, (int)tu_slack(10000), NULL), "cluster ok after the pauses");
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
 static void test_migration(void)
 {
     /* three keys of one slot on master 0, to go to master 1 */
@@ -1422,6 +1499,7 @@ int main(void)
     test_pipes_each();
     test_via();
     test_pipe_each_hung();
+    test_via_lost();
     test_reentrant();
     test_migration();
     test_watch_split();
