@@ -384,6 +384,8 @@ static void *migrate_later(void *arg)
     return NULL;
 }
 
+static int via_port(lc_conn *conn, uint64_t via);
+
 /* A WATCH split from its keys by a migration: UNWATCH, WATCH kw, GET kd
  * while kd has moved to the importing master and kw has not. Following the
  * ASK for the GET alone would leave the WATCH on the old master, where the
@@ -421,6 +423,8 @@ static void test_watch_split(void)
                  took >= 250,
              "the read waited for the WATCHed key to follow (%lld ms, %s, %s)", (long long)took,
              lc_status_name(s), lc_conn_errstr(conn));
+    TU_CHECK(lc_conn_via(conn) == 0, "its WATCH ran on both masters: no one connection (%llu)",
+             (unsigned long long)lc_conn_via(conn));
     freeReplyObject(r);
     lc_pipe_clear(&p);
     pthread_join(t, NULL);
@@ -428,10 +432,14 @@ static void test_watch_split(void)
     lc_pipe_append(&p, "INCR %s", kd);
     lc_pipe_append(&p, "EXEC");
     s = lc_conn_pipe(conn, &p);
+    uint64_t via = lc_conn_via(conn);
     r = lc_pipe_take(&p, 2);
     TU_CHECK(s == LC_OK && r && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
                  r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 8,
              "the transaction after it ran, where its WATCH is (%s)", lc_conn_errstr(conn));
+    TU_CHECK(via != 0 && via_port(conn, via) == C.port[1],
+             "lc_conn_via names the importing master's connection for it (%llu)",
+             (unsigned long long)via);
     freeReplyObject(r);
     lc_pipe_clear(&p);
     lc_stats st;
@@ -1029,6 +1037,8 @@ static void test_migration(void)
              "lock and read together after %lld ms (%s, %s)", (long long)took, lc_status_name(s),
              lc_conn_errstr(fc));
     TU_CHECK(took >= 250, "not before k2 moved (%lld ms)", (long long)took);
+    TU_CHECK(lc_conn_via(fc) == 0, "the read ran on both masters: no one connection (%llu)",
+             (unsigned long long)lc_conn_via(fc));
     freeReplyObject(r);
     lc_pipe_clear(&p);
     pthread_join(t, NULL);
