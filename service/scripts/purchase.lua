@@ -1,7 +1,9 @@
 -- purchase.lua: the lua mode's whole purchase, one atomic step (svc_lua.c).
 -- KEYS[1] stock, KEYS[2] sold, KEYS[3] orders, KEYS[4] buyers (a hash
 -- user -> orders held), KEYS[5] the Idempotency-Key's record when the
--- request has one: all miaosha:{sku}:*, one hash slot.
+-- request has one (ARGV[4] not empty), KEYS[6] the stock's epoch with
+-- ARGV[8]: all miaosha:{sku}:*, one hash slot. (With KEYS[6] but no key,
+-- KEYS[5] stands for nothing: the epoch's name again.)
 -- ARGV[1]: the order record without its end, `{...,"stock_before":`;
 --          the stock read here and `}` complete it.
 -- ARGV[2]: the user, "" for none (then not counted)
@@ -10,6 +12,9 @@
 -- ARGV[5], ARGV[6]: the stored outcome of a sale around the stock left,
 --          `D|<fingerprint>|200|{...,"stock_left":` and `,...}` (KEYS[5])
 -- ARGV[7]: the stored outcome's lifetime, ms (KEYS[5])
+-- ARGV[8]: the epoch the stock must carry (KEYS[6]): the reset a one buy
+--          per user reservation was counted under, on a SKU split into
+--          stock buckets (svc_bucket.h); absent: no check
 -- Returns {code, n}:
 --   { 1, stock after the sale}  sold: stock-1, sold+1, the order appended,
 --                               the buyer counted, the outcome stored
@@ -20,12 +25,17 @@
 --   { 2, orders the user holds} the user is at the limit, nothing written
 --   { 3, the key's record}      KEYS[5] holds another request's marker or
 --                               a stored outcome: nothing written
+--   { 5, 0}                     the epoch is not ARGV[8]: the stock was
+--                               reset since the reservation, nothing
+--                               written
 --   {-1, 0}                     the stock key holds a non-integer
 --   {-2, 0}                     sold, orders or buyers holds the wrong kind
 --                               of value
 -- Every check runs before the first write, so the script writes all of
 -- its keys or none. A PUT /stock reset cannot come between the read and
--- the writes (a script runs alone), so no epoch is needed. The order of the
+-- the writes (a script runs alone), so no epoch is needed for that; only a
+-- reservation taken before the script (ARGV[8]) asks which reset the
+-- stock belongs to. The order of the
 -- checks is the article's lesson: the duplicate check comes before the
 -- decrement, never after.
 
@@ -35,11 +45,15 @@ local function int(v)
     local digits = string.gsub(v, '^%-', '')
     return v == '0' or (#digits <= 18 and string.match(v, '^%-?[1-9]%d*$') ~= nil)
 end
-if KEYS[5] then
+local keyed = ARGV[4] ~= nil and ARGV[4] ~= ''
+if keyed then
     local v = redis.call('GET', KEYS[5])
     if v and v ~= ARGV[4] then
         return {3, v}
     end
+end
+if ARGV[8] and redis.call('GET', KEYS[6]) ~= ARGV[8] then
+    return {5, 0}
 end
 local s = redis.call('GET', KEYS[1])
 if not s then
@@ -79,7 +93,7 @@ redis.call('RPUSH', KEYS[3], ARGV[1] .. s .. '}')
 if user ~= '' then
     redis.call('HINCRBY', KEYS[4], user, 1)
 end
-if KEYS[5] then
+if keyed then
     redis.call('SET', KEYS[5], ARGV[5] .. left .. ARGV[6], 'PX', ARGV[7])
 end
 return {1, left}

@@ -6,9 +6,17 @@
 -- KEYS[1] the home bucket's reservations (a hash user -> count), KEYS[2]
 -- its epoch: both miaosha:{<sku>~<b>}:*, one hash slot.
 -- ARGV[1] the user.
--- ARGV[2] '+', ARGV[3] purchase.limit_per_user: reserve one
+-- ARGV[2] '+', ARGV[3] purchase.limit_per_user, ARGV[4] the id of the
+-- reset whose layout the purchase follows: reserve one
 --   returns {1, reservations now, epoch}   reserved
 --           {0, reservations, epoch}       at the limit: nothing written
+--           {3, 0, epoch}                  the home bucket's epoch is not
+--                                          that reset's id: another reset
+--                                          wrote it (or is writing it),
+--                                          nothing written
+-- A bucket's epoch is the id of the reset that wrote it (svc_stock.c), so
+-- a reservation is counted under one reset's layout only, and the sale
+-- that follows checks that its bucket carries the same id.
 -- ARGV[2] '-', ARGV[3] the epoch the reservation saw: give it back
 --   returns {1, reservations now}          given back
 --           {0, 0}                         the epoch moved (a stock reset
@@ -24,6 +32,9 @@ if ARGV[2] == '-' then
         redis.call('HDEL', KEYS[1], ARGV[1])
     end
     return {1, n}
+end
+if epoch ~= ARGV[4] then
+    return {3, 0, epoch}
 end
 local held = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
 if held >= tonumber(ARGV[3]) then

@@ -515,11 +515,12 @@ int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *
 
 /* ---- one buy per user ---- */
 
-/* One call of reserve.lua on conn: its reply (the caller frees it), or
- * NULL with err set. EVALSHA first; NOSCRIPT (a flushed cache: nothing
- * ran) sends its text. */
+/* One call of reserve.lua on conn (arg2 NULL: left out): its reply (the
+ * caller frees it), or NULL with err set. EVALSHA first; NOSCRIPT (a
+ * flushed cache: nothing ran) sends its text. */
 static redisReply *reserve_call(lc_conn *conn, const char *const *keys, const char *user,
-                                const char *op, const char *arg, char *err, size_t len)
+                                const char *op, const char *arg, const char *arg2, char *err,
+                                size_t len)
 {
     redisReply *rep = NULL;
     for (int eval = 0; eval < 2; eval++) {
@@ -530,10 +531,12 @@ static redisReply *reserve_call(lc_conn *conn, const char *const *keys, const ch
                               keys[1],
                               user,
                               op,
-                              arg};
+                              arg,
+                              arg2};
+        int argc = (int)(sizeof argv / sizeof argv[0]) - (arg2 == NULL);
         lc_pipe p;
         lc_pipe_init(&p);
-        lc_status st = lc_pipe_append_argv(&p, (int)(sizeof argv / sizeof argv[0]), argv, NULL);
+        lc_status st = lc_pipe_append_argv(&p, argc, argv, NULL);
         if (st == LC_OK)
             (void)lc_conn_pipe(conn, &p); /* a missing reply is seen below */
         rep = st == LC_OK ? lc_pipe_take(&p, 0) : NULL;
@@ -571,10 +574,20 @@ int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, cons
     snprintf(lim, sizeof lim, "%lld", limit);
     const char *keys[] = {reserved, epoch};
     char why[256];
-    redisReply *rep = reserve_call(conn, keys, user, "+", lim, why, sizeof why);
+    redisReply *rep = reserve_call(conn, keys, user, "+", lim, l->id, why, sizeof why);
     int rc = -1;
     if (rep == NULL) {
         snprintf(err, len, "reserving the purchase of user %s: %s", user, why);
+    } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
+               rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 3) {
+        /* The home bucket was written by another reset than the one whose
+         * layout this instance follows: that layout is stale (the reset's
+         * notice is on its way), or a reset is rewriting the buckets. */
+        svc_bucket_learn(sku, NULL);
+        snprintf(err, len,
+                 "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; "
+                 "nothing was written");
+        rc = 2;
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
                rep->element[0]->type == REDIS_REPLY_INTEGER &&
                rep->element[1]->type == REDIS_REPLY_INTEGER &&
@@ -606,7 +619,7 @@ void svc_bucket_unreserve(lc_conn *conn, const char *sku, const svc_layout *l, c
     char reserved[SVC_KEY_MAX], epoch[SVC_KEY_MAX], why[256];
     home_keys(sku, l, rv->home, reserved, epoch);
     const char *keys[] = {reserved, epoch};
-    redisReply *rep = reserve_call(conn, keys, user, "-", rv->epoch, why, sizeof why);
+    redisReply *rep = reserve_call(conn, keys, user, "-", rv->epoch, NULL, why, sizeof why);
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY)
         svc_log(SVC_WARN,
                 "sku %s: the reservation of user %s could not be given back (%s); the user is "

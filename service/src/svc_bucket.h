@@ -29,7 +29,11 @@
  * One buy per user (purchase.limit_per_user): a user's orders may lie in
  * any bucket, so the count is a reservation in the user's home bucket
  * (svc_bucket_reserve: check and increment in one script) taken before the
- * purchase and given back when nothing was sold.
+ * purchase and given back when nothing was sold. A reset clears the
+ * reservations, so the two are tied to one reset: a bucket's epoch is the
+ * id of the reset that wrote it (svc_stock.c), the reservation is taken
+ * only where it is the layout's id, and the sale only where its bucket's
+ * epoch is the reservation's (the section's read, the lua script).
  *
  * Threads: every function may be called from any thread. The layout cache
  * is a bounded table (SVC_BUCKET_SKUS SKUs; later ones are read from Redis
@@ -191,19 +195,25 @@ int svc_bucket_wait_here(const char *sku, unsigned since, int64_t until_us,
 
 /* A reservation of one purchase in the user's home bucket. */
 typedef struct svc_reservation {
-    bool held;      /* taken and not given back */
-    int home;       /* the home bucket */
-    char epoch[32]; /* the home bucket's epoch when taken */
+    bool held;                /* taken and not given back */
+    int home;                 /* the home bucket */
+    char epoch[SVC_UUID_LEN]; /* the home bucket's epoch when taken: the id
+                                 of the reset whose layout it follows */
 } svc_reservation;
 
 /* Reserves one purchase of sku (layout l, n > 1) for user in its home
  * bucket, atomically: only while the user's reservations are below limit
- * (purchase.limit_per_user). One round trip (scripts/reserve.lua).
- * Returns 1 (reserved: rv->held), 0 when the user is at the limit (*held
+ * (purchase.limit_per_user) and the home bucket was written by l's own
+ * reset (its epoch is l->id). One round trip (scripts/reserve.lua).
+ * Returns 1 (reserved: rv->held, rv->epoch = l->id: the sale must find
+ * the same epoch in its bucket), 0 when the user is at the limit (*held
  * the reservations counted; nothing written; the refusal's detail, for
- * the 409 limit_reached, in err), -1 with the reason in err
- * (len bytes): Redis unreachable or an error (nothing reserved, or the
- * outcome unknown: the reservation then stays until the next reset). */
+ * the 409 limit_reached, in err), 2 when the home bucket belongs to
+ * another reset (l is stale, or a reset is rewriting the buckets: the
+ * cached layout is forgotten, nothing written; the 409 stock_reset's
+ * detail in err), -1 with the reason in err (len bytes): Redis
+ * unreachable or an error (nothing reserved, or the outcome unknown: the
+ * reservation then stays until the next reset). */
 int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, const char *user,
                        long long limit, svc_reservation *rv, long long *held, char *err,
                        size_t len);

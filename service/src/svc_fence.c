@@ -34,9 +34,10 @@
 #include "svc_keys.h"
 #include "svc_scripts.h"
 
-static int fenced_append_read(lc_pipe *p, const char *tag, const char *user, int64_t token,
-                              bool eval)
+static int fenced_append_read(lc_pipe *p, const char *tag, const char *user, bool with_epoch,
+                              int64_t token, bool eval)
 {
+    (void)with_epoch; /* the script always reads it: the write checks it */
     char fence[SVC_KEY_MAX], mark[SVC_KEY_MAX], stock[SVC_KEY_MAX], epoch[SVC_KEY_MAX],
         buyers[SVC_KEY_MAX], t[24] = "";
     svc_key(fence, tag, "fence");
@@ -80,10 +81,11 @@ static int as_ll(const redisReply *e, long long *out)
  * read ran under the fence counter's value: when that is not this holder's
  * token, a later holder took the lock between the acquire and the read,
  * and this one is fenced out. */
-static bool fenced_parse_read(redisReply *const *reps, int n, int64_t fence, svc_stock_read *out,
-                              purchase_result *end, char *detail, size_t len)
+static bool fenced_parse_read(redisReply *const *reps, int n, bool with_epoch, int64_t fence,
+                              svc_stock_read *out, purchase_result *end, char *detail, size_t len)
 {
     (void)n;
+    (void)with_epoch;
     const redisReply *rep = reps[0];
     memset(out, 0, sizeof *out);
     *end = PR_REDIS_ERROR;

@@ -171,12 +171,17 @@ static int split_sold_reply(lua_purchase *lp)
 static int append_script(const lua_purchase *lp, lc_pipe *pipe, const char *rec, int eval)
 {
     char stock_key[SVC_KEY_MAX], sold_key[SVC_KEY_MAX], orders_key[SVC_KEY_MAX];
-    char buyers_key[SVC_KEY_MAX], idem_key[SVC_IDEM_RKEY_MAX], limit[24], ttl[24];
+    char buyers_key[SVC_KEY_MAX], epoch_key[SVC_KEY_MAX], idem_key[SVC_IDEM_RKEY_MAX], limit[24],
+        ttl[24];
     const svc_req *r = lp->r;
     svc_key(stock_key, lp->tag, "stock");
     svc_key(sold_key, lp->tag, "sold");
     svc_key(orders_key, lp->tag, "orders");
     svc_key(buyers_key, lp->tag, "buyers");
+    svc_key(epoch_key, lp->tag, "epoch");
+    /* A reservation (one buy per user, buckets) was counted under one
+     * reset: the script sells only where the stock is that reset's. */
+    const bool check = lp->rv.held;
     if (lp->id.on)
         svc_idem_key(idem_key, lp->tag, r->idem); /* the SKU's, or the bucket's copy */
     /* With buckets the user's reservation has counted them already. */
@@ -192,27 +197,34 @@ static int append_script(const lua_purchase *lp, lc_pipe *pipe, const char *rec,
             return -1;
         snprintf(done_head, n, "%s%s", prefix, lp->sold_head);
     }
-    const char *argv[] = {eval ? "EVAL" : "EVALSHA",
-                          eval ? SVC_SCRIPT_PURCHASE : SVC_SCRIPT_PURCHASE_SHA,
-                          lp->id.on ? "5" : "4",
-                          stock_key,
-                          sold_key,
-                          orders_key,
-                          buyers_key,
-                          lp->id.on ? idem_key : NULL,
-                          rec,
-                          (r->p.seen & SVC_P_USER) ? r->p.user : "",
-                          limit,
-                          lp->id.marker,
-                          done_head,
-                          lp->sold_tail,
-                          ttl};
-    /* Without a key: KEYS[5] and its ARGVs are left out. */
-    const char *args[sizeof argv / sizeof argv[0]];
+    /* The script's KEYS and ARGV (scripts/purchase.lua): without a key
+     * and without a check, KEYS[5] and ARGV[4..7] are left out; a check
+     * without a key passes stand-ins for them. */
+    const bool keyed = lp->id.on;
+    const char *args[20];
     int argc = 0;
-    for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
-        if (lp->id.on || (i != 7 && i < 11))
-            args[argc++] = argv[i];
+    args[argc++] = eval ? "EVAL" : "EVALSHA";
+    args[argc++] = eval ? SVC_SCRIPT_PURCHASE : SVC_SCRIPT_PURCHASE_SHA;
+    args[argc++] = check ? "6" : keyed ? "5" : "4";
+    args[argc++] = stock_key;
+    args[argc++] = sold_key;
+    args[argc++] = orders_key;
+    args[argc++] = buyers_key;
+    if (keyed || check)
+        args[argc++] = keyed ? idem_key : epoch_key;
+    if (check)
+        args[argc++] = epoch_key;
+    args[argc++] = rec;
+    args[argc++] = (r->p.seen & SVC_P_USER) ? r->p.user : "";
+    args[argc++] = limit;
+    if (keyed || check) {
+        args[argc++] = keyed ? lp->id.marker : "";
+        args[argc++] = keyed ? done_head : "";
+        args[argc++] = keyed ? lp->sold_tail : "";
+        args[argc++] = keyed ? ttl : "";
+    }
+    if (check)
+        args[argc++] = lp->rv.epoch;
     int rc = lc_pipe_append_argv(pipe, argc, args, NULL) == LC_OK ? 0 : -1;
     free(done_head);
     return rc;
@@ -286,6 +298,11 @@ static purchase_result map_reply(lua_purchase *lp, redisReply *rep)
                      "= %lld); nothing was written",
                      lp->r->p.user, n, (long long)lp->r->s->purchase.limit_per_user);
             res = PR_LIMIT_REACHED;
+        } else if (code == 5) {
+            snprintf(lp->o.detail, sizeof lp->o.detail,
+                     "the SKU's stock was reset (PUT /stock) since this purchase's reservation; "
+                     "nothing was written");
+            res = PR_STOCK_RESET;
         } else if (code == 4) {
             snprintf(lp->o.detail, sizeof lp->o.detail,
                      "sku %s was never stocked (PUT /stock/%s creates it); nothing was written",
@@ -423,8 +440,10 @@ static int lua_buckets(lua_purchase *lp, lc_conn *conn)
             long long held = 0;
             rc = svc_bucket_reserve(conn, r->sku, &lp->lay, r->p.user, limit, &lp->rv, &held,
                                     lp->o.detail, sizeof lp->o.detail);
-            if (rc <= 0) {
-                respond(lp, rc == 0 ? PR_LIMIT_REACHED : PR_REDIS_UNAVAILABLE);
+            if (rc != 1) {
+                respond(lp, rc == 0   ? PR_LIMIT_REACHED
+                            : rc == 2 ? PR_STOCK_RESET
+                                      : PR_REDIS_UNAVAILABLE);
                 return -1;
             }
         }

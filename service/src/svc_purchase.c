@@ -460,12 +460,15 @@ static bool begin_purchase(purchase *pu, svc_req *r, lc_conn *conn)
             int rc = svc_bucket_reserve(conn, r->sku, &pu->lay, p->user,
                                         (long long)s->purchase.limit_per_user, &pu->rv, &held,
                                         x->o.detail, sizeof x->o.detail);
-            if (rc <= 0) {
+            if (rc != 1) {
                 x->o.pipeline = x->pipeline; /* as the section's replies say it */
-                respond(pu, rc == 0 ? PR_LIMIT_REACHED : PR_REDIS_UNAVAILABLE);
+                respond(pu, rc == 0   ? PR_LIMIT_REACHED
+                            : rc == 2 ? PR_STOCK_RESET
+                                      : PR_REDIS_UNAVAILABLE);
                 return false;
             }
             x->limited = false;
+            x->epoch = pu->rv.epoch; /* the sale only where that reset's stock is */
         }
         if (svc_bucket_hint_mode((lc_mode)r->mode)) {
             x->on_hold = publish_hold;

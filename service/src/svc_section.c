@@ -91,8 +91,17 @@ purchase_result svc_section_run(svc_section *x)
         if (!pause_at(x, SVC_STAGE_READ, &rd, &end))
             goto release;
 
-        /* Decide: a SKU that was never stocked is no sale at all; then one buy
-         * per user, then the stock. */
+        /* Decide: a stock reset since the buyer's reservation voids the
+         * purchase (the reservation was counted under the old stock); a SKU
+         * that was never stocked is no sale at all; then one buy per user,
+         * then the stock. */
+        if (x->epoch != NULL && strcmp(rd.epoch, x->epoch) != 0) {
+            snprintf(x->o.detail, sizeof x->o.detail,
+                     "the SKU's stock was reset (PUT /stock) since this purchase's reservation; "
+                     "nothing was written");
+            end = PR_STOCK_RESET;
+            goto release;
+        }
         if (!rd.stocked) {
             snprintf(x->o.detail, sizeof x->o.detail,
                      "sku %s was never stocked (PUT /stock/%s creates it); nothing was written",
@@ -212,7 +221,8 @@ static void free_read(svc_section *x)
 static lc_status append_read(svc_section *x, lc_pipe *p, bool eval)
 {
     const svc_req *r = x->r;
-    x->read_n = x->store->append_read(p, x->tag, x->limited ? r->p.user : NULL, x->o.fence, eval);
+    x->read_n = x->store->append_read(p, x->tag, x->limited ? r->p.user : NULL, x->epoch != NULL,
+                                      x->o.fence, eval);
     return x->read_n > 0 ? LC_OK : LC_NOMEM;
 }
 
@@ -441,8 +451,8 @@ static bool read_stock(svc_section *x, svc_stock_read *rd, purchase_result *end)
             return false;
         }
     }
-    bool ok = x->store->parse_read(x->read_rep, x->read_n, x->o.fence, rd, end, x->o.detail,
-                                   sizeof x->o.detail);
+    bool ok = x->store->parse_read(x->read_rep, x->read_n, x->epoch != NULL, x->o.fence, rd, end,
+                                   x->o.detail, sizeof x->o.detail);
     free_read(x);
     const char *why = lc_conn_errstr(x->conn)[0] ? lc_conn_errstr(x->conn) : "no reply";
     if (!ok && *end == PR_REDIS_UNAVAILABLE)

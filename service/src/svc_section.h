@@ -44,6 +44,11 @@ typedef struct svc_section {
     lc_lock_args a;           /* the outer acquisition; reenter's reuse it */
     bool pipeline;            /* commands ride in the lock's round trips */
     bool limited;             /* one buy per user: count the user's orders */
+    const char *epoch;        /* NULL, or the epoch the stock must carry
+                                 (a reservation's, svc_bucket.h: the reset
+                                 it was counted under); a read finding
+                                 another ends 409 stock_reset, nothing
+                                 written */
     int64_t work_ms;          /* time spent inside the section */
     int64_t wait_ms;          /* the wait asked for (a.wait_ms: what the
                                  worker queue left of it) */

@@ -1,11 +1,13 @@
 /* svc_stock.c — stock administration and the audit:
  *   PUT /stock/{sku}    set stock and initial, zero sold, clear orders,
  *                       the lock keys and the fenced mode's high-water
- *                       mark, bump the epoch (voiding purchases in
+ *                       mark, change the epoch (voiding purchases in
  *                       flight); with buckets=K > 1 the same for each of K
- *                       buckets, each with its share of the stock, and the
- *                       layout record (svc_bucket.h). Two round trips: the
- *                       old layout read (and WATCHed), then one MULTI/EXEC
+ *                       buckets, each with its share of the stock and the
+ *                       reset's id as its epoch, and the layout record
+ *                       (svc_bucket.h). In the SKU's reset lock (take_turn:
+ *                       resets take turns), two round trips: the old
+ *                       layout read (and WATCHed), then one MULTI/EXEC
  *                       that also voids every bucket of the old layout
  *   GET /stock/{sku}    the audit: stock, initial, sold, orders and
  *                       oversold = max(0, sold - (initial - stock))
@@ -41,6 +43,7 @@
 #include "svc_gauges.h"
 #include "svc_health.h"
 #include "svc_keys.h"
+#include "svc_shutdown.h"
 #include "svc_soldout.h"
 #include "svc_stats.h"
 
@@ -590,9 +593,9 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
 
 /* Adds the reset of one bucket under tag to q's transaction: stock and
  * initial set to n (a bucket that is gone: deleted), sold 0, orders,
- * buyers, reservations, fence mark and locks deleted, the epoch bumped.
- * Returns the commands queued. */
-static int append_reset(rq *q, const char *tag, long long n, bool gone)
+ * buyers, reservations, fence mark and locks deleted, the epoch set to
+ * the reset's id. Returns the commands queued. */
+static int append_reset(rq *q, const char *tag, long long n, bool gone, const char *id)
 {
     sku_keys k;
     sku_keys_init(&k, tag);
@@ -614,8 +617,11 @@ static int append_reset(rq *q, const char *tag, long long n, bool gone)
         del[ndel++] = k.locks[i];
     rq_argv(q, tag, ndel, del);
     /* Voids the commit of every purchase that read the old stock (they
-     * WATCH this key): see svc_store.c. */
-    rq_cmd(q, tag, "INCR", k.epoch, NULL);
+     * WATCH this key): see svc_store.c. A bucket's epoch is the id of the
+     * reset that wrote it, not a count: a purchase holding a reservation
+     * of one reset sells only in a bucket of that same reset
+     * (svc_bucket.h, "one buy per user"), which a count could not tell. */
+    rq_cmd(q, tag, "SET", k.epoch, id);
     return c + 2;
 }
 
@@ -638,7 +644,7 @@ static bool in_layout(const svc_layout *l, const char *sku, const char *tag)
  * each bucket a transaction of its own (a cluster: a bucket is a slot).
  * The commands each bucket queued into queued[]; returns the buckets. */
 static int append_buckets(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
-                          bool own, int *queued)
+                          const char *id, bool own, int *queued)
 {
     long long n = (long long)r->p.stock;
     char tag[SVC_TAG_MAX];
@@ -652,7 +658,7 @@ static int append_buckets(rq *q, const svc_req *r, const svc_layout *old, const 
             if (own)
                 rq_cmd(q, tag, "MULTI", NULL, NULL);
             queued[t++] = append_reset(q, tag, pass == 0 ? 0 : svc_layout_share(n, l->n, b),
-                                       pass == 0);
+                                       pass == 0, id);
             if (own)
                 rq_cmd(q, tag, "EXEC", NULL, NULL);
         }
@@ -670,11 +676,11 @@ static int append_buckets(rq *q, const svc_req *r, const svc_layout *old, const 
  * other's. 1 to go on, 0 when the record changed (go again), -1 with the
  * reason in why. */
 static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
-                               char *why, size_t len)
+                               const char *id, char *why, size_t len)
 {
     char lkey[SVC_KEY_MAX];
     svc_key(lkey, r->sku, "layout");
-    int queued[2 * SVC_BUCKETS_MAX], nt = append_buckets(q, r, old, l, true, queued), total = 2;
+    int queued[2 * SVC_BUCKETS_MAX], nt = append_buckets(q, r, old, l, id, true, queued), total = 2;
     if (nt == 0)
         return 1; /* no bucket: put_job's WATCH stands, nothing went between */
     for (int t = 0; t < nt; t++)
@@ -690,8 +696,13 @@ static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, c
     for (int t = 0, at = 0; t < nt; t++) {
         at += 1 + queued[t];
         const redisReply *exec = reps[at++];
-        if (rc == 1 && !(exec->type == REDIS_REPLY_ARRAY && exec->elements == (size_t)queued[t])) {
-            snprintf(why, len, "transaction aborted");
+        if (rc == 1 && exec->type == REDIS_REPLY_NIL) {
+            rc = 0; /* a bucket on the SKU's master: put_job's WATCH saw the
+                       record change (another reset): go again */
+        } else if (rc == 1 &&
+                   !(exec->type == REDIS_REPLY_ARRAY && exec->elements == (size_t)queued[t])) {
+            snprintf(why, len, "a bucket's transaction was refused: %.200s",
+                     exec->type == REDIS_REPLY_ERROR ? exec->str : "unexpected reply");
             rc = -1;
         }
     }
@@ -699,7 +710,7 @@ static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, c
     char e[200];
     if (layout_of(reps[total - 1], r->sku, &now, e, sizeof e) != 0)
         now.n = 1; /* not ours: as put_job took it */
-    if (rc == 1 && !same_layout(&now, old))
+    if (rc != -1 && !same_layout(&now, old))
         rc = 0;
     free_replies(reps, total);
     return rc;
@@ -709,21 +720,21 @@ static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, c
  * layout it read; one Redis: WATCHed): 1 done, 0 when the record changed
  * meanwhile (EXEC refused: go again), -1 with the reason in why. */
 static int reset_exec(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
-                      const char *record, char *why, size_t len)
+                      const char *id, const char *record, char *why, size_t len)
 {
     long long n = (long long)r->p.stock;
     char lkey[SVC_KEY_MAX];
     svc_key(lkey, r->sku, "layout");
     int queued = 0;
     if (q->ctx == NULL) {
-        int rc = reset_buckets_apart(q, r, old, l, why, len);
+        int rc = reset_buckets_apart(q, r, old, l, id, why, len);
         if (rc <= 0)
             return rc;
         rq_cmd(q, r->sku, "MULTI", NULL, NULL);
     } else {
         int each[2 * SVC_BUCKETS_MAX];
         rq_cmd(q, r->sku, "MULTI", NULL, NULL);
-        int nt = append_buckets(q, r, old, l, false, each);
+        int nt = append_buckets(q, r, old, l, id, false, each);
         for (int t = 0; t < nt; t++)
             queued += each[t];
     }
@@ -793,14 +804,72 @@ static int owner_of(void *arg, int slot)
     return o->n++;
 }
 
+/* Resets of one SKU take turns: each holds the SKU's reset lock,
+ * miaosha:{sku}:lock:reset, a reentrant lock in watchdog mode (Redisson's
+ * lock() without a lease: renewed while the reset runs, however long
+ * Redis makes it; lapsing lock.watchdog_timeout_ms after an instance that
+ * died holding it), owned by the reset's id. On one Redis a reset is one
+ * transaction anyway, but on a Redis Cluster it is one transaction per
+ * bucket, and two resets interleaving there would leave buckets of the
+ * one under the layout record of the other; and without turns concurrent
+ * resets go again on each other's WATCH until one gives up. A reset waits
+ * for its turn as long as any lock wait may last, lock.max_wait_ms, then
+ * answers 429 lock_busy. */
+
+/* The reset's turn (take_turn above): 0 with *g held, or -1 once r is
+ * answered (429 lock_busy, 503 shutting_down, or 503 redis_unavailable
+ * when the lock could not be reached). */
+static int take_turn(svc_req *r, lc_conn *conn, const char *id, lc_guard **g)
+{
+    char key[SVC_KEY_MAX], why[SVC_KEY_MAX + 400];
+    svc_key(key, r->sku, "lock:reset");
+    lc_lock_args a;
+    memset(&a, 0, sizeof a);
+    a.mode = LC_REENTRANT;
+    a.key = key;
+    a.owner = id;
+    a.lease_ms = 0; /* the watchdog's */
+    a.wait_ms = r->s->lock.max_wait_ms;
+    a.cancel = svc_cancel_flag();
+    lc_status st = lc_acquire(conn, &a, g);
+    if (st == LC_OK)
+        return 0;
+    if (st == LC_BUSY) {
+        snprintf(why, sizeof why,
+                 "another reset of sku %s held its turn (%s) for the whole wait, "
+                 "lock.max_wait_ms = %lld; nothing was written",
+                 r->sku, key, (long long)a.wait_ms);
+        svc_reply_error(r, 429, "lock_busy", why, NULL);
+    } else if (st == LC_CANCELED) {
+        svc_reply_error(r, 503, "shutting_down", "server shutting down; nothing was written", NULL);
+    } else {
+        snprintf(why, sizeof why, "the reset's turn (%s): %s: %.200s; nothing was written", key,
+                 lc_status_name(st), lc_conn_errstr(conn));
+        redis_fail(r, why);
+    }
+    return -1;
+}
+
+/* Ends the reset's turn. A release that fails leaves the lock to lapse
+ * with its watchdog (this instance stops renewing it): logged, the reset
+ * itself is done or answered. */
+static void end_turn(const svc_req *r, lc_conn *conn, lc_guard *g)
+{
+    lc_status st = lc_release(conn, g);
+    if (st != LC_OK)
+        svc_log(SVC_WARN, "stock reset of sku %s: its turn's lock was not released (%s: %s)",
+                r->sku, lc_status_name(st), lc_conn_errstr(conn));
+}
+
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
     char why[256], lkey[SVC_KEY_MAX], record[SVC_LAYOUT_MAX] = "";
     long long n = (long long)r->p.stock;
     int nb = r->p.buckets > 1 ? (int)r->p.buckets : 1;
-    rq q;
-    if (rq_open(&q, r, conn, false) != 0)
+    if (conn == NULL) {
+        redis_fail(r, "no Redis connection");
         return;
+    }
     svc_key(lkey, r->sku, "layout");
     svc_layout l;
     owners *own = NULL;
@@ -809,15 +878,28 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         own->client = svc_health_client(); /* on a Redis Cluster: spread over its masters */
     svc_layout_place(r->sku, nb, own != NULL ? owner_of : NULL, own, &l);
     free(own);
+    /* The reset's id: every bucket it writes keeps it as its epoch, and
+     * with buckets the layout record names it. */
+    char id[SVC_UUID_LEN];
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, id);
     if (nb > 1) {
-        uuid_t u;
-        uuid_generate_random(u);
-        uuid_unparse_lower(u, l.id);
+        snprintf(l.id, sizeof l.id, "%s", id);
         SVC_ASSERT(svc_layout_format(&l, record, sizeof record) == 0);
+    }
+    lc_guard *turn = NULL;
+    if (take_turn(r, conn, id, &turn) != 0)
+        return;
+    rq q;
+    if (rq_open(&q, r, conn, false) != 0) {
+        end_turn(r, conn, turn);
+        return;
     }
     /* The old layout, WATCHed (on a cluster again once the buckets are
      * reset: reset_buckets_apart): a reset that changes it meanwhile makes
-     * this one read it again. */
+     * this one read it again. Resets take turns (take_turn), so that is
+     * only one whose turn lapsed, or another program's. */
     int rc = 0;
     for (int tries = 0; rc == 0 && tries < 5; tries++) {
         redisReply *reps[2];
@@ -825,8 +907,8 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         rq_cmd(&q, r->sku, "WATCH", lkey, NULL);
         rq_cmd(&q, r->sku, "GET", lkey, NULL);
         if (rq_read(&q, reps, 2, why, sizeof why) != 0) {
-            redis_fail(r, why);
-            return;
+            rc = -1;
+            break;
         }
         if (layout_of(reps[1], r->sku, &old, why, sizeof why) != 0) {
             /* not ours: reset over it, as for a SKU never split */
@@ -835,8 +917,9 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         }
         freeReplyObject(reps[0]);
         freeReplyObject(reps[1]);
-        rc = reset_exec(&q, r, &old, &l, record, why, sizeof why);
+        rc = reset_exec(&q, r, &old, &l, id, record, why, sizeof why);
     }
+    end_turn(r, conn, turn);
     if (rc <= 0) {
         redis_fail(r, rc == 0 ? "the layout kept changing under concurrent resets" : why);
         return;

@@ -34,8 +34,8 @@ bool svc_store_noscript(const redisReply *rep)
     return rep != NULL && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0;
 }
 
-static int plain_append_read(lc_pipe *p, const char *tag, const char *user, int64_t fence,
-                             bool eval)
+static int plain_append_read(lc_pipe *p, const char *tag, const char *user, bool with_epoch,
+                             int64_t fence, bool eval)
 {
     (void)fence;
     (void)eval;
@@ -49,17 +49,19 @@ static int plain_append_read(lc_pipe *p, const char *tag, const char *user, int6
      * lesson). */
     if (lc_pipe_append(p, "UNWATCH") != LC_OK || lc_pipe_append(p, "WATCH %s", epoch) != LC_OK ||
         lc_pipe_append(p, "GET %s", stock) != LC_OK ||
-        (user != NULL && lc_pipe_append(p, "HGET %s %s", buyers, user) != LC_OK))
+        (user != NULL && lc_pipe_append(p, "HGET %s %s", buyers, user) != LC_OK) ||
+        (with_epoch && lc_pipe_append(p, "GET %s", epoch) != LC_OK))
         return -1;
-    return user != NULL ? 4 : 3;
+    return 3 + (user != NULL) + with_epoch;
 }
 
-static bool plain_parse_read(redisReply *const *reps, int n, int64_t fence, svc_stock_read *out,
-                             purchase_result *end, char *detail, size_t len)
+static bool plain_parse_read(redisReply *const *reps, int n, bool with_epoch, int64_t fence,
+                             svc_stock_read *out, purchase_result *end, char *detail, size_t len)
 {
     (void)fence;
     memset(out, 0, sizeof *out);
-    const redisReply *get = reps[2], *hget = n == 4 ? reps[3] : NULL;
+    const redisReply *get = reps[2], *hget = n - with_epoch == 4 ? reps[3] : NULL;
+    const redisReply *ep = with_epoch ? reps[n - 1] : NULL;
     for (int i = 0; i < n; i++) {
         if (reps[i] == NULL) { /* replies come in order: the rest are missing too */
             *end = PR_REDIS_UNAVAILABLE;
@@ -68,13 +70,15 @@ static bool plain_parse_read(redisReply *const *reps, int n, int64_t fence, svc_
     }
     for (int i = 0; i < n; i++) {
         if (i != 2 && reps[i]->type == REDIS_REPLY_ERROR) {
-            snprintf(detail, len, "WATCH epoch or HGET buyers: %.200s", reps[i]->str);
+            snprintf(detail, len, "WATCH epoch, HGET buyers or GET epoch: %.200s", reps[i]->str);
             *end = PR_REDIS_ERROR;
             return false;
         }
     }
     if (hget != NULL && hget->type == REDIS_REPLY_STRING)
         out->bought = strtoll(hget->str, NULL, 10);
+    if (ep != NULL && ep->type == REDIS_REPLY_STRING)
+        snprintf(out->epoch, sizeof out->epoch, "%s", ep->str);
     if (get->type == REDIS_REPLY_STRING) {
         out->stocked = true;
         char *e = NULL;

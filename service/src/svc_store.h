@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "svc.h"
 #include "svc_outcome.h"
 
 /* The most replies one read or one write of a store produces. */
@@ -30,11 +31,13 @@
 
 /* What a read found. */
 typedef struct svc_stock_read {
-    long long stock;  /* the stock; a SKU never stocked reads 0 */
-    bool stocked;     /* the stock key exists; false: a SKU never stocked (its
-                         reset, PUT /stock, creates the key), 404 unknown_sku */
-    long long bought; /* the user's orders of this SKU; 0 without a user */
-    char epoch[32];   /* fenced: the epoch the read saw, for the write */
+    long long stock;          /* the stock; a SKU never stocked reads 0 */
+    bool stocked;             /* the stock key exists; false: a SKU never stocked (its
+                                 reset, PUT /stock, creates the key), 404 unknown_sku */
+    long long bought;         /* the user's orders of this SKU; 0 without a user */
+    char epoch[SVC_UUID_LEN]; /* the epoch the read saw: fenced's write
+                                 checks it, and so does a purchase holding a
+                                 reservation (svc_section.h) */
 } svc_stock_read;
 
 /* What a sale writes, in one atomic step. */
@@ -53,20 +56,23 @@ typedef struct svc_sale {
 typedef struct svc_store {
     /* Appends the read of the stock under tag (a SKU, or one of its buckets:
      * svc_keys.h) to p, and with user (NULL: none) that user's order count
-     * there in the same step. fence: the reader's fencing
+     * there in the same step; with epoch the stock's epoch too (fenced
+     * always reads it). fence: the reader's fencing
      * token (fenced; 0 reads under the counter's current value, for the
      * read that rides in the acquire's write before the token is known).
      * eval: a script goes as its text (EVAL) rather than its SHA1. Returns
      * the number of replies it adds (1..SVC_STORE_MAX_REPLIES), or -1 when
      * out of memory. */
-    int (*append_read)(lc_pipe *p, const char *tag, const char *user, int64_t fence, bool eval);
+    int (*append_read)(lc_pipe *p, const char *tag, const char *user, bool epoch, int64_t fence,
+                       bool eval);
     /* Reads the n replies of that read (reps[i] NULL: it never came; none
      * is freed). true with *out filled; else false with the ending in *end
      * and its reason in detail (len bytes) — for a missing reply
      * PR_REDIS_UNAVAILABLE with detail left to the caller, who knows the
-     * connection's error. fence as for append_read (the holder's token). */
-    bool (*parse_read)(redisReply *const *reps, int n, int64_t fence, svc_stock_read *out,
-                       purchase_result *end, char *detail, size_t len);
+     * connection's error. epoch and fence as for append_read (the holder's
+     * token). */
+    bool (*parse_read)(redisReply *const *reps, int n, bool epoch, int64_t fence,
+                       svc_stock_read *out, purchase_result *end, char *detail, size_t len);
     /* Appends the sale's write to p, valid only while what rd read still
      * holds (the epoch; fenced: the mark). eval as for append_read. Returns
      * the number of replies it adds, or -1 when out of memory. */

@@ -455,6 +455,50 @@ long svc_get_audit(const svc_server *s, const char *sku, svc_audit *a)
     return st;
 }
 
+int svc_reset_storm(const svc_server *s, const char *sku, int n, char *why, size_t len)
+{
+    char **paths = calloc((size_t)n, sizeof *paths);
+    svc_resp *rs = calloc((size_t)n, sizeof *rs);
+    if (paths == NULL || rs == NULL)
+        abort();
+    for (int i = 0; i < n; i++) {
+        if ((paths[i] = malloc(200)) == NULL)
+            abort();
+        snprintf(paths[i], 200, "/stock/%s?stock=%d&buckets=%d", sku, 100 + i, 1 + (i * 7) % 16);
+    }
+    svc_burst(s, "PUT", paths, n, rs);
+    int bad = 0;
+    why[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (rs[i].status != 200 && bad++ == 0)
+            snprintf(why, len, "reset %d: %ld %.300s", i, rs[i].status, B(&rs[i]));
+    }
+    svc_resp a;
+    char path[160];
+    snprintf(path, sizeof path, "/stock/%s", sku);
+    svc_req(s, "GET", path, NULL, NULL, &a);
+    long long initial = (long long)svc_jnum(a.json, "initial");
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(a.json, "buckets");
+    int k = arr != NULL ? cJSON_GetArraySize(arr) : 1, who = (int)(initial - 100);
+    bool one = who >= 0 && who < n && rs[who].status == 200 && k == 1 + (who * 7) % 16;
+    for (int b = 0; one && arr != NULL && b < k; b++) {
+        long long share = initial / k + (b < initial % k);
+        one = svc_jnum(cJSON_GetArrayItem(arr, b), "initial") == (double)share;
+    }
+    if (bad == 0 && !one)
+        snprintf(why, len, "the SKU is no one reset's: %.600s", B(&a));
+    else if (bad > 0)
+        snprintf(why + strlen(why), len - strlen(why), " (%d of %d not 200)", bad, n);
+    svc_resp_free(&a);
+    for (int i = 0; i < n; i++) {
+        svc_resp_free(&rs[i]);
+        free(paths[i]);
+    }
+    free(paths);
+    free(rs);
+    return bad == 0 && one ? 0 : -1;
+}
+
 long long svc_redis_calls(int redis_port, const char *cmd)
 {
     char field[64];

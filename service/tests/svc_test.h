@@ -118,6 +118,13 @@ typedef struct svc_audit {
 } svc_audit;
 long svc_get_audit(const svc_server *s, const char *sku, svc_audit *a);
 
+/* n resets of sku at once (PUT /stock/{sku}: reset i's stock 100 + i in
+ * 1 + 7i mod 16 buckets): 0 when every one answered 200 and the SKU is
+ * then exactly one of them — the audit's initial names it, and its
+ * buckets are that reset's count, each with that reset's share — else -1
+ * with what was not, in why (len bytes). */
+int svc_reset_storm(const svc_server *s, const char *sku, int n, char *why, size_t len);
+
 /* cmdstat_<cmd>:calls= from the INFO commandstats of the redis-server on
  * 127.0.0.1:redis_port (cmd lower-case, as Redis names it): 0 when cmd
  * never ran, -1 when Redis did not answer. */

@@ -950,7 +950,30 @@ static void test_idem(void)
     }
 }
 
+/* Resets of one SKU take turns (the reset lock, a reentrant lock in
+ * watchdog mode): a reset whose turn is held — here by hand, as another
+ * instance's reset would hold it, with a 1.5 s lease — waits for it, then
+ * runs; 24 resets at once through one instance all answer 200 and leave
+ * the SKU exactly one of them. */
+static void test_reset_turns(void)
+{
+    TU_REQUIRE(put_stock(&ins[0], "bk-turn", 10, 4, NULL) == 200, "stock");
+    TU_REQUIRE(tu_redis_int(rp, "HSET miaosha:{bk-turn}:lock:reset other 1") == 1 &&
+                   tu_redis_int(rp, "PEXPIRE miaosha:{bk-turn}:lock:reset 1500") == 1,
+               "the turn held by hand");
+    int64_t t0 = lc_now_ms();
+    long st = put_stock(&ins[1], "bk-turn", 20, 2, NULL);
+    int64_t took = lc_now_ms() - t0;
+    TU_CHECK(st == 200 && took >= 1000, "the reset waited for the turn held: %ld after %lld ms", st,
+             (long long)took);
+    char why[1024];
+    TU_CHECK(svc_reset_storm(&ins[2], "bk-turn", 24, why, sizeof why) == 0, "24 resets at once: %s",
+             why);
+}
+
 /* ---- one buy per user ------------------------------------------------------ */
+
+static void test_limit_across_reset(const svc_server *f);
 
 static void test_limit(void)
 {
@@ -1042,7 +1065,148 @@ static void test_limit(void)
     svc_req(&f, "POST", "/miaosha/token?sku=bk-crash&user=crasher", NULL, NULL, &r);
     TU_CHECK(r.status == 200, "after the reset the buyer buys again: %s", B(&r));
     svc_resp_free(&r);
+
+    test_limit_across_reset(&f);
     TU_CHECK(svc_stop(&f, 6000) == 0, "limit server stops");
+}
+
+/* The id of the stepped purchase of user, from GET /steps (polled until
+ * it is listed); -1 when it never is. */
+static long long step_id(const svc_server *f, const char *user)
+{
+    int64_t deadline = lc_now_ms() + tu_slack(5000);
+    while (lc_now_ms() < deadline) {
+        svc_resp r;
+        svc_req(f, "GET", "/steps", NULL, NULL, &r);
+        long long id = -1;
+        cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(r.json, "steps"))
+        {
+            const char *u = svc_jstr(e, "user");
+            if (u != NULL && strcmp(u, user) == 0)
+                id = (long long)svc_jnum(e, "id");
+        }
+        svc_resp_free(&r);
+        if (id > 0)
+            return id;
+        tu_sleep_ms(5);
+    }
+    return -1;
+}
+
+/* The user's reservations of sku over its k buckets (the buckets' own
+ * tags: PUT without salts). */
+static long long reservations(const char *sku, int k, const char *user)
+{
+    long long n = 0;
+    for (int b = 0; b < k; b++) {
+        char cmd[160];
+        snprintf(cmd, sizeof cmd, "HGET miaosha:{%s~%d}:reserved %s", sku, b, user);
+        long long v = tu_redis_int(rp, cmd);
+        n += v > 0 ? v : 0;
+    }
+    return n;
+}
+
+/* A reset between a buyer's reservation and the sale: the reservation was
+ * counted under the old stock, so the sale must not land in the new one —
+ * an order the new stock's count never saw, after which the user could buy
+ * the whole limit again. token and fenced stopped right after their lock
+ * (stepped purchases: the reservation taken, the stock not read yet), lua
+ * in its work_ms (taken after the reservation): the reset comes (the
+ * bucket count changed for token and lua, kept for fenced), then each
+ * answers 409 stock_reset with nothing written, and the same user buys
+ * exactly once in the new stock. */
+static void test_limit_across_reset(const svc_server *f)
+{
+    static const char *const modes[] = {"token", "fenced", "lua"};
+    static const int after[] = {2, 4, 8};
+    for (int m = 0; m < 3; m++) {
+        char sku[32], user[32], path[200];
+        snprintf(sku, sizeof sku, "bk-lr-%s", modes[m]);
+        snprintf(user, sizeof user, "racer-%s", modes[m]);
+        TU_REQUIRE(put_stock(f, sku, 20, 4, NULL) == 200, "stock %s", sku);
+        bool lua = strcmp(modes[m], "lua") == 0;
+        svc_bg bg = {.s = f, .method = "POST"};
+        if (lua)
+            snprintf(bg.path, sizeof bg.path, "/miaosha/lua?sku=%s&user=%s&work_ms=%lld", sku, user,
+                     (long long)tu_slack(3000));
+        else
+            snprintf(bg.path, sizeof bg.path, "/miaosha/%s?sku=%s&user=%s&step=1", modes[m], sku,
+                     user);
+        TU_REQUIRE(svc_bg_start(&bg) == 0, "buyer thread");
+        long long id = -1;
+        svc_resp r;
+        if (lua) {
+            /* the reservation is there: the purchase is in its work_ms */
+            int64_t deadline = lc_now_ms() + tu_slack(5000);
+            while (reservations(sku, 4, user) != 1 && lc_now_ms() < deadline)
+                tu_sleep_ms(5);
+            TU_CHECK(reservations(sku, 4, user) == 1, "%s: reserved", modes[m]);
+        } else {
+            id = step_id(f, user);
+            TU_REQUIRE(id > 0, "%s: the stepped purchase is listed", modes[m]);
+            snprintf(path, sizeof path, "/steps/%lld/next", id);
+            svc_req(f, "POST", path, NULL, NULL, &r);
+            cJSON *st = cJSON_GetObjectItemCaseSensitive(r.json, "step");
+            TU_CHECK(r.status == 200 && svc_jstr(st, "stage") != NULL &&
+                         strcmp(svc_jstr(st, "stage"), "locked") == 0 &&
+                         reservations(sku, 4, user) == 1,
+                     "%s: locked, reserved: %s", modes[m], B(&r));
+            svc_resp_free(&r);
+        }
+        TU_REQUIRE(put_stock(f, sku, 20, after[m], NULL) == 200, "%s: the reset", modes[m]);
+        if (!lua) {
+            snprintf(path, sizeof path, "/steps/%lld/run", id);
+            svc_req(f, "POST", path, NULL, NULL, &r);
+            svc_resp_free(&r);
+        }
+        svc_bg_join(&bg);
+        TU_CHECK(bg.r.status == 409 && svc_jerr_is(&bg.r, "stock_reset") &&
+                     svc_jdetail_has(&bg.r, "reservation"),
+                 "%s: the purchase reserved before the reset sells nothing after it: %ld %s",
+                 modes[m], bg.r.status, B(&bg.r));
+        svc_resp_free(&bg.r);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s&user=%s", modes[m], sku, user);
+        svc_req(f, "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "%s: then the user buys in the new stock: %s", modes[m], B(&r));
+        svc_resp_free(&r);
+        svc_req(f, "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 409 && svc_jerr_is(&r, "limit_reached"), "%s: once: %s", modes[m],
+                 B(&r));
+        svc_resp_free(&r);
+        snprintf(path, sizeof path, "/stock/%s", sku);
+        svc_req(f, "GET", path, NULL, NULL, &r);
+        TU_CHECK(svc_jnum(r.json, "sold") == 1 && svc_jnum(r.json, "stock") == 19 &&
+                     svc_jnum(r.json, "duplicate_buyers") == 0,
+                 "%s: one order after the reset: %s", modes[m], B(&r));
+        svc_resp_free(&r);
+    }
+
+    /* A layout this instance learnt before a reset it has not heard of
+     * (written behind its back: the record and both buckets' epochs under
+     * a new id): the reservation finds its home bucket written by another
+     * reset — 409 stock_reset, nothing reserved — and the next purchase
+     * reads the record and buys. */
+    TU_REQUIRE(put_stock(f, "bk-lr-stale", 8, 2, NULL) == 200, "stock bk-lr-stale");
+    static const char *const id = "0000000000000000000000000000000000cd";
+    char ok[3][8];
+    tu_redis_str(rp, ok[0], sizeof ok[0], "SET miaosha:{bk-lr-stale}:layout %s",
+                 "2 0000000000000000000000000000000000cd 0,0");
+    tu_redis_str(rp, ok[1], sizeof ok[1], "SET miaosha:{bk-lr-stale~0}:epoch %s", id);
+    tu_redis_str(rp, ok[2], sizeof ok[2], "SET miaosha:{bk-lr-stale~1}:epoch %s", id);
+    TU_CHECK(!strcmp(ok[0], "OK") && !strcmp(ok[1], "OK") && !strcmp(ok[2], "OK"),
+             "a reset behind the service's back");
+    svc_resp r;
+    svc_req(f, "POST", "/miaosha/token?sku=bk-lr-stale&user=late", NULL, NULL, &r);
+    TU_CHECK(r.status == 409 && svc_jerr_is(&r, "stock_reset") &&
+                 reservations("bk-lr-stale", 2, "late") == 0,
+             "a stale layout: stock_reset, nothing reserved: %s", B(&r));
+    svc_resp_free(&r);
+    svc_req(f, "POST", "/miaosha/token?sku=bk-lr-stale&user=late", NULL, NULL, &r);
+    TU_CHECK(r.status == 200 && reservations("bk-lr-stale", 2, "late") == 1,
+             "then the record is read again, and the user buys: %s", B(&r));
+    svc_resp_free(&r);
 }
 
 int main(void)
@@ -1075,6 +1239,7 @@ int main(void)
     test_hop();
     test_held_here();
     test_reset_under_load();
+    test_reset_turns();
     test_idem();
     test_limit();
     for (int i = 0; i < 3; i++) {

@@ -328,6 +328,18 @@ static void test_buckets(void)
     }
 }
 
+/* 24 resets of one SKU at once, through both instances, the bucket count
+ * changing: on a cluster a reset is one transaction per bucket, so two
+ * interleaving would leave buckets of the one under the other's layout
+ * record; taking turns (the reset lock), every one answers 200 and the SKU
+ * is then exactly one of them. */
+static void test_reset_storm(void)
+{
+    char why[1024];
+    TU_CHECK(svc_reset_storm(&a, "cl-storm", 24, why, sizeof why) == 0, "24 resets at once: %s",
+             why);
+}
+
 /* With redis.wait_replicas a lua sale made by a probe (its first bucket
  * sold out, the next one on another master) is covered by a WAIT on the
  * master the probe went to: 200, not 503 not_replicated (the batch's
@@ -1070,6 +1082,7 @@ int main(void)
     test_map_idle();
     test_modes();
     test_buckets();
+    test_reset_storm();
     test_probe_wait();
     test_audit_round_trips();
     test_held_back();

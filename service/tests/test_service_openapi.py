@@ -5,7 +5,7 @@ the server's real answers against its OpenAPI description.
 Starts a private redis-server ($MIAOSHA_REDIS_SERVER) and three servers on
 it: "openapi" (an admin token, faults enabled, one order per user), "steps"
 (an admin token, faults enabled, teach.max_steps=2, teach.step_timeout_s=3)
-and "plain" (neither). It walks every route and provokes every status the
+and "plain" (neither; a short lock.max_wait_ms). It walks every route and provokes every status the
 description documents for it (all but the purchase's 499, which no client
 can read): every mode's sale, a replay, a local sold-out answer,
 stock_reset, fenced_out, in_progress, limit_reached, lock_busy, 422, 401,
@@ -18,7 +18,8 @@ Redis killed the 503s. On "steps": GET|HEAD /steps and POST
 (waiting:true), 429 too_many_steps, fenced_out, the local sold-out flag
 passed by, two steps abandoned (409 step_abandoned), then SIGTERM with a
 step paused (503) and the 503 shutting_down of each route on connections
-opened before it; on "plain", 403 faults_disabled. Each answer is checked
+opened before it; on "plain", 403 faults_disabled and a reset's 429 (its
+turn held by hand). Each answer is checked
 against docs/openapi.yaml as the server was built with it (OPENAPI_JSON,
 also what GET /openapi.json must serve): the path and method exist (else
 404 or 405 with Allow), the status is documented for them, the documented
@@ -665,9 +666,25 @@ def walk_steps(server):
         check(False, "the steps' server exits on SIGTERM")
 
 
-def walk_no_faults():
+def redis_cmd(port, *args):
+    """One command to the Redis on port; its reply's first line."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(f"*{len(args)}\r\n".encode() +
+              b"".join(f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args))
+    reply = s.recv(4096).split(b"\r\n")[0].decode()
+    s.close()
+    return reply
+
+
+def walk_no_faults(rport):
     """A server without faults.enabled: 403 faults_disabled for step=1,
-    fault= and the /steps routes."""
+    fault= and the /steps routes. Its lock.max_wait_ms is short: a reset
+    whose turn is held (by hand, as another reset would) is 429."""
+    key = "miaosha:{oa-turn}:lock:reset"
+    check(redis_cmd(rport, "HSET", key, "other", "1") == ":1" and
+          redis_cmd(rport, "PEXPIRE", key, "20000") == ":1", "the reset's turn held by hand")
+    expect(429, "PUT", "/stock/oa-turn?stock=1", error="lock_busy")
+    redis_cmd(rport, "DEL", key)
     expect(403, "GET", "/steps", error="faults_disabled")
     expect(403, "HEAD", "/steps")
     expect(403, "POST", "/steps/1/next", error="faults_disabled")
@@ -743,7 +760,7 @@ def main():
                          "purchase.limit_per_user=1"]),
             ("steps", [f"admin_token={TOKEN}", "faults.enabled=true", "teach.max_steps=2",
                        "teach.step_timeout_s=3"]),
-            ("plain", [])])
+            ("plain", ["lock.max_wait_ms=300"])])
         servers = [main_srv, steps_srv, plain]
         for srv in servers:
             if srv.port is None:
@@ -760,7 +777,7 @@ def main():
         PORT = steps_srv.port
         walk_steps(steps_srv)
         PORT = plain.port
-        walk_no_faults()
+        walk_no_faults(rport)
         PORT = main_srv.port
         walk_redis_down(kill_redis)
         documented = {(t, m, int(s)) for t, item in SPEC["paths"].items() for m, op in item.items()
