@@ -582,8 +582,14 @@ int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, cons
                rep->element[0]->type == REDIS_REPLY_INTEGER && rep->element[0]->integer == 3) {
         /* The home bucket was written by another reset than the one whose
          * layout this instance follows: that layout is stale (the reset's
-         * notice is on its way), or a reset is rewriting the buckets. */
-        svc_bucket_learn(sku, NULL);
+         * notice is on its way) — the record read again puts the new one
+         * in the cache — or a reset is rewriting the buckets, or they were
+         * written by an earlier miaosha (the record unchanged: the cache
+         * and its empty buckets stay). */
+        svc_layout cur = *l;
+        uint64_t gen = 0;
+        char why2[200];
+        (void)svc_bucket_recheck(conn, sku, &cur, &gen, why2, sizeof why2);
         snprintf(err, len,
                  "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; "
                  "nothing was written");

@@ -209,11 +209,12 @@ typedef struct svc_reservation {
  * the same epoch in its bucket), 0 when the user is at the limit (*held
  * the reservations counted; nothing written; the refusal's detail, for
  * the 409 limit_reached, in err), 2 when the home bucket belongs to
- * another reset (l is stale, or a reset is rewriting the buckets: the
- * cached layout is forgotten, nothing written; the 409 stock_reset's
- * detail in err), -1 with the reason in err (len bytes): Redis
- * unreachable or an error (nothing reserved, or the outcome unknown: the
- * reservation then stays until the next reset). */
+ * another reset (nothing written; the 409 stock_reset's detail in err):
+ * l is stale — the layout record, read again (one more round trip),
+ * replaces the cached layout — or a reset is rewriting the buckets, or an
+ * earlier miaosha wrote them (the record unchanged, the cache kept), -1 with the reason in err (len
+ * bytes): Redis unreachable or an error (nothing reserved, or the outcome unknown: the reservation
+ * then stays until the next reset). */
 int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, const char *user,
                        long long limit, svc_reservation *rv, long long *held, char *err,
                        size_t len);

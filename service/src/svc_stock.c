@@ -813,8 +813,12 @@ static int owner_of(void *arg, int slot)
  * bucket, and two resets interleaving there would leave buckets of the
  * one under the layout record of the other; and without turns concurrent
  * resets go again on each other's WATCH until one gives up. A reset waits
- * for its turn as long as any lock wait may last, lock.max_wait_ms, then
- * answers 429 lock_busy. */
+ * for its turn up to RESET_WAIT_MAX_MS, or lock.max_wait_ms when that is
+ * shorter, then answers 429 lock_busy: it waits on one of the admin pool's
+ * few workers, which the audits and order lists share, and a turn held
+ * longer than that is one whose instance died (its lock lapses with the
+ * watchdog's timeout), not a reset still running. */
+#define RESET_WAIT_MAX_MS 5000
 
 /* The reset's turn (take_turn above): 0 with *g held, or -1 once r is
  * answered (429 lock_busy, 503 shutting_down, or 503 redis_unavailable
@@ -829,15 +833,16 @@ static int take_turn(svc_req *r, lc_conn *conn, const char *id, lc_guard **g)
     a.key = key;
     a.owner = id;
     a.lease_ms = 0; /* the watchdog's */
-    a.wait_ms = r->s->lock.max_wait_ms;
+    a.wait_ms = r->s->lock.max_wait_ms < RESET_WAIT_MAX_MS ? r->s->lock.max_wait_ms
+                                                           : RESET_WAIT_MAX_MS;
     a.cancel = svc_cancel_flag();
     lc_status st = lc_acquire(conn, &a, g);
     if (st == LC_OK)
         return 0;
     if (st == LC_BUSY) {
         snprintf(why, sizeof why,
-                 "another reset of sku %s held its turn (%s) for the whole wait, "
-                 "lock.max_wait_ms = %lld; nothing was written",
+                 "another reset of sku %s held its turn (%s) for the whole wait of %lld ms; "
+                 "nothing was written",
                  r->sku, key, (long long)a.wait_ms);
         svc_reply_error(r, 429, "lock_busy", why, NULL);
     } else if (st == LC_CANCELED) {
@@ -891,6 +896,16 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
     lc_guard *turn = NULL;
     if (take_turn(r, conn, id, &turn) != 0)
         return;
+    /* A client that gave up while the reset waited must not have it run
+     * later, unseen, over the sales made since. */
+    if (svc_client_gone(r)) {
+        end_turn(r, conn, turn);
+        svc_reply_error(r, 499, "client_gone",
+                        "client closed its connection while the reset waited for its turn; "
+                        "nothing was written",
+                        NULL);
+        return;
+    }
     rq q;
     if (rq_open(&q, r, conn, false) != 0) {
         end_turn(r, conn, turn);
@@ -919,14 +934,18 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         freeReplyObject(reps[1]);
         rc = reset_exec(&q, r, &old, &l, id, record, why, sizeof why);
     }
+    if (rc == 1) {
+        /* this instance at once, still in its turn (a reset after it on
+         * this instance learns its own layout later); the others by the
+         * message */
+        svc_soldout_clear(r->sku);
+        svc_bucket_learn(r->sku, &l);
+    }
     end_turn(r, conn, turn);
     if (rc <= 0) {
         redis_fail(r, rc == 0 ? "the layout kept changing under concurrent resets" : why);
         return;
     }
-    /* this instance at once; the others by the message */
-    svc_soldout_clear(r->sku);
-    svc_bucket_learn(r->sku, &l);
     svc_gauges_seen(r->sku);
     if (nb > 1)
         svc_log(SVC_INFO, "stock reset: sku %s stock %lld in %d buckets", r->sku, n, nb);

@@ -2,7 +2,8 @@
  * write, the seckill walkthrough's GET then SET.
  *
  * The read WATCHes the stock's epoch (the SKU's, or its bucket's) before
- * the GET: PUT /stock increments the epoch in its transaction, so a reset between the read and the
+ * the GET: PUT /stock changes the epoch in its transaction (counts the
+ * SKU's up, sets a bucket's to the reset's id), so a reset between the read and the
  * commit makes EXEC answer nil and nothing is written — a purchase in flight never writes its old
  * stock-1 over the new stock. UNWATCH first drops a watch an earlier purchase on this connection
  * left behind (it ended without EXEC). WATCH changes nothing lockcore relies on (it never sends

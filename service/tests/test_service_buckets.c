@@ -18,6 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "svc_test.h"
 
 static svc_server ins[3]; /* a, b, c */
@@ -950,11 +954,26 @@ static void test_idem(void)
     }
 }
 
+/* The replies of status code s has sent so far (its /metrics; 0 before
+ * the first, when the counter is not there yet). */
+static long long responses(const svc_server *s, int code)
+{
+    svc_resp r;
+    svc_req(s, "GET", "/metrics", NULL, NULL, &r);
+    char needle[64];
+    snprintf(needle, sizeof needle, "miaosha_http_responses_total{code=\"%d\"} ", code);
+    const char *at = strstr(B(&r), needle);
+    long long n = at != NULL ? atoll(at + strlen(needle)) : 0;
+    svc_resp_free(&r);
+    return n;
+}
+
 /* Resets of one SKU take turns (the reset lock, a reentrant lock in
  * watchdog mode): a reset whose turn is held — here by hand, as another
  * instance's reset would hold it, with a 1.5 s lease — waits for it, then
- * runs; 24 resets at once through one instance all answer 200 and leave
- * the SKU exactly one of them. */
+ * runs; one whose client gives up while it waits runs nothing when its
+ * turn comes (499, the stock as it was); 24 resets at once through one
+ * instance all answer 200 and leave the SKU exactly one of them. */
 static void test_reset_turns(void)
 {
     TU_REQUIRE(put_stock(&ins[0], "bk-turn", 10, 4, NULL) == 200, "stock");
@@ -966,6 +985,31 @@ static void test_reset_turns(void)
     int64_t took = lc_now_ms() - t0;
     TU_CHECK(st == 200 && took >= 1000, "the reset waited for the turn held: %ld after %lld ms", st,
              (long long)took);
+
+    TU_REQUIRE(tu_redis_int(rp, "HSET miaosha:{bk-turn}:lock:reset other 1") == 1 &&
+                   tu_redis_int(rp, "PEXPIRE miaosha:{bk-turn}:lock:reset 1000") == 1,
+               "the turn held by hand again");
+    long long gone0 = responses(&ins[1], 499);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ins[1].port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static const char put[] = "PUT /stock/bk-turn?stock=7&buckets=3 HTTP/1.1\r\nHost: t\r\n"
+                              "Content-Length: 0\r\n\r\n";
+    TU_REQUIRE(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                   write(fd, put, sizeof put - 1) == (ssize_t)(sizeof put - 1),
+               "a reset sent");
+    tu_sleep_ms(200);
+    close(fd); /* gives up while the reset waits for its turn */
+    int64_t deadline = lc_now_ms() + tu_slack(5000);
+    while (responses(&ins[1], 499) == gone0 && lc_now_ms() < deadline)
+        tu_sleep_ms(20);
+    svc_audit a;
+    long long stocks[64], solds[64];
+    int nb = 0;
+    audit(&ins[0], "bk-turn", &a, stocks, solds, &nb);
+    TU_CHECK(responses(&ins[1], 499) == gone0 + 1 && a.initial == 20 && nb == 2,
+             "the reset given up ran nothing when its turn came (499; initial %lld in %d buckets)",
+             a.initial, nb);
     char why[1024];
     TU_CHECK(svc_reset_storm(&ins[2], "bk-turn", 24, why, sizeof why) == 0, "24 resets at once: %s",
              why);
