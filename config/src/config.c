@@ -217,7 +217,7 @@ static const key_def KEYS[] = {
     K_NUM("lock.max_lease_ms", lock.max_lease_ms, 1, MS_PER_DAY, 300000, NULL, "ms",
           "cap on ?lease_ms="),
     K_NUM("lock.max_wait_ms", lock.max_wait_ms, 0, MS_PER_DAY, 60000, NULL, "ms",
-          "cap on ?wait_ms= (and on a stock reset's wait for its turn, 5 s)"),
+          "cap on ?wait_ms= (and on a stock reset's wait for its turn, which is at most 5 s)"),
 
     K_STR("redlock.nodes", redlock.nodes, S_NODES, 0, "", 0,
           "Redlock's independent lock masters, host:port separated by commas (in the JSON "

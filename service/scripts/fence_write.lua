@@ -15,7 +15,7 @@
 --   {1, mark}   written
 --   {0, mark}   fenced out: the mark moved past the writer's token (or a
 --               stock reset cleared it); nothing written
---   {-1, 0}     stock reset: PUT /stock bumped the epoch since the read
+--   {-1, 0}     stock reset: PUT /stock changed the epoch since the read
 --               (the lock modes' WATCH epoch, checked here); nothing written
 --   {-2, 0}     sold, orders or buyers holds the wrong kind of value; nothing
 --               written

@@ -1230,8 +1230,8 @@ static void test_limit_across_reset(const svc_server *f)
     /* A layout this instance learnt before a reset it has not heard of
      * (written behind its back: the record and both buckets' epochs under
      * a new id): the reservation finds its home bucket written by another
-     * reset — 409 stock_reset, nothing reserved — and the next purchase
-     * reads the record and buys. */
+     * reset — 409 stock_reset, nothing reserved, the record read again at
+     * once — and the next purchase buys under the new layout. */
     TU_REQUIRE(put_stock(f, "bk-lr-stale", 8, 2, NULL) == 200, "stock bk-lr-stale");
     static const char *const id = "0000000000000000000000000000000000cd";
     char ok[3][8];
@@ -1249,7 +1249,7 @@ static void test_limit_across_reset(const svc_server *f)
     svc_resp_free(&r);
     svc_req(f, "POST", "/miaosha/token?sku=bk-lr-stale&user=late", NULL, NULL, &r);
     TU_CHECK(r.status == 200 && reservations("bk-lr-stale", 2, "late") == 1,
-             "then the record is read again, and the user buys: %s", B(&r));
+             "then the user buys under the new layout: %s", B(&r));
     svc_resp_free(&r);
 }
 

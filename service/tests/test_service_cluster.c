@@ -328,7 +328,7 @@ static void test_buckets(void)
     }
 }
 
-/* 24 resets of one SKU at once, through both instances, the bucket count
+/* 24 resets of one SKU at once, through one instance, the bucket count
  * changing: on a cluster a reset is one transaction per bucket, so two
  * interleaving would leave buckets of the one under the other's layout
  * record; taking turns (the reset lock), every one answers 200 and the SKU

@@ -6,8 +6,8 @@ Starts a private redis-server ($MIAOSHA_REDIS_SERVER) and three servers on
 it: "openapi" (an admin token, faults enabled, one order per user), "steps"
 (an admin token, faults enabled, teach.max_steps=2, teach.step_timeout_s=3)
 and "plain" (neither; a short lock.max_wait_ms). It walks every route and provokes every status the
-description documents for it (all but the purchase's 499, which no client
-can read): every mode's sale, a replay, a local sold-out answer,
+description documents for it (all but the purchase's and the reset's 499,
+which no client can read): every mode's sale, a replay, a local sold-out answer,
 stock_reset, fenced_out, in_progress, limit_reached, lock_busy, 422, 401,
 403, 413, 414, 431, unknown paths and methods, a never-stocked SKU, a SKU
 in stock buckets (buckets in the query and the body, every mode's reply,
