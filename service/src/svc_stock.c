@@ -666,6 +666,22 @@ static int append_buckets(rq *q, const svc_req *r, const svc_layout *old, const 
     return t;
 }
 
+/* A reset on a Redis Cluster whose replies stopped coming after some of
+ * its buckets' transactions were sent (reset_exec's -2): those may have
+ * run, on the masters that got them, while the layout record was not
+ * written — the SKU is partly this reset's until a reset of it succeeds.
+ * Says so in why (len bytes), after the cause. */
+static void partly_written(char *why, size_t len)
+{
+    char cause[160];
+    snprintf(cause, sizeof cause, "%.150s", why);
+    snprintf(why, len,
+             "%s; the reset may be partly written (on a Redis Cluster each bucket is a "
+             "transaction of its own): until a reset of this SKU succeeds some buckets may hold "
+             "this one's stock, and limited purchases answer stock_reset; send it again",
+             cause);
+}
+
 /* A cluster: every bucket's transaction (append_buckets), then the layout
  * record WATCHed and read again on the SKU's master (a bucket's EXEC on
  * the same master ended put_job's WATCH), so the SKU's own transaction,
@@ -674,7 +690,8 @@ static int append_buckets(rq *q, const svc_req *r, const svc_layout *old, const 
  * had its buckets overwritten by these: this reset then goes again, whole,
  * and the last one to write the record wrote every bucket after the
  * other's. 1 to go on, 0 when the record changed (go again), -1 with the
- * reason in why. */
+ * reason in why, -2 when the replies stopped coming (some buckets may be
+ * written). */
 static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
                                const char *id, char *why, size_t len)
 {
@@ -690,7 +707,7 @@ static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, c
     redisReply **reps = calloc((size_t)total, sizeof *reps);
     if (rq_read(q, reps, total, why, len) != 0) {
         free(reps);
-        return -1;
+        return -2;
     }
     int rc = 1;
     for (int t = 0, at = 0; t < nt; t++) {
@@ -718,7 +735,9 @@ static int reset_buckets_apart(rq *q, const svc_req *r, const svc_layout *old, c
 
 /* The reset's transaction, after the layout record was read (old: the
  * layout it read; one Redis: WATCHed): 1 done, 0 when the record changed
- * meanwhile (EXEC refused: go again), -1 with the reason in why. */
+ * meanwhile (EXEC refused: go again), -1 with the reason in why; on a
+ * cluster -2 when replies stopped coming after bucket transactions were
+ * sent (partly_written). */
 static int reset_exec(rq *q, const svc_req *r, const svc_layout *old, const svc_layout *l,
                       const char *id, const char *record, char *why, size_t len)
 {
@@ -768,7 +787,7 @@ static int reset_exec(rq *q, const svc_req *r, const svc_layout *old, const svc_
     redisReply **reps = calloc((size_t)total, sizeof *reps);
     if (rq_read(q, reps, total, why, len) != 0) {
         free(reps);
-        return -1;
+        return q->ctx == NULL ? -2 : -1; /* a cluster: the buckets' transactions ran */
     }
     const redisReply *exec = reps[total - 1];
     int rc = exec->type == REDIS_REPLY_NIL ? 0 : 1;
@@ -868,7 +887,7 @@ static void end_turn(const svc_req *r, lc_conn *conn, lc_guard *g)
 
 void svc_stock_put_job(svc_req *r, lc_conn *conn)
 {
-    char why[256], lkey[SVC_KEY_MAX], record[SVC_LAYOUT_MAX] = "";
+    char why[512], lkey[SVC_KEY_MAX], record[SVC_LAYOUT_MAX] = "";
     long long n = (long long)r->p.stock;
     int nb = r->p.buckets > 1 ? (int)r->p.buckets : 1;
     if (conn == NULL) {
@@ -915,15 +934,27 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
      * reset: reset_buckets_apart): a reset that changes it meanwhile makes
      * this one read it again. Resets take turns (take_turn), so that is
      * only one whose turn lapsed, or another program's. */
+    /* A cluster reset cut short after bucket transactions went out (a
+     * master paused or unreachable) goes again, whole, while its turn
+     * allows: it writes the same shares and the same id, so running twice
+     * is running once, and a master back within RESET_WAIT_MAX_MS leaves
+     * the SKU wholly reset instead of partly. */
     int rc = 0;
-    for (int tries = 0; rc == 0 && tries < 5; tries++) {
+    bool partly = false;
+    int64_t again_until = lc_now_ms() + RESET_WAIT_MAX_MS;
+    for (int tries = 0; (rc == 0 && tries < 5) || (rc < 0 && partly); tries++) {
+        if (partly && rc < 0 &&
+            (lc_now_ms() >= again_until || svc_client_gone(r) || svc_sleep_work(200) != 0))
+            break;
         redisReply *reps[2];
         svc_layout old;
         rq_cmd(&q, r->sku, "WATCH", lkey, NULL);
         rq_cmd(&q, r->sku, "GET", lkey, NULL);
         if (rq_read(&q, reps, 2, why, sizeof why) != 0) {
             rc = -1;
-            break;
+            if (!partly)
+                break;
+            continue;
         }
         if (layout_of(reps[1], r->sku, &old, why, sizeof why) != 0) {
             /* not ours: reset over it, as for a SKU never split */
@@ -933,7 +964,10 @@ void svc_stock_put_job(svc_req *r, lc_conn *conn)
         freeReplyObject(reps[0]);
         freeReplyObject(reps[1]);
         rc = reset_exec(&q, r, &old, &l, id, record, why, sizeof why);
+        partly |= rc == -2;
     }
+    if (rc < 0 && partly)
+        partly_written(why, sizeof why);
     if (rc == 1) {
         /* this instance at once, still in its turn (a reset after it on
          * this instance learns its own layout later); the others by the

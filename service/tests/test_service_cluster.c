@@ -340,6 +340,65 @@ static void test_reset_storm(void)
              why);
 }
 
+/* A master paused (SIGSTOP, 600 ms: under cluster-node-timeout, no
+ * failover) while a reset writes its buckets, one on each master, through
+ * an instance whose redis.command_timeout_ms is 200: that master's reply
+ * does not come, so its bucket may or may not be written and the layout
+ * record is not. The reset goes again, whole, once the master answers,
+ * and answers 200 with the SKU wholly its own: a limited buyer buys
+ * (before, it answered 503 "may be partly written", the layout record
+ * the old reset's while the buckets carried the new one's id, and every
+ * limited purchase answered stock_reset). */
+static void test_reset_paused(void)
+{
+    char set[160];
+    snprintf(set, sizeof set, "redis.cluster_nodes=%s", seeds);
+    const char *e[] = {"--set",
+                       set,
+                       "--set",
+                       "redis.command_timeout_ms=200",
+                       "--set",
+                       "purchase.limit_per_user=1",
+                       "--instance-id",
+                       "rp",
+                       NULL};
+    svc_server c;
+    TU_REQUIRE(svc_start(&c, 1, e) == 0, "an instance with a 200 ms command timeout");
+    svc_resp r;
+    svc_req(&c, "PUT", "/stock/cl-paused", "{\"stock\":30,\"buckets\":3}", NULL, &r);
+    TU_REQUIRE(r.status == 200, "30 in 3 buckets: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    int own = pk_cluster_slot_port(&C, slot_of("cl-paused")), pi = -1;
+    for (int i = 0; i < C.n && pi < 0; i++)
+        for (int s = 0; s < 16384 && pi < 0 && C.port[i] != own && C.pid[i] > 0; s += 512)
+            if (pk_cluster_slot_port(&C, s) == C.port[i])
+                pi = i; /* a master, not the SKU's own */
+    TU_REQUIRE(pi >= 0, "a master other than the SKU's");
+    svc_bg bg = {.s = &c, .method = "PUT"};
+    snprintf(bg.path, sizeof bg.path, "/stock/cl-paused?stock=60&buckets=3");
+    kill(C.pid[pi], SIGSTOP);
+    TU_REQUIRE(svc_bg_start(&bg) == 0, "the reset");
+    tu_sleep_ms(600);
+    kill(C.pid[pi], SIGCONT);
+    svc_bg_join(&bg);
+    TU_CHECK(bg.r.status == 200, "the reset went on once the master answered: %ld %s", bg.r.status,
+             B(&bg.r));
+    svc_resp_free(&bg.r);
+    svc_req(&c, "GET", "/stock/cl-paused", NULL, NULL, &r);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(r.json, "buckets");
+    int whole = svc_jnum(r.json, "initial") == 60 && cJSON_GetArraySize(arr) == 3;
+    for (int k = 0; whole && k < 3; k++)
+        whole = svc_jnum(cJSON_GetArrayItem(arr, k), "initial") == 20;
+    TU_CHECK(whole, "the SKU is wholly the reset's: %s", B(&r));
+    svc_resp_free(&r);
+    svc_req(&c, "POST", "/miaosha/token?sku=cl-paused&user=after", NULL, NULL, &r);
+    TU_CHECK(r.status == 200,
+             "and sells to a limited buyer (every bucket's epoch the record's id): %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(pk_cluster_wait_ok(&C, (int)tu_slack(10000), NULL), "cluster ok after the pause");
+    TU_CHECK(svc_stop(&c, 6000) == 0, "the instance stops");
+}
+
 /* With redis.wait_replicas a lua sale made by a probe (its first bucket
  * sold out, the next one on another master) is covered by a WAIT on the
  * master the probe went to: 200, not 503 not_replicated (the batch's
@@ -1083,6 +1142,7 @@ int main(void)
     test_modes();
     test_buckets();
     test_reset_storm();
+    test_reset_paused();
     test_probe_wait();
     test_audit_round_trips();
     test_held_back();
