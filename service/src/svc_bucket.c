@@ -590,9 +590,7 @@ int svc_bucket_reserve(lc_conn *conn, const char *sku, const svc_layout *l, cons
         uint64_t gen = 0;
         char why2[200];
         (void)svc_bucket_recheck(conn, sku, &cur, &gen, why2, sizeof why2);
-        snprintf(err, len,
-                 "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; "
-                 "nothing was written");
+        snprintf(err, len, "%s", SVC_BUCKET_RESET_UNLEARNT);
         rc = 2;
     } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
                rep->element[0]->type == REDIS_REPLY_INTEGER &&

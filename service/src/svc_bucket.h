@@ -106,6 +106,16 @@ uint64_t svc_bucket_rand(void);
 /* A user's home bucket of n: where their reservation lives. */
 int svc_bucket_home(const char *user, int n);
 
+/* The details of a purchase's 409 stock_reset that buckets add: a reset
+ * this instance had not learnt when the purchase began (its layout was
+ * stale), and one that came between the reservation and the sale. */
+#define SVC_BUCKET_RESET_UNLEARNT                                                                  \
+    "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; nothing was "  \
+    "written"
+#define SVC_BUCKET_RESET_RESERVED                                                                  \
+    "the SKU's stock was reset (PUT /stock) since this purchase's reservation; nothing was "       \
+    "written"
+
 /* ---- what an instance knows ---- */
 
 /* sku's layout: the cached one, or the record read from Redis on conn

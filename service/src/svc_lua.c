@@ -299,9 +299,7 @@ static purchase_result map_reply(lua_purchase *lp, redisReply *rep)
                      lp->r->p.user, n, (long long)lp->r->s->purchase.limit_per_user);
             res = PR_LIMIT_REACHED;
         } else if (code == 5) {
-            snprintf(lp->o.detail, sizeof lp->o.detail,
-                     "the SKU's stock was reset (PUT /stock) since this purchase's reservation; "
-                     "nothing was written");
+            snprintf(lp->o.detail, sizeof lp->o.detail, "%s", SVC_BUCKET_RESET_RESERVED);
             res = PR_STOCK_RESET;
         } else if (code == 4) {
             snprintf(lp->o.detail, sizeof lp->o.detail,
@@ -398,9 +396,7 @@ static int pick_bucket(lua_purchase *lp, lc_conn *conn, int after, purchase_resu
         lp->o.stock_left = 0;
         lp->o.has_stock_left = true;
     } else if (rc == 1) {
-        snprintf(lp->o.detail, sizeof lp->o.detail,
-                 "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; "
-                 "nothing was written");
+        snprintf(lp->o.detail, sizeof lp->o.detail, "%s", SVC_BUCKET_RESET_UNLEARNT);
         *end = PR_STOCK_RESET;
     } else {
         *end = rc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;

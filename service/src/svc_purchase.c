@@ -345,9 +345,7 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
     }
     x->o.has_stock_left = false;
     if (rc == 1) {
-        snprintf(x->o.detail, sizeof x->o.detail,
-                 "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; "
-                 "nothing was written");
+        snprintf(x->o.detail, sizeof x->o.detail, "%s", SVC_BUCKET_RESET_UNLEARNT);
         *end = PR_STOCK_RESET;
     } else {
         *end = rc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;

@@ -55,6 +55,7 @@
 
 #include "lc_testhooks.h"
 
+#include "svc_bucket.h"
 #include "svc_clock.h"
 #include "svc_replicas.h"
 #include "svc_shutdown.h"
@@ -96,9 +97,7 @@ purchase_result svc_section_run(svc_section *x)
          * that was never stocked is no sale at all; then one buy per user,
          * then the stock. */
         if (x->epoch != NULL && strcmp(rd.epoch, x->epoch) != 0) {
-            snprintf(x->o.detail, sizeof x->o.detail,
-                     "the SKU's stock was reset (PUT /stock) since this purchase's reservation; "
-                     "nothing was written");
+            snprintf(x->o.detail, sizeof x->o.detail, "%s", SVC_BUCKET_RESET_RESERVED);
             end = PR_STOCK_RESET;
             goto release;
         }
