@@ -488,7 +488,10 @@ int svc_bucket_wait_here(const char *sku, unsigned since, int64_t until_us,
 
 static bool same_layout(const svc_layout *a, const svc_layout *b)
 {
-    return a->n == b->n && strcmp(a->id, b->id) == 0 && memcmp(a->salt, b->salt, (size_t)a->n) == 0;
+    if (a->n != b->n)
+        return false;
+    /* the SKU's own keys: no record, no id, no salt that means anything */
+    return a->n == 1 || (strcmp(a->id, b->id) == 0 && memcmp(a->salt, b->salt, (size_t)a->n) == 0);
 }
 
 int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen, char *err,
@@ -511,6 +514,13 @@ int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *
     *l = now;
     *gen = g;
     return 1;
+}
+
+bool svc_bucket_unsplit_reset(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen)
+{
+    SVC_ASSERT(l->n == 1);
+    char why[LC_ERRSTR_LEN + 64];
+    return svc_bucket_recheck(conn, sku, l, gen, why, sizeof why) == 1;
 }
 
 /* ---- one buy per user ---- */

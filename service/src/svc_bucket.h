@@ -151,6 +151,17 @@ void svc_bucket_mark_empty(const char *sku, uint64_t gen, int b);
 int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen, char *err,
                        size_t len);
 
+/* A purchase of sku under its own keys (l->n is 1) found its stock sold
+ * out: reads the layout record again (one round trip), since a reset into
+ * buckets keeps the SKU's own stock at 0 (svc_stock.c), which reads the
+ * same. true when such a reset came and this instance had not learnt it
+ * (*l, *gen and the cache are then the new layout: the purchase answers
+ * 409 stock_reset with SVC_BUCKET_RESET_UNLEARNT, as a SKU in buckets does
+ * after svc_bucket_recheck); false when the SKU is still unsplit, or the
+ * record could not be read (the sold-out answer stands: it is what the
+ * read found). */
+bool svc_bucket_unsplit_reset(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen);
+
 /* ---- this instance's own holds (a hint, never a lock) ----
  *
  * Several workers of one instance buying the same SKU would otherwise hop

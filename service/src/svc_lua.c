@@ -481,6 +481,46 @@ static purchase_result other_buckets(lua_purchase *lp, lc_conn *conn, const char
     return res;
 }
 
+/* A SKU of its own keys whose script found it sold out: a reset into
+ * buckets this instance has not heard of yet reads the same (the SKU's own
+ * stock stays 0), so the layout record is read again
+ * (svc_bucket_unsplit_reset) and such a reset answers 409 stock_reset.
+ * memo (NULL: none) holds what a batch has read again already: one read
+ * after every script of the batch ran covers all of its purchases of that
+ * SKU. Returns res or PR_STOCK_RESET. */
+typedef struct unsplit_memo {
+    int n;
+    const char *sku[SVC_POOL_BATCH_MAX];
+    bool reset[SVC_POOL_BATCH_MAX];
+} unsplit_memo;
+
+static purchase_result unsplit_end(lua_purchase *lp, lc_conn *conn, purchase_result res,
+                                   unsplit_memo *memo)
+{
+    if (res != PR_SOLD_OUT || bucketed(lp))
+        return res;
+    const char *sku = lp->r->sku;
+    int i = 0;
+    while (memo != NULL && i < memo->n && strcmp(memo->sku[i], sku) != 0)
+        i++;
+    bool reset;
+    if (memo != NULL && i < memo->n) {
+        reset = memo->reset[i];
+    } else {
+        reset = svc_bucket_unsplit_reset(conn, sku, &lp->lay, &lp->lay_gen);
+        if (memo != NULL && memo->n < SVC_POOL_BATCH_MAX) {
+            memo->sku[memo->n] = sku;
+            memo->reset[memo->n++] = reset;
+        }
+    }
+    if (!reset)
+        return res;
+    lp->o.order_id[0] = '\0';
+    lp->o.has_stock_left = false;
+    snprintf(lp->o.detail, sizeof lp->o.detail, "%s", SVC_BUCKET_RESET_UNLEARNT);
+    return PR_STOCK_RESET;
+}
+
 /* The first steps of every lua purchase: lp set up, its record started,
  * the worker's connection and the queue bound checked. 0 to go on; -1 when
  * r is answered. */
@@ -607,6 +647,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     }
     purchase_result res = other_buckets(&lp, conn, rec, run_script(&lp, conn, rec, 0));
     uint64_t via = lc_conn_via(conn); /* the sale's connection */
+    res = unsplit_end(&lp, conn, res, NULL);
     free(rec);
     settle_reservation(&lp, conn);
     if (lp.found_replay) {
@@ -776,6 +817,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         batch_via = lc_conn_via(conn);
     }
     purchase_result res[SVC_POOL_BATCH_MAX];
+    unsplit_memo memo = {0};
     for (int i = 0; i < n; i++) {
         if (!sent[i])
             continue;
@@ -807,6 +849,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         res[i] = other_buckets(lp, conn, recs[i], res[i]);
         if (in_batch != PR_SOLD && res[i] == PR_SOLD)
             sale_via = lc_conn_via(conn); /* the probe's connection */
+        res[i] = unsplit_end(lp, conn, res[i], &memo);
         if (res[i] == PR_SOLD) {
             split |= sale_via == 0 || (via != 0 && via != sale_via);
             via = sale_via;

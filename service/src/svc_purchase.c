@@ -358,8 +358,11 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
  * (the section's unknown_sku) is one a reset that changed the bucket count
  * deleted: as empty as a sold out one, and the SKU is stocked all the same
  * (its layout record says so), so never 404 — when no bucket is left, the
- * layout record read again tells sold out from a reset (stock_reset).
- * Returns the last try's outcome, or how the search ended. */
+ * layout record read again tells sold out from a reset (stock_reset). A
+ * SKU of its own keys found sold out reads it again too: a reset into
+ * buckets this instance has not heard of yet reads as sold out there
+ * (svc_bucket_unsplit_reset). Returns the last try's outcome, or how the
+ * search ended. */
 static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_result res)
 {
     svc_section *x = &pu->x;
@@ -384,6 +387,12 @@ static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_resul
         aim(pu, b);
         svc_section_start(x);
         res = run_try(pu);
+    }
+    if (res == PR_SOLD_OUT && !bucketed(pu) &&
+        svc_bucket_unsplit_reset(conn, x->r->sku, &pu->lay, &pu->lay_gen)) {
+        x->o.has_stock_left = false;
+        snprintf(x->o.detail, sizeof x->o.detail, "%s", SVC_BUCKET_RESET_UNLEARNT);
+        res = PR_STOCK_RESET;
     }
     return res;
 }

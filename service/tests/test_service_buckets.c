@@ -362,6 +362,51 @@ static void test_unheard_reset(void)
              (long long)(lc_now_us() - t0) / 1000);
 }
 
+/* A SKU of its own keys split into buckets by a reset this instance has
+ * not heard of: the SKU's own stock is then 0 and reads as sold out, so a
+ * sold-out answer reads the layout record again — 409 stock_reset, not
+ * sold_out (a buyer told the SKU is gone while the reset had just stocked
+ * it) — and the next purchase buys from the buckets. In token and lua. */
+static void test_unheard_split(void)
+{
+    /* lua twice: in a batch, and alone (work_ms: svc_lua_job) */
+    static const char *const modes[] = {"token", "lua", "lua"};
+    static const char *const extra[] = {"", "", "&work_ms=1"};
+    for (int m = 0; m < 3; m++) {
+        char sku[32], path[128], ok[3][8];
+        svc_resp r;
+        snprintf(sku, sizeof sku, "bk-split-%d", m);
+        snprintf(path, sizeof path, "/miaosha/%s?sku=%s%s", modes[m], sku, extra[m]);
+        TU_REQUIRE(put_stock(&ins[0], sku, 1, 0, NULL) == 200, "stock 1, no buckets");
+        svc_req(&ins[1], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "%s: the unit sold, the SKU learnt unsplit: %s", modes[m], B(&r));
+        svc_resp_free(&r);
+        /* what a reset into 4 buckets leaves: the record, the SKU's own
+         * stock 0, one unit in bucket 2 (no salts) */
+        tu_redis_str(rp, ok[0], sizeof ok[0], "SET miaosha:{%s}:layout %s", sku,
+                     "4 0000000000000000000000000000000000ef 0,0,0,0");
+        tu_redis_str(rp, ok[1], sizeof ok[1], "SET miaosha:{%s~2}:stock 1", sku);
+        tu_redis_str(rp, ok[2], sizeof ok[2], "SET miaosha:{%s~2}:initial 1", sku);
+        TU_CHECK(!strcmp(ok[0], "OK") && !strcmp(ok[1], "OK") && !strcmp(ok[2], "OK") &&
+                     tu_redis_int(rp, "GET miaosha:{%s}:stock", sku) == 0,
+                 "%s: a reset behind the service's back", modes[m]);
+        svc_req(&ins[1], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 409 && svc_jerr_is(&r, "stock_reset") &&
+                     svc_jdetail_has(&r, "learnt its buckets"),
+                 "%s: the SKU's own stock 0 after a split is no sell-out: %ld %s", modes[m],
+                 r.status, B(&r));
+        svc_resp_free(&r);
+        svc_req(&ins[1], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200 && svc_jnum(r.json, "bucket") == 2,
+                 "%s: then the unit in bucket 2 sells: %s", modes[m], B(&r));
+        svc_resp_free(&r);
+        svc_req(&ins[1], "POST", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 409 && svc_jerr_is(&r, "sold_out"), "%s: and then sold out: %s",
+                 modes[m], B(&r));
+        svc_resp_free(&r);
+    }
+}
+
 /* ---- stocked or not: 404 unknown_sku -------------------------------------- */
 
 /* A SKU in buckets is stocked: its audit, its orders and its purchases
@@ -1277,6 +1322,7 @@ int main(void)
     test_boundaries();
     test_last_unit();
     test_unheard_reset();
+    test_unheard_split();
     test_unknown_sku();
     test_gone_buckets();
     test_round_trips();
