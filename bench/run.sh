@@ -24,6 +24,11 @@
 #                package install, no configure, no build, no npm install
 #                (a machine with the binaries but no compiler: bench/README.md)
 #
+# The buckets and cluster parts also print, for each wrk run, the CPU the
+# server, Redis (each master) and the rest of the machine spent, the Redis
+# commands a sale and the lua batches' size (bench/README.md, "Reading the
+# output").
+#
 # Verdicts: ok / MISSED against the target; a target that holds only where
 # the processes have CPUs of their own reads "n/a (needs ≥ N CPUs; this
 # machine has M)" below that count, with the figure still shown.
@@ -46,7 +51,7 @@ OUT=$ROOT/bench/out # the summary as .md, .tsv and .svg (git-ignored)
 parts=()
 
 usage() {
-  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -201,6 +206,8 @@ wait_healthy() { # wait_healthy PID PORT [PATH]: 200 within 10 s
 }
 
 # start_server NAME [miaosha-server args...] -> sets SERVER_PORT SERVER_PID
+# (and PORT_PID[SERVER_PORT])
+declare -A PORT_PID=()
 start_server() {
   local name=$1; shift
   SERVER_PORT=$(free_port) || return 1
@@ -208,6 +215,7 @@ start_server() {
     --instance-id "bench-$name" --set log.level=warn "$@"
   SERVER_PID=$PROC_PID
   PIDS+=("$SERVER_PID")
+  PORT_PID[$SERVER_PORT]=$SERVER_PID
   if ! wait_healthy "$SERVER_PID" "$SERVER_PORT"; then
     log "bench: miaosha-server $name did not become healthy on port $SERVER_PORT:"
     tail -5 "$WORK/server-$name.log" >&2
@@ -258,12 +266,89 @@ EOF
   echo "nginx (static file, $(wc -c <"$1") bytes): 127.0.0.1:$NGINX_PORT pid $NGINX_PID"
 }
 
+# What a wrk run cost each process (the buckets and cluster parts: where
+# their ratios' ceiling is). WATCH_PIDS holds "LABEL:PID" of the processes
+# to watch (empty: nothing is watched), WATCH_REDIS "PORT" of the Redis
+# servers whose commands are counted. watch_end sets WATCH_CPU, e.g.
+# "CPU: server 310 %, redis 98 %, the rest 150 %; the machine 40 % busy"
+# (100 % = one CPU; "the rest" is mostly wrk), and WATCH_CMDS, the commands
+# those Redis servers ran meanwhile.
+WATCH_PIDS=() WATCH_REDIS=() WATCH_LUA=""
+# watch_server PORT REDIS_PORT... : watch the miaosha-server on PORT (its
+# lua batches too) and the Redis servers on the REDIS_PORTs (the bench's
+# one Redis or the cluster's masters), "redis"/"master N" in the note
+watch_server() {
+  local port=$1 p n=0 pid
+  shift
+  WATCH_PIDS=("server:${PORT_PID[$port]}") WATCH_REDIS=() WATCH_LUA=$port
+  for p in "$@"; do
+    pid=$(redis-cli -h 127.0.0.1 -p "$p" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p')
+    n=$((n + 1))
+    if [ $# -eq 1 ]; then WATCH_PIDS+=("redis:$pid"); else WATCH_PIDS+=("master $n:$pid"); fi
+    WATCH_REDIS+=("$p")
+  done
+}
+watch_none() { WATCH_PIDS=() WATCH_REDIS=() WATCH_LUA=""; }
+watch_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}'; } # utime + stime
+watch_cmds() {
+  local p t=0 v
+  for p in "${WATCH_REDIS[@]}"; do
+    v=$(redis-cli -h 127.0.0.1 -p "$p" INFO stats 2>/dev/null | tr -d '\r' | sed -n 's/^total_commands_processed://p')
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+watch_begin() {
+  WATCH_CPU="" WATCH_CMDS=""
+  [ ${#WATCH_PIDS[@]} -gt 0 ] || return 0
+  local w
+  W_B0=""
+  [ -z "$WATCH_LUA" ] || W_B0=$(lua_batch_counts "$WATCH_LUA")
+  W_T0=() W_C0=$(watch_cmds) W_NS0=$(date +%s%N) W_S0=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  for w in "${WATCH_PIDS[@]}"; do W_T0+=("$(watch_ticks "${w#*:}")"); done
+}
+watch_end() {
+  [ ${#WATCH_PIDS[@]} -gt 0 ] || return 0
+  local i w t s1 busy all own=0 parts=() wall
+  s1=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  # the wall-clock time in ticks (CLK_TCK a second): a process's ticks over
+  # it are its share of one CPU
+  wall=$(( ($(date +%s%N) - W_NS0) * CLK_TCK / 1000000000 ))
+  busy=$(( ${s1% *} - ${W_S0% *} )) all=$(( ${s1#* } - ${W_S0#* } ))
+  [ "$all" -gt 0 ] && [ "$wall" -gt 0 ] || return 0
+  for i in "${!WATCH_PIDS[@]}"; do
+    w=${WATCH_PIDS[$i]}
+    t=$(( $(watch_ticks "${w#*:}") - ${W_T0[$i]:-0} ))
+    own=$((own + t))
+    parts+=("${w%%:*} $((t * 100 / wall)) %")
+  done
+  # "the rest": every other busy tick of the machine's CPUs (/proc/stat)
+  WATCH_CPU="CPU: $(IFS=,; echo "${parts[*]}" | sed 's/,/, /g'), the rest $(((busy - own) * 100 / wall)) % (wrk, mostly); the machine $((busy * 100 / all)) % busy"
+  [ ${#WATCH_REDIS[@]} -eq 0 ] || WATCH_CMDS=$(( $(watch_cmds) - W_C0 ))
+  # the server's lua batches meanwhile (none in a lock mode's run)
+  [ -z "$W_B0" ] || WATCH_CPU="$WATCH_CPU$(lua_batch_counts "$WATCH_LUA" | awk -v b0="${W_B0% *}" -v p0="${W_B0#* }" '
+      { b = $1 - b0; p = $2 - p0; if (b > 0) printf "; %d lua batches of %.1f purchases", b, p / b }')"
+}
+# lua_batch_counts PORT -> "BATCHES PURCHASES" of the server's /metrics so far
+lua_batch_counts() {
+  http GET "$1" /metrics | awk '$1 == "miaosha_lua_batches_total" { b = $2 } $1 == "miaosha_lua_batched_purchases_total" { p = $2 }
+    END { print b + 0, p + 0 }'
+}
+# watch_note SOLD -> "; CPU: …; N Redis commands a sale" (empty when nothing is watched)
+watch_note() {
+  [ -n "$WATCH_CPU" ] || return 0
+  printf '; %s' "$WATCH_CPU"
+  [ -z "$WATCH_CMDS" ] || [ "${1:-0}" -le 0 ] || awk -v c="$WATCH_CMDS" -v s="$1" 'BEGIN { printf "; %.1f Redis commands a sale", c / s }'
+}
+
 # wrk_run URL [CONNECTIONS [SCRIPT]] -> sets WRK_RPS WRK_REQ WRK_SECS WRK_NON2XX WRK_ERRS WRK_P50_US
 # (SCRIPT: a wrk Lua script that makes the requests)
 wrk_run() {
   local out c=${2:-64} script=()
   [ -z "${3:-}" ] || script=(-s "$3")
+  watch_begin
   out=$(timeout $((DUR + 30)) wrk -t"$((c < WRK_THREADS ? c : WRK_THREADS))" -c"$c" -d"${DUR}s" --latency "${script[@]}" "$1" 2>&1)
+  watch_end
   # "     50%  312.00us" in the latency distribution, in microseconds
   WRK_P50_US=$(printf '%s\n' "$out" | awk '$1 == "50%" { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
     print (u == "us") ? v : (u == "ms") ? v * 1000 : (u == "s") ? v * 1000000 : v; exit }')
@@ -302,7 +387,7 @@ purchase_wrk() {
   sold=$(printf '%s\n' "$r" | grep -o '"sold":[0-9]*' | head -1 | cut -d: -f2)
   BUY_SOLD=${sold:-0}
   BUY_RPS=$(awk -v s="${sold:-0}" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
-  BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
+  BUY_NOTE="sold ${sold:-?} of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}$(watch_note "${sold:-0}")"
 }
 
 # buys_ab PORT CONNECTIONS LABEL_A MODE_A QUERY_A LABEL_B MODE_B QUERY_B ->
@@ -909,6 +994,7 @@ stats_probes() { # stats_probes PORT -> the /stats buckets.probes so far
 if want buckets; then
   section "buckets: /miaosha/{token,reentrant}, stock in 8 buckets vs 1, $CONNS connections"
   wide_server || exit 1
+  watch_server "$WIDE_PORT" "$REDIS_PORT"
   for mode in token reentrant; do
     echo "/miaosha/$mode?wait_ms=$WAIT_MS successful purchases/s, $CONNS connections (wrk -c$CONNS -d${DUR}s), alternating: 1 bucket, 8 buckets"
     a=() b=()
@@ -946,6 +1032,7 @@ if want buckets; then
       echo "  round $r: $k bucket(s): the last 2000 at ${rps%.*}/s (${ok:-?} sold; $probes empty buckets probed)"
     done
   done
+  watch_none
   info_row buckets "last 5 % of a sale, token buys/s: 8 buckets vs 1" "$(median "${eb[@]}")" "$(median "${ea[@]}")"
   row buckets "  empty buckets probed while the last 2000 sold (8 buckets)" "$(median "${pb[@]}")" - - - "measured (no target)"
 
@@ -990,7 +1077,7 @@ skus_wrk() {
     wrk_run "http://127.0.0.1:$port" "$CONNS" "$WORK/skus.lua"
   sold=$(skus_sold "$port" "$pre" "$n")
   BUY_RPS=$(awk -v s="$sold" -v t="$WRK_SECS" 'BEGIN{printf "%.0f", (t > 0) ? s / t : 0}')
-  BUY_NOTE="sold $sold of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}"
+  BUY_NOTE="sold $sold of $WRK_REQ answered, non-2xx $WRK_NON2XX${WRK_ERRS:+, $WRK_ERRS}$(watch_note "$sold")"
 }
 # skus_per_master PREFIX -> how many of the SKUs' stock keys each master of
 # the cluster holds, as "N N N" (its masters from CLUSTER NODES)
@@ -1021,6 +1108,14 @@ if want cluster; then
     row cluster "3-master Redis Cluster vs one Redis" - - - - "MISSED (no miaosha-server on the cluster: see above)"
   else
     CL_PORT=$SERVER_PORT CL_PID=$SERVER_PID
+    CL_MASTERS=() # the masters' ports (no replicas: every node is one)
+    for ((i = 1; ; i++)); do
+      p=$(sed -n "s/^REDIS_CLUSTER_NODE${i}_PORT=//p" "$RCLUSTER_DIR/redis-cluster.env")
+      [ -n "$p" ] || break
+      CL_MASTERS+=("$p")
+    done
+    watch_one() { watch_server "$WIDE_PORT" "$REDIS_PORT"; }
+    watch_cl() { watch_server "$CL_PORT" "${CL_MASTERS[@]}"; }
     grep -E '^ *(master|seeds)' "$WORK/redis-cluster.log"
     cat >"$WORK/skus.lua" <<'EOF'
 -- generated by bench/run.sh: each request buys the next of N SKUs
@@ -1044,8 +1139,8 @@ EOF
       echo "/miaosha/$mode?wait_ms=$WAIT_MS, one SKU, successful purchases/s (wrk -c$CONNS -d${DUR}s), alternating: one Redis, the cluster"
       a=() b=()
       for ((r = 1; r <= ROUNDS; r++)); do
-        purchase_wrk "$WIDE_PORT" "$mode" "" "$CONNS"; a+=("$BUY_RPS"); echo "  round $r: one Redis $BUY_RPS/s ($BUY_NOTE)"
-        purchase_wrk "$CL_PORT" "$mode" "" "$CONNS"; b+=("$BUY_RPS"); echo "  round $r: cluster   $BUY_RPS/s ($BUY_NOTE)"
+        watch_one; purchase_wrk "$WIDE_PORT" "$mode" "" "$CONNS"; a+=("$BUY_RPS"); echo "  round $r: one Redis $BUY_RPS/s ($BUY_NOTE)"
+        watch_cl; purchase_wrk "$CL_PORT" "$mode" "" "$CONNS"; b+=("$BUY_RPS"); echo "  round $r: cluster   $BUY_RPS/s ($BUY_NOTE)"
       done
       target_row cluster "$mode buys/s, 1 SKU, $CONNS connections: 3-master cluster vs one Redis" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 0.9
     done
@@ -1055,7 +1150,7 @@ EOF
       echo "/miaosha/lua?wait_ms=$WAIT_MS on the cluster, one SKU, successful purchases/s (wrk -c$CONNS -d${DUR}s), alternating: 1 bucket, 3 buckets"
       a=() b=()
       for ((r = 1; r <= ROUNDS; r++)); do
-        bucket_buys "$CL_PORT" lua 1; a+=("$BUY_RPS"); echo "  round $r: 1 bucket  $BUY_RPS/s ($BUY_NOTE)"
+        watch_cl; bucket_buys "$CL_PORT" lua 1; a+=("$BUY_RPS"); echo "  round $r: 1 bucket  $BUY_RPS/s ($BUY_NOTE)"
         bucket_buys "$CL_PORT" lua 3; b+=("$BUY_RPS"); echo "  round $r: 3 buckets $BUY_RPS/s ($BUY_NOTE)"
       done
       cpu_target_row 8 buckets "lua buys/s on a 3-master Redis Cluster: 3 buckets vs 1" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 2.1
@@ -1066,11 +1161,12 @@ EOF
       echo "/miaosha/$mode?wait_ms=$WAIT_MS, $CLUSTER_SKUS SKUs in turn, successful purchases/s (wrk -c$CONNS -d${DUR}s), alternating: one Redis, the cluster"
       a=() b=()
       for ((r = 1; r <= ROUNDS; r++)); do
-        skus_wrk "$WIDE_PORT" "$mode" bench-c "$CLUSTER_SKUS"; a+=("$BUY_RPS"); echo "  round $r: one Redis $BUY_RPS/s ($BUY_NOTE)"
-        skus_wrk "$CL_PORT" "$mode" bench-c "$CLUSTER_SKUS"; b+=("$BUY_RPS"); echo "  round $r: cluster   $BUY_RPS/s ($BUY_NOTE)"
+        watch_one; skus_wrk "$WIDE_PORT" "$mode" bench-c "$CLUSTER_SKUS"; a+=("$BUY_RPS"); echo "  round $r: one Redis $BUY_RPS/s ($BUY_NOTE)"
+        watch_cl; skus_wrk "$CL_PORT" "$mode" bench-c "$CLUSTER_SKUS"; b+=("$BUY_RPS"); echo "  round $r: cluster   $BUY_RPS/s ($BUY_NOTE)"
       done
       conn_target_row 64+ 8 cluster "$mode buys/s, $CLUSTER_SKUS SKUs, $CONNS connections: 3-master cluster vs one Redis" "$(median "${b[@]}")" "$(median "${a[@]}")" ">=" 2.4
     done
+    watch_none
     # its server first: one left without its cluster only logs and retries
     stop_pid "$CL_PID"; forget_pid "$CL_PID"
   fi
