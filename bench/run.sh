@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh [all|lockcore|peers|service|fenced|pipeline|lua|trace|load|scaleout|buckets|cluster]...
 #              [--seconds N] [--rounds N] [--connections N]
-#              [--redis-io-threads N] [--no-build]
+#              [--redis-io-threads N] [--set KEY=VALUE]... [--no-build]
 #
 # miaosha's benchmarks in one command. Builds what it needs (Release, in
 # build/bench), starts its own redis-server (and miaosha-server instances,
@@ -20,6 +20,11 @@
 #   --redis-io-threads N  the bench's one Redis and the cluster part's
 #                masters run N I/O threads (io-threads, io-threads-do-reads;
 #                default 1: Redis's own default, none)
+#   --set KEY=VALUE  passed to every miaosha-server the run starts (its
+#                --set: a config key, e.g. server.workers=32), after the
+#                bench's own settings; the summary names them. For trying
+#                a setting on a lent machine in the same call, not for
+#                verdicts: a target's figures are the defaults'
 #   --no-build   use the binaries already in build/bench as they are: no
 #                package install, no configure, no build, no npm install
 #                (a machine with the binaries but no compiler: bench/README.md)
@@ -48,10 +53,11 @@ NO_BUILD=0
 CONNS=64    # wrk's connections in the buckets and cluster parts
 RIO=1       # the I/O threads of the bench's Redis and the cluster's masters
 OUT=$ROOT/bench/out # the summary as .md, .tsv and .svg (git-ignored)
+SRV_SET=()  # --set KEY=VALUE: added to every miaosha-server's flags
 parts=()
 
 usage() {
-  sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -64,6 +70,8 @@ while [ $# -gt 0 ]; do
     --rounds=*) ROUNDS=${1#*=} ;;
     --connections) [ $# -ge 2 ] || usage 2; CONNS=$2; shift ;;
     --connections=*) CONNS=${1#*=} ;;
+    --set) [ $# -ge 2 ] || usage 2; SRV_SET+=(--set "$2"); shift ;;
+    --set=*) SRV_SET+=(--set "${1#*=}") ;;
     --redis-io-threads) [ $# -ge 2 ] || usage 2; RIO=$2; shift ;;
     --redis-io-threads=*) RIO=${1#*=} ;;
     -h|--help) usage 0 ;;
@@ -212,7 +220,7 @@ start_server() {
   local name=$1; shift
   SERVER_PORT=$(free_port) || return 1
   proc_start "$WORK/server-$name.log" "$SRV" --port "$SERVER_PORT" --redis "127.0.0.1:$REDIS_PORT" \
-    --instance-id "bench-$name" --set log.level=warn "$@"
+    --instance-id "bench-$name" --set log.level=warn "$@" "${SRV_SET[@]}"
   SERVER_PID=$PROC_PID
   PIDS+=("$SERVER_PID")
   PORT_PID[$SERVER_PORT]=$SERVER_PID
@@ -221,7 +229,8 @@ start_server() {
     tail -5 "$WORK/server-$name.log" >&2
     return 1
   fi
-  echo "miaosha-server $name: 127.0.0.1:$SERVER_PORT pid $SERVER_PID ${*:-(defaults)}"
+  local flags=("$@" "${SRV_SET[@]}")
+  echo "miaosha-server $name: 127.0.0.1:$SERVER_PORT pid $SERVER_PID ${flags[*]:-(defaults)}"
 }
 
 # start_nginx BODY_FILE -> sets NGINX_PORT NGINX_PID; serves GET /static
@@ -495,8 +504,10 @@ fmt() { awk -v v="$1" 'BEGIN{ printf "%.0f", v }'; }
 SUMMARY=()
 row() { SUMMARY+=("$1|$2|$3|$4|$5|$6|$7"); }
 # judge VALUE OP LIMIT -> ok / MISSED
-judge() { awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN{ if (v == "n/a") { print "MISSED"; exit }
-  ok = (op == ">=") ? (v + 0 >= l + 0) : (v + 0 <= l + 0); print ok ? "ok" : "MISSED" }'; }
+# (a run with --set judges settings that are not the defaults: it says so)
+judge() { awk -v v="$1" -v l="$3" -v op="$2" -v set="${SRV_SET[*]}" 'BEGIN{ w = (set != "") ? " (with --set)" : ""
+  if (v == "n/a") { print "MISSED" w; exit }
+  ok = (op == ">=") ? (v + 0 >= l + 0) : (v + 0 <= l + 0); print (ok ? "ok" : "MISSED") w }'; }
 target_row() { # part figure subject reference OP LIMIT [ratio]
   local r=${7:-$(ratio "$3" "$4")}
   row "$1" "$2" "$(fmt "$3")" "$(fmt "$4")" "$r" "$5 $6" "$(judge "$r" "$5" "$6")"
@@ -620,6 +631,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 SETTINGS=""
 [ "$CONNS" = 64 ] || SETTINGS+="; --connections $CONNS"
 [ "$RIO" = 1 ] || SETTINGS+="; --redis-io-threads $RIO"
+[ ${#SRV_SET[@]} -eq 0 ] || SETTINGS+="; the servers with ${SRV_SET[*]}"
 echo "machine: $NCPU CPUs, load average $LOAD_START; each measurement ${DUR}s, $ROUNDS alternating rounds, medians$SETTINGS"
 
 # --------------------------------------------------------------- lockcore --
