@@ -20,11 +20,12 @@
 #   --redis-io-threads N  the bench's one Redis and the cluster part's
 #                masters run N I/O threads (io-threads, io-threads-do-reads;
 #                default 1: Redis's own default, none)
-#   --set KEY=VALUE  passed to every miaosha-server the run starts (its
-#                --set: a config key, e.g. server.workers=32), after the
-#                bench's own settings; the summary names them. For trying
-#                a setting on a lent machine in the same call, not for
-#                verdicts: a target's figures are the defaults'
+#   --set KEY=VALUE  passed to the miaosha-servers of the buckets and
+#                cluster parts (their --set: a config key, e.g.
+#                server.workers=32), after the bench's own settings; the
+#                summary names them and marks those parts' verdicts "(with
+#                --set)". For trying a setting on a lent machine in the same
+#                call: a target's verdict is the defaults'
 #   --no-build   use the binaries already in build/bench as they are: no
 #                package install, no configure, no build, no npm install
 #                (a machine with the binaries but no compiler: bench/README.md)
@@ -57,7 +58,7 @@ SRV_SET=()  # --set KEY=VALUE: added to every miaosha-server's flags
 parts=()
 
 usage() {
-  sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 while [ $# -gt 0 ]; do
@@ -220,7 +221,7 @@ start_server() {
   local name=$1; shift
   SERVER_PORT=$(free_port) || return 1
   proc_start "$WORK/server-$name.log" "$SRV" --port "$SERVER_PORT" --redis "127.0.0.1:$REDIS_PORT" \
-    --instance-id "bench-$name" --set log.level=warn "$@" "${SRV_SET[@]}"
+    --instance-id "bench-$name" --set log.level=warn "$@"
   SERVER_PID=$PROC_PID
   PIDS+=("$SERVER_PID")
   PORT_PID[$SERVER_PORT]=$SERVER_PID
@@ -229,8 +230,7 @@ start_server() {
     tail -5 "$WORK/server-$name.log" >&2
     return 1
   fi
-  local flags=("$@" "${SRV_SET[@]}")
-  echo "miaosha-server $name: 127.0.0.1:$SERVER_PORT pid $SERVER_PID ${flags[*]:-(defaults)}"
+  echo "miaosha-server $name: 127.0.0.1:$SERVER_PORT pid $SERVER_PID ${*:-(defaults)}"
 }
 
 # start_nginx BODY_FILE -> sets NGINX_PORT NGINX_PID; serves GET /static
@@ -504,8 +504,10 @@ fmt() { awk -v v="$1" 'BEGIN{ printf "%.0f", v }'; }
 SUMMARY=()
 row() { SUMMARY+=("$1|$2|$3|$4|$5|$6|$7"); }
 # judge VALUE OP LIMIT -> ok / MISSED
-# (a run with --set judges settings that are not the defaults: it says so)
-judge() { awk -v v="$1" -v l="$3" -v op="$2" -v set="${SRV_SET[*]}" 'BEGIN{ w = (set != "") ? " (with --set)" : ""
+# JUDGE_NOTE: added to each verdict (the buckets and cluster parts' under
+# --set: settings that are not the defaults)
+JUDGE_NOTE=""
+judge() { awk -v v="$1" -v l="$3" -v op="$2" -v w="$JUDGE_NOTE" 'BEGIN{
   if (v == "n/a") { print "MISSED" w; exit }
   ok = (op == ">=") ? (v + 0 >= l + 0) : (v + 0 <= l + 0); print (ok ? "ok" : "MISSED") w }'; }
 target_row() { # part figure subject reference OP LIMIT [ratio]
@@ -539,11 +541,11 @@ WIDE_PORT=""
 # (the default one where WIDE is empty)
 wide_server() {
   [ -z "$WIDE_PORT" ] || return 0
-  if [ ${#WIDE[@]} -eq 0 ]; then
+  if [ ${#WIDE[@]} -eq 0 ] && [ ${#SRV_SET[@]} -eq 0 ]; then
     [ -n "$SVC_PORT" ] || { start_server default || return 1; SVC_PORT=$SERVER_PORT; }
     WIDE_PORT=$SVC_PORT
   else
-    start_server wide "${WIDE[@]}" || return 1
+    start_server wide "${WIDE[@]}" "${SRV_SET[@]}" || return 1
     WIDE_PORT=$SERVER_PORT
   fi
 }
@@ -1004,6 +1006,7 @@ stats_probes() { # stats_probes PORT -> the /stats buckets.probes so far
   http GET "$1" /stats | sed -n 's/.*"buckets":{"probes":\([0-9]*\).*/\1/p'
 }
 if want buckets; then
+  [ ${#SRV_SET[@]} -eq 0 ] || JUDGE_NOTE=" (with --set)"
   section "buckets: /miaosha/{token,reentrant}, stock in 8 buckets vs 1, $CONNS connections"
   wide_server || exit 1
   watch_server "$WIDE_PORT" "$REDIS_PORT"
@@ -1052,6 +1055,7 @@ if want buckets; then
   # master, as PUT /stock places them there) needs the cluster: the cluster
   # part measures it.
   want cluster || row buckets "lua buys/s on a 3-master Redis Cluster: 3 buckets vs 1" - - - ">= 2.1 on 8+ CPUs" "in the cluster part: bash bench/run.sh buckets cluster"
+  JUDGE_NOTE=""
 fi
 
 # ---------------------------------------------------------------- cluster --
@@ -1103,6 +1107,7 @@ skus_per_master() {
     done
 }
 if want cluster; then
+  [ ${#SRV_SET[@]} -eq 0 ] || JUDGE_NOTE=" (with --set)"
   section "cluster: a Redis Cluster of 3 masters (no replicas) vs one Redis; 1 SKU and $CLUSTER_SKUS SKUs"
   wide_server || exit 1
   # cluster-node-timeout 5000 ms, not the script's 1000: on a machine the
@@ -1116,7 +1121,7 @@ if want cluster; then
     cat "$WORK/redis-cluster.log" >&2
     echo "cluster: scripts/redis-cluster.sh start failed, skipped"
     row cluster "3-master Redis Cluster vs one Redis" - - - - "MISSED (redis-cluster.sh start failed)"
-  elif ! start_server cluster "${WIDE[@]}" --set "redis.cluster_nodes=$(sed -n 's/^REDIS_CLUSTER_NODES=//p' "$RCLUSTER_DIR/redis-cluster.env")"; then
+  elif ! start_server cluster "${WIDE[@]}" "${SRV_SET[@]}" --set "redis.cluster_nodes=$(sed -n 's/^REDIS_CLUSTER_NODES=//p' "$RCLUSTER_DIR/redis-cluster.env")"; then
     row cluster "3-master Redis Cluster vs one Redis" - - - - "MISSED (no miaosha-server on the cluster: see above)"
   else
     CL_PORT=$SERVER_PORT CL_PID=$SERVER_PID
@@ -1183,6 +1188,7 @@ EOF
     stop_pid "$CL_PID"; forget_pid "$CL_PID"
   fi
   [ -f "$RCLUSTER_DIR/.redis-cluster" ] && bash "$ROOT/scripts/redis-cluster.sh" stop "$RCLUSTER_DIR" >/dev/null 2>&1
+  JUDGE_NOTE=""
 fi
 
 # ------------------------------------------------------------------ trace --

@@ -486,8 +486,9 @@ static purchase_result other_buckets(lua_purchase *lp, lc_conn *conn, const char
  * stock stays 0), so the layout record is read again
  * (svc_bucket_unsplit_reset) and such a reset answers 409 stock_reset.
  * memo (NULL: none) holds what a batch has read again already: one read
- * after every script of the batch ran covers all of its purchases of that
- * SKU. Returns res or PR_STOCK_RESET. */
+ * after the batch's scripts ran covers every purchase of that SKU whose
+ * script ran in the batch (not one sent again after NOSCRIPT, later).
+ * Returns res or PR_STOCK_RESET. */
 typedef struct unsplit_memo {
     int n;
     const char *sku[SVC_POOL_BATCH_MAX];
@@ -647,7 +648,6 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
     }
     purchase_result res = other_buckets(&lp, conn, rec, run_script(&lp, conn, rec, 0));
     uint64_t via = lc_conn_via(conn); /* the sale's connection */
-    res = unsplit_end(&lp, conn, res, NULL);
     free(rec);
     settle_reservation(&lp, conn);
     if (lp.found_replay) {
@@ -655,6 +655,7 @@ void svc_lua_job(svc_req *r, lc_conn *conn)
         svc_idem_replayed(&lp.id, r, conn, &lp.tr, svc_stats_sku_slot(r->sku));
         return;
     }
+    res = unsplit_end(&lp, conn, res, NULL);
     if (res == PR_SOLD && svc_wait_replicas(s, conn, via, lp.o.detail, sizeof lp.o.detail) != 0)
         res = PR_NOT_REPLICATED; /* with the order id: written on the master */
     respond(&lp, res);
@@ -824,6 +825,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         lua_purchase *lp = &lps[i];
         redisReply *rep = lc_pipe_take(&p, sent[i] - 1);
         uint64_t sale_via = batch_via;
+        bool again = false; /* its script ran after the batch's (memo) */
         if (rep != NULL && is_noscript(rep)) {
             /* SCRIPT FLUSH or a restarted Redis: this script did not run
              * (those before it in the batch may have, had the flush come
@@ -837,6 +839,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
             res[i] = run_script(lp, conn, recs[i], !reloaded);
             sale_via = lc_conn_via(conn);
             reloaded = 1;
+            again = true;
         } else {
             if (rep == NULL)
                 no_reply(lp, conn);
@@ -849,7 +852,7 @@ static void batch_run(svc_req **rs, int n, lc_conn *conn)
         res[i] = other_buckets(lp, conn, recs[i], res[i]);
         if (in_batch != PR_SOLD && res[i] == PR_SOLD)
             sale_via = lc_conn_via(conn); /* the probe's connection */
-        res[i] = unsplit_end(lp, conn, res[i], &memo);
+        res[i] = unsplit_end(lp, conn, res[i], again ? NULL : &memo);
         if (res[i] == PR_SOLD) {
             split |= sale_via == 0 || (via != 0 && via != sale_via);
             via = sale_via;
