@@ -112,6 +112,13 @@ int svc_bucket_home(const char *user, int n);
 #define SVC_BUCKET_RESET_UNLEARNT                                                                  \
     "the SKU's stock was reset (PUT /stock) since this instance learnt its buckets; nothing was "  \
     "written"
+/* Every bucket was tried, some had no stock key, and the layout record
+ * still names them: a reset is deleting them right now (on a Redis Cluster
+ * a reset is one transaction per bucket and writes the record last), or
+ * one was cut short. Not sold out: the stock is being replaced. */
+#define SVC_BUCKET_RESET_UNDER_WAY                                                                 \
+    "a reset of the SKU's stock (PUT /stock) is under way: a bucket of its layout is gone; "       \
+    "nothing was written"
 #define SVC_BUCKET_RESET_RESERVED                                                                  \
     "the SKU's stock was reset (PUT /stock) since this purchase's reservation; nothing was "       \
     "written"

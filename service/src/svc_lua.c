@@ -85,6 +85,7 @@ typedef struct lua_purchase {
     uint64_t lay_gen;       /* what this purchase learns holds for it */
     uint64_t tried;         /* the buckets tried, a bit each */
     int probes;             /* tries that found their bucket sold out */
+    bool gone;              /* a try found its bucket without a stock key */
     char tag[SVC_TAG_MAX];  /* the stock the script runs on */
     char oid[SVC_UUID_LEN]; /* the order id, for every try */
     svc_reservation rv;     /* one buy per user with buckets */
@@ -391,7 +392,12 @@ static int pick_bucket(lua_purchase *lp, lc_conn *conn, int after, purchase_resu
     int rc = svc_bucket_recheck(conn, sku, &lp->lay, &lp->lay_gen, lp->o.detail,
                                 sizeof lp->o.detail);
     lp->o.order_id[0] = '\0';
-    if (rc == 0) {
+    if (rc == 0 && lp->gone) {
+        snprintf(lp->o.detail, sizeof lp->o.detail, "%s", SVC_BUCKET_RESET_UNDER_WAY);
+        lp->o.has_stock_left = false;
+        *end = PR_STOCK_RESET;
+    } else if (rc == 0) {
+        lp->o.detail[0] = '\0'; /* what the last try left is not this ending's */
         *end = PR_SOLD_OUT;
         lp->o.stock_left = 0;
         lp->o.has_stock_left = true;
@@ -458,15 +464,21 @@ static int lua_buckets(lua_purchase *lp, lc_conn *conn)
 /* After a try whose bucket was sold out: the next bucket, while one is
  * left, each its own round trip. A bucket whose stock key is gone (the
  * script's unknown SKU) was deleted by a reset that changed the bucket
- * count: empty too, never a 404 for a SKU in buckets (as in
- * svc_purchase.c). Returns the last try's outcome, or how the search
- * ended. */
+ * count: nothing to sell there, never a 404 for a SKU in buckets, and
+ * never sold out while the layout record still names it (a reset under
+ * way: stock_reset, as in svc_purchase.c). Returns the last try's outcome,
+ * or how the search ended. */
 static purchase_result other_buckets(lua_purchase *lp, lc_conn *conn, const char *rec,
                                      purchase_result res)
 {
     while ((res == PR_SOLD_OUT || res == PR_UNKNOWN_SKU) && bucketed(lp)) {
         int last = lp->o.bucket;
-        svc_bucket_mark_empty(lp->r->sku, lp->lay_gen, last);
+        /* a gone bucket is not remembered: the next buyer must find it
+         * gone too, not take the SKU for sold out */
+        if (res == PR_UNKNOWN_SKU)
+            lp->gone = true;
+        else
+            svc_bucket_mark_empty(lp->r->sku, lp->lay_gen, last);
         lp->probes++;
         int b = pick_bucket(lp, conn, last, &res);
         if (b < 0)

@@ -72,6 +72,7 @@ typedef struct purchase {
     uint64_t tried;        /* the buckets whose section ran, a bit each */
     uint64_t busy;         /* the buckets a hop found locked, a bit each */
     int probes;            /* tries that found their bucket sold out */
+    bool gone;             /* a try found its bucket without a stock key */
     int hops;              /* hops that found their bucket locked */
     int64_t lock_wait_us;  /* the tries' time on their locks so far */
     bool hop;              /* this try is a hop: it does not wait */
@@ -337,6 +338,12 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
     x->o.busy_wait_ms = -1;
     svc_bucket_count_recheck();
     int rc = svc_bucket_recheck(conn, sku, &pu->lay, &pu->lay_gen, x->o.detail, sizeof x->o.detail);
+    if (rc == 0 && pu->gone) {
+        x->o.has_stock_left = false;
+        snprintf(x->o.detail, sizeof x->o.detail, "%s", SVC_BUCKET_RESET_UNDER_WAY);
+        *end = PR_STOCK_RESET;
+        return -1;
+    }
     if (rc == 0) {
         *end = PR_SOLD_OUT;
         x->o.stock_left = 0;
@@ -356,9 +363,12 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
 /* After a try that found its bucket sold out, or a hop that found it
  * locked: the next bucket, while one is left. A bucket without a stock key
  * (the section's unknown_sku) is one a reset that changed the bucket count
- * deleted: as empty as a sold out one, and the SKU is stocked all the same
- * (its layout record says so), so never 404 — when no bucket is left, the
- * layout record read again tells sold out from a reset (stock_reset). A
+ * deleted: nothing to sell there, and the SKU is stocked all the same (its
+ * layout record says so), so never 404 — when no bucket is left, the
+ * layout record read again tells sold out from a reset (stock_reset), and
+ * a record that still names a gone bucket is a reset under way (on a
+ * cluster one transaction per bucket, the record last): stock_reset too,
+ * never sold out. A
  * SKU of its own keys found sold out reads it again too: a reset into
  * buckets this instance has not heard of yet reads as sold out there
  * (svc_bucket_unsplit_reset). Returns the last try's outcome, or how the
@@ -378,7 +388,12 @@ static purchase_result other_buckets(purchase *pu, lc_conn *conn, purchase_resul
             if (!next_round(pu, conn, &res))
                 break;
         } else {
-            svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
+            /* a gone bucket is not remembered: the next buyer must find
+             * it gone too, not take the SKU for sold out */
+            if (res == PR_UNKNOWN_SKU)
+                pu->gone = true;
+            else
+                svc_bucket_mark_empty(x->r->sku, pu->lay_gen, last);
             pu->probes++;
         }
         int b = pick_bucket(pu, conn, last, &res);
