@@ -516,11 +516,25 @@ int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *
     return 1;
 }
 
+int svc_bucket_search_end(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen, bool gone,
+                          char *detail, size_t len)
+{
+    int rc = svc_bucket_recheck(conn, sku, l, gen, detail, len);
+    if (rc < 0)
+        return rc;
+    if (rc == 0 && !gone) {
+        detail[0] = '\0'; /* what the last try left is not this ending's */
+        return 0;
+    }
+    snprintf(detail, len, "%s", rc == 1 ? SVC_BUCKET_RESET_UNLEARNT : SVC_BUCKET_RESET_UNDER_WAY);
+    return 1;
+}
+
 bool svc_bucket_unsplit_reset(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen)
 {
     SVC_ASSERT(l->n == 1);
     char why[LC_ERRSTR_LEN + 64];
-    return svc_bucket_recheck(conn, sku, l, gen, why, sizeof why) == 1;
+    return svc_bucket_search_end(conn, sku, l, gen, false, why, sizeof why) == 1;
 }
 
 /* ---- one buy per user ---- */

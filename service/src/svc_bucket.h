@@ -158,13 +158,23 @@ void svc_bucket_mark_empty(const char *sku, uint64_t gen, int b);
 int svc_bucket_recheck(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen, char *err,
                        size_t len);
 
-/* A purchase of sku under its own keys (l->n is 1) found its stock sold
- * out: reads the layout record again (one round trip), since a reset into
- * buckets keeps the SKU's own stock at 0 (svc_stock.c), which reads the
- * same. true when such a reset came and this instance had not learnt it
- * (*l, *gen and the cache are then the new layout: the purchase answers
- * 409 stock_reset with SVC_BUCKET_RESET_UNLEARNT, as a SKU in buckets does
- * after svc_bucket_recheck); false when the SKU is still unsplit, or the
+/* A purchase tried every bucket of sku's layout *l and none sold (gone:
+ * some had no stock key): how it ends, after the layout record is read
+ * again (svc_bucket_recheck: one round trip). 0: sold out (detail ""); 1:
+ * 409 stock_reset with its detail in detail (len bytes) — a reset this
+ * instance had not learnt (*l, *gen and the cache are then the new layout:
+ * SVC_BUCKET_RESET_UNLEARNT), or, with gone and the record unchanged, a
+ * reset under way (SVC_BUCKET_RESET_UNDER_WAY); -1 (no reply) or -2 (an
+ * error reply, a record PUT /stock did not write) with the reason in
+ * detail. Any thread, on the caller's conn. */
+int svc_bucket_search_end(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen, bool gone,
+                          char *detail, size_t len);
+/* svc_bucket_search_end for a purchase of sku under its own keys (l->n is
+ * 1) that found its stock sold out: a reset into buckets keeps the SKU's
+ * own stock at 0 (svc_stock.c), which reads the same. true when such a
+ * reset came that this instance had not learnt (*l, *gen and the cache are
+ * the new layout; the purchase answers 409 stock_reset with
+ * SVC_BUCKET_RESET_UNLEARNT); false when the SKU is still unsplit, or the
  * record could not be read (the sold-out answer stands: it is what the
  * read found). */
 bool svc_bucket_unsplit_reset(lc_conn *conn, const char *sku, svc_layout *l, uint64_t *gen);

@@ -389,24 +389,15 @@ static int pick_bucket(lua_purchase *lp, lc_conn *conn, int after, purchase_resu
     if (b >= 0)
         return b;
     svc_bucket_count_recheck();
-    int rc = svc_bucket_recheck(conn, sku, &lp->lay, &lp->lay_gen, lp->o.detail,
-                                sizeof lp->o.detail);
+    int rc = svc_bucket_search_end(conn, sku, &lp->lay, &lp->lay_gen, lp->gone, lp->o.detail,
+                                   sizeof lp->o.detail);
     lp->o.order_id[0] = '\0';
-    if (rc == 0 && lp->gone) {
-        snprintf(lp->o.detail, sizeof lp->o.detail, "%s", SVC_BUCKET_RESET_UNDER_WAY);
-        lp->o.has_stock_left = false;
-        *end = PR_STOCK_RESET;
-    } else if (rc == 0) {
-        lp->o.detail[0] = '\0'; /* what the last try left is not this ending's */
-        *end = PR_SOLD_OUT;
-        lp->o.stock_left = 0;
-        lp->o.has_stock_left = true;
-    } else if (rc == 1) {
-        snprintf(lp->o.detail, sizeof lp->o.detail, "%s", SVC_BUCKET_RESET_UNLEARNT);
-        *end = PR_STOCK_RESET;
-    } else {
-        *end = rc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
-    }
+    lp->o.has_stock_left = rc == 0;
+    lp->o.stock_left = 0;
+    *end = rc == 0    ? PR_SOLD_OUT
+           : rc == 1  ? PR_STOCK_RESET
+           : rc == -1 ? PR_REDIS_UNAVAILABLE
+                      : PR_REDIS_ERROR;
     return -1;
 }
 

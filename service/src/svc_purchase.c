@@ -334,29 +334,16 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
     if (b >= 0)
         return b;
     /* what the last try left (a hop's lock_busy) is not this ending's */
-    x->o.detail[0] = '\0';
     x->o.busy_wait_ms = -1;
     svc_bucket_count_recheck();
-    int rc = svc_bucket_recheck(conn, sku, &pu->lay, &pu->lay_gen, x->o.detail, sizeof x->o.detail);
-    if (rc == 0 && pu->gone) {
-        x->o.has_stock_left = false;
-        snprintf(x->o.detail, sizeof x->o.detail, "%s", SVC_BUCKET_RESET_UNDER_WAY);
-        *end = PR_STOCK_RESET;
-        return -1;
-    }
-    if (rc == 0) {
-        *end = PR_SOLD_OUT;
-        x->o.stock_left = 0;
-        x->o.has_stock_left = true;
-        return -1;
-    }
-    x->o.has_stock_left = false;
-    if (rc == 1) {
-        snprintf(x->o.detail, sizeof x->o.detail, "%s", SVC_BUCKET_RESET_UNLEARNT);
-        *end = PR_STOCK_RESET;
-    } else {
-        *end = rc == -1 ? PR_REDIS_UNAVAILABLE : PR_REDIS_ERROR;
-    }
+    int rc = svc_bucket_search_end(conn, sku, &pu->lay, &pu->lay_gen, pu->gone, x->o.detail,
+                                   sizeof x->o.detail);
+    x->o.has_stock_left = rc == 0;
+    x->o.stock_left = 0;
+    *end = rc == 0    ? PR_SOLD_OUT
+           : rc == 1  ? PR_STOCK_RESET
+           : rc == -1 ? PR_REDIS_UNAVAILABLE
+                      : PR_REDIS_ERROR;
     return -1;
 }
 
