@@ -298,7 +298,10 @@ watch_server() {
   done
 }
 watch_none() { WATCH_PIDS=() WATCH_REDIS=() WATCH_LUA=""; }
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100) # the ticks of /proc's CPU times a second
 watch_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $12 + $13}'; } # utime + stime
+# the machine's CPU ticks so far, "BUSY ALL" (user nice system irq softirq; and idle iowait)
+machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
 watch_cmds() {
   local p t=0 v
   for p in "${WATCH_REDIS[@]}"; do
@@ -313,13 +316,13 @@ watch_begin() {
   local w
   W_B0=""
   [ -z "$WATCH_LUA" ] || W_B0=$(lua_batch_counts "$WATCH_LUA")
-  W_T0=() W_C0=$(watch_cmds) W_NS0=$(date +%s%N) W_S0=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  W_T0=() W_C0=$(watch_cmds) W_NS0=$(date +%s%N) W_S0=$(machine_ticks)
   for w in "${WATCH_PIDS[@]}"; do W_T0+=("$(watch_ticks "${w#*:}")"); done
 }
 watch_end() {
   [ ${#WATCH_PIDS[@]} -gt 0 ] || return 0
   local i w t s1 busy all own=0 parts=() wall
-  s1=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+  s1=$(machine_ticks)
   # the wall-clock time in ticks (CLK_TCK a second): a process's ticks over
   # it are its share of one CPU
   wall=$(( ($(date +%s%N) - W_NS0) * CLK_TCK / 1000000000 ))
@@ -428,11 +431,7 @@ cs_run() {
 rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 
 # redis_cpu_us -> the bench Redis's CPU time so far (user + system), in µs
-CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
-redis_cpu_us() {
-  awk -v hz="$CLK_TCK" '{ sub(/.*\) /, ""); split($0, f, " "); printf "%.0f", (f[12] + f[13]) * 1e6 / hz }' \
-    "/proc/$(cat "$REDIS_DIR/redis.pid")/stat"
-}
+redis_cpu_us() { echo $(( $(watch_ticks "$(cat "$REDIS_DIR/redis.pid")") * 1000000 / CLK_TCK )); }
 
 # evalsha_stats -> "CALLS USEC" of EVALSHA so far (INFO commandstats)
 evalsha_stats() {
