@@ -131,6 +131,7 @@ typedef struct cfg_config {
         int io_threads;
         int workers;
         int max_queue;
+        int lua_batches; /* 0 = one per CPU */
     } server;
     struct {
         char host[CFG_HOST_LEN];

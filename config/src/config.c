@@ -146,6 +146,11 @@ static const key_def KEYS[] = {
           "worker threads for requests that may block (lock waits, work_ms)"),
     K_NUM("server.max_queue", server.max_queue, 0, 1000000, 1024, NULL, "",
           "requests waiting for a free worker, per pool; more get 503 overloaded"),
+    K_NUM("server.lua_batches", server.lua_batches, 0, 4096, 0, NULL, "",
+          "lua batches sent at once: while this many workers each wait for a batch of queued "
+          "lua purchases, the next lua purchases queue for them instead of waking another "
+          "worker; fewer make bigger batches (less Redis CPU a purchase); 0 = one per CPU; "
+          "at most server.workers"),
 
     K_STR("redis.host", redis.host, S_HOST, 1, "127.0.0.1", 0, "Redis host name or address"),
     K_NUM("redis.port", redis.port, 1, 65535, 6379, NULL, "", "Redis TCP port"),

@@ -278,9 +278,10 @@ int main(int argc, char **argv)
         lc_conn_free(conn);
     }
 
-    svc_pool *purchases = svc_pool_new(client, cfg.server.workers, cfg.server.max_queue, "purchase",
-                                       svc_http_purchase_done, err, sizeof err);
-    svc_pool *admin = purchases ? svc_pool_new(client, SVC_ADMIN_WORKERS, cfg.server.max_queue,
+    svc_pool *purchases = svc_pool_new(client, cfg.server.workers, cfg.server.max_queue,
+                                       cfg.server.lua_batches, "purchase", svc_http_purchase_done,
+                                       err, sizeof err);
+    svc_pool *admin = purchases ? svc_pool_new(client, SVC_ADMIN_WORKERS, cfg.server.max_queue, 0,
                                                "admin", svc_http_job_done, err, sizeof err)
                                 : NULL;
     if (admin == NULL || svc_http_start(&cfg, client, purchases, admin, err, sizeof err) != 0) {

@@ -1146,7 +1146,7 @@ int svc_http_start(const cfg_config *s, lc_client *c, svc_pool *purchases, svc_p
      * their threads and connections are never made. */
     if (s->faults.enabled &&
         (svc_step_init(s, c, svc_http_job_done, err, errlen) != 0 ||
-         (step_pool = svc_pool_new(c, s->teach.max_steps, 4 * s->teach.max_steps, "step",
+         (step_pool = svc_pool_new(c, s->teach.max_steps, 4 * s->teach.max_steps, 0, "step",
                                    svc_http_job_done, err, errlen)) == NULL)) {
         freeaddrinfo(ai);
         return -1;

@@ -154,12 +154,12 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *name,
+svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, int max_batches, const char *name,
                        svc_pool_done_fn done, char *err, size_t errlen)
 {
     svc_pool *p = calloc(1, sizeof *p);
     pthread_attr_t attr;
-    if (p == NULL || nthreads < 1 || max_queue < 0 || done == NULL) {
+    if (p == NULL || nthreads < 1 || max_queue < 0 || max_batches < 0 || done == NULL) {
         snprintf(err, errlen, "%s pool: bad size or out of memory", name);
         free(p);
         return NULL;
@@ -168,11 +168,16 @@ svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *na
     p->name = name;
     p->done = done;
     p->capacity = (long)nthreads + max_queue;
-    /* A batch keeps its worker busy on the CPU but for one round trip:
-     * more batching workers than CPUs would only split the queue into
-     * smaller batches (svc_pool.h). */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    p->max_batching = cpus < 1 ? 1 : cpus > nthreads ? nthreads : (int)cpus;
+    /* By default one per CPU: a batch keeps its worker busy on the CPU but
+     * for one round trip, so more batching workers than CPUs would only
+     * split the queue into smaller batches (svc_pool.h). */
+    long n = max_batches;
+    if (n == 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+            n = 1;
+    }
+    p->max_batching = n > nthreads ? nthreads : (int)n;
     p->threads = calloc((size_t)nthreads, sizeof *p->threads);
     if (p->threads == NULL) {
         snprintf(err, errlen, "%s pool: out of memory", name);

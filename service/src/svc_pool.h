@@ -28,8 +28,8 @@
  * a burst the requests that would have waited for a worker go together, so
  * Redis and this process pay one write, one read and one wake-up for all of
  * them instead of one each. So that batches form, a request that can join
- * one wakes no idle worker while as many workers as the machine has CPUs
- * (at most nthreads) already run batches: one of those takes it, with the
+ * one wakes no idle worker while max_batches workers (svc_pool_new; by
+ * default as many as the machine has CPUs) already run batches: one of those takes it, with the
  * requests queued behind it, as soon as its own batch is answered — within
  * one batch's round trip. A batch that must then wait for something
  * slower than its round trip (WAIT for replicas, up to
@@ -55,11 +55,16 @@ typedef struct svc_pool svc_pool;
 typedef void (*svc_pool_done_fn)(svc_req *r);
 
 /* Starts nthreads workers with room for max_queue waiting jobs, each with
- * its own lc_conn of c; done finishes every job (never NULL). name (for
- * messages) is kept, not copied: it must outlive the pool. Returns the
- * pool, freed with svc_pool_free, or NULL on failure (reason in err, errlen
- * bytes). Main thread. */
-svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, const char *name,
+ * its own lc_conn of c; done finishes every job (never NULL). max_batches:
+ * how many workers may run a batch at once before a request that can join
+ * one stops waking idle workers (above); 0 = one per CPU; either way at
+ * most nthreads. Fewer make bigger batches — Redis pays less a request —
+ * and more spread the batches' own work over more threads
+ * (server.lua_batches, service/README.md). name (for messages) is kept,
+ * not copied: it must outlive the pool. Returns the pool, freed with
+ * svc_pool_free, or NULL on failure (reason in err, errlen bytes). Main
+ * thread. */
+svc_pool *svc_pool_new(lc_client *c, int nthreads, int max_queue, int max_batches, const char *name,
                        svc_pool_done_fn done, char *err, size_t errlen);
 /* Takes a place for one job: 0, or -1 when nthreads jobs run and max_queue
  * wait already (the caller answers 503 overloaded). Every 0 must be followed

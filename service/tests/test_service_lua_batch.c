@@ -18,7 +18,11 @@
  * not_replicated naming its order, which is in the order list; and a
  * batch blocked in a long WAIT does not keep a lua purchase queued while
  * workers sleep: with as many batches in WAIT as the pool lets run at once
- * (one per CPU), one more purchase is taken by an idle worker at once. */
+ * (server.lua_batches), one more purchase is taken by an idle worker at
+ * once. server.lua_batches bounds the batches sent at once: with Redis
+ * holding writes (CLIENT PAUSE … WRITE) and idle workers left, a second
+ * batch goes out with lua_batches=2 and none with lua_batches=1, whose
+ * queued purchases then go together in one batch. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,20 +234,28 @@ static long long blocked_clients(void)
     return p ? atoll(p + strlen("blocked_clients:")) : -1;
 }
 
-/* Waits until want clients are blocked, up to ms; 1 when they were. */
-static int wait_blocked(long long want, int64_t ms)
+/* Waits until want clients are blocked (at least want, with least set),
+ * up to ms; 1 when they were. */
+static int wait_blocked_n(long long want, int least, int64_t ms)
 {
     int64_t end = lc_now_ms() + ms;
     while (lc_now_ms() < end) {
-        if (blocked_clients() == want)
+        long long n = blocked_clients();
+        if (n == want || (least && n > want))
             return 1;
         tu_sleep_ms(5);
     }
     return 0;
 }
 
+static int wait_blocked(long long want, int64_t ms)
+{
+    return wait_blocked_n(want, 0, ms);
+}
+
 /* k batches, one purchase each, WAIT (no replica) for wait_timeout_ms on k
- * workers, k being the most batches the pool counts at once (the CPUs);
+ * workers, k being the most batches the pool counts at once
+ * (server.lua_batches);
  * one more lua purchase must still find one of the idle workers at once,
  * not wait for a WAIT to end (and then be refused: it waited longer than
  * the queue bound, wait_ms 0 + 1 s). */
@@ -288,6 +300,79 @@ static void test_wait_frees_queue(const svc_server *s, int k, int64_t wait_timeo
     }
 }
 
+/* On server s (4 workers, server.lua_batches=k, k 1 or 2, Redis commands
+ * given as long as the test pauses them): with Redis holding writes, one
+ * lua purchase's batch is sent and held; M more lua purchases then queue.
+ * With k=2 at least one more worker takes some of them and sends a batch
+ * (the bound is counted when a woken worker takes its batch, so two wakes
+ * close together may start one batch more); with k=1 nobody does (3
+ * workers stay idle, the held batch counted before the M come), and once
+ * Redis lets go the M go as one batch: 2 batches in all. */
+static void test_batch_bound(const svc_server *s, int k)
+{
+    enum { M = 6 };
+    char sku[32], okbuf[16];
+    snprintf(sku, sizeof sku, "lbbound%d", k);
+    TU_REQUIRE(svc_set_stock(s, sku, 100, NULL) == 200, "stock %s", sku);
+    call first = {.s = s};
+    snprintf(first.path, sizeof first.path, "/miaosha/lua?sku=%s&user=first", sku);
+    /* one sale first, so that the script is loaded and the batch below
+     * is one EVALSHA each */
+    hold_worker(&first);
+    TU_CHECK(first.one.status == 200, "%s: a sale before the pause: %ld %s", sku, first.one.status,
+             B(&first.one));
+    svc_resp_free(&first.one);
+    long long b0 = metric(s, "miaosha_lua_batches_total");
+    long long p0 = metric(s, "miaosha_lua_batched_purchases_total");
+
+    TU_REQUIRE(tu_redis_str(rp, okbuf, sizeof okbuf, "CLIENT PAUSE %lld WRITE",
+                            (long long)tu_slack(30000)) == 0 &&
+                   !strcmp(okbuf, "OK"),
+               "pause Redis's writes");
+    pthread_t th_first, th_fire;
+    TU_REQUIRE(pthread_create(&th_first, NULL, hold_worker, &first) == 0, "thread");
+    TU_CHECK(wait_blocked(1, tu_slack(5000)), "%s: the first batch is sent and held", sku);
+    char *paths[M];
+    svc_resp out[M];
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < M; i++) {
+        paths[i] = malloc(160);
+        TU_REQUIRE(paths[i] != NULL, "memory");
+        snprintf(paths[i], 160, "/miaosha/lua?sku=%s&user=q%d", sku, i);
+    }
+    call burst = {.s = s, .paths = paths, .n = M, .out = out};
+    TU_REQUIRE(pthread_create(&th_fire, NULL, fire, &burst) == 0, "thread");
+    TU_CHECK(svc_wait_inflight(s, 1 + M), "%s: %d more lua purchases in flight", sku, M);
+    if (k == 2) {
+        TU_CHECK(wait_blocked_n(2, 1, tu_slack(5000)),
+                 "lua_batches=2: a second batch is sent while the first is held (%lld blocked)",
+                 blocked_clients());
+    } else {
+        /* a woken worker would send within a millisecond or so */
+        TU_CHECK(!wait_blocked_n(2, 1, 300),
+                 "lua_batches=1: no second batch while the first is held (%lld blocked)",
+                 blocked_clients());
+    }
+    TU_CHECK(tu_redis_str(rp, okbuf, sizeof okbuf, "CLIENT UNPAUSE") == 0 && !strcmp(okbuf, "OK"),
+             "unpause");
+    pthread_join(th_fire, NULL);
+    pthread_join(th_first, NULL);
+    int ok = first.one.status == 200;
+    for (int i = 0; i < M; i++) {
+        ok += out[i].status == 200;
+        svc_resp_free(&out[i]);
+        free(paths[i]);
+    }
+    svc_resp_free(&first.one);
+    TU_CHECK(ok == 1 + M, "%s: every purchase sold (%d of %d)", sku, ok, 1 + M);
+    long long batches = metric(s, "miaosha_lua_batches_total") - b0;
+    long long batched = metric(s, "miaosha_lua_batched_purchases_total") - p0;
+    TU_CHECK(batched == 1 + M, "%s: %lld purchases batched, want %d", sku, batched, 1 + M);
+    if (k == 1)
+        TU_CHECK(batches == 2, "lua_batches=1: the held batch and one of the %d queued (%lld)", M,
+                 batches);
+}
+
 int main(void)
 {
     tu_redis rd;
@@ -320,10 +405,29 @@ int main(void)
     if (tu_failed)
         svc_dump_log(&rep);
 
-    /* as many workers as CPUs run batches at once (svc_pool.c); one more
-     * worker stays idle */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int k = cpus < 1 ? 1 : cpus > 32 ? 32 : (int)cpus;
+    for (int k = 1; k <= 2; k++) {
+        char batches_set[48], id[32];
+        snprintf(batches_set, sizeof batches_set, "server.lua_batches=%d", k);
+        snprintf(id, sizeof id, "batch-bound%d", k);
+        svc_server b;
+        const char *extra_b[] = {"--instance-id",
+                                 id,
+                                 "--set",
+                                 "server.workers=4",
+                                 "--set",
+                                 batches_set,
+                                 "--set",
+                                 "redis.command_timeout_ms=60000",
+                                 NULL};
+        TU_REQUIRE(svc_start(&b, rp, extra_b) == 0, "server with %s starts", batches_set);
+        test_batch_bound(&b, k);
+        TU_CHECK(svc_stop(&b, 6000) == 0, "SIGTERM exit 0");
+        if (tu_failed)
+            svc_dump_log(&b);
+    }
+
+    /* k batches at once (server.lua_batches); one more worker stays idle */
+    const int k = 2;
     int64_t wait_timeout_ms = 2000 + tu_slack(1500);
     char workers[48], wait_to[48], cmd_to[48];
     snprintf(workers, sizeof workers, "server.workers=%d", k + 1);
@@ -331,9 +435,19 @@ int main(void)
     snprintf(cmd_to, sizeof cmd_to, "redis.command_timeout_ms=%lld",
              (long long)wait_timeout_ms + 5000);
     svc_server slow;
-    const char *extra_slow[] = {
-        "--instance-id", "batch-wait", "--set", workers, "--set", "redis.wait_replicas=1",
-        "--set",         wait_to,      "--set", cmd_to,  NULL};
+    const char *extra_slow[] = {"--instance-id",
+                                "batch-wait",
+                                "--set",
+                                workers,
+                                "--set",
+                                "server.lua_batches=2",
+                                "--set",
+                                "redis.wait_replicas=1",
+                                "--set",
+                                wait_to,
+                                "--set",
+                                cmd_to,
+                                NULL};
     TU_REQUIRE(svc_start(&slow, rp, extra_slow) == 0, "server with a long WAIT starts");
     test_wait_frees_queue(&slow, k, wait_timeout_ms);
     TU_CHECK(svc_stop(&slow, 6000) == 0, "SIGTERM exit 0");
