@@ -278,9 +278,18 @@ int svc_idem_replay_replicated(const svc_idem *id, svc_req *r, lc_conn *conn)
         memcpy(oid, o, n);
         oid[n] = '\0';
     }
+    /* The shape of every purchase's reply (svc_order.h), as the sale's
+     * own reply had it; the instance is the one answering now. */
     cJSON *extra = cJSON_CreateObject();
-    if (extra != NULL && oid[0])
-        cJSON_AddStringToObject(extra, "order_id", oid);
+    if (extra != NULL) {
+        cJSON_AddStringToObject(extra, "mode", svc_mode_name(r->mode));
+        cJSON_AddBoolToObject(extra, "pipeline",
+                              memmem(r->resp, r->resp_len, "\"pipeline\":true", 15) != NULL);
+        cJSON_AddStringToObject(extra, "sku", r->sku);
+        if (oid[0])
+            cJSON_AddStringToObject(extra, "order_id", oid);
+        cJSON_AddStringToObject(extra, "instance", s->instance_id);
+    }
     char why[400];
     snprintf(why, sizeof why, "Idempotency-Key replay of a sale: %.300s", detail);
     svc_reply_error(r, 503, "not_replicated", why, extra);

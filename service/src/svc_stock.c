@@ -53,6 +53,21 @@ static void redis_fail(svc_req *r, const char *why)
     svc_reply_error(r, 503, "redis_unavailable", why, NULL);
 }
 
+/* A read route's (the audit's, the orders') failed round: rc -2 (Redis
+ * answered with an error, e.g. a key of the wrong type, or a layout record
+ * PUT /stock did not write: the data, not Redis, is the problem, as a
+ * purchase's redis_error says) → 503 redis_error; else → 503
+ * redis_unavailable. */
+static void read_fail(svc_req *r, int rc, const char *why)
+{
+    if (rc != -2) {
+        redis_fail(r, why);
+        return;
+    }
+    svc_stats_redis_error();
+    svc_reply_error(r, 503, "redis_error", why, NULL);
+}
+
 /* A stock's keys, all under one hash tag (svc_key): the SKU's, or one of
  * its buckets'; the lock keys of the modes that keep one in Redis
  * (svc_lock_key); the fenced mode's high-water mark (svc_fence.c); a
@@ -91,9 +106,10 @@ static void sku_keys_init(sku_keys *k, const char *tag)
 }
 
 /* Reads n pipelined replies into reps (all of them, so the connection stays
- * in step even when one is an error). On failure frees what it read and
- * copies the reason into why. A broken connection leaves ctx->err set, and
- * the next call through lc_conn reconnects. */
+ * in step even when one is an error): 0; or, having freed what it read and
+ * copied the reason into why, -1 when a reply is missing and -2 when one
+ * is an error reply. A broken connection leaves ctx->err set, and the next
+ * call through lc_conn reconnects. */
 static int read_replies(redisContext *ctx, redisReply **reps, int n, char *why, size_t len)
 {
     int got = 0, bad = 0;
@@ -101,20 +117,20 @@ static int read_replies(redisContext *ctx, redisReply **reps, int n, char *why, 
         void *rep = NULL;
         if (redisGetReply(ctx, &rep) != REDIS_OK || rep == NULL) {
             snprintf(why, len, "%s", ctx->errstr[0] ? ctx->errstr : "no reply");
-            bad = 1;
+            bad = -1;
             break;
         }
         reps[got++] = rep;
         if (reps[i]->type == REDIS_REPLY_ERROR && !bad) {
             snprintf(why, len, "%s", reps[i]->str);
-            bad = 1;
+            bad = -2;
         }
     }
     if (!bad)
         return 0;
     for (int k = 0; k < got; k++)
         freeReplyObject(reps[k]);
-    return -1;
+    return bad;
 }
 
 static void free_replies(redisReply **reps, int n)
@@ -287,9 +303,10 @@ static void rq_cmd_ll(rq *q, const char *tag, const char *cmd, const char *key, 
 
 /* Every reply of the round into reps (n of them, as many as were added,
  * in the order added; reps NULL: out of memory, each reply read and
- * dropped): 0; or -1 with the reason in why (len bytes) — a reply missing
- * (a broken connection: the next call reconnects), out of memory, an
- * error reply — having freed what it read. q is ready for the next round. */
+ * dropped): 0; or, with the reason in why (len bytes) and what it read
+ * freed, -1 for a reply missing (a broken connection: the next call
+ * reconnects) or out of memory, -2 for an error reply. q is ready for the
+ * next round. */
 static int rq_read(rq *q, redisReply **reps, int n, char *why, size_t len)
 {
     SVC_ASSERT(n == q->n);
@@ -310,13 +327,13 @@ static int rq_read(rq *q, redisReply **reps, int n, char *why, size_t len)
     rq_flush(q);
     if (reps == NULL)
         rq_fail(q, "out of memory");
-    int bad = q->failed, got = q->ngot;
+    int bad = q->failed ? -1 : 0, got = q->ngot;
     if (bad)
         snprintf(why, len, "%s", q->why);
     for (int i = 0; i < got && !bad; i++)
         if (q->got[i]->type == REDIS_REPLY_ERROR) {
             snprintf(why, len, "%s", q->got[i]->str);
-            bad = 1;
+            bad = -2;
         }
     for (int i = 0; i < got; i++) {
         if (bad)
@@ -326,7 +343,7 @@ static int rq_read(rq *q, redisReply **reps, int n, char *why, size_t len)
     }
     q->ngot = 0;
     q->failed = false;
-    return bad ? -1 : 0;
+    return bad;
 }
 
 /* rq_argv of LRANGE key from to. */
@@ -564,14 +581,15 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
             svc_layout_tag(&l, r->sku, b, tag);
             append_audit(&q, tag, l.n == 1);
         }
-        if (rq_read(&q, reps, n, why, sizeof why) != 0) {
+        int rc = rq_read(&q, reps, n, why, sizeof why);
+        if (rc != 0) {
             free(reps);
-            redis_fail(r, why);
+            read_fail(r, rc, why);
             return;
         }
         if (layout_of(reps[0], r->sku, &now, why, sizeof why) != 0) {
             free_replies(reps, n);
-            redis_fail(r, why);
+            read_fail(r, -2, why);
             return;
         }
         /* No stock key and no buckets: a SKU that was never stocked, not
@@ -1065,8 +1083,9 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
                 rq_lrange(&q, tag, k.orders, off, off + lim - 1);
         }
         rq_cmd(&q, r->sku, "EXISTS", own_stock, NULL);
-        if (rq_read(&q, reps, n, why, sizeof why) != 0) {
-            redis_fail(r, why);
+        int rc = rq_read(&q, reps, n, why, sizeof why);
+        if (rc != 0) {
+            read_fail(r, rc, why);
             return;
         }
         int bad = layout_of(reps[0], r->sku, &now, why, sizeof why);
@@ -1074,7 +1093,7 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
             for (int i = 0; i < n; i++)
                 freeReplyObject(reps[i]);
             if (bad) {
-                redis_fail(r, why);
+                read_fail(r, -2, why);
                 return;
             }
             l = now;
@@ -1123,9 +1142,10 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
             want -= take;
             skip = 0;
         }
-        if (pages > 0 && rq_read(&q, reps, pages, why, sizeof why) != 0) {
+        rc = pages > 0 ? rq_read(&q, reps, pages, why, sizeof why) : 0;
+        if (rc != 0) {
             cJSON_Delete(arr);
-            redis_fail(r, why);
+            read_fail(r, rc, why);
             return;
         }
         for (int i = 0; i < pages; i++) {

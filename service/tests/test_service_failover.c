@@ -282,6 +282,12 @@ static void test_not_replicated(void)
                      strcmp(oa, ob) == 0,
                  "%s keyed retry: still not replicated, the same order (%ld %s)", keyed[i],
                  b.status, B(&b));
+        /* the replay's 503 has the shape of every purchase's reply */
+        TU_CHECK(svc_jstr(b.json, "mode") != NULL && !strcmp(svc_jstr(b.json, "mode"), keyed[i]) &&
+                     svc_jstr(b.json, "sku") != NULL && !strcmp(svc_jstr(b.json, "sku"), "nr") &&
+                     svc_jstr(b.json, "instance") != NULL &&
+                     cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(b.json, "pipeline")),
+                 "%s keyed retry: mode, pipeline, sku and instance (%s)", keyed[i], B(&b));
         svc_resp_free(&a);
         svc_resp_free(&b);
     }

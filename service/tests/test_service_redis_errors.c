@@ -1,10 +1,10 @@
 /* test_service_redis_errors.c — Redis answers with an error (it is up, the
  * data is wrong): 503 redis_error, never redis_unavailable, and the reply
- * says what was written. A command refused while queuing (OOM) aborts the
- * whole transaction: nothing written. A command failing inside EXEC
- * (WRONGTYPE on :sold) fails alone: a partial write, named, logged at
- * ERROR. The worker's connection killed during work_ms: nothing was sent,
- * so a plain 503 without an order id. A private redis-server, since
+ * says what was written; the audit and the order list likewise (a key of
+ * the wrong type, a layout record PUT /stock did not write). A command refused while queuing (OOM)
+ * aborts the whole transaction: nothing written. A command failing inside EXEC (WRONGTYPE on :sold)
+ * fails alone: a partial write, named, logged at ERROR. The worker's connection killed during
+ * work_ms: nothing was sent, so a plain 503 without an order id. A private redis-server, since
  * maxmemory is changed and connections are killed. */
 #include <pthread.h>
 #include <stdio.h>
@@ -81,6 +81,32 @@ int main(void)
     TU_CHECK(strstr(B(&r), "miaosha_redis_errors_total 3") != NULL, "3 Redis errors counted");
     svc_resp_free(&r);
     TU_CHECK(buy("/miaosha/token?sku=we3", &r) == 200, "buy after: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+
+    /* The audit and the order list: a key of the wrong type or a layout
+     * record PUT /stock did not write is the data's fault, as for a
+     * purchase: 503 redis_error naming it, not redis_unavailable. */
+    TU_CHECK(svc_req(&srv, "GET", "/stock/we1", NULL, NULL, &r) == 0 && r.status == 503 &&
+                 svc_jerr_is(&r, "redis_error") && svc_jdetail_has(&r, "WRONGTYPE"),
+             "audit, stock key a list: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_set_stock(&srv, "we5", 5, NULL) == 200, "stock we5");
+    tu_redis_int(rp, "DEL miaosha:{we5}:orders");
+    TU_CHECK(tu_redis_int(rp, "HSET miaosha:{we5}:orders f v") == 1, "orders a hash");
+    TU_CHECK(svc_req(&srv, "GET", "/orders/we5", NULL, NULL, &r) == 0 && r.status == 503 &&
+                 svc_jerr_is(&r, "redis_error") && svc_jdetail_has(&r, "WRONGTYPE"),
+             "orders, order list a hash: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    char okbuf[8];
+    TU_CHECK(tu_redis_str(rp, okbuf, sizeof okbuf, "SET miaosha:{we6}:layout garbage") == 0,
+             "a layout record by hand");
+    TU_CHECK(svc_req(&srv, "GET", "/stock/we6", NULL, NULL, &r) == 0 && r.status == 503 &&
+                 svc_jerr_is(&r, "redis_error") && svc_jdetail_has(&r, "layout record"),
+             "audit, a layout record not PUT's: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_req(&srv, "GET", "/orders/we6", NULL, NULL, &r) == 0 && r.status == 503 &&
+                 svc_jerr_is(&r, "redis_error") && svc_jdetail_has(&r, "layout record"),
+             "orders, a layout record not PUT's: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
 
     /* The worker's connection is killed from outside during work_ms: the
