@@ -137,8 +137,8 @@ static const key_def KEYS[] = {
           "64 bytes more; a larger request gets 431"),
     K_BOOL("listen.allow_open", listen.allow_open, 0,
            "let the service run on a non-loopback listen.address with an empty admin_token, "
-           "PUT /stock and ?fault= then open to anyone who can connect; without it that "
-           "configuration is refused"),
+           "PUT /stock, ?fault=, ?step=1 and /steps then open to anyone who can connect; "
+           "without it that configuration is refused"),
 
     K_NUM("server.io_threads", server.io_threads, 1, 64, 2, NULL, "",
           "HTTP threads that accept and parse requests"),
@@ -267,7 +267,7 @@ static const key_def KEYS[] = {
     K_BOOL("log.access", log.access, 0, "log one line per request"),
 
     K_STR("admin_token", admin_token, S_TOKEN, 0, "", F_SECRET,
-          "Bearer token PUT /stock requires; empty = no check"),
+          "Bearer token that PUT /stock, ?fault=, ?step=1 and /steps require; empty = no check"),
     K_STR("instance_id", instance_id, S_ID, 0, "", 0,
           "this process's id in orders and lock fields; empty = a fresh UUID"),
 };
@@ -977,11 +977,12 @@ static cfg_status check_relations(const cfg_config *c, const ctx *x)
      * token would let anyone reset the stock or (faults.enabled) end the
      * process. Running open must be asked for. */
     if (!c->listen.allow_open && c->admin_token[0] == '\0' && !is_loopback(c->listen.address))
-        return fail(x, CFG_INVALID,
-                    "listen.address = %s is not a loopback address and "
-                    "admin_token is empty: PUT /stock and ?fault= would be open to anyone who "
-                    "can connect (set admin_token, or listen.allow_open = true to run open)",
-                    c->listen.address);
+        return fail(
+            x, CFG_INVALID,
+            "listen.address = %s is not a loopback address and "
+            "admin_token is empty: PUT /stock, ?fault=, ?step=1 and /steps would be open to "
+            "anyone who can connect (set admin_token, or listen.allow_open = true to run open)",
+            c->listen.address);
     return CFG_OK;
 }
 
