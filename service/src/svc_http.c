@@ -58,7 +58,8 @@
  * "demo%00evil" would act on "demo"). A request within the limits therefore
  * always has its records and its reply in the pool. Only a head beyond what
  * the pool holds at all (about twice the limit) gets libmicrohttpd's own
- * HTML 431/414, and nothing runs for it.
+ * HTML 431/414, and nothing runs for it; a head within a few hundred bytes
+ * of the pool's end leaves no room for any reply and is closed unanswered.
  */
 #include "svc_http.h"
 
@@ -69,6 +70,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -911,8 +913,37 @@ static enum MHD_Result add_field_cost(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
+/* Content-Length headers seen by check_head: how many, and whether two
+ * disagree. */
+typedef struct {
+    int n;
+    bool differ;
+    const char *first;
+} length_fields;
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    length_fields *f = cls;
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (f->n++ == 0)
+        f->first = value;
+    else if (value == NULL || f->first == NULL || strcmp(value, f->first) != 0)
+        f->differ = true;
+    return MHD_YES;
+}
+
 /* The request head's checks (see "Limits on the request head"): 0, or the
- * error reply is stored and -1 returned. */
+ * error reply is stored and -1 returned.
+ *
+ * Two framings libmicrohttpd lets through are refused here too, before any
+ * body is read (RFC 9112, section 6): a Transfer-Encoding other than
+ * chunked, whose body it would wait for until the idle timeout with no
+ * answer; and Content-Length given twice with different values, of which
+ * it uses the first and reads the rest of the body as the next request —
+ * the request smuggling a proxy in front may frame the other way. */
 static int check_head(svc_req *r, const char *method, const char *version)
 {
     char detail[200];
@@ -942,6 +973,21 @@ static int check_head(svc_req *r, const char *method, const char *version)
     if (r->uri_fields > SVC_MAX_ARGS) {
         snprintf(detail, sizeof detail, "too many parameters (at most %d)", SVC_MAX_ARGS);
         svc_reply_error(r, 400, "bad_request", detail, NULL);
+        return -1;
+    }
+    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te != NULL && strcasecmp(te, "chunked") != 0) {
+        snprintf(detail, sizeof detail,
+                 "Transfer-Encoding '%.60s': only chunked is understood (or a Content-Length)", te);
+        svc_reply_error(r, 400, "bad_request", detail, NULL);
+        return -1;
+    }
+    length_fields lf = {0};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_length, &lf);
+    if (lf.differ) {
+        svc_reply_error(r, 400, "bad_request",
+                        "Content-Length given more than once, with different values", NULL);
         return -1;
     }
     return 0;
@@ -995,6 +1041,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             r->body_over = 1;
             return dispatch(r, url, method);
         }
+        /* "Expect: 100-continue" with no body announced: answered now,
+         * without the 100 (RFC 9110, 10.1.1, lets a server omit it) and at
+         * the price of "Connection: close". Left to a later call,
+         * libmicrohttpd sends "100 Continue" and then, when more bytes
+         * follow the head (a stray CRLF, a pipelined request), refuses the
+         * reply and closes with nothing more. */
+        if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT) != NULL &&
+            (cl == NULL || strtoull(cl, NULL, 10) == 0) &&
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ==
+                NULL)
+            return dispatch(r, url, method);
         return MHD_YES;
     }
     if (*upload_size != 0) {

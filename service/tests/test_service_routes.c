@@ -457,6 +457,36 @@ static void expect_json_error(int status, const char *body, int want, const char
     cJSON_Delete(j);
 }
 
+/* Framings libmicrohttpd lets through, answered at once with a JSON 400
+ * (it waited for a gzip body until the idle timeout, and read the second
+ * Content-Length's extra byte as the next request); and "Expect:
+ * 100-continue" without a body, followed by a stray CRLF: answered, not
+ * "100 Continue" and a close. */
+static void test_framing(void)
+{
+    static char body[65536];
+    TU_CHECK(svc_set_stock(&srv, "fr1", 5, TOKEN) == 200, "stock fr1");
+    const char te[] = "POST /miaosha/token?sku=fr1 HTTP/1.1\r\nHost: x\r\n"
+                      "Transfer-Encoding: gzip\r\n\r\n";
+    int64_t t0 = lc_now_ms();
+    int st = raw_request(te, sizeof te - 1, body, sizeof body);
+    expect_json_error(st, body, 400, "bad_request", "Transfer-Encoding: gzip");
+    TU_CHECK(strstr(body, "Transfer-Encoding") != NULL && lc_now_ms() - t0 < 5000,
+             "names Transfer-Encoding, at once (%lld ms): %.200s", (long long)(lc_now_ms() - t0),
+             body);
+    const char cl[] = "POST /miaosha/token?sku=fr1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                      "Content-Length: 3\r\nConnection: close\r\n\r\n{}x";
+    st = raw_request(cl, sizeof cl - 1, body, sizeof body);
+    expect_json_error(st, body, 400, "bad_request", "Content-Length 2 and 3");
+    svc_audit a;
+    TU_CHECK(svc_get_audit(&srv, "fr1", &a) == 200 && a.stock == 5 && a.sold == 0,
+             "fr1: nothing sold (stock %lld, sold %lld)", a.stock, a.sold);
+    const char ex[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n\r\n";
+    st = raw_request(ex, sizeof ex - 1, body, sizeof body);
+    TU_CHECK(st == 200 && strstr(body, "\"ok\":true") != NULL,
+             "Expect: 100-continue, no body, a stray CRLF: %d %.200s", st, body);
+}
+
 /* The request head's limits (listen.max_header_bytes 16384, max_uri_bytes
  * 2048): just under is served, just over is a JSON 431/414 and nothing is
  * written; libmicrohttpd never drops the reply or an argument. */
@@ -691,6 +721,7 @@ int main(void)
     test_metrics_labels();
     test_slowloris();
     test_body_limit_early();
+    test_framing();
     /* Still healthy after all of that: never a 500, never a crash. */
     svc_resp r = {0};
     TU_CHECK(req("GET", "/healthz", NULL, NULL, &r) == 200, "still healthy");
