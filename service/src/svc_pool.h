@@ -29,10 +29,12 @@
  * Redis and this process pay one write, one read and one wake-up for all of
  * them instead of one each. So that batches form, a request that can join
  * one wakes no idle worker while max_batches workers (svc_pool_new; by
- * default as many as the machine has CPUs) already run batches: one of those takes it, with the
- * requests queued behind it, as soon as its own batch is answered — within
- * one batch's round trip. A batch that must then wait for something
- * slower than its round trip (WAIT for replicas, up to
+ * default as many as the machine has CPUs) already run batches: one of
+ * those takes it, with the requests queued behind it, as soon as its own
+ * batch is answered — within one batch's round trip. (A worker counts once
+ * it takes its batch, not when it is woken, so two wakes close together
+ * may start one batch more than max_batches.) A batch that must then wait
+ * for something slower than its round trip (WAIT for replicas, up to
  * redis.wait_timeout_ms) says so (svc_pool_batch_waits) and stops
  * counting, so the queue does not wait for it while workers sleep.
  * Requests without a batch wake a worker as before. */
