@@ -903,35 +903,29 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return r;
 }
 
-static enum MHD_Result add_field_cost(void *cls, enum MHD_ValueKind kind, const char *key,
-                                      const char *value)
-{
-    size_t *n = cls;
-    *n += FIELD_COST;
-    if (kind == MHD_HEADER_KIND) /* "Name: value\r\n"; arguments are in the URI */
-        *n += strlen(key) + (value ? strlen(value) : 0) + 4;
-    return MHD_YES;
-}
-
-/* Content-Length headers seen by check_head: how many, and whether two
- * disagree. */
+/* What check_head's one pass over the request's fields finds: the head's
+ * cost, and whether two Content-Length headers disagree. */
 typedef struct {
-    int n;
-    bool differ;
-    const char *first;
-} length_fields;
+    size_t cost;
+    bool length_seen, lengths_differ;
+    const char *length;
+} head_fields;
 
-static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value)
+static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
 {
-    length_fields *f = cls;
-    (void)kind;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+    head_fields *h = cls;
+    h->cost += FIELD_COST;
+    if (kind != MHD_HEADER_KIND) /* arguments and cookies: their text is in the URI or a header */
         return MHD_YES;
-    if (f->n++ == 0)
-        f->first = value;
-    else if (value == NULL || f->first == NULL || strcmp(value, f->first) != 0)
-        f->differ = true;
+    h->cost += strlen(key) + (value ? strlen(value) : 0) + 4; /* "Name: value\r\n" */
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (!h->length_seen)
+            h->length = value;
+        else if (value == NULL || h->length == NULL || strcmp(value, h->length) != 0)
+            h->lengths_differ = true;
+        h->length_seen = true;
+    }
     return MHD_YES;
 }
 
@@ -948,9 +942,10 @@ static int check_head(svc_req *r, const char *method, const char *version)
 {
     char detail[200];
     /* "METHOD target VERSION\r\n" ... "\r\n" */
-    size_t head = strlen(method) + r->uri_len + strlen(version) + 6;
+    head_fields f = {.cost = strlen(method) + r->uri_len + strlen(version) + 6};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND,
-                              add_field_cost, &head);
+                              add_field, &f);
+    size_t head = f.cost;
     if (r->uri_len > (size_t)r->s->listen.max_uri_bytes) {
         snprintf(detail, sizeof detail, "request URI is %zu bytes, over listen.max_uri_bytes = %zu",
                  r->uri_len, (size_t)r->s->listen.max_uri_bytes);
@@ -983,9 +978,7 @@ static int check_head(svc_req *r, const char *method, const char *version)
         svc_reply_error(r, 400, "bad_request", detail, NULL);
         return -1;
     }
-    length_fields lf = {0};
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_length, &lf);
-    if (lf.differ) {
+    if (f.lengths_differ) {
         svc_reply_error(r, 400, "bad_request",
                         "Content-Length given more than once, with different values", NULL);
         return -1;

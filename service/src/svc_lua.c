@@ -394,10 +394,7 @@ static int pick_bucket(lua_purchase *lp, lc_conn *conn, int after, purchase_resu
     lp->o.order_id[0] = '\0';
     lp->o.has_stock_left = rc == 0;
     lp->o.stock_left = 0;
-    *end = rc == 0    ? PR_SOLD_OUT
-           : rc == 1  ? PR_STOCK_RESET
-           : rc == -1 ? PR_REDIS_UNAVAILABLE
-                      : PR_REDIS_ERROR;
+    *end = svc_result_of_search(rc);
     return -1;
 }
 

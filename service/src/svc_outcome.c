@@ -43,6 +43,14 @@ bool svc_result_found_sku(purchase_result res)
            res == PR_STOCK_RESET || res == PR_NOT_REPLICATED;
 }
 
+purchase_result svc_result_of_search(int rc)
+{
+    return rc == 0    ? PR_SOLD_OUT
+           : rc == 1  ? PR_STOCK_RESET
+           : rc == -1 ? PR_REDIS_UNAVAILABLE
+                      : PR_REDIS_ERROR;
+}
+
 bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,
                         char *detail, size_t len)
 {

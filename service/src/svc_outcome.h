@@ -70,6 +70,11 @@ int svc_result_slot(purchase_result res, const char *sku);
  * counts as seen for the audit gauges (svc_gauges_seen). Any thread. */
 bool svc_result_found_sku(purchase_result res);
 
+/* How a purchase ends whose bucket search ended with rc, as
+ * svc_bucket_search_end returns it: 0 PR_SOLD_OUT, 1 PR_STOCK_RESET, -1
+ * PR_REDIS_UNAVAILABLE, -2 PR_REDIS_ERROR. Any thread. */
+purchase_result svc_result_of_search(int rc);
+
 /* Whether a purchase taken from the worker queue may start, before it
  * touches Redis: true when it may; else false with *why set to
  * PR_SHUTTING_DOWN (SIGTERM arrived), PR_OVERLOADED (it waited for a worker

@@ -340,10 +340,7 @@ static int pick_bucket(purchase *pu, lc_conn *conn, int after, purchase_result *
                                    sizeof x->o.detail);
     x->o.has_stock_left = rc == 0;
     x->o.stock_left = 0;
-    *end = rc == 0    ? PR_SOLD_OUT
-           : rc == 1  ? PR_STOCK_RESET
-           : rc == -1 ? PR_REDIS_UNAVAILABLE
-                      : PR_REDIS_ERROR;
+    *end = svc_result_of_search(rc);
     return -1;
 }
 
