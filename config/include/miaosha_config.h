@@ -223,7 +223,8 @@ void cfg_defaults(cfg_config *c);
  *                        missing value anywhere in argv: CFG_INVALID)
  *   -V, --version        return CFG_EXIT_VERSION at once (same rule)
  * Positional arguments are rejected. argv is not modified; argc may be 0
- * (argv may then be NULL) for "defaults, file from $MIAOSHA_CONFIG, env".
+ * (argv may then be NULL) for "defaults, file from $MIAOSHA_CONFIG, env";
+ * a NULL argv or a negative argc counts as argc 0.
  *
  * *c is always overwritten: on CFG_OK and CFG_EXIT_PRINT with the result,
  * on any other status with the defaults. err (errlen bytes, may be NULL when
@@ -241,7 +242,8 @@ cfg_status cfg_load(cfg_config *c, int argc, char **argv, char *err, size_t errl
  * (value parsed and checked against the key's type and bounds; checks
  * between keys are left to cfg_validate). On failure *c is unchanged.
  * Returns CFG_OK or CFG_INVALID (err names the key, value and bounds; an
- * unknown key gets a "did you mean" hint). Any thread, on its own *c. */
+ * unknown key gets a "did you mean" hint; a NULL key or value is
+ * CFG_INVALID too). c must not be NULL. Any thread, on its own *c. */
 cfg_status cfg_set(cfg_config *c, const char *key, const char *value, char *err, size_t errlen);
 
 /* Checks every key's bounds and the rules between keys, e.g. after a caller
@@ -285,11 +287,12 @@ const char *cfg_version(void);
 
 /* The process exit status that goes with a cfg_load status: 0 for the
  * CFG_EXIT_* statuses, 2 for CFG_INVALID and CFG_IO, 1 for CFG_NOMEM, and
- * -1 for CFG_OK (meaning: do not exit, run). Any thread. */
+ * -1 for CFG_OK (meaning: do not exit, run); 1 for a value that is no
+ * cfg_status. Any thread. */
 int cfg_exit_code(cfg_status status);
 
 /* "ok", "exit_help", "exit_version", "exit_print", "invalid", "io",
- * "nomem"; static storage. Any thread. */
+ * "nomem"; "?" out of range. Static storage. Any thread. */
 const char *cfg_status_name(cfg_status status);
 
 /* "error", "warn", "info", "debug"; "?" out of range. Static. Any thread. */

@@ -1009,6 +1009,11 @@ cfg_status cfg_set(cfg_config *c, const char *key, const char *value, char *err,
 {
     ctx x = {"", err, errlen};
     clear_err(err, errlen);
+    if (key == NULL || value == NULL) {
+        if (err && errlen)
+            snprintf(err, errlen, "cfg_set: a NULL %s", key == NULL ? "key" : "value");
+        return CFG_INVALID;
+    }
     const key_def *k = find_key(key);
     if (!k)
         return fail_unknown(&x, key);

@@ -749,6 +749,10 @@ static void test_json_out(void)
     TU_CHECK(cfg_set(&s, "redis.dbb", "1", err, sizeof err) == CFG_INVALID &&
                  has(err, "redis.db'?"),
              "set unknown: %s", err);
+    TU_CHECK(cfg_set(&s, NULL, "1", err, sizeof err) == CFG_INVALID && has(err, "NULL key") &&
+                 cfg_set(&s, "redis.db", NULL, err, sizeof err) == CFG_INVALID &&
+                 has(err, "NULL value") && s.redis.db == 7,
+             "set NULL: %s", err);
     s.listen.connection_timeout_s = 0;
     cfg_status st = cfg_validate(&s, err, sizeof err);
     CHECK_ERR(st, err, "listen.connection_timeout_s", "0", "1..3600");

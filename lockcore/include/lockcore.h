@@ -12,6 +12,15 @@
  * lockcore/README.md is the overview: every command each mode sends,
  * threads, fork and SIGPIPE, the orphan cleanup, Sentinel, Redis Cluster
  * keys.
+ *
+ * Pointers: where a function's block does not say what NULL does, every
+ * pointer argument must be a valid one; NULL there is undefined (a crash),
+ * as in hiredis and SQLite. The one way lockcore ends the process is
+ * abort(3) after one line on stderr, for a bug it cannot go on past: a
+ * broken internal invariant, or a pthread call on a mutex that was
+ * destroyed or is not held (e.g. a client freed while in use). A state of
+ * Redis or of the machine is never a reason: those are statuses. A guard
+ * released twice is memory freed twice, as the release's block says.
  */
 #ifndef MIAOSHA_LOCKCORE_H
 #define MIAOSHA_LOCKCORE_H
@@ -148,18 +157,19 @@ typedef struct lc_options {
                                     libuuid; else 1..LC_ID_LEN-1 bytes */
     /* Redlock's masters, independent of redis_host (which stays the
      * caller's own data server): redlock_node_count strings "host:port"
-     * (host an IPv4 address or a name, port 1..65535), no node listed
-     * twice. 0 nodes (the default): the redlock mode is not offered;
-     * otherwise an odd count, 3..LC_REDLOCK_MAX_NODES. The nodes get no
-     * AUTH and no SELECT (database 0). */
+     * (host an IPv4 address or a name: no space, control byte or ':';
+     * port 1..65535 in digits), no node listed twice (the same text: two
+     * names of one server are not found out). 0 nodes (the default): the redlock mode is not
+     * offered; otherwise an odd count, 3..LC_REDLOCK_MAX_NODES. The nodes get no AUTH and no SELECT
+     * (database 0). */
     const char *const *redlock_nodes;
     int redlock_node_count;
     int redlock_node_timeout_ms; /* one parallel round (connect, write and
                                     every node's reply) gives up on a node
                                     after this; keep it far below the lease.
                                     Default (and 0) 50, 1..60000 */
-    /* Redis Sentinel: sentinel_count strings "host:port" (port 1..65535),
-     * 0..LC_SENTINEL_MAX_NODES. With at least one, redis_host and
+    /* Redis Sentinel: sentinel_count strings "host:port" (as
+     * redlock_nodes'), 0..LC_SENTINEL_MAX_NODES, none twice. With at least one, redis_host and
      * redis_port are not used: every connection goes to the master the
      * Sentinels name for master_name (1..127 bytes, required then). 0 (the
      * default): the plain address. lockcore/README.md, "Sentinel". */
@@ -174,8 +184,9 @@ typedef struct lc_options {
      * no uptime never votes. Default 0 (off: the algorithm as the Redis
      * docs give it), 0..86400000. lockcore/README.md, "Restart delay". */
     int64_t redlock_restart_delay_ms;
-    /* Redis Cluster: cluster_node_count seed nodes "host:port" (an IPv6
-     * address as "[addr]:port"), 0..LC_CLUSTER_MAX_SEEDS, none twice. With
+    /* Redis Cluster: cluster_node_count seed nodes "host:port" (as
+     * redlock_nodes'; an IPv6 address as "[addr]:port"),
+     * 0..LC_CLUSTER_MAX_SEEDS, none twice. With
      * at least one, redis_host and redis_port are not used: every command
      * goes to the master serving its key's hash slot, as the slot map
      * (CLUSTER NODES of the first node that answers) says, and follows the
@@ -200,8 +211,9 @@ typedef struct lc_client lc_client;
  * Sentinel watcher) start on first need.
  * Returns LC_OK and sets *out; LC_MISUSE for a NULL o or out, or an option
  * out of its bounds (lc_options), with the reason in err (errlen bytes,
- * when err is not NULL), which names the field and, for a redlock or
- * Sentinel node that is not "host:port" or is listed twice, the node;
+ * when err is not NULL), which names the field and, for a redlock node,
+ * Sentinel or cluster seed that is not "host:port" or is listed twice,
+ * the node;
  * LC_NOMEM. *out is NULL on failure (when out is not NULL).
  * Memory: *out is the caller's; free it with lc_client_free.
  * Threads: any, after fork() and never before (a child inherits no
@@ -419,7 +431,8 @@ typedef struct lc_lock_args {
                           every mode; reentrant's hash field, so reentrancy
                           is per (key, owner) */
     int64_t lease_ms;  /* setnx/token/redlock/fenced: the lease, 1..86400000
-                          (required). reentrant: 0 = watchdog mode (lease
+                          (required; redlock: 3.., above its clock-drift
+                          allowance lc_redlock_drift_ms). reentrant: 0 = watchdog mode (lease
                           watchdog_timeout_ms, renewed while this
                           acquisition is held, even as a re-entry inside a
                           fixed-lease hold); 1..86400000 = fixed lease, no
@@ -524,7 +537,10 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  * an acquire sent by lc_acquire_send is pending on conn, conn counts as
  * NULL for every mode but redlock (whose nodes are other connections):
  * setnx, token, fenced and reentrant answer LC_MISUSE, nothing sent; none
- * and mutex release as usual.
+ * and mutex release as usual. redlock also answers LC_MISUSE, nothing
+ * sent, when conn's client has no redlock_nodes (a guard of another
+ * client), and LC_NOMEM when conn's node table cannot be allocated; either
+ * way the lease frees the lock.
  * Threads: the thread that owns conn. */
 lc_status lc_release(lc_conn *conn, lc_guard *g);
 
@@ -554,14 +570,15 @@ void lc_pipe_init(lc_pipe *p);
 /* Appends one command to p, formatted as hiredis's redisFormatCommand does
  * ("GET %s"; "%b" takes a pointer and a length for binary). Returns LC_OK;
  * LC_MISUSE for a NULL p or fmt, a p that holds LC_PIPE_MAX commands
- * already, or an invalid format; LC_NOMEM. The command's text is p's until
+ * already, an invalid format, or one that makes no argument at all ("" or
+ * blanks: Redis would never answer it); LC_NOMEM. The command's text is p's until
  * lc_pipe_clear. The thread that uses p. */
 lc_status lc_pipe_append(lc_pipe *p, const char *fmt, ...);
 
 /* Appends one command of argc (>= 1) arguments, argv[i] being argvlen[i]
  * bytes (argvlen NULL: strlen of each), as hiredis's redisFormatCommandArgv
- * does; the arguments are copied. Returns LC_OK; LC_MISUSE for a NULL p or
- * argv, argc < 1, or a p that holds LC_PIPE_MAX commands already;
+ * does; the arguments are copied. Returns LC_OK; LC_MISUSE for a NULL p,
+ * argv or argv[i], argc < 1, or a p that holds LC_PIPE_MAX commands already;
  * LC_NOMEM. The thread that uses p. */
 lc_status lc_pipe_append_argv(lc_pipe *p, int argc, const char **argv, const size_t *argvlen);
 
@@ -580,9 +597,9 @@ void lc_pipe_clear(lc_pipe *p);
  * Redis). p then holds every reply that came, NULL for one that did not.
  * Returns LC_OK when every reply came (error replies included); LC_IO
  * otherwise, the reason in lc_conn_errstr, and the connection reconnects on
- * the next call; LC_MISUSE for a NULL argument, or while an acquire sent by
- * lc_acquire_send is pending (nothing sent). Not counted in
- * lc_stats.io_errors.
+ * the next call; LC_MISUSE for a NULL argument or a p not initialised,
+ * or while an acquire sent by lc_acquire_send is pending (nothing sent).
+ * Not counted in lc_stats.io_errors.
  * With lc_options.cluster_nodes, p goes to the master of the one slot its
  * commands name and follows MOVED, ASK, TRYAGAIN, CLUSTERDOWN and LOADING
  * (lockcore/README.md, "Keys and Redis Cluster"). Also LC_MISUSE, nothing
@@ -762,7 +779,10 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p);
  * Returns lc_release's statuses, and LC_IO also when one of p's replies did
  * not come (the lease then frees the lock); with a NULL conn, or while an
  * acquire sent by lc_acquire_send is pending, p's commands make none and
- * mutex answer LC_MISUSE too, nothing sent. g is freed in every case. p
+ * mutex answer LC_MISUSE too, nothing sent. A p not initialised (its n
+ * out of 0..LC_PIPE_MAX): none of it is sent, the lock is released as by
+ * lc_release, and the status is LC_MISUSE when that release was LC_OK
+ * (else the release's status). g is freed in every case. p
  * then holds every reply that came, in order, whatever the status: a NULL
  * one did not come (the connection broke or timed out) and its command's
  * outcome is unknown.

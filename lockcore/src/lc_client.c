@@ -133,9 +133,10 @@ static lc_status bad_option(char *err, size_t errlen, const char *what)
 
 lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t errlen)
 {
+    if (out)
+        *out = NULL;
     if (!o || !out)
         return bad_option(err, errlen, "NULL options or out");
-    *out = NULL;
     if (!o->redis_host || !*o->redis_host || strlen(o->redis_host) >= 256)
         return bad_option(err, errlen, "redis_host must be 1..255 bytes");
     if (o->redis_port < 1 || o->redis_port > 65535)

@@ -387,29 +387,6 @@ static lc_status bad(char *err, size_t errlen, const char *what, const char *nod
     return LC_MISUSE;
 }
 
-/* "host:port" or "[v6]:port" into host (LC__HOST_LEN) and *port: 0, or -1. */
-static int split_addr(const char *node, char *host, int *port)
-{
-    const char *colon = node ? strrchr(node, ':') : NULL;
-    if (colon == NULL || colon == node)
-        return -1;
-    const char *h = node, *he = colon;
-    if (he - h >= 2 && h[0] == '[' && he[-1] == ']') {
-        h++;
-        he--;
-    }
-    if (he <= h || (size_t)(he - h) >= LC__HOST_LEN)
-        return -1;
-    char *e = NULL;
-    long p = strtol(colon + 1, &e, 10);
-    if (e == colon + 1 || *e || p < 1 || p > 65535)
-        return -1;
-    memcpy(host, h, (size_t)(he - h));
-    host[he - h] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
 lc_status lc__cluster_setup(lc_cluster *cl, const lc_options *o, char *err, size_t errlen)
 {
     memset(cl, 0, sizeof *cl);
@@ -437,7 +414,7 @@ lc_status lc__cluster_setup(lc_cluster *cl, const lc_options *o, char *err, size
     for (int i = 0; i < n; i++) {
         char host[LC__HOST_LEN];
         int port;
-        if (split_addr(o->cluster_nodes[i], host, &port) != 0)
+        if (lc__split_addr(o->cluster_nodes[i], true, host, sizeof host, &port) != 0)
             return bad(err, errlen, "not host:port (IPv6: [addr]:port, port 1..65535)",
                        o->cluster_nodes[i] ? o->cluster_nodes[i] : "");
         int a = lc__cluster_addr(cl, host, port);

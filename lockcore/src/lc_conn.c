@@ -156,10 +156,18 @@ lc_status lc_conn_ping(lc_conn *conn)
     return s;
 }
 
+/* LC_MISUSE, with why as conn's reason when there is a conn. */
+static lc_status conn_misuse(lc_conn *conn, const char *why)
+{
+    if (conn)
+        lc__seterr(conn->err, "lockcore: %s", why);
+    return LC_MISUSE;
+}
+
 lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
 {
     if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
-        return LC_MISUSE;
+        return conn_misuse(conn, "lc_conn_pipe: NULL or uninitialised lc_pipe");
     if (conn->sent != LC_SENT_NONE) {
         lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
@@ -183,8 +191,10 @@ lc_status lc_conn_pipe(lc_conn *conn, lc_pipe *p)
 
 lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via)
 {
-    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX || via == 0)
-        return LC_MISUSE;
+    if (!conn || !p || p->n < 0 || p->n > LC_PIPE_MAX)
+        return conn_misuse(conn, "lc_conn_pipe_via: NULL or uninitialised lc_pipe");
+    if (via == 0)
+        return conn_misuse(conn, "lc_conn_pipe_via: via 0 names no connection");
     if (conn->sent != LC_SENT_NONE) {
         lc__seterr(conn->err, "%s", SENT_PENDING);
         return LC_MISUSE;
@@ -387,14 +397,14 @@ static lc_status pipes_one_redis(lc_conn *conn, lc_pipe *const *pipes, int np)
 lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np)
 {
     if (!conn || !pipes || np < 0 || np > LC_PIPES_MAX)
-        return LC_MISUSE;
+        return conn_misuse(conn, "NULL pipes, or np not 0..LC_PIPES_MAX");
     int n = 0;
     for (int k = 0; k < np; k++) {
         if (!pipes[k] || pipes[k]->n < 0 || pipes[k]->n > LC_PIPE_MAX)
-            return LC_MISUSE;
+            return conn_misuse(conn, "a NULL or uninitialised lc_pipe");
         for (int j = 0; j < k; j++)
-            if (pipes[j] == pipes[k])
-                return LC_MISUSE; /* its replies would overwrite each other */
+            if (pipes[j] == pipes[k]) /* its replies would overwrite each other */
+                return conn_misuse(conn, "one lc_pipe given twice");
         n += pipes[k]->n;
     }
     conn->trip_held_back = false;

@@ -93,6 +93,13 @@ static lc_status check_args(lc_conn *conn, const lc_lock_args *a)
         return misuse(conn, "fence_key must be 1..512 bytes for fenced");
     if (a->mode == LC_REENTRANT && (a->lease_ms < 0 || a->lease_ms > LC_MAX_DURATION_MS))
         return misuse(conn, "lease_ms must be 0..86400000 for reentrant");
+    if (a->mode == LC_REDLOCK && conn->client->rl_n == 0)
+        return misuse(conn, "redlock mode needs redlock_nodes in lc_options");
+    /* No round trip is quick enough to leave such a lease any validity:
+     * every attempt would read as contention. */
+    if (a->mode == LC_REDLOCK && a->lease_ms <= lc_redlock_drift_ms(a->lease_ms))
+        return misuse(conn, "lease_ms must exceed redlock's clock-drift allowance (lease_ms/100 "
+                            "+ 2 ms): at least 3");
     if (conn->client->cl.on && a->mode == LC_FENCED &&
         lc_key_slot(a->fence_key, flen) != lc_key_slot(a->key, klen))
         return misuse(conn, "cluster: fence_key must be in the lock key's hash slot (one script "
@@ -767,8 +774,9 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     lc__pipe_drop_replies(p);
     if (!g)
         return misuse(conn, "NULL guard");
-    if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
-        p = NULL; /* not initialised: send nothing of it (misuse below) */
+    bool bad_pipe = p && (p->n < 0 || p->n > LC_PIPE_MAX);
+    if (bad_pipe)
+        p = NULL; /* not initialised: send nothing of it, release (misuse below) */
     lc_status s = LC_OK;
     lc_client *c = g->client;
     bool have_cmds = p && p->n > 0;
@@ -810,6 +818,11 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     }
     if (pending && s == LC_MISUSE)
         (void)misuse(node_conn, "an acquire sent by lc_acquire_send is still unread");
+    else if (bad_pipe && s == LC_OK)
+        s = misuse(node_conn, "lc_pipe not initialised: none of its commands was sent (the lock "
+                              "was released)");
+    else if (s == LC_MISUSE && !pending && !cross && have_cmds && g->mode == LC_REDLOCK)
+        (void)misuse(node_conn, "redlock: a release carries no commands (nothing was sent)");
     /* cross: check_pipe_slot wrote the reason */
     if (s == LC_IO) {               /* LC_IO only comes from release_redis: conn is set */
         if (conn->trip_lock_unread) /* it may still run: lc_reaper.c */

@@ -22,6 +22,12 @@ static lc_status pipe_add(lc_pipe *p, char *cmd, long long len)
         return LC_NOMEM;
     if (len < 0 || !cmd)
         return LC_MISUSE; /* -2: an invalid format string */
+    if (len == 4 && memcmp(cmd, "*0\r\n", 4) == 0) {
+        /* "" or blanks: a command of no arguments, which Redis never
+         * answers (the round trip would wait out its timeout) */
+        free(cmd);
+        return LC_MISUSE;
+    }
     p->cmd[p->n] = cmd;
     p->len[p->n] = (size_t)len;
     p->n++;
@@ -44,6 +50,9 @@ lc_status lc_pipe_append_argv(lc_pipe *p, int argc, const char **argv, const siz
 {
     if (!p || argc < 1 || !argv || p->n < 0 || p->n >= LC_PIPE_MAX)
         return LC_MISUSE;
+    for (int i = 0; i < argc; i++)
+        if (!argv[i])
+            return LC_MISUSE;
     char *cmd = NULL;
     long long len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
     return pipe_add(p, cmd, len);

@@ -107,23 +107,20 @@ lc_status lc__redlock_setup(lc_client *c, const lc_options *o, char *err, size_t
     c->rl_restart_delay_ms = o->redlock_restart_delay_ms;
     if (n == 0)
         return LC_OK;
-    if (n < 3 || n > LC_REDLOCK_MAX_NODES || n % 2 == 0 || !o->redlock_nodes)
+    if (n > 0 && !o->redlock_nodes)
+        return bad(err, errlen, "redlock_nodes is NULL with redlock_node_count %d", n);
+    if (n < 3 || n > LC_REDLOCK_MAX_NODES || n % 2 == 0)
         return bad(err, errlen,
                    "redlock_node_count must be odd, 3..%d (a majority of an even count "
                    "tolerates no more failures than one node fewer): got %d",
                    LC_REDLOCK_MAX_NODES, n);
     for (int i = 0; i < n; i++) {
         const char *node = o->redlock_nodes[i];
-        const char *colon = node ? strrchr(node, ':') : NULL;
-        if (!colon || colon == node || (size_t)(colon - node) >= sizeof c->rl_host[i])
-            return bad(err, errlen, "redlock node \"%s\" is not host:port", node ? node : "");
-        char *end = NULL;
-        long port = strtol(colon + 1, &end, 10);
-        if (end == colon + 1 || *end || port < 1 || port > 65535)
-            return bad(err, errlen, "redlock node \"%s\": port must be 1..65535", node);
-        memcpy(c->rl_host[i], node, (size_t)(colon - node));
-        c->rl_host[i][colon - node] = '\0';
-        c->rl_port[i] = (int)port;
+        if (lc__split_addr(node, false, c->rl_host[i], sizeof c->rl_host[i], &c->rl_port[i]) != 0)
+            return bad(err, errlen,
+                       "redlock node \"%s\" is not host:port (port 1..65535, no space in the "
+                       "host)",
+                       node ? node : "");
         for (int j = 0; j < i; j++) {
             if (c->rl_port[j] == c->rl_port[i] && strcmp(c->rl_host[j], c->rl_host[i]) == 0)
                 return bad(err, errlen,

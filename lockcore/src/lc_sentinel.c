@@ -44,16 +44,12 @@ lc_status lc__sentinel_setup(lc_sentinel *s, const lc_options *o, char *err, siz
         return bad(err, errlen, "master_name must be 1..127 bytes when sentinels are set", NULL);
     for (int i = 0; i < n; i++) {
         const char *node = o->sentinels[i];
-        const char *colon = node ? strrchr(node, ':') : NULL;
-        if (!colon || colon == node || (size_t)(colon - node) >= sizeof s->host[i])
-            return bad(err, errlen, "not host:port", node ? node : "");
-        char *end = NULL;
-        long port = strtol(colon + 1, &end, 10);
-        if (end == colon + 1 || *end || port < 1 || port > 65535)
-            return bad(err, errlen, "port must be 1..65535", node);
-        memcpy(s->host[i], node, (size_t)(colon - node));
-        s->host[i][colon - node] = '\0';
-        s->port[i] = (int)port;
+        if (lc__split_addr(node, false, s->host[i], sizeof s->host[i], &s->port[i]) != 0)
+            return bad(err, errlen, "not host:port (port 1..65535, no space in the host)",
+                       node ? node : "");
+        for (int j = 0; j < i; j++)
+            if (s->port[j] == s->port[i] && strcmp(s->host[j], s->host[i]) == 0)
+                return bad(err, errlen, "listed twice", node);
     }
     snprintf(s->master_name, sizeof s->master_name, "%s", o->master_name);
     /* Short: a dead Sentinel must not cost a connect timeout per reconnect

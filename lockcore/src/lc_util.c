@@ -61,6 +61,41 @@ void lc__seterr(char *buf, const char *fmt, ...)
     va_end(ap);
 }
 
+int lc__split_addr(const char *node, bool v6, char *host, size_t hostlen, int *port)
+{
+    const char *colon = node ? strrchr(node, ':') : NULL;
+    if (colon == NULL || colon == node)
+        return -1;
+    const char *h = node, *he = colon;
+    bool bracketed = v6 && he - h >= 2 && h[0] == '[' && he[-1] == ']';
+    if (bracketed) {
+        h++;
+        he--;
+    }
+    if (he <= h || (size_t)(he - h) >= hostlen)
+        return -1;
+    for (const char *q = h; q < he; q++) {
+        unsigned char ch = (unsigned char)*q;
+        if (ch <= ' ' || ch == 0x7f || ch == '[' || ch == ']' || (ch == ':' && !bracketed))
+            return -1;
+    }
+    long p = 0;
+    const char *d = colon + 1;
+    if (*d == '\0')
+        return -1;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9' || p > 65535)
+            return -1;
+        p = p * 10 + (*d - '0');
+    }
+    if (p < 1 || p > 65535)
+        return -1;
+    memcpy(host, h, (size_t)(he - h));
+    host[he - h] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
 _Noreturn void lc__abort(const char *file, int line, const char *what, int rc)
 {
     /* Like assert(3): one line on stderr, then abort() for the core dump. */

@@ -55,6 +55,15 @@ static inline int64_t lc__cancel_wake(const atomic_int *cancel, int64_t now, int
     return cancel && now + LC_CANCEL_LATENCY_MS < until ? now + LC_CANCEL_LATENCY_MS : until;
 }
 
+/* Splits "host:port" (v6: also "[addr]:port") into host (hostlen bytes,
+ * NUL included) and *port. Returns 0, or -1 when node is not that: NULL,
+ * an empty host or one too long, a host holding a space, a control byte, a
+ * bracket or (unbracketed) a ':', a port that is not 1..65535 in plain
+ * digits (no sign, no space). One rule for redlock nodes, Sentinels and
+ * cluster seeds, so that a typo is refused when the client is made rather
+ * than found as "0 of 3 nodes answered" at the first acquire. */
+int lc__split_addr(const char *node, bool v6, char *host, size_t hostlen, int *port);
+
 /* --- bugs: the one way lockcore aborts ----------------------------------- */
 
 /* Writes "lockcore: FILE:LINE: WHAT[: strerror(rc)]" to stderr and aborts.

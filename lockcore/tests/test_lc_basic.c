@@ -53,6 +53,9 @@ static void test_misuse(void)
     char err[128] = "";
     TU_CHECK(lc_client_new(&o, &bad, err, sizeof err) == LC_MISUSE && !bad, "watchdog bound");
     TU_CHECK(strstr(err, "watchdog_timeout_ms") != NULL, "err names the option: %s", err);
+    bad = (lc_client *)1;
+    TU_CHECK(lc_client_new(NULL, &bad, err, sizeof err) == LC_MISUSE && !bad,
+             "NULL options: *out set to NULL");
     lc_client_free(NULL);
     lc_conn_free(NULL);
 }

@@ -213,7 +213,29 @@ static void test_errors(void)
     TU_CHECK(lc_pipe_append_argv(&p, 1, argv, NULL) == LC_MISUSE, "full pipe (argv)");
     lc_pipe_clear(&p);
     TU_CHECK(lc_pipe_append_argv(&p, 0, argv, NULL) == LC_MISUSE, "no argument");
+    const char *holed[] = {"GET", NULL};
+    TU_CHECK(lc_pipe_append_argv(&p, 2, holed, NULL) == LC_MISUSE, "a NULL argument");
+    /* Redis never answers a command of no arguments: refused here rather
+     * than waited for until the command timeout. */
+    TU_CHECK(lc_pipe_append(&p, "") == LC_MISUSE && lc_pipe_append(&p, "   ") == LC_MISUSE &&
+                 p.n == 0,
+             "an empty command");
     lc_pipe_clear(NULL);
+
+    /* A pipe never initialised: the lock is released all the same, none
+     * of it sent, and the status says so. */
+    lct_key(key, sizeof key, "pipe-uninit", LC_TOKEN);
+    a = lct_args(LC_TOKEN, key, "o", 5000, 0);
+    TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire");
+    lc_pipe junk;
+    memset(&junk, 0, sizeof junk);
+    junk.n = 99;
+    TU_CHECK(lc_release_pipe(c1, g, &junk) == LC_MISUSE &&
+                 strstr(lc_conn_errstr(c1), "not initialised"),
+             "an uninitialised pipe: misuse (%s)", lc_conn_errstr(c1));
+    TU_CHECK(tu_redis_int(port, "EXISTS %s", key) == 0, "the lock was released");
+    TU_CHECK(lc_conn_pipe(c1, &junk) == LC_MISUSE && strstr(lc_conn_errstr(c1), "lc_pipe"),
+             "lc_conn_pipe names it: %s", lc_conn_errstr(c1));
 }
 
 /* A paused Redis: the acquire times out (LC_IO, no reply); the next call

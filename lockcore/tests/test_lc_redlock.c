@@ -69,6 +69,18 @@ static void test_options(void)
     TU_CHECK(st == LC_MISUSE && !c && strstr(err, "host:port"), "no port refused: %s", err);
     c = redlock_client(1, nodes, NODE_TIMEOUT, err, sizeof err, &st);
     TU_CHECK(st == LC_MISUSE && !c, "1 node refused: %s", err);
+    /* A typo is refused here, not found as "0 of 3 answered" later. */
+    const char *typos[] = {"127.0.0.1: 80", "127.0.0.1:+80", "127.0.0.1:80:90",
+                           "a b:80",        "h\r\n:80",      "[::1]:80",
+                           "h:80x",         "h:65536",       ":80"};
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+        const char *t[] = {nodes[0], nodes[1], typos[i]};
+        c = redlock_client(3, t, NODE_TIMEOUT, err, sizeof err, &st);
+        TU_CHECK(st == LC_MISUSE && !c && strstr(err, "host:port"), "node '%s' refused: %s",
+                 typos[i], err);
+    }
+    c = redlock_client(3, NULL, NODE_TIMEOUT, err, sizeof err, &st);
+    TU_CHECK(st == LC_MISUSE && !c && strstr(err, "NULL"), "no node list: %s", err);
 
     /* Without nodes the mode is not offered. */
     lc_client *plain = lct_client(red[0].port, 0);
@@ -77,8 +89,22 @@ static void test_options(void)
     lc_guard *g = NULL;
     TU_CHECK(lc_acquire(conn, &a, &g) == LC_MISUSE && !g, "redlock without nodes: misuse (%s)",
              lc_conn_errstr(conn));
+    TU_CHECK(lc_acquire_send(conn, &a, NULL) == LC_MISUSE &&
+                 strstr(lc_conn_errstr(conn), "redlock_nodes"),
+             "lc_acquire_send refuses it too: %s", lc_conn_errstr(conn));
     lc_conn_free(conn);
     lc_client_free(plain);
+
+    /* A lease no round trip can leave valid is refused, not reported as
+     * contention on every try. */
+    lc_client *rc = redlock_client(3, nodes, NODE_TIMEOUT, err, sizeof err, &st);
+    TU_REQUIRE(st == LC_OK, "client: %s", err);
+    lc_conn *rconn = lct_conn(rc);
+    a = lct_args(LC_REDLOCK, "lctest:{rl-short}:lock", "o", 2, 0);
+    TU_CHECK(lc_acquire(rconn, &a, &g) == LC_MISUSE && !g && strstr(lc_conn_errstr(rconn), "drift"),
+             "lease 2 ms: misuse (%s)", lc_conn_errstr(rconn));
+    lc_conn_free(rconn);
+    lc_client_free(rc);
 
     lc_mode m;
     TU_CHECK(lc_mode_parse("redlock", &m) == 0 && m == LC_REDLOCK &&

@@ -51,6 +51,12 @@ static void test_options(void)
     for (int i = 0; i < 10; i++)
         many[i] = "127.0.0.1:26379";
     TU_CHECK(make(many, 10, "m", err, sizeof err) == LC_MISUSE, "10 sentinels: %s", err);
+    const char *twice[] = {"127.0.0.1:26379", "127.0.0.1:26380", "127.0.0.1:26379"};
+    TU_CHECK(make(twice, 3, "m", err, sizeof err) == LC_MISUSE && strstr(err, "twice"),
+             "a Sentinel listed twice: %s", err);
+    const char *typo[] = {"127.0.0.1: 26379"};
+    TU_CHECK(make(typo, 1, "m", err, sizeof err) == LC_MISUSE && strstr(err, "host:port"),
+             "a space before the port: %s", err);
     TU_CHECK(make(one, 1, "m", err, sizeof err) == LC_OK, "one sentinel: %s", err);
 }
 
