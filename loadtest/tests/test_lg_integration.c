@@ -580,6 +580,10 @@ static void check_failover_row(const csv_row *h, const csv_row *r)
     TU_CHECK(!strcmp(csv_get(h, r, "pass"), "true"), "failover/%s judged as expected", mode);
     TU_CHECK(csv_num(h, r, "sold") == (!strcmp(want, "exact") ? 1 : 2),
              "failover/%s: sold %lld of 1", mode, csv_num(h, r, "sold"));
+    long long ok = csv_num(h, r, "ok");
+    TU_CHECK(csv_num(h, r, "acked_over_stock") == (ok > 1 ? ok - 1 : 0),
+             "failover/%s: %lld 200s for 1 unit, acked_over_stock %lld", mode, ok,
+             csv_num(h, r, "acked_over_stock"));
     TU_CHECK(csv_num(h, r, "fault_ms") > 0, "failover/%s: the failover took %lld ms", mode,
              csv_num(h, r, "fault_ms"));
     /* redlock's lock is kept on its own masters and its lease outlasts the
@@ -773,6 +777,10 @@ static void check_cluster_row(const csv_row *h, const csv_row *r)
     if (failover) {
         TU_CHECK(csv_num(h, r, "sold") == (!strcmp(want, "exact") ? 1 : 2),
                  "cluster-failover/%s: sold %lld of 1", mode, csv_num(h, r, "sold"));
+        long long ok = csv_num(h, r, "ok");
+        TU_CHECK(csv_num(h, r, "acked_over_stock") == (ok > 1 ? ok - 1 : 0),
+                 "cluster-failover/%s: %lld 200s for 1 unit, acked_over_stock %lld", mode, ok,
+                 csv_num(h, r, "acked_over_stock"));
         TU_CHECK(csv_num(h, r, "fault_ms") > 0, "cluster-failover/%s: the failover took %lld ms",
                  mode, csv_num(h, r, "fault_ms"));
         TU_CHECK(strstr(reason, " ms after the kill") != NULL,

@@ -5,6 +5,7 @@
 #include "pk_proc.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,9 +16,57 @@
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
+/* Every server's directory (its log), removed when the test program exits
+ * with no failed check, kept for reading otherwise. Not at svc_stop: tests
+ * read a stopped server's log. */
+static pthread_mutex_t dirs_mu = PTHREAD_MUTEX_INITIALIZER;
+static char (*dirs)[sizeof((svc_server *)0)->dir];
+static size_t ndirs, dirs_cap;
+
+static void remove_dirs(void)
+{
+    if (tu_failed > 0) {
+        if (ndirs > 0)
+            fprintf(stderr, "svc_test: kept %zu server directories (%s ...) for their logs\n",
+                    ndirs, dirs[0]);
+        return;
+    }
+    for (size_t i = 0; i < ndirs; i++) {
+        DIR *d = opendir(dirs[i]);
+        struct dirent *e;
+        char path[sizeof dirs[i] + 256];
+        while (d != NULL && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof path, "%s/%s", dirs[i], e->d_name);
+            unlink(path);
+        }
+        if (d != NULL)
+            closedir(d);
+        rmdir(dirs[i]);
+    }
+}
+
 static void curl_init(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    atexit(remove_dirs);
+}
+
+static void remember_dir(const char *dir)
+{
+    pthread_mutex_lock(&dirs_mu);
+    if (ndirs == dirs_cap) {
+        size_t cap = dirs_cap ? dirs_cap * 2 : 16;
+        void *p = realloc(dirs, cap * sizeof dirs[0]);
+        if (p != NULL) {
+            dirs = p;
+            dirs_cap = cap;
+        }
+    }
+    if (ndirs < dirs_cap)
+        snprintf(dirs[ndirs++], sizeof dirs[0], "%s", dir);
+    pthread_mutex_unlock(&dirs_mu);
 }
 
 int svc_run_exit(const char *const *args, int64_t limit_ms, char *out, size_t len)
@@ -94,6 +143,7 @@ int svc_start(svc_server *s, int redis_port, const char *const *extra)
     snprintf(s->dir, sizeof s->dir, "/tmp/miaosha-svc-test-XXXXXX");
     if (mkdtemp(s->dir) == NULL)
         return -1;
+    remember_dir(s->dir);
     snprintf(s->log, sizeof s->log, "%s/server.log", s->dir);
     snprintf(redis, sizeof redis, "127.0.0.1:%d", redis_port);
     /* Port 0: the kernel picks a free port and the server logs it, so the

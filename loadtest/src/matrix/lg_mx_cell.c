@@ -89,6 +89,11 @@ int lg_mx_audit_one(lg_cell *c, const char *base, const char *sku, lg_audit *a)
         snprintf(c->reason, sizeof c->reason, "no audit: %.200s", why);
         return -1;
     }
+    /* Each 200 of such a cell answered a request of its own (the holder's,
+     * the buyer's), so each is a distinct order: the 200s beyond the
+     * stock are counted as a burst's distinct acknowledged ids are. */
+    if (c->stock >= 0 && c->ok > (uint64_t)c->stock)
+        c->acked_over_stock = c->ok - (uint64_t)c->stock;
     c->sold = a->sold;
     c->stock_left = a->stock;
     c->oversold = a->oversold;

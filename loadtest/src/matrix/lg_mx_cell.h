@@ -35,7 +35,8 @@ long lg_mx_buy_until_served(mctx *x, lg_cell *c, const char *url, long long t_ki
 /* A one-unit failover cell's audit (GET /stock/sku of the instance at
  * base) into c and *a: sold, stock left, oversold, undersold, and its
  * outcome "oversell", "exact" (all of c->stock sold, none undersold) or
- * "short". 0; -1 when no audit came, with c's outcome "error" and the
+ * "short"; also acked_over_stock, c->ok's 200s beyond c->stock (call it
+ * after the cell's last 200 is counted). 0; -1 when no audit came, with c's outcome "error" and the
  * reason in c->reason. Main thread of the matrix. */
 int lg_mx_audit_one(lg_cell *c, const char *base, const char *sku, lg_audit *a);
 

@@ -243,15 +243,19 @@ static void cell_short(lg_report_lang lang, lg_scenario s, const lg_cell *c, cha
     const char *verdict = c->pass ? w->ok : w->diff;
     const char *outcome = outcome_word(lang, c->outcome);
     if (lg_scen_is_fault(s) && (!strcmp(c->outcome, "safe") || !strcmp(c->outcome, "late"))) {
-        /* the fault's headline figure; sold/stock is the stock by definition */
-        if (s == LG_SCEN_KILL)
-            snprintf(buf, len, "%s %s %s %lldms", verdict, outcome, w->freed,
-                     (long long)c->freed_ms);
-        else if (s == LG_SCEN_REDIS_RESTART)
-            snprintf(buf, len, "%s %s %s %lldms", verdict, outcome, w->back,
-                     (long long)c->reconnect_ms);
+        /* the fault's headline figure; sold/stock is the stock by definition.
+         * -1 is "not measured" (lua has no lock to free; a probe that got
+         * no 503): "-", as the failover tables print n/a */
+        const char *what = s == LG_SCEN_KILL            ? w->freed
+                           : s == LG_SCEN_REDIS_RESTART ? w->back
+                                                        : "503";
+        int64_t ms = s == LG_SCEN_KILL            ? c->freed_ms
+                     : s == LG_SCEN_REDIS_RESTART ? c->reconnect_ms
+                                                  : c->failfast_ms;
+        if (ms >= 0)
+            snprintf(buf, len, "%s %s %s %lldms", verdict, outcome, what, (long long)ms);
         else
-            snprintf(buf, len, "%s %s 503 %lldms", verdict, outcome, (long long)c->failfast_ms);
+            snprintf(buf, len, "%s %s %s -", verdict, outcome, what);
         return;
     }
     if (lg_scen_is_acked(s) && strcmp(c->outcome, "error") != 0) {
