@@ -134,6 +134,26 @@ static int cluster_seeds_check(const char *const *seeds, int n, int timeout_ms,
     return 0;
 }
 
+/* The default SKU's seed, a task of the Redis probe (svc_health_when_up). */
+typedef struct seed_job {
+    const char *sku;
+    long long initial;
+} seed_job;
+
+static int seed_default(lc_conn *conn, void *arg)
+{
+    static svc_log_repeat warn_seed = SVC_LOG_REPEAT_INIT;
+    const seed_job *j = arg;
+    char why[LC_ERRSTR_LEN];
+    if (svc_stock_seed(conn, j->sku, j->initial, why, sizeof why) != 0) {
+        svc_log_every(&warn_seed, SVC_WARN, "sku %s: not seeded yet (%s); trying again", j->sku,
+                      why);
+        return -1;
+    }
+    svc_log(SVC_INFO, "sku %s: %s (initial stock %lld)", j->sku, why, j->initial);
+    return 0;
+}
+
 static int wait_signal(void)
 {
     sigset_t set;
@@ -245,6 +265,10 @@ int main(int argc, char **argv)
     svc_process_init();
     if (svc_trace_init(cfg.trace.enabled, cfg.trace.ring_size, cfg.trace.max_skus) != 0)
         svc_log(SVC_WARN, "purchase trace off: no memory for its %d rings", cfg.trace.max_skus);
+    /* The default SKU is seeded once (never resetting a running sale) by
+     * the probe: at once when Redis answers, else as soon as it does. */
+    seed_job seed = {cfg.purchase.sku, (long long)cfg.purchase.initial_stock};
+    svc_health_when_up(seed_default, &seed);
     if (svc_health_start(&cfg, &lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
         lc_client_free(client);
@@ -263,20 +287,8 @@ int main(int argc, char **argv)
         lc_client_free(client);
         return 1;
     }
-    /* Seed the default SKU once (never resets a running sale). */
-    {
-        lc_conn *conn = NULL;
-        if (lc_conn_new(client, &conn) == LC_OK) {
-            if (svc_stock_seed(conn, cfg.purchase.sku, (long long)cfg.purchase.initial_stock, err,
-                               sizeof err) == 0)
-                svc_log(SVC_INFO, "sku %s: %s (initial stock %lld)", cfg.purchase.sku, err,
-                        (long long)cfg.purchase.initial_stock);
-            else
-                svc_log(SVC_WARN, "sku %s: not seeded, Redis unreachable (%s)", cfg.purchase.sku,
-                        err);
-        }
-        lc_conn_free(conn);
-    }
+    if (!svc_health_up())
+        svc_log(SVC_WARN, "sku %s: to be seeded once Redis answers", cfg.purchase.sku);
 
     svc_pool *purchases = svc_pool_new(client, cfg.server.workers, cfg.server.max_queue,
                                        cfg.server.lua_batches, "purchase", svc_http_purchase_done,

@@ -27,6 +27,22 @@ static char last_error[LC_ERRSTR_LEN]; /* the last failed probe's reason, under 
 static svc_log_repeat warn_failed = SVC_LOG_REPEAT_INIT;
 static svc_log_repeat warn_retried = SVC_LOG_REPEAT_INIT;
 static svc_log_repeat warn_late = SVC_LOG_REPEAT_INIT;
+/* Set before the thread starts, then the probe's own (start, then thread). */
+static svc_health_task task_fn;
+static void *task_arg;
+
+void svc_health_when_up(svc_health_task fn, void *arg)
+{
+    task_fn = fn;
+    task_arg = arg;
+}
+
+/* After a good probe: the task, until it is done. */
+static void run_task(void)
+{
+    if (task_fn != NULL && task_fn(conn, task_arg) == 0)
+        task_fn = NULL;
+}
 
 /* "2024-05-01T12:00:00.000Z" for a wall-clock time in ms. */
 static void wall_text(int64_t ms, char *buf, size_t len)
@@ -99,6 +115,7 @@ static void probe_and_update(void)
         if (fails_in_row > 0)
             svc_log_every_end(&warn_failed, SVC_WARN, "redis: probes failed");
         fails_in_row = 0;
+        run_task();
         if (!up) {
             atomic_store(&status_up, 1);
             svc_log(SVC_INFO, "redis: up");
@@ -173,6 +190,7 @@ int svc_health_start(const cfg_config *s, const lc_options *lo)
         char master[300];
         lc_client_master(client, master, sizeof master);
         svc_replicas_refresh(conn, master, SVC_HEALTH_TIMEOUT_MS);
+        run_task();
     }
     atomic_store(&status_up, ok);
     if (!ok)

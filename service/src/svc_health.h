@@ -11,7 +11,8 @@
  * Every probe's start time and timings are logged at DEBUG, a failed one
  * at WARN (once, then summarised while it repeats). After each good probe
  * the same thread refreshes the replica set redis.wait_replicas = all
- * waits for (svc_replicas_refresh). */
+ * waits for (svc_replicas_refresh), and runs the one task that waits for
+ * Redis (svc_health_when_up) until it is done. */
 #ifndef MIAOSHA_SVC_HEALTH_H
 #define MIAOSHA_SVC_HEALTH_H
 
@@ -21,11 +22,22 @@
 #define SVC_HEALTH_DOWN_AFTER 2   /* failed probes in a row before "down" */
 #define SVC_HEALTH_TIMEOUT_MS 300 /* cap on each attempt's connect and command timeout */
 
+/* Work that needs Redis to answer, done once: fn(conn, arg) on the probe's
+ * connection after a good probe — before that probe turns the status up,
+ * so GET /healthz is never 200 before fn has run with Redis answering —
+ * and again after each later good probe until it returns 0. For the
+ * default SKU's seed, which must not be lost when Redis is down at start.
+ * One task; set it before svc_health_start (arg must outlive the probe).
+ * Main thread. */
+typedef int (*svc_health_task)(lc_conn *conn, void *arg);
+void svc_health_when_up(svc_health_task fn, void *arg);
+
 /* Starts the probe on a private lc_client made from lo (the service's Redis
  * options; lo is copied, the caller keeps it), under s (kept: it must
  * outlive the probe). The first probe, and when it answered the first
- * replica refresh, run before it returns and set the first status (down
- * when it failed: there is no earlier good probe to trust). Main thread
+ * replica refresh and the svc_health_when_up task, run before it returns
+ * and set the first status (down when it failed: there is no earlier good
+ * probe to trust). Main thread
  * only. 0, or -1 when the client or the thread cannot be created. */
 int svc_health_start(const cfg_config *s, const lc_options *lo);
 /* 1 unless the last SVC_HEALTH_DOWN_AFTER probes all failed (or the first
