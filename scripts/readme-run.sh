@@ -18,7 +18,8 @@
 #     every block of a README, so that the run never meets a server of the
 #     machine or of another test (a newcomer keeps the README's ports);
 #   - curl runs with --fail-with-body (a shell function in front of it), so
-#     an HTTP error answer fails the block as it would stop a reader.
+#     an HTTP error answer fails the block as it would stop a reader; a
+#     curl given -f/-sf/--fail already fails so (curl refuses both).
 # Where: a copy of the tracked files (and those not yet committed, as git
 # ls-files --others --exclude-standard lists them) in a temp dir, so
 # build/dev is a fresh build tree and nothing lands in the checkout. The
@@ -132,7 +133,7 @@ for readme in "$@"; do
   {
     printf '%s\n' 'proc_now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }' \
       "cd '$tree'" "set -eo pipefail" 'PS4="+ "' \
-      'curl() { command curl --fail-with-body "$@"; }' 'set -x'
+      'curl() { case " $* " in *" -f "*|*" -sf "*|*" --fail "*) command curl "$@" ;; *) command curl --fail-with-body "$@" ;; esac; }' 'set -x'
     while IFS= read -r line; do
       if [[ $line == '#@block '* ]]; then
         printf '{ set +x; } 2>/dev/null; echo "#@block %s $(proc_now_ms)" >>%q; set -x\n' \
