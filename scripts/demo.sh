@@ -19,6 +19,6 @@ bash scripts/deps.sh
 echo "=== building (build/dev)"
 cmake -S . -B build/dev >/dev/null
 cmake --build build/dev -j "$(nproc)" --target miaosha-server miaosha-load >/dev/null
-echo "=== running the oversell matrix (about a minute; --quick for less)"
+echo "=== running the oversell matrix (1-2 minutes on a 2-core machine; --quick for less)"
 exec build/dev/loadtest/miaosha-load matrix \
   --server build/dev/service/miaosha-server --out out/matrix "$@"
