@@ -187,7 +187,7 @@ failover topology up in $1
   master:       127.0.0.1:$FAILOVER_MASTER_PORT (replicas $FAILOVER_REPLICA1_PORT, $FAILOVER_REPLICA2_PORT)
   sentinels:    MIAOSHA_REDIS_SENTINELS=$MIAOSHA_REDIS_SENTINELS (master name $NAME)
   redlock:      MIAOSHA_REDLOCK_NODES=$MIAOSHA_REDLOCK_NODES
-  the service:  set -a; . $1/failover.env; set +a; miaosha-server --port 8080
+  the service:  set -a; . $1/failover.env; set +a; build/dev/service/miaosha-server --port 8080
   stop with:    scripts/failover.sh stop $1
 EOF
 }

@@ -211,8 +211,8 @@ print_env() {
 Redis Cluster up in $1
 $(roles "$REDIS_CLUSTER_NODE1_PORT" | sed 's/^/  /')
   seeds:        MIAOSHA_REDIS_CLUSTER_NODES=$MIAOSHA_REDIS_CLUSTER_NODES
-                (or: miaosha-server --set redis.cluster_nodes=$MIAOSHA_REDIS_CLUSTER_NODES)
-  the service:  set -a; . $1/redis-cluster.env; set +a; miaosha-server --port 8080
+                (or: build/dev/service/miaosha-server --set redis.cluster_nodes=$MIAOSHA_REDIS_CLUSTER_NODES)
+  the service:  set -a; . $1/redis-cluster.env; set +a; build/dev/service/miaosha-server --port 8080
   stop with:    scripts/redis-cluster.sh stop $1
 EOF
 }
