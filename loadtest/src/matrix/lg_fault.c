@@ -19,9 +19,10 @@
  *
  * How "while it holds the lock" is made certain rather than lucky (kill):
  *   reentrant  the lock hash's field is "<instance id>:<owner>": poll until a
- *              field of mx-fault-2 appears, SIGSTOP it, wait 20 ms for any
- *              command it already sent to land, re-check the field — a
- *              frozen process cannot release — then SIGKILL.
+ *              field of any of the three instances appears (whichever
+ *              holds the lock is the victim), SIGSTOP that one, wait 20 ms
+ *              for any command it already sent to land, re-check the
+ *              field — a frozen process cannot release — then SIGKILL.
  *   token,     the value is a random token (no owner visible), so eight
  *   fenced,    requests with fault=crash_in_section go to mx-fault-2 at once:
  *   redlock,
