@@ -129,9 +129,11 @@ int main(void)
      * README that starts Redis and the server together met a 404). */
     tu_redis_kill(&rd, 1);
     svc_server late;
-    const char *at_start[] = {"--set", "redis.command_timeout_ms=300", "--set",
-                              "redis.connect_timeout_ms=300", "--set", "purchase.sku=late",
-                              "--set", "purchase.initial_stock=7", NULL};
+    const char *at_start[] = {"--set", "redis.command_timeout_ms=300",
+                              "--set", "redis.connect_timeout_ms=300",
+                              "--set", "purchase.sku=late",
+                              "--set", "purchase.initial_stock=7",
+                              NULL};
     TU_REQUIRE(svc_start(&late, rd.port, at_start) == 0, "server starts with Redis down");
     TU_CHECK(wait_healthz(&late, 503, 3000) == 503, "healthz 503 while Redis is down");
     TU_REQUIRE(tu_redis_start(&rd, 1, NULL) == 0, "redis starts");
