@@ -26,6 +26,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1061,9 +1062,17 @@ cfg_status cfg_validate(const cfg_config *c, char *err, size_t errlen)
 static cfg_status read_file(const char *path, char **out, size_t *outlen, const ctx *x)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fail(x, CFG_IO, "cannot open config file: %s", strerror(errno));
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer, so
+     * the check that it is a regular file must come after an open that
+     * cannot block. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(x, CFG_IO, "cannot open config file: %s", strerror(e));
+    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int e = errno;
@@ -1212,6 +1221,21 @@ static cfg_status load_file(cfg_config *c, const char *path, char *err, size_t e
         size_t at = strlen(buf);
         free(buf);
         return fail(&x, CFG_INVALID, "contains a NUL byte at offset %zu", at);
+    }
+    /* The escape \u0000 would end a string early once parsed (an admin
+     * token of "\u0000" would read as none): refused like a raw NUL. */
+    for (const char *p = buf; (p = strstr(p, "\\u0000")) != NULL; p++) {
+        size_t slashes = 0;
+        while (p - slashes > buf && p[-1 - (ptrdiff_t)slashes] == '\\')
+            slashes++;
+        if (slashes % 2 == 0) { /* this backslash starts an escape */
+            size_t at = (size_t)(p - buf);
+            free(buf);
+            return fail(&x, CFG_INVALID,
+                        "contains the escape \\u0000 (a NUL character) at "
+                        "offset %zu",
+                        at);
+        }
     }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(buf, &end, 1);

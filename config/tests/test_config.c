@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -341,6 +342,24 @@ static void test_file_errors(void)
     st = load(&c, err, "--config", p, NULL);
     TU_CHECK(st == CFG_INVALID && has(err, "redis.hots") && has(err, "redis.host") && has(err, p),
              "unknown key: %s", err);
+
+    /* The escape \u0000 would cut the string short (an admin token of
+     * "\u0000" read as none); an escaped backslash before "u0000" is text. */
+    p = write_file("nul.json", "{\"admin_token\":\"\\u0000\"}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "\\u0000"), "\\u0000 in a string: %s", err);
+    p = write_file("nul2.json", "{\"admin_token\":\"a\\\\u0000b\"}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_OK && strcmp(c.admin_token, "a\\u0000b") == 0,
+             "an escaped backslash, then u0000: %s", err);
+    /* A FIFO is refused at once (opening it for reading used to wait for a
+     * writer forever). */
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/fifo.json", tmpdir);
+    TU_REQUIRE(mkfifo(fifo, 0600) == 0, "mkfifo");
+    st = load(&c, err, "--config", fifo, NULL);
+    TU_CHECK(st == CFG_IO && has(err, "not a regular file"), "a FIFO: %s", err);
+    unlink(fifo);
 
     p = write_file("e2.json", "{\"bogus\":1}");
     st = load(&c, err, "--config", p, NULL);
