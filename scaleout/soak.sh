@@ -189,7 +189,7 @@ run_mode() {
     s_sent=$(( s_sent + $(jn "$j" sent) ))
     s_ok=$(( s_ok + $(jn "$j" ok) ))
     s_busy=$(( s_busy + $(jn "$j" lock_busy) ))
-    s_503=$(( s_503 + $(jn "$j" redis_unavailable) ))
+    s_503=$(( s_503 + $(jn "$j" 503) ))   # the status tally: every 503
     s_502=$(( s_502 + $(jn "$j" 502) ))
     s_other=$(( s_other + $(jn "$j" other_http) ))
     s_tr=$(( s_tr + $(jn "$j" transport_errors) ))
@@ -204,7 +204,7 @@ run_mode() {
       unaudited=$((unaudited + 1))
       say "WARN $mode chunk $k not audited: $(jfield "$j" audit_error)"
     fi
-    say "$mode chunk $k: sent $(jn "$j" sent) ok $(jn "$j" ok) 503 $(jn "$j" redis_unavailable)" \
+    say "$mode chunk $k: sent $(jn "$j" sent) ok $(jn "$j" ok) 503 $(jn "$j" 503)" \
       "other $(jn "$j" other_http) transport $(jn "$j" transport_errors) busy $(jn "$j" lock_busy)" \
       "missing $(jn "$j" missing_orders) sold $(jfield "$j" sold) in $(jfield "$j" elapsed_s) s"
   done

@@ -1,4 +1,5 @@
 /* main.c — miaosha-load: the command line. The only file that prints. */
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
@@ -35,16 +36,19 @@ static const char *run_help =
     "  --mode MODE          none|mutex|setnx|token|reentrant|redlock|fenced|lua\n"
     "                       (default token; redlock needs a server with redlock.nodes)\n"
     "  --requests N         purchases to send, 1..10000000 (default 1000)\n"
-    "  --concurrency C      keep-alive connections, all started together (default 100)\n"
+    "  --concurrency C      keep-alive connections, all started together, 1..20000\n"
+    "                       (default 100)\n"
     "  --stock S            stock to reset the SKU to before the burst (default 100);\n"
     "                       -1 keeps the current stock (no reset)\n"
     "  --buckets K          the reset splits the stock into K stock buckets, 1..64\n"
     "                       (one lock each; default: not sent, one bucket)\n"
     "  --sku SKU            product id [A-Za-z0-9_-]{1,64} (default demo)\n"
-    "  --work-ms N          work_ms parameter (simulated work inside the lock)\n"
-    "  --lease-ms N         lease_ms parameter\n"
-    "  --wait-ms N          wait_ms parameter\n"
-    "  --reenter N          reenter parameter (nested acquisitions)\n"
+    "  --work-ms N          work_ms parameter, 0..600000 (simulated work inside the\n"
+    "                       lock; the server refuses more than its purchase.max_work_ms)\n"
+    "  --lease-ms N         lease_ms parameter, 1..86400000\n"
+    "  --wait-ms N          wait_ms parameter, 0..86400000\n"
+    "  --reenter N          reenter parameter, 0..64 (nested acquisitions; the server\n"
+    "                       refuses more than its purchase.max_reenter)\n"
     "  --fault NAME         fault parameter (the server needs faults.enabled)\n"
     "  --users N            user ids cycle over u0..u(N-1) (default: one per request)\n"
     "  --target URL         http://host:port[/prefix]; repeat to spread\n"
@@ -54,12 +58,12 @@ static const char *run_help =
     "  --method M           POST (default) or GET\n"
     "  --threads N          client threads (default min(2, CPUs))\n"
     "  --expect safe        exit 1 on oversold, undersold, duplicate orders, acknowledged\n"
-    "                       orders lost (acked_lost) or 200s beyond the stock\n"
-    "                       (acked_over_stock)\n"
+    "                       orders lost (acked_lost), 200s beyond the stock\n"
+    "                       (acked_over_stock) or a 200 without an order id\n"
     "  --expect oversell    exit 1 when the run did NOT oversell\n"
     "  --json | --csv       machine output instead of the table\n"
-    "  --duration-limit S   hard deadline of the burst in seconds (default 120);\n"
-    "                       requests still in flight then count as timeouts\n"
+    "  --duration-limit S   hard deadline of the burst in seconds, 1..86400 (default\n"
+    "                       120); requests still in flight then count as timeouts\n"
     "  --timeline FILE      after the burst, read GET /trace/{sku} of every target and\n"
     "                       write FILE: one self-contained HTML page (the purchases'\n"
     "                       timeline, each oversold unit highlighted, the audit)\n"
@@ -74,7 +78,8 @@ static const char *run_help =
     "\n"
     "Parameters not given are not sent (the server's configured defaults apply).\n"
     "Exit status: 0 ok, 1 expectation not met, 2 usage, 3 the run could not happen\n"
-    "(reset failed, server unreachable), 130 interrupted.\n";
+    "(reset failed, server unreachable, audit unreadable, no purchase answered as a\n"
+    "purchase: whatever --expect says), 130 interrupted.\n";
 
 static const char *timeline_help =
     "miaosha-load timeline — draw saved GET /trace/{sku} replies as an HTML timeline.\n"
@@ -102,7 +107,8 @@ static const char *bench_help =
     "  --json               one JSON object instead of the table\n"
     "\n"
     "Requests still in flight at the end are not counted (as wrk does).\n"
-    "Exit status: 0 when every answer was 2xx with no transport error, else 1.\n";
+    "Exit status: 0 when every answer was 2xx with no transport error, else 1;\n"
+    "2 usage; 3 the run could not start; 130 interrupted.\n";
 
 static const char *matrix_help =
     "miaosha-load matrix — run every mode through every scenario and report.\n"
@@ -174,15 +180,32 @@ static const char *matrix_help =
 
 static int parse_i64(const char *opt, const char *s, long long lo, long long hi, long long *out)
 {
-    char *end;
+    char *end = (char *)s;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
+    /* digits after an optional '-' only: strtoll alone takes " 5" and "+5" */
+    const char *digits = s[0] == '-' ? s + 1 : s;
+    long long v = isdigit((unsigned char)digits[0]) ? strtoll(s, &end, 10) : 0;
     if (errno || end == s || *end || v < lo || v > hi) {
         fprintf(stderr, "miaosha-load: %s: '%s' is not an integer in %lld..%lld\n", opt, s, lo, hi);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+/* s is 1..max bytes of printable ASCII without space (sku: only
+ * [A-Za-z0-9_-]): text that goes into a request line or header as it is. */
+static int text_ok(const char *s, size_t max, int sku)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (sku ? !(isalnum(ch) || ch == '_' || ch == '-') : (ch <= ' ' || ch >= 0x7f))
+            return 0;
+    }
+    return 1;
 }
 
 typedef struct progress_state {
@@ -351,9 +374,16 @@ static int cmd_run(int argc, char **argv)
                 return 2;
             cfg.buckets = (int)v;
             break;
-        case O_SKU: cfg.sku = optarg; break;
+        case O_SKU:
+            if (!text_ok(optarg, 64, 1)) {
+                fprintf(stderr, "miaosha-load: --sku: '%s' must match [A-Za-z0-9_-]{1,64}\n",
+                        optarg);
+                return 2;
+            }
+            cfg.sku = optarg;
+            break;
         case O_WORK:
-            if (parse_i64("--work-ms", optarg, 0, 60000, &v))
+            if (parse_i64("--work-ms", optarg, 0, 600000, &v))
                 return 2;
             cfg.work_ms = v;
             break;
@@ -368,7 +398,7 @@ static int cmd_run(int argc, char **argv)
             cfg.wait_ms = v;
             break;
         case O_REENTER:
-            if (parse_i64("--reenter", optarg, 0, 8, &v))
+            if (parse_i64("--reenter", optarg, 0, 64, &v))
                 return 2;
             cfg.reenter = v;
             break;
@@ -388,7 +418,14 @@ static int cmd_run(int argc, char **argv)
             }
             cfg.ntargets++;
             break;
-        case O_TOKEN: cfg.admin_token = optarg; break;
+        case O_TOKEN:
+            if (!text_ok(optarg, 255, 0)) {
+                fprintf(stderr, "miaosha-load: --admin-token: at most 255 printable characters, "
+                                "no space or control character\n");
+                return 2;
+            }
+            cfg.admin_token = optarg;
+            break;
         case O_EXPECT:
             if (strcmp(optarg, "safe") == 0)
                 expect = LG_EXPECT_SAFE;
@@ -406,7 +443,17 @@ static int cmd_run(int argc, char **argv)
                 return 2;
             cfg.deadline_ms = v * 1000;
             break;
-        case O_FAULT: cfg.fault = optarg; break;
+        case O_FAULT:
+            if (strcmp(optarg, "crash_before_expire") != 0 &&
+                strcmp(optarg, "crash_in_section") != 0) {
+                fprintf(stderr,
+                        "miaosha-load: --fault: '%s' is not crash_before_expire or "
+                        "crash_in_section\n",
+                        optarg);
+                return 2;
+            }
+            cfg.fault = optarg;
+            break;
         case O_METHOD:
             if (strcmp(optarg, "POST") && strcmp(optarg, "GET")) {
                 fprintf(stderr, "miaosha-load: --method: POST or GET\n");
@@ -462,6 +509,19 @@ static int cmd_run(int argc, char **argv)
                         "--stock -1\n");
         return 2;
     }
+    if (cfg.admin_token && *cfg.admin_token && !text_ok(cfg.admin_token, 255, 0)) {
+        fprintf(stderr, "miaosha-load: the admin token (--admin-token or $MIAOSHA_ADMIN_TOKEN): at "
+                        "most 255 printable characters, no space or control character\n");
+        return 2;
+    }
+    if (cfg.acked_out) { /* found out before the burst, not after it */
+        FILE *f = fopen(cfg.acked_out, "a");
+        if (f == NULL || fclose(f) != 0) {
+            fprintf(stderr, "miaosha-load: --acked-out %s: cannot write it: %s\n", cfg.acked_out,
+                    strerror(errno));
+            return 2;
+        }
+    }
     if (cfg.ntargets == 0) {
         lg_url_parse("http://127.0.0.1:8080", &cfg.targets[0], err, sizeof err);
         cfg.ntargets = 1;
@@ -491,6 +551,22 @@ static int cmd_run(int argc, char **argv)
     if (!res->audited)
         fprintf(stderr, "miaosha-load: audit failed: %s\n", res->audit_error);
     int status = lg_run_check(res, expect);
+    /* A run that sold nothing because it never reached a purchase (every
+     * request unanswered or refused as a 4xx: a dead target, a bad
+     * --fault, a mode the server does not offer) or whose audit could not
+     * be read is no verdict at all, whatever --expect says. */
+    uint64_t answered = res->ok + res->sold_out + res->fenced_out + res->lock_busy +
+                        res->redis_unavailable;
+    if (cfg.requests > 0 && answered == 0) {
+        fprintf(stderr,
+                "miaosha-load: no purchase was answered (%llu without an answer, %llu other "
+                "HTTP answers%s%s): the run did not happen\n",
+                (unsigned long long)res->transport_errors, (unsigned long long)res->other_http,
+                res->nerrs > 0 ? ", e.g. " : "", res->nerrs > 0 ? res->errs[0].error : "");
+        status = 3;
+    } else if (!res->audited) {
+        status = 3;
+    }
     if (timeline && write_run_timeline(timeline, &cfg, res, lang) < 0 && status == 0)
         status = 3;
     if (g_stop)
@@ -501,6 +577,11 @@ static int cmd_run(int argc, char **argv)
 
 /* The whole of f (a file or stdin) into a malloc'd buffer; NULL on a read
  * error or out of memory. */
+/* A saved trace: a ring of at most trace.ring_size (100000) records of a
+ * few hundred bytes each per instance, so 256 MiB is more than any real
+ * one; past that (a device, a wrong file) the read stops: NULL. */
+#define TRACE_FILE_MAX ((size_t)256 << 20)
+
 static char *slurp(FILE *f, size_t *len)
 {
     size_t cap = 65536, n = 0;
@@ -510,6 +591,11 @@ static char *slurp(FILE *f, size_t *len)
         n += got;
         if (n < cap)
             break;
+        if (cap >= TRACE_FILE_MAX) {
+            free(p);
+            errno = EFBIG;
+            return NULL;
+        }
         char *q = realloc(p, cap * 2);
         if (!q) {
             free(p);
@@ -563,7 +649,11 @@ static int cmd_timeline(int argc, char **argv)
         default: fputs(timeline_help, stderr); return 2;
         }
     }
-    if (optind < argc || !out || !*out || ntraces == 0) {
+    if (optind < argc) {
+        fprintf(stderr, "miaosha-load timeline: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (!out || !*out || ntraces == 0) {
         fprintf(stderr, "miaosha-load timeline: --trace FILE and --out FILE are required\n");
         return 2;
     }
@@ -579,7 +669,8 @@ static int cmd_timeline(int argc, char **argv)
         if (f && !std)
             fclose(f);
         if (!text) {
-            fprintf(stderr, "miaosha-load: %s: cannot read\n", traces[i]);
+            fprintf(stderr, "miaosha-load: %s: cannot read%s\n", traces[i],
+                    errno == EFBIG ? " (more than 256 MiB)" : "");
             rc = 1;
         } else if (lg_trace_add_text(&set, text, len, err, sizeof err) < 0) {
             fprintf(stderr, "miaosha-load: %s: %s\n", traces[i], err);
@@ -625,7 +716,16 @@ static int cmd_bench(int argc, char **argv)
             }
             have_target = 1;
             break;
-        case O_PATH: cfg.path = optarg; break;
+        case O_PATH:
+            if (optarg[0] != '/' || !text_ok(optarg, 1024, 0)) {
+                fprintf(stderr,
+                        "miaosha-load: --path: '%s' must start with '/' and hold no space "
+                        "or control character\n",
+                        optarg);
+                return 2;
+            }
+            cfg.path = optarg;
+            break;
         case O_CONC:
             if (parse_i64("--concurrency", optarg, 1, 20000, &v))
                 return 2;
@@ -634,8 +734,8 @@ static int cmd_bench(int argc, char **argv)
         case O_DUR: {
             char *end;
             double d = strtod(optarg, &end);
-            if (end == optarg || *end || d <= 0 || d > 3600) {
-                fprintf(stderr, "miaosha-load: --duration: seconds in (0, 3600]\n");
+            if (end == optarg || *end || !(d >= 0.001 && d <= 3600)) {
+                fprintf(stderr, "miaosha-load: --duration: seconds in 0.001..3600\n");
                 return 2;
             }
             cfg.duration_s = d;
@@ -736,11 +836,25 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case O_FAULTS: faults = 1; break;
-        case O_TFACTOR: tf = optarg; break;
+        case O_TFACTOR:
+            if (!*optarg) {
+                fprintf(stderr,
+                        "miaosha-load: --time-factor: expected a number in 1..50, got ''\n");
+                return 2;
+            }
+            tf = optarg;
+            break;
         case O_SERVER: cfg.server = optarg; break;
         case O_REDIS: cfg.redis = optarg; break;
         case O_REDIS_SERVER: cfg.redis_server = optarg; break;
-        case O_TOKEN: cfg.admin_token = optarg; break;
+        case O_TOKEN:
+            if (!text_ok(optarg, 255, 0)) {
+                fprintf(stderr, "miaosha-load: --admin-token: at most 255 printable characters, "
+                                "no space or control character\n");
+                return 2;
+            }
+            cfg.admin_token = optarg;
+            break;
         case O_TARGET: {
             lg_url u;
             if (lg_url_parse(optarg, &u, err, sizeof err) < 0) {

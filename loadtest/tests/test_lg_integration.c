@@ -244,6 +244,30 @@ static void test_run(void)
     /* usage errors */
     snprintf(cmd, sizeof cmd, "%s run --mode bogus 2>/dev/null", load);
     TU_CHECK(sh(cmd, out, sizeof out) == 2, "bad mode is a usage error");
+    const char *usage[] = {"run --sku 'a b'",
+                           "run --requests +5",
+                           "run --requests ' 5'",
+                           "run --fault bogus",
+                           "run --target http://127.0.0.1:+80",
+                           "run --admin-token \"$(printf 's\\r\\nX: 1')\"",
+                           "bench --path 'a b'",
+                           "bench --duration nan",
+                           "matrix --modes ''",
+                           "matrix --time-factor ''",
+                           "run --acked-out /nonexistent/dir/ids.txt"};
+    for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1", load, usage[i]);
+        rc = sh(cmd, out, sizeof out);
+        TU_CHECK(rc == 2, "'%s' is a usage error (exit %d)\n%s", usage[i], rc, out);
+    }
+    /* no purchase answered: not a verdict (exit 3), whatever --expect says */
+    snprintf(cmd, sizeof cmd,
+             "%s run --target http://127.0.0.1:%d --mode redlock --sku lgt-nolock --stock 5 "
+             "--requests 10 --expect safe 2>&1",
+             load, p1);
+    rc = sh(cmd, out, sizeof out);
+    TU_CHECK(rc == 3 && strstr(out, "no purchase was answered"),
+             "every purchase refused (redlock without nodes): exit %d\n%s", rc, out);
     snprintf(cmd, sizeof cmd, "%s run --help", load);
     TU_CHECK(sh(cmd, out, sizeof out) == 0 && strstr(out, "--expect"), "run --help");
 

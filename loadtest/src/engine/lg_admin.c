@@ -180,15 +180,21 @@ int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int
  * right after a burst, which may have ended inside a fault (a Redis stall,
  * an instance restarting behind nginx); a GET changes nothing, so asking
  * again is safe where a PUT's retry would not be. 5 attempts, 100/200/400/800
- * ms apart. Same contract as lg_http_call, the last attempt's outcome. */
+ * ms apart, none begun once timeout_ms has passed since the first (a server
+ * that accepts and stays silent costs one timeout, not five). Same contract
+ * as lg_http_call, the last attempt's outcome. */
 static int get_retry(const char *url, long timeout_ms, long *st, char **resp, char *err,
                      size_t errlen)
 {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int attempt = 0;; attempt++) {
         *st = 0;
         *resp = NULL;
         int rc = lg_http_call("GET", url, NULL, NULL, timeout_ms, st, resp, err, errlen);
-        if ((rc == 0 && *st < 500) || attempt == 4)
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long spent_ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
+        if ((rc == 0 && *st < 500) || attempt == 4 || spent_ms >= timeout_ms)
             return rc;
         free(*resp);
         *resp = NULL;
@@ -200,7 +206,9 @@ static int get_retry(const char *url, long timeout_ms, long *st, char **resp, ch
 static int get_i64(const cJSON *o, const char *k, int64_t *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(v))
+    /* A count the service can hold (stock is at most 1e9): anything else is
+     * not an audit, and the sums below could overflow on it. */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -1e15 && v->valuedouble <= 1e15))
         return -1;
     *out = (int64_t)v->valuedouble;
     return 0;

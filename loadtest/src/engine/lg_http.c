@@ -317,6 +317,10 @@ int lg_url_parse(const char *url, lg_url *out, char *err, size_t errlen)
         return -1;
     }
     const char *h = url + 7;
+    if (h[0] == '[') {
+        snprintf(err, errlen, "%s: IPv6 targets are not supported (IPv4 or a host name)", url);
+        return -1;
+    }
     size_t hl = strcspn(h, ":/");
     if (hl == 0 || hl >= sizeof out->host) {
         snprintf(err, errlen, "%s: missing or too long host", url);
@@ -325,9 +329,9 @@ int lg_url_parse(const char *url, lg_url *out, char *err, size_t errlen)
     memcpy(out->host, h, hl);
     const char *rest = h + hl;
     if (*rest == ':') {
-        char *end;
-        long port = strtol(rest + 1, &end, 10);
-        if (end == rest + 1 || port < 1 || port > 65535 || (*end && *end != '/')) {
+        char *end = (char *)rest + 1;
+        long port = isdigit((unsigned char)rest[1]) ? strtol(rest + 1, &end, 10) : 0;
+        if (port < 1 || port > 65535 || (*end && *end != '/')) {
             snprintf(err, errlen, "%s: bad port", url);
             return -1;
         }
@@ -339,7 +343,10 @@ int lg_url_parse(const char *url, lg_url *out, char *err, size_t errlen)
     size_t pl = strlen(rest);
     while (pl > 0 && rest[pl - 1] == '/')
         pl--;
-    if (pl >= sizeof out->prefix || memchr(rest, '?', pl) || memchr(rest, ' ', pl)) {
+    int ctl = 0;
+    for (size_t i = 0; i < pl; i++)
+        ctl |= (unsigned char)rest[i] <= ' ' || (unsigned char)rest[i] == 0x7f;
+    if (pl >= sizeof out->prefix || memchr(rest, '?', pl) || ctl) {
         snprintf(err, errlen, "%s: bad path prefix", url);
         return -1;
     }

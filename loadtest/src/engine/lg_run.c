@@ -258,9 +258,6 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
     res->ok = e->status[200];
     res->sold_out = e->status[409] - res->fenced_out;
     res->lock_busy = e->status[429];
-    res->redis_unavailable = e->status[503];
-    res->other_http = e->completed - res->ok - res->sold_out - res->fenced_out - res->lock_busy -
-                      res->redis_unavailable;
     for (int k = 1; k < LG_ERR_COUNT; k++)
         res->transport_errors += e->errors[k];
     res->not_sent = cfg->requests > e->claimed ? cfg->requests - e->claimed : 0;
@@ -293,6 +290,13 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
             break;
         }
     }
+    /* The 503s that said redis_unavailable; other 503s (overloaded,
+     * redis_error, not_replicated) count as other HTTP answers. */
+    for (int k = 0; k < res->nerrs; k++)
+        if (res->errs[k].status == 503 && strcmp(res->errs[k].error, "redis_unavailable") == 0)
+            res->redis_unavailable += res->errs[k].n;
+    res->other_http = e->completed - res->ok - res->sold_out - res->fenced_out - res->lock_busy -
+                      res->redis_unavailable;
     lg_idset_sort(&acked);
     lg_idset_sort(&unknown);
     res->dup_ok_ids = lg_idset_duplicates(&acked);

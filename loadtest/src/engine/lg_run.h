@@ -80,6 +80,9 @@ typedef struct lg_run_cfg {
 typedef struct lg_run_result {
     lg_engine_result eng;
     uint64_t requests; /* asked for */
+    /* answers by status: 200, 409 (but fenced_out), 429, the 503s whose
+     * error was redis_unavailable, every other answer (other 503s too),
+     * and requests that got no answer */
     uint64_t ok, sold_out, lock_busy, redis_unavailable, other_http, transport_errors;
     uint64_t fenced_out;         /* 409s whose error was fenced_out (mode fenced: a
                                     stale holder's write refused); not in sold_out */

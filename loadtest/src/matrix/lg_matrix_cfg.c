@@ -80,7 +80,8 @@ static int select_list(const char *list, const char *const *names, int n, int *o
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
     char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int named = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), named++) {
         int found = 0;
         for (int i = 0; i < n; i++)
             if (!strcmp(t, names[i]))
@@ -89,6 +90,10 @@ static int select_list(const char *list, const char *const *names, int n, int *o
             snprintf(err, errlen, "unknown name '%s'", t);
             return -1;
         }
+    }
+    if (named == 0) {
+        snprintf(err, errlen, "no name given (a comma-separated list)");
+        return -1;
     }
     for (int i = 0; i < n; i++)
         on[i] = tmp[i];
