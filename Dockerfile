@@ -7,8 +7,10 @@
 # installs it into a staging prefix with `cmake --install`.
 # scaleout/tests/dockerfile_build.sh runs these exact RUN cmake lines outside
 # Docker in CI, so the image cannot drift from the CMake build.
-# Stage 2 holds only the runtime libraries, runs as a non-root user and is
-# health-checked on /healthz with curl.
+# Stage 2 holds the runtime libraries, curl (the health check on /healthz),
+# ca-certificates, redis-server (the matrix profile's redlock lock masters)
+# and a CJK font (fonts-wqy-microhei, for the --lang zh pages), and runs as
+# a non-root user.
 FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
