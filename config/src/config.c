@@ -1491,6 +1491,10 @@ static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t e
             file = e;
     }
     if (file) {
+        if (file[0] == '\0') { /* --config "" (an empty $MIAOSHA_CONFIG means none) */
+            ctx x = {"--config", err, errlen};
+            return fail(&x, CFG_INVALID, "an empty file name");
+        }
         if (strlen(file) >= sizeof c->config_path) {
             ctx x = {"--config", err, errlen};
             return fail(&x, CFG_INVALID, "path is longer than %zu bytes",

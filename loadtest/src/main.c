@@ -540,7 +540,7 @@ static int cmd_run(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "miaosha-load: %s\n", err);
         free(res);
-        return 3;
+        return g_stop ? 130 : 3;
     }
     if (json)
         lg_report_json(stdout, &cfg, res, expect);
