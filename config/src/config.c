@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,6 +453,13 @@ static void show_json(const key_def *k, const cJSON *item, char *buf, size_t len
 {
     if (k && (k->flags & F_SECRET) && cJSON_IsString(item)) {
         show_text(k, item->valuestring, buf, len);
+        return;
+    }
+    /* cJSON prints a number past a double's range (a 5000-digit port) as
+     * null, which is not what the file says */
+    if (cJSON_IsNumber(item) && !isfinite(item->valuedouble)) {
+        snprintf(buf, len, "%s",
+                 item->valuedouble > 0 ? "(a number too large)" : "(a number too small)");
         return;
     }
     char *txt = cJSON_PrintUnformatted(item);
