@@ -227,6 +227,11 @@ void svc_health_master(lc_client *workers, char *buf, size_t len)
         lc_client_master(c, buf, len);
     else if (len > 0)
         buf[0] = '\0';
+    /* The workers' client learns a Sentinel master with its first
+     * connection, which comes with the first request: until then the
+     * probe's names it (the same Sentinels, already asked). */
+    if (len > 0 && buf[0] == '\0' && c != client && client != NULL)
+        lc_client_master(client, buf, len);
 }
 
 int svc_health_up(void)

@@ -61,7 +61,9 @@ lc_client *svc_health_client(void);
  * lc_client_master of workers (the service's client; "" when NULL), but on
  * a Redis Cluster the probe client's, whose map the probe keeps fresh while
  * the service is idle (the workers' is taken afresh only with their next
- * command, so it would name a failed-over master until then). Any thread. */
+ * command, so it would name a failed-over master until then); and the
+ * probe client's too while the workers' names none (with Sentinels, before
+ * the first request has connected a worker). Any thread. */
 void svc_health_master(lc_client *workers, char *buf, size_t len);
 
 #endif
