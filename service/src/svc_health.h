@@ -37,8 +37,8 @@ void svc_health_when_up(svc_health_task fn, void *arg);
  * outlive the probe). The first probe, and when it answered the first
  * replica refresh and the svc_health_when_up task, run before it returns
  * and set the first status (down when it failed: there is no earlier good
- * probe to trust). Main thread
- * only. 0, or -1 when the client or the thread cannot be created. */
+ * probe to trust). Main thread only. 0, or -1 when the client or the
+ * thread cannot be created. */
 int svc_health_start(const cfg_config *s, const lc_options *lo);
 /* 1 unless the last SVC_HEALTH_DOWN_AFTER probes all failed (or the first
  * one did and none has succeeded since); 0 before svc_health_start. Any
