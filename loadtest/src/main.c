@@ -1020,6 +1020,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "miaosha-load: curl_global_init failed\n");
         return 3;
     }
+    lg_admin_cancel_on(&g_stop);
     int rc;
     if (!strcmp(argv[1], "run"))
         rc = cmd_run(argc - 1, argv + 1);

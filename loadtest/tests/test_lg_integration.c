@@ -4,6 +4,7 @@
  *   test_lg_integration run     `run --expect oversell` for none, `--expect
  *                               safe` for token (one and two instances), the
  *                               expectation flags failing when they should,
+ *                               Ctrl-C during a reset that is never answered,
  *                               the audit's GET retried until a late
  *                               server answers, and a short bench of /healthz
  *   test_lg_integration matrix  `matrix --quick`: exit 0 means every cell
@@ -22,8 +23,11 @@
  *                               it with 130 and stops that Redis
  * A missing server binary fails the test: it never skips.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +217,47 @@ static void test_run(void)
     rc = sh(cmd, out, sizeof out);
     TU_CHECK(rc == 0 && json_num(out, "connect") > 0 && json_num(out, "sold") == 10,
              "dead target exit %d\n%s", rc, out);
+
+    /* Ctrl-C while the stock reset waits on a server that never answers
+     * (a socket that listens and never accepts): exit 130 at once, not
+     * after the reset's 10 s timeout */
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t salen = sizeof sa;
+    TU_REQUIRE(silent >= 0 && bind(silent, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                   listen(silent, 8) == 0 &&
+                   getsockname(silent, (struct sockaddr *)&sa, &salen) == 0,
+               "a silent listener");
+    char target[64], ierr[64], ilog[] = "/tmp/miaosha-lg-int-XXXXXX";
+    snprintf(target, sizeof target, "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    int ilogfd = mkstemp(ilog);
+    TU_REQUIRE(ilogfd >= 0, "mkstemp");
+    close(ilogfd);
+    const char *int_argv[] = {load,      "run", "--target",   target, "--sku", "lgt-int",
+                              "--stock", "5",   "--requests", "5",    NULL};
+    pid_t ip = pk_spawn(int_argv, ilog, PK_SPAWN_DIE_WITH_PARENT, ierr, sizeof ierr);
+    TU_REQUIRE(ip > 0, "miaosha-load started: %s", ierr);
+    /* the reset's connection waits in the backlog: the PUT is in flight */
+    struct pollfd pf = {.fd = silent, .events = POLLIN};
+    TU_CHECK(poll(&pf, 1, (int)tu_slack(5000)) == 1, "the reset connected");
+    int64_t t_int = lc_now_ms();
+    kill(ip, SIGINT);
+    int ist = -1;
+    if (!pk_wait_status(ip, (int)tu_slack(8000), &ist))
+        pk_kill(ip);
+    long long int_ms = (long long)(lc_now_ms() - t_int);
+    FILE *lf = fopen(ilog, "r");
+    char iline[512] = "";
+    if (lf) {
+        if (!fgets(iline, sizeof iline, lf))
+            iline[0] = 0;
+        fclose(lf);
+    }
+    TU_CHECK(WIFEXITED(ist) && WEXITSTATUS(ist) == 130 && int_ms < tu_slack(3000) &&
+                 strstr(iline, "interrupted") != NULL,
+             "Ctrl-C during the reset: exit 130 (status %d) after %lld ms: %s", ist, int_ms, iline);
+    unlink(ilog);
+    close(silent);
 
     /* the audit's GETs are retried: a server that starts listening 50 ms
      * after the call (connection refused at first) still answers it */

@@ -2,6 +2,7 @@
 #include "lg_admin.h"
 
 #include <curl/curl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,10 +88,36 @@ int lg_http_call(const char *method, const char *url, const char *bearer, const 
     return lg_http_call_hdr(method, url, bearer, NULL, body, timeout_ms, status, resp, err, errlen);
 }
 
-int lg_http_call_hdr(const char *method, const char *url, const char *bearer, const char *header,
-                     const char *body, long timeout_ms, long *status, char **resp, char *err,
-                     size_t errlen)
+/* The flag lg_admin_cancel_on named (NULL: none). */
+static volatile sig_atomic_t *g_cancel;
+
+void lg_admin_cancel_on(volatile sig_atomic_t *flag)
 {
+    g_cancel = flag;
+}
+
+/* libcurl calls this while it waits (about once a second when nothing
+ * moves): non-zero abandons the transfer. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    const volatile sig_atomic_t *flag = ud;
+    return *flag != 0;
+}
+
+/* lg_http_call_hdr, abandoned once *cancel turns non-zero (NULL: never). */
+static int http_call(const char *method, const char *url, const char *bearer, const char *header,
+                     const char *body, long timeout_ms, const volatile sig_atomic_t *cancel,
+                     long *status, char **resp, char *err, size_t errlen)
+{
+    if (cancel != NULL && *cancel) {
+        snprintf(err, errlen, "%s %s: interrupted", method, url);
+        *status = 0;
+        if (resp)
+            *resp = NULL;
+        return -1;
+    }
     CURL *c = curl_easy_init();
     if (!c) {
         snprintf(err, errlen, "curl_easy_init failed");
@@ -122,10 +149,17 @@ int lg_http_call_hdr(const char *method, const char *url, const char *bearer, co
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (cancel != NULL) {
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)cancel);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    }
     CURLcode rc = curl_easy_perform(c);
     long code = 0;
     if (rc == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    else if (rc == CURLE_ABORTED_BY_CALLBACK)
+        snprintf(err, errlen, "%s %s: interrupted", method, url);
     else
         snprintf(err, errlen, "%s %s: %s", method, url, curl_easy_strerror(rc));
     curl_slist_free_all(hdrs);
@@ -149,6 +183,14 @@ int lg_http_call_hdr(const char *method, const char *url, const char *bearer, co
     return 0;
 }
 
+int lg_http_call_hdr(const char *method, const char *url, const char *bearer, const char *header,
+                     const char *body, long timeout_ms, long *status, char **resp, char *err,
+                     size_t errlen)
+{
+    return http_call(method, url, bearer, header, body, timeout_ms, NULL, status, resp, err,
+                     errlen);
+}
+
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
                    size_t errlen)
 {
@@ -166,7 +208,7 @@ int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int
         snprintf(body, sizeof body, "{\"stock\":%lld}", (long long)stock);
     long st = 0;
     char *resp = NULL;
-    if (lg_http_call("PUT", url, token, body, 10000, &st, &resp, err, errlen) < 0)
+    if (http_call("PUT", url, token, NULL, body, 10000, g_cancel, &st, &resp, err, errlen) < 0)
         return -1;
     int ok = st >= 200 && st < 300;
     if (!ok)

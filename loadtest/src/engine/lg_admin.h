@@ -7,6 +7,7 @@
 #ifndef MIAOSHA_LG_ADMIN_H
 #define MIAOSHA_LG_ADMIN_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,15 @@ int lg_http_call(const char *method, const char *url, const char *bearer, const 
 int lg_http_call_hdr(const char *method, const char *url, const char *bearer, const char *header,
                      const char *body, long timeout_ms, long *status, char **resp, char *err,
                      size_t errlen);
+
+/* Names the flag (a signal handler's) that abandons a stock reset in
+ * flight: once *flag is non-zero, lg_admin_reset and lg_admin_reset_buckets
+ * give up within about a second (libcurl's progress callback) and return -1
+ * with "interrupted" in err; a reset not yet begun is not sent. The reads
+ * (audit, orders) are not abandoned, so a run interrupted after its burst
+ * still reports its audit. NULL (the default) abandons nothing. Call it
+ * once, before any thread makes an admin call. */
+void lg_admin_cancel_on(volatile sig_atomic_t *flag);
 
 /* PUT {base}/stock/{sku} {"stock":N}: must answer 2xx. */
 int lg_admin_reset(const char *base, const char *sku, int64_t stock, const char *token, char *err,
