@@ -1326,7 +1326,7 @@ typedef struct flag_def {
 
 static const flag_def FLAGS[] = {
     {"--config", NULL, FL_CONFIG, "FILE", NULL,
-     "JSON config file (default: $MIAOSHA_CONFIG, else none)"},
+     "JSON config file, at most one (default: $MIAOSHA_CONFIG, else none)"},
     {"--port", NULL, FL_PORT, "N", "listen.port", "same as --set listen.port=N"},
     {"--listen", NULL, FL_LISTEN, "ADDR", "listen.address", "same as --set listen.address=ADDR"},
     {"--redis", NULL, FL_REDIS, "HOST:PORT", NULL,
@@ -1466,7 +1466,7 @@ static void fill_instance_id(cfg_config *c)
 static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t errlen)
 {
     const char *file = NULL;
-    bool print = false;
+    bool print = false, file_twice = false;
 
     /* First pass: help and version win over everything (even a broken
      * config), and the file must be known before the environment and the
@@ -1486,12 +1486,21 @@ static cfg_status load(cfg_config *c, int argc, char **argv, char *err, size_t e
             return CFG_EXIT_HELP;
         if (d->id == FL_VERSION)
             return CFG_EXIT_VERSION;
-        if (d->id == FL_CONFIG)
+        if (d->id == FL_CONFIG) {
+            file_twice = file != NULL;
             file = v;
+        }
         if (d->id == FL_PRINT)
             print = true;
     }
     clear_err(err, errlen);
+    /* One file is read, never a merge of two: a second --config would
+     * silently drop the first's keys. (Checked after the loop, so that
+     * --help still wins.) */
+    if (file_twice) {
+        ctx x = {"--config", err, errlen};
+        return fail(&x, CFG_INVALID, "given twice (one file is read: merge them into one)");
+    }
 
     if (!file) {
         const char *e = getenv(ENV_CONFIG);

@@ -268,6 +268,16 @@ static void test_precedence(void)
     TU_CHECK(load(&c, err, "--port", "9006", "--config", p, NULL) == CFG_OK &&
                  c.listen.port == 9006,
              "flag before --config: %d", c.listen.port);
+    /* two files are not merged: a second --config is refused, not read
+     * in place of the first; --help still wins */
+    TU_CHECK(load(&c, err, "--config", p,
+                  "--config="
+                  "/nonexistent.json",
+                  NULL) == CFG_INVALID &&
+                 has(err, "--config") && has(err, "twice"),
+             "--config twice: %s", err);
+    TU_CHECK(load(&c, err, "--config", p, "--config", p, "--help", NULL) == CFG_EXIT_HELP,
+             "--config twice, then --help: %s", err);
     unsetenv("MIAOSHA_LISTEN_PORT");
     unsetenv("MIAOSHA_REDIS_HOST");
     unsetenv("MIAOSHA_LOCK_LEASE_MS");
