@@ -183,10 +183,15 @@ int main(int argc, char **argv)
             return 1;
         printf("%s\n", txt);
         free(txt);
+        fflush(stdout); /* the JSON before the notes below, also in one file */
         if (cfg.redis.cluster_nodes[0])
             fprintf(stderr,
                     "miaosha-server: redis.cluster_nodes is set: redis.host and redis.port (and "
                     "--redis) are not used\n");
+        /* The same warning a start logs: a check of the config should show
+         * the typo too. */
+        if (cfg_unknown_env(err, sizeof err) > 0)
+            fprintf(stderr, "miaosha-server: ignoring unknown environment variables: %s\n", err);
         return 0;
     }
     default:

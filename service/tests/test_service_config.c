@@ -97,6 +97,18 @@ int main(void)
         TU_CHECK(strstr(out, "--port") != NULL, "--help lists flags");
     }
     {
+        /* --print-config names an unknown MIAOSHA_* variable as a start
+         * does (a likely typo), and still exits 0 */
+        setenv("MIAOSHA_LOCK_LEASEMS", "5", 1);
+        const char *a[] = {"--print-config", NULL};
+        int rc = svc_run_exit(a, 5000, out, sizeof out);
+        unsetenv("MIAOSHA_LOCK_LEASEMS");
+        TU_CHECK(rc == 0 && strstr(out, "\"lease_ms\"") != NULL &&
+                     strstr(out, "ignoring unknown environment variables: ") &&
+                     strstr(out, "MIAOSHA_LOCK_LEASEMS"),
+                 "--print-config with a typo in the environment: exit %d: %s", rc, out);
+    }
+    {
         const char *a[] = {"--version", NULL};
         TU_CHECK(svc_run_exit(a, 5000, out, sizeof out) == 0, "--version exits 0");
         TU_CHECK(strstr(out, "miaosha") != NULL, "--version: %s", out);
