@@ -229,8 +229,8 @@ static const key_def KEYS[] = {
     K_STR("redlock.nodes", redlock.nodes, S_NODES, 0, "", 0,
           "Redlock's independent lock masters, host:port separated by commas (in the JSON "
           "file also an array): an odd count 3..9, none twice, none named in "
-          "redis.cluster_nodes, each reachable at start; empty = /miaosha/redlock is not "
-          "offered"),
+          "redis.cluster_nodes, each reachable at start and no two one server (the same "
+          "run_id); empty = /miaosha/redlock is not offered"),
     K_NUM("redlock.node_timeout_ms", redlock.node_timeout_ms, 1, 60000, 50, NULL, "ms",
           "how long one parallel round waits for a lock master before counting it failed; "
           "keep it far below the lease"),

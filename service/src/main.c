@@ -64,12 +64,18 @@ static int redlock_nodes_from(const cfg_config *c, char *buf, size_t len, const 
 
 /* Every lock master must answer PING at start: a node missing from the
  * beginning is a configuration mistake, not a failure to tolerate (the
- * majority would then rest on fewer nodes than the operator counted).
- * Returns 0, or -1 with "<node>: <why>" in err. */
+ * majority would then rest on fewer nodes than the operator counted). So is
+ * one server under two names ("localhost:7001" and "127.0.0.1:7001"), which
+ * the configuration's text compare cannot see: its vote would count twice,
+ * and a majority of the names could be a minority of the servers. Two nodes
+ * are one server when INFO server gives both the same run_id (a fresh
+ * random id per redis-server process). Returns 0, or -1 with "<node>: <why>"
+ * in err. */
 static int redlock_nodes_reachable(const char *const *nodes, int n, int timeout_ms, char *err,
                                    size_t errlen)
 {
-    for (int i = 0; i < n; i++) {
+    char run_id[LC_REDLOCK_MAX_NODES][48];
+    for (int i = 0; i < n && i < LC_REDLOCK_MAX_NODES; i++) {
         char host[CFG_NODES_LEN];
         snprintf(host, sizeof host, "%s", nodes[i]);
         char *colon = strrchr(host, ':');
@@ -88,9 +94,25 @@ static int redlock_nodes_reachable(const char *const *nodes, int n, int timeout_
                                                          : "no answer to PING");
         if (r)
             freeReplyObject(r);
+        run_id[i][0] = '\0';
+        r = ok ? redisCommand(ctx, "INFO server") : NULL;
+        const char *id = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "run_id:") : NULL;
+        if (id != NULL)
+            sscanf(id + 7, "%47[0-9a-f]", run_id[i]);
+        if (r)
+            freeReplyObject(r);
         redisFree(ctx);
         if (!ok)
             return -1;
+        for (int k = 0; k < i && run_id[i][0]; k++) {
+            if (strcmp(run_id[k], run_id[i]) == 0) {
+                snprintf(err, errlen,
+                         "%s and %s are one Redis server (run_id %.12s...): Redlock's majority "
+                         "needs independent masters",
+                         nodes[k], nodes[i], run_id[i]);
+                return -1;
+            }
+        }
     }
     return 0;
 }

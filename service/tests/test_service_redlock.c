@@ -2,12 +2,11 @@
  * redis-servers as the lock masters (the stock stays on the suite's
  * Redis): not offered without redlock.nodes (404 naming the key and
  * README.md's "redlock by hand", a section that exists); exit 2
- * naming redlock.nodes for an even count, a duplicate and a node that is
- * down at start; exact under the race (stock 10, 40 buyers, work_ms 20)
- * with all five masters and again with two of them killed, "pipeline"
- * false in every reply; with three killed, 503 and nothing sold, and no
- * lock key left on a survivor; a holder past its validity (lease 100 ms,
- * work 300 ms) reports lock_lost and still writes, as token does. */
+ * naming redlock.nodes for an even count, a duplicate, one server under
+ * two names and a node that is down at start; exact under the race (stock 10, 40 buyers, work_ms
+ * 20) with all five masters and again with two of them killed, "pipeline" false in every reply;
+ * with three killed, 503 and nothing sold, and no lock key left on a survivor; a holder past its
+ * validity (lease 100 ms, work 300 ms) reports lock_lost and still writes, as token does. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +44,11 @@ static void test_bad_config(void)
     snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", red[0].port,
              red[1].port, red[0].port);
     expect_exit2(nodes, "twice");
+    /* one server under two names (127.1 is 127.0.0.1): its one vote would
+     * count twice */
+    snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.1:%d", red[0].port, red[1].port,
+             red[0].port);
+    expect_exit2(nodes, "one Redis server");
     /* A free port: nothing listens there. */
     int dead = pk_free_port();
     snprintf(nodes, sizeof nodes, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", red[0].port,
