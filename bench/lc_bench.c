@@ -10,7 +10,7 @@
  * because this machine is shared and noisy: only the ratio means anything.
  *
  * Part 2, contended: 8 and 32 threads loop acquire → GET → SET → release on
- * one key (the critical section of the seckill walkthrough article) for
+ * one key (the critical section of the seckill walkthrough, docs/locks.md) for
  * each mode; reports critical sections/s, fairness = min/max completions
  * per thread, and what Redis says the run cost it per section (commands,
  * including those scripts call, and µs spent in scripts: see redis_work).

@@ -1,7 +1,7 @@
 /* lc_mutex.c — the `mutex` mode: an in-process lock per key name.
  *
- * The seckill walkthrough's `synchronized` step: correct inside one process,
- * invisible to every other process, which is the flaw the multi-instance scenario shows. A
+ * The seckill walkthrough's `synchronized` step (docs/locks.md, section 1): correct inside one
+ * process, invisible to every other process, which is the flaw the multi-instance scenario shows. A
  * held flag under the table's mutex plus a condition variable per entry
  * gives a timed wait (wait_ms) and lets any thread release, which a pthread
  * mutex would not. Not reentrant: an owner that asks again waits for itself.

@@ -1,7 +1,7 @@
 /* lc_redlock.c — the redlock mode: the Redlock algorithm as the Redis docs
  * describe it ("Distributed Locks with Redis"), to the letter.
  *
- * One fresh token for every node; SET key token NX PX lease goes to the N
+ * One fresh token, the same on every node; SET key token NX PX lease goes to the N
  * independent masters at once, and the lock is held when a majority said
  * OK and the round took less than the lease; its validity is the lease
  * minus the round's time minus a clock drift allowance. A failed attempt

@@ -18,7 +18,11 @@
  *   - the process dies: nothing renews, and the lease runs out within
  *     watchdog_timeout_ms of the last renewal.
  * An I/O error keeps the schedule: the next period tries again (Redis may be
- * restarting), while the lease still bounds the damage.
+ * restarting), while the lease still bounds the damage. Here lockcore
+ * departs from Redisson's renewExpiration, which logs the error and
+ * schedules no further renewal, so that one failed renewal lets the lock
+ * run out a lease later although its holder lives: a Redis that answers
+ * again within the lease keeps the lock held here.
  *
  * The same table also records explicit-lease holds: lockcore needs to know
  * that an owner already holds a key to let it re-enter ahead of queued

@@ -36,7 +36,7 @@
 -- the writes (a script runs alone), so no epoch is needed for that; only a
 -- reservation taken before the script (ARGV[8]) asks which reset the
 -- stock belongs to. The order of the
--- checks is the article's lesson: the duplicate check comes before the
+-- checks is the lesson: the duplicate check comes before the
 -- decrement, never after.
 
 -- An integer as DECR and INCR take it: canonical, at most 18 digits (so it

@@ -3,11 +3,10 @@
  *   acquire → read the stock → decide → work → commit → WAIT → release
  *
  * svc_section_run reads as that line. The section is the seckill
- * walkthrough's, non-atomic on purpose: the stock is read, the buyer works
- * (work_ms), and stock-1 is written later. Only the lock stands between two
- * buyers who read the same value; without one (mode none) both write the
- * same stock-1 and one unit is sold twice — the oversell the project shows.
- * The story of the modes: docs/locks.md.
+ * walkthrough's (docs/locks.md, sections 0-7), non-atomic on purpose: the stock is read, the buyer
+ * works (work_ms), and stock-1 is written later. Only the lock stands between two buyers who read
+ * the same value; without one (mode none) both write the same stock-1 and one unit is sold twice —
+ * the oversell the project shows. The story of the modes: docs/locks.md.
  *
  * How commands travel changes the round trips, not the plot. Pipelined
  * (purchase.pipeline, ?pipeline=1; the default for every mode whose lock
@@ -370,7 +369,7 @@ static bool acquire(svc_section *x, purchase_result *end)
  * fixed lease had certainly run out: the key it removed was a later
  * holder's. Only setnx's plain DEL can do that (token's and reentrant's
  * scripts check the owner and answer not-owner instead); the lock core
- * cannot tell, as the article's plain DEL cannot, so the service measures
+ * cannot tell, as setnx's plain DEL cannot, so the service measures
  * it by the clock. */
 static void release_one(svc_section *x, lc_guard *g, bool outer, lc_pipe *p)
 {

@@ -1,5 +1,5 @@
 /* svc_store.c — the plain store (svc_store.h): the lock modes' read and
- * write, the seckill walkthrough's GET then SET.
+ * write, the seckill walkthrough's GET then SET (docs/locks.md, section 0).
  *
  * The read WATCHes the stock's epoch (the SKU's, or its bucket's) before
  * the GET: PUT /stock changes the epoch in its transaction (counts the

@@ -2,7 +2,7 @@
  *
  * Two stores behind one interface, so the section (svc_section.c) reads
  * the same for every lock mode:
- *   svc_store_plain   the seckill walkthrough's read and write, non-atomic
+ *   svc_store_plain   the seckill walkthrough's read and write (docs/locks.md), non-atomic
  *                     on purpose (svc_store.c): WATCH the stock's epoch,
  *                     GET stock; later MULTI, SET stock <read-1>, INCR
  *                     sold, RPUSH orders <record>, EXEC. Between the two

@@ -136,12 +136,10 @@ static void test_lock_lost(svc_server *s)
     svc_resp_free(&r);
 }
 
-/* The slow holder of the seckill walkthrough article. Buyer A takes the lock with a 200 ms lease
- * and works 400 ms; once A holds it, buyer B asks (5 s lease, waits up to
- * 5 s) and gets in when A's lease runs out; A releases at ~400 ms while B
- * holds.
- *   setnx: A's plain DEL deletes B's lock (A: deleted_other_lock), and B's
- *          own DEL then finds nothing (B: lock_lost).
+/* The slow holder of the seckill walkthrough (docs/locks.md, section 5). Buyer A takes the lock
+ * with a 200 ms lease and works 400 ms; once A holds it, buyer B asks (5 s lease, waits up to 5 s)
+ * and gets in when A's lease runs out; A releases at ~400 ms while B holds. setnx: A's plain DEL
+ * deletes B's lock (A: deleted_other_lock), and B's own DEL then finds nothing (B: lock_lost).
  *   token: A's release is refused (A: lock_lost); B's lock survives and B
  *          releases it normally. Nobody deletes another's lock.
  * B starts only once A's lock key exists, so the order is not a race. */
