@@ -270,10 +270,7 @@ static void test_precedence(void)
              "flag before --config: %d", c.listen.port);
     /* two files are not merged: a second --config is refused, not read
      * in place of the first; --help still wins */
-    TU_CHECK(load(&c, err, "--config", p,
-                  "--config="
-                  "/nonexistent.json",
-                  NULL) == CFG_INVALID &&
+    TU_CHECK(load(&c, err, "--config", p, "--config=/nonexistent.json", NULL) == CFG_INVALID &&
                  has(err, "--config") && has(err, "twice"),
              "--config twice: %s", err);
     TU_CHECK(load(&c, err, "--config", p, "--config", p, "--help", NULL) == CFG_EXIT_HELP,
