@@ -1,11 +1,18 @@
-/* test_lg_unit.c — miaosha-load's pieces that need no server: the HTTP
+/* test_lg_unit.c — miaosha-load's pieces that need no service and no Redis: the HTTP
  * response parser (Content-Length, chunked, split reads, keep-alive rules,
  * errors), the URL parser, the latency histogram's percentiles against
- * exact ones, the order-id set, the purchase-body parser, and the matrix
+ * exact ones, the order-id set, the order list's overall time bound (against a
+ * loopback server on a thread), the purchase-body parser, and the matrix
  * report in English (byte for byte as before) and in Chinese (--lang zh:
  * the words, the CSV unchanged, columns aligned by display width). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "lg_admin.h"
@@ -231,6 +238,74 @@ static void test_idset(void)
     lg_idset_sort(&s);
     TU_CHECK(s.n == 5006 && lg_idset_contains(&s, "id-4999"), "grow");
     lg_idset_free(&s);
+}
+
+/* A server that answers every request with a full page of 1000 orders,
+ * forever: a listing that never runs out (on a thread, loopback only). */
+typedef struct endless {
+    int fd;
+    atomic_int stop, pages;
+    pthread_t t;
+} endless;
+
+static void *endless_run(void *arg)
+{
+    endless *e = arg;
+    static char page[32 * 1000 + 256];
+    size_t n = (size_t)snprintf(page, sizeof page, "{\"orders\":[");
+    for (int i = 0; i < 1000; i++)
+        n += (size_t)snprintf(page + n, sizeof page - n, "%s{\"order_id\":\"o%d\"}", i ? "," : "",
+                              i);
+    n += (size_t)snprintf(page + n, sizeof page - n, "]}");
+    char head[128];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      n);
+    while (!atomic_load(&e->stop)) {
+        struct pollfd pf = {e->fd, POLLIN, 0};
+        if (poll(&pf, 1, 20) <= 0)
+            continue;
+        int c = accept(e->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        char req[2048];
+        struct pollfd cp = {c, POLLIN, 0};
+        if (poll(&cp, 1, 1000) == 1 && recv(c, req, sizeof req, 0) > 0 &&
+            send(c, head, (size_t)hn, MSG_NOSIGNAL) == hn &&
+            send(c, page, n, MSG_NOSIGNAL) == (ssize_t)n)
+            atomic_fetch_add(&e->pages, 1);
+        close(c);
+    }
+    return NULL;
+}
+
+/* The order listing is bounded as a whole: a server whose pages never run
+ * out ends it after total_ms, not after 100,000 pages. */
+static void test_orders_bounded(void)
+{
+    endless e = {0};
+    e.fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    TU_REQUIRE(e.fd >= 0 && bind(e.fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                   listen(e.fd, 16) == 0 && getsockname(e.fd, (struct sockaddr *)&a, &l) == 0,
+               "listens");
+    TU_REQUIRE(pthread_create(&e.t, NULL, endless_run, &e) == 0, "server thread");
+    char base[64], err[256] = "";
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    lg_idset ids = {0};
+    int64_t t0 = lc_now_ms();
+    int rc = lg_admin_orders(base, "endless", 300, &ids, err, sizeof err);
+    int64_t took = lc_now_ms() - t0;
+    TU_CHECK(rc == -1 && strstr(err, "not done after 300 ms") != NULL && ids.n >= 1000 &&
+                 ids.n % 1000 == 0 && took < tu_slack(3000),
+             "endless listing: rc %d after %lld ms, %zu ids, %d pages: %s", rc, (long long)took,
+             ids.n, atomic_load(&e.pages), err);
+    lg_idset_free(&ids);
+    atomic_store(&e.stop, 1);
+    pthread_join(e.t, NULL);
+    close(e.fd);
 }
 
 static void test_purchase_body(void)
@@ -751,6 +826,7 @@ int main(void)
     test_url();
     test_hist();
     test_idset();
+    test_orders_bounded();
     test_purchase_body();
     test_report_lang();
     test_report_en();

@@ -329,15 +329,26 @@ static int add_record(lg_idset *ids, const cJSON *rec)
     return rc;
 }
 
-int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err, size_t errlen)
+int lg_admin_orders(const char *base, const char *sku, long total_ms, lg_idset *ids, char *err,
+                    size_t errlen)
 {
     const int limit = 1000;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long offset = 0; offset < 100000000L;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left_ms = total_ms -
+                       ((now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L);
+        if (left_ms <= 0) {
+            snprintf(err, errlen, "orders: listing not done after %ld ms (%ld read)", total_ms,
+                     offset);
+            return -1;
+        }
         char url[700];
         snprintf(url, sizeof url, "%s/orders/%s?offset=%ld&limit=%d", base, sku, offset, limit);
         long st = 0;
         char *resp = NULL;
-        if (get_retry(url, 20000, &st, &resp, err, errlen) < 0)
+        if (get_retry(url, left_ms < 20000 ? left_ms : 20000, &st, &resp, err, errlen) < 0)
             return -1;
         if (st != 200) {
             snprintf(err, errlen, "GET %s answered %ld: %.200s", url, st, resp);

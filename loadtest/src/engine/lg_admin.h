@@ -72,10 +72,22 @@ int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int
  * transport failure or a 5xx (5 attempts, 100/200/400/800 ms apart: a burst may
  * end inside a Redis stall); -1 with the last reason in err. */
 int lg_admin_audit(const char *base, const char *sku, lg_audit *a, char *err, size_t errlen);
+/* The whole order listing's bound (ms) that lg_run and the matrix pass to
+ * lg_admin_orders: a million orders is a thousand pages, seconds on a
+ * loopback; five minutes leaves room for a slow server and still ends. */
+#define LG_ORDERS_LIST_MS 300000
+
 /* GET {base}/orders/{sku}?offset=&limit=1000 until exhausted, adding every
  * record's order_id to ids. Accepts a JSON array of records or an object
- * holding one ("orders"/"items"), records as objects or JSON strings. */
-int lg_admin_orders(const char *base, const char *sku, lg_idset *ids, char *err, size_t errlen);
+ * holding one ("orders"/"items"), records as objects or JSON strings.
+ * Bounded as a whole by total_ms (> 0): each page is retried as
+ * lg_admin_audit's GET, within what is left of total_ms (20 s at most), and
+ * no page is begun once total_ms has passed — a server that keeps answering
+ * full pages cannot hold the caller longer. 0, or -1 with the reason in
+ * err (transport, a status other than 200, no order list, a record without
+ * an order_id, out of time; ids then holds the pages already read). */
+int lg_admin_orders(const char *base, const char *sku, long total_ms, lg_idset *ids, char *err,
+                    size_t errlen);
 
 /* Extracts what a purchase response says: order_id (copied, < 64 bytes,
  * "" when absent), error code ("" when absent), lock_lost and

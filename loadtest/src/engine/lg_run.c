@@ -311,7 +311,8 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         int64_t give_up = lc_now_ms() + (cfg->audit_wait_ms > 0 ? cfg->audit_wait_ms : 0);
         int got;
         while ((got = lg_admin_audit(admin, cfg->sku, &res->audit, aerr, sizeof aerr) == 0 &&
-                      lg_admin_orders(admin, cfg->sku, &listed, aerr, sizeof aerr) == 0) == 0 &&
+                      lg_admin_orders(admin, cfg->sku, LG_ORDERS_LIST_MS, &listed, aerr,
+                                      sizeof aerr) == 0) == 0 &&
                lc_now_ms() < give_up && !(cfg->stop && *cfg->stop)) {
             lg_idset_free(&listed);
             struct timespec ts = {0, 200 * 1000000L};

@@ -351,7 +351,7 @@ static int audit(buyer *b, lg_audit *a, int64_t *lost, int64_t *over, char *why,
 {
     lg_idset listed = {0};
     if (lg_admin_audit(b->in->base, b->sku, a, why, len) != 0 ||
-        lg_admin_orders(b->in->base, b->sku, &listed, why, len) != 0) {
+        lg_admin_orders(b->in->base, b->sku, LG_ORDERS_LIST_MS, &listed, why, len) != 0) {
         lg_idset_free(&listed);
         return -1;
     }
