@@ -162,14 +162,14 @@ typedef struct seed_job {
     long long initial;
 } seed_job;
 
-static int seed_default(lc_conn *conn, void *arg)
+static int seed_default(lc_conn *conn, void *arg, char *err, size_t errlen)
 {
     static svc_log_repeat warn_seed = SVC_LOG_REPEAT_INIT;
     const seed_job *j = arg;
     char why[LC_ERRSTR_LEN];
     if (svc_stock_seed(conn, j->sku, j->initial, why, sizeof why) != 0) {
-        svc_log_every(&warn_seed, SVC_WARN, "sku %s: not seeded yet (%s); trying again", j->sku,
-                      why);
+        snprintf(err, errlen, "sku %s: not seeded yet (%s)", j->sku, why);
+        svc_log_every(&warn_seed, SVC_WARN, "%s; trying again", err);
         return -1;
     }
     svc_log(SVC_INFO, "sku %s: %s (initial stock %lld)", j->sku, why, j->initial);
@@ -315,7 +315,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (!svc_health_up())
-        svc_log(SVC_WARN, "sku %s: to be seeded once Redis answers", cfg.purchase.sku);
+        svc_log(SVC_WARN, "sku %s: to be seeded once Redis answers and takes it", cfg.purchase.sku);
 
     svc_pool *purchases = svc_pool_new(client, cfg.server.workers, cfg.server.max_queue,
                                        cfg.server.lua_batches, "purchase", svc_http_purchase_done,

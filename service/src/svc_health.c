@@ -37,11 +37,22 @@ void svc_health_when_up(svc_health_task fn, void *arg)
     task_arg = arg;
 }
 
-/* After a good probe: the task, until it is done. */
-static void run_task(void)
+/* After a good probe: the task, until it is done. 1 when it is (or there
+ * is none); 0 with its reason as the probe's last error, which /healthz
+ * shows while the status stays down. */
+static int run_task(void)
 {
-    if (task_fn != NULL && task_fn(conn, task_arg) == 0)
+    char why[LC_ERRSTR_LEN] = "";
+    if (task_fn == NULL)
+        return 1;
+    if (task_fn(conn, task_arg, why, sizeof why) == 0) {
         task_fn = NULL;
+        return 1;
+    }
+    SVC_PT(pthread_mutex_lock(&mu));
+    snprintf(last_error, sizeof last_error, "%s", why);
+    SVC_PT(pthread_mutex_unlock(&mu));
+    return 0;
 }
 
 /* "2024-05-01T12:00:00.000Z" for a wall-clock time in ms. */
@@ -99,7 +110,7 @@ static int probe(void)
 
 /* Runs a probe and updates the status: down after SVC_HEALTH_DOWN_AFTER
  * failures in a row (at once when it has never been up), up with the
- * first success. */
+ * first success once the svc_health_when_up task is done. */
 static void probe_and_update(void)
 {
     static char master[300]; /* the probe thread's own */
@@ -115,8 +126,7 @@ static void probe_and_update(void)
         if (fails_in_row > 0)
             svc_log_every_end(&warn_failed, SVC_WARN, "redis: probes failed");
         fails_in_row = 0;
-        run_task();
-        if (!up) {
+        if (run_task() && !up) {
             atomic_store(&status_up, 1);
             svc_log(SVC_INFO, "redis: up");
         }
@@ -190,9 +200,9 @@ int svc_health_start(const cfg_config *s, const lc_options *lo)
         char master[300];
         lc_client_master(client, master, sizeof master);
         svc_replicas_refresh(conn, master, SVC_HEALTH_TIMEOUT_MS);
-        run_task();
     }
-    atomic_store(&status_up, ok);
+    int ready = ok && run_task();
+    atomic_store(&status_up, ready);
     if (!ok)
         svc_log(SVC_WARN, "redis: down (the first probe failed)");
     if (pthread_create(&thread, NULL, health_main, NULL) != 0) {

@@ -12,7 +12,8 @@
  * at WARN (once, then summarised while it repeats). After each good probe
  * the same thread refreshes the replica set redis.wait_replicas = all
  * waits for (svc_replicas_refresh), and runs the one task that waits for
- * Redis (svc_health_when_up) until it is done. */
+ * Redis (svc_health_when_up) until it is done; the status is up only once
+ * it is. */
 #ifndef MIAOSHA_SVC_HEALTH_H
 #define MIAOSHA_SVC_HEALTH_H
 
@@ -22,14 +23,15 @@
 #define SVC_HEALTH_DOWN_AFTER 2   /* failed probes in a row before "down" */
 #define SVC_HEALTH_TIMEOUT_MS 300 /* cap on each attempt's connect and command timeout */
 
-/* Work that needs Redis to answer, done once: fn(conn, arg) on the probe's
- * connection after a good probe — before that probe turns the status up,
- * so GET /healthz is never 200 before fn has run with Redis answering —
- * and again after each later good probe until it returns 0. For the
- * default SKU's seed, which must not be lost when Redis is down at start.
- * One task; set it before svc_health_start (arg must outlive the probe).
- * Main thread. */
-typedef int (*svc_health_task)(lc_conn *conn, void *arg);
+/* Work that needs Redis to answer, done once: fn(conn, arg, err, errlen)
+ * on the probe's connection after a good probe, and again after each later
+ * good probe until it returns 0. Until it has, the status stays down: GET
+ * /healthz is never 200 before fn has succeeded (a seed that timed out or
+ * that Redis refused, e.g. OOM, is retried, not skipped), and the reason
+ * is what fn wrote into err (errlen bytes). For the default SKU's seed,
+ * which must not be lost when Redis is down at start. One task; set it
+ * before svc_health_start (arg must outlive the probe). Main thread. */
+typedef int (*svc_health_task)(lc_conn *conn, void *arg, char *err, size_t errlen);
 void svc_health_when_up(svc_health_task fn, void *arg);
 
 /* Starts the probe on a private lc_client made from lo (the service's Redis

@@ -54,9 +54,13 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn);
 void svc_stock_put_job(svc_req *r, lc_conn *conn);
 void svc_orders_job(svc_req *r, lc_conn *conn);
 
-/* At start: gives sku its initial stock when Redis has none for it (SET NX,
- * so several instances starting together seed it once). 0, or -1 when Redis
- * could not be reached (logged by the caller). */
+/* At start: gives sku its initial stock (stock = initial = initial, sold
+ * = 0) only when it has neither stock nor initial, in one Lua script, so
+ * several instances starting together, or a restart, never reset a running
+ * sale. One round trip on conn (the Redis probe's thread). 0 with "seeded"
+ * or "already stocked" in err (for the caller's log), or -1 with the
+ * reason in err: Redis not reached, or an error reply (OOM under
+ * maxmemory, READONLY from a replica). */
 int svc_stock_seed(lc_conn *conn, const char *sku, long long initial, char *err, size_t errlen);
 
 /* Parses a PUT /stock body: exactly one JSON object of stock and buckets,

@@ -1,7 +1,9 @@
 /* test_service_redis_down.c — Redis stopped: purchases and the audit answer
  * 503 redis_unavailable within the configured timeout (never a hang),
  * /healthz turns 503; Redis back: the same service process recovers by
- * itself. Uses a private redis-server so the shared one is never disturbed. */
+ * itself. At start, /healthz is 200 only once the default SKU is seeded,
+ * with Redis down at first or refusing the seed (out of memory). Uses a private redis-server so the
+ * shared one is never disturbed. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -143,8 +145,36 @@ int main(void)
              (long long)a.initial);
     TU_CHECK(svc_log_has(&late, "sku late: seeded"), "the seed is logged");
     TU_CHECK(svc_stop(&late, 6000) == 0, "SIGTERM exit 0");
-    tu_redis_stop(&rd);
     if (tu_failed)
         svc_dump_log(&late);
+
+    /* Redis answers PING but refuses the seed (out of memory: maxmemory 1
+     * byte, no eviction): /healthz stays 503 — it used to turn 200 with
+     * the default SKU missing — until Redis takes the seed. The first probe
+     * and the seed run before the server listens, so the first answer is
+     * already the verdict. */
+    char ok[16] = "";
+    TU_REQUIRE(tu_redis_str(rd.port, ok, sizeof ok, "CONFIG SET maxmemory 1") == 0 &&
+                   strcmp(ok, "OK") == 0,
+               "maxmemory 1");
+    svc_server full;
+    const char *refused[] = {"--set", "purchase.sku=full", "--set", "purchase.initial_stock=5",
+                             NULL};
+    TU_REQUIRE(svc_start(&full, rd.port, refused) == 0, "server starts with Redis refusing writes");
+    long hst = get(&full, "/healthz", &r);
+    TU_CHECK(hst == 503, "healthz 503 while the seed is refused: %ld %s", hst, B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_log_has(&full, "sku full: not seeded yet (OOM"), "the refusal is logged");
+    TU_REQUIRE(tu_redis_str(rd.port, ok, sizeof ok, "CONFIG SET maxmemory 0") == 0 &&
+                   strcmp(ok, "OK") == 0,
+               "maxmemory back to 0");
+    TU_CHECK(wait_healthz(&full, 200, 5000) == 200, "healthz 200 once Redis takes the seed");
+    TU_CHECK(svc_get_audit(&full, "full", &a) == 200 && a.initial == 5 && a.stock == 5,
+             "the default SKU was seeded before healthz turned 200 (initial %lld)",
+             (long long)a.initial);
+    TU_CHECK(svc_stop(&full, 6000) == 0, "SIGTERM exit 0");
+    tu_redis_stop(&rd);
+    if (tu_failed)
+        svc_dump_log(&full);
     return tu_done();
 }
