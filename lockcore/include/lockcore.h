@@ -60,7 +60,9 @@ typedef enum lc_status {
     LC_LOST = 3,      /* reentrant release: the lock was gone, and the
                          watchdog's renewal had already found it gone while
                          it was held (rather than, say, an explicit lease
-                         simply running out: that is LC_NOT_OWNER) */
+                         simply running out: that is LC_NOT_OWNER); redlock
+                         release: the guard's validity had run out when the
+                         release began */
     LC_IO = 4,        /* Redis unreachable, timed out, or answered an error */
     LC_MISUSE = 5,    /* bad arguments, or a call the mode does not offer */
     LC_NOMEM = 6,     /* out of memory, or a background thread could not start */
@@ -87,9 +89,11 @@ typedef struct lc_mode_info {
      * Redis or nowhere (all but redlock, whose lock lives on its own
      * masters). */
     bool carries_commands;
-    /* The key's TTL is set once by the acquisition and never renewed
-     * (setnx, token, fenced): the lock has certainly expired lease_ms + 1
-     * ms after lc_acquire returned. */
+    /* The key's TTL is set by the acquisition and renewed by nothing in
+     * the background (setnx, token, fenced): the lock has certainly
+     * expired lease_ms + 1 ms after lc_acquire returned, or after the last
+     * lc_extend that succeeded (token, fenced) returned, with its
+     * lease_ms. */
     bool fixed_lease;
     /* lease_ms 0 means "renewed by the watchdog until released" (reentrant,
      * Redisson's default). */
@@ -151,7 +155,10 @@ typedef struct lc_options {
     int64_t retry_interval_ms;   /* setnx/token/fenced polling interval
                                     while waiting, plus 0..interval/2 of
                                     jitter (redlock: a random 0..2x it
-                                    between rounds); default 10, 1..60000 */
+                                    between rounds; reentrant: the pause
+                                    before trying again when the lock
+                                    answered no PTTL to wait on); default
+                                    10, 1..60000 */
     const char *instance_id;     /* reentrant hash fields are
                                     "<instance_id>:<owner>"; NULL = a fresh
                                     libuuid; else 1..LC_ID_LEN-1 bytes */
@@ -223,10 +230,13 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
 
 /* Stops the background threads and frees c. NULL-safe. Every lc_conn and
  * lc_guard of c must be freed or released first. It waits for no late
- * reply of the orphan cleanup, only for a round trip it has under way (at
- * most the connect + command timeout): the connections the cleanup still
- * held are closed, and the leases end what their commands may still do
- * (counted in lc_stats.orphans_unresolved).
+ * reply of the orphan cleanup, only for a round trip it has under way
+ * (the connect + command timeout; with Sentinels, finding the master
+ * first, one Sentinel after another; with a cluster, a slot map refresh
+ * first), and for the watchdog's renewal, the pub/sub subscriber's and
+ * the Sentinel watcher's current round trip: the connections the cleanup
+ * still held are closed, and the leases end what their commands may
+ * still do (counted in lc_stats.orphans_unresolved).
  * Threads: any, with no other call on c running or to come. */
 void lc_client_free(lc_client *c);
 
@@ -361,8 +371,8 @@ const char *lc_conn_errstr(const lc_conn *conn);
  * error, when the peer closed the idle socket, after a -READONLY reply or a
  * master switch. With lc_options.cluster_nodes conn keeps one connection
  * per node: the first to each node counts, moving between them does not
- * (lc_conn_via says which one ran a command). Never fails. The thread that
- * owns conn. */
+ * (lc_conn_via says which one ran a command). Redlock's connections to
+ * its own nodes are not counted. Never fails. The thread that owns conn. */
 uint64_t lc_conn_connects(const lc_conn *conn);
 
 /* The connection that ran the caller's commands of the last call on conn
@@ -497,8 +507,11 @@ typedef struct lc_lock_args {
  * NULL argument, an argument out of its bounds (lc_lock_args), redlock
  * without lc_options.redlock_nodes, or while an acquire sent by
  * lc_acquire_send for another acquisition is pending on conn; LC_NOMEM
- * (also when reentrant's watchdog thread cannot start: the lock is given
- * back). The reason of a failure is in lc_conn_errstr.
+ * (also when reentrant's watchdog thread cannot start — the lock is given
+ * back, or if that release fails too left to its lease — or its pub/sub
+ * subscriber thread, eventfd or channel cannot be had; redlock: its
+ * command cannot be formatted). The reason of a failure is in
+ * lc_conn_errstr.
  * Memory: on LC_OK *out is a new guard, the caller's until lc_release frees
  * it; NULL on every other status.
  * Threads: the thread that owns conn; the guard belongs to the thread that
@@ -525,10 +538,11 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  *              script's text, so a node that lost its script cache runs it
  *              too), returning once a majority deleted the key (the other
  *              replies are read by the next redlock call on conn): LC_LOST
- *              when the guard's validity had run out before the release
- *              (another holder may have been let in, whatever the nodes
- *              answer); else LC_OK when a majority deleted the key; LC_IO
- *              when fewer than a majority answered; LC_NOT_OWNER otherwise
+ *              when the guard's validity had run out when the release
+ *              began (another holder may have been let in, whatever the
+ *              nodes answer); else LC_OK when a majority deleted the key;
+ *              LC_IO when fewer than a majority answered; LC_NOT_OWNER
+ *              otherwise
  * Also: LC_IO when Redis failed (token, fenced and reentrant hand a release
  * that may still run to the orphan cleanup, which reads its late reply; if
  * it never runs, the lease frees the lock); LC_MISUSE for a NULL g, and for
@@ -539,8 +553,8 @@ lc_status lc_acquire(lc_conn *conn, const lc_lock_args *a, lc_guard **out);
  * setnx, token, fenced and reentrant answer LC_MISUSE, nothing sent; none
  * and mutex release as usual. redlock also answers LC_MISUSE, nothing
  * sent, when conn's client has no redlock_nodes (a guard of another
- * client), and LC_NOMEM when conn's node table cannot be allocated; either
- * way the lease frees the lock.
+ * client), and LC_NOMEM when conn's node table cannot be allocated or the
+ * command cannot be formatted; either way the lease frees the lock.
  * Threads: the thread that owns conn. */
 lc_status lc_release(lc_conn *conn, lc_guard *g);
 
@@ -680,8 +694,8 @@ lc_status lc_conn_pipe_each(lc_conn *conn, lc_pipe *p);
  * of every pipe (a LC_MISUSE names the pipe and command; nothing is sent
  * then); also LC_MISUSE for a NULL pipes, a NULL pipe, one pipe given
  * twice or np out of range. No command at all: LC_OK, nothing sent
- * (one pipe without a cluster is exactly lc_conn_pipe, as for
- * lc_conn_pipe_each);
+ * (but one pipe without a cluster is exactly lc_conn_pipe, as for
+ * lc_conn_pipe_each: it connects first, and may answer LC_IO);
  * LC_NOMEM (nothing sent) when the batch's bookkeeping could not be
  * allocated. Memory: each pipe's replies are that pipe's until
  * lc_pipe_take or lc_pipe_clear. The thread that owns conn. */
@@ -709,7 +723,10 @@ lc_status lc_conn_pipes_each(lc_conn *conn, lc_pipe *const *pipes, int np);
  * A waiting acquire sends p's commands again with each attempt; the
  * reentrant line of waiters works as in lc_acquire, since only attempts
  * carry them.
- * Returns lc_acquire's statuses, and LC_IO also when a reply of p's did not
+ * Returns lc_acquire's statuses, LC_MISUSE also for a p not initialised
+ * (its n out of 0..LC_PIPE_MAX; nothing of it touched) and, with a
+ * cluster, for p's commands naming another slot than the lock's key
+ * (nothing sent), and LC_IO also when a reply of p's did not
  * come (timeout, broken connection: it reconnects on the next call; a lock
  * that attempt took stays in Redis until its lease runs out, since the
  * orphan cleanup takes over only a lock command whose own reply is
@@ -756,7 +773,8 @@ lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_g
  * lc_acquire_pipe answers LC_IO with this call's reason at once, so the
  * pair costs one connect timeout, not two), and when the write failed (the
  * following lc_acquire_pipe answers LC_IO, as a failed write in it would,
- * and hands a lock the attempt may have taken to the orphan cleanup);
+ * and hands a lock the attempt may have taken to the orphan cleanup —
+ * without a cluster; with one such a lock is left to its lease);
  * LC_MISUSE, nothing sent, for a NULL conn, arguments lc_acquire_pipe
  * would refuse, or an attempt already pending.
  * Memory: a's strings are copied; p must stay valid until the ending call.
@@ -782,7 +800,10 @@ lc_status lc_acquire_send(lc_conn *conn, const lc_lock_args *a, lc_pipe *p);
  * mutex answer LC_MISUSE too, nothing sent. A p not initialised (its n
  * out of 0..LC_PIPE_MAX): none of it is sent, the lock is released as by
  * lc_release, and the status is LC_MISUSE when that release was LC_OK
- * (else the release's status). g is freed in every case. p
+ * (else the release's status). So too, with a cluster, a p whose commands
+ * name another slot than the lock's key (they could not share its round
+ * trip): none of them is sent, the lock is released alone, and LC_MISUSE
+ * names the slots in lc_conn_errstr. g is freed in every case. p
  * then holds every reply that came, in order, whatever the status: a NULL
  * one did not come (the connection broke or timed out) and its command's
  * outcome is unknown.
@@ -875,7 +896,7 @@ typedef struct lc_cluster_map {
     lc_cluster_master master[LC_CLUSTER_MAX_MASTERS];
 } lc_cluster_map;
 
-/* Copies c's slot map into *out (about 40 KB: not for a small stack). c
+/* Copies c's slot map into *out (about 25 KB: not for a small stack). c
  * and out must not be NULL. Does not refresh the map and sends nothing; a
  * refresh under way on another thread holds it back only while it
  * publishes a new map, never while it asks the nodes. Returns 0; -1

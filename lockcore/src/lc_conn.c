@@ -1298,7 +1298,8 @@ static int cluster_trip(lc_conn *conn, redisContext **ctxp, int kind, int argc, 
     conn->trip_lock_unread = false;
     conn->trip_unread_before = conn->trip_unread_after = 0;
     conn->trip_gave_up = false;
-    conn->trip_held_back = false;
+    if (np > 0) /* lc_conn_held_back: the last call that sent the caller's commands */
+        conn->trip_held_back = false;
     if (rep)
         *rep = NULL;
     if (argc > 0 && (lock_len = redisFormatCommandArgv(&lock_resp, argc, argv, NULL)) < 0) {

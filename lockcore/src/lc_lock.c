@@ -611,12 +611,13 @@ void lc_conn_free(lc_conn *conn)
 
 lc_status lc_acquire_pipe(lc_conn *conn, const lc_lock_args *a, lc_pipe *p, lc_guard **out)
 {
-    lc__pipe_drop_replies(p);
     if (!out)
         return misuse(conn, "NULL out");
     *out = NULL;
+    /* before its replies are touched: an uninitialised pipe's are garbage */
     if (p && (p->n < 0 || p->n > LC_PIPE_MAX))
         return misuse(conn, "lc_pipe not initialised");
+    lc__pipe_drop_replies(p);
     lc_status s = check_args(conn, a);
     if (s == LC_OK && a->mode != LC_REDLOCK)
         s = check_pipe_slot(conn, a->key, p);
@@ -771,12 +772,13 @@ lc_status lc_release(lc_conn *conn, lc_guard *g)
 
 lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
 {
+    bool bad_pipe = p && (p->n < 0 || p->n > LC_PIPE_MAX);
+    if (bad_pipe)
+        p = NULL; /* not initialised (its replies are garbage): send nothing
+                     of it, release (misuse below) */
     lc__pipe_drop_replies(p);
     if (!g)
         return misuse(conn, "NULL guard");
-    bool bad_pipe = p && (p->n < 0 || p->n > LC_PIPE_MAX);
-    if (bad_pipe)
-        p = NULL; /* not initialised: send nothing of it, release (misuse below) */
     lc_status s = LC_OK;
     lc_client *c = g->client;
     bool have_cmds = p && p->n > 0;
@@ -785,11 +787,16 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
      * there is refused as with a NULL conn (the guard is freed all the
      * same; its lease frees the lock). */
     bool pending = conn && conn->sent != LC_SENT_NONE;
-    /* With a cluster, commands of another slot than the lock's are refused
-     * the same way: nothing sent, the guard freed. */
+    /* With a cluster, commands of another slot than the lock's are not
+     * sent (they could not share the release's round trip), and the lock
+     * is released alone, as for an uninitialised pipe (misuse below). */
     bool cross = conn && !pending && g->mode != LC_REDLOCK && have_cmds &&
                  check_pipe_slot(conn, g->key, p) != LC_OK;
-    if (pending || cross)
+    if (cross) {
+        p = NULL;
+        have_cmds = false;
+    }
+    if (pending)
         conn = NULL;
     if (conn)
         conn->trip_lock_unread = false;
@@ -821,11 +828,14 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
     else if (bad_pipe && s == LC_OK)
         s = misuse(node_conn, "lc_pipe not initialised: none of its commands was sent (the lock "
                               "was released)");
-    else if (s == LC_MISUSE && !pending && !cross && have_cmds && g->mode == LC_REDLOCK)
+    else if (cross && s == LC_OK)
+        s = LC_MISUSE; /* check_pipe_slot wrote the reason */
+    else if (s == LC_MISUSE && !pending && have_cmds && g->mode == LC_REDLOCK)
         (void)misuse(node_conn, "redlock: a release carries no commands (nothing was sent)");
-    /* cross: check_pipe_slot wrote the reason */
-    if (s == LC_IO) {               /* LC_IO only comes from release_redis: conn is set */
-        if (conn->trip_lock_unread) /* it may still run: lc_reaper.c */
+    /* LC_IO: release_redis (conn set), or redlock's nodes, where conn is
+     * NULL while an attempt's replies are pending on conn->ctx */
+    if (s == LC_IO) {
+        if (conn && conn->trip_lock_unread) /* it may still run: lc_reaper.c */
             lc__reaper_adopt(conn, &(lc_orphan_cmd){.mode = g->mode,
                                                     .release = true,
                                                     .key = g->key,
@@ -833,7 +843,7 @@ lc_status lc_release_pipe(lc_conn *conn, lc_guard *g, lc_pipe *p)
                                                     .lease_ms = g->lease_ms,
                                                     .replies_before = conn->trip_unread_before,
                                                     .replies_after = conn->trip_unread_after});
-        (void)fail_io(conn);
+        (void)fail_io(node_conn);
     }
     free(g);
     return s;

@@ -497,10 +497,13 @@ lc_status lc__redlock_release(lc_conn *conn, const char *key, const char *token,
     if (s != LC_OK)
         return s;
     int answered, deleted;
+    /* The hold ended when the release began: a round that crosses the
+     * validity did not leave the critical section unprotected. */
+    int64_t began = lc_now_ms();
     if ((s = unlock_all(conn, key, token, RL_UNTIL_DELETED, &answered, &deleted)) != LC_OK)
         return s;
     int quorum = conn->client->rl_n / 2 + 1;
-    if (lc_now_ms() >= valid_until) {
+    if (began >= valid_until) {
         lc__seterr(conn->err, "redlock: released after its validity ran out");
         return LC_LOST;
     }

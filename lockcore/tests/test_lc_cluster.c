@@ -4,7 +4,8 @@
  * The options; the map from a seed list whose first seed is down; every
  * mode of the lock core on keys of all three masters, with the caller's
  * commands in the lock's round trips; commands of two slots refused, never
- * sent; lc_conn_pipe_each over all three masters, also across a MOVED and
+ * sent (a release whose commands name another slot releases alone);
+ * lc_conn_pipe_each over all three masters, also across a MOVED and
  * an ASK, and with two masters stopped (one command_timeout_ms for both);
  * lc_conn_pipes_each, one write per master for more than a pipe holds;
  * lc_conn_via and lc_conn_pipe_via (the connection that ran a write, and
@@ -29,6 +30,8 @@
  *     node after an ASKING (else MOVED back for every queued command);
  *   - a transaction whose WATCH ran on the old master is never sent to the
  *     new one (nothing written), and the next one goes through;
+ *   - lc_conn_held_back of such a held-back transaction kept through lock
+ *     calls that carry no commands of the caller's, cleared by a pipe;
  *   - a read batch whose UNWATCH ran on the old master and the rest was
  *     MOVED: the UNWATCH goes on with it, so that a WATCH an earlier read
  *     left on the new master's connection does not void the transaction;
@@ -266,9 +269,12 @@ static void test_misuse(void)
     a = lct_args(LC_TOKEN, "lct:{a}:lock", "o", 5000, 0);
     TU_REQUIRE(lc_acquire(conn, &a, &g) == LC_OK, "token");
     lc_pipe_append(&p, "SET %s 1", "lct:{b}:x");
-    TU_CHECK(lc_release_pipe(conn, g, &p) == LC_MISUSE, "a write of another slot: refused");
+    TU_CHECK(lc_release_pipe(conn, g, &p) == LC_MISUSE && strstr(lc_conn_errstr(conn), "slot"),
+             "a write of another slot: refused (%s)", lc_conn_errstr(conn));
     TU_CHECK(tu_redis_int(owner(slot_of("lct:{b}:x")), "EXISTS %s", "lct:{b}:x") == 0,
              "nothing written");
+    TU_CHECK(tu_redis_int(owner(slot_of("lct:{a}:lock")), "EXISTS %s", "lct:{a}:lock") == 0,
+             "the lock released all the same, not left to its lease");
     /* lockcore's own callers go through the router's check too */
     const char *args[] = {"lct:{a}:x", "lct:{b}:x"};
     redisReply *er = lc__conn_eval(conn, "0000000000000000000000000000000000000000",
@@ -446,6 +452,48 @@ static void test_watch_split(void)
     lc_client_stats(c, &st);
     TU_CHECK(st.cluster_retries >= 1, "retried while split (%llu)",
              (unsigned long long)st.cluster_retries);
+    mig_end(&m);
+    lc_conn_free(conn);
+    lc_client_free(c);
+}
+
+/* lc_conn_held_back speaks of the last call that sent the caller's
+ * commands: a transaction held back by a migration (its WATCH pinned to
+ * the node its key has left) stays "held back" through lock calls without
+ * commands of the caller's made after it, and a pipe sent next clears it. */
+static void test_held_back_kept(void)
+{
+    char key[64], lock[64];
+    key_on(C.port[0], "hb", key, sizeof key);
+    key_on(C.port[2], "hbl", lock, sizeof lock);
+    tu_redis_int(C.port[0], "SET %s 1", key);
+    lc_client *c = cl_client(0, 2000);
+    lc_conn *conn = lct_conn(c);
+    lc_pipe p;
+    lc_pipe_init(&p);
+    lc_pipe_append(&p, "WATCH %s", key);
+    lc_pipe_append(&p, "GET %s", key);
+    TU_REQUIRE(lc_conn_pipe(conn, &p) == LC_OK, "the read (%s)", lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
+    migration m;
+    mig_begin(&m, slot_of(key), C.port[1]);
+    mig_key(&m, key);
+    lc_pipe_append(&p, "MULTI");
+    lc_pipe_append(&p, "INCR %s", key);
+    lc_pipe_append(&p, "EXEC");
+    (void)lc_conn_pipe(conn, &p);
+    lc_pipe_clear(&p);
+    TU_CHECK(lc_conn_held_back(conn), "the commit was held back (%s)", lc_conn_errstr(conn));
+    lc_lock_args a = lct_args(LC_TOKEN, lock, "o", 5000, 0);
+    lc_guard *g = NULL;
+    TU_CHECK(lc_acquire(conn, &a, &g) == LC_OK && lc_extend(conn, g, 5000) == LC_OK &&
+                 lc_release(conn, g) == LC_OK,
+             "a lock taken, extended and released meanwhile (%s)", lc_conn_errstr(conn));
+    TU_CHECK(lc_conn_held_back(conn), "still held back after lock calls without commands");
+    lc_pipe_append(&p, "UNWATCH");
+    TU_CHECK(lc_conn_pipe(conn, &p) == LC_OK && !lc_conn_held_back(conn),
+             "a pipe sent next clears it (%s)", lc_conn_errstr(conn));
+    lc_pipe_clear(&p);
     mig_end(&m);
     lc_conn_free(conn);
     lc_client_free(c);
@@ -1513,6 +1561,7 @@ int main(void)
     test_reentrant();
     test_migration();
     test_watch_split();
+    test_held_back_kept();
     test_unwatch_follows();
     test_not_run();
     test_clusterdown();

@@ -222,14 +222,18 @@ static void test_errors(void)
              "an empty command");
     lc_pipe_clear(NULL);
 
-    /* A pipe never initialised: the lock is released all the same, none
-     * of it sent, and the status says so. */
+    /* A pipe never initialised (garbage everywhere, its reply pointers
+     * too: none of them may be freed): the lock is released all the same,
+     * none of it sent, and the status says so. */
     lct_key(key, sizeof key, "pipe-uninit", LC_TOKEN);
     a = lct_args(LC_TOKEN, key, "o", 5000, 0);
-    TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire");
     lc_pipe junk;
-    memset(&junk, 0, sizeof junk);
+    memset(&junk, 0xA5, sizeof junk);
     junk.n = 99;
+    TU_CHECK(lc_acquire_pipe(c1, &a, &junk, &g) == LC_MISUSE && g == NULL &&
+                 strstr(lc_conn_errstr(c1), "not initialised"),
+             "an uninitialised pipe to acquire: misuse (%s)", lc_conn_errstr(c1));
+    TU_REQUIRE(lc_acquire(c1, &a, &g) == LC_OK, "acquire");
     TU_CHECK(lc_release_pipe(c1, g, &junk) == LC_MISUSE &&
                  strstr(lc_conn_errstr(c1), "not initialised"),
              "an uninitialised pipe: misuse (%s)", lc_conn_errstr(c1));

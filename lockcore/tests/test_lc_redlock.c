@@ -1,6 +1,8 @@
 /* test_lc_redlock — the redlock mode against five private redis-servers:
  * the options' checks, the drift formula, a majority with two nodes killed,
- * a refusal with three killed that leaves no key behind, the validity's
+ * a release that too few answer while another attempt is pending on the
+ * same connection (LC_IO, no crash), a refusal with three killed that
+ * leaves no key behind, the validity's
  * bound, a SIGSTOPped node costing at most one node timeout, a node that
  * grants after the majority answered losing its key at the release, a
  * node whose script cache was flushed still deleting (EVAL),
@@ -351,7 +353,23 @@ static void test_nodes_down(void)
     tu_redis_kill(&red[4], 1);
     cycle(conn, key, 10000, 3);
 
+    /* A release that too few nodes answer (LC_IO) while an attempt sent by
+     * lc_acquire_send is pending on conn's own context: the status, not a
+     * crash, and the attempt still ends. */
+    lc_lock_args rl = lct_args(LC_REDLOCK, key, "o", 10000, 0);
+    lc_guard *rg = NULL, *tg = NULL;
+    TU_REQUIRE(lc_acquire(conn, &rl, &rg) == LC_OK && rg, "redlock on 3 of 5");
+    char tkey[128];
+    lct_key(tkey, sizeof tkey, "down-pending", LC_TOKEN);
+    lc_lock_args ta = lct_args(LC_TOKEN, tkey, "o", 10000, 0);
+    TU_REQUIRE(lc_acquire_send(conn, &ta, NULL) == LC_OK, "a token attempt sent");
     tu_redis_kill(&red[2], 1);
+    lc_status rs = lc_release(conn, rg);
+    TU_CHECK(rs == LC_IO, "2 of 5 answer the release: %s (%s)", lc_status_name(rs),
+             lc_conn_errstr(conn));
+    TU_CHECK(lc_acquire_pipe(conn, &ta, NULL, &tg) == LC_OK && tg, "the sent attempt still ends");
+    TU_CHECK(tg && lc_release(conn, tg) == LC_OK, "and is released");
+
     for (int wait = 0; wait <= 500; wait += 500) {
         lc_lock_args a = lct_args(LC_REDLOCK, key, "o", 10000, wait);
         lc_guard *g = NULL;
