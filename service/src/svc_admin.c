@@ -14,6 +14,8 @@ int svc_admin_verdict(const char *admin_token, const char *authorization)
     h += 7;
     while (*h == ' ')
         h++;
+    if (*h == '\0') /* the scheme and no token: no credentials either */
+        return 401;
     /* Over the configured token's length whatever the guess, so the time
      * taken does not tell how much of a guess was right. */
     size_t n = strlen(admin_token), m = strlen(h);

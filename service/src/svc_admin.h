@@ -1,10 +1,10 @@
 /* svc_admin.h — who may change state: the admin bearer token (the
- * configuration's admin_token). PUT /stock/{sku} needs it, and so does a
+ * configuration's admin_token). PUT /stock/{sku} needs it, and so do a
  * purchase with ?fault= (ending the process is as privileged as resetting
- * the stock); with no token configured every request is allowed, as on a
- * loopback-only listener (listen.allow_open keeps an open listener from
- * running without one). The scheme is RFC 6750's "Authorization: Bearer
- * <token>". */
+ * the stock) and the stepped purchases' routes (/steps, ?step=1: a
+ * stepped purchase holds its lock between steps); with no token configured every request is
+ * allowed, as on a loopback-only listener (listen.allow_open keeps an open listener from running
+ * without one). The scheme is RFC 6750's "Authorization: Bearer <token>". */
 #ifndef MIAOSHA_SVC_ADMIN_H
 #define MIAOSHA_SVC_ADMIN_H
 
@@ -18,8 +18,8 @@
  *        case ignored, any spaces between it and the token skipped, the
  *        rest equal to admin_token byte for byte (compared in time that
  *        depends on admin_token's length only, not on where they differ);
- *   401  no credentials: the header is missing or not of the Bearer scheme
- *        ("Bearer" with nothing after it included);
+ *   401  no credentials: the header is missing or not of the Bearer scheme,
+ *        or "Bearer" with nothing but spaces after it;
  *   403  Bearer with any other token.
  * Reads its arguments only; any thread. */
 int svc_admin_verdict(const char *admin_token, const char *authorization);

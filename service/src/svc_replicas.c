@@ -295,11 +295,14 @@ void svc_replicas_refresh(lc_conn *conn, const char *named, int timeout_ms)
     int info_ok = from_info(conn, &changed);
     int64_t now = lc_now_ms();
     if (nsent > 0 && now >= sentinel_due_ms) {
+        /* Once a second whether or not one answered: with every Sentinel
+         * down, a round costs each of them a connect timeout, which must
+         * not hold up every probe (the probe turns /healthz down). */
+        sentinel_due_ms = now + SENTINEL_EVERY_MS;
         for (int k = 0; k < nsent; k++) {
             int i = (sctx_i + k) % nsent; /* the one that answered last, first */
             if (ask_sentinel(i, timeout_ms, &changed)) {
                 sentinel_answered = 1;
-                sentinel_due_ms = now + SENTINEL_EVERY_MS;
                 break;
             }
         }

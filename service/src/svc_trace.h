@@ -65,8 +65,10 @@ typedef struct svc_trace {
 
 /* Sets the bounds: ring_size records per SKU (16..65536), max_skus rings
  * (1..1024), enabled = the default of ?trace=. Main thread, once, before
- * the first request; without it nothing is traced. Returns 0, -1 on bad
- * bounds (nothing traced then). */
+ * the first request; without it nothing is traced. Returns 0, or -1 on
+ * bad bounds or when the ring table cannot be allocated (nothing traced
+ * then; the configuration's bounds are these, so a service that passed
+ * its checks only meets the second). */
 int svc_trace_init(int enabled, int ring_size, int max_skus);
 
 /* Starts r's record (r->sku, r->mode, r->p: user and ?trace= are read;
