@@ -270,7 +270,8 @@ void svc_bucket_unreserve(lc_conn *conn, const char *sku, const svc_layout *l, c
  * was tried), whether it sold, how many empty buckets it probed and how
  * many locked ones it hopped past (each hop is also one of lockcore's
  * lc_client_stats busy acquisitions: a try with a wait of 0). Any thread;
- * counters only. */
+ * atomic counters, but a SKU seen for the first time (or past the first 64)
+ * takes a mutex. */
 void svc_bucket_count(const char *sku, int n, int b, bool sold, int probes, int hops);
 /* One layout record read again at the end of a sale (svc_bucket_recheck). */
 void svc_bucket_count_recheck(void);

@@ -13,13 +13,15 @@
  * connection of its own, reads the audit keys of every tracked SKU (GET
  * of its stock buckets' layout record, stock, initial, sold: one
  * pipelined round trip for all of them; a second one, for all of them
- * too, reads the buckets of the SKUs split into stock buckets, svc_bucket.h)
- * every refresh_ms (metrics.refresh_ms) and keeps the values; a rendering
- * prints what the last read found. A value is therefore at most
- * refresh_ms plus two round trips old. A SKU whose last read failed (Redis
- * down, a non-integer value, a layout record PUT /stock did not write) or
- * found no stock key (nor, split, a bucket's) is left out of the
- * rendering rather than shown stale. The four values are GET
+ * too, reads the buckets of the SKUs split into stock buckets, svc_bucket.h;
+ * on a Redis Cluster, where each SKU and each bucket is a slot of its own,
+ * one round trip per SKU and one per bucket) every refresh_ms
+ * (metrics.refresh_ms) and keeps the values; a rendering prints what the
+ * last read found. A value is therefore at most refresh_ms plus one read
+ * pass old. A SKU whose last read failed (Redis down, a non-integer
+ * value, a layout record PUT /stock did not write) or found no stock key
+ * (nor, split, a bucket's) is left out of the rendering rather than shown
+ * stale. The four values are GET
  * /stock/{sku}'s: for a SKU in buckets, stock and sold summed over them,
  * oversold and undersold computed bucket by bucket and then summed.
  *
@@ -38,7 +40,8 @@
  * Main thread, once. 0, or -1 when the client, the table or the thread
  * cannot be made. */
 int svc_gauges_start(const lc_options *lo, int max_skus, int refresh_ms);
-/* Stops and joins the thread (within one Redis round trip). Main thread;
+/* Stops and joins the thread (within one read pass: at most two round
+ * trips, on a Redis Cluster one per SKU and one per bucket). Main thread;
  * safe without a start. */
 void svc_gauges_stop(void);
 /* sku (a valid id) was seen stocked: tracked from now on, or its recency

@@ -79,8 +79,10 @@ int svc_idem_valid(const char *v);
  * in-progress marker for r's SKU with a lifetime of marker_ms (SET NX PX
  * ... GET): two round trips. For a SKU in buckets (lay, NULL or one
  * bucket: none) a key claimed before whose marker is free again is looked
- * for in every bucket's copy (one more round trip, on a retry only): an
- * outcome found there is stored under the SKU's key and answered. Returns
+ * for in every bucket's copy, on a retry only: one round trip per
+ * LC_PIPE_MAX buckets (per bucket on a Redis Cluster), and one more to
+ * store an outcome found there under the SKU's key (SET XX) before it is
+ * answered. Returns
  *    0  the marker is ours: go on, and end with svc_idem_end (id->on = 1);
  *    1  the key's stored reply is in r (status and body as first sent,
  *       r->replayed set): answer it as it is;
@@ -124,9 +126,10 @@ void svc_idem_done_prefix(const svc_idem *id, unsigned status, char *buf, size_t
 /* Ends a request whose marker is ours (id->on; otherwise does nothing):
  * store = 1 overwrites the marker with the reply (status, body of blen
  * bytes) for purchase.idempotency_ttl_s (SET XX: a marker that expired
- * meanwhile is not brought back); store = 0 deletes the marker when it is
- * still this request's (a sale's stored outcome is never deleted). A
- * failure is logged, not returned: the marker then expires by itself. */
+ * meanwhile is not brought back); store = 0, or body NULL, deletes the
+ * marker when it is still this request's (a sale's stored outcome is never
+ * deleted). A failure is logged, not returned: the marker then expires by
+ * itself. */
 void svc_idem_end(svc_idem *id, const svc_req *r, lc_conn *conn, int store, unsigned status,
                   const char *body, size_t blen);
 

@@ -66,8 +66,9 @@ extern const svc_result_info svc_result[PR_COUNT];
 int svc_result_slot(purchase_result res, const char *sku);
 
 /* true when a purchase that ended so found its SKU stocked in Redis (a
- * sale, sold out, the user's limit, a reset meanwhile): the SKU then
- * counts as seen for the audit gauges (svc_gauges_seen). Any thread. */
+ * sale, sold out, the user's limit, a reset meanwhile, a sale the replicas
+ * lack): the SKU then counts as seen for the audit gauges
+ * (svc_gauges_seen). Any thread. */
 bool svc_result_found_sku(purchase_result res);
 
 /* How a purchase ends whose bucket search ended with rc, as
@@ -77,11 +78,12 @@ purchase_result svc_result_of_search(int rc);
 
 /* Whether a purchase taken from the worker queue may start, before it
  * touches Redis: true when it may; else false with *why set to
- * PR_SHUTTING_DOWN (SIGTERM arrived), PR_OVERLOADED (it waited for a worker
- * longer than wait_ms + work_ms + QUEUE_GRACE_MS; both in ms) or
- * PR_CLIENT_GONE (its client closed the connection while it was queued),
- * and the reason in detail (len bytes). Nothing was tried then. The worker
- * thread that runs r. */
+ * PR_SHUTTING_DOWN (the shutdown's step 2, svc_abort_work: requests still
+ * pending some seconds after SIGTERM are being abandoned), PR_OVERLOADED
+ * (it waited for a worker longer than wait_ms + work_ms + QUEUE_GRACE_MS;
+ * both in ms) or PR_CLIENT_GONE (its client closed the connection while it
+ * was queued), and the reason in detail (len bytes). Nothing was tried
+ * then. The worker thread that runs r. */
 bool svc_purchase_admit(const svc_req *r, int64_t wait_ms, int64_t work_ms, purchase_result *why,
                         char *detail, size_t len);
 

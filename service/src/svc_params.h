@@ -98,14 +98,16 @@ int svc_params_parse_pairs(const char *const *keys, const char *const *values, s
  * into *out, which holds the query's (svc_params_parse) and is added to.
  * The names and bounds are the query's (allowed bits, s's caps); values
  * are JSON strings for sku, user and fault, JSON integers for the numbers,
- * and 0, 1, false or true for pipeline and trace. A parameter that is
- * both in the query and in the body is refused, whatever the two values:
- * one rule, as PUT /stock's stock. len 0 (no body) adds nothing. Returns
- * 0, or -1 with the reason in detail (dlen bytes): a body that is not one
- * JSON object or holds a NUL character (raw or escaped: a value would end
- * there), or a member that the query would refuse (named, "body: " in
- * front). body[len] must be a NUL (the daemon's buffer has one). The
- * calling HTTP thread; parses under svc_params_json's lock. */
+ * and 0, 1, false or true for pipeline, trace and step. The body counts its
+ * own members against SVC_MAX_ARGS, apart from the query's (each source up
+ * to SVC_MAX_ARGS). A parameter that is both in the query and in the body
+ * is refused, whatever the two values: one rule, as PUT /stock's stock.
+ * len 0 (no body) adds nothing. Returns 0, or -1 with the reason in detail
+ * (dlen bytes): a body that is not one JSON object or holds a NUL character
+ * (raw or escaped: a value would end there), or a member that the query
+ * would refuse (named, "body: " in front). body[len] must be a NUL (the
+ * daemon's buffer has one). The calling HTTP thread; parses under
+ * svc_params_json's lock. */
 int svc_params_parse_body(const char *body, size_t len, const cfg_config *s, unsigned allowed,
                           svc_params *out, char *detail, size_t dlen);
 /* cJSON_ParseWithOpts(txt, end, require NUL after the value) under one

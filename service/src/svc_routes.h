@@ -20,12 +20,14 @@ void svc_purchase_begin(svc_req *r, lc_conn *conn);
 void svc_purchase_finish(svc_req *r, lc_conn *conn);
 /* 1 when r's purchase gets svc_purchase_begin, which a worker runs before
  * it answers the purchase before (svc_pool.h): only where that pays and
- * costs the earlier buyer nothing but the send — mode token, fenced or
- * reentrant (whose first attempt lc_acquire_send writes; the others send
- * nothing ahead) and no Idempotency-Key (its begin makes Redis round trips
- * of its own, which the earlier reply must not wait for). Else 0: the job
- * does everything itself, after the reply before it has gone. Any thread;
- * r->mode and r->idem must be set. */
+ * costs the earlier buyer nothing but the send — a mode whose
+ * lc_mode_info.sends_ahead is set (token, fenced, reentrant: lc_acquire_send
+ * writes the first attempt; the others send nothing ahead), no
+ * Idempotency-Key, and not purchase.limit_per_user > 0 on a SKU whose cached
+ * layout has more than one bucket (the key's marker and the user's
+ * reservation are Redis round trips of their own, which the earlier reply
+ * must not wait for). Else 0: the job does everything itself, after the
+ * reply before it has gone. Any thread; r->mode and r->idem must be set. */
 int svc_purchase_begins_ahead(const svc_req *r);
 
 /* POST|GET /miaosha/lua (svc_lua.c): the same request, reply, statuses and

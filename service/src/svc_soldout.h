@@ -10,11 +10,11 @@
  *     transaction; one thread per instance is subscribed on its own
  *     connection and clears the flag as the message arrives;
  *   - the same thread reads the stock and the bucket layout record of
- *     every flagged SKU every SVC_SOLDOUT_POLL_MS (one MGET) and clears
- *     the flag of one whose stock holds anything but an integer <= 0, or
- *     whose layout is not the one this instance holds: the fallback for a
- *     message lost while the subscription was down (and for stock set by
- *     hand in Redis).
+ *     every flagged SKU every SVC_SOLDOUT_POLL_MS (one MGET; on a Redis
+ *     Cluster one round trip per SKU) and clears the flag of one whose
+ *     stock holds anything but an integer <= 0, or whose layout is not the
+ *     one this instance holds: the fallback for a message lost while the
+ *     subscription was down (and for stock set by hand in Redis).
  * The same message carries a reset's stock buckets (svc_bucket.h): the
  * thread hands the SKU's new layout to svc_bucket_learn, and when it
  * (re)subscribes it makes every layout be read again
@@ -44,8 +44,10 @@
  * client or the thread cannot be made. Redis being down is not an error:
  * the thread keeps trying. */
 int svc_soldout_start(const lc_options *lo);
-/* Stops and joins the thread (within about SVC_SOLDOUT_POLL_MS). Main
- * thread; safe without a start. */
+/* Stops and joins the thread: usually within SVC_SOLDOUT_POLL_MS, but a
+ * poll under way (on a cluster one round trip per flagged SKU) or a
+ * re-subscribe's connect ends first, each bounded by the connect and command
+ * timeouts. Main thread; safe without a start. */
 void svc_soldout_stop(void);
 
 /* 1 when sku is flagged sold out. Any thread; lock-free. */

@@ -94,16 +94,19 @@ void svc_stats_sold_out_local(void);
  * thread. */
 void svc_stats_lua_batch(int n);
 
-/* The GET /stats body: {"ok":true,"instance":...,"uptime_s":...,
- * "redis_errors":...,"inflight":...,"orphan_locks":{"adopted","released",
- * "unresolved"} (lockcore's orphan cleanup, lc_stats.orphans_*; zeros when
- * client is NULL),"modes":{<mode>:{requests, one count
- * per outcome (sold, sold_out, lock_busy, errors, bad_requests,
- * client_gone, stock_reset, fenced_out, limit_reached, replayed,
- * idempotency_conflicts, unknown_sku), lock_lost, deleted_other_lock, latency_ms and lock_wait_ms
- * {count,p50,p90,p99,max}}},"buckets":{...}} (svc_bucket_stats_json: the
- * sales per stock bucket and the empty buckets probed). instance is
- * JSON-escaped. Returns a malloc'd
+/* The GET /stats body: {"ok":true,"instance":...,"master":... (the Redis
+ * master in use, svc_health_master),"master_switches":...,"cluster":{...}
+ * (the slot map and redirect counters, on a Redis Cluster only),
+ * "uptime_s":...,"redis_errors":...,"inflight":...,"sold_out_local":...,
+ * "orphan_locks":{"adopted","released","unresolved"} (lockcore's orphan
+ * cleanup, lc_stats.orphans_*; zeros when client is NULL),"modes":{<mode>:
+ * {requests, one count per outcome (sold, sold_out, lock_busy, errors,
+ * bad_requests, client_gone, stock_reset, fenced_out, limit_reached,
+ * replayed, idempotency_conflicts, unknown_sku), lock_lost,
+ * deleted_other_lock, latency_ms and lock_wait_ms {count,p50,p90,p99,max}}}
+ * (the offered modes only: no redlock without redlock.nodes),"buckets":{...}}
+ * (svc_bucket_stats_json: the sales per stock bucket and the empty buckets
+ * probed). instance and master are JSON-escaped. Returns a malloc'd
  * NUL-terminated string the caller frees, with its length in *len; NULL on
  * out of memory (*len untouched). */
 char *svc_stats_json(const char *instance, lc_client *client, size_t *len);
