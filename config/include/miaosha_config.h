@@ -96,9 +96,10 @@ typedef enum cfg_status {
     CFG_INVALID = 4,      /* a bad key, value, type or flag: err names the key
                              (or flag), the value and the allowed range or
                              form. Exit status 2. */
-    CFG_IO = 5,           /* the config file cannot be opened or read, or is
-                             larger than 1 MiB; err names the path and errno
-                             text. Exit status 2. */
+    CFG_IO = 5,           /* the config file cannot be opened or read, is
+                             not a regular file, or is larger than 1 MiB;
+                             err names the path (and errno's text when the
+                             open failed). Exit status 2. */
     CFG_NOMEM = 6         /* out of memory. Exit status 1. */
 } cfg_status;
 
@@ -212,16 +213,18 @@ void cfg_defaults(cfg_config *c);
  * Flags (each takes "--flag VALUE" or "--flag=VALUE"; a VALUE that starts
  * with "--" only as "--flag=VALUE", since "--config --help" means a missing
  * value):
- *   --config FILE        the JSON file
+ *   --config FILE        the JSON file (given twice: CFG_INVALID)
  *   --port N             = --set listen.port=N
  *   --listen ADDR        = --set listen.address=ADDR
  *   --redis HOST:PORT    redis.host and redis.port; IPv6 as [ADDR]:PORT
  *   --instance-id ID     = --set instance_id=ID
  *   --set KEY=VALUE      any key by its JSON path; repeatable
  *   --print-config       load, validate, return CFG_EXIT_PRINT
- *   -h, --help           return CFG_EXIT_HELP at once (after a flag with a
- *                        missing value anywhere in argv: CFG_INVALID)
- *   -V, --version        return CFG_EXIT_VERSION at once (same rule)
+ *   -h, --help           return CFG_EXIT_HELP at once, over a broken
+ *                        config and the flags after it (a flag missing its
+ *                        value before it: CFG_INVALID)
+ *   -V, --version        return CFG_EXIT_VERSION at once (same rule; the
+ *                        first of the two wins)
  * Positional arguments are rejected. argv is not modified; argc may be 0
  * (argv may then be NULL) for "defaults, file from $MIAOSHA_CONFIG, env";
  * a NULL argv or a negative argc counts as argc 0.
@@ -232,7 +235,9 @@ void cfg_defaults(cfg_config *c);
  * newline naming the source, key, value and allowed range, e.g.
  *   "MIAOSHA_LISTEN_PORT: listen.port = 70000 is out of range (allowed
  *    0..65535)".
- * Secrets (redis.password, admin_token) are never echoed in err.
+ * Secrets (redis.password, admin_token) are never echoed in err: not as a
+ * value of any type, nor in the excerpt after a JSON syntax error on a
+ * line that names one.
  * Returns CFG_OK, CFG_EXIT_HELP, CFG_EXIT_VERSION, CFG_EXIT_PRINT,
  * CFG_INVALID, CFG_IO or CFG_NOMEM (see cfg_status).
  * Main thread, before other threads start (it reads the environment). */

@@ -451,8 +451,11 @@ static void show_text(const key_def *k, const char *s, char *buf, size_t len)
 
 static void show_json(const key_def *k, const cJSON *item, char *buf, size_t len)
 {
-    if (k && (k->flags & F_SECRET) && cJSON_IsString(item)) {
-        show_text(k, item->valuestring, buf, len);
+    if (k && (k->flags & F_SECRET)) { /* whatever its type: a typo'd secret is still one */
+        if (cJSON_IsString(item))
+            show_text(k, item->valuestring, buf, len);
+        else
+            snprintf(buf, len, "(hidden)");
         return;
     }
     /* cJSON prints a number past a double's range (a 5000-digit port) as
@@ -1115,6 +1118,26 @@ static cfg_status read_file(const char *path, char **out, size_t *outlen, const 
     return CFG_OK;
 }
 
+/* Whether the line of buf holding off names a secret key ("password",
+ * "admin_token") before off: an excerpt from there could be the secret. */
+static int secret_on_line(const char *buf, size_t off)
+{
+    size_t start = off;
+    while (start > 0 && buf[start - 1] != '\n')
+        start--;
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        if (!(KEYS[i].flags & F_SECRET))
+            continue;
+        const char *dot = strrchr(KEYS[i].path, '.');
+        const char *name = dot ? dot + 1 : KEYS[i].path;
+        size_t n = strlen(name);
+        for (size_t j = start; j + n + 2 <= off; j++) /* "name" ends before off */
+            if (buf[j] == '"' && strncmp(buf + j + 1, name, n) == 0 && buf[j + 1 + n] == '"')
+                return 1;
+    }
+    return 0;
+}
+
 static cfg_status syntax_error(const char *buf, size_t len, const char *end, const ctx *x)
 {
     size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
@@ -1130,6 +1153,8 @@ static cfg_status syntax_error(const char *buf, size_t len, const char *end, con
     char frag[24];
     snprintf(frag, sizeof frag, "%.20s", buf + off);
     show_text(NULL, frag, near, sizeof near);
+    if (off < len && secret_on_line(buf, off))
+        snprintf(near, sizeof near, "(a line with a secret: not shown)");
     if (off >= len)
         return fail(x, CFG_INVALID, "line %zu, column %zu: invalid JSON (unexpected end of file)",
                     line, col);

@@ -450,6 +450,21 @@ static void test_file_errors(void)
     st = load(&c, err, "--config", p, NULL);
     TU_CHECK(st == CFG_INVALID && has(err, "admin_token") && !has(err, "SECRETVALUE"), "secret: %s",
              err);
+    /* nor a secret of the wrong type, nor the text after a syntax error
+     * inside one (a bad escape) */
+    p = write_file("e20b.json", "{\"redis\":{\"password\":123456789}}");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "redis.password") && has(err, "not a string") &&
+                 !has(err, "123456789"),
+             "a number as the password: %s", err);
+    p = write_file("e20c.json", "{\n  \"admin_token\": \"s3\\qSECRETVALUE\"\n}\n");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "line 2") && has(err, "invalid JSON") &&
+                 !has(err, "SECRETVALUE"),
+             "a syntax error inside a secret: %s", err);
+    p = write_file("e20d.json", "{\n  \"listen\": {\"port\": 80x}\n}\n");
+    st = load(&c, err, "--config", p, NULL);
+    TU_CHECK(st == CFG_INVALID && has(err, "near 'x}"), "elsewhere the text is shown: %s", err);
 
     p = write_file("e21.json", "{\"listen\":{\"port\":8080},\"listen\":{\"port\":8081}}");
     st = load(&c, err, "--config", p, NULL);
