@@ -32,9 +32,12 @@ typedef struct pk_cluster_opts {
                                     logs); not NULL */
     const char *const *args;     /* more arguments for every node (NULL-
                                     terminated, at most 16; may be NULL) */
-    int timeout_ms;              /* from the first start to cluster_state:ok
-                                    on every node (default 30000) */
-    volatile sig_atomic_t *stop; /* may be NULL; non-zero ends the waits */
+    int timeout_ms;              /* from the end of `redis-cli --cluster
+                                    create` to cluster_state:ok on every
+                                    node (default 30000) */
+    volatile sig_atomic_t *stop; /* may be NULL; non-zero ends the wait for
+                                    cluster_state:ok (not a node's start
+                                    nor the create) */
 } pk_cluster_opts;
 
 /* A running cluster. Nodes 0..masters-1 were created masters, the rest
@@ -55,9 +58,12 @@ void pk_cluster_opts_init(pk_cluster_opts *o);
 /* Starts masters x (1 + replicas) nodes, creates the cluster (slots split
  * evenly over the masters, replicas assigned by redis-cli) and waits until
  * every node answers cluster_state:ok and serves 16384 slots. Blocks up to
- * about o->timeout_ms plus the nodes' start. 0 with *c filled, or -1 with
- * the reason in err (errlen bytes) and everything it started stopped. The
- * thread that reaps the children. */
+ * the nodes' starts (pk_redis_start's, one after another), the create (at
+ * most 30 s) and o->timeout_ms. 0 with *c filled, or -1 with the reason in
+ * err (errlen bytes) and everything it started stopped. Every node and
+ * redis-cli is spawned with PK_SPAWN_DIE_WITH_PARENT, so call it from the
+ * thread that lives as long as the cluster should (pk_proc.h), which also
+ * reaps the children. */
 int pk_cluster_start(pk_cluster *c, const pk_cluster_opts *o, char *err, size_t errlen);
 
 /* 1 when every running node of c answers CLUSTER INFO with

@@ -31,14 +31,16 @@ pk_fwd *pk_fwd_start(int target_port, int *port, char *err, size_t errlen);
 
 /* frozen 1: stops forwarding (bytes already forwarded are forwarded; from
  * now on nothing is read from either side, nothing is closed); 0: forwards
- * again. Takes effect within one pass of the thread's loop (<= 20 ms);
- * returns once it has. f not NULL. Any thread, but not beside
- * pk_fwd_stop of the same f. */
+ * again. Takes effect within one pass of the thread's loop (<= 20 ms while
+ * both sides read what they are sent: the sockets block, so a side that
+ * stops reading — a SIGSTOPped peer with its buffer full — holds the pass,
+ * and this call, until it reads again); returns once it has. f not NULL.
+ * Any thread, but not beside pk_fwd_stop of the same f. */
 void pk_fwd_freeze(pk_fwd *f, int frozen);
 
-/* Stops the thread (blocks up to one pass, <= 20 ms), closes every socket
- * and frees f. NULL-safe. The thread that owns f, once no other thread
- * uses it. */
+/* Stops the thread (blocks up to one pass: <= 20 ms, with the same
+ * exception as pk_fwd_freeze), closes every socket and frees f. NULL-safe. The thread that owns f,
+ * once no other thread uses it. */
 void pk_fwd_stop(pk_fwd *f);
 
 #endif

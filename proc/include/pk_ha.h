@@ -59,10 +59,10 @@ typedef struct pk_ha {
  * master_link_status:up) and the Sentinels (waits until each knows every
  * replica and the two other Sentinels), each a pk_redis_start child with
  * its log <dir>/master.log, replica<N>.log, sentinel<N>.log (and
- * sentinel<N>.conf, which Sentinel rewrites): blocks up to ~20 s, more
- * when a port is taken and retried. Fills *h (zeroed first). Returns 0, or
- * -1 with the reason in err (errlen bytes), everything it started stopped
- * again. */
+ * sentinel<N>.conf, which Sentinel rewrites): usually a few seconds; at
+ * worst each start's own bound (pk_redis_start's retries), then up to 10 s
+ * per replica's link and 15 s per Sentinel's view, one after another. Fills *h (zeroed first).
+ * Returns 0, or -1 with the reason in err (errlen bytes), everything it started stopped again. */
 int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen);
 
 /* Freezes (1) or thaws (0) every replica link (pk_fwd_freeze; a no-op
@@ -81,7 +81,8 @@ void pk_ha_freeze_link(pk_ha *h, int i, int frozen);
 void pk_ha_freeze_front(pk_ha *h, int frozen);
 
 /* The master's port as the first Sentinel that answers names it (SENTINEL
- * get-master-addr-by-name, 300 ms per Sentinel), or -1 when none answers.
+ * get-master-addr-by-name; per Sentinel 300 ms to connect and 300 ms for
+ * the reply), or -1 when none answers.
  * After a failover: the promoted replica's port. Any thread. */
 int pk_ha_master_port(const pk_ha *h);
 

@@ -43,8 +43,9 @@ int pk_free_port(void);
  * tie it to the spawning thread rather than the process: spawn from the
  * thread that lives as long as the children should (the main thread). A
  * parent that ends before the child set it up makes the child exit 127
- * at once. For tests and the fuzzer; the matrix does without (its own
- * Ctrl-C handling stops its children). */
+ * at once. For tests, the fuzzer and pk_cluster's nodes (which the
+ * matrix's cluster scenarios start from its main thread); the matrix's
+ * other children do without (its own Ctrl-C handling stops them). */
 #define PK_SPAWN_DIE_WITH_PARENT 1
 
 /* Starts argv[0] (searched in PATH when it has no '/'; argv
@@ -53,19 +54,21 @@ int pk_free_port(void);
  * NULL: /dev/null), in the caller's session and process group, with
  * SIGINT, SIGTERM and SIGPIPE at their defaults. flags: 0 or
  * PK_SPAWN_DIE_WITH_PARENT. Returns the child's pid (> 0), or -1 with a
- * reason in err (errlen bytes, always terminated): the log file cannot be
- * opened, or fork failed. An exec failure shows as the child exiting with
+ * reason in err (errlen bytes, always terminated): 64 children are
+ * already running (the table pk_kill_all reads is full), the log file
+ * cannot be opened, or fork failed. An exec failure shows as the child exiting with
  * status 127, its reason in the log. */
 pid_t pk_spawn(const char *const argv[], const char *logpath, int flags, char *err, size_t errlen);
 
 /* Waits up to timeout_ms (0: just checks; polls every 10 ms) for the child
  * pid to exit. Returns 1 when it has exited and is now reaped (so is a
- * zombie; a pid that is not our child counts as exited), 0 when it still
- * runs. */
+ * zombie; a pid that is not our child, or pid <= 0, counts as exited and
+ * nothing is reaped), 0 when it still runs. */
 int pk_wait_exit(pid_t pid, int timeout_ms);
 
 /* pk_wait_exit that also hands back the wait status (for WIFEXITED and
- * friends) in *status (may be NULL): -1 there when pid was not our child.
+ * friends) in *status (may be NULL): -1 there when pid was not our child
+ * (or pid <= 0).
  * Returns 1 (exited, reaped) or 0 (still running after timeout_ms). */
 int pk_wait_status(pid_t pid, int timeout_ms, int *status);
 

@@ -29,6 +29,14 @@ static void remember(pid_t pid)
         }
 }
 
+static int room_for_one(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] == 0)
+            return 1;
+    return 0;
+}
+
 static void forget(pid_t pid)
 {
     for (int i = 0; i < MAX_CHILDREN; i++)
@@ -66,6 +74,12 @@ int pk_free_port(void)
 
 pid_t pk_spawn(const char *const argv[], const char *logpath, int flags, char *err, size_t errlen)
 {
+    /* a child pk_kill_all could not find would outlive a Ctrl-C */
+    if (!room_for_one()) {
+        snprintf(err, errlen, "%d children already running (pk_proc's table is full)",
+                 MAX_CHILDREN);
+        return -1;
+    }
     int out = open(logpath ? logpath : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
                    0644);
     if (out < 0) {
@@ -109,6 +123,11 @@ pid_t pk_spawn(const char *const argv[], const char *logpath, int flags, char *e
 
 int pk_wait_status(pid_t pid, int timeout_ms, int *status)
 {
+    if (pid <= 0) { /* waitpid would take any child, or the group's */
+        if (status != NULL)
+            *status = -1;
+        return 1;
+    }
     long long end = lc_now_ms() + timeout_ms;
     for (;;) {
         int st = 0;

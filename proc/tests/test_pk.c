@@ -2,7 +2,8 @@
  * redis-server and a real (if tiny) HTTP server in a thread of the test:
  * free ports; spawn into a log, exit statuses, exec failures; stop of a
  * SIGSTOPped child, SIGKILL after the grace for one that ignores SIGTERM,
- * kill-all, a child SIGKILLed when the process that spawned it ends; a private redis-server on a
+ * kill-all, 64 running children filling the table (the 65th refused), a
+ * child SIGKILLed when the process that spawned it ends; a private redis-server on a
  * given port with extra arguments, one-shot queries, a restart on the same port, a start that
  * fails; the health check, the port read from a log, every outcome of the wait until healthy; the
  * forwarder frozen and thawed; a Redis Cluster of 3 masters and 3 replicas,
@@ -139,6 +140,22 @@ static void test_stop_and_kill(void)
     tu_sleep_ms(100);
     pk_kill_all(300);
     TU_CHECK(!alive(a) && !alive(b), "pk_kill_all stopped both");
+
+    /* The table is full at 64 running children: the 65th is refused
+     * rather than started where pk_kill_all would never find it. */
+    pid_t many[65];
+    int n = 0;
+    while (n < 65 && (many[n] = pk_spawn(sleeper, NULL, 0, err, sizeof err)) > 0)
+        n++;
+    TU_CHECK(n == 64 && strstr(err, "64 children"), "64 started, the 65th refused (%d: %s)", n,
+             err);
+    pk_kill_all(300);
+    int left = 0;
+    for (int i = 0; i < n; i++)
+        left += alive(many[i]);
+    TU_CHECK(left == 0, "pk_kill_all stopped all 64 (%d left)", left);
+    TU_CHECK(pk_wait_exit(0, 0) == 1 && pk_wait_exit(-1, 0) == 1,
+             "pid <= 0: counts as exited, reaps nothing");
 }
 
 /* The helper process (this binary, argument "spawn-sleeper LOG"): spawns
