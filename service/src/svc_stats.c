@@ -336,9 +336,10 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
                    "\"modes\":{",
                    (unsigned long long)ls.orphans_adopted, (unsigned long long)ls.orphans_released,
                    (unsigned long long)ls.orphans_unresolved);
-    for (int m = 0; m < SVC_MODE_COUNT; m++) {
+    for (int m = 0, listed = 0; m < SVC_MODE_COUNT; m++) {
         if (!svc_mode_offered(m))
             continue;
+        const char *comma = listed++ ? "," : "";
         uint64_t out[SVC_OUT_COUNT] = {0}, lost = 0, deleted = 0, requests = 0;
         for (int s = 0; s <= SVC_STATS_SKUS; s++) {
             for (int o = 0; o < SVC_OUT_COUNT; o++)
@@ -348,7 +349,7 @@ char *svc_stats_json(const char *instance, lc_client *client, size_t *len)
         }
         for (int o = 0; o < SVC_OUT_COUNT; o++)
             requests += out[o];
-        svc_buf_printf(&b, "%s\"%s\":{\"requests\":%llu", m ? "," : "", svc_mode_name(m),
+        svc_buf_printf(&b, "%s\"%s\":{\"requests\":%llu", comma, svc_mode_name(m),
                        (unsigned long long)requests);
         for (int o = 0; o < SVC_OUT_COUNT; o++)
             svc_buf_printf(&b, ",\"%s\":%llu", out_names[o], (unsigned long long)out[o]);

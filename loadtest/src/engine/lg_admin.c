@@ -111,11 +111,11 @@ static int http_call(const char *method, const char *url, const char *bearer, co
                      const char *body, long timeout_ms, const volatile sig_atomic_t *cancel,
                      long *status, char **resp, char *err, size_t errlen)
 {
+    *status = 0;
+    if (resp)
+        *resp = NULL;
     if (cancel != NULL && *cancel) {
         snprintf(err, errlen, "%s %s: interrupted", method, url);
-        *status = 0;
-        if (resp)
-            *resp = NULL;
         return -1;
     }
     CURL *c = curl_easy_init();
@@ -222,8 +222,9 @@ int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int
  * right after a burst, which may have ended inside a fault (a Redis stall,
  * an instance restarting behind nginx); a GET changes nothing, so asking
  * again is safe where a PUT's retry would not be. 5 attempts, 100/200/400/800
- * ms apart, none begun once timeout_ms has passed since the first (a server
- * that accepts and stays silent costs one timeout, not five). Same contract
+ * ms apart, all within timeout_ms of the first: each attempt gets what is
+ * left of it (a server that accepts and stays silent costs one timeout, not
+ * five, and a late failure leaves the next attempt little). Same contract
  * as lg_http_call, the last attempt's outcome. */
 static int get_retry(const char *url, long timeout_ms, long *st, char **resp, char *err,
                      size_t errlen)
@@ -233,9 +234,12 @@ static int get_retry(const char *url, long timeout_ms, long *st, char **resp, ch
     for (int attempt = 0;; attempt++) {
         *st = 0;
         *resp = NULL;
-        int rc = lg_http_call("GET", url, NULL, NULL, timeout_ms, st, resp, err, errlen);
         clock_gettime(CLOCK_MONOTONIC, &now);
         long spent_ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
+        long left_ms = timeout_ms - spent_ms > 1 ? timeout_ms - spent_ms : 1;
+        int rc = lg_http_call("GET", url, NULL, NULL, left_ms, st, resp, err, errlen);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        spent_ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
         if ((rc == 0 && *st < 500) || attempt == 4 || spent_ms >= timeout_ms)
             return rc;
         free(*resp);

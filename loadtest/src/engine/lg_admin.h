@@ -32,6 +32,8 @@ typedef struct lg_idset {
     size_t n, cap;
 } lg_idset;
 
+/* Appends id (its first len bytes, at most 63). 0, or -1 when out of
+ * memory (s unchanged). Not thread-safe: one owner per set. */
 int lg_idset_add(lg_idset *s, const char *id, size_t len);
 void lg_idset_sort(lg_idset *s);
 /* After sort: how many entries repeat an earlier one. */
@@ -42,8 +44,11 @@ void lg_idset_free(lg_idset *s);
 
 /* One request. body may be NULL; bearer may be NULL or "". *resp (malloc'd,
  * NUL-terminated, free() it) may be NULL when the caller does not want it.
- * Returns 0 when an HTTP response arrived (any status, in *status), -1 on a
- * transport failure (connection refused, reset, timeout). */
+ * timeout_ms bounds the whole request (<= 0: 10 s); the connect alone is
+ * bounded by 2 s. Returns 0 when an HTTP response arrived (any status, in
+ * *status), -1 with the reason in err on a transport failure (connection
+ * refused, reset, timeout), a response body over 64 MiB, or when libcurl
+ * cannot start; *status is then 0 and *resp NULL. Any thread. */
 int lg_http_call(const char *method, const char *url, const char *bearer, const char *body,
                  long timeout_ms, long *status, char **resp, char *err, size_t errlen);
 /* The same with one more request header line, "Name: value" (NULL = none),

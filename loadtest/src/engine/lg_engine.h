@@ -54,7 +54,10 @@ typedef const char *(*lg_build_fn)(void *ud, uint64_t idx, int target, char *buf
                                    size_t *len);
 
 /* Called once per claimed request when it ends: with an HTTP status and the
- * body (err == LG_ERR_NONE) or with status 0 and an error. Concurrently for
+ * body (err == LG_ERR_NONE) or with status 0 and an error — a request still
+ * in flight when the deadline passes or *stop is raised ends as
+ * LG_ERR_TIMEOUT; in a bench (requests 0) it ends uncounted and without a
+ * call, as the duration bounds the load. Concurrently for
  * distinct idx, from the engine's threads. body is not NUL-terminated and is
  * valid only during the call. */
 typedef void (*lg_done_fn)(void *ud, uint64_t idx, int status, lg_err err, const char *body,

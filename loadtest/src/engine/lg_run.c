@@ -219,7 +219,7 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
     }
     /* The stock the burst starts from, which no more than that many 200s
      * may claim (acked_over_stock). */
-    res->stock_at_start = cfg->stock;
+    res->stock_at_start = cfg->stock >= 0 ? cfg->stock : -1;
     if (cfg->stock < 0 && !cfg->skip_audit) {
         lg_audit a0;
         char aerr[256];
@@ -268,7 +268,8 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
         memcpy(res->errs[k].error, x->errs[k].error, sizeof res->errs[k].error);
     }
     lg_idset acked = {0}, listed = {0}, unknown = {0};
-    for (uint64_t i = 0; i < cfg->requests && i < e->claimed; i++) {
+    int oom = 0; /* an id not recorded would be judged lost (or not) wrongly */
+    for (uint64_t i = 0; !oom && i < cfg->requests && i < e->claimed; i++) {
         slot *s = &x->slots[i];
         res->lock_lost += s->lock_lost;
         res->deleted_other_lock += s->deleted_other_lock;
@@ -281,14 +282,23 @@ int lg_run(const lg_run_cfg *cfg, lg_run_result *res, char *err, size_t errlen)
                 res->errs_other++;
             if (s->order_id[0]) {
                 res->unknown_outcome++;
-                if (lg_idset_add(&unknown, s->order_id, strlen(s->order_id)) < 0)
-                    break;
+                oom = lg_idset_add(&unknown, s->order_id, strlen(s->order_id)) < 0;
             }
         } else if (!s->order_id[0]) {
             res->ok_without_id++;
-        } else if (lg_idset_add(&acked, s->order_id, strlen(s->order_id)) < 0) {
-            break;
+        } else {
+            oom = lg_idset_add(&acked, s->order_id, strlen(s->order_id)) < 0;
         }
+    }
+    if (oom) {
+        snprintf(err, errlen, "out of memory recording the order ids");
+        lg_idset_free(&acked);
+        lg_idset_free(&unknown);
+        free(x->slots);
+        pthread_mutex_destroy(&x->errs_mu);
+        free(x);
+        memset(res, 0, sizeof *res);
+        return -1;
     }
     /* The 503s that said redis_unavailable; other 503s (overloaded,
      * redis_error, not_replicated) count as other HTTP answers. */
@@ -640,10 +650,16 @@ static const char *build_bench(void *ud, uint64_t idx, int target, char *buf, si
     return b->req; /* prebuilt once: no per-request work at all */
 }
 
+/* The path lg_bench requests (NULL or "": its default). */
+static const char *bench_path(const lg_bench_cfg *c)
+{
+    return c->path && *c->path ? c->path : "/healthz";
+}
+
 int lg_bench(const lg_bench_cfg *cfg, lg_engine_result *res, char *err, size_t errlen)
 {
     bench_ctx b;
-    const char *path = cfg->path && *cfg->path ? cfg->path : "/healthz";
+    const char *path = bench_path(cfg);
     int n = snprintf(b.req, sizeof b.req, "GET %s%s HTTP/1.1\r\nHost: %s:%d\r\n\r\n",
                      cfg->target.prefix, path, cfg->target.host, cfg->target.port);
     if (n < 0 || (size_t)n >= sizeof b.req || path[0] != '/') {
@@ -687,15 +703,15 @@ void lg_report_bench(FILE *o, const lg_bench_cfg *c, const lg_engine_result *r, 
                 "\"requests\":%llu,\"requests_per_s\":%.1f,\"non_2xx\":%llu,\"errors\":%llu,"
                 "\"latency_p50_ms\":%.3f,\"latency_p90_ms\":%.3f,\"latency_p99_ms\":%.3f,"
                 "\"latency_max_ms\":%.3f}\n",
-                c->target.base, c->path, c->concurrency, r->elapsed_s,
+                c->target.base, bench_path(c), c->concurrency, r->elapsed_s,
                 (unsigned long long)r->completed, rps, (unsigned long long)non2xx,
                 (unsigned long long)errs, ms(lg_hist_percentile(&r->hist, 50)),
                 ms(lg_hist_percentile(&r->hist, 90)), ms(lg_hist_percentile(&r->hist, 99)),
                 ms(r->hist.max));
         return;
     }
-    fprintf(o, "miaosha-load bench: GET %s%s, %d connections, %.2f s\n", c->target.base, c->path,
-            c->concurrency, r->elapsed_s);
+    fprintf(o, "miaosha-load bench: GET %s%s, %d connections, %.2f s\n", c->target.base,
+            bench_path(c), c->concurrency, r->elapsed_s);
     fprintf(o, "  requests      %llu (non-2xx %llu, errors %llu)\n",
             (unsigned long long)r->completed, (unsigned long long)non2xx, (unsigned long long)errs);
     fprintf(o, "  requests/s    %.1f\n", rps);

@@ -35,7 +35,7 @@
 /* What --expect asks of a run (lg_run_check). */
 typedef enum lg_expect {
     LG_EXPECT_NONE = 0, /* nothing: the run's exit status is 0 */
-    LG_EXPECT_SAFE,     /* no oversell, undersell, duplicate or lost acknowledged order */
+    LG_EXPECT_SAFE,     /* the result's safe (below) */
     LG_EXPECT_OVERSELL  /* the audit shows an oversell */
 } lg_expect;
 
@@ -135,8 +135,11 @@ typedef struct lg_run_result {
     uint64_t unknown_committed;
     lg_trace_mark marks[LG_MAX_TARGETS]; /* per target, with cfg->trace_marks */
     int oversold_seen;                   /* audit.oversold > 0 */
-    int safe;                            /* no oversell, undersell, duplicate,
-                                            acknowledged order lost */
+    int safe;                            /* audited, and no oversell, undersell,
+                                            duplicate order or 200 id,
+                                            acknowledged order lost, 200
+                                            beyond the stock or 200 without
+                                            an order id */
 } lg_run_result;
 
 /* Defaults: mode token, sku "demo", 1000 requests over 100 connections,
@@ -165,9 +168,9 @@ int lg_run_check(const lg_run_result *r, lg_expect e);
  * Pure; any thread. */
 uint64_t lg_run_errors(const lg_run_result *r);
 
-/* One run's result onto out: a human-readable table; one JSON object on one
- * line; or CSV (a header line first when header is 1, then one row).
- * Latencies are printed in ms. Write errors are the stream's (ferror). */
+/* One run's result onto out: a human-readable table; one JSON object
+ * (indented over several lines, a newline after it); or CSV (a header line first when header is 1,
+ * then one row). Latencies are printed in ms. Write errors are the stream's (ferror). */
 void lg_report_table(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_json(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_csv(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e,

@@ -10,7 +10,8 @@
  * text with & < > " ' escaped, or inside the JSON data block, where < > &
  * are written as \u003c \u003e \u0026, so no `</script>` can end it; the
  * renderer puts record values in the page with textContent only. A trace
- * line that is not a JSON object is dropped, never copied.
+ * line that is not a JSON object is refused (an error naming the line),
+ * never copied.
  *
  * Errors: functions return 0 or -1 with a reason in err (errlen bytes);
  * nothing prints or exits. Threads: an lg_trace_set belongs to one thread;
@@ -57,7 +58,9 @@ void lg_trace_set_free(lg_trace_set *s);
 /* Adds the records of {base}/trace/{sku} made after mark (mark NULL or not
  * known: all the ring holds). An instance already in the set (the same
  * instance behind a second URL) adds nothing. -1 when the instance could
- * not be asked or answered neither 200 nor 404 (404: nothing traced, 0). */
+ * not be asked or answered neither 200 nor 404 (404: nothing traced, 0),
+ * when a line of the reply is not a JSON object, or out of memory; the
+ * set then keeps the records added before the failure. */
 int lg_trace_fetch(lg_trace_set *s, const char *base, const char *sku, const lg_trace_mark *mark,
                    char *err, size_t errlen);
 

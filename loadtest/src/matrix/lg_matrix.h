@@ -37,6 +37,9 @@
  * (res->more holds trials 2..K: free it with lg_matrix_result_free, also
  * after -1). For the first trial of every cell it writes
  * cfg->out_dir/timeline-<scenario>-<mode>.html (unless cfg->no_timelines;
+ * not for failover and cluster-failover, whose traces are on instances
+ * gone when the cell ends, nor for manual-failover, resume-failover and
+ * reshard, whose cells share one run;
  * a page that cannot be written is logged, the cell is unchanged). cfg must
  * stay valid during the call; curl_global_init must have been called
  * (lg_admin.h). */

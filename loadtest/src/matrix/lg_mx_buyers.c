@@ -14,6 +14,7 @@
 
 #include "lg_admin.h"
 #include "lg_json.h"
+#include "lg_thread.h"
 #include "pk_proc.h"
 
 #define CLICKS 5           /* dup-user: concurrent clicks per buyer */
@@ -60,19 +61,42 @@ static int audit(const instance *in, const char *sku, int64_t *sold, int64_t *st
 
 /* ---- dup-user ---- */
 
+/* Holds every click until all are started, then lets them go together (a
+ * barrier could not be let go when a thread failed to start: the others
+ * would wait for it forever). */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open; /* 0 closed, 1 go, -1 give up */
+} gate;
+
 typedef struct click {
     char url[512];
-    pthread_barrier_t *go;
+    gate *go;
     long status;
     char error[32];
 } click;
+
+static void gate_set(gate *g, int open)
+{
+    lg_pt_must(pthread_mutex_lock(&g->mu), "gate lock");
+    g->open = open;
+    lg_pt_must(pthread_cond_broadcast(&g->cv), "gate broadcast");
+    lg_pt_must(pthread_mutex_unlock(&g->mu), "gate unlock");
+}
 
 static void *do_click(void *arg)
 {
     click *k = arg;
     char *body = NULL, e[200], id[64];
     int ll = 0, del = 0;
-    pthread_barrier_wait(k->go);
+    lg_pt_must(pthread_mutex_lock(&k->go->mu), "gate lock");
+    while (k->go->open == 0)
+        lg_pt_must(pthread_cond_wait(&k->go->cv, &k->go->mu), "gate wait");
+    int open = k->go->open;
+    lg_pt_must(pthread_mutex_unlock(&k->go->mu), "gate unlock");
+    if (open < 0)
+        return NULL;
     if (lg_http_call("POST", k->url, NULL, NULL, 60000, &k->status, &body, e, sizeof e) < 0)
         k->status = 0;
     k->error[0] = '\0';
@@ -94,24 +118,35 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
     lock_params(m, lp, sizeof lp);
     click *k = calloc((size_t)n, sizeof *k);
     pthread_t *th = calloc((size_t)n, sizeof *th);
-    pthread_barrier_t go;
     if (k == NULL || th == NULL) {
         free(k);
         free(th);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    pthread_barrier_init(&go, NULL, (unsigned)n);
+    gate go = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     long long t0 = lc_now_ms();
-    for (int i = 0; i < n; i++) {
+    int started = 0, e = 0;
+    for (; started < n; started++) {
+        int i = started;
         snprintf(k[i].url, sizeof k[i].url, "%s/miaosha/%s?sku=%s&user=b%d&work_ms=%d%s", in->base,
                  lg_mode_names[m], sku, i % buyers, DUP_WORK_MS, lp);
         k[i].go = &go;
-        pthread_create(&th[i], NULL, do_click, &k[i]);
+        if ((e = pthread_create(&th[i], NULL, do_click, &k[i])) != 0)
+            break;
+    }
+    gate_set(&go, started == n ? 1 : -1);
+    if (started < n) {
+        for (int i = 0; i < started; i++)
+            lg_pt_must(pthread_join(th[i], NULL), "join a click");
+        free(k);
+        free(th);
+        snprintf(err, errlen, "pthread_create: %s", strerror(e));
+        return -1;
     }
     uint64_t ok = 0, limited = 0, other = 0;
     for (int i = 0; i < n; i++) {
-        pthread_join(th[i], NULL);
+        lg_pt_must(pthread_join(th[i], NULL), "join a click");
         if (k[i].status == 200)
             ok++;
         else if (k[i].status == 409 && !strcmp(k[i].error, "limit_reached"))
@@ -119,7 +154,6 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
         else
             other++;
     }
-    pthread_barrier_destroy(&go);
     free(k);
     free(th);
     c->ran = 1;
@@ -237,11 +271,20 @@ static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int key
                  lg_mode_names[m], sku, i, RETRY_WORK_MS, lp);
         if (keyed)
             snprintf(b[i].key, sizeof b[i].key, "mx-%s-%lld-%d", lg_mode_names[m], run, i);
-        pthread_create(&th[i], NULL, do_retry, &b[i]);
+        int e = pthread_create(&th[i], NULL, do_retry, &b[i]);
+        if (e != 0) {
+            for (int j = 0; j < i; j++)
+                lg_pt_must(pthread_join(th[j], NULL), "join a buyer");
+            for (int j = 0; j < i; j++)
+                if (b[j].fd >= 0)
+                    close(b[j].fd);
+            snprintf(err, errlen, "pthread_create: %s", strerror(e));
+            return -1;
+        }
     }
     uint64_t answered = 0, other = 0;
     for (int i = 0; i < buyers; i++) {
-        pthread_join(th[i], NULL);
+        lg_pt_must(pthread_join(th[i], NULL), "join a buyer");
         answered += (uint64_t)b[i].first_answered;
         if (b[i].final != 200 && b[i].final != 409)
             other++;

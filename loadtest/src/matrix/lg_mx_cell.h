@@ -22,9 +22,11 @@ void lg_mx_fill_from_run(lg_cell *c, const lg_run_result *r);
  * cell untouched. The thread that owns c. */
 lg_run_result *lg_mx_run_burst(const lg_run_cfg *rc, lg_cell *c, char *err, size_t errlen);
 
-/* The buyer of a failover cell: POSTs url (one purchase) every 20 ms until
- * an answer that is not 503, until end (lc_now_ms's clock) or until the
- * matrix is stopped. Counts every request and every 503 into c, and the
+/* The buyer of a failover cell: POSTs url (one purchase; each try bounded
+ * by 3 s) every 20 ms until an answer that is not 503 or a try that got no
+ * answer (the instance itself is not what fails over: a transport failure
+ * ends the wait rather than hide it), until end (lc_now_ms's clock) or until
+ * the matrix is stopped. Counts every request and every 503 into c, and the
  * last answer: a 200 into ok (and resume_ms), a 429 into lock_busy, a 409
  * into sold_out. Returns that last status (0: no answer at all) and in
  * *answer_ms the time from t_kill to it (-1: none). Main thread of the
