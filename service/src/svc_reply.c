@@ -14,6 +14,16 @@ cJSON *svc_json_add_int(cJSON *o, const char *key, long long v)
     return cJSON_AddRawToObject(o, key, buf);
 }
 
+int svc_json_add_item(cJSON *o, const char *key, cJSON *item)
+{
+    if (item == NULL)
+        return 0;
+    if (o != NULL && (key ? cJSON_AddItemToObject(o, key, item) : cJSON_AddItemToArray(o, item)))
+        return 1;
+    cJSON_Delete(item);
+    return 0;
+}
+
 void svc_reply_json(svc_req *r, unsigned status, cJSON *obj)
 {
     char *txt = obj ? cJSON_PrintUnformatted(obj) : NULL;
@@ -46,7 +56,7 @@ void svc_reply_error(svc_req *r, unsigned status, const char *error, const char 
             cJSON *it = extra->child;
             while (it != NULL) {
                 cJSON *next = it->next;
-                cJSON_AddItemToObject(o, it->string, cJSON_DetachItemViaPointer(extra, it));
+                (void)svc_json_add_item(o, it->string, cJSON_DetachItemViaPointer(extra, it));
                 it = next;
             }
         }

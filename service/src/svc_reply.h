@@ -107,6 +107,12 @@ void svc_reply_error(svc_req *r, unsigned status, const char *error, const char 
  * the member; the caller's reply is still valid JSON). key is copied. Any
  * thread. */
 cJSON *svc_json_add_int(cJSON *o, const char *key, long long v);
+/* cJSON_AddItemToObject (key not NULL; copied) or cJSON_AddItemToArray
+ * (key NULL) that frees item when it cannot be added — o NULL, or out of
+ * memory copying key — where cJSON would leave it to the caller. Returns 1
+ * when added (item now owned by o), 0 when item was freed. item may be
+ * NULL (0). Any thread. */
+int svc_json_add_item(cJSON *o, const char *key, cJSON *item);
 
 /* 1 when r's client has certainly gone: a non-blocking recv(MSG_PEEK) on
  * r->client_fd reads end of stream (the peer's FIN arrived) or a socket

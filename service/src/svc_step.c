@@ -411,7 +411,7 @@ static cJSON *step_json(const svc_step *st, int64_t now)
     cJSON *stages = cJSON_AddArrayToObject(o, "stages");
     for (int s = 0; stages != NULL && s < SVC_STAGE_COUNT; s++)
         if (st->locked_mode || s == SVC_STAGE_START || s == SVC_STAGE_DONE)
-            cJSON_AddItemToArray(stages, cJSON_CreateString(stage_names[s]));
+            (void)svc_json_add_item(stages, NULL, cJSON_CreateString(stage_names[s]));
     bool done = st->stage == SVC_STAGE_DONE;
     cJSON_AddBoolToObject(o, "paused", st->paused && !done);
     cJSON_AddBoolToObject(o, "waiting", st->moving && !done);
@@ -434,7 +434,7 @@ static cJSON *step_json(const svc_step *st, int64_t now)
     add_num_or_null(o, "abandon_in_ms", st->paused && !done, in > 0 ? in : 0);
     add_num_or_null(o, "status", done, st->status);
     if (done && st->reply != NULL)
-        cJSON_AddItemToObject(o, "reply", cJSON_CreateRaw(st->reply)); /* our own JSON */
+        (void)svc_json_add_item(o, "reply", cJSON_CreateRaw(st->reply)); /* our own JSON */
     else
         cJSON_AddNullToObject(o, "reply");
     if (!st->locked_mode)
@@ -492,7 +492,7 @@ static cJSON *steps_json(key_set *k, int64_t now)
         if (next == NULL)
             break;
         after = next->id;
-        cJSON_AddItemToArray(arr, step_json(next, now));
+        (void)svc_json_add_item(arr, NULL, step_json(next, now));
         want_sku(k, next->sku, next->mode);
     }
     return arr;
@@ -590,7 +590,7 @@ static cJSON *sku_keys(lc_conn *conn, const char *sku, const bool *modes)
         add_num_or_null(l, "pttl_ms", reps[2] != NULL && reps[2]->type == REDIS_REPLY_INTEGER,
                         reps[2] != NULL ? reps[2]->integer : 0);
         free_replies(reps, 3);
-        cJSON_AddItemToObject(locks, svc_mode_name(m), l);
+        (void)svc_json_add_item(locks, svc_mode_name(m), l);
     }
     return o;
 }
@@ -615,14 +615,14 @@ static int fill(svc_req *r, lc_conn *conn, cJSON *o, uint64_t st_id)
         return -1;
     }
     if (st != NULL)
-        cJSON_AddItemToObject(o, "step", step_json(st, now));
-    cJSON_AddItemToObject(o, "steps", steps_json(k, now));
+        (void)svc_json_add_item(o, "step", step_json(st, now));
+    (void)svc_json_add_item(o, "steps", steps_json(k, now));
     SVC_PT(pthread_mutex_unlock(&mu));
     cJSON_AddStringToObject(o, "instance", r->s->instance_id);
     svc_json_add_int(o, "now_us", now);
     cJSON *redis = cJSON_AddObjectToObject(o, "redis");
     for (int i = 0; redis != NULL && i < k->n; i++)
-        cJSON_AddItemToObject(redis, k->s[i].sku, sku_keys(conn, k->s[i].sku, k->s[i].mode));
+        (void)svc_json_add_item(redis, k->s[i].sku, sku_keys(conn, k->s[i].sku, k->s[i].mode));
     free(k);
     return 0;
 }

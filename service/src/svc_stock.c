@@ -599,12 +599,16 @@ void svc_stock_get_job(svc_req *r, lc_conn *conn)
             unknown_sku(r);
             return;
         }
-        if (same_layout(&now, &l) || tries == 3) {
-            svc_reply_json(r, 200, same_layout(&now, &l) ? audit_of(r, &l, reps + 1) : NULL);
+        if (same_layout(&now, &l)) {
+            svc_reply_json(r, 200, audit_of(r, &l, reps + 1));
             free_replies(reps, n);
             return;
         }
         free_replies(reps, n);
+        if (tries == 3) { /* as a reset answers then: not an audit of no layout */
+            redis_fail(r, "the layout kept changing under concurrent resets");
+            return;
+        }
         l = now;
     }
 }
@@ -1035,7 +1039,7 @@ static void add_records(cJSON *arr, const redisReply *rep, int b)
         cJSON *rec = svc_params_json(e->str, NULL);
         if (rec != NULL && b >= 0 && cJSON_IsObject(rec))
             svc_json_add_int(rec, "bucket", b);
-        cJSON_AddItemToArray(arr, rec ? rec : cJSON_CreateString(e->str));
+        (void)svc_json_add_item(arr, NULL, rec ? rec : cJSON_CreateString(e->str));
     }
 }
 
@@ -1048,7 +1052,10 @@ static void orders_reply(svc_req *r, long long total, cJSON *arr)
         svc_json_add_int(o, "total", total);
         svc_json_add_int(o, "offset", (long long)r->p.offset);
         svc_json_add_int(o, "limit", (long long)r->p.limit);
-        cJSON_AddItemToObject(o, "orders", arr);
+        if (!svc_json_add_item(o, "orders", arr)) { /* freed: no list is not an empty one */
+            cJSON_Delete(o);
+            o = NULL;
+        }
         arr = NULL;
     }
     cJSON_Delete(arr);
@@ -1089,11 +1096,15 @@ void svc_orders_job(svc_req *r, lc_conn *conn)
             return;
         }
         int bad = layout_of(reps[0], r->sku, &now, why, sizeof why);
-        if (bad || (!same_layout(&now, &l) && tries < 3)) {
+        if (bad || !same_layout(&now, &l)) {
             for (int i = 0; i < n; i++)
                 freeReplyObject(reps[i]);
             if (bad) {
                 read_fail(r, -2, why);
+                return;
+            }
+            if (tries == 3) { /* the pages of an old layout would be a wrong list */
+                redis_fail(r, "the layout kept changing under concurrent resets");
                 return;
             }
             l = now;

@@ -6,7 +6,8 @@
  *   svc_routes.h   svc_stock_parse_body
  *   svc_log.h      svc_log_escape, svc_log_every (a repeated warning:
  *                  one line, then a summary)
- *   svc_reply.h    svc_json_add_int, svc_reply_json, svc_reply_error,
+ *   svc_reply.h    svc_json_add_int, svc_json_add_item, svc_reply_json,
+ *                  svc_reply_error,
  *                  svc_reply_text
  *   svc_keys.h     svc_key, svc_bucket_tag
  *   svc_bucket.h   the layout: placement, shares, record, next bucket,
@@ -668,6 +669,17 @@ static void test_json_add_int(void)
         cJSON_Delete(o);
     }
     TU_CHECK(svc_json_add_int(NULL, "k", 1) == NULL, "NULL object");
+    /* an item that cannot be added is freed, not left to leak (ASan's
+     * leak check would name it) */
+    TU_CHECK(svc_json_add_item(NULL, "k", cJSON_CreateString("x")) == 0 &&
+                 svc_json_add_item(NULL, NULL, cJSON_CreateObject()) == 0 &&
+                 svc_json_add_item(NULL, "k", NULL) == 0,
+             "svc_json_add_item with no object: 0, the item freed");
+    cJSON *arr = cJSON_CreateArray();
+    TU_CHECK(arr != NULL && svc_json_add_item(arr, NULL, cJSON_CreateNumber(1)) == 1 &&
+                 cJSON_GetArraySize(arr) == 1,
+             "svc_json_add_item into an array");
+    cJSON_Delete(arr);
 
     /* A key with quotes, control bytes and UTF-8 is escaped: the text
      * parses back to the same key and value. */
