@@ -96,6 +96,11 @@ static svc_pool *purchase_pool, *admin_pool;
 static svc_pool *step_pool; /* the /steps routes' jobs; with faults.enabled only */
 static struct MHD_Daemon *daemon_;
 static _Atomic long pending;
+/* Workers inside MHD_resume_connection: it touches the daemon after the
+ * connection is marked resuming, so the daemon thread may finish that
+ * request (pending reaching 0) while the worker is still in the call; the
+ * daemon must not be freed under it (svc_http_stop waits for 0). */
+static _Atomic long resuming;
 static struct MHD_Response *health_up, *health_down;
 static struct MHD_Response *live_page;    /* GET /, built once */
 static struct MHD_Response *openapi_page; /* GET /openapi.json, built once */
@@ -241,13 +246,15 @@ static int submit(svc_req *r, svc_pool *pool, svc_job_fn job)
 
 void svc_http_job_done(svc_req *r)
 {
+    atomic_fetch_add(&resuming, 1);
     MHD_resume_connection(r->conn);
+    atomic_fetch_sub(&resuming, 1);
 }
 
 void svc_http_purchase_done(svc_req *r)
 {
     svc_stats_inflight(-1);
-    MHD_resume_connection(r->conn);
+    svc_http_job_done(r);
 }
 
 /* ---- routes ---- */
@@ -1246,6 +1253,11 @@ long svc_http_pending(void)
 
 void svc_http_stop(void)
 {
+    /* a worker's resume is a few instructions past the request's end */
+    while (atomic_load(&resuming) > 0) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (daemon_ != NULL)
         MHD_stop_daemon(daemon_);
     daemon_ = NULL;

@@ -27,8 +27,9 @@ int svc_http_port(void);
 /* Requests handed to workers whose completion MHD has not reported yet.
  * Any thread. */
 long svc_http_pending(void);
-/* Closes every connection and stops the daemon's threads. Main thread,
- * after the pending requests are done (or given up on). */
+/* Closes every connection and stops the daemon's threads, once no worker
+ * is still inside its completion callback's resume (microseconds). Main
+ * thread, after the pending requests are done (or given up on). */
 void svc_http_stop(void);
 
 /* The pools' completion callbacks (svc_pool_done_fn): r's reply is ready,
