@@ -330,8 +330,9 @@ void lc_conn_free(lc_conn *conn);
  * Memory: the context stays conn's: do not free it, and read every reply
  * you asked for. It is valid until the next lockcore call on conn, which
  * may replace it: after the caller's command failed with ctx->err set, or
- * when the socket turns out closed by the peer or holding unread bytes (a
- * pipelined reply left unread), that call reconnects.
+ * when the socket turns out closed by the peer, or a reply was left unread
+ * (on the socket or already in hiredis's reader) or a command appended and
+ * never sent, that call reconnects rather than read a reply not its own.
  * With lc_options.cluster_nodes: the context of the node conn used last,
  * or before any, of a master of the slot map (taken first when there is
  * none): not the node of any key in particular, so for keyed commands use

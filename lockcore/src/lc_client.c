@@ -165,14 +165,21 @@ lc_status lc_client_new(const lc_options *o, lc_client **out, char *err, size_t 
     c->command_timeout_ms = o->command_timeout_ms;
     c->watchdog_timeout_ms = o->watchdog_timeout_ms;
     c->retry_interval_ms = o->retry_interval_ms;
+    /* Each setup initialises its mutexes first, so a setup that ran,
+     * failed or not, has something to shut down, and one that did not
+     * run has not (destroying a mutex never initialised is undefined). */
+    bool cluster_set = false;
     lc_status s = lc__sentinel_setup(&c->sn, o, err, errlen);
-    if (s == LC_OK)
+    if (s == LC_OK) {
         s = lc__cluster_setup(&c->cl, o, err, errlen);
+        cluster_set = true;
+    }
     if (s == LC_OK)
         s = lc__redlock_setup(c, o, err, errlen);
     if (s != LC_OK) {
         lc__sentinel_shutdown(&c->sn);
-        lc__cluster_shutdown(&c->cl);
+        if (cluster_set)
+            lc__cluster_shutdown(&c->cl);
         free(c);
         return s;
     }

@@ -15,6 +15,7 @@
 #include "lc_util.h"
 
 #include <errno.h>
+#include <hiredis/sds.h> /* sdslen of a context's write buffer */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ lc_status lc_conn_new(lc_client *c, lc_conn **out)
 /* lc__redis_reuse on conn's own context, counting every fresh connection in
  * conn->connects and numbering it (conn->ctx_id). */
 static redisContext *node_ctx(lc_conn *conn, int addr);
-static bool socket_stale(int fd);
+static bool ctx_stale(const redisContext *ctx);
 
 static redisContext *conn_reuse(lc_conn *conn)
 {
@@ -225,7 +226,7 @@ lc_status lc_conn_pipe_via(lc_conn *conn, lc_pipe *p, uint64_t via)
                 at = i;
     }
     redisContext *ctx = conn->ctx_id == via ? conn->ctx : at >= 0 ? conn->nctx[at] : NULL;
-    if (!ctx || ctx->err || socket_stale(ctx->fd) || lc__sentinel_stale(&conn->client->sn, ctx)) {
+    if (!ctx || ctx->err || ctx_stale(ctx) || lc__sentinel_stale(&conn->client->sn, ctx)) {
         lc__seterr(conn->err,
                    "lockcore: the connection that ran those commands is closed or was remade "
                    "since, or Sentinel has named another master: not sent");
@@ -681,14 +682,20 @@ static redisContext *connect_at(lc_client *c, const char *host, int mport, char 
     return ctx;
 }
 
-/* A reply-less socket must have nothing to read: EOF means the peer closed
- * it (Redis restarted, or a timeout/CLIENT KILL), bytes mean a reply nobody
- * read. Either way the next command would fail or read the wrong reply.
- * One non-blocking recv per call: ~1 us against a round trip of 10-100. */
-static bool socket_stale(int fd)
+/* A context between commands must have nothing to read: EOF on its
+ * socket means the peer closed it (Redis restarted, or a timeout/CLIENT
+ * KILL), bytes mean a reply nobody read — on the socket, or already in
+ * hiredis's reader (two replies that came in one segment, one read) — and a
+ * command still in its write buffer is one whose reply nobody will read.
+ * Either way the next command would fail or read the wrong reply. One
+ * non-blocking recv per call: ~1 us against a round trip of 10-100. */
+static bool ctx_stale(const redisContext *ctx)
 {
+    const redisReader *rd = ctx->reader;
+    if (sdslen(ctx->obuf) > 0 || (rd != NULL && (rd->pos < rd->len || rd->ridx >= 0)))
+        return true;
     char b;
-    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = recv(ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
@@ -696,7 +703,7 @@ redisContext *lc__redis_reuse(lc_client *c, redisContext **ctx, char *err, bool 
 {
     if (fresh)
         *fresh = false;
-    if (*ctx && !(*ctx)->err && !socket_stale((*ctx)->fd) && !lc__sentinel_stale(&c->sn, *ctx))
+    if (*ctx && !(*ctx)->err && !ctx_stale(*ctx) && !lc__sentinel_stale(&c->sn, *ctx))
         return *ctx;
     if (*ctx)
         redisFree(*ctx);
@@ -905,7 +912,7 @@ static redisContext *node_ctx(lc_conn *conn, int addr)
         conn->nid[addr] = 0;
         conn->cur = addr;
     }
-    if (conn->ctx && !conn->ctx->err && !socket_stale(conn->ctx->fd))
+    if (conn->ctx && !conn->ctx->err && !ctx_stale(conn->ctx))
         return conn->ctx;
     if (conn->ctx)
         redisFree(conn->ctx);

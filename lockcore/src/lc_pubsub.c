@@ -245,7 +245,12 @@ static void *pubsub_main(void *arg)
                 drain(p->wake_fd);
             }
             last_attempt = lc_now_ms();
-            redisContext *ctx = p->stop ? NULL : lc__redis_connect(c, err);
+            /* p->stop is read under p->mu: a glance without it would be a
+             * data race; the loop's own test catches a stop meanwhile */
+            LC_PTHREAD(pthread_mutex_lock(&p->mu));
+            bool stop = p->stop;
+            LC_PTHREAD(pthread_mutex_unlock(&p->mu));
+            redisContext *ctx = stop ? NULL : lc__redis_connect(c, err);
             LC_PTHREAD(pthread_mutex_lock(&p->mu));
             if (!ctx)
                 continue;

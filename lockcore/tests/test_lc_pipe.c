@@ -12,7 +12,9 @@
  * two; a connection freed with an attempt pending gives its lock back (an
  * attempt Redis answered NOSCRIPT took none); an acquire sent ahead that
  * meets NOSCRIPT still ends with the replies of its EVAL's round;
- * lc_conn_pipes_each on one Redis sends several pipes in one write.
+ * lc_conn_pipes_each on one Redis sends several pipes in one write; a reply
+ * the caller left unread (on the socket, in hiredis's reader, or a command
+ * left in its write buffer) makes the next call reconnect.
  *
  * On a private redis-server: the test pauses Redis (CLIENT PAUSE ALL) and
  * flushes its script cache, which would stall or disturb the tests sharing
@@ -23,6 +25,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 
@@ -754,6 +757,53 @@ static void test_pipes_one_redis(void)
     redisFree(info);
 }
 
+/* A reply the caller left unread on the context lc_conn_redis lends —
+ * still on the socket, already in hiredis's reader (two replies that came
+ * in one segment, one read), or a command never sent from its write
+ * buffer — makes the next lockcore call reconnect instead of reading that
+ * reply as its own (which would put every later reply one behind). */
+static void test_left_unread(void)
+{
+    static const char *const how[] = {"on the socket", "in the reader", "in the write buffer"};
+    for (int k = 0; k < 3; k++) {
+        char key[128];
+        lct_key(key, sizeof key, "pipe-unread", LC_TOKEN);
+        lc_lock_args a = lct_args(LC_TOKEN, key, "o", 5000, 0);
+        lc_conn *conn = lct_conn(cli);
+        redisContext *ctx = lc_conn_redis(conn);
+        TU_REQUIRE(ctx != NULL, "%s: lc_conn_redis", how[k]);
+        uint64_t before = lc_conn_connects(conn);
+        TU_REQUIRE(redisAppendCommand(ctx, "ECHO %s", "left") == REDIS_OK, "append");
+        if (k == 0) { /* sent, its reply waits on the socket */
+            int done = 0;
+            while (!done)
+                TU_REQUIRE(redisBufferWrite(ctx, &done) == REDIS_OK, "write");
+            struct pollfd pf = {.fd = ctx->fd, .events = POLLIN};
+            TU_REQUIRE(poll(&pf, 1, (int)tu_slack(2000)) == 1, "the reply came");
+        } else if (k == 1) { /* sent and read into the reader, not taken */
+            int done = 0;
+            while (!done)
+                TU_REQUIRE(redisBufferWrite(ctx, &done) == REDIS_OK, "write");
+            struct pollfd pf = {.fd = ctx->fd, .events = POLLIN};
+            TU_REQUIRE(poll(&pf, 1, (int)tu_slack(2000)) == 1 && redisBufferRead(ctx) == REDIS_OK,
+                       "the reply read into the reader");
+        }
+        lc_guard *g = NULL;
+        lc_status st = lc_acquire(conn, &a, &g);
+        char tok[128];
+        TU_CHECK(st == LC_OK && g != NULL &&
+                     tu_redis_str(port, tok, sizeof tok, "GET %s", key) == 0 &&
+                     strcmp(tok, lc_guard_owner_token(g)) == 0,
+                 "%s: the acquire read its own reply (%s: %s)", how[k], lc_status_name(st),
+                 lc_conn_errstr(conn));
+        TU_CHECK(lc_conn_connects(conn) == before + 1, "%s: on a new connection (%llu -> %llu)",
+                 how[k], (unsigned long long)before, (unsigned long long)lc_conn_connects(conn));
+        TU_CHECK(g != NULL && lc_release(conn, g) == LC_OK && in_step(conn),
+                 "%s: released, in step", how[k]);
+        lc_conn_free(conn);
+    }
+}
+
 int main(void)
 {
     TU_REQUIRE(tu_redis_start(&rd, 0, NULL) == 0, "private redis-server");
@@ -774,6 +824,7 @@ int main(void)
     test_send_then_free();
     test_noscript_then_free();
     test_pipes_one_redis();
+    test_left_unread();
     lc_conn_free(c1);
     lc_conn_free(c2);
     lc_client_free(cli);
