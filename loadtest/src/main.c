@@ -920,6 +920,8 @@ static int cmd_matrix(int argc, char **argv, const char *argv0)
         fprintf(stderr, "miaosha-load matrix: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if (cfg.admin_token && *cfg.admin_token && !admin_token_ok(cfg.admin_token))
+        return 2; /* $MIAOSHA_ADMIN_TOKEN, as run checks it */
     if (faults && scenarios) {
         fprintf(stderr, "miaosha-load: --faults and --scenarios: give one of them\n");
         return 2;

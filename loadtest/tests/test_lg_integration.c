@@ -218,6 +218,21 @@ static void test_run(void)
     TU_CHECK(rc == 0 && json_num(out, "connect") > 0 && json_num(out, "sold") == 10,
              "dead target exit %d\n%s", rc, out);
 
+    /* More connections than descriptors (ulimit -n 64, 100 connections):
+     * those that cannot get a socket must not hold the run open once the
+     * others have answered every request (it used to run to its deadline) */
+    snprintf(cmd, sizeof cmd,
+             "ulimit -n 64 && exec %s run --mode token --requests 300 --concurrency 100 "
+             "--stock 20 --wait-ms 5000 --sku lgt-emfile --target http://127.0.0.1:%d "
+             "--duration-limit 30 --json",
+             load, p1);
+    int64_t t_em = lc_now_ms();
+    rc = sh(cmd, out, sizeof out);
+    int64_t em_ms = lc_now_ms() - t_em;
+    TU_CHECK(rc == 0 && json_num(out, "sold") == 20 && strstr(out, "\"deadline_hit\":\tfalse") &&
+                 em_ms < tu_slack(10000),
+             "past the fd limit: exit %d after %lld ms\n%s", rc, (long long)em_ms, out);
+
     /* Ctrl-C while the stock reset waits on a server that never answers
      * (a socket that listens and never accepts): exit 130 at once, not
      * after the reset's 10 s timeout */
@@ -305,6 +320,12 @@ static void test_run(void)
         rc = sh(cmd, out, sizeof out);
         TU_CHECK(rc == 2, "'%s' is a usage error (exit %d)\n%s", usage[i], rc, out);
     }
+    /* the environment's token is held to the flag's rules by matrix too */
+    snprintf(cmd, sizeof cmd,
+             "MIAOSHA_ADMIN_TOKEN=\"$(printf 's\\r\\nX: 1')\" %s matrix --quick 2>&1", load);
+    rc = sh(cmd, out, sizeof out);
+    TU_CHECK(rc == 2 && strstr(out, "admin token"),
+             "matrix with a CR LF in $MIAOSHA_ADMIN_TOKEN: exit %d\n%s", rc, out);
     /* no purchase answered: not a verdict (exit 3), whatever --expect says */
     snprintf(cmd, sizeof cmd,
              "%s run --target http://127.0.0.1:%d --mode redlock --sku lgt-nolock --stock 5 "

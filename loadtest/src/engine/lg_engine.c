@@ -32,6 +32,8 @@ typedef struct conn {
     enum cstate state;
     int in_flight;    /* a request is claimed and not yet ended */
     int had_response; /* the connection completed at least one response */
+    int out_armed;    /* EPOLLOUT asked for (a send hit EAGAIN): level-
+                         triggered, it must go once the send is done */
     uint64_t idx;
     int64_t t_start;  /* ns */
     int64_t retry_at; /* C_WAIT: ns; C_CONNECTING: deadline ns */
@@ -235,8 +237,11 @@ static void flush_send(worker *w, conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
-            epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+            if (!c->out_armed) {
+                struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+                epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+                c->out_armed = 1;
+            }
             return;
         }
         finish(w, c, 0, errno == EPIPE || errno == ECONNRESET ? LG_ERR_CLOSED : LG_ERR_IO, NULL, 0);
@@ -246,12 +251,18 @@ static void flush_send(worker *w, conn *c)
     if (c->state == C_SENDING) {
         c->state = C_RECEIVING;
     }
+    if (c->out_armed) { /* sent, whichever path finished it */
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+        c->out_armed = 0;
+    }
 }
 
 static void on_connected(worker *w, conn *c)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->out_armed = 0;
     c->state = C_IDLE;
     c->had_response = 0;
 }
@@ -431,13 +442,8 @@ static void handle_event(worker *w, conn *c, uint32_t evs, int started)
         }
         return;
     }
-    if (c->state == C_SENDING && (evs & EPOLLOUT)) {
+    if (c->state == C_SENDING && (evs & EPOLLOUT))
         flush_send(w, c);
-        if (c->state == C_RECEIVING) {
-            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-            epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
-        }
-    }
     if (evs & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         if (c->fd >= 0)
             on_readable(w, c);
@@ -453,7 +459,14 @@ static int timers(worker *w, int started, int64_t now)
     int active = 0;
     for (int i = 0; i < w->nconns; i++) {
         conn *c = &w->conns[i];
-        if (c->state == C_WAIT && c->retry_at >= 0 && now >= c->retry_at) {
+        if (c->state == C_WAIT && c->retry_at >= 0 && now >= c->retry_at &&
+            w->sh->cfg->requests != 0 &&
+            atomic_load_explicit(&w->sh->next, memory_order_relaxed) >= w->sh->cfg->requests) {
+            /* every request is claimed: a connection still waiting to
+             * (re)connect — socket() refused, EMFILE past the fd limit —
+             * has nothing left to send and must not hold the run open */
+            c->state = C_DONE;
+        } else if (c->state == C_WAIT && c->retry_at >= 0 && now >= c->retry_at) {
             start_connect(w, c);
             if (c->state == C_WAIT && c->retry_at == -1)
                 connect_failed(w, c, started);

@@ -308,7 +308,11 @@ static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int key
         return -1;
     }
     int64_t stock_left, oversold;
-    return audit(in, sku, sold, &stock_left, &oversold, dups, err, errlen);
+    if (audit(in, sku, sold, &stock_left, &oversold, dups, err, errlen) < 0)
+        return -1;
+    if (oversold > c->oversold) /* shown in the cell, as dup-user's */
+        c->oversold = oversold;
+    return 0;
 }
 
 int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, char *err,

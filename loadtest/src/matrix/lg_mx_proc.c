@@ -191,13 +191,14 @@ int lg_mx_redis_start(mctx *x, char *err, size_t errlen)
 {
     if (x->cfg->redis) {
         const char *colon = strrchr(x->cfg->redis, ':');
-        int port = colon ? atoi(colon + 1) : 0;
-        if (!colon || port <= 0 || port > 65535) {
+        char *end = NULL;
+        long port = colon && colon[1] >= '0' && colon[1] <= '9' ? strtol(colon + 1, &end, 10) : 0;
+        if (!colon || end == NULL || *end != '\0' || port <= 0 || port > 65535) {
             snprintf(err, errlen, "--redis: expected host:port, got '%s'", x->cfg->redis);
             return -1;
         }
         snprintf(x->redis_addr, sizeof x->redis_addr, "%s", x->cfg->redis);
-        x->redis_port = port;
+        x->redis_port = (int)port;
         return 0;
     }
     snprintf(x->redis_dir, sizeof x->redis_dir, "/tmp/miaosha-matrix-redis-XXXXXX");
