@@ -15,6 +15,7 @@
 #ifndef MIAOSHA_PK_HA_H
 #define MIAOSHA_PK_HA_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,20 +25,23 @@
 #define PK_HA_SENTINELS 3
 
 typedef struct pk_ha_opts {
-    const char *server;      /* redis-server binary; NULL: "redis-server" */
-    const char *dir;         /* an existing directory for configs and logs */
-    int replicas;            /* 1 or 2 */
-    int proxied;             /* replicas link through pk_fwd forwarders */
-    int fronted;             /* the master is known (to the Sentinels, so to
-                                every client) by a forwarder's port: a
-                                frozen front keeps the clients' connections
-                                open, without EOF, after the master died */
-    int down_after_ms;       /* Sentinel down-after-milliseconds (e.g. 500) */
-    int failover_timeout_ms; /* Sentinel failover-timeout (e.g. 2000) */
-    int replica_priority[2]; /* each replica's replica-priority (lower is
-                                promoted first; Sentinel compares it before
-                                the replication offset); 0: Redis's default */
-    int flags;               /* pk_spawn flags for every process */
+    const char *server;          /* redis-server binary; NULL: "redis-server" */
+    const char *dir;             /* an existing directory for configs and logs */
+    int replicas;                /* 1 or 2 */
+    int proxied;                 /* replicas link through pk_fwd forwarders */
+    int fronted;                 /* the master is known (to the Sentinels, so to
+                                    every client) by a forwarder's port: a
+                                    frozen front keeps the clients' connections
+                                    open, without EOF, after the master died */
+    int down_after_ms;           /* Sentinel down-after-milliseconds (e.g. 500) */
+    int failover_timeout_ms;     /* Sentinel failover-timeout (e.g. 2000) */
+    int replica_priority[2];     /* each replica's replica-priority (lower is
+                                    promoted first; Sentinel compares it before
+                                    the replication offset); 0: Redis's default */
+    int flags;                   /* pk_spawn flags for every process */
+    volatile sig_atomic_t *stop; /* may be NULL; non-zero (a Ctrl-C) ends the
+                                    starts and waits: pk_ha_start then
+                                    fails with "interrupted" */
 } pk_ha_opts;
 
 typedef struct pk_ha {

@@ -25,6 +25,7 @@ static pid_t start_redis(const pk_ha_opts *o, const char *name, const char *conf
     ro.flags = o->flags;
     ro.attempts = 10;
     ro.timeout_ms = 5000;
+    ro.stop = o->stop;
     return pk_redis_start(&ro, port, err, errlen);
 }
 
@@ -59,10 +60,11 @@ static int has_line(int port, int argc, const char *const *argv, const char *nee
     return pk_redis_query(port, 500, argc, argv, out, sizeof out) == 1 && strstr(out, needle);
 }
 
-/* Polls cond(h, arg) every 50 ms up to ms. */
-static int wait_for(pk_ha *h, int (*cond)(pk_ha *, int), int arg, int ms)
+/* Polls cond(h, arg) every 50 ms up to ms, or until *stop. */
+static int wait_for(pk_ha *h, int (*cond)(pk_ha *, int), int arg, int ms,
+                    volatile sig_atomic_t *stop)
 {
-    for (long long end = lc_now_ms() + ms; lc_now_ms() < end; pk_sleep_ms(50))
+    for (long long end = lc_now_ms() + ms; lc_now_ms() < end && !(stop && *stop); pk_sleep_ms(50))
         if (cond(h, arg))
             return 1;
     return 0;
@@ -109,8 +111,11 @@ int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen)
         h->replica_pid[i] = start_redis(o, name, NULL, args, &h->replica_port[i], err, errlen);
         if (h->replica_pid[i] < 0)
             goto fail;
-        if (!wait_for(h, linked, i, 10000)) {
-            snprintf(err, errlen, "replica %d: no link to the master within 10 s", i + 1);
+        if (!wait_for(h, linked, i, 10000, o->stop)) {
+            if (o->stop && *o->stop)
+                snprintf(err, errlen, "interrupted");
+            else
+                snprintf(err, errlen, "replica %d: no link to the master within 10 s", i + 1);
             goto fail;
         }
     }
@@ -124,9 +129,12 @@ int pk_ha_start(pk_ha *h, const pk_ha_opts *o, char *err, size_t errlen)
                                  i ? "," : "", h->sentinel_port[i]);
     }
     for (int i = 0; i < PK_HA_SENTINELS; i++) {
-        if (!wait_for(h, sentinel_ready, i, 15000)) {
-            snprintf(err, errlen, "sentinel %d: did not see the replicas and the others in 15 s",
-                     i + 1);
+        if (!wait_for(h, sentinel_ready, i, 15000, o->stop)) {
+            if (o->stop && *o->stop)
+                snprintf(err, errlen, "interrupted");
+            else
+                snprintf(err, errlen,
+                         "sentinel %d: did not see the replicas and the others in 15 s", i + 1);
             goto fail;
         }
     }

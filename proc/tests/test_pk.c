@@ -7,9 +7,10 @@
  * given port with extra arguments, one-shot queries, a restart on the same port, a start that
  * fails; the health check, the port read from a log, every outcome of the wait until healthy; the
  * forwarder frozen and thawed; a Redis Cluster of 3 masters and 3 replicas,
- * its slots served, a killed master's slots taken over by its replica. Its
+ * its slots served, a killed master's slots taken over by its replica; a
+ * Sentinel group's start with its stop flag raised ends at once. Its
  * users' tests (the Sentinel group: lockcore_sentinel,
- * service_failover) cover pk_ha. */
+ * service_failover) cover the rest of pk_ha. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -27,6 +28,7 @@
 
 #include "pk_cluster.h"
 #include "pk_fwd.h"
+#include "pk_ha.h"
 #include "pk_http.h"
 #include "pk_proc.h"
 #include "pk_redis.h"
@@ -281,6 +283,22 @@ static void test_redis(void)
     o.stop = &stop;
     TU_CHECK(pk_redis_start(&o, &again, err, sizeof err) == -1 && strcmp(err, "interrupted") == 0,
              "stop set: interrupted ('%s')", err);
+    /* and a Sentinel group's start, which passes its stop on */
+    char hadir[] = "/tmp/miaosha-pk-ha-XXXXXX";
+    TU_REQUIRE(mkdtemp(hadir) != NULL, "mkdtemp");
+    pk_ha h;
+    pk_ha_opts ho = {.dir = hadir,
+                     .replicas = 1,
+                     .down_after_ms = 500,
+                     .failover_timeout_ms = 2000,
+                     .stop = &stop};
+    t0 = lc_now_ms();
+    TU_CHECK(pk_ha_start(&h, &ho, err, sizeof err) == -1 && strcmp(err, "interrupted") == 0 &&
+                 lc_now_ms() - t0 < tu_slack(2000),
+             "pk_ha_start with stop set: interrupted at once ('%s')", err);
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", hadir);
+    TU_CHECK(system(rm) == 0, "%s", rm);
 }
 
 /* A tiny HTTP server on a thread: answers each connection with the next

@@ -449,7 +449,8 @@ int lg_acked_run(mctx *x, lg_scenario s, lg_cell *cells[LG_NMODES], char *err, s
                     .proxied = 1,
                     .down_after_ms = AK_DOWN_AFTER_MS,
                     .failover_timeout_ms = AK_FAILOVER_TIMEOUT_MS,
-                    .replica_priority = {100, 10}};
+                    .replica_priority = {100, 10},
+                    .stop = x->cfg->stop};
     if (pk_ha_start(&h, &o, err, errlen) < 0) {
         free(r->ev);
         free(r);

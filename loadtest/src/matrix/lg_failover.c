@@ -158,7 +158,8 @@ int lg_failover_cell(mctx *x, lg_cell *c, lg_mode mode, char *err, size_t errlen
                     .proxied = 1,
                     .fronted = 1,
                     .down_after_ms = FO_DOWN_AFTER_MS,
-                    .failover_timeout_ms = FO_FAILOVER_TIMEOUT_MS};
+                    .failover_timeout_ms = FO_FAILOVER_TIMEOUT_MS,
+                    .stop = x->cfg->stop};
     if (pk_ha_start(&h, &o, err, errlen) < 0)
         return -1;
     char sentinels[160];
