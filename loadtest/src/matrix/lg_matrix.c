@@ -602,6 +602,11 @@ int lg_matrix_run(const lg_matrix_cfg *cfg, lg_matrix_result *res, char *err, si
         else if (lg_scen_is_fault(s))
             for (int i = 0; i < 3; i++)
                 tl[ntl++] = fault[i].base;
+        else if (lg_scen_is_redlock(s))
+            /* its instance starts with its first cell (base filled then): a
+             * mark taken before is unknown, and the page holds all the
+             * fresh instance traced */
+            tl[ntl++] = nodes[s == LG_SCEN_NODE_RESTART_DELAY].base;
         else
             tl[ntl++] = base[0].base;
         for (lg_mode m = 0; m < LG_NMODES; m++) {
