@@ -290,14 +290,24 @@ static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int key
             other++;
     }
     /* The given-up connections: their replies are read (so no purchase is
-     * cut short as client_gone), then they are closed. */
+     * cut short as client_gone), then they are closed — within 30 s for
+     * all of them, not each, and not past a Ctrl-C. */
+    long long drain_end = lc_now_ms() + 30000;
     for (int i = 0; i < buyers; i++) {
         if (b[i].fd < 0)
             continue;
         char buf[4096];
-        struct pollfd p = {b[i].fd, POLLIN, 0};
-        if (poll(&p, 1, 30000) > 0)
-            (void)!read(b[i].fd, buf, sizeof buf);
+        for (;;) {
+            long long left = drain_end - lc_now_ms();
+            if (left <= 0 || lg_mx_stopped(x))
+                break;
+            struct pollfd p = {b[i].fd, POLLIN, 0};
+            int pr = poll(&p, 1, left < 200 ? (int)left : 200);
+            if (pr > 0)
+                (void)!read(b[i].fd, buf, sizeof buf);
+            if (pr != 0)
+                break;
+        }
         close(b[i].fd);
     }
     c->errors += other;
