@@ -50,14 +50,17 @@ void pk_redis_opts_init(pk_redis_opts *o);
 
 /* Starts redis-server on 127.0.0.1 (--daemonize no: a daemon would leave
  * the caller's session) and waits until it answers PING, polling every
- * 50 ms: blocks up to about attempts x (timeout_ms + retry_pause_ms + 1 s
+ * 50 ms, and checks that the server answering is this child (INFO
+ * server's process_id: a port another server took meanwhile answers PING
+ * too): blocks up to about attempts x (timeout_ms + retry_pause_ms + 1 s
  * to stop a server that did not answer). An attempt whose server exits
- * (its port was taken, bad arguments) or does not answer in time is
- * stopped and the next attempt made. Returns the pid (> 0, a child the
- * caller stops: pk_stop, pk_kill) and sets *port, or -1 with a reason in
- * err (errlen bytes): the log or fork failed, no free port, every attempt
- * failed (the last one's reason, with the log's path), or o->stop was set
- * ("interrupted"). The thread that reaps the children. */
+ * (its port was taken, bad arguments), does not answer in time, or whose
+ * port another server answers on is stopped and the next attempt made.
+ * Returns the pid (> 0, a child the caller stops: pk_stop, pk_kill) and
+ * sets *port, or -1 with a reason in err (errlen bytes): the log or fork
+ * failed, no free port, every attempt failed (the last one's reason, with
+ * the log's path), or o->stop was set ("interrupted"). The thread that
+ * reaps the children. */
 pid_t pk_redis_start(const pk_redis_opts *o, int *port, char *err, size_t errlen);
 
 /* 1 when 127.0.0.1:port answers a Redis PING with PONG within timeout_ms

@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
@@ -46,6 +47,19 @@ static int stopped(const pk_redis_opts *o)
     return o->stop && *o->stop;
 }
 
+/* 1 when the server answering on port is process pid (INFO server's
+ * process_id): a port taken by another server between pk_free_port and
+ * our bind answers PING too, while ours exits. */
+static int answered_by(int port, pid_t pid)
+{
+    const char *argv[] = {"INFO", "server"};
+    char out[4096];
+    if (pk_redis_query(port, 500, 2, argv, out, sizeof out) != 1)
+        return 0;
+    const char *f = strstr(out, "process_id:");
+    return f != NULL && atol(f + strlen("process_id:")) == (long)pid;
+}
+
 pid_t pk_redis_start(const pk_redis_opts *o, int *port, char *err, size_t errlen)
 {
     const char *server = o->server ? o->server : "redis-server";
@@ -78,11 +92,15 @@ pid_t pk_redis_start(const pk_redis_opts *o, int *port, char *err, size_t errlen
         if (pid < 0)
             return -1;
         long long end = lc_now_ms() + o->timeout_ms;
-        int exited = 0;
+        int exited = 0, foreign = 0;
         while (!stopped(o)) {
             if (pk_redis_ping(p, 200)) {
-                *port = p;
-                return pid;
+                if (answered_by(p, pid)) {
+                    *port = p;
+                    return pid;
+                }
+                foreign = 1;
+                break;
             }
             if ((exited = pk_wait_exit(pid, 0)) != 0 || lc_now_ms() >= end)
                 break;
@@ -91,7 +109,8 @@ pid_t pk_redis_start(const pk_redis_opts *o, int *port, char *err, size_t errlen
         if (!exited)
             pk_stop(pid, 1000); /* never a reaped pid: it may be another process's now */
         snprintf(err, errlen, "could not start %s on port %d: %s (see %s)", server, p,
-                 exited       ? "it exited"
+                 foreign      ? "another server answers there"
+                 : exited     ? "it exited"
                  : stopped(o) ? "interrupted"
                               : "no PING answer",
                  o->logpath ? o->logpath : "no log");

@@ -4,13 +4,12 @@
  * SIGSTOPped child, SIGKILL after the grace for one that ignores SIGTERM,
  * kill-all, 64 running children filling the table (the 65th refused), a
  * child SIGKILLed when the process that spawned it ends; a private redis-server on a
- * given port with extra arguments, one-shot queries, a restart on the same port, a start that
- * fails; the health check, the port read from a log, every outcome of the wait until healthy; the
- * forwarder frozen and thawed; a Redis Cluster of 3 masters and 3 replicas,
- * its slots served, a killed master's slots taken over by its replica; a
- * Sentinel group's start with its stop flag raised ends at once. Its
- * users' tests (the Sentinel group: lockcore_sentinel,
- * service_failover) cover the rest of pk_ha. */
+ * given port with extra arguments, one-shot queries, a port another server holds (its PING
+ * not taken for ours), a restart on the same port, a start that fails; the health check, the port
+ * read from a log, every outcome of the wait until healthy; the forwarder frozen and thawed; a
+ * Redis Cluster of 3 masters and 3 replicas, its slots served, a killed master's slots taken over
+ * by its replica; a Sentinel group's start with its stop flag raised ends at once. Its users' tests
+ * (the Sentinel group: lockcore_sentinel, service_failover) cover the rest of pk_ha. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -256,6 +255,17 @@ static void test_redis(void)
     TU_CHECK(pk_redis_query(port, 1000, 2, nil, out, sizeof out) == 0 && out[0] == 0, "nil: 0");
     TU_CHECK(pk_redis_query(port, 1000, 1, bad, out, sizeof out) == -1 && out[0] == 0,
              "an error reply: -1");
+
+    /* a port another server holds: that server's PING is not taken for
+     * ours (which cannot bind and exits) */
+    pk_redis_opts taken = o;
+    taken.attempts = 1;
+    int tport = 0;
+    pid_t tpid = pk_redis_start(&taken, &tport, err, sizeof err);
+    TU_CHECK(tpid == -1 && strstr(err, "another server answers there"),
+             "a taken port: refused, not the other server's PING (%d: %s)", (int)tpid, err);
+    if (tpid > 0)
+        pk_stop(tpid, 2000);
 
     /* SIGKILLed and started again on its port */
     pk_kill(pid);
