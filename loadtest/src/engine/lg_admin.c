@@ -2,6 +2,7 @@
 #include "lg_admin.h"
 
 #include <curl/curl.h>
+#include <lockcore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,18 +230,14 @@ int lg_admin_reset_buckets(const char *base, const char *sku, int64_t stock, int
 static int get_retry(const char *url, long timeout_ms, long *st, char **resp, char *err,
                      size_t errlen)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t end = lc_now_ms() + timeout_ms;
     for (int attempt = 0;; attempt++) {
         *st = 0;
         *resp = NULL;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long spent_ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
-        long left_ms = timeout_ms - spent_ms > 1 ? timeout_ms - spent_ms : 1;
-        int rc = lg_http_call("GET", url, NULL, NULL, left_ms, st, resp, err, errlen);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        spent_ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
-        if ((rc == 0 && *st < 500) || attempt == 4 || spent_ms >= timeout_ms)
+        int64_t left_ms = end - lc_now_ms();
+        int rc = lg_http_call("GET", url, NULL, NULL, left_ms > 1 ? (long)left_ms : 1, st, resp,
+                              err, errlen);
+        if ((rc == 0 && *st < 500) || attempt == 4 || lc_now_ms() >= end)
             return rc;
         free(*resp);
         *resp = NULL;
@@ -337,12 +334,9 @@ int lg_admin_orders(const char *base, const char *sku, long total_ms, lg_idset *
                     size_t errlen)
 {
     const int limit = 1000;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t end = lc_now_ms() + total_ms;
     for (long offset = 0; offset < 100000000L;) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long left_ms = total_ms -
-                       ((now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L);
+        long left_ms = (long)(end - lc_now_ms());
         if (left_ms <= 0) {
             snprintf(err, errlen, "orders: listing not done after %ld ms (%ld read)", total_ms,
                      offset);

@@ -169,8 +169,9 @@ int lg_run_check(const lg_run_result *r, lg_expect e);
 uint64_t lg_run_errors(const lg_run_result *r);
 
 /* One run's result onto out: a human-readable table; one JSON object
- * (indented over several lines, a newline after it); or CSV (a header line first when header is 1,
- * then one row). Latencies are printed in ms. Write errors are the stream's (ferror). */
+ * (indented over several lines, a newline after it); or CSV (a header
+ * line first when header is 1, then one row). Latencies are printed in
+ * ms. Write errors are the stream's (ferror). */
 void lg_report_table(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_json(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e);
 void lg_report_csv(FILE *out, const lg_run_cfg *cfg, const lg_run_result *r, lg_expect e,
