@@ -552,7 +552,11 @@ static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *
     (void)seg;
     int rc = svc_params_parse(r->conn, r->s, SVC_P_STOCK | SVC_P_BUCKETS, &r->p, detail,
                               sizeof detail);
-    if (r->p.seen & (SVC_P_STOCK | SVC_P_BUCKETS))
+    /* The parse stops at the first bad parameter: look the reset's up
+     * too, so that the answer does not depend on the parameters' order. */
+    if ((r->p.seen & (SVC_P_STOCK | SVC_P_BUCKETS)) ||
+        MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "stock") != NULL ||
+        MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "buckets") != NULL)
         return refuse_method(r, methods_of(url), "a reset is PUT /stock/{sku}", method, url);
     if (rc != 0)
         return error_now(r, 400, "bad_request", detail, method, url);

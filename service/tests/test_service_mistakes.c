@@ -16,9 +16,10 @@
  *            label and stores no Idempotency-Key outcome; PUT /stock
  *            creates the SKU and the same key then buys. A stock of 0 is
  *            sold out (409), not unknown; initial alone does not make a SKU.
- *   stock    ?stock= or ?buckets= on GET /stock (and HEAD) is a reset sent
- *            with the wrong method: 405 with Allow and "a reset is PUT /stock/{sku}",
- *            nothing reset.
+ *   stock    ?stock= or ?buckets= on GET /stock (and HEAD), wherever
+ *            among the parameters, is a reset sent with the wrong method:
+ *            405 with Allow and "a reset is PUT /stock/{sku}", nothing
+ *            reset.
  *   pretty   /stats?pretty=1 indents the same JSON; pretty=0 and no
  *            parameter answer it on one line; any other value is a 400
  *            naming pretty. */
@@ -309,10 +310,10 @@ static void rule_unknown(void)
 
 static void rule_stock(void)
 {
-    const char *paths[] = {"/stock/demo?stock=-1",        "/stock/demo?stock=5",
-                           "/stock/demo?stock",           "/stock/demo?stock=abc",
-                           "/stock/demo?stock=1&stock=2", "/stock/demo?buckets=4",
-                           "/stock/demo?buckets=abc"};
+    const char *paths[] = {
+        "/stock/demo?stock=-1",    "/stock/demo?stock=5",         "/stock/demo?stock",
+        "/stock/demo?stock=abc",   "/stock/demo?stock=1&stock=2", "/stock/demo?buckets=4",
+        "/stock/demo?buckets=abc", "/stock/demo?x=1&stock=5",     "/stock/demo?limit=2&buckets=3"};
     svc_audit before, after;
     TU_REQUIRE(svc_get_audit(&srv, "demo", &before) == 200, "audit before");
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
