@@ -118,6 +118,12 @@ typedef struct lc_mode_info {
      * redlock). The others are handed the lock (mutex), woken by the
      * release message (reentrant) or never wait (none). */
     bool polls;
+    /* Waiters line up: once the first in line has waited 5 ms, the next
+     * release hands the lock to it and newcomers queue behind (reentrant;
+     * the starvation mode of Go's sync.Mutex, lc_acquire). An attempt with
+     * wait_ms 0 is not in that line and barges past it, so a caller that
+     * probes several keys without waiting would starve it. */
+    bool queues_waiters;
 } lc_mode_info;
 
 /* The mode's row (static storage, never freed), or NULL for a value out of

@@ -211,6 +211,8 @@ static void test_retry_pause(void)
         bool polls = lc_mode_info_of(m)->polls;
         TU_CHECK(polls == (m == LC_SETNX || m == LC_TOKEN || m == LC_FENCED || m == LC_REDLOCK),
                  "%s: polls %d", lc_mode_name(m), polls);
+        TU_CHECK(lc_mode_info_of(m)->queues_waiters == (m == LC_REENTRANT), "%s: queues_waiters",
+                 lc_mode_name(m));
         if (!polls)
             TU_CHECK(lc_conn_retry_pause(conn, m, 100, NULL, &slept) == LC_MISUSE && slept == 0,
                      "%s: no pause to take (misuse)", lc_mode_name(m));
