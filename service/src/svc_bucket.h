@@ -14,7 +14,7 @@
  * A purchase starts in a random bucket among those not known to be empty
  * (hopping past one whose lock is held, and polling them all when every
  * one is; first among those this instance's own purchases do not hold:
- * svc_purchase.c) and, when that one is sold out, tries the next
+ * svc_tries.c) and, when that one is sold out, tries the next
  * one not known empty (svc_bucket_next). Each instance remembers the buckets it
  * found empty: between two resets a bucket's stock only goes down (in every
  * mode that does not oversell), so the memory is safe until the reset,

@@ -454,7 +454,7 @@ static int lua_buckets(lua_purchase *lp, lc_conn *conn)
  * script's unknown SKU) was deleted by a reset that changed the bucket
  * count: nothing to sell there, never a 404 for a SKU in buckets, and
  * never sold out while the layout record still names it (a reset under
- * way: stock_reset, as in svc_purchase.c). Returns the last try's outcome,
+ * way: stock_reset, as in svc_tries.c). Returns the last try's outcome,
  * or how the search ended. */
 static purchase_result other_buckets(lua_purchase *lp, lc_conn *conn, const char *rec,
                                      purchase_result res)

@@ -10,7 +10,7 @@
  *
  * The section runs on one stock: a SKU's, or one bucket of a SKU split
  * into buckets (x->tag). Trying the next bucket when one is sold out is
- * the purchase's loop around the section (svc_purchase.c), not the
+ * the purchase's loop around the section (svc_tries.c), not the
  * section's.
  *
  * A stepped purchase (x->step) stops at each stage of the section —

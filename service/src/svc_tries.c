@@ -135,11 +135,12 @@ void svc_tries_aim(svc_purchase *pu, int b)
      * locked; then the try waits, as a SKU's one lock does. A stepped
      * purchase never hops (its steps show one bucket's lock), nor one that
      * re-enters (a nested hold that a mode refuses must wait for itself, as
-     * without buckets), nor reentrant's: its waiters are woken by the
-     * release message and queue behind a starving first waiter, which a
-     * try without a wait would barge past (lc_lock.c). */
-    pu->hop = svc_purchase_bucketed(pu) && x->step == NULL && r->p.reenter == 0 && !x->lock->queues_waiters &&
-              (x->lock->polls || (!pu->waited && untried_left(pu, b)));
+     * without buckets), nor one whose mode queues its waiters
+     * (reentrant's are woken by the release message and line up behind a
+     * starving first waiter, which a try without a wait would barge past:
+     * lc_mode_info.queues_waiters). */
+    pu->hop = svc_purchase_bucketed(pu) && x->step == NULL && r->p.reenter == 0 &&
+              !x->lock->queues_waiters && (x->lock->polls || (!pu->waited && untried_left(pu, b)));
     if (pu->hop)
         x->a.wait_ms = 0;
     else

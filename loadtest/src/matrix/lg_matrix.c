@@ -33,7 +33,7 @@
  *           buckets (PUT /stock's buckets): one lock per bucket, so 4
  *           holders at a time; each buyer starts in a random bucket and
  *           moves on while the one it tried is sold out (or locked: it
- *           hops, svc_purchase.c), so the safe modes sell the last unit
+ *           hops, svc_tries.c), so the safe modes sell the last unit
  *           (exact, 0 undersold) and none oversells in every bucket.
  *           One instance (mutex is one process lock per bucket: exact
  *           there).
