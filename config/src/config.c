@@ -126,7 +126,7 @@ static const key_def KEYS[] = {
     K_NUM("listen.port", listen.port, 0, 65535, 8080, NULL, "",
           "TCP port to listen on; 0 = any free port"),
     K_NUM("listen.max_connections", listen.max_connections, 1, 1000000, 4096, NULL, "",
-          "open connections at once; more are refused"),
+          "open connections at once; more wait in the listen backlog until one closes"),
     K_NUM("listen.connection_timeout_s", listen.connection_timeout_s, 1, 3600, 10, NULL, "s",
           "idle seconds before a connection is closed (an idle timeout: a client that "
           "trickles bytes is not cut; put nginx in front for that)"),
