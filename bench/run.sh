@@ -163,6 +163,8 @@ else
   section "build (Release, $BUILD)"
   lack=0
   for t in "${tools[@]}" cmake cc; do have "$t" || lack=1; done
+  # the peers part's redis-py is a Python package, not a command
+  want peers && ! /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 && lack=1
   if [ "$lack" = 1 ]; then
     bash "$ROOT/scripts/deps.sh" --with-tools || { log "bench: missing tools (see above)"; exit 1; }
   fi

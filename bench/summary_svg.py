@@ -63,7 +63,9 @@ def bar_of(row):
     if r is not None:
         return r, (limit if limit else 1.0), op, ratio + "\u00d7"
     s = number(subject)
-    if s is not None and limit:  # a target on the figure itself (RSS MiB)
+    # a target on the figure itself (RSS MiB): a row without a ratio ("-");
+    # "n/a" is a ratio that could not be taken, not a figure to judge
+    if s is not None and limit and ratio.strip() == "-":
         return s, limit, op, subject
     return None
 
