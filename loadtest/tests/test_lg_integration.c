@@ -416,19 +416,29 @@ static void test_matrix(const char *extra)
     snprintf(p, sizeof p, "%s/buckets/matrix.csv", dir);
     f = fopen(p, "r");
     rows = passed = 0;
-    int one_each = 0;
+    int one_each = 0, balanced = 0;
     while (f && fgets(line, sizeof line, f)) {
         if (!strncmp(line, "scenario,", 9))
             continue;
         rows++;
         passed += strstr(line, ",true,") != NULL;
         one_each += !strncmp(line, "dup-user,", 9) && strstr(line, ",one-each,one-each,true,");
+        /* Every cell's audit is one SKU's (the retry cell's is the keyed
+         * run's, the SKU its timeline draws): its figures balance. */
+        const char *q = line;
+        for (int i = 0; i < 5 && q != NULL; i++)
+            if ((q = strchr(q, ',')) != NULL)
+                q++;
+        long long st = -1, so = -1, left = -1, over = -1, under = -1;
+        if (q != NULL && sscanf(q, "%lld,%lld,%lld,%lld,%lld", &st, &so, &left, &over, &under) == 5)
+            balanced += st > 0 && left > 0 && so + left - over + under == st;
     }
     if (f)
         fclose(f);
-    TU_CHECK(rows == 16 && passed == 16 && one_each == 8,
-             "--buckets 4: %d rows, %d as expected, %d dup-user cells one-each (of 8)", rows,
-             passed, one_each);
+    TU_CHECK(rows == 16 && passed == 16 && one_each == 8 && balanced == 16,
+             "--buckets 4: %d rows, %d as expected, %d dup-user cells one-each (of 8), %d audits "
+             "balanced with stock left",
+             rows, passed, one_each, balanced);
 
     /* The buckets column at its own size (not --quick): stock 100 in 4
      * buckets, 1000 buyers; none oversells, every other mode sells exactly

@@ -667,7 +667,7 @@ static void test_report_zh(void)
                                 "不符 卡死",
                                 "符合 安全 503 646ms",
                                 "安全或卡死",
-                                "锁失效",
+                                "锁丢失",
                                 "误删他锁",
                                 "\n1 个格子与预期不符\n"};
     for (size_t i = 0; i < sizeof text_words / sizeof text_words[0]; i++)

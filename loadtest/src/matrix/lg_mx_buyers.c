@@ -31,9 +31,14 @@ static void lock_params(lg_mode m, char *buf, size_t len)
              m == LG_MODE_SETNX || m == LG_MODE_TOKEN ? "&lease_ms=10000" : "");
 }
 
-/* GET /stock/{sku}: sold, stock, oversold and duplicate_buyers. */
-static int audit(const instance *in, const char *sku, int64_t *sold, int64_t *stock,
-                 int64_t *oversold, int64_t *dups, char *err, size_t errlen)
+/* What the cells read of GET /stock/{sku}. */
+typedef struct audit_figs {
+    int64_t sold, stock, oversold, undersold, dups;
+} audit_figs;
+
+/* GET /stock/{sku}: sold, stock, oversold, undersold and
+ * duplicate_buyers. */
+static int audit(const instance *in, const char *sku, audit_figs *a, char *err, size_t errlen)
 {
     char url[256];
     long st = 0;
@@ -45,10 +50,13 @@ static int audit(const instance *in, const char *sku, int64_t *sold, int64_t *st
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "duplicate_buyers");
     int rc = -1;
     if (cJSON_IsNumber(d)) {
-        *sold = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "sold"));
-        *stock = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "stock"));
-        *oversold = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "oversold"));
-        *dups = (int64_t)cJSON_GetNumberValue(d);
+        a->sold = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "sold"));
+        a->stock = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "stock"));
+        a->oversold = (int64_t)cJSON_GetNumberValue(
+            cJSON_GetObjectItemCaseSensitive(j, "oversold"));
+        a->undersold = (int64_t)cJSON_GetNumberValue(
+            cJSON_GetObjectItemCaseSensitive(j, "undersold"));
+        a->dups = (int64_t)cJSON_GetNumberValue(d);
         rc = 0;
     } else {
         snprintf(err, errlen, "audit of %s: %ld %.120s (no duplicate_buyers: an older server?)",
@@ -163,10 +171,14 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
     c->ok = ok;
     c->errors = other;
     c->stock = 2 * buyers;
-    int64_t dups = 0;
-    if (audit(in, sku, &c->sold, &c->stock_left, &c->oversold, &dups, err, errlen) < 0)
+    audit_figs a;
+    if (audit(in, sku, &a, err, errlen) < 0)
         return -1;
-    if (dups > 0)
+    c->sold = a.sold;
+    c->stock_left = a.stock;
+    c->oversold = a.oversold;
+    c->undersold = a.undersold;
+    if (a.dups > 0)
         snprintf(c->outcome, sizeof c->outcome, "duplicates");
     else if (c->sold == buyers && other == 0)
         snprintf(c->outcome, sizeof c->outcome, "one-each");
@@ -179,7 +191,7 @@ int lg_mx_dup_user(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyer
              "%d buyers x %d clicks%s: %llu sold, %llu limit_reached, %llu other; %lld buyers "
              "with more than one order",
              buyers, CLICKS, split, (unsigned long long)ok, (unsigned long long)limited,
-             (unsigned long long)other, (long long)dups);
+             (unsigned long long)other, (long long)a.dups);
     return 0;
 }
 
@@ -249,10 +261,10 @@ static void *do_retry(void *arg)
     return NULL;
 }
 
-/* One run: buyers buyers, keyed or not; returns the audit's duplicate
- * buyers in *dups, the sales in *sold. */
+/* One run: buyers buyers, keyed or not, on a SKU of its own; its audit in
+ * *a. */
 static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int keyed, lg_cell *c,
-                     int64_t *sold, int64_t *dups, char *err, size_t errlen)
+                     audit_figs *a, char *err, size_t errlen)
 {
     char sku[64], lp[64];
     snprintf(sku, sizeof sku, "mx-retry-%s%s", lg_mode_names[m], keyed ? "" : "-nokey");
@@ -317,12 +329,7 @@ static int retry_run(mctx *x, lg_mode m, const instance *in, int buyers, int key
                  (unsigned long long)answered, RETRY_GIVEUP_MS);
         return -1;
     }
-    int64_t stock_left, oversold;
-    if (audit(in, sku, sold, &stock_left, &oversold, dups, err, errlen) < 0)
-        return -1;
-    if (oversold > c->oversold) /* shown in the cell, as dup-user's */
-        c->oversold = oversold;
-    return 0;
+    return audit(in, sku, a, err, errlen);
 }
 
 int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, char *err,
@@ -336,11 +343,17 @@ int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, 
     c->ran = 1;
     c->recovery_ms = -1;
     c->stock = 3 * buyers;
-    int64_t sold_k = 0, dups_k = 0, sold_n = 0, dups_n = 0;
-    if (retry_run(x, m, in, buyers, 1, c, &sold_k, &dups_k, err, errlen) < 0 ||
-        retry_run(x, m, in, buyers, 0, c, &sold_n, &dups_n, err, errlen) < 0)
+    audit_figs k, n;
+    if (retry_run(x, m, in, buyers, 1, c, &k, err, errlen) < 0 ||
+        retry_run(x, m, in, buyers, 0, c, &n, err, errlen) < 0)
         return -1;
+    /* The cell's audit is the keyed run's, the SKU its timeline draws;
+     * the run without a key is its doubles column and its reason. */
+    int64_t sold_k = k.sold, dups_k = k.dups, sold_n = n.sold, dups_n = n.dups;
     c->sold = sold_k;
+    c->stock_left = k.stock;
+    c->oversold = k.oversold;
+    c->undersold = k.undersold;
     c->doubles = (uint64_t)dups_n;
     c->elapsed_s = (double)(lc_now_ms() - t0) / 1000.0;
     if (dups_k > 0)
@@ -358,5 +371,7 @@ int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, 
              "buyers with two",
              buyers, split, RETRY_GIVEUP_MS, RETRY_WORK_MS, (long long)sold_k, (long long)dups_k,
              (long long)sold_n, (long long)dups_n);
+    if (n.oversold > 0)
+        lg_addf(c->reason, sizeof c->reason, ", oversold %lld", (long long)n.oversold);
     return 0;
 }

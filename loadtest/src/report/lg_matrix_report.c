@@ -345,7 +345,7 @@ void lg_matrix_print(FILE *o, const lg_matrix_cfg *cfg, const lg_matrix_result *
         {"del_other", 9, 1}, {"acked_lost", 10, 1}, {"over_stock", 10, 1}, {"reason", 0, 0}};
     static const col cells_zh[] = {
         {"场景", 13, 0},    {"模式", 9, 0},        {"预期", 10, 0},     {"实测", 8, 0},
-        {"超卖", 8, 1},     {"少卖", 9, 1},        {"锁忙", 9, 1},      {"锁失效", 9, 1},
+        {"超卖", 8, 1},     {"少卖", 9, 1},        {"锁忙", 9, 1},      {"锁丢失", 9, 1},
         {"误删他锁", 9, 1}, {"确认后丢单", 10, 1}, {"超出库存", 10, 1}, {"原因（英文）", 0, 0}};
     put_header(o, zh ? cells_zh : cells_en, sizeof cells_en / sizeof cells_en[0]);
     fputc('\n', o);
@@ -499,7 +499,7 @@ static int write_md(const char *path, const lg_matrix_cfg *cfg, const lg_matrix_
     }
     if (zh)
         fputs("\n## 每个格子的明细\n\n原因一栏由矩阵按英文写出。\n\n"
-              "| 场景 | 模式 | 预期 | 实测 | 售出 / 库存 | 超卖 | 少卖 | 锁忙（429） | 锁失效 | "
+              "| 场景 | 模式 | 预期 | 实测 | 售出 / 库存 | 超卖 | 少卖 | 锁忙（429） | 锁丢失 | "
               "误删他人的锁 | 确认后丢单 | 超出库存的确认 | 恢复耗时 ms | 原因 |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
               f);
