@@ -281,6 +281,8 @@ static int write_run_timeline(const char *path, const lg_run_cfg *cfg, const lg_
     if (rc == 0)
         fprintf(stderr, "miaosha-load: timeline of %llu purchase(s) written to %s\n",
                 (unsigned long long)set.records, path);
+    if (set.untraced[0])
+        fprintf(stderr, "miaosha-load: --timeline: not traced there: %s\n", set.untraced);
     lg_trace_set_free(&set);
     return rc;
 }

@@ -293,6 +293,35 @@ static void test_run(void)
     if (late > 0)
         pk_stop(late, 5000);
 
+    /* a server whose one trace ring another SKU took: run --timeline still
+     * writes its page, and says on stderr why it is empty */
+    int p4 = pk_free_port();
+    char ports4[16], base4[64], html[] = "/tmp/miaosha-lg-rings-XXXXXX";
+    snprintf(ports4, sizeof ports4, "%d", p4);
+    snprintf(base4, sizeof base4, "http://127.0.0.1:%d", p4);
+    const char *rings_argv[] = {
+        server,          "--port",       ports4,  "--redis",          redis3,
+        "--instance-id", "lgtest-rings", "--set", "trace.max_skus=1", NULL};
+    pid_t rs = pk_spawn(rings_argv, NULL, PK_SPAWN_DIE_WITH_PARENT, lerr, sizeof lerr);
+    TU_REQUIRE(rs > 0 && lg_admin_audit(base4, "demo", &la, aerr, sizeof aerr) == 0,
+               "the one-ring server: %s %s", lerr, aerr);
+    int hfd = mkstemp(html);
+    TU_REQUIRE(hfd >= 0, "mkstemp");
+    close(hfd);
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s run --mode token --sku lgt-ring-%d --stock 5 --requests 5 --target %s "
+                 "--timeline %s 2>&1",
+                 load, i, base4, html);
+        rc = sh(cmd, out, sizeof out);
+        TU_CHECK(rc == 0 && (strstr(out, "not traced there") != NULL) == (i == 1) &&
+                     (i == 0 || strstr(out, "trace.max_skus") != NULL),
+                 "run %d on the one-ring server: exit %d, %s\n%s", i, rc,
+                 i ? "says the rings were taken" : "traced", out);
+    }
+    unlink(html);
+    pk_stop(rs, 5000);
+
     /* bench */
     snprintf(cmd, sizeof cmd,
              "%s bench --target http://127.0.0.1:%d --path /healthz --concurrency 16 "

@@ -688,8 +688,18 @@ static enum MHD_Result route_trace(svc_req *r, const char *seg, const char *meth
     size_t len = 0;
     int found = 0;
     char *body = svc_trace_render(seg, r->s->instance_id, r->p.since, &len, &found);
-    if (!found)
-        return error_now(r, 404, "not_found", "no purchase of this sku was traced", method, url);
+    if (!found) {
+        int used, max;
+        svc_trace_rings(&used, &max);
+        if (max > 0 && used >= max)
+            snprintf(detail, sizeof detail,
+                     "no purchase of this sku was traced: all %d trace rings (trace.max_skus) "
+                     "belong to other SKUs until the server restarts",
+                     max);
+        else
+            snprintf(detail, sizeof detail, "no purchase of this sku was traced");
+        return error_now(r, 404, "not_found", detail, method, url);
+    }
     svc_reply_text(r, 200, body, len, ndjson_type); /* NULL: 503 out_of_memory */
     return send_reply(r, method, url);
 }

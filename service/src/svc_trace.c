@@ -91,6 +91,12 @@ static int find_ring(const char *sku, int create)
     return found;
 }
 
+void svc_trace_rings(int *used, int *max)
+{
+    *used = atomic_load_explicit(&nrings, memory_order_acquire);
+    *max = rings != NULL ? max_skus : 0;
+}
+
 void svc_trace_begin(svc_trace *t, const svc_req *r)
 {
     memset(t, 0, sizeof *t);

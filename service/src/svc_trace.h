@@ -121,4 +121,10 @@ void svc_trace_end(svc_trace *t, const char *order_id, unsigned status, const ch
 char *svc_trace_render(const char *sku, const char *instance, int64_t since, size_t *len,
                        int *found);
 
+/* How many SKUs have a ring, and how many may (trace.max_skus): a SKU
+ * that finds every ring taken is not traced until the process restarts
+ * (rings are never handed back). *max 0 before svc_trace_init. Any
+ * thread. */
+void svc_trace_rings(int *used, int *max);
+
 #endif

@@ -10,6 +10,8 @@
  * - ?trace=0 leaves a purchase out; since= paging; 400 for a bad since
  *   (negative, non-integer, overflow, empty) or sku, 404 for a SKU never
  *   traced, 405 for POST; Content-Type application/x-ndjson;
+ * - trace.max_skus=1: the second SKU is not traced, and its 404 names
+ *   trace.max_skus (a 404 while a ring is free does not);
  * - the ring bound: 10^5 purchases with trace.ring_size=64 keep the last 64
  *   records, and the server's VmRSS grows by less than 4 MiB between the
  *   first 2000 purchases and the last (the documented bound is
@@ -407,6 +409,38 @@ static void test_ids_and_fence(const svc_server *s)
     doc_free(&d);
 }
 
+/* A SKU that finds every ring taken (trace.max_skus) is not traced, and
+ * its 404 says why; one before that says only "not traced". */
+static void test_rings_taken(int redis_port)
+{
+    static const char *const extra[] = {"--set", "trace.max_skus=1", NULL};
+    svc_server s;
+    svc_resp r = {0};
+    TU_REQUIRE(svc_start(&s, redis_port, extra) == 0, "start");
+    svc_req(&s, "GET", "/trace/tr_first", NULL, NULL, &r);
+    TU_CHECK(r.status == 404 && !svc_jdetail_has(&r, "trace.max_skus"),
+             "no ring taken yet: a plain 404: %s", B(&r));
+    svc_resp_free(&r);
+    static const char *const skus[] = {"tr_first", "tr_second"};
+    for (int i = 0; i < 2; i++) {
+        char path[96];
+        TU_REQUIRE(svc_set_stock(&s, skus[i], 5, NULL) == 200, "stock %s", skus[i]);
+        snprintf(path, sizeof path, "/miaosha/token?sku=%s", skus[i]);
+        svc_req(&s, "GET", path, NULL, NULL, &r);
+        TU_CHECK(r.status == 200, "%s bought: %ld", skus[i], r.status);
+        svc_resp_free(&r);
+    }
+    trace_doc d;
+    TU_CHECK(get_trace(&s, "tr_first", 0, &d) == 200 && d.n == 1, "the first SKU has its ring");
+    doc_free(&d);
+    svc_req(&s, "GET", "/trace/tr_second", NULL, NULL, &r);
+    TU_CHECK(r.status == 404 && svc_jerr_is(&r, "not_found") &&
+                 svc_jdetail_has(&r, "all 1 trace rings (trace.max_skus)"),
+             "the second SKU: 404 naming trace.max_skus: %s", B(&r));
+    svc_resp_free(&r);
+    TU_CHECK(svc_stop(&s, 6000) == 0, "clean stop");
+}
+
 int main(void)
 {
     svc_server s;
@@ -419,5 +453,6 @@ int main(void)
     test_paging_and_errors(&s);
     TU_CHECK(svc_stop(&s, 6000) == 0, "clean stop");
     test_ring_bound(port);
+    test_rings_taken(port);
     return tu_done();
 }

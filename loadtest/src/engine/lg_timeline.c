@@ -216,6 +216,12 @@ int lg_trace_fetch(lg_trace_set *s, const char *base, const char *sku, const lg_
     int rc = 0;
     if (st == 404) {
         rc = 0; /* nothing of this SKU was traced there */
+        cJSON *j = resp ? lg_json_parse(resp, strlen(resp)) : NULL;
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "detail");
+        if (s->untraced[0] == '\0' && cJSON_IsString(d) &&
+            strstr(d->valuestring, "trace.max_skus") != NULL)
+            snprintf(s->untraced, sizeof s->untraced, "%s: %.250s", base, d->valuestring);
+        cJSON_Delete(j);
     } else if (st != 200 || !resp) {
         snprintf(err, errlen, "GET %s/trace/%s answered %ld", base, sku, st);
         rc = -1;
@@ -260,8 +266,8 @@ static const page_words words_en = {
     "answered by an instance's local sold-out flag (409 sold_out on the HTTP thread, before any "
     "worker: never traced)",
     "not traced for another reason: answered before a worker ran them (the local sold-out flag, "
-    "an overload 503, a refused parameter), never sent, or overwritten in the ring "
-    "(trace.ring_size)"};
+    "an overload 503, a refused parameter), never sent, overwritten in the ring "
+    "(trace.ring_size), or of a SKU the instance had no ring left for (trace.max_skus)"};
 
 static const page_words words_zh = {"zh-CN",
                                     "购买时间线",
@@ -283,8 +289,9 @@ static const page_words words_zh = {"zh-CN",
                                     "由实例本地的售罄标记直接回答（HTTP 线程上的 409 sold_out，"
                                     "没有经过任何工作线程：从不追踪）",
                                     "因其他原因没有追踪：在工作线程处理之前就被回答（本地售罄标记、"
-                                    "过载 503、参数被拒），没有发出，或已在环形缓冲区中被覆盖"
-                                    "（trace.ring_size）"};
+                                    "过载 503、参数被拒），没有发出，已在环形缓冲区中被覆盖"
+                                    "（trace.ring_size），或实例已没有空闲的追踪环留给这个 SKU"
+                                    "（trace.max_skus）"};
 
 int lg_timeline_write(const char *path, const lg_timeline_page *page, const lg_trace_set *s,
                       char *err, size_t errlen)

@@ -49,6 +49,10 @@ typedef struct lg_trace_set {
     int instances;              /* header lines seen */
     int truncated;              /* a ring had overwritten records the burst made */
     char instance_ids[16][128]; /* the first 16 instance ids, for de-duplication */
+    /* "BASE: DETAIL" of the first instance whose 404 said it traced
+     * nothing because every trace ring was taken (trace.max_skus); "" when
+     * none did */
+    char untraced[320];
 } lg_trace_set;
 
 /* An empty set (zeroed). */
@@ -58,7 +62,8 @@ void lg_trace_set_free(lg_trace_set *s);
 /* Adds the records of {base}/trace/{sku} made after mark (mark NULL or not
  * known: all the ring holds). An instance already in the set (the same
  * instance behind a second URL) adds nothing. -1 when the instance could
- * not be asked or answered neither 200 nor 404 (404: nothing traced, 0),
+ * not be asked or answered neither 200 nor 404 (404: nothing traced, 0;
+ * s->untraced names it when its rings were all taken),
  * when a line of the reply is not a JSON object, or out of memory; the
  * set then keeps the records added before the failure. */
 int lg_trace_fetch(lg_trace_set *s, const char *base, const char *sku, const lg_trace_mark *mark,
