@@ -467,6 +467,18 @@ static enum MHD_Result route_step_run(svc_req *r, const char *seg, const char *m
     return drive_step(r, seg, method, url, svc_step_run_job);
 }
 
+/* MHD_get_connection_values's iterator: counts the Idempotency-Key
+ * headers (names compare case-insensitively) into *cls. */
+static enum MHD_Result count_idem_keys(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    (void)kind;
+    (void)value;
+    if (key != NULL && strcasecmp(key, "Idempotency-Key") == 0)
+        ++*(int *)cls;
+    return MHD_YES;
+}
+
 /* POST|GET /miaosha/{mode}. Its admin check is its own: only a request
  * with ?fault= needs the token, once the fault is known to be allowed at
  * all. */
@@ -494,6 +506,13 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     if (r->s->purchase.limit_per_user > 0 && !(r->p.seen & SVC_P_USER))
         return reject_purchase(r, 400, "bad_request",
                                "user: required while purchase.limit_per_user is set", method, url);
+    /* Two keys would be two claims on one request: refused, as a repeated
+     * query parameter is (the lookup below sees only the first). */
+    int keys = 0;
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_idem_keys, &keys);
+    if (keys > 1)
+        return reject_purchase(r, 400, "bad_request", "Idempotency-Key: given more than once",
+                               method, url);
     const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
     if (key != NULL) {
         if (!svc_idem_valid(key))

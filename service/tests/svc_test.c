@@ -309,8 +309,14 @@ static int do_req(CURL *c, const svc_server *s, const char *method, const char *
         snprintf(authh, sizeof authh, "Authorization: %s", auth);
         hdrs = curl_slist_append(hdrs, authh);
     }
-    if (header != NULL)
-        hdrs = curl_slist_append(hdrs, header);
+    for (const char *h = header; h != NULL && *h != '\0';) {
+        const char *nl = strchr(h, '\n');
+        size_t n = nl ? (size_t)(nl - h) : strlen(h);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)n, h);
+        hdrs = curl_slist_append(hdrs, line);
+        h = nl ? nl + 1 : NULL;
+    }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     CURLcode rc = curl_easy_perform(c);
     curl_slist_free_all(hdrs);

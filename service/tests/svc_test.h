@@ -68,8 +68,8 @@ typedef struct svc_resp {
  * NULL; auth may be NULL (else the Authorization header value). */
 int svc_req(const svc_server *s, const char *method, const char *path, const char *body,
             const char *auth, svc_resp *out);
-/* One request without a body with one extra request header line
- * ("Name: value"; NULL = none). */
+/* One request without a body with extra request header lines ("Name:
+ * value", several separated by '\n', each under 512 bytes; NULL = none). */
 int svc_req_hdr(const svc_server *s, const char *method, const char *path, const char *header,
                 svc_resp *out);
 /* Same on a reusable keep-alive handle (*handle NULL at first; release it

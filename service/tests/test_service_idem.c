@@ -13,8 +13,8 @@
  *     in_progress; the stored outcome's PTTL is purchase.idempotency_ttl_s;
  *     sold_out is stored, lock_busy is not (a retry can buy); concurrent
  *     duplicates of keyed purchases leave exactly one order per key, each
- *     with its stored outcome; bad keys are 400 naming the header with
- *     nothing written. */
+ *     with its stored outcome; bad keys (and a key sent twice) are 400
+ *     naming the header with nothing written. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,7 +257,10 @@ static void test_idempotency(void)
     /* "Name;" is how curl sends a header with an empty value */
     const char *bad[] = {"Idempotency-Key;", "Idempotency-Key: a b", "Idempotency-Key: a/b",
                          "Idempotency-Key: "
-                         "12345678901234567890123456789012345678901234567890123456789012345"};
+                         "12345678901234567890123456789012345678901234567890123456789012345",
+                         /* two keys: two claims on one request */
+                         "Idempotency-Key: two-1\nIdempotency-Key: two-2",
+                         "Idempotency-Key: two-3\nidempotency-key: two-4"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         svc_req_hdr(&open_, "POST", "/miaosha/lua?sku=idembusy&user=u6", bad[i], &a);
         TU_CHECK(a.status == 400 && svc_jdetail_has(&a, "Idempotency-Key"), "'%s': %ld %s", bad[i],
