@@ -207,7 +207,8 @@ static const key_def KEYS[] = {
           "limit_reached); 0 = unlimited"),
     K_NUM("purchase.idempotency_ttl_s", purchase.idempotency_ttl_s, 1, 2592000, 86400, NULL, "s",
           "how long the outcome of a purchase with an Idempotency-Key header is kept for its "
-          "replays, and the key stays bound to that purchase's SKU, mode and user"),
+          "replays, and the key stays bound to that purchase's SKU, mode and user (that long "
+          "plus the longest the purchase could run: its waits, work_ms and a few seconds)"),
     K_BOOL("purchase.local_sold_out", purchase.local_sold_out, 1,
            "answer purchases of a SKU this instance has seen sold out 409 from memory, without "
            "Redis, until its stock is reset"),
