@@ -124,6 +124,11 @@ typedef struct lc_mode_info {
      * wait_ms 0 is not in that line and barges past it, so a caller that
      * probes several keys without waiting would starve it. */
     bool queues_waiters;
+    /* The smallest lc_lock_args.lease_ms (ms) lc_acquire takes other than
+     * 0: 3 for redlock, whose lease must exceed its clock-drift allowance
+     * (lc_redlock_drift_ms: lease_ms/100 + 2), else 1. A lease below it
+     * is LC_MISUSE, so a caller can refuse it before asking. */
+    int64_t min_lease_ms;
 } lc_mode_info;
 
 /* The mode's row (static storage, never freed), or NULL for a value out of

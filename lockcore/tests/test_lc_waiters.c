@@ -213,6 +213,9 @@ static void test_retry_pause(void)
                  "%s: polls %d", lc_mode_name(m), polls);
         TU_CHECK(lc_mode_info_of(m)->queues_waiters == (m == LC_REENTRANT), "%s: queues_waiters",
                  lc_mode_name(m));
+        TU_CHECK(lc_mode_info_of(m)->min_lease_ms == (m == LC_REDLOCK ? 3 : 1),
+                 "%s: min_lease_ms %lld", lc_mode_name(m),
+                 (long long)lc_mode_info_of(m)->min_lease_ms);
         if (!polls)
             TU_CHECK(lc_conn_retry_pause(conn, m, 100, NULL, &slept) == LC_MISUSE && slept == 0,
                      "%s: no pause to take (misuse)", lc_mode_name(m));

@@ -503,6 +503,14 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
     snprintf(r->sku, sizeof r->sku, "%s", (r->p.seen & SVC_P_SKU) ? r->p.sku : r->s->purchase.sku);
     if (rc != 0)
         return reject_purchase(r, 400, "bad_request", detail, method, url);
+    const lc_mode_info *lock = svc_mode_lock(r->mode);
+    if (lock != NULL && (r->p.seen & SVC_P_LEASE_MS) && r->p.lease_ms < lock->min_lease_ms) {
+        snprintf(detail, sizeof detail,
+                 "lease_ms: must be at least %lld for mode %s (a shorter lease leaves it no "
+                 "validity)",
+                 (long long)lock->min_lease_ms, lock->name);
+        return reject_purchase(r, 400, "bad_request", detail, method, url);
+    }
     if (r->s->purchase.limit_per_user > 0 && !(r->p.seen & SVC_P_USER))
         return reject_purchase(r, 400, "bad_request",
                                "user: required while purchase.limit_per_user is set", method, url);

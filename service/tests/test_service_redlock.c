@@ -179,6 +179,22 @@ int main(void)
     for (int i = 2; i < NODES; i++)
         TU_REQUIRE(tu_redis_start(&red[i], 1, NULL) == 0, "restart master %d", i);
 
+    /* A lease shorter than the clock-drift allowance: refused up front,
+     * 400 naming lease_ms (not a 503 lock_error); 3 ms is taken. */
+    TU_REQUIRE(svc_set_stock(&s, "rl_short", STOCK, NULL) == 200, "stock rl_short");
+    svc_req(&s, "POST", "/miaosha/redlock?sku=rl_short&lease_ms=2", NULL, NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jerr_is(&r, "bad_request") &&
+                 svc_jdetail_has(&r, "lease_ms: must be at least 3 for mode redlock"),
+             "lease_ms=2: 400 naming lease_ms: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    svc_req(&s, "POST", "/miaosha/redlock?sku=rl_short&lease_ms=3", NULL, NULL, &r);
+    TU_CHECK(r.status != 400 && !svc_jerr_is(&r, "lock_error"), "lease_ms=3 taken: %ld %s",
+             r.status, B(&r));
+    svc_resp_free(&r);
+    svc_req(&s, "POST", "/miaosha/token?sku=rl_short&lease_ms=1", NULL, NULL, &r);
+    TU_CHECK(r.status == 200, "token takes lease_ms=1: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+
     /* Past its validity: lease 100 ms, work 300 ms. */
     TU_REQUIRE(svc_set_stock(&s, "rl_slow", STOCK, NULL) == 200, "stock rl_slow");
     svc_req(&s, "POST", "/miaosha/redlock?sku=rl_slow&user=slow&lease_ms=100&work_ms=300", NULL,
