@@ -354,6 +354,12 @@ def walk():
         expect(413, "GET", p, "x" * 5000, error="body_too_large")
     expect(414, "GET", "/stock/oa?" + "a" * 3000, error="uri_too_long")
     expect(431, "GET", "/stock/oa", None, {"X-Big": "h" * 17000}, error="headers_too_large")
+    # the limits come before any route, for HEAD as for GET
+    for p in ("/stock/oa", "/orders/oa", "/healthz", "/stats", "/metrics", "/trace/oa", "/",
+              "/openapi.json", "/steps"):
+        expect(413, "HEAD", p, "x" * 5000)
+        expect(414, "HEAD", p + ("&" if "?" in p else "?") + "a" * 3000)
+        expect(431, "HEAD", p, None, {"X-Big": "h" * 17000})
     # orders
     expect(200, "GET", "/orders/oa?offset=0&limit=10")
     expect(200, "HEAD", "/orders/oa")
