@@ -442,7 +442,10 @@ static enum MHD_Result drive_step(svc_req *r, const char *seg, const char *metho
     int64_t id = 0;
     if (step_allowed(r) != 0)
         return send_reply(r, method, url);
-    if (svc_params_parse(r->conn, r->s, SVC_P_WAIT_MS, &r->p, detail, sizeof detail) != 0)
+    /* wait_ms in the query or in a JSON body, as a purchase's parameters */
+    if (svc_params_parse(r->conn, r->s, SVC_P_WAIT_MS, &r->p, detail, sizeof detail) != 0 ||
+        svc_params_parse_body(r->body, r->body_len, r->s, SVC_P_WAIT_MS, &r->p, detail,
+                              sizeof detail) != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
     if (svc_parse_int(seg, 1, SVC_SINCE_MAX, &id) != 0 || !svc_step_exists((uint64_t)id)) {
         snprintf(detail, sizeof detail,

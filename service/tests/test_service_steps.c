@@ -460,6 +460,21 @@ static void bounds(void)
     svc_req(&srv, "POST", "/steps/1/next?bogus=1", NULL, NULL, &r);
     TU_CHECK(r.status == 400, "an unknown parameter: %ld", r.status);
     svc_resp_free(&r);
+    /* wait_ms in a JSON body is taken as in the query; anything else in
+     * it is refused, never ignored */
+    char path[64];
+    snprintf(path, sizeof path, "/steps/%lld/next", bs[0].id);
+    svc_req(&srv, "POST", path, "{\"wait_ms\":50}", NULL, &r);
+    TU_CHECK(r.status == 200, "wait_ms in the body: %ld %s", r.status, B(&r));
+    svc_resp_free(&r);
+    svc_req(&srv, "POST", path, "{\"bogus\":1}", NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "bogus"), "an unknown body member: %ld %s",
+             r.status, B(&r));
+    svc_resp_free(&r);
+    svc_req(&srv, "POST", path, "{\"wait_ms\":-1}", NULL, &r);
+    TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "wait_ms"), "a bad wait_ms in the body: %ld %s",
+             r.status, B(&r));
+    svc_resp_free(&r);
     svc_req(&srv, "POST", "/miaosha/token?step=2", NULL, NULL, &r);
     TU_CHECK(r.status == 400 && svc_jdetail_has(&r, "step"), "step=2: %ld %s", r.status, B(&r));
     svc_resp_free(&r);
