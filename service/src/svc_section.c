@@ -362,8 +362,9 @@ static bool acquire(svc_section *x, purchase_result *end)
  * whatever the release found afterwards. For token the release says so
  * itself (not owner); for setnx the DEL may instead succeed on a later
  * holder's key, and without the clock the late holder would report its
- * lock kept while only its victim reported lock_lost — the per-mode
- * lock_lost counts of setnx and token would then not compare.
+ * lock kept while only its victim reported lock_lost. (The victim reports
+ * it as well: its lock was deleted under it, setnx's flaw; token's victim
+ * keeps its lock.)
  *
  * Sets deleted_other_lock when the outer release succeeded although its
  * fixed lease had certainly run out: the key it removed was a later
