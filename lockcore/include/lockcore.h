@@ -303,6 +303,14 @@ typedef struct lc_stats {
                                    whose keys were found on two nodes, or a
                                    master that refused the connection */
     uint64_t cluster_refreshes; /* slot maps taken (CLUSTER NODES) */
+    /* redlock (0 without): bit i set while node i of
+     * lc_options.redlock_nodes (in their order) failed the last command any
+     * connection sent it — refused, closed, an error of the connection, or
+     * no reply within redlock_node_timeout_ms — and cleared by its next
+     * reply. A node skipped because it restarted and is not yet checked
+     * leaves its bit as it was. A caller that polls it sees a node go down
+     * and come back without a round of its own. */
+    uint32_t redlock_nodes_down;
 } lc_stats;
 
 /* Copies c's counters into *out. Each field is exact (C11 atomics); the set

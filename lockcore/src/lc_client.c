@@ -245,6 +245,7 @@ void lc_client_stats(lc_client *c, lc_stats *s)
     s->cluster_ask = atomic_load(&c->cl.ask);
     s->cluster_retries = atomic_load(&c->cl.retries);
     s->cluster_refreshes = atomic_load(&c->cl.refreshes);
+    s->redlock_nodes_down = (uint32_t)atomic_load(&c->rl_down);
 }
 
 void lc_client_master(lc_client *c, char *buf, size_t len)

@@ -181,7 +181,9 @@ struct lc_client {
     int rl_port[LC_REDLOCK_MAX_NODES];
     char rl_host[LC_REDLOCK_MAX_NODES][256];
     int rl_node_timeout_ms;
-    int64_t rl_restart_delay_ms; /* 0: every answering node votes */
+    int64_t rl_restart_delay_ms;  /* 0: every answering node votes */
+    atomic_uint_fast32_t rl_down; /* bit i: node i failed the last command
+                                     sent to it (lc_stats.redlock_nodes_down) */
 
     atomic_uint_fast64_t acquired, busy, io_errors;
     atomic_uint_fast64_t renewals, renew_lost, holds_active;

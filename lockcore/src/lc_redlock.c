@@ -251,7 +251,9 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
     }
 }
 
-enum { RL_SKIP, RL_WAITING, RL_DONE, RL_FAILED };
+/* RL_UNCHECKED: failed without being asked (a node reconnected and not yet
+ * checked): as RL_FAILED, but it says nothing of whether the node is up. */
+enum { RL_SKIP, RL_WAITING, RL_DONE, RL_FAILED, RL_UNCHECKED };
 
 /* When a round may return before every node answered. */
 typedef enum {
@@ -295,7 +297,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         if (checked_only && (!rl->ctx[i] || !rl->checked[i])) {
             lc__seterr(conn->err, "redlock node %s:%d: reconnected, its uptime not checked yet",
                        c->rl_host[i], c->rl_port[i]);
-            st[i] = RL_FAILED;
+            st[i] = RL_UNCHECKED;
             continue;
         }
         if (!rl->ctx[i]) {
@@ -369,6 +371,8 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
     for (int i = 0; i < c->rl_n; i++) {
         if (st[i] == RL_SKIP)
             continue;
+        if (st[i] == RL_DONE)
+            atomic_fetch_and_explicit(&c->rl_down, ~(uint_fast32_t)(1u << i), memory_order_relaxed);
         if (st[i] == RL_DONE || (st[i] == RL_WAITING && until != RL_UNTIL_ALL && got >= quorum)) {
             /* Answered, or still on its way after the majority came in:
              * then an earlier round's reply from now on. */
@@ -379,6 +383,8 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
             continue;
         }
         failed++;
+        if (st[i] != RL_UNCHECKED)
+            atomic_fetch_or_explicit(&c->rl_down, (uint_fast32_t)(1u << i), memory_order_relaxed);
         if (!rl->ctx[i] || !rl->ctx[i]->err)
             lc__seterr(conn->err, "redlock node %s:%d: no reply within %d ms", c->rl_host[i],
                        c->rl_port[i], c->rl_node_timeout_ms);

@@ -349,9 +349,15 @@ static void test_nodes_down(void)
     char key[128];
     lct_key(key, sizeof key, "down", LC_REDLOCK);
     cycle(conn, key, 10000, NODES);
+    lc_stats ls;
+    lc_client_stats(cli, &ls);
+    TU_CHECK(ls.redlock_nodes_down == 0, "every node up: no bit (0x%x)", ls.redlock_nodes_down);
     tu_redis_kill(&red[3], 1);
     tu_redis_kill(&red[4], 1);
     cycle(conn, key, 10000, 3);
+    lc_client_stats(cli, &ls);
+    TU_CHECK(ls.redlock_nodes_down == (1u << 3 | 1u << 4), "nodes 3 and 4 down: bits 0x%x",
+             ls.redlock_nodes_down);
 
     /* A release that too few nodes answer (LC_IO) while an attempt sent by
      * lc_acquire_send is pending on conn's own context: the status, not a
@@ -386,6 +392,8 @@ static void test_nodes_down(void)
     for (int i = 2; i < NODES; i++)
         TU_REQUIRE(tu_redis_start(&red[i], 1, NULL) == 0, "restart node %d", i);
     cycle(conn, key, 10000, NODES); /* each node reconnected */
+    lc_client_stats(cli, &ls);
+    TU_CHECK(ls.redlock_nodes_down == 0, "every node back: no bit (0x%x)", ls.redlock_nodes_down);
     lc_conn_free(conn);
 }
 

@@ -296,6 +296,7 @@ int main(int argc, char **argv)
      * the probe: at once when Redis answers, else as soon as it does. */
     seed_job seed = {cfg.purchase.sku, (long long)cfg.purchase.initial_stock};
     svc_health_when_up(seed_default, &seed);
+    svc_health_watch_redlock(client);
     if (svc_health_start(&cfg, &lo) != 0) {
         svc_log(SVC_ERROR, "cannot start the Redis probe");
         lc_client_free(client);

@@ -30,6 +30,49 @@ static svc_log_repeat warn_late = SVC_LOG_REPEAT_INIT;
 /* Set before the thread starts, then the probe's own (start, then thread). */
 static svc_health_task task_fn;
 static void *task_arg;
+/* svc_health_watch_redlock's client, and the masters' names (lo's). */
+static lc_client *rl_watched;
+static const char *const *rl_names;
+static int rl_count;
+
+void svc_health_watch_redlock(lc_client *workers)
+{
+    rl_watched = workers;
+}
+
+/* The lock masters down now, against the last look: one line per change
+ * (a master that keeps failing is not logged again). Probe thread. */
+static void watch_redlock(void)
+{
+    static uint32_t seen; /* the probe thread's own */
+    if (rl_watched == NULL || rl_count == 0)
+        return;
+    lc_stats ls;
+    lc_client_stats(rl_watched, &ls);
+    uint32_t down = ls.redlock_nodes_down;
+    if (down == seen)
+        return;
+    char names[600] = "";
+    size_t used = 0;
+    int n = 0;
+    for (int i = 0; i < rl_count && i < 32; i++) {
+        if (!(down & (1u << i)))
+            continue;
+        n++;
+        used += (size_t)snprintf(names + used, used < sizeof names ? sizeof names - used : 0,
+                                 "%s%s", used ? ", " : "", rl_names[i]);
+        if (used >= sizeof names)
+            used = sizeof names - 1;
+    }
+    if (down == 0)
+        svc_log(SVC_INFO, "redlock: every lock master answers again");
+    else
+        svc_log(SVC_WARN, "redlock: %d of %d lock masters not answering (%s): %s", n, rl_count,
+                names,
+                n < rl_count / 2 + 1 ? "a majority still grants the lock"
+                                     : "no majority: redlock purchases answer 503");
+    seen = down;
+}
 
 void svc_health_when_up(svc_health_task fn, void *arg)
 {
@@ -135,6 +178,7 @@ static void probe_and_update(void)
         atomic_store(&status_up, 0);
         svc_log(SVC_WARN, "redis: down (%d failed probes in a row)", fails_in_row);
     }
+    watch_redlock();
 }
 
 static void *health_main(void *arg)
@@ -173,6 +217,8 @@ static atomic_bool on_cluster;
 int svc_health_start(const cfg_config *s, const lc_options *lo)
 {
     atomic_store(&on_cluster, s->redis.cluster_nodes[0] != '\0');
+    rl_names = lo->redlock_nodes;
+    rl_count = lo->redlock_node_count;
     pthread_condattr_t ca;
     lc_options o = *lo;
     char err[LC_ERRSTR_LEN];

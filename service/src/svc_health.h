@@ -13,7 +13,8 @@
  * the same thread refreshes the replica set redis.wait_replicas = all
  * waits for (svc_replicas_refresh), and runs the one task that waits for
  * Redis (svc_health_when_up) until it is done; the status is up only once
- * it is. */
+ * it is. After every probe it also logs a redlock lock master that went
+ * down or came back (svc_health_watch_redlock). */
 #ifndef MIAOSHA_SVC_HEALTH_H
 #define MIAOSHA_SVC_HEALTH_H
 
@@ -42,6 +43,14 @@ void svc_health_when_up(svc_health_task fn, void *arg);
  * probe to trust). Main thread only. 0, or -1 when the client or the
  * thread cannot be created. */
 int svc_health_start(const cfg_config *s, const lc_options *lo);
+/* The purchases' lc_client, whose redlock lock masters the probe thread
+ * watches (lc_stats.redlock_nodes_down, read after every probe): a master
+ * that stops answering is logged once at WARN with the ones still up, and
+ * its return at INFO; no line while nothing changes. Redlock's masters are
+ * not Redis of the stock, so /healthz does not turn for them (a majority
+ * still grants the lock). workers must outlive the probe; NULL = none.
+ * Before svc_health_start, main thread. */
+void svc_health_watch_redlock(lc_client *workers);
 /* 1 unless the last SVC_HEALTH_DOWN_AFTER probes all failed (or the first
  * one did and none has succeeded since); 0 before svc_health_start. Any
  * thread; lock-free. */

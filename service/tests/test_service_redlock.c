@@ -158,6 +158,16 @@ int main(void)
     ok = race(&s, "rl_race3", &a, &other);
     TU_CHECK(ok == STOCK && other == 0 && a.sold == STOCK && a.oversold == 0,
              "2 of 5 masters down: still exact (%d sold, %d other)", ok, other);
+    /* the probe thread logs the masters that stopped answering, once */
+    char down_line[300];
+    snprintf(down_line, sizeof down_line,
+             "redlock: 2 of 5 lock masters not answering (127.0.0.1:%d, 127.0.0.1:%d): a "
+             "majority still grants the lock",
+             red[3].port, red[4].port);
+    int64_t until = lc_now_ms() + tu_slack(2000);
+    while (!svc_log_has(&s, down_line) && lc_now_ms() < until)
+        pk_sleep_ms(20);
+    TU_CHECK(svc_log_has(&s, down_line), "logged: %s", down_line);
 
     tu_redis_kill(&red[2], 1);
     TU_REQUIRE(svc_set_stock(&s, "rl_down", STOCK, NULL) == 200, "stock rl_down");
@@ -203,6 +213,12 @@ int main(void)
              "a holder past its validity reports lock_lost and still writes: %ld %s", r.status,
              B(&r));
     svc_resp_free(&r);
+    /* the restarted masters answered that purchase: logged as back */
+    until = lc_now_ms() + tu_slack(2000);
+    while (!svc_log_has(&s, "redlock: every lock master answers again") && lc_now_ms() < until)
+        pk_sleep_ms(20);
+    TU_CHECK(svc_log_has(&s, "redlock: every lock master answers again"),
+             "logged: every lock master answers again");
 
     TU_CHECK(svc_stop(&s, 6000) == 0, "SIGTERM exit 0");
     if (tu_failed)
