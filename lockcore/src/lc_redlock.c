@@ -163,6 +163,16 @@ static void node_drop(struct lc_rl_conn *rl, int i)
     rl->cur[i] = false;
 }
 
+/* Node i answered (up) or failed (down): lc_stats.redlock_nodes_down's
+ * bit. Any connection's thread. */
+static void node_seen(lc_client *c, int i, bool up)
+{
+    if (up)
+        atomic_fetch_and_explicit(&c->rl_down, ~(uint_fast32_t)(1u << i), memory_order_relaxed);
+    else
+        atomic_fetch_or_explicit(&c->rl_down, (uint_fast32_t)(1u << i), memory_order_relaxed);
+}
+
 /* Reads what node i's socket holds and takes every complete reply: an
  * earlier round's is dropped, this round's goes to *got. false: the
  * context failed (EOF, a protocol error, a reply nobody asked for). */
@@ -231,12 +241,13 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
             redisReply *none = NULL;
             if (!pf[j].revents)
                 continue;
-            if (rl->late[i] == 0)
+            bool failed = rl->late[i] == 0 ||
+                          (pf[j].events == POLLOUT &&
+                           redisBufferWrite(rl->ctx[i], &done) != REDIS_OK) ||
+                          (pf[j].events == POLLIN && !node_read(rl, i, &none));
+            if (failed)
                 node_drop(rl, i);
-            else if (pf[j].events == POLLOUT && redisBufferWrite(rl->ctx[i], &done) != REDIS_OK)
-                node_drop(rl, i);
-            else if (pf[j].events == POLLIN && !node_read(rl, i, &none))
-                node_drop(rl, i);
+            node_seen(c, i, !failed);
         }
         /* Only now, with what has come read: a reply that arrived in time
          * but was not read until this round is not a node that failed to
@@ -244,8 +255,10 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
         now = lc_now_ms();
         for (int j = 0; j < k; j++) {
             int i = idx[j];
-            if (rl->ctx[i] && rl->late[i] > 0 && now >= rl->until[i])
+            if (rl->ctx[i] && rl->late[i] > 0 && now >= rl->until[i]) {
                 node_drop(rl, i); /* no reply within its node timeout */
+                node_seen(c, i, false);
+            }
         }
         first = false;
     }
@@ -372,7 +385,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         if (st[i] == RL_SKIP)
             continue;
         if (st[i] == RL_DONE)
-            atomic_fetch_and_explicit(&c->rl_down, ~(uint_fast32_t)(1u << i), memory_order_relaxed);
+            node_seen(c, i, true);
         if (st[i] == RL_DONE || (st[i] == RL_WAITING && until != RL_UNTIL_ALL && got >= quorum)) {
             /* Answered, or still on its way after the majority came in:
              * then an earlier round's reply from now on. */
@@ -384,7 +397,7 @@ static int round_trip(lc_conn *conn, const bool *send, const char *cmd, size_t l
         }
         failed++;
         if (st[i] != RL_UNCHECKED)
-            atomic_fetch_or_explicit(&c->rl_down, (uint_fast32_t)(1u << i), memory_order_relaxed);
+            node_seen(c, i, false);
         if (!rl->ctx[i] || !rl->ctx[i]->err)
             lc__seterr(conn->err, "redlock node %s:%d: no reply within %d ms", c->rl_host[i],
                        c->rl_port[i], c->rl_node_timeout_ms);
