@@ -226,6 +226,11 @@ int svc_health_start(const cfg_config *s, const lc_options *lo)
         o.connect_timeout_ms = SVC_HEALTH_TIMEOUT_MS;
     if (o.command_timeout_ms > SVC_HEALTH_TIMEOUT_MS)
         o.command_timeout_ms = SVC_HEALTH_TIMEOUT_MS;
+    /* On a cluster every probe takes the map afresh (one CLUSTER NODES):
+     * a slot left without a master turns /healthz 503 at the next probe,
+     * not at the workers' next periodic refresh. */
+    if (o.cluster_node_count > 0)
+        o.cluster_refresh_ms = SVC_HEALTH_CLUSTER_REFRESH_MS;
     if (lc_client_new(&o, &client, err, sizeof err) != LC_OK)
         return -1;
     if (lc_conn_new(client, &conn) != LC_OK) {

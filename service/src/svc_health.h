@@ -20,9 +20,10 @@
 
 #include "svc.h"
 
-#define SVC_HEALTH_PERIOD_MS 200  /* between the end of a probe and the next */
-#define SVC_HEALTH_DOWN_AFTER 2   /* failed probes in a row before "down" */
-#define SVC_HEALTH_TIMEOUT_MS 300 /* cap on each attempt's connect and command timeout */
+#define SVC_HEALTH_PERIOD_MS 200          /* between the end of a probe and the next */
+#define SVC_HEALTH_DOWN_AFTER 2           /* failed probes in a row before "down" */
+#define SVC_HEALTH_TIMEOUT_MS 300         /* cap on each attempt's connect and command timeout */
+#define SVC_HEALTH_CLUSTER_REFRESH_MS 100 /* the probe's map: due at every probe */
 
 /* Work that needs Redis to answer, done once: fn(conn, arg, err, errlen)
  * on the probe's connection after a good probe, and again after each later

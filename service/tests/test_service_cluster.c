@@ -36,6 +36,9 @@
  *   - /stats shows the map (3 masters, 16384 slots, replicas), /metrics the
  *     redirect, retry and refresh counters, /healthz 200 naming the
  *     masters;
+ *   - a slot left without a master (CLUSTER DELSLOTS): /healthz 503 naming
+ *     it within 2 s (the probe takes the map at every probe, not every
+ *     redis.cluster_refresh_ms), 200 once the slot is given back;
  *   - a master SIGKILLed: /healthz turns 503 naming it, the replica is
  *     promoted, /healthz 200 again and its SKU sells again; an idle
  *     instance's /healthz names the promoted master, not the dead one.
@@ -1113,6 +1116,47 @@ static void test_master_hangs(void)
     svc_stop(&c, 10000);
 }
 
+/* A slot left without a master (CLUSTER DELSLOTS on every node): /healthz
+ * turns 503 naming it within a few probes, not at the next periodic map
+ * refresh (redis.cluster_refresh_ms, 5 s); the slot given back, 200. */
+static void test_slot_lost(void)
+{
+    const int slot = 100;
+    int owner = pk_cluster_slot_port(&C, slot);
+    TU_REQUIRE(owner > 0, "slot %d has a master", slot);
+    char rec[64];
+    const char *del[] = {"CLUSTER", "DELSLOTS", "100"};
+    for (int i = 0; i < C.n; i++)
+        (void)pk_redis_query(C.port[i], 2000, 3, del, rec, sizeof rec); /* replicas refuse */
+    svc_resp r;
+    long st = 0;
+    char why[300] = "";
+    int64_t t0 = lc_now_ms(), until = t0 + tu_slack(2000);
+    do {
+        svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
+        st = r.status;
+        snprintf(why, sizeof why, "%.290s", B(&r));
+        svc_resp_free(&r);
+        if (st != 503)
+            pk_sleep_ms(50);
+    } while (st != 503 && lc_now_ms() < until);
+    TU_CHECK(st == 503 && strstr(why, "slot 100"),
+             "a slot without a master: /healthz 503 naming it after %lld ms: %s",
+             (long long)(lc_now_ms() - t0), why);
+    const char *add[] = {"CLUSTER", "ADDSLOTS", "100"};
+    TU_CHECK(pk_redis_query(owner, 2000, 3, add, rec, sizeof rec) == 1, "slot given back");
+    TU_REQUIRE(pk_cluster_wait_ok(&C, (int)tu_slack(10000), NULL), "cluster ok again");
+    until = lc_now_ms() + tu_slack(3000);
+    do {
+        svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
+        st = r.status;
+        svc_resp_free(&r);
+        if (st != 200)
+            pk_sleep_ms(50);
+    } while (st != 200 && lc_now_ms() < until);
+    TU_CHECK(st == 200, "/healthz 200 again: %ld", st);
+}
+
 int main(void)
 {
     pk_cluster_opts o;
@@ -1152,6 +1196,7 @@ int main(void)
     test_idem();
     test_soldout();
     test_seen();
+    test_slot_lost();
     test_failover();
     svc_stop(&a, 10000);
     svc_stop(&b, 10000);
