@@ -774,6 +774,23 @@ static void test_soldout(void)
     TU_CHECK(st == 200, "a sells again after b's reset, %lld ms", (long long)(lc_now_ms() - t0));
 }
 
+/* GET /healthz of s every 100 ms until it answers want or until_ms (lc_now_ms)
+ * passes; the last status, its body in body (len bytes). */
+static long healthz_until(const svc_server *s, long want, int64_t until_ms, char *body, size_t len)
+{
+    long st;
+    for (;;) {
+        svc_resp r;
+        svc_req(s, "GET", "/healthz", NULL, NULL, &r);
+        st = r.status;
+        snprintf(body, len, "%s", B(&r));
+        svc_resp_free(&r);
+        if (st == want || lc_now_ms() >= until_ms)
+            return st;
+        tu_sleep_ms(100);
+    }
+}
+
 static void test_seen(void)
 {
     svc_resp r;
@@ -845,15 +862,7 @@ static void test_failover(void)
     TU_CHECK(bought == 200, "writes again on the promoted replica (last: %s)", why);
     TU_CHECK(strstr(why, "not_replicated") && strstr(why, "0 of 1 replicas"),
              "WAIT per master: the promoted replica has none yet: %s", why);
-    st = 503;
-    while (st != 200 && lc_now_ms() < t0 + tu_slack(20000)) {
-        svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
-        st = r.status;
-        snprintf(why, sizeof why, "%s", B(&r));
-        svc_resp_free(&r);
-        if (st != 200)
-            tu_sleep_ms(100);
-    }
+    st = healthz_until(&a, 200, t0 + tu_slack(20000), why, sizeof why);
     TU_CHECK(st == 200, "/healthz 200 again (%s)", why);
     /* b has sent nothing since the kill (its workers' map still names the
      * dead master): its /healthz names the probe's map, the promoted one */
@@ -1128,33 +1137,17 @@ static void test_slot_lost(void)
     const char *del[] = {"CLUSTER", "DELSLOTS", "100"};
     for (int i = 0; i < C.n; i++)
         (void)pk_redis_query(C.port[i], 2000, 3, del, rec, sizeof rec); /* replicas refuse */
-    svc_resp r;
-    long st = 0;
     char why[300] = "";
-    int64_t t0 = lc_now_ms(), until = t0 + tu_slack(2000);
-    do {
-        svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
-        st = r.status;
-        snprintf(why, sizeof why, "%.290s", B(&r));
-        svc_resp_free(&r);
-        if (st != 503)
-            pk_sleep_ms(50);
-    } while (st != 503 && lc_now_ms() < until);
+    int64_t t0 = lc_now_ms();
+    long st = healthz_until(&a, 503, t0 + tu_slack(2000), why, sizeof why);
     TU_CHECK(st == 503 && strstr(why, "slot 100"),
              "a slot without a master: /healthz 503 naming it after %lld ms: %s",
              (long long)(lc_now_ms() - t0), why);
     const char *add[] = {"CLUSTER", "ADDSLOTS", "100"};
     TU_CHECK(pk_redis_query(owner, 2000, 3, add, rec, sizeof rec) == 1, "slot given back");
     TU_REQUIRE(pk_cluster_wait_ok(&C, (int)tu_slack(10000), NULL), "cluster ok again");
-    until = lc_now_ms() + tu_slack(3000);
-    do {
-        svc_req(&a, "GET", "/healthz", NULL, NULL, &r);
-        st = r.status;
-        svc_resp_free(&r);
-        if (st != 200)
-            pk_sleep_ms(50);
-    } while (st != 200 && lc_now_ms() < until);
-    TU_CHECK(st == 200, "/healthz 200 again: %ld", st);
+    st = healthz_until(&a, 200, lc_now_ms() + tu_slack(3000), why, sizeof why);
+    TU_CHECK(st == 200, "/healthz 200 again: %ld %s", st, why);
 }
 
 int main(void)
