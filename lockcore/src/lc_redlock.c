@@ -247,7 +247,8 @@ static void drain(lc_client *c, struct lc_rl_conn *rl)
                           (pf[j].events == POLLIN && !node_read(rl, i, &none));
             if (failed)
                 node_drop(rl, i);
-            node_seen(c, i, !failed);
+            if (failed || pf[j].events == POLLIN) /* a write alone is no reply */
+                node_seen(c, i, !failed);
         }
         /* Only now, with what has come read: a reply that arrived in time
          * but was not read until this round is not a node that failed to
