@@ -573,6 +573,19 @@ static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *d
                                      const char *method, const char *url);
 static unsigned methods_of(const char *url);
 
+/* MHD_get_connection_values's iterator: counts the query's stock and
+ * buckets keys into *cls, names compared exactly as svc_params_parse does,
+ * a key without a value too. */
+static enum MHD_Result count_reset_params(void *cls, enum MHD_ValueKind kind, const char *key,
+                                          const char *value)
+{
+    (void)kind;
+    (void)value;
+    if (key != NULL && (strcmp(key, "stock") == 0 || strcmp(key, "buckets") == 0))
+        ++*(int *)cls;
+    return MHD_YES;
+}
+
 /* GET|HEAD /stock/{sku}: the audit. A stock or buckets parameter is a
  * reset sent with the wrong method: 405, not "unknown parameter". */
 static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *method,
@@ -584,9 +597,9 @@ static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *
                               sizeof detail);
     /* The parse stops at the first bad parameter: look the reset's up
      * too, so that the answer does not depend on the parameters' order. */
-    if ((r->p.seen & (SVC_P_STOCK | SVC_P_BUCKETS)) ||
-        MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "stock") != NULL ||
-        MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "buckets") != NULL)
+    int resets = 0;
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, count_reset_params, &resets);
+    if ((r->p.seen & (SVC_P_STOCK | SVC_P_BUCKETS)) || resets > 0)
         return refuse_method(r, methods_of(url), "a reset is PUT /stock/{sku}", method, url);
     if (rc != 0)
         return error_now(r, 400, "bad_request", detail, method, url);

@@ -313,7 +313,8 @@ static void rule_stock(void)
     const char *paths[] = {
         "/stock/demo?stock=-1",    "/stock/demo?stock=5",         "/stock/demo?stock",
         "/stock/demo?stock=abc",   "/stock/demo?stock=1&stock=2", "/stock/demo?buckets=4",
-        "/stock/demo?buckets=abc", "/stock/demo?x=1&stock=5",     "/stock/demo?limit=2&buckets=3"};
+        "/stock/demo?buckets=abc", "/stock/demo?x=1&stock=5",     "/stock/demo?limit=2&buckets=3",
+        "/stock/demo?x=1&stock"};
     svc_audit before, after;
     TU_REQUIRE(svc_get_audit(&srv, "demo", &before) == 200, "audit before");
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
@@ -334,6 +335,7 @@ static void rule_stock(void)
     expect("GET", "/stock/nosuch?buckets=4", NULL, 405, "method_not_allowed", "a reset is PUT");
     /* Other parameters are still unknown parameters. */
     expect("GET", "/stock/demo?x=1", NULL, 400, "bad_request", "unknown parameter 'x'");
+    expect("GET", "/stock/demo?STOCK=5", NULL, 400, "bad_request", "unknown parameter 'STOCK'");
     st = svc_get_audit(&srv, "demo", &after);
     TU_CHECK(st == 200 && after.stock == before.stock && after.initial == before.initial,
              "nothing reset (stock %lld -> %lld)", before.stock, after.stock);
