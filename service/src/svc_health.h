@@ -46,8 +46,9 @@ void svc_health_when_up(svc_health_task fn, void *arg);
 int svc_health_start(const cfg_config *s, const lc_options *lo);
 /* The purchases' lc_client, whose redlock lock masters the probe thread
  * watches (lc_stats.redlock_nodes_down, read after every probe): a master
- * that stops answering is logged once at WARN with the ones still up, and
- * its return at INFO; no line while nothing changes. Redlock's masters are
+ * that stops answering is logged once at WARN, naming the ones down and
+ * whether a majority still grants the lock (again at each change), and
+ * the return of all at INFO; no line while nothing changes. Redlock's masters are
  * not Redis of the stock, so /healthz does not turn for them (a majority
  * still grants the lock). workers must outlive the probe; NULL = none.
  * Before svc_health_start, main thread. */
@@ -63,8 +64,9 @@ void svc_health_stop(void);
 void svc_health_reason(char *buf, size_t len);
 /* The probe's lc_client (NULL before svc_health_start). With a Redis
  * Cluster its slot map is the one the last good probe pinged every master
- * of, and each probe refreshes it once redis.cluster_refresh_ms has
- * passed, with or without purchases: /stats shows this map, there as soon
+ * of, and every probe takes it afresh (SVC_HEALTH_CLUSTER_REFRESH_MS;
+ * redis.cluster_refresh_ms paces the workers' maps), with or without
+ * purchases: /stats shows this map, there as soon
  * as /healthz is 200, where the service's own client takes one only with
  * its first command. Owned by the probe; valid until svc_health_stop. Any
  * thread. */

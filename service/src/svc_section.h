@@ -3,10 +3,11 @@
  * between modes, so a comparison between modes varies the lock and nothing
  * else. The lock-free lua mode has no section (svc_lua.c).
  *
- * svc_purchase.c fills an svc_section from the request, calls
+ * svc_purchase.c fills an svc_section from the request and calls
  * svc_section_start as soon as a worker takes the request (the lock's
- * first attempt leaves then) and svc_section_run once the worker is free
- * to wait for it; the outcome and the facts in x->o make the reply.
+ * first attempt leaves then); svc_tries.c runs it (svc_section_run) once
+ * the worker is free to wait for it, and starts and runs the later tries;
+ * the outcome and the facts in x->o make the reply.
  *
  * The section runs on one stock: a SKU's, or one bucket of a SKU split
  * into buckets (x->tag). Trying the next bucket when one is sold out is

@@ -4,7 +4,8 @@
  *
  * A SKU in stock buckets (svc_bucket.h) is sold from one bucket per try:
  * the first drawn at random among those not known to be empty (and, for a
- * polling mode, not held by this instance's other purchases), the next one
+ * polling mode with a fixed lease, neither stepped nor re-entering, not
+ * held by this instance's other purchases), the next one
  * after a try that found its bucket sold out. A try hops: it takes its
  * bucket's lock only if it is free, and a held one sends the buyer on; a
  * polling mode's buyer who found every bucket with stock locked pauses as

@@ -206,6 +206,17 @@ static void lock_waits(void)
     st = drive(&srv, b.id, "next", 200, &r);
     TU_CHECK(svc_jbool(st, "waiting") == 1, "B still waits while A has read: %s", B(&r));
     svc_resp_free(&r);
+    /* the same wait given in a JSON body is the one waited (not the
+     * default 1000 ms) */
+    char bpath[64];
+    snprintf(bpath, sizeof bpath, "/steps/%lld/next", b.id);
+    int64_t t0 = lc_now_ms();
+    svc_req(&srv, "POST", bpath, "{\"wait_ms\":200}", NULL, &r);
+    int64_t took = lc_now_ms() - t0;
+    st = cJSON_GetObjectItemCaseSensitive(r.json, "step");
+    TU_CHECK(r.status == 200 && svc_jbool(st, "waiting") == 1 && took < tu_slack(700),
+             "wait_ms 200 in the body: waiting after %lld ms: %s", (long long)took, B(&r));
+    svc_resp_free(&r);
     next_to(&a, "written");
     st = drive(&srv, b.id, "next", 200, &r);
     TU_CHECK(svc_jbool(st, "waiting") == 1 && svc_jnum(st, "read") < -1e17,
