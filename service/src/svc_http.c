@@ -470,15 +470,25 @@ static enum MHD_Result route_step_run(svc_req *r, const char *seg, const char *m
     return drive_step(r, seg, method, url, svc_step_run_job);
 }
 
-/* MHD_get_connection_values's iterator: counts the Idempotency-Key
- * headers (names compare case-insensitively) into *cls. */
-static enum MHD_Result count_idem_keys(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       const char *value)
+/* What count_keys counts: the keys equal to a or b (b may be NULL) under
+ * cmp (strcmp for query parameters, as svc_params_parse compares them;
+ * strcasecmp for header names). */
+typedef struct key_count {
+    const char *a, *b;
+    int (*cmp)(const char *, const char *);
+    int n;
+} key_count;
+
+/* MHD_get_connection_values's iterator over a key_count (a key without a
+ * value counts too). */
+static enum MHD_Result count_keys(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
 {
+    key_count *k = cls;
     (void)kind;
     (void)value;
-    if (key != NULL && strcasecmp(key, "Idempotency-Key") == 0)
-        ++*(int *)cls;
+    if (key != NULL && (k->cmp(key, k->a) == 0 || (k->b != NULL && k->cmp(key, k->b) == 0)))
+        k->n++;
     return MHD_YES;
 }
 
@@ -519,9 +529,9 @@ static enum MHD_Result route_purchase(svc_req *r, const char *seg, const char *m
                                "user: required while purchase.limit_per_user is set", method, url);
     /* Two keys would be two claims on one request: refused, as a repeated
      * query parameter is (the lookup below sees only the first). */
-    int keys = 0;
-    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_idem_keys, &keys);
-    if (keys > 1)
+    key_count keys = {"Idempotency-Key", NULL, strcasecmp, 0};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_keys, &keys);
+    if (keys.n > 1)
         return reject_purchase(r, 400, "bad_request", "Idempotency-Key: given more than once",
                                method, url);
     const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
@@ -573,19 +583,6 @@ static enum MHD_Result refuse_method(svc_req *r, unsigned allowed, const char *d
                                      const char *method, const char *url);
 static unsigned methods_of(const char *url);
 
-/* MHD_get_connection_values's iterator: counts the query's stock and
- * buckets keys into *cls, names compared exactly as svc_params_parse does,
- * a key without a value too. */
-static enum MHD_Result count_reset_params(void *cls, enum MHD_ValueKind kind, const char *key,
-                                          const char *value)
-{
-    (void)kind;
-    (void)value;
-    if (key != NULL && (strcmp(key, "stock") == 0 || strcmp(key, "buckets") == 0))
-        ++*(int *)cls;
-    return MHD_YES;
-}
-
 /* GET|HEAD /stock/{sku}: the audit. A stock or buckets parameter is a
  * reset sent with the wrong method: 405, not "unknown parameter". */
 static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *method,
@@ -595,11 +592,11 @@ static enum MHD_Result route_stock_get(svc_req *r, const char *seg, const char *
     (void)seg;
     int rc = svc_params_parse(r->conn, r->s, SVC_P_STOCK | SVC_P_BUCKETS, &r->p, detail,
                               sizeof detail);
-    /* The parse stops at the first bad parameter: look the reset's up
-     * too, so that the answer does not depend on the parameters' order. */
-    int resets = 0;
-    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, count_reset_params, &resets);
-    if ((r->p.seen & (SVC_P_STOCK | SVC_P_BUCKETS)) || resets > 0)
+    /* Counted apart from the parse, which stops at the first bad
+     * parameter: the answer does not depend on the parameters' order. */
+    key_count resets = {"stock", "buckets", strcmp, 0};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, count_keys, &resets);
+    if (resets.n > 0)
         return refuse_method(r, methods_of(url), "a reset is PUT /stock/{sku}", method, url);
     if (rc != 0)
         return error_now(r, 400, "bad_request", detail, method, url);
