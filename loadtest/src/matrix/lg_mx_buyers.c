@@ -349,16 +349,15 @@ int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, 
         return -1;
     /* The cell's audit is the keyed run's, the SKU its timeline draws;
      * the run without a key is its doubles column and its reason. */
-    int64_t sold_k = k.sold, dups_k = k.dups, sold_n = n.sold, dups_n = n.dups;
-    c->sold = sold_k;
+    c->sold = k.sold;
     c->stock_left = k.stock;
     c->oversold = k.oversold;
     c->undersold = k.undersold;
-    c->doubles = (uint64_t)dups_n;
+    c->doubles = (uint64_t)n.dups;
     c->elapsed_s = (double)(lc_now_ms() - t0) / 1000.0;
-    if (dups_k > 0)
+    if (k.dups > 0)
         snprintf(c->outcome, sizeof c->outcome, "twice");
-    else if (sold_k == buyers)
+    else if (k.sold == buyers)
         snprintf(c->outcome, sizeof c->outcome, "once");
     else
         snprintf(c->outcome, sizeof c->outcome, "short");
@@ -369,8 +368,8 @@ int lg_mx_retry(mctx *x, lg_cell *c, lg_mode m, const instance *in, int buyers, 
              "%d buyers%s, first request given up after %d ms (work %d ms) and retried: with an "
              "Idempotency-Key %lld orders, %lld buyers with two; without %lld orders, %lld "
              "buyers with two",
-             buyers, split, RETRY_GIVEUP_MS, RETRY_WORK_MS, (long long)sold_k, (long long)dups_k,
-             (long long)sold_n, (long long)dups_n);
+             buyers, split, RETRY_GIVEUP_MS, RETRY_WORK_MS, (long long)k.sold, (long long)k.dups,
+             (long long)n.sold, (long long)n.dups);
     if (n.oversold > 0)
         lg_addf(c->reason, sizeof c->reason, ", oversold %lld", (long long)n.oversold);
     return 0;
